@@ -13,7 +13,7 @@ import struct
 from dataclasses import dataclass
 
 from .errors import CheckpointReadError
-from .source import Source
+from .source import Source, where as _where
 
 MAX_HEADER_BYTES = 100_000_000  # the safetensors crate's own cap
 
@@ -51,7 +51,7 @@ class SafetensorsHeader:
 
 def read_header(source: Source, name: str) -> SafetensorsHeader:
     """Read and check one file's header: sizes, dtypes and offsets must be self-consistent."""
-    where = f"{source.description}/{name}" if source.description != name else name
+    where = _where(source, name)
     size = source.file_size(name)
     if size < 8:
         raise CheckpointReadError(f"{where}: truncated ({size} bytes), not a safetensors file",

@@ -37,19 +37,27 @@ class Source(Protocol):
         ...
 
 
+def where(source: Source, name: str) -> str:
+    """How to name one file of a source in a message (`dir/config.json`, or the single file itself)."""
+    root = getattr(source, "root", None)
+    if isinstance(root, Path):
+        return str(root / name) if str(root) != "." else name
+    return f"{source.description}/{name}"
+
+
 def read_json(source: Source, name: str) -> dict[str, Any]:
     """Parse a small JSON file from a source, naming the file in every error."""
     data = source.read_range(name, 0, source.file_size(name))
     try:
         value = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
+        loc = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
         raise ConfigError(
-            f"{source.description}/{name}: not valid JSON{where}",
+            f"{where(source, name)}: not valid JSON{loc}",
             hint="fix or regenerate the file",
         ) from exc
     if not isinstance(value, dict):
-        raise ConfigError(f"{source.description}/{name}: expected a JSON object at the top level")
+        raise ConfigError(f"{where(source, name)}: expected a JSON object at the top level")
     return value
 
 
