@@ -87,3 +87,12 @@ def test_report_json_is_stable(built_fixtures) -> None:
     row = next(r for r in data["tensors"] if r["name"] == "fc.weight")
     assert row == {"name": "fc.weight", "canonical": "fc.weight", "dtype": "BF16", "shape": [64, 192],
                    "bytes": 64 * 192 * 2, "file": "model.safetensors"}
+
+
+@pytest.mark.parametrize("name", ["vllm-eagle3", "speculators-eagle31", "kimi-mla-eagle3", "safeailab-eagle3"])
+def test_report_matches_published_schema(name: str, built_fixtures) -> None:
+    import jsonschema
+    from eagle_convert import schemas
+
+    data = json.loads(json.dumps(inspect_checkpoint(str(built_fixtures(name))).to_dict()))
+    jsonschema.validate(data, schemas.load("inspect-report.schema.json"))
