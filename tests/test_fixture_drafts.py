@@ -300,8 +300,10 @@ def test_non_strict_builds_combinations_no_producer_writes(tmp_path: Path) -> No
 
 
 def test_cli_builds_named_fixture(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([str(tmp_path), "--name", "vllm-eagle3"]) == 0
-    assert (tmp_path / "vllm-eagle3" / "config.json").is_file()
+    assert main([str(tmp_path / "one"), "--name", "vllm-eagle3"]) == 0  # one name: OUT_DIR is the draft
+    assert (tmp_path / "one" / "config.json").is_file()
+    assert main([str(tmp_path / "two"), "--name", "vllm-eagle3", "--name", "nemo-eagle3"]) == 0
+    assert {p.name for p in (tmp_path / "two").iterdir()} == {"vllm-eagle3", "nemo-eagle3"}
     with pytest.raises(SystemExit) as exc:
         main([str(tmp_path), "--name", "no-such-fixture"])
     assert exc.value.code == 2
