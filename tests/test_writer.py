@@ -447,8 +447,14 @@ def test_atomic_refuses_output_appearing_meanwhile(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("exchange", [True, False])
 def test_atomic_force_replaces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exchange: bool) -> None:
-    if not exchange:
-        monkeypatch.setattr(atomic, "_exchange", lambda a, b: False)
+    calls: list[bool] = []
+    real_exchange = atomic._exchange
+
+    def spy(a: Path, b: Path) -> bool:
+        calls.append(real_exchange(a, b) if exchange else False)
+        return calls[-1]
+
+    monkeypatch.setattr(atomic, "_exchange", spy)
     final = tmp_path / "out"
     final.mkdir()
     (final / "old.txt").write_text("old")
@@ -457,6 +463,7 @@ def test_atomic_force_replaces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
         assert (final / "old.txt").exists()  # old output stays visible while writing
     assert sorted(p.name for p in final.iterdir()) == ["new.txt"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert len(calls) == 1  # (the exchange may be unsupported on exotic filesystems: then False)
 
 
 def test_atomic_force_failure_keeps_old(tmp_path: Path) -> None:
