@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("eagle-convert")
-except PackageNotFoundError:  # running from a source tree without installation
-    __version__ = "0.0.0+local"
+# The single home of the version: pyproject reads it (tool.setuptools.dynamic), provenance
+# blocks write it. A constant, because importlib.metadata costs ~0.1 s of CLI start-up.
+__version__ = "0.1.0"
 
 __all__ = ["__version__"]

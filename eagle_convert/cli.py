@@ -6,6 +6,8 @@ This is the only place where library exceptions become messages and exit codes:
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import os
 import sys
@@ -19,6 +21,12 @@ from . import __version__
 from .errors import EagleConvertError
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+# Lazily loaded commands: module names under eagle_convert/commands/.
+COMMANDS = ("upgrade", "diff", "validate", "smoke", "finetune")
+
+
+def _command_module_exists(name: str) -> bool:
+    return importlib.util.find_spec(f"eagle_convert.commands.{name}") is not None
 
 
 def _debug_enabled(ctx: click.Context | None) -> bool:
@@ -27,7 +35,19 @@ def _debug_enabled(ctx: click.Context | None) -> bool:
 
 
 class _Group(click.Group):
-    """Turns library errors into one `Error: ...` line and the documented exit code."""
+    """Turns library errors into one `Error: ...` line and the documented exit code.
+
+    Commands other than `inspect` are imported on first use (`eagle_convert.commands.<name>`,
+    each with `register(group)`), so `inspect` starts fast and never loads torch or vLLM.
+    """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | {c for c in COMMANDS if _command_module_exists(c)})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS and _command_module_exists(cmd_name):
+            importlib.import_module(f"eagle_convert.commands.{cmd_name}").register(self)
+        return self.commands.get(cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -77,13 +97,5 @@ def inspect_cmd(checkpoint: str, as_json: bool, tensors: bool) -> None:
     render_inspect(_console(), report, tensors=tensors)
 
 
-
-
-def _register_extensions() -> None:
-    """Attach the other commands; each lives in `eagle_convert/commands/` to keep this file small."""
-    from .commands import register_all
-
-    register_all(main)
-
-
-_register_extensions()
+if __name__ == "__main__":
+    main()

@@ -107,3 +107,14 @@ def test_inspect_does_not_import_torch(built_fixtures) -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["storage"] == "sharded"
+
+
+def test_every_command_has_help() -> None:
+    from eagle_convert.cli import COMMANDS
+
+    code, out, _ = run("--help")
+    assert code == 0
+    for name in ("inspect", *COMMANDS):
+        assert name in out
+        sub_code, sub_out, _ = run(name, "--help")
+        assert sub_code == 0 and "Usage:" in sub_out, name
