@@ -1,0 +1,205 @@
+"""`diff_checkpoints(a, b)`: tensors added / removed / renamed / changed, and the config diff.
+
+Tensors are matched by name, then leftover names by canonical (vLLM-native) name, which is how a
+rename (`midlayer.` → `layers.0.`, NeMo's `model.`) shows up. Data is compared in bounded chunks
+read from byte ranges; only chunks that differ are decoded (numpy) for the max abs difference.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .checkpoint import Checkpoint, open_checkpoint
+from .layout import canonical_name
+from .safetensors_header import TensorInfo
+
+__all__ = ["CheckpointDiff", "ConfigDiff", "TensorChange", "config_diff", "diff_checkpoints"]
+
+CHUNK_ELEMS = 4 << 20  # elements per compared chunk (16 MiB of F32)
+
+
+@dataclass
+class ConfigDiff:
+    added: dict[str, Any] = field(default_factory=dict)  # dotted path -> value in B
+    removed: dict[str, Any] = field(default_factory=dict)  # dotted path -> value in A
+    changed: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # dotted path -> (A, B)
+
+    def paths(self) -> list[str]:
+        return sorted({*self.added, *self.removed, *self.changed})
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.removed or self.changed)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"added": self.added, "removed": self.removed,
+                "changed": {k: {"a": a, "b": b} for k, (a, b) in self.changed.items()}}
+
+
+def _flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(_flatten(value, path + "."))
+        else:
+            out[path] = value
+    return out
+
+
+def config_diff(a: dict[str, Any], b: dict[str, Any]) -> ConfigDiff:
+    """Leaf-level difference of two configs (nested objects flattened to dotted paths)."""
+    fa, fb = _flatten(a), _flatten(b)
+    return ConfigDiff(
+        added={k: fb[k] for k in fb if k not in fa},
+        removed={k: fa[k] for k in fa if k not in fb},
+        changed={k: (fa[k], fb[k]) for k in fa if k in fb and fa[k] != fb[k]},
+    )
+
+
+@dataclass
+class TensorChange:
+    """A tensor present on both sides (same name, or renamed) whose dtype, shape or bytes differ."""
+
+    a: str
+    b: str
+    dtype: tuple[str, str]
+    shape: tuple[list[int], list[int]]
+    max_abs_diff: float | None  # None when shapes differ or data was not compared
+    differing_elements: int | None = None
+
+
+@dataclass
+class CheckpointDiff:
+    a: str
+    b: str
+    added: list[dict[str, Any]]  # tensors only in B: name, dtype, shape
+    removed: list[dict[str, Any]]  # tensors only in A
+    renamed: list[tuple[str, str]]  # (name in A, name in B), same canonical name
+    changed: list[TensorChange]
+    identical: int  # tensors whose dtype, shape and bytes are equal (renamed ones included)
+    config: ConfigDiff
+    compared_data: bool = True
+
+    @property
+    def same(self) -> bool:
+        return not (self.added or self.removed or self.renamed or self.changed or self.config)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "a": self.a, "b": self.b, "same": self.same, "compared_data": self.compared_data,
+            "added": self.added, "removed": self.removed,
+            "renamed": [{"a": a, "b": b} for a, b in self.renamed],
+            "changed": [asdict(c) for c in self.changed], "identical": self.identical,
+            "config": self.config.to_dict(),
+        }
+
+
+def _row(t: TensorInfo) -> dict[str, Any]:
+    return {"name": t.name, "dtype": t.dtype, "shape": list(t.shape)}
+
+
+def diff_checkpoints(a: str | Checkpoint, b: str | Checkpoint, *, compare_data: bool = True) -> CheckpointDiff:
+    """Compare two checkpoints (paths, hub refs or opened `Checkpoint`s)."""
+    ca = a if isinstance(a, Checkpoint) else open_checkpoint(a)
+    cb = b if isinstance(b, Checkpoint) else open_checkpoint(b)
+    only_a = [n for n in ca.tensors if n not in cb.tensors]
+    only_b = [n for n in cb.tensors if n not in ca.tensors]
+    canon_b: dict[str, str] = {}
+    for n in only_b:
+        canon_b.setdefault(canonical_name(n), n)
+    pairs = [(n, n) for n in ca.tensors if n in cb.tensors]
+    renamed: list[tuple[str, str]] = []
+    for n in only_a:
+        match = canon_b.pop(canonical_name(n), None)
+        if match is not None:
+            renamed.append((n, match))
+    matched_a = {x for x, _ in renamed}
+    matched_b = {y for _, y in renamed}
+    changed: list[TensorChange] = []
+    identical = 0
+    with _Reader(ca) as ra, _Reader(cb) as rb:
+        for na, nb in pairs + renamed:
+            ta, tb = ca.tensors[na], cb.tensors[nb]
+            if compare_data:
+                change = _compare(ra, rb, ta, tb)
+            elif (ta.dtype, ta.shape) != (tb.dtype, tb.shape):
+                change = TensorChange(na, nb, (ta.dtype, tb.dtype), (list(ta.shape), list(tb.shape)), None)
+            else:
+                change = None
+            if change is None:
+                identical += 1
+            else:
+                changed.append(change)
+    return CheckpointDiff(
+        a=ca.description, b=cb.description,
+        added=[_row(cb.tensors[n]) for n in only_b if n not in matched_b],
+        removed=[_row(ca.tensors[n]) for n in only_a if n not in matched_a],
+        renamed=renamed, changed=changed, identical=identical,
+        config=config_diff(ca.config, cb.config), compared_data=compare_data,
+    )
+
+
+def _compare(ra: _Reader, rb: _Reader, ta: TensorInfo, tb: TensorInfo) -> TensorChange | None:
+    """None when equal; otherwise the change, with max abs difference when shapes match."""
+    shapes = (list(ta.shape), list(tb.shape))
+    if ta.shape != tb.shape:
+        return TensorChange(ta.name, tb.name, (ta.dtype, tb.dtype), shapes, None)
+    import numpy as np
+
+    from .tensordata import decode
+
+    n = ta.numel
+    sa, sb = ta.nbytes // max(n, 1), tb.nbytes // max(n, 1)
+    max_diff, count, same_bytes = 0.0, 0, ta.dtype == tb.dtype
+    for start in range(0, n, CHUNK_ELEMS):
+        k = min(CHUNK_ELEMS, n - start)
+        raw_a, raw_b = ra.read(ta, start * sa, k * sa), rb.read(tb, start * sb, k * sb)
+        if same_bytes and raw_a == raw_b:
+            continue
+        same_bytes = False
+        va = decode(raw_a, ta.dtype, (k,)).astype(np.float64)
+        vb = decode(raw_b, tb.dtype, (k,)).astype(np.float64)
+        both_nan = np.isnan(va) & np.isnan(vb)
+        delta = np.where(both_nan, 0.0, np.abs(va - vb))
+        delta = np.where(np.isnan(delta), math.inf, delta)
+        count += int(np.count_nonzero(delta))
+        max_diff = max(max_diff, float(delta.max()) if k else 0.0)
+    if same_bytes:
+        return None
+    return TensorChange(ta.name, tb.name, (ta.dtype, tb.dtype), shapes, max_diff, count)
+
+
+class _Reader:
+    """Byte ranges of one checkpoint's tensors; `.bin` ranges resolved without torch when possible."""
+
+    def __init__(self, ckpt: Checkpoint) -> None:
+        self.ckpt = ckpt
+        self._bin: dict[str, Any] = {}
+        self._fds: dict[str, int] = {}
+
+    def __enter__(self) -> _Reader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import os
+
+        for fd in self._fds.values():
+            os.close(fd)
+
+    def read(self, t: TensorInfo, start: int, length: int) -> bytes:
+        if t.offset >= 0:
+            return self.ckpt.source.read_range(t.file, t.offset + start, length)
+        import os
+
+        from .binranges import bin_byte_ranges
+
+        if t.file not in self._bin:
+            path = self.ckpt.source.local_path(t.file)
+            self._bin[t.file] = bin_byte_ranges(path)
+            self._fds[t.file] = os.open(path, os.O_RDONLY)
+        ranges = self._bin[t.file]
+        if ranges is None or t.name not in ranges:
+            return self.ckpt.read_tensor_bytes(t.name)[start : start + length]
+        return os.pread(self._fds[t.file], length, ranges[t.name].offset + start)
