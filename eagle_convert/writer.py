@@ -24,10 +24,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from math import prod
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Union
 
 __all__ = [
     "DTYPE_BITS",
+    "FORMAT_PT_METADATA",
     "INDEX_FILENAME",
     "MAX_HEADER_BYTES",
     "SINGLE_FILENAME",
@@ -48,17 +50,20 @@ LOG = logging.getLogger(__name__)
 MiB = 1 << 20
 #: Default unit of work (and of ``progress`` calls) for copying.
 COPY_CHUNK_BYTES = 64 * MiB
-#: Default size of each of the two reused buffers ``verify_file`` compares.
-VERIFY_CHUNK_BYTES = 16 * MiB
+#: Default size of each of the two reused buffers ``verify_file`` compares (and of the
+#: read/write fallback's buffer). Small on purpose: both buffers then stay in L2 cache
+#: between the read and the compare; on a 0.79 GiB draft 1 MiB verified ~3x faster than
+#: 16 MiB (0.28 s vs 0.85 s) and 64 MiB was slower still.
+VERIFY_CHUNK_BYTES = 1 * MiB
 #: The safetensors crate refuses headers above this size.
 MAX_HEADER_BYTES = 100_000_000
 SINGLE_FILENAME = "model.safetensors"
 INDEX_FILENAME = "model.safetensors.index.json"
 #: Per-shard metadata transformers expects on PyTorch checkpoints.
-FORMAT_PT_METADATA: Mapping[str, str] = {"format": "pt"}
+FORMAT_PT_METADATA: Mapping[str, str] = MappingProxyType({"format": "pt"})
 
 #: Bits per element of every safetensors dtype (sub-byte float formats included).
-DTYPE_BITS: Mapping[str, int] = {
+DTYPE_BITS: Mapping[str, int] = MappingProxyType({
     "BOOL": 8,
     "U8": 8,
     "I8": 8,
@@ -79,7 +84,7 @@ DTYPE_BITS: Mapping[str, int] = {
     "F4": 4,
     "F6_E2M3": 6,
     "F6_E3M2": 6,
-}
+})
 
 # errno values with which copy_file_range / sendfile say "not between these two files",
 # as opposed to a real I/O error: fall back to the next, more portable, method.
@@ -367,7 +372,7 @@ class _RangeCopier:
 
     def _buffered(self, src_fd: int, offset: int, count: int, dst_fd: int) -> int:
         if self._buf is None:
-            self._buf = bytearray(min(self.chunk_bytes, 16 * MiB))
+            self._buf = bytearray(min(self.chunk_bytes, VERIFY_CHUNK_BYTES))
         view = memoryview(self._buf)[: min(count, len(self._buf))]
         n = os.preadv(src_fd, [view], offset)
         _write_all(dst_fd, view[:n])
