@@ -35,3 +35,13 @@ def built_fixtures(tmp_path_factory: pytest.TempPathFactory):
         return cache[name]
 
     return get
+
+
+@pytest.fixture
+def hf_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Online against local servers only: fresh HF cache, no token, no request off loopback."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from hubserver import isolated_hf_client
+
+    with isolated_hf_client(tmp_path, monkeypatch):
+        yield

@@ -416,3 +416,38 @@ def hub_server(
             close_session()
         except ImportError:  # pragma: no cover - huggingface_hub is a test dependency
             pass
+
+
+def _loopback_only(request) -> None:  # an httpx2 request hook
+    if request.url.host not in ("127.0.0.1", "localhost"):
+        raise AssertionError(f"test tried to reach {request.url}")
+
+
+@contextlib.contextmanager
+def isolated_hf_client(tmp_path: Path, monkeypatch) -> Iterator[None]:
+    """Fresh HF cache per test, online, no token, and no request may leave the machine."""
+    from huggingface_hub import constants
+    from huggingface_hub.utils import _http
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    # Import-time constants of the client: no telemetry lookups (its agent registry fetch would go to the
+    # import-time endpoint), no token file from the real home, and no offline mode inherited from the shell.
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
+
+    def factory():
+        client = _http.default_client_factory()
+        hooks = client.event_hooks
+        client.event_hooks = {**hooks, "request": [_loopback_only, *hooks.get("request", [])]}
+        return client
+
+    _http.set_client_factory(factory)
+    try:
+        yield
+    finally:
+        _http.set_client_factory(_http.default_client_factory)
