@@ -37,25 +37,27 @@ class ConfigDiff:
                 "changed": {k: {"a": a, "b": b} for k, (a, b) in self.changed.items()}}
 
 
-def _flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in config.items():
+def config_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> ConfigDiff:
+    """Difference of two configs; objects present on both sides are compared key by key (dotted paths)."""
+    out = ConfigDiff()
+    for key in a.keys() | b.keys():
         path = f"{prefix}{key}"
-        if isinstance(value, dict) and value:
-            out.update(_flatten(value, path + "."))
-        else:
-            out[path] = value
+        if key not in b:
+            out.removed[path] = a[key]
+        elif key not in a:
+            out.added[path] = b[key]
+        elif isinstance(a[key], dict) and isinstance(b[key], dict):
+            sub = config_diff(a[key], b[key], path + ".")
+            out.added.update(sub.added)
+            out.removed.update(sub.removed)
+            out.changed.update(sub.changed)
+        elif a[key] != b[key] or type(a[key]) is not type(b[key]):
+            out.changed[path] = (a[key], b[key])
+    for part in (out.added, out.removed, out.changed):
+        ordered = dict(sorted(part.items()))
+        part.clear()
+        part.update(ordered)
     return out
-
-
-def config_diff(a: dict[str, Any], b: dict[str, Any]) -> ConfigDiff:
-    """Leaf-level difference of two configs (nested objects flattened to dotted paths)."""
-    fa, fb = _flatten(a), _flatten(b)
-    return ConfigDiff(
-        added={k: fb[k] for k in fb if k not in fa},
-        removed={k: fa[k] for k in fa if k not in fb},
-        changed={k: (fa[k], fb[k]) for k in fa if k in fb and fa[k] != fb[k]},
-    )
 
 
 @dataclass

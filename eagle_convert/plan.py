@@ -231,10 +231,11 @@ def _check_upgradable(ckpt: Checkpoint, info: DraftInfo) -> tuple[str, int, int]
         raise _refuse(ckpt, f"flags and tensors disagree: {disagree}",
                       hint="fix config.json or the weights first; see eagle-convert inspect")
     if flags["norm_before_fc"].value:
-        raise _refuse(ckpt, f"is a norm_before_fc draft (input_norm.weight, norm_before_fc in {where('norm_before_fc')}); "
-                            "adding fc_norm would normalise the aux states twice", hint="only plain EAGLE-3 drafts upgrade")
+        raise _refuse(ckpt, f"is a norm_before_fc draft (input_norm.weight; norm_before_fc set in "
+                            f"{where('norm_before_fc')}): adding fc_norm would normalise the aux states twice",
+                      hint="only plain EAGLE-3 drafts upgrade")
     if info.variant == "EAGLE-3.1":
-        raise _refuse(ckpt, f"already EAGLE-3.1 ({'; '.join(info.variant_reasons)})", hint="nothing to upgrade")
+        raise _refuse(ckpt, f"already EAGLE-3.1: {'; '.join(info.variant_reasons)}", hint="nothing to upgrade")
     if fc.dtype not in ONES:
         raise _refuse(ckpt, f"{fc_name} is {fc.dtype}; fc_norm weights need a float dtype ({', '.join(ONES)})")
     return fc_name, num_aux, ht

@@ -162,6 +162,7 @@ def _verify(plan: UpgradePlan, tmp: Path, files: list[OutFile], written: dict[st
             problems.append(f"{name}: {written.get(name)} bytes written, plan said {size}")
     if not problems:
         problems += _recheck(plan, tmp)
+    problems = [p.replace(f"{tmp}/", "") for p in problems]  # name output files, not the temp dir
     if problems:
         raise VerificationError(f"{plan.source}: upgraded output failed verification: {problems[0]}"
                                 + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""),
