@@ -1,0 +1,277 @@
+"""One test per finding code: a fixture broken in exactly that way must produce that code.
+
+Each case starts from a FIXTURE_MATRIX draft, changes one thing (a tensor, a config field, the
+folder layout) and validates. `test_every_code_has_a_case` keeps this table in step with
+schemas/findings.json; the vLLM engine codes also have real-vLLM tests in test_validate_vllm.py.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+
+from eagle_convert.findings import code_table
+from eagle_convert.validate import validate
+from fixtures.drafts import FIXTURE_MATRIX, DraftSpec, build_draft, draft_state, write_safetensors
+
+State = dict[str, torch.Tensor]
+
+
+def write_draft(out: Path, spec: DraftSpec | str = "vllm-eagle3", *, tensors: Callable[[State], Any] | None = None,
+                config: Callable[[dict], Any] | None = None) -> Path:
+    """Build a fixture draft into `out`, then edit its canonical tensors and/or its config in place.
+
+    Tensor edits need a single-file safetensors fixture; names are canonical and mapped to the
+    layout's on-disk names on writing.
+    """
+    if isinstance(spec, str):
+        spec = FIXTURE_MATRIX[spec]
+    build_draft(out, spec, strict=False)
+    if tensors is not None:
+        assert spec.storage == "single", "tensor edits need a single-file fixture"
+        state = draft_state(spec, strict=False)
+        tensors(state)
+        write_safetensors(out / "model.safetensors", {spec.layout_row.to_disk(k): v for k, v in state.items()},
+                          dict(spec.layout_row.st_metadata))
+    if config is not None:
+        cfg = json.loads((out / "config.json").read_text())
+        config(cfg)
+        (out / "config.json").write_text(json.dumps(cfg, indent=2))
+    return out
+
+
+def target_config(out: Path, **fields: Any) -> Path:
+    """A folder holding only a target config.json (all --target reads), matching vllm-eagle3 by default."""
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "vocab_size": 256,
+           "num_hidden_layers": 8, "max_position_embeddings": 2048, "rope_theta": 10000.0} | fields
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(cfg))
+    return out
+
+
+def _pop(*keys: str) -> Callable[[dict], None]:
+    def edit(cfg: dict) -> None:
+        for key in keys:
+            node = cfg
+            *path, last = key.split(".")
+            for part in path:
+                node = node[part]
+            node.pop(last)
+    return edit
+
+
+def _set(**values: Any) -> Callable[[dict], None]:
+    return lambda cfg: cfg.update(values)
+
+
+def _ids(top: list | None, nested: list | None = None) -> Callable[[dict], None]:
+    def edit(cfg: dict) -> None:
+        cfg.pop("eagle_aux_hidden_state_layer_ids", None)
+        cfg.setdefault("eagle_config", {}).pop("eagle_aux_hidden_state_layer_ids", None)
+        if top is not None:
+            cfg["eagle_aux_hidden_state_layer_ids"] = top
+        if nested is not None:
+            cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = nested
+    return edit
+
+
+def _drop(*names: str) -> Callable[[State], None]:
+    return lambda s: [s.pop(n) for n in names]
+
+
+def _put(name: str, value: Callable[[State], torch.Tensor]) -> Callable[[State], None]:
+    def edit(s: State) -> None:
+        s[name] = value(s)
+    return edit
+
+
+def _d2t_swap(s: State) -> None:
+    t = s["d2t"] + torch.arange(len(s["d2t"]))
+    t[[10, 11]] = t[[11, 10]]
+    s["d2t"] = t - torch.arange(len(t))
+
+
+def _d2t_collide(s: State) -> None:
+    s["d2t"][11] = s["d2t"][10] - 1  # 11 + d2t[11] == 10 + d2t[10]
+
+
+def _t2d_extra(s: State) -> None:
+    first_unset = int((~s["t2d"]).nonzero()[0])
+    s["t2d"][first_unset] = True
+
+
+def _nan(name: str) -> Callable[[State], None]:
+    def edit(s: State) -> None:
+        s[name] = s[name].clone()
+        s[name].view(-1)[3] = float("nan")
+    return edit
+
+
+def _scaled(name: str, factor: float) -> Callable[[State], None]:
+    return _put(name, lambda s: (s[name].float() * factor).to(s[name].dtype))
+
+
+def _subfolder(out: Path) -> Path:
+    build_draft(out, FIXTURE_MATRIX["vllm-eagle3"])
+    (out / "model").mkdir()
+    shutil.move(out / "model.safetensors", out / "model" / "model.safetensors")
+    return out
+
+
+@dataclass
+class Case:
+    """How to break a draft for one code: build it under tmp, then validate with `kwargs`."""
+
+    build: Callable[[Path], Path]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    target: dict[str, Any] | None = None  # target config.json fields (a folder is written)
+
+
+def edit(spec: DraftSpec | str = "vllm-eagle3", **kw: Any) -> Callable[[Path], Path]:
+    return lambda out: write_draft(out, spec, **kw)
+
+
+BASE = FIXTURE_MATRIX["vllm-eagle3"]
+CASES: dict[str, Case] = {
+    "E001": Case(lambda out: write_draft(out, tensors=lambda s: (s.clear(), s.update(foo=torch.ones(4, dtype=torch.bfloat16))))),
+    "E002": Case(lambda out: (build_draft(out, BASE), (out / "config.json").unlink(), out)[-1]),
+    "E003": Case(_subfolder),
+    "E101": Case(edit(tensors=_drop("layers.0.mlp.down_proj.weight"))),
+    "E102": Case(edit(tensors=_put("layers.0.self_attn.extra.weight", lambda s: torch.ones(4, dtype=torch.bfloat16)))),
+    "E103": Case(edit("nemo-eagle3")),
+    "E104": Case(edit("vllm-eagle31", config=_set(fc_norm=False))),
+    "E105": Case(edit("legacy-aux-norm-eagle31")),
+    "E106": Case(edit(replace(BASE, target_hidden=96))),
+    "W107": Case(edit(tensors=_put("layers.0.self_attn.o_proj.bias", lambda s: torch.zeros(64, dtype=torch.bfloat16)))),
+    "E201": Case(edit(config=_set(intermediate_size=100))),
+    "E202": Case(edit("vllm-eagle3-a4", config=_pop("num_aux_hidden_states", "eagle_config.eagle_aux_hidden_state_layer_ids"))),
+    "E203": Case(edit(tensors=_put("fc.weight", lambda s: torch.ones(64, 192, dtype=torch.int64)))),
+    "W204": Case(edit("vllm-eagle31-sharded-fp32")),
+    "E301": Case(edit(config=_set(architectures=["LlamaEagle3DraftModel"]))),
+    "E302": Case(edit("kimi-mla-eagle3", config=_set(model_type="deepseek_v3"))),
+    "E303": Case(edit(config=_set(hidden_act="gelu"))),
+    "E304": Case(edit(config=_pop("intermediate_size"))),
+    "E305": Case(edit("vllm-norm-before-fc", config=_set(fc_norm=True))),
+    "E306": Case(edit("kimi-mla-eagle3", config=_set(norm_before_fc=True))),
+    "W307": Case(edit(config=_pop("norm_before_residual"))),
+    "W308": Case(edit("speculators-eagle31", config=_pop("transformer_layer_config.fc_norm"))),
+    "W309": Case(edit("vllm-eagle31", config=_set(use_aux_norm=True))),
+    "W310": Case(edit(), kwargs={"serving_context": 8192}),
+    "W311": Case(edit(config=_set(quantization_config={"quant_method": "fp8"}))),
+    "W320": Case(edit(config=_ids(None))),
+    "E321": Case(edit(config=_ids([2, 2, 5], [2, 2, 5]))),
+    "E322": Case(edit(config=_ids([2, 4, 9], [2, 4, 9])), target={}),
+    "W323": Case(edit(config=_ids(None, [2, 4, 5]))),
+    "W324": Case(edit(config=_ids([2, 4, 5], [1, 3, 4]))),
+    "I325": Case(edit("vllm-eagle3-a4")),
+    "E401": Case(edit(tensors=_drop("d2t"))),
+    "E402": Case(edit(tensors=_drop("lm_head.weight"))),
+    "E403": Case(edit("vllm-eagle3-full", tensors=_put("d2t", lambda s: torch.zeros(256, dtype=torch.int64)))),
+    "E404": Case(edit(tensors=_put("d2t", lambda s: torch.cat([s["d2t"][:-1], torch.tensor([10_000])])))),
+    "E405": Case(edit(tensors=_d2t_collide)),
+    "W406": Case(edit(tensors=_d2t_swap)),
+    "E407": Case(edit(tensors=_t2d_extra)),
+    "E501": Case(edit(), target={"vocab_size": 512}),
+    "E502": Case(edit(), target={"hidden_size": 128}),
+    "E503": Case(edit(config=_ids(None)), target={"num_hidden_layers": 4}),
+    "W504": Case(edit(), target={"rope_theta": 500000.0}),
+    "W601": Case(edit("specforge-eagle31")),
+    "W602": Case(lambda out: build_draft(out.parent / "nemo-llama-eagle3_1-recipe", FIXTURE_MATRIX["nemo-eagle3"])),
+    "E801": Case(edit(tensors=_nan("layers.0.mlp.up_proj.weight")), kwargs={"deep": True}),
+    "E802": Case(edit(tensors=_put("fc.weight", lambda s: torch.zeros_like(s["fc.weight"]))), kwargs={"deep": True}),
+    "W803": Case(edit(tensors=_scaled("norm.weight", 1000.0)), kwargs={"deep": True}),
+    "I804": Case(edit("vllm-eagle31", tensors=lambda s: [s.__setitem__(f"fc_norm.{i}.weight", torch.ones(
+        64, dtype=torch.bfloat16)) for i in range(3)]), kwargs={"deep": True}),
+    "W805": Case(edit(tensors=_put("fc.weight", lambda s: torch.full_like(s["fc.weight"], 1e5))), kwargs={"deep": True}),
+}
+ENGINE_CODES = {"E701", "E702", "E703"}  # fed from the vLLM check: unit-tested below, real vLLM in test_validate_vllm
+
+
+def test_every_code_has_a_case() -> None:
+    assert set(code_table()) == set(CASES) | ENGINE_CODES
+
+
+@pytest.mark.parametrize("code", sorted(CASES))
+def test_code(code: str, tmp_path: Path) -> None:
+    case = CASES[code]
+    draft = case.build(tmp_path / "draft")
+    kwargs = dict(case.kwargs)
+    if case.target is not None:
+        kwargs["target"] = target_config(tmp_path / "target", **case.target)
+    report = validate(draft, **kwargs)
+    assert code in report.codes(), [f"{f.code}: {f.message}" for f in report.findings]
+    hit = next(f for f in report.findings if f.code == code)
+    assert hit.level == code_table()[code].level and hit.slug == code_table()[code].slug
+    assert hit.message and hit.fix
+
+
+def test_missing_tensor_names_the_tensor(tmp_path: Path) -> None:
+    report = validate(CASES["E101"].build(tmp_path / "d"))
+    [hit] = [f for f in report.findings if f.code == "E101"]
+    assert hit.tensor == "layers.0.mlp.down_proj.weight"
+    assert hit.message == ("layers.0.mlp.down_proj.weight is missing: vLLM keeps uninitialised memory and loads "
+                           "without an error")
+
+
+def test_fc_norm_flag_without_tensors_is_missing_tensor(tmp_path: Path) -> None:
+    draft = write_draft(tmp_path / "d", "vllm-eagle31", tensors=_drop(*(f"fc_norm.{i}.weight" for i in range(3))))
+    hits = [f for f in validate(draft).findings if f.code == "E101"]
+    assert sorted(f.tensor for f in hits) == [f"fc_norm.{i}.weight" for i in range(3)]
+    assert "keeps weight 1.0" in hits[0].message and "fc_norm is on: fc_norm" in hits[0].message
+
+
+def test_aux_id_beyond_target_layers_only_with_target(tmp_path: Path) -> None:
+    draft = CASES["E322"].build(tmp_path / "d")
+    assert "E322" not in validate(draft).codes()  # 9 may be fine for a deeper target
+    assert "E322" in validate(draft, target=target_config(tmp_path / "t")).codes()
+
+
+# ------------------------------------------------------------------ engine codes (unit, fake reports)
+
+
+def _engine_report(**kw: Any) -> SimpleNamespace:
+    base = {"ok": False, "vllm_version": "0.32.0", "features": None, "loaded": [], "unwritten": [], "error": None,
+            "seconds": 1.0, "unwritten_keys": [], "shared_from_target": [], "stage": None}
+    return SimpleNamespace(**(base | kw))
+
+
+def test_e701_unwritten_parameter_from_engine_report() -> None:
+    from eagle_convert.rules.engine import from_engine
+
+    rep = _engine_report(unwritten=["model.layers.0.mlp.down_proj.weight", "model.layers.1.hidden_norm.weight"],
+                         unwritten_keys=["layers.0.mlp.down_proj.weight", "layers.1.hidden_norm.weight"])
+    [hit] = from_engine(rep)  # hidden_norm of layer >= 1 is built but never used by vLLM: allowed
+    assert (hit.code, hit.tensor) == ("E701", "layers.0.mlp.down_proj.weight")
+
+
+def test_e702_engine_load_failed_from_engine_report() -> None:
+    from eagle_convert.rules.engine import from_engine
+
+    [hit] = from_engine(_engine_report(error="ValueError: There is no module or parameter named 'model.bogus'",
+                                       stage="load"))
+    assert hit.code == "E702" and "model.bogus" in hit.message
+
+
+def test_e703_feature_missing_from_installed_vllm(tmp_path: Path) -> None:
+    from eagle_convert.checkpoint import open_checkpoint
+    from eagle_convert.describe import describe
+    from eagle_convert.rules import build_context
+    from eagle_convert.rules.engine import feature_findings
+
+    ckpt = open_checkpoint(build_draft(tmp_path / "d", FIXTURE_MATRIX["speculators-eagle31"]))
+    ctx = build_context(ckpt, describe(ckpt, read_vocab=False))
+    old = SimpleNamespace(version="0.21.0", fc_norm=False, norm_output=False, speculators_propagates_31_flags=False,
+                          evidence={})
+    hits = feature_findings(ctx, old)
+    assert [f.code for f in hits] == ["E703"] * 3
+    assert "PR #46488" in hits[2].message and "0.21.0" in hits[0].message
+    new = SimpleNamespace(version="0.32.0", fc_norm=True, norm_output=True, speculators_propagates_31_flags=True)
+    assert feature_findings(ctx, new) == []
