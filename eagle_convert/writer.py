@@ -55,6 +55,8 @@ COPY_CHUNK_BYTES = 64 * MiB
 #: between the read and the compare; on a 0.79 GiB draft 1 MiB verified ~3x faster than
 #: 16 MiB (0.28 s vs 0.85 s) and 64 MiB was slower still.
 VERIFY_CHUNK_BYTES = 1 * MiB
+#: Alignment unit for ``write_file(align_data=True)``.
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 #: The safetensors crate refuses headers above this size.
 MAX_HEADER_BYTES = 100_000_000
 SINGLE_FILENAME = "model.safetensors"
@@ -299,13 +301,43 @@ def _layout(f: OutFile) -> dict[str, Any]:
     return header
 
 
-def encode_header(f: OutFile) -> bytes:
-    """8-byte LE length + compact JSON, space-padded to a multiple of 8 (as the crate does)."""
+def encode_header(f: OutFile, *, data_start_residue: int | None = None) -> bytes:
+    """8-byte LE length + compact JSON, space-padded so the data section starts 8-aligned.
+
+    Without ``data_start_residue`` the padding is the crate's (to a multiple of 8), so the
+    same tensors in the same order give a byte-identical file. With it (a multiple of 8), the
+    padding is extended (spaces, which the format allows) until the data section starts at
+    an offset congruent to ``data_start_residue`` modulo the page size.
+    """
     body = json.dumps(_layout(f), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     body += b" " * (-len(body) % 8)
+    if data_start_residue is not None:
+        if data_start_residue % 8:
+            raise WriterError(f"data_start_residue must be a multiple of 8, got {data_start_residue}")
+        body += b" " * ((data_start_residue - 8 - len(body)) % PAGE_BYTES)
     if len(body) > MAX_HEADER_BYTES:
         raise WriterError(f"{f.filename}: header of {len(body)} bytes exceeds {MAX_HEADER_BYTES}")
     return len(body).to_bytes(8, "little") + body
+
+
+def _best_residue(f: OutFile) -> int | None:
+    """Data-start offset (mod page size) that puts the most ByteRange bytes page-congruent.
+
+    A tensor at data-relative offset ``rel`` copied from absolute source offset ``src`` is
+    congruent when the data section starts at ``src - rel`` (mod page). Only 8-aligned starts
+    are candidates, so every tensor stays 8-byte aligned as the crate guarantees.
+    """
+    weight: dict[int, int] = {}
+    rel = 0
+    for t in f.tensors:
+        if isinstance(t.source, ByteRange) and t.nbytes:
+            residue = (t.source.offset - rel) % PAGE_BYTES
+            if residue % 8 == 0:
+                weight[residue] = weight.get(residue, 0) + t.nbytes
+        rel += t.nbytes
+    if not weight:
+        return None
+    return max(weight, key=lambda r: (weight[r], -r))
 
 
 def _read_header(fd: int, path: Path) -> tuple[int, dict[str, Any]] | str:
@@ -386,17 +418,22 @@ def write_file(
     progress: Callable[[int], None] | None = None,
     chunk_bytes: int = COPY_CHUNK_BYTES,
     fsync: bool = False,
+    align_data: bool = True,
 ) -> Path:
     """Write ``f`` into ``out_dir`` and return its path; never overwrites an existing file.
 
     ByteRange tensors are copied in the kernel (``os.copy_file_range``, else ``os.sendfile``,
     else a bounded read/write loop); bytes and StreamSource tensors are written directly.
     ``progress(nbytes)`` is called after each chunk of at most ``chunk_bytes`` data bytes.
-    ``fsync`` flushes the file to stable storage before returning.
+    ``fsync`` flushes the file to stable storage before returning. ``align_data`` pads the
+    header (at most a page of spaces) so that most copied bytes land at the same offset
+    modulo the page size as in their source: in-kernel copies between page-incongruent
+    offsets measured ~1.5x slower. When the header did not change size the padding is the
+    crate's own and the file is byte-identical to what ``safetensors`` would write.
     """
     if chunk_bytes <= 0:
         raise WriterError(f"chunk_bytes must be positive, got {chunk_bytes}")
-    header = encode_header(f)
+    header = encode_header(f, data_start_residue=_best_residue(f) if align_data else None)
     path = Path(out_dir) / f.filename
     src_fds: dict[Path, int] = {}
     # O_EXCL: never write over anything, in particular not over a file we read from.

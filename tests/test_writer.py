@@ -162,6 +162,27 @@ def test_header_alignment(tmp_path: Path, name_len: int) -> None:
     assert load_all(path)["x" * name_len].tolist() == [0.0, 0.0]
 
 
+def test_data_section_page_congruent_with_source(src: Path, tmp_path: Path) -> None:
+    """Renames change the header size; padding keeps copied bytes page-congruent."""
+    ranges, meta = read_ranges(src)
+    renamed = [OutTensor(f"model.renamed.{t.name}", t.dtype, t.shape, t.source) for t in ranges.values()]
+    f = OutFile("model.safetensors", renamed, meta)
+    src_start = 8 + header_of(src)[0]
+    page = writer.PAGE_BYTES
+
+    aligned = write_file(tmp_path, f)
+    n, body = header_of(aligned)
+    assert (8 + n) % page == src_start % page and (8 + n) % 8 == 0
+    assert body.rstrip(b" ").endswith(b"}") and len(body) - len(body.rstrip(b" ")) < page
+    assert verify_file(aligned, f) == []
+    assert_same(load_all(aligned), {f"model.renamed.{k}": v for k, v in source_tensors().items()})
+
+    plain = write_file(tmp_path, OutFile("plain.safetensors", renamed, meta), align_data=False)
+    n_plain, body_plain = header_of(plain)
+    assert n_plain % 8 == 0 and len(body_plain) - len(body_plain.rstrip(b" ")) < 8
+    assert body_plain.rstrip(b" ") == body.rstrip(b" ")
+
+
 def test_refuses_to_overwrite(src: Path) -> None:
     ranges, _ = read_ranges(src)
     with pytest.raises(FileExistsError):
