@@ -402,6 +402,14 @@ class _RangeCopier:
                 LOG.debug("%s unavailable (%s); falling back", method, exc)
                 self.methods.pop(0)
 
+    def fall_back(self) -> bool:
+        """Drop the current method for the next one; False if already on the last."""
+        if len(self.methods) == 1:
+            return False
+        LOG.debug("%s copied nothing; falling back", self.methods[0])
+        self.methods.pop(0)
+        return True
+
     def _buffered(self, src_fd: int, offset: int, count: int, dst_fd: int) -> int:
         if self._buf is None:
             self._buf = bytearray(min(self.chunk_bytes, VERIFY_CHUNK_BYTES))
@@ -505,6 +513,10 @@ def _copy_range(
         while chunk_done < want:
             n = copier.copy(src_fd, src.offset + done + chunk_done, want - chunk_done, dst_fd)
             if n == 0:
+                # Some filesystems answer 0 instead of an error when they cannot
+                # copy_file_range/sendfile; only the plain read loop means "end of file".
+                if copier.fall_back():
+                    continue
                 raise WriterError(f"{name}: {src.path} ended while copying (file changed?)")
             chunk_done += n
         done += chunk_done

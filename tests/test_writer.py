@@ -211,6 +211,26 @@ def test_copy_fallbacks(src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert path.read_bytes() == src.read_bytes()
 
 
+def test_copy_returning_zero_falls_back(src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(writer.os, "copy_file_range", lambda *args, **kwargs: 0)
+    ranges, meta = read_ranges(src)
+    path = write_file(tmp_path, OutFile("m.safetensors", list(ranges.values()), meta))
+    assert path.read_bytes() == src.read_bytes()
+
+
+def test_source_changed_while_copying(src: Path, tmp_path: Path) -> None:
+    ranges, _ = read_ranges(src)
+    # The size check passes, then the source shrinks before its bytes are copied.
+    f = OutFile("m.safetensors", list(ranges.values()), None)
+
+    def shrink(n: int) -> None:
+        os.truncate(src, 100)
+
+    with pytest.raises(WriterError, match="ended while copying"):
+        write_file(tmp_path, f, progress=shrink)
+    assert not (tmp_path / "m.safetensors").exists()
+
+
 def test_real_io_error_is_not_swallowed(src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def failing(*args: object, **kwargs: object) -> int:
         raise OSError(errno.EIO, "I/O error")
