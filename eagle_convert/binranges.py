@@ -120,7 +120,9 @@ def bin_byte_ranges(path: Path) -> dict[str, BinRange] | None:
                 return None
             out: dict[str, BinRange] = {}
             for name, ref in state.items():
-                if not isinstance(name, str) or not isinstance(ref, _TensorRef) or not _contiguous(ref.shape, ref.stride):
+                if not isinstance(name, str) or not isinstance(ref, _TensorRef):
+                    return None
+                if not _contiguous(ref.shape, ref.stride):
                     return None
                 info = zf.getinfo(f"{prefix}/data/{ref.storage.key}")
                 if info.compress_type != zipfile.ZIP_STORED:
@@ -131,5 +133,6 @@ def bin_byte_ranges(path: Path) -> dict[str, BinRange] | None:
                     return None
                 out[name] = BinRange(ref.storage.dtype, ref.shape, _data_offset(fh, info) + start, nbytes)
             return out
-    except (zipfile.BadZipFile, pickle.UnpicklingError, KeyError, ValueError, TypeError, EOFError, OSError, AttributeError):
+    except (zipfile.BadZipFile, pickle.UnpicklingError, KeyError, ValueError, TypeError, EOFError, OSError,
+            AttributeError):
         return None

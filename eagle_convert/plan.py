@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from . import __version__
@@ -21,7 +22,8 @@ from .diff import config_diff
 from .errors import UpgradeRefusedError, UsageError
 from .layout import canonical_name, config_get
 from .safetensors_header import DTYPE_BYTES, TensorInfo
-from .writer import OutFile, OutTensor, StreamSource, encode_header
+from . import writer
+from .writer import ByteRange, OutFile, OutTensor, StreamSource
 
 __all__ = ["LAYOUTS", "AuxIds", "PlannedFile", "PlannedTensor", "UpgradePlan", "plan_upgrade"]
 
@@ -127,7 +129,8 @@ class UpgradePlan:
             "norm_output": self.norm_output,
             "aux_layer_ids": {"ids": list(self.aux.ids), "origin": self.aux.origin, "detail": self.aux.detail},
             "renames": self.renames,
-            "additions": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape), "init": "ones"} for t in self.additions],
+            "additions": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape), "init": "ones"}
+                          for t in self.additions],
             "config_diff": config_diff(self.config_before, self.config_after).to_dict(),
             "config_after": self.config_after,
             "files": [{"filename": f.filename, "bytes": f.total_bytes, "tensors": len(f.tensors)} for f in self.files],
@@ -139,7 +142,8 @@ class UpgradePlan:
 def index_json(files: list[PlannedFile]) -> str:
     """The model.safetensors.index.json text `writer.write_index` produces for these files."""
     weight_map = {t.name: f.filename for f in files for t in f.tensors}
-    index = {"metadata": {"total_size": sum(f.data_bytes for f in files)}, "weight_map": dict(sorted(weight_map.items()))}
+    index = {"metadata": {"total_size": sum(f.data_bytes for f in files)},
+             "weight_map": dict(sorted(weight_map.items()))}
     return json.dumps(index, indent=2) + "\n"
 
 
@@ -226,7 +230,8 @@ def _check_upgradable(ckpt: Checkpoint, info: DraftInfo) -> tuple[str, int, int]
         for key in ("num_aux_hidden_states", "num_aux_layers"):
             declared = eff.get(key)
             if isinstance(declared, int) and declared != num_aux:
-                disagree = f"{key} is {declared} but {fc_name} width {fc.shape[1]} / target_hidden_size {ht} gives A={num_aux}"
+                disagree = (f"{key} is {declared} but {fc_name} width {fc.shape[1]} / target_hidden_size {ht} "
+                            f"gives A={num_aux}")
     if disagree:
         raise _refuse(ckpt, f"flags and tensors disagree: {disagree}",
                       hint="fix config.json or the weights first; see eagle-convert inspect")
@@ -261,12 +266,14 @@ def _resolve_aux(ckpt: Checkpoint, info: DraftInfo, num_aux: int, option: list[i
         n = target.num_layers
         if num_aux != 3:
             raise UsageError(f"{ckpt.description}: config.json has no aux layer ids and vLLM's default (2, N//2, N-3) "
-                             f"gives 3, but this draft has A={num_aux}", hint=f"pass --aux-layer-ids with {num_aux} ids")
+                             f"gives 3, but this draft has A={num_aux}",
+                             hint=f"pass --aux-layer-ids with {num_aux} ids")
         ids, origin = [2, n // 2, n - 3], "target-default"
         detail = f"vLLM's default (2, N//2, N-3) for --target {target.ref} (N={n})"
     else:
         raise UsageError(f"{ckpt.description}: config.json has no aux layer ids",
-                         hint="pass --aux-layer-ids (e.g. 2,16,29) or --target TARGET to use vLLM's default (2, N//2, N-3)")
+                         hint="pass --aux-layer-ids (e.g. 2,16,29) or --target TARGET to use vLLM's default "
+                              "(2, N//2, N-3)")
     err = UpgradeRefusedError if origin == "config" else UsageError
     where = detail if origin != "option" else "--aux-layer-ids"
     if len(set(ids)) != len(ids) or any(i < 0 for i in ids):
@@ -307,6 +314,8 @@ def _plan_files(ckpt: Checkpoint, rename: Any, fc_name: str, additions: list[Pla
         groups = [(name, sorted(by_file[f], key=lambda t: t.offset), f) for f, name in zip(ckpt.weight_files, names)]
     else:
         infos = list(ckpt.tensors.values())  # .bin: pickle order; safetensors: data order
+        if ckpt.storage == "bin":
+            infos = _bin_infos(ckpt, infos)
         groups = [(SAFETENSORS_FNAME, infos, ckpt.weight_files[0])]
     out: list[PlannedFile] = []
     for filename, infos, src_file in groups:
@@ -320,14 +329,40 @@ def _plan_files(ckpt: Checkpoint, rename: Any, fc_name: str, additions: list[Pla
         meta = dict(ckpt.file_metadata.get(src_file) or {})
         meta.setdefault("format", "pt")
         f = PlannedFile(filename, tensors, meta, 0)
-        f.header_bytes = len(encode_header(_sizing_file(f)))
+        f.header_bytes = _header_len(_sizing_file(f))
         out.append(f)
     return out
 
 
 def _sizing_file(f: PlannedFile) -> OutFile:
-    return OutFile(f.filename, [OutTensor(t.name, t.dtype, t.shape, StreamSource(t.nbytes, tuple)) for t in f.tensors],
-                   f.metadata)
+    """The file as the writer will see it (source offsets matter: the writer may align the data start)."""
+    def source(t: PlannedTensor) -> ByteRange | StreamSource:
+        if t.source is not None and t.source.offset >= 0:
+            return ByteRange(Path(t.source.file), t.source.offset, t.nbytes)
+        return StreamSource(t.nbytes, tuple)
+
+    return OutFile(f.filename, [OutTensor(t.name, t.dtype, t.shape, source(t)) for t in f.tensors], f.metadata)
+
+
+def _header_len(f: OutFile) -> int:
+    """Bytes of the header `writer.write_file` writes for `f` (it pads the data start to a page residue)."""
+    best_residue = getattr(writer, "_best_residue", None)  # TODO(writer): a public "header of write_file"
+    if best_residue is None:
+        return len(writer.encode_header(f))
+    return len(writer.encode_header(f, data_start_residue=best_residue(f)))
+
+
+def _bin_infos(ckpt: Checkpoint, infos: list[TensorInfo]) -> list[TensorInfo]:
+    """.bin tensors with the byte offsets of their data inside the zip (when plainly stored)."""
+    from .binranges import bin_byte_ranges
+
+    ranges = bin_byte_ranges(ckpt.source.local_path(ckpt.weight_files[0])) or {}
+    out = []
+    for t in infos:
+        r = ranges.get(t.name)
+        ok = r is not None and (r.dtype, r.shape, r.nbytes) == (t.dtype, t.shape, t.nbytes)
+        out.append(replace(t, offset=r.offset) if ok else t)  # type: ignore[union-attr]
+    return out
 
 
 def _plan_config(ckpt: Checkpoint, info: DraftInfo, layout: str, norm_output: bool, aux: AuxIds, num_aux: int,
@@ -360,8 +395,8 @@ def _values(config: dict[str, Any], info: DraftInfo, norm_output: bool, aux: Aux
 def _provenance(ckpt: Checkpoint, info: DraftInfo, layout: str, aux: AuxIds, additions: list[PlannedTensor],
                 renames: dict[str, str], config_changes: list[str]) -> dict[str, Any]:
     commit = getattr(ckpt.source, "commit", None)
-    prov: dict[str, Any] = {"tool": "eagle-convert", "version": __version__, "operation": "upgrade EAGLE-3 -> EAGLE-3.1",
-                            "source": ckpt.description}
+    prov: dict[str, Any] = {"tool": "eagle-convert", "version": __version__,
+                            "operation": "upgrade EAGLE-3 -> EAGLE-3.1", "source": ckpt.description}
     if commit:
         prov["source_revision"] = commit
     prov.update({

@@ -116,32 +116,16 @@ def _out_files(plan: UpgradePlan) -> list[OutFile]:
     """The writer's view of the plan; hub inputs download their weight files (only those) here."""
     ckpt = plan.checkpoint
     paths = {name: ckpt.source.local_path(name) for name in ckpt.weight_files}
-    bin_ranges: dict[str, object] = {}
-    files = []
-    for f in plan.files:
-        tensors = []
-        for t in f.tensors:
-            tensors.append(_out_tensor(plan, t, paths, bin_ranges))
-        files.append(OutFile(f.filename, tensors, f.metadata))
-    return files
+    return [OutFile(f.filename, [_out_tensor(plan, t, paths) for t in f.tensors], f.metadata) for f in plan.files]
 
 
-def _out_tensor(plan: UpgradePlan, t: PlannedTensor, paths: dict[str, Path], bin_ranges: dict[str, object]) -> OutTensor:
+def _out_tensor(plan: UpgradePlan, t: PlannedTensor, paths: dict[str, Path]) -> OutTensor:
     if t.source is None:
         return OutTensor(t.name, t.dtype, t.shape, t.data or b"")
     src = t.source
-    path = paths[src.file]
-    if src.offset >= 0:
-        return OutTensor(t.name, t.dtype, t.shape, ByteRange(path, src.offset, src.nbytes))
-    from .binranges import bin_byte_ranges
-
-    if src.file not in bin_ranges:
-        bin_ranges[src.file] = bin_byte_ranges(path)
-    ranges = bin_ranges[src.file]
-    r = ranges.get(src.name) if isinstance(ranges, dict) else None
-    if r is not None and (r.dtype, r.shape) == (src.dtype, src.shape):
-        return OutTensor(t.name, t.dtype, t.shape, ByteRange(path, r.offset, r.nbytes))
-    LOG.warning("%s: %s is not a plainly stored tensor; decoding it with torch", path, src.name)
+    if src.offset >= 0:  # safetensors, or a plainly stored .bin tensor (offset resolved by the plan)
+        return OutTensor(t.name, t.dtype, t.shape, ByteRange(paths[src.file], src.offset, src.nbytes))
+    LOG.warning("%s: %s is not a plainly stored tensor; decoding it with torch", src.file, src.name)
     return OutTensor(t.name, t.dtype, t.shape, plan.checkpoint.read_tensor_bytes(src.name))
 
 

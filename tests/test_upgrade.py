@@ -192,7 +192,8 @@ def test_speculators_layout_mirrors_flags_where_vllm_reads_them(name: str, built
     assert ("num_aux_hidden_states" in inner) == (exp["A"] != 3)
     reads = vllm_reads(cfg)
     assert reads[f"{exp['arch']}_A"] == exp["A"] and reads["v1_ids"] == list(FIXTURE_MATRIX[name].resolved_aux_ids)
-    assert reads["architectures"] == [{"llama": "Eagle3LlamaForCausalLM", "qwen3": "Eagle3Qwen3ForCausalLM"}[exp["arch"]]]
+    spec_arch = {"llama": "Eagle3LlamaForCausalLM", "qwen3": "Eagle3Qwen3ForCausalLM"}[exp["arch"]]
+    assert reads["architectures"] == [spec_arch]
     if exp["layout"] != "speculators":
         assert cfg["speculators_config"]["verifier"]["name_or_path"] == "org/tiny-target"
 

@@ -97,13 +97,15 @@ def test_norm_before_fc_is_refused(name: str, built_fixtures, tmp_path: Path) ->
              "speculators": "norm_before_fc, transformer_layer_config.norm_before_fc"}.get(EXPECTED[name]["layout"],
                                                                                             "norm_before_fc")
     assert res.exit_code == 1
-    assert res.output == (f"Error: {src}: is a norm_before_fc draft (input_norm.weight; norm_before_fc set in {where}): "
-                          "adding fc_norm would normalise the aux states twice (only plain EAGLE-3 drafts upgrade)\n")
+    assert res.output == (f"Error: {src}: is a norm_before_fc draft (input_norm.weight; norm_before_fc set in "
+                          f"{where}): adding fc_norm would normalise the aux states twice "
+                          "(only plain EAGLE-3 drafts upgrade)\n")
 
 
 @pytest.mark.parametrize(("edits", "what"), [
     ({"fc_norm": True}, "fc_norm is true (fc_norm) but there is no fc_norm.0.weight"),
-    ({"num_aux_hidden_states": 4}, "num_aux_hidden_states is 4 but fc.weight width 192 / target_hidden_size 64 gives A=3"),
+    ({"num_aux_hidden_states": 4},
+     "num_aux_hidden_states is 4 but fc.weight width 192 / target_hidden_size 64 gives A=3"),
     ({"eagle_aux_hidden_state_layer_ids": [1, 2, 3, 4], "eagle_config": None},
      "config eagle_aux_hidden_state_layer_ids lists 4 aux layer ids but fc.weight takes A=3"),
 ])

@@ -88,7 +88,8 @@ def test_sigkill_leaves_only_a_hidden_temp_that_the_next_run_removes(big_draft: 
     proc.communicate(timeout=60)
     assert not out.exists() and tmp.exists()  # SIGKILL runs no cleanup; the temp is hidden, never `out`
     assert sha_tree(big_draft) == before
-    done = subprocess.run([sys.executable, "-c", "from eagle_convert.cli import main; main()", "upgrade", str(big_draft), str(out)], cwd=ROOT,
+    cli = [sys.executable, "-c", "from eagle_convert.cli import main; main()"]
+    done = subprocess.run([*cli, "upgrade", str(big_draft), str(out)], cwd=ROOT,
                           env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # stale temp removed, output complete

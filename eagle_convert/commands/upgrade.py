@@ -39,7 +39,8 @@ def parse_ids(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 @click.option("--target", metavar="TARGET",
               help="Target model (folder, config.json or org/name): its layer count gives vLLM's default aux ids "
                    "(2, N//2, N-3); it is also the verifier written by --layout speculators.")
-@click.option("--dry-run", is_flag=True, help="Print the plan (renames, additions, config diff, files, bytes); write nothing.")
+@click.option("--dry-run", is_flag=True,
+              help="Print the plan (renames, additions, config diff, files, bytes); write nothing.")
 @click.option("--force", is_flag=True, help="Replace an existing OUTPUT (atomically).")
 @click.option("--verify/--no-verify", default=True, show_default=True,
               help="Re-read the output and check every byte and the config against the plan before publishing it.")

@@ -34,7 +34,8 @@ def render_plan(console: Console, plan: UpgradePlan, out: Path, *, dry_run: bool
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
-    grid.add_row("upgrade", f"{escape(plan.source)} [dim]({plan.source_layout}, {plan.storage})[/dim] → {escape(str(out))}")
+    grid.add_row("upgrade", f"{escape(plan.source)} [dim]({plan.source_layout}, {plan.storage})[/dim] "
+                 f"→ {escape(str(out))}")
     grid.add_row("output", f"layout {plan.layout}, {plan.config_format} config, "
                  f"{'sharded' if plan.sharded else 'single file'}, safetensors")
     grid.add_row("adds", f"{plan.num_aux} × fc_norm.i.weight [{plan.target_hidden_size}] {plan.norm_dtype}, ones; "
