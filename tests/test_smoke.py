@@ -1,0 +1,177 @@
+"""`smoke`: counters, controls (perfect draft AL = k + 1, random draft AL ~ 1) in both engines, CLI.
+
+Controls: a target whose lm_head is zero always emits token 0 (greedy), and a draft whose lm_head is
+zero always proposes draft id 0 = target id 0 (d2t[0] = 0), so every draft is accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from eagle_convert.cli import main
+from eagle_convert.errors import CheckpointNotFoundError, UsageError
+from eagle_convert.prompts import NATURAL, Prompt
+from eagle_convert.smoke import Counts, counts_from_histogram, run_smoke
+
+K = 3
+PROMPTS = [Prompt("c1", "coding", text="def main(argv=None):"),
+           Prompt("q1", "chat", messages=({"role": "user", "content": "The quick brown fox"},))]
+
+
+def _zero_lm_head(folder: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    f = folder / "model.safetensors"
+    state = load_file(f)
+    state["lm_head.weight"].zero_()
+    save_file(state, f, metadata={"format": "pt"})
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """target + random draft (AL ~ 1); zero-head target + zero-head draft (AL = k + 1)."""
+    from fixtures.drafts import VLLM_TINY, build_draft
+    from fixtures.target import build_target
+
+    base = tmp_path_factory.mktemp("smoke")
+    target = build_target(base / "target")
+    zero_target = base / "target-zero-head"
+    shutil.copytree(target, zero_target)
+    _zero_lm_head(zero_target)
+    random_draft = build_draft(base / "random-draft", VLLM_TINY)
+    perfect = base / "perfect-draft"
+    shutil.copytree(random_draft, perfect)
+    _zero_lm_head(perfect)
+    return {"target": target, "zero_target": zero_target, "random": random_draft, "perfect": perfect}
+
+
+def test_counts_from_vllm_histogram() -> None:
+    # 4 rounds: 0, 1, 3 and 3 drafts accepted.
+    c = counts_from_histogram([1, 1, 0, 2], 12, k=3)
+    assert (c.num_drafts, c.num_accepted, c.num_draft_tokens, c.target_forwards) == (4, 7, 12, 5)
+    assert c.accepted_per_pos == [3, 2, 2]
+    assert c.acceptance_length == pytest.approx(1 + 7 / 4)
+    assert c.per_position == [0.75, 0.5, 0.5]
+    total = Counts(accepted_per_pos=[])
+    total.add(c)
+    total.add(Counts(requests=1, num_drafts=4, accepted_per_pos=[1], seconds=1.0))
+    assert total.accepted_per_pos == [4, 2, 2] and total.seconds is None and total.requests == 2
+
+
+def test_reference_perfect_draft_reaches_k_plus_1(models) -> None:
+    rep = run_smoke(models["zero_target"], [models["perfect"], models["random"]], engine="reference",
+                    prompts=PROMPTS, k=K, max_new_tokens=9, buckets=[NATURAL, 64])
+    perfect, rnd = rep.drafts
+    assert perfect.total.acceptance_length == K + 1
+    assert perfect.total.per_position == [1.0] * K
+    assert perfect.total.num_drafts == 2 * 4 and perfect.total.target_forwards == 3 * 4  # 1 prefill + 2 rounds
+    assert perfect.total.tokens_per_forward == 3.0
+    assert rnd.total.acceptance_length < 1.2
+    assert {(g.category, g.bucket) for g in perfect.groups} >= {("coding", 0), ("chat", 64), ("all", 64)}
+    assert all(g.counts.acceptance_length == K + 1 for g in perfect.groups)
+    [delta] = rep.deltas
+    assert delta.acceptance_length == pytest.approx(rnd.total.acceptance_length - (K + 1))
+    assert len(delta.groups) == len(rnd.groups)
+
+
+def test_reference_random_draft_and_report_shape(models, tmp_path: Path) -> None:
+    rep = run_smoke(models["target"], [models["random"]], engine="reference", prompts=PROMPTS, k=K,
+                    max_new_tokens=12)
+    [d] = rep.drafts
+    assert d.total.acceptance_length < 1.2 and d.variant == "EAGLE-3" and d.per_request
+    assert d.total.generated_tokens == 24 and d.total.tokens_per_s > 0
+    data = json.loads(json.dumps(rep.to_dict()))
+    assert data["engine"] == "reference" and data["settings"]["k"] == K and data["deltas"] == []
+    assert [r["id"] for r in data["drafts"][0]["requests"]] == ["c1", "q1"]
+    from eagle_convert.plot import plot_smoke
+
+    png = plot_smoke(rep, tmp_path / "one.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_run_smoke_usage_errors(models, tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"^--num-speculative-tokens must be at least 1$"):
+        run_smoke(models["target"], [models["random"]], engine="reference", k=0)
+    with pytest.raises(UsageError, match=r"^--tensor-parallel-size applies to --engine vllm only$"):
+        run_smoke(models["target"], [models["random"]], engine="reference", tensor_parallel_size=2)
+    with pytest.raises(CheckpointNotFoundError) as err:
+        run_smoke(models["target"], [tmp_path / "nope"], engine="reference")
+    assert str(err.value) == f"draft {tmp_path / 'nope'}: no such folder (smoke needs a local checkpoint folder)"
+
+
+# ------------------------------------------------------------------------------------ CLI
+
+
+def _cli(*args: str):
+    return CliRunner().invoke(main, ["smoke", *args])
+
+
+def test_cli_side_by_side_json_and_plot(models, tmp_path: Path) -> None:
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("\n".join(json.dumps({"prompt": p.text or p.messages[0]["content"], "category": p.category})
+                                 for p in PROMPTS) + "\n")
+    png = tmp_path / "out" / "smoke.png"
+    res = _cli(str(models["zero_target"]), "-d", str(models["perfect"]), "-d", str(models["random"]),
+               "--engine", "reference", "--prompts", str(prompts), "-k", "3", "--max-new-tokens", "5",
+               "--plot", str(png))
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert "acceptance length (AL)" in out and "perfect-draft" in out and "random-draft" in out
+    assert "Δ random-draft" in out and "AL by category" in out and "4.00" in out
+    assert png.is_file() and f"plot: {png}" in out
+    res = _cli(str(models["zero_target"]), "-d", str(models["perfect"]), "--engine", "reference",
+               "--prompts", str(prompts), "--max-new-tokens", "5", "--json")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["drafts"][0]["total"]["acceptance_length"] == 4.0
+    assert data["drafts"][0]["total"]["per_position"] == [1.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["--buckets", "natural,huge"], 2, "Error: --buckets: 'huge' is not a token count (use e.g. natural,256,1024)\n"),
+    (["--plot", "x.svg"], 2, "Error: --plot: x.svg must end in .png\n"),
+    (["--category", "poetry"], 2,
+     "Error: --category: no prompts in poetry (available: chat, coding, long-document, reasoning)\n"),
+    (["--temperature", "-1"], 2, "Error: --temperature must be >= 0\n"),
+    (["--buckets", "5000"], 2,
+     "Error: --buckets: 5000 tokens leave no room for generation (at most 4028 prompt tokens fit the target's context)\n"),
+])
+def test_cli_usage_errors(models, args: list[str], code: int, message: str) -> None:
+    res = _cli(str(models["target"]), "-d", str(models["random"]), "--engine", "reference", *args)
+    assert (res.exit_code, res.stderr) == (code, message)
+
+
+def test_cli_missing_draft_and_bad_prompts_file(models, tmp_path: Path) -> None:
+    res = _cli(str(models["target"]))
+    assert res.exit_code == 2 and "Missing option '--draft'" in res.stderr
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "a"}\n{"prompt": 3}\n')
+    res = _cli(str(models["target"]), "-d", str(models["random"]), "--prompts", str(bad))
+    assert (res.exit_code, res.stderr) == (1, f"Error: {bad}:2: 'prompt' must be a non-empty string\n")
+
+
+# ----------------------------------------------------------------------------------- vLLM
+
+
+@pytest.mark.vllm
+def test_vllm_controls(models) -> None:
+    """Two engine starts: perfect draft AL = k + 1 and random draft AL ~ 1 on vLLM."""
+    from eagle_convert.vllm_compat import vllm_available
+
+    if not vllm_available():
+        pytest.skip("vLLM is not installed")
+    perfect = run_smoke(models["zero_target"], [models["perfect"]], engine="vllm", prompts=PROMPTS, k=K,
+                        max_new_tokens=13, buckets=[NATURAL, 64])
+    [d] = perfect.drafts
+    assert d.total.acceptance_length == K + 1 and d.total.per_position == [1.0] * K
+    assert d.total.num_drafts == 3 * 4  # 13 tokens = prefill + 3 rounds of 4, per request
+    if d.per_request:  # vLLM with per-request metrics: same per-group numbers as the totals
+        assert all(g.counts.acceptance_length == K + 1 for g in d.groups)
+    rnd = run_smoke(models["target"], [models["random"]], engine="vllm", prompts=PROMPTS, k=K, max_new_tokens=13)
+    assert rnd.drafts[0].total.acceptance_length < 1.2
+    assert rnd.engine_version and rnd.engine_version.startswith("vllm")
