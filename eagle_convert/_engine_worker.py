@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 import tempfile
 import time
@@ -23,15 +24,28 @@ SENTINEL_INT = -12345
 
 
 def one_line_error(exc: BaseException) -> str:
-    """``Type: first meaningful line`` of an exception (vLLM messages can be long)."""
+    """``Type: first meaningful line`` of an exception (vLLM messages can be very long)."""
+    name = type(exc).__name__
     msg = str(exc).strip()
+    errors = getattr(exc, "errors", None)
+    if callable(errors) and type(exc).__module__.startswith("pydantic"):
+        try:  # pydantic ValidationError: the first error's message and its wrapped exception type
+            first = errors()[0]
+            msg = str(first.get("msg", msg))
+            inner = (first.get("ctx") or {}).get("error")
+            if isinstance(inner, BaseException):
+                name = type(inner).__name__
+            msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+        except Exception:
+            pass
     lines = [ln.strip() for ln in msg.splitlines() if ln.strip()]
     text = lines[0] if lines else ""
-    # vLLM appends the whole parameter list to "There is no module or parameter named ...".
-    text = text.split(" The available parameters", 1)[0]
+    # Drop the long lists vLLM appends (every parameter, every registered architecture).
+    for cut in (" The available parameters", " Supported architectures:"):
+        text = text.split(cut, 1)[0]
     if len(text) > 500:
         text = text[:497] + "..."
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return f"{name}: {text}" if text else name
 
 
 # ----------------------------------------------------------------------------------- check
@@ -76,8 +90,12 @@ def _checkpoint_key(vllm_name: str) -> str:
     return vllm_name
 
 
-def _scan_unwritten(model) -> tuple[list[str], list[tuple[str, list[str]]]]:
-    """Fully written parameter names, and (unwritten name, checkpoint keys that fill it) pairs.
+_UNUSED_PARAM = re.compile(r"model\.layers\.(\d+)\.hidden_norm\.weight")
+
+
+def _scan_unwritten(model) -> tuple[list[str], list[tuple[str, list[str]]], list[str]]:
+    """Fully written parameter names, (unwritten name, checkpoint keys that fill it) pairs, and
+    unwritten parameters the forward pass never reads (``layers.{k>=1}.hidden_norm``).
 
     A stacked parameter (qkv_proj, gate_up_proj, ...) that is only partly unwritten is reported
     per shard as ``name[shard]``; any other partly unwritten parameter as ``name[partial]``.
@@ -87,6 +105,7 @@ def _scan_unwritten(model) -> tuple[list[str], list[tuple[str, list[str]]]]:
     modules = dict(model.named_modules())
     packed = _packed_mapping(model)
     loaded: list[str] = []
+    unused: list[str] = []
     unwritten: list[tuple[str, list[str]]] = []
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -113,9 +132,12 @@ def _scan_unwritten(model) -> tuple[list[str], list[tuple[str, list[str]]]]:
                 else:
                     unwritten.extend((f"{name}[{s}]", [k]) for s, k in zip(missing, keys))
                 continue
+            if _UNUSED_PARAM.fullmatch(name) and int(_UNUSED_PARAM.fullmatch(name).group(1)) > 0:
+                unused.append(name)  # built on every layer, read only by layer 0
+                continue
             label = name if bool(mask.all()) else f"{name}[partial]"
             unwritten.append((label, [_checkpoint_key(name)]))
-    return loaded, unwritten
+    return loaded, unwritten, unused
 
 
 def _applied_config(model) -> dict:
@@ -126,7 +148,8 @@ def _applied_config(model) -> dict:
     return {
         "class": type(model).__name__,
         "use_aux_hidden_state": getattr(inner, "use_aux_hidden_state", None),
-        "num_aux_hidden_states": getattr(inner, "num_aux_hidden_states", None),
+        "num_aux_hidden_states": getattr(inner, "num_aux_hidden_states", None)
+        or getattr(inner, "num_aux_layers", None),
         "fc_input_size": getattr(inner, "fc_input_size", None),
         "fc_norm": getattr(inner, "fc_norm", None) is not None,
         "norm_output": bool(getattr(inner, "norm_output", False)),
@@ -137,6 +160,34 @@ def _applied_config(model) -> dict:
         "has_d2t_parameter": d2t is not None,
         "eagle_aux_hidden_state_layer_ids": getattr(cfg, "eagle_aux_hidden_state_layer_ids", None),
     }
+
+
+def _aux_layers(vc) -> dict:
+    """Target layers vLLM taps for the draft: the V1 runner's (CPU, and GPU without the V2 runner)
+    and the V2 runner's config lookups, and the target's default (2, N//2, N-3)."""
+    from types import SimpleNamespace
+
+    out: dict = {}
+    n = vc.model_config.get_total_num_hidden_layers()
+    out["aux_layers_default"] = [2, n // 2, n - 3]
+    try:
+        from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+        v1 = GPUModelRunner._get_eagle3_aux_layers_from_config(
+            SimpleNamespace(speculative_config=vc.speculative_config)
+        )
+        out["aux_layers_v1"] = list(v1) if v1 else None
+    except Exception as exc:
+        out["aux_layers_v1_error"] = one_line_error(exc)
+    try:
+        from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import get_eagle3_aux_layers_from_config
+
+        v2 = get_eagle3_aux_layers_from_config(vc.speculative_config)
+        out["aux_layers_v2"] = list(v2) if v2 else None
+    except Exception as exc:
+        out["aux_layers_v2_error"] = one_line_error(exc)
+    out["aux_layers_used_v1"] = out.get("aux_layers_v1") or out["aux_layers_default"]
+    return out
 
 
 def run_check_many(req: dict) -> dict:
@@ -153,8 +204,8 @@ def run_check_many(req: dict) -> dict:
 
 def run_check(req: dict) -> dict:
     t0 = time.perf_counter()
-    out: dict = {"ok": False, "loaded": [], "unwritten": [], "unwritten_keys": [],
-                 "shared_from_target": [], "error": None, "timings": {}}
+    out: dict = {"ok": False, "loaded": [], "unwritten": [], "unwritten_keys": [], "unused": [],
+                 "shared_from_target": [], "problems": [], "error": None, "timings": {}}
     import torch  # noqa: F401
 
     import vllm
@@ -242,7 +293,7 @@ def run_check(req: dict) -> dict:
         os.rmdir(init_dir)
 
     if "scan" in state:
-        loaded, unwritten = state["scan"]
+        loaded, unwritten, unused = state["scan"]
         draft_cfg = vc.speculative_config.draft_model_config.hf_config
         target_cfg = vc.model_config.hf_config
         shared = []
@@ -257,13 +308,24 @@ def run_check(req: dict) -> dict:
             shared.append("lm_head.weight")
         kept = [(u, ks) for u, ks in unwritten if u not in shared]
         out["loaded"] = loaded
-        out["applied"] = state["applied"]
+        out["unused"] = unused
+        out["applied"] = applied = {**state["applied"], **_aux_layers(vc)}
+        # The target appends one state per tapped id in 0..N (0 = embeddings, k = after layer k):
+        # duplicate or out-of-range ids give fewer states than fc expects.
+        n_aux, used = applied.get("num_aux_hidden_states"), applied.get("aux_layers_used_v1")
+        n_layers = vc.model_config.get_total_num_hidden_layers()
+        taps = sorted({int(i) for i in used or () if 0 <= int(i) <= n_layers})
+        if applied.get("use_aux_hidden_state") and n_aux and used and len(taps) != n_aux:
+            out["problems"].append(
+                f"fc expects {n_aux} aux hidden states but vLLM taps {len(taps)} target layer(s) "
+                f"{taps} for ids {list(used)}: the first draft step fails"
+            )
         out["unwritten"] = [u for u, _ in kept]
         out["unwritten_keys"] = [k for _, ks in kept for k in ks]
         out["shared_from_target"] = [u for u, _ in unwritten if u in shared]
     elif out["error"] is None:
         out["error"] = "internal: the loader hook did not run (vLLM loader changed?)"
-    out["ok"] = out["error"] is None and not out["unwritten"]
+    out["ok"] = out["error"] is None and not out["unwritten"] and not out["problems"]
     out["timings"]["total_s"] = round(time.perf_counter() - t0, 3)
     return out
 
@@ -349,11 +411,13 @@ def run_smoke(req: dict) -> dict:
         seconds=round(gen_s, 4), tokens_per_s=(n_tokens / gen_s) if gen_s > 0 else math.inf,
     )
     out["timings"]["generate_s"] = round(gen_s, 4)
-    out["timings"]["total_s"] = round(time.perf_counter() - t0, 3)
-    try:  # stop the engine core processes before this process exits
+    t3 = time.perf_counter()
+    try:  # stop the engine core processes before this process exits (the parent kills leftovers)
         llm.llm_engine.engine_core.shutdown()
     except Exception:
         pass
+    out["timings"]["shutdown_s"] = round(time.perf_counter() - t3, 3)
+    out["timings"]["total_s"] = round(time.perf_counter() - t0, 3)
     return out
 
 

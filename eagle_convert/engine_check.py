@@ -58,6 +58,10 @@ class EngineReport:
     # The built draft's effective settings: class, fc_norm, norm_output, norm_before_fc,
     # num_aux_hidden_states, draft_vocab_size, ... (what vLLM made of config.json).
     applied: dict = field(default_factory=dict)
+    # Unwritten parameters the forward pass never reads (layers.{k>=1}.hidden_norm.weight).
+    unused: list[str] = field(default_factory=list)
+    # Runtime failures the built model predicts, e.g. fewer distinct aux layers than fc expects.
+    problems: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -153,6 +157,8 @@ def _report(res: dict, features: VllmFeatures | None, seconds: float) -> EngineR
         timings=dict(res.get("timings", {})),
         draft=res.get("draft"),
         applied=dict(res.get("applied", {})),
+        unused=list(res.get("unused", [])),
+        problems=list(res.get("problems", [])),
     )
 
 
@@ -175,7 +181,8 @@ def check_with_vllm(
 ) -> EngineReport:
     """Load ``draft`` as the EAGLE-3 draft of ``target`` with vLLM's loader; report what it wrote.
 
-    ``ok`` is true when vLLM loaded the draft and no parameter was left unwritten. Raises
+    ``ok`` is true when vLLM loaded the draft, no parameter was left unwritten and no runtime
+    problem is predicted (``problems``: e.g. aux layers that collide). Raises
     EngineError when vLLM is missing, the worker times out or dies without answering.
     """
     return check_many_with_vllm(

@@ -32,6 +32,19 @@ def _build(out: Path, *, variant: str = "eagle3", **spec_kw) -> Path:
     return build_draft(out, replace(VLLM_TINY, variant=variant, **spec_kw))
 
 
+def _edit_config(folder: Path, **changes) -> Path:
+    """Change config.json keys (``None`` deletes; ``eagle_config=None`` too)."""
+    path = folder / "config.json"
+    cfg = json.loads(path.read_text())
+    for k, v in changes.items():
+        if v is None:
+            cfg.pop(k, None)
+        else:
+            cfg[k] = v
+    path.write_text(json.dumps(cfg, indent=2))
+    return folder
+
+
 def _edit(folder: Path, *, drop: tuple[str, ...] = (), set_: dict | None = None) -> Path:
     """Rewrite the draft's single model.safetensors without ``drop`` and with ``set_`` tensors."""
     from safetensors.torch import load_file, save_file
@@ -76,6 +89,14 @@ def drafts(work: Path) -> dict[str, Path]:
         _build(work / "full_vocab_d2t", vocab="full"), set_={"d2t": torch.zeros(4096, dtype=torch.int64)}
     )
     d["extra_tensor"] = _edit(_build(work / "extra_tensor"), set_={"layers.0.bogus.weight": torch.ones(4)})
+    d["unregistered_arch"] = _edit_config(_build(work / "unregistered_arch"),
+                                          architectures=["LlamaEagle3DraftModel"])
+    # Loads fine, but the target taps only 2 distinct layers for a 3-state fc (vllm-on-cpu gotcha 1).
+    d["aux_ids_collide"] = _edit_config(_build(work / "aux_ids_collide"),
+                                        eagle_aux_hidden_state_layer_ids=[2, 2, 5], eagle_config=None)
+    # Real multi-layer drafts ship no layers.1.hidden_norm: vLLM builds it but never reads it.
+    d["two_layers"] = _build(work / "two_layers", num_layers=2)
+    d["speculators_eagle31"] = _build(work / "speculators_eagle31", variant="eagle31", layout="speculators")
     return d
 
 
@@ -140,11 +161,28 @@ def test_check_with_vllm_passes_valid_eagle3(drafts, target):
     json.dumps(r.to_dict())
 
 
-def test_check_passes_eagle31(checks):
-    r = checks["eagle31"]
+@pytest.mark.parametrize("name", ["eagle31", "speculators_eagle31"])
+def test_check_passes_eagle31(checks, name):
+    r = checks[name]
     assert r.ok, r
     assert {f"model.fc_norm.{i}.weight" for i in range(3)} <= set(r.loaded)
     assert r.applied["fc_norm"] and r.applied["norm_output"]
+    assert r.applied["aux_layers_used_v1"] == [2, 4, 5]
+
+
+def test_check_two_layer_draft_ignores_unused_hidden_norm(checks):
+    r = checks["two_layers"]
+    assert r.ok, r
+    assert r.unused == ["model.layers.1.hidden_norm.weight"] and r.unwritten == []
+    assert "model.layers.1.mlp.down_proj.weight" in r.loaded
+
+
+def test_check_predicts_colliding_aux_layers(checks):
+    r = checks["aux_ids_collide"]
+    assert r.error is None and r.unwritten == [] and not r.ok
+    assert r.applied["aux_layers_v1"] == [2, 2, 5]
+    assert r.problems == ["fc expects 3 aux hidden states but vLLM taps 2 target layer(s) [2, 5] "
+                          "for ids [2, 2, 5]: the first draft step fails"]
 
 
 @pytest.mark.parametrize(
@@ -176,6 +214,12 @@ def test_check_maps_load_errors_to_one_line(checks, name, message):
     assert not r.ok and r.stage == "load"
     assert r.error.startswith(message), r.error
     assert "\n" not in r.error and "available parameters" not in r.error
+
+
+def test_check_maps_config_errors_to_one_line(checks):
+    r = checks["unregistered_arch"]
+    assert not r.ok and r.stage == "config"
+    assert r.error == "ValueError: Model architectures ['LlamaEagle3DraftModel'] are not supported for now."
 
 
 def test_worker_timeout_kills_and_raises(drafts, target):
