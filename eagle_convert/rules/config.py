@@ -46,7 +46,11 @@ def _architecture(ctx: Context) -> list[Finding]:
     recommended = _RECOMMENDED_ARCH.get(ctx.info.attention, "LlamaForCausalLMEagle3")
     if ctx.speculators:
         inner_type = ctx.vcfg.get("model_type", "llama")
-        if inner_type not in SPECULATORS_ARCHS:
+        kind = cfg.get("speculators_model_type")
+        if kind not in ("eagle3", "peagle"):
+            out.append(finding("E301", f"speculators_model_type is {kind!r}: not an EAGLE-3 draft (vLLM serves it "
+                                       "with another method, or raises)", field="speculators_model_type"))
+        elif inner_type not in SPECULATORS_ARCHS:
             out.append(finding("E301", f"transformer_layer_config.model_type is {inner_type!r}: vLLM raises "
                                        f"`Unsupported model_type {inner_type} for Eagle3 speculator` (llama, qwen3 only)",
                                field="transformer_layer_config.model_type"))

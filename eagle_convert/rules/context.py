@@ -22,6 +22,7 @@ FLAG_NAMES = ("fc_norm", "norm_output", "norm_before_fc", "norm_before_residual"
 SPECULATORS_FLAG_DEFAULTS = {"norm_before_residual": True, "norm_before_fc": False, "fc_norm": False,
                              "norm_output": False}
 SPECULATORS_ARCHS = {"llama": "Eagle3LlamaForCausalLM", "qwen3": "Eagle3Qwen3ForCausalLM"}
+PEAGLE_ARCHS = {"llama": "PeagleLlamaForCausalLM", "qwen3": "PeagleQwen3ForCausalLM"}
 
 
 @dataclass
@@ -74,17 +75,24 @@ def _eagle_config(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def vllm_config(config: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-    """(config the draft class reads, is_speculators), following vLLM's two config paths."""
+    """(config the draft class reads, is_speculators), following vLLM's two config paths.
+
+    Speculators configs go through `update_eagle3` (or `update_peagle`, which sets
+    norm_before_residual False and does not propagate fc_norm / norm_output).
+    """
     if "speculators_model_type" not in config:
         return dict(config), False
+    kind = config.get("speculators_model_type")
     inner = config.get("transformer_layer_config")
     eff = dict(inner) if isinstance(inner, dict) else {}
     eff["draft_vocab_size"] = config.get("draft_vocab_size")
     if config.get("target_hidden_size") is not None:
         eff["target_hidden_size"] = config["target_hidden_size"]
-    for flag, default in SPECULATORS_FLAG_DEFAULTS.items():
+    flags = SPECULATORS_FLAG_DEFAULTS if kind == "eagle3" else {"norm_before_residual": False, "norm_before_fc": False}
+    for flag, default in flags.items():
         eff[flag] = config.get(flag, default)
-    eff["architectures"] = [SPECULATORS_ARCHS.get(eff.get("model_type", "llama"), "")]
+    archs = SPECULATORS_ARCHS if kind == "eagle3" else PEAGLE_ARCHS if kind == "peagle" else {}
+    eff["architectures"] = [archs.get(eff.get("model_type", "llama"), "")]
     if config.get("eagle_aux_hidden_state_layer_ids"):
         eff["eagle_aux_hidden_state_layer_ids"] = config["eagle_aux_hidden_state_layer_ids"]
     return eff, True

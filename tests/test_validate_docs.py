@@ -1,0 +1,31 @@
+"""The finding-code table in docs/validate.md (merged into the README) is the one schemas/findings.json generates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from eagle_convert.findings import code_table
+from eagle_convert.render.validate import MARK_END, MARK_START, findings_markdown
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "validate.md"
+
+
+def test_docs_table_is_generated_from_the_schema() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    table = text.split(MARK_START, 1)[1].split(MARK_END, 1)[0].strip()
+    assert table == findings_markdown(), "regenerate: python -m eagle_convert.render.validate --markdown"
+
+
+def test_every_code_is_documented_once() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    for code, info in code_table().items():
+        assert text.count(f"| `{code}` | `{info.slug}` |") == 1, code
+
+
+def test_codes_are_well_formed() -> None:
+    families = {"0": "files", "1": "keys", "2": "shapes", "3": "config", "4": "vocab", "5": "target", "6": "producer",
+                "7": "engine", "8": "deep"}
+    for code, info in code_table().items():
+        assert len(code) == 4 and code[1:].isdigit()
+        assert families[code[1]] == info.family, code
+        assert info.title and info.why and info.fix.endswith(".")
