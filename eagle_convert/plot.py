@@ -28,7 +28,7 @@ def _bars(ax, report: SmokeReport, keys: list[tuple[str, int | None]], labels: l
         ax.bar_label(bars, fmt="%.2f", fontsize=8, padding=2)
     ax.axhline(k + 1, color="grey", linestyle="--", linewidth=1)
     ax.axhline(1, color="grey", linestyle=":", linewidth=1)
-    ax.text(len(keys) - 0.5, k + 1, f" max {k + 1}", va="bottom", ha="right", fontsize=8, color="grey")
+    ax.text(-0.45, k + 1, f"max {k + 1}", va="bottom", ha="left", fontsize=8, color="grey")
     ax.set_xticks(range(len(keys)), labels, rotation=20 if len(keys) > 4 else 0, ha="right" if len(keys) > 4 else "center")
     ax.set_ylim(0, k + 1.5)
     ax.set_ylabel("acceptance length (AL)")
@@ -71,7 +71,8 @@ def plot_smoke(report: SmokeReport, path: str | Path) -> Path:
     if grouped:
         cats = report.categories
         bucket = None if multi else report.buckets[0]
-        _bars(axes[0][1], report, [(c, bucket) for c in cats], cats, "AL by prompt category")
+        _bars(axes[0][1], report, [(c, bucket) for c in cats], cats,
+              "AL by prompt category" + (" (all context lengths)" if multi else ""))
         axes[0][1].legend(fontsize=8, loc="upper right")
     if multi:
         bks = report.buckets

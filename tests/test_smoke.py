@@ -170,8 +170,38 @@ def test_vllm_controls(models) -> None:
     [d] = perfect.drafts
     assert d.total.acceptance_length == K + 1 and d.total.per_position == [1.0] * K
     assert d.total.num_drafts == 3 * 4  # 13 tokens = prefill + 3 rounds of 4, per request
-    if d.per_request:  # vLLM with per-request metrics: same per-group numbers as the totals
+    if d.per_request:  # vLLM's per-request statistics add up to its engine-wide counters
         assert all(g.counts.acceptance_length == K + 1 for g in d.groups)
+        assert sum(r.counts.num_drafts for r in d.requests) == d.total.num_drafts
+        assert sum(r.counts.num_accepted for r in d.requests) == d.total.num_accepted
     rnd = run_smoke(models["target"], [models["random"]], engine="vllm", prompts=PROMPTS, k=K, max_new_tokens=13)
     assert rnd.drafts[0].total.acceptance_length < 1.2
     assert rnd.engine_version and rnd.engine_version.startswith("vllm")
+
+
+def test_render_and_plot_totals_only(tmp_path: Path) -> None:
+    """A vLLM run without per-request statistics: totals side by side, no category table."""
+    from rich.console import Console
+
+    from eagle_convert.plot import plot_smoke
+    from eagle_convert.prompts import PreparedPrompt, PromptSet
+    from eagle_convert.render.smoke import render_smoke
+    from eagle_convert.smoke import DraftResult, RequestResult, SmokeReport, _deltas
+
+    pset = PromptSet([PreparedPrompt("a", "chat", NATURAL, [1, 2, 3])], [], "target")
+
+    def draft(label: str, accepted: list[int]) -> DraftResult:
+        total = Counts(requests=1, prompt_tokens=3, generated_tokens=30, num_drafts=10, num_draft_tokens=30,
+                       num_accepted=sum(accepted), accepted_per_pos=accepted, target_forwards=11, seconds=2.0)
+        return DraftResult(label, f"/m/{label}", "EAGLE-3", total, [], [RequestResult("a", "chat", 0, None)], False)
+
+    drafts = [draft("eagle3", [6, 3, 1]), draft("eagle31", [7, 5, 3])]
+    rep = SmokeReport("/m/target", "vllm", "vllm 0.32.0", {"k": 3, "max_new_tokens": 30, "temperature": 0.0,
+                      "seed": 0, "tensor_parallel_size": 1}, pset, drafts, _deltas(drafts))
+    console = Console(record=True, width=160)
+    render_smoke(console, rep)
+    text = console.export_text()
+    assert "acceptance length (AL)" in text and "2.00" in text and "2.50" in text and "+0.50 (+25.0%)" in text
+    assert "+20.0 pp" in text  # position 3 rate: 10% -> 30%
+    assert "Per-category / per-bucket numbers are not available" in text
+    assert plot_smoke(rep, tmp_path / "t.png").stat().st_size > 1000
