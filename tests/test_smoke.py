@@ -205,3 +205,16 @@ def test_render_and_plot_totals_only(tmp_path: Path) -> None:
     assert "+20.0 pp" in text  # position 3 rate: 10% -> 30%
     assert "Per-category / per-bucket numbers are not available" in text
     assert plot_smoke(rep, tmp_path / "t.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("has_vllm, has_cuda, expected", [
+    (False, True, "reference"), (True, False, "reference"), (True, True, "vllm")])
+def test_default_engine(monkeypatch: pytest.MonkeyPatch, has_vllm: bool, has_cuda: bool, expected: str) -> None:
+    import torch
+
+    from eagle_convert import vllm_compat
+    from eagle_convert.smoke import default_engine
+
+    monkeypatch.setattr(vllm_compat, "vllm_available", lambda: has_vllm)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: has_cuda)
+    assert default_engine() == expected
