@@ -1,0 +1,15 @@
+"""Torch reference engine: an EAGLE-3 / 3.1 drafter with vLLM's exact math, a chain speculative
+decoding loop with vLLM's counters, and a training-time-test (TTT) trainer.
+
+Imports torch; the static parts of eagle_convert must not import this package.
+"""
+
+from .drafter import DraftConfig, EagleDrafter, draft_config_from_dict, load_drafter
+from .loop import SpecResult, greedy_generate, speculative_generate, summarize
+from .target import TargetModel, default_aux_ids
+
+__all__ = [
+    "DraftConfig", "EagleDrafter", "SpecResult", "TargetModel", "default_aux_ids",
+    "draft_config_from_dict", "greedy_generate", "load_drafter", "speculative_generate",
+    "summarize",
+]

@@ -1,0 +1,269 @@
+"""Training-time-test (TTT) training of an EAGLE-3 / 3.1 draft against a frozen target.
+
+Follows checkpoint-formats.md §4: aux states from a frozen target forward; step 0 runs on the
+fc output, step j >= 1 on the draft's own previous output (raw for EAGLE-3, normed with
+`norm_output`, i.e. exactly the drafter's fed-back value); token inputs are the ground truth
+shifted one more place per step and rope positions move with them; the query at step j sees
+the step-0 keys causally plus the step 1..j keys at its own index (extended diagonal); the loss
+is soft cross-entropy against the target's distribution restricted to the draft vocabulary,
+masked where the target's argmax lies outside it, weighted `loss_decay ** j`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import logging
+import math
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .drafter import EagleDrafter, draft_config_from_dict, drafter_from_state_dict, expand_kv
+from .target import TargetModel
+
+__all__ = ["TrainResult", "train_draft", "save_draft", "init_drafter", "trainable_names"]
+LOG = logging.getLogger(__name__)
+
+
+class TTTSlot:
+    """Per-layer keys/values of every TTT step; implements the extended-diagonal mask."""
+
+    def __init__(self) -> None:
+        self.ks: list[Tensor] = []
+        self.vs: list[Tensor] = []
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor:
+        self.ks.append(k)
+        self.vs.append(v)
+        g = q.shape[1] // k.shape[1]
+        k0, v0 = expand_kv(self.ks[0], g), expand_kv(self.vs[0], g)
+        t = q.shape[2]
+        s0 = (q @ k0.transpose(-1, -2)).float() * scale
+        s0 = s0.masked_fill(~torch.ones(t, t, dtype=torch.bool).tril(), float("-inf"))
+        later = [expand_kv(kk, g) for kk in self.ks[1:]]
+        diag = [((q * kk).sum(-1, keepdim=True)).float() * scale for kk in later]
+        w = torch.softmax(torch.cat([s0, *diag], dim=-1), dim=-1).to(q.dtype)
+        out = w[..., :t] @ v0
+        for s, vv in enumerate(self.vs[1:]):
+            out = out + w[..., t + s: t + s + 1] * expand_kv(vv, g)
+        return out
+
+
+@dataclass
+class TrainResult:
+    losses: list[float]
+    step_acc: list[float]  # argmax agreement per TTT step over the last logging window
+    seconds: float
+    acc_history: list[list[float]] = field(default_factory=list)
+
+
+def trainable_names(drafter: EagleDrafter, trainable: str | Sequence[str]) -> list[str]:
+    """`"all"`: every parameter but the (target-shared) embedding; `"fc_norm"`: the 3.1 norms;
+    otherwise fnmatch patterns over canonical names."""
+    names = [n for n, _ in drafter.named_parameters()]
+    if trainable == "all":
+        return [n for n in names if n != "embed_tokens.weight"]
+    pats = ["fc_norm.*"] if trainable == "fc_norm" else [trainable] if isinstance(trainable, str) \
+        else list(trainable)
+    picked = [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in pats)]
+    if not picked:
+        raise ValueError(f"no draft parameter matches {pats}")
+    return picked
+
+
+def init_drafter(config: dict, target: TargetModel, *, seed: int = 0,
+                 d2t: Tensor | None = None) -> EagleDrafter:
+    """A fresh draft: HF-style N(0, 0.02) weights, unit norms, the target's embedding, and the
+    target's lm_head rows for the draft vocabulary (as speculators initialises it)."""
+    cfg = draft_config_from_dict(config)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = EagleDrafter(cfg)
+        for name, p in model.named_parameters():
+            if p.dim() == 2:
+                torch.nn.init.normal_(p, 0.0, 0.02)
+            elif name.endswith(".bias"):
+                torch.nn.init.zeros_(p)
+    sd = {k: v for k, v in model.state_dict().items()}
+    if d2t is not None:
+        sd["d2t"] = d2t.long()
+    model.d2t.copy_(sd["d2t"])
+    rows = model.draft_to_target
+    sd["embed_tokens.weight"] = target.embed_weight.detach().float()
+    sd["lm_head.weight"] = target.lm_head_weight.detach().float()[rows]
+    return drafter_from_state_dict(cfg, sd)
+
+
+def _pad(seqs: Sequence[Sequence[int]]) -> tuple[Tensor, Tensor]:
+    t = max(len(s) for s in seqs)
+    ids = torch.zeros(len(seqs), t, dtype=torch.long)
+    lens = torch.tensor([len(s) for s in seqs])
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.tensor(s)
+    return ids, lens
+
+
+def _pad_rows(x: Tensor, t: int) -> Tensor:
+    out = x.new_zeros((t, *x.shape[1:]))
+    out[: x.shape[0]] = x
+    return out
+
+
+def _target_features(target: TargetModel, ids: Tensor, aux_ids: Sequence[int], rows: Tensor,
+                     t2d: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """(aux [B,T,A*H] fp32, target logits on the draft vocab [B,T,Vd], target argmax in the draft
+    vocab [B,T]). Right padding needs no mask: padded positions come after every real one."""
+    out = target.forward(ids, aux_ids=aux_ids)
+    return out.aux.float(), out.logits[..., rows], t2d[out.logits.argmax(-1)]
+
+
+def ttt_loss(drafter: EagleDrafter, ids: Tensor, lens: Tensor, aux: Tensor, tlogits: Tensor, *,
+             ttt_steps: int, loss_decay: float, in_vocab: Tensor) -> tuple[Tensor, list[float]]:
+    """Weighted TTT loss over a right-padded batch, and per-step argmax accuracy."""
+    b, t = ids.shape
+    dtype = drafter.norm.weight.dtype
+    hidden = drafter.combine_hidden_states(aux.to(dtype))
+    slots = [TTTSlot() for _ in drafter.layers]
+    idx = torch.arange(t)
+    tprob = torch.softmax(tlogits, dim=-1)
+    targ = tlogits.argmax(-1)
+    total, accs = hidden.new_zeros((), dtype=torch.float32), []
+    for j in range(ttt_steps):
+        src = idx + j + 1  # step j at index i reads token x[i+j+1], predicts via target at i+j+1
+        valid = src[None] < lens[:, None]
+        gather = src.clamp(max=t - 1)[None].expand(b, t)
+        tok = torch.where(valid, ids.gather(1, gather), torch.zeros_like(ids))
+        pos = (idx + j)[None].expand(b, t)
+        normed, hidden = drafter(tok, pos, hidden, slots)
+        logp = F.log_softmax(drafter.draft_logits(normed), dim=-1)
+        p = tprob.gather(1, gather[..., None].expand(b, t, tprob.shape[-1]))
+        mask = (valid & in_vocab.gather(1, gather)).float()
+        denom = mask.sum().clamp_min(1.0)
+        ce = -(p * logp).sum(-1)
+        total = total + loss_decay ** j * (ce * mask).sum() / denom
+        hit = (logp.argmax(-1) == targ.gather(1, gather)).float()
+        accs.append(float((hit * mask).sum() / denom))
+    return total, accs
+
+
+def train_draft(target: TargetModel, drafter: EagleDrafter, sequences: list[list[int]], *,
+                aux_ids: Sequence[int], ttt_steps: int = 3, steps: int, lr: float, seed: int = 0,
+                trainable: str | Sequence[str] = "all", l2sp: float = 0.0,
+                log_every: int = 10, batch_size: int = 8, loss_decay: float = 0.8,
+                warmup: int | None = None, cache_target: bool = True) -> TrainResult:
+    """Train `drafter` in place with TTT on the target's own distributions over `sequences`.
+
+    AdamW(0.9, 0.95), clip 0.5, linear warmup then cosine to lr/10; `l2sp` pulls the trained
+    weights toward their starting values (L2-SP). With `cache_target`, the frozen target runs once
+    per sequence and its features are kept in memory.
+    """
+    t0 = time.perf_counter()
+    gen = torch.Generator().manual_seed(seed)
+    names = set(trainable_names(drafter, trainable))
+    params = []
+    for n, p in drafter.named_parameters():
+        p.requires_grad_(n in names)
+        if n in names:
+            params.append((n, p))
+    anchor = {n: p.detach().clone() for n, p in params} if l2sp > 0 else {}
+    opt = torch.optim.AdamW([p for _, p in params], lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+    warm = warmup if warmup is not None else max(1, steps // 10)
+
+    def lr_at(s: int) -> float:
+        if s < warm:
+            return lr * (s + 1) / warm
+        frac = (s - warm) / max(1, steps - warm)
+        return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+
+    rows = drafter.draft_to_target
+    t2d = torch.zeros(target.vocab_size, dtype=torch.bool)
+    t2d[rows] = True
+    cache: dict[int, tuple[Tensor, ...]] = {}
+
+    def features(batch: list[int]) -> tuple[Tensor, ...]:
+        ids, lens = _pad([sequences[i] for i in batch])
+        if not cache_target:
+            return (ids, lens, *_target_features(target, ids, aux_ids, rows, t2d))
+        for i in batch:
+            if i not in cache:
+                f = _target_features(target, torch.tensor([sequences[i]]), aux_ids, rows, t2d)
+                cache[i] = tuple(x[0] for x in f)
+        t = ids.shape[1]
+        padded = [torch.stack([_pad_rows(cache[i][c], t) for i in batch]) for c in range(3)]
+        return (ids, lens, *padded)
+
+    losses: list[float] = []
+    hist: list[list[float]] = []
+    window: list[list[float]] = []
+    drafter.train()
+    for step in range(steps):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step)
+        batch = torch.randperm(len(sequences), generator=gen)[:batch_size].tolist()
+        ids, lens, aux, tl, iv = features(batch)
+        loss, accs = ttt_loss(drafter, ids, lens, aux, tl, ttt_steps=ttt_steps,
+                              loss_decay=loss_decay, in_vocab=iv)
+        if anchor:
+            loss = loss + l2sp * sum(((p - anchor[n]) ** 2).sum() for n, p in params)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_([p for _, p in params], 0.5)
+        opt.step()
+        losses.append(float(loss))
+        window.append(accs)
+        if (step + 1) % log_every == 0 or step == steps - 1:
+            mean = [sum(a[j] for a in window) / len(window) for j in range(ttt_steps)]
+            hist.append(mean)
+            LOG.info("step %d loss %.4f acc %s", step + 1, losses[-1], [round(a, 3) for a in mean])
+            window = []
+    drafter.eval()
+    for p in drafter.parameters():
+        p.requires_grad_(False)
+    return TrainResult(losses=losses, step_acc=hist[-1] if hist else [], seconds=time.perf_counter() - t0,
+                       acc_history=hist)
+
+
+def save_draft(drafter: EagleDrafter, config: dict, out_dir: str | Path, *,
+               include_embed: bool = False, dtype: torch.dtype | None = None) -> Path:
+    """Write `config.json` + `model.safetensors` (canonical names, vLLM layout, d2t/t2d when the
+    vocabularies differ) atomically into `out_dir`."""
+    from safetensors.torch import save_file
+
+    out_dir = Path(out_dir)
+    cfg = drafter.cfg
+    name = str(config.get("torch_dtype", config.get("dtype", "bfloat16")))
+    dtype = dtype or getattr(torch, name)
+    sd: dict[str, Tensor] = {}
+    for n, t in drafter.state_dict().items():
+        if n == "embed_tokens.weight" and not include_embed:
+            continue
+        if n == "d2t":
+            continue
+        sd[n] = t.detach().to(dtype).contiguous()
+    if cfg.draft_vocab_size != cfg.vocab_size:
+        sd["d2t"] = drafter.d2t.detach().long().contiguous()
+        t2d = torch.zeros(cfg.vocab_size, dtype=torch.bool)
+        t2d[drafter.draft_to_target] = True
+        sd["t2d"] = t2d
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    try:
+        save_file(sd, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+        os.chmod(tmp, 0o755)
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out_dir
