@@ -322,6 +322,7 @@ def run_check(req: dict) -> dict:
             )
         out["unwritten"] = [u for u, _ in kept]
         out["unwritten_keys"] = [k for _, ks in kept for k in ks]
+        out["unwritten_key_map"] = {u: ks for u, ks in kept}
         out["shared_from_target"] = [u for u, _ in unwritten if u in shared]
     elif out["error"] is None:
         out["error"] = "internal: the loader hook did not run (vLLM loader changed?)"
@@ -369,6 +370,13 @@ def run_smoke(req: dict) -> dict:
             "method": req.get("method", "eagle3"), "model": req["draft"],
             "num_speculative_tokens": int(req["num_speculative_tokens"]),
         }
+        import dataclasses
+
+        from vllm.engine.arg_utils import EngineArgs
+
+        fields = {f.name for f in dataclasses.fields(EngineArgs)}
+        if req.get("per_request", True) and "per_request_spec_decode_metrics" in fields:
+            kwargs["per_request_spec_decode_metrics"] = "summary"  # vLLM >= 0.32 (or so)
     stage = "engine"
     try:
         t1 = time.perf_counter()
@@ -396,6 +404,12 @@ def run_smoke(req: dict) -> dict:
         return out
 
     outputs = [list(r.outputs[0].token_ids) for r in results]
+    per_request = None
+    if kwargs.get("per_request_spec_decode_metrics"):
+        per_request = []
+        for r in results:
+            m = getattr(r.outputs[0], "spec_decode_metrics", None)
+            per_request.append(m.to_dict() if m is not None and hasattr(m, "to_dict") else None)
     names = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
              "vllm:spec_decode_num_accepted_tokens")
     drafts, draft_tokens, accepted = (
@@ -409,6 +423,7 @@ def run_smoke(req: dict) -> dict:
         ok=True, outputs=outputs, num_drafts=drafts, num_draft_tokens=draft_tokens,
         num_accepted=accepted, accepted_per_pos=[a - b for a, b in zip(pos_after, pos_before)],
         seconds=round(gen_s, 4), tokens_per_s=(n_tokens / gen_s) if gen_s > 0 else math.inf,
+        per_request=per_request,
     )
     out["timings"]["generate_s"] = round(gen_s, 4)
     t3 = time.perf_counter()

@@ -62,6 +62,8 @@ class EngineReport:
     unused: list[str] = field(default_factory=list)
     # Runtime failures the built model predicts, e.g. fewer distinct aux layers than fc expects.
     problems: list[str] = field(default_factory=list)
+    # unwritten name -> the checkpoint key(s) that fill it (a whole qkv_proj maps to 3 keys).
+    unwritten_key_map: dict[str, list[str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -159,6 +161,7 @@ def _report(res: dict, features: VllmFeatures | None, seconds: float) -> EngineR
         applied=dict(res.get("applied", {})),
         unused=list(res.get("unused", [])),
         problems=list(res.get("problems", [])),
+        unwritten_key_map={k: list(v) for k, v in (res.get("unwritten_key_map") or {}).items()},
     )
 
 

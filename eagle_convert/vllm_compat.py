@@ -29,6 +29,7 @@ _ALGOS = "transformers_utils/configs/speculators/algos.py"
 _REGISTRY = "model_executor/models/registry.py"
 _V1_RUNNER = "v1/worker/gpu_model_runner.py"
 _V2_EAGLE3 = "v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"
+_ENGINE_ARGS = "engine/arg_utils.py"
 
 
 @dataclass
@@ -50,6 +51,7 @@ class VllmFeatures:
     mla_fc_norm_applied: bool = False  # MLA draft applies fc_norm in combine_hidden_states (#43482)
     v2_runner_reads_eagle_config_aux_ids: bool = False
     loader_is_lenient: bool = False  # Eagle3LlamaForCausalLM.load_weights returns None (no strict check)
+    per_request_spec_decode_metrics: bool = False  # EngineArgs.per_request_spec_decode_metrics exists
     package_dir: str | None = None
 
     def to_dict(self) -> dict:
@@ -278,6 +280,19 @@ def _detect(pkg: str) -> VllmFeatures:
         + ("returns None: the default loader skips its strict missing-weight check"
            if lenient else "returns the loaded names (strict check active)")
     )
+    eargs = _Source(p, _ENGINE_ARGS)
+    line = None
+    node = eargs.find("EngineArgs")
+    if node is not None:
+        for stmt in node.body:
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and (
+                stmt.target.id == "per_request_spec_decode_metrics"
+            ):
+                line = stmt.lineno
+    per_req = line is not None
+    ev["per_request_spec_decode_metrics"] = _where(
+        eargs, "EngineArgs", line, "has field per_request_spec_decode_metrics"
+    )
     return VllmFeatures(
         version=vllm_version(p),
         fc_norm=fc_norm,
@@ -293,6 +308,7 @@ def _detect(pkg: str) -> VllmFeatures:
         mla_fc_norm_applied=mla_applied,
         v2_runner_reads_eagle_config_aux_ids=v2_reads,
         loader_is_lenient=lenient,
+        per_request_spec_decode_metrics=per_req,
         package_dir=str(p),
     )
 

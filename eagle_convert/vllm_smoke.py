@@ -32,6 +32,10 @@ class VllmRun:
     num_speculative_tokens: int = 0
     engine_start_s: float | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    # Per prompt, vLLM's own per-request spec-decode metrics (``RequestSpecDecodeMetrics.to_dict``:
+    # acceptance_histogram, num_draft_tokens, mean_acceptance_length, ...) where the installed
+    # vLLM has ``per_request_spec_decode_metrics``; None otherwise.
+    per_request: list[dict | None] | None = None
 
     @property
     def acceptance_length(self) -> float:
@@ -66,6 +70,7 @@ def run_vllm_spec_decode(
     max_model_len: int = 1024,
     dtype: str = "auto",
     method: str = "eagle3",
+    per_request: bool = True,
     timeout_s: float = 600,
     python: str | None = None,
     env: dict[str, str] | None = None,
@@ -73,7 +78,8 @@ def run_vllm_spec_decode(
     """Generate ``max_new_tokens`` per prompt with ``draft`` speculating for ``target``.
 
     ``draft=None`` runs the target alone (counters stay 0), a baseline for outputs and speed.
-    Prompts are strings or token-id lists (sent as ``TokensPrompt``). Raises EngineError when
+    Prompts are strings or token-id lists (sent as ``TokensPrompt``). ``per_request`` asks vLLM
+    for per-request acceptance metrics too (when it has them). Raises EngineError when
     vLLM is missing, the engine fails to start or generate, or the worker times out.
     """
     if not vllm_available():
@@ -92,6 +98,7 @@ def run_vllm_spec_decode(
         "tensor_parallel_size": tensor_parallel_size,
         "max_model_len": max_model_len,
         "dtype": dtype,
+        "per_request": per_request,
     }
     res, tail, _seconds = run_worker("smoke", request, timeout_s=timeout_s, python=python, env=env)
     if not res.get("ok"):
@@ -110,4 +117,5 @@ def run_vllm_spec_decode(
         num_speculative_tokens=num_speculative_tokens if draft is not None else 0,
         engine_start_s=timings.get("engine_start_s"),
         timings=timings,
+        per_request=res.get("per_request"),
     )

@@ -200,6 +200,7 @@ def test_check_reports_weights_vllm_loads_silently(checks, name, unwritten, keys
     assert r.error is None  # vLLM itself accepted the checkpoint
     assert not r.ok
     assert r.unwritten == unwritten and r.unwritten_keys == keys
+    assert r.unwritten_key_map == {u: [k] for u, k in zip(unwritten, keys)}
 
 
 @pytest.mark.parametrize(
@@ -243,6 +244,10 @@ def test_spec_decode_random_draft_accepts_nothing(drafts, target):
     assert run.num_drafts > 0 and run.num_draft_tokens == 3 * run.num_drafts
     assert len(run.accepted_per_pos) == 3 and sum(run.accepted_per_pos) == run.num_accepted
     assert run.acceptance_length < 1.3
+    # vLLM's per-request metrics (0.32: per_request_spec_decode_metrics) add up to the counters.
+    assert run.per_request is not None and len(run.per_request) == 3
+    assert sum(m["num_draft_tokens"] for m in run.per_request) == run.num_draft_tokens
+    assert sum(m["num_accepted_draft_tokens"] for m in run.per_request) == run.num_accepted
     assert run.vllm_version.startswith(HERE_VLLM) and run.tokens_per_s > 0
     print(f"random draft: AL {run.acceptance_length:.2f}, engine start {run.engine_start_s} s, "
           f"generate {run.seconds} s")
@@ -272,3 +277,5 @@ def test_spec_decode_zero_heads_accept_everything(work, drafts):
     assert run.accepted_per_pos == [run.num_drafts] * k
     assert run.acceptance_length == k + 1
     assert run.per_position_rate == [1.0] * k
+    assert [m["acceptance_histogram"][:k] for m in run.per_request] == [[0] * k, [0] * k]
+    assert all(m["mean_acceptance_length"] == k + 1 for m in run.per_request)
