@@ -38,6 +38,8 @@ __all__ = [
     "OutTensor",
     "StreamSource",
     "WriterError",
+    "encode_header",
+    "file_header",
     "plan_shards",
     "shard_filename",
     "verify_file",
@@ -320,6 +322,14 @@ def encode_header(f: OutFile, *, data_start_residue: int | None = None) -> bytes
     return len(body).to_bytes(8, "little") + body
 
 
+def file_header(f: OutFile, *, align_data: bool = True) -> bytes:
+    """The exact header bytes (length prefix included) ``write_file`` writes for ``f``.
+
+    Pure (opens no file): planners use ``len(file_header(f))`` to predict offsets and sizes.
+    """
+    return encode_header(f, data_start_residue=_best_residue(f) if align_data else None)
+
+
 def _best_residue(f: OutFile) -> int | None:
     """Data-start offset (mod page size) that puts the most ByteRange bytes page-congruent.
 
@@ -441,7 +451,7 @@ def write_file(
     """
     if chunk_bytes <= 0:
         raise WriterError(f"chunk_bytes must be positive, got {chunk_bytes}")
-    header = encode_header(f, data_start_residue=_best_residue(f) if align_data else None)
+    header = file_header(f, align_data=align_data)
     path = Path(out_dir) / f.filename
     src_fds: dict[Path, int] = {}
     # O_EXCL: never write over anything, in particular not over a file we read from.

@@ -177,8 +177,12 @@ def test_data_section_page_congruent_with_source(src: Path, tmp_path: Path) -> N
     assert verify_file(aligned, f) == []
     assert_same(load_all(aligned), {f"model.renamed.{k}": v for k, v in source_tensors().items()})
 
-    plain = write_file(tmp_path, OutFile("plain.safetensors", renamed, meta), align_data=False)
+    assert aligned.read_bytes()[: 8 + n] == writer.file_header(f)  # the planner's prediction
+
+    plain_file = OutFile("plain.safetensors", renamed, meta)
+    plain = write_file(tmp_path, plain_file, align_data=False)
     n_plain, body_plain = header_of(plain)
+    assert plain.read_bytes()[: 8 + n_plain] == writer.file_header(plain_file, align_data=False)
     assert n_plain % 8 == 0 and len(body_plain) - len(body_plain.rstrip(b" ")) < 8
     assert body_plain.rstrip(b" ") == body.rstrip(b" ")
 
