@@ -27,6 +27,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Union
 
+from .errors import EagleConvertError
+
 __all__ = [
     "DTYPE_BITS",
     "FORMAT_PT_METADATA",
@@ -106,7 +108,7 @@ _FALLBACK_ERRNOS = frozenset(
 )
 
 
-class WriterError(ValueError):
+class WriterError(EagleConvertError, ValueError):
     """Invalid writer input (tensor spec, byte range, shard plan) or an inconsistent source."""
 
 
