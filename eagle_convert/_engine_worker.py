@@ -10,6 +10,7 @@ Not a public API: the request/response shapes are private to engine_check.py and
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -187,6 +188,14 @@ def _aux_layers(vc) -> dict:
     except Exception as exc:
         out["aux_layers_v2_error"] = one_line_error(exc)
     out["aux_layers_used_v1"] = out.get("aux_layers_v1") or out["aux_layers_default"]
+    try:  # which runner this machine would use (V2 needs Triton, i.e. a GPU)
+        out["model_runner"] = "v2" if vc.use_v2_model_runner else "v1"
+    except Exception:
+        out["model_runner"] = "v1"
+    if out["model_runner"] == "v2":
+        out["aux_layers_used"] = out.get("aux_layers_v2") or out["aux_layers_default"]
+    else:
+        out["aux_layers_used"] = out["aux_layers_used_v1"]
     return out
 
 
@@ -206,7 +215,7 @@ def run_check(req: dict) -> dict:
     t0 = time.perf_counter()
     out: dict = {"ok": False, "loaded": [], "unwritten": [], "unwritten_keys": [], "unused": [],
                  "shared_from_target": [], "problems": [], "error": None, "timings": {}}
-    import torch  # noqa: F401
+    import torch
 
     import vllm
     from vllm.engine.arg_utils import EngineArgs
@@ -312,7 +321,7 @@ def run_check(req: dict) -> dict:
         out["applied"] = applied = {**state["applied"], **_aux_layers(vc)}
         # The target appends one state per tapped id in 0..N (0 = embeddings, k = after layer k):
         # duplicate or out-of-range ids give fewer states than fc expects.
-        n_aux, used = applied.get("num_aux_hidden_states"), applied.get("aux_layers_used_v1")
+        n_aux, used = applied.get("num_aux_hidden_states"), applied.get("aux_layers_used")
         n_layers = vc.model_config.get_total_num_hidden_layers()
         taps = sorted({int(i) for i in used or () if 0 <= int(i) <= n_layers})
         if applied.get("use_aux_hidden_state") and n_aux and used and len(taps) != n_aux:
@@ -327,6 +336,10 @@ def run_check(req: dict) -> dict:
     elif out["error"] is None:
         out["error"] = "internal: the loader hook did not run (vLLM loader changed?)"
     out["ok"] = out["error"] is None and not out["unwritten"] and not out["problems"]
+    state.clear()  # free the draft before the next one in a batch
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
     out["timings"]["total_s"] = round(time.perf_counter() - t0, 3)
     return out
 

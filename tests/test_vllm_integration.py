@@ -167,7 +167,7 @@ def test_check_passes_eagle31(checks, name):
     assert r.ok, r
     assert {f"model.fc_norm.{i}.weight" for i in range(3)} <= set(r.loaded)
     assert r.applied["fc_norm"] and r.applied["norm_output"]
-    assert r.applied["aux_layers_used_v1"] == [2, 4, 5]
+    assert r.applied["aux_layers_used"] == [2, 4, 5]
 
 
 def test_check_two_layer_draft_ignores_unused_hidden_norm(checks):
