@@ -4,9 +4,12 @@ Builds an 8B-shaped synthetic EAGLE-3 draft (hidden 4096, intermediate 14336, 32
 vocab 128256, draft vocab 32000, bf16), without and with `embed_tokens`, then measures side by side,
 each as its own process: wall time and peak RSS (from wait4's rusage, so memory-mapped pages count)
 of `cp -r`, `upgrade --no-verify`, `upgrade` (default verification) and the round trip. Every tool
-reads the same warm page cache; outputs are deleted and flushed (sync) between runs, untimed.
+reads the same warm page cache, after one untimed warm-up run (which also caches bytecode, as an
+installed package has it); outputs are deleted and flushed (sync) between runs, untimed. Each
+round runs every tool once; ratios are medians of per-round ratios (robust to a shared machine's
+load drifting between rounds), and min/min ratios are shown too.
 
-    python -m benchmarks.upgrade_bench [--workdir DIR] [--repeat 3] [--scale 1.0] [--json OUT] [--check]
+    python -m benchmarks.upgrade_bench [--workdir DIR] [--repeat 5] [--scale 1.0] [--json OUT] [--check]
 
 Targets (`--check` exits 1 when one is missed): upgrade --no-verify wall <= 2x cp -r; upgrade
 (verified) <= 3x cp -r; peak RSS <= 300 MB for both upgrades.
@@ -61,21 +64,26 @@ pid = os.fork()
 if pid == 0:
     os.execvp(sys.argv[1], sys.argv[1:])
 _, status, usage = os.wait4(pid, 0)
-sys.stderr.write("@@bench %f %d\\n" % (time.perf_counter() - t, usage.ru_maxrss))
+sys.stderr.write("@@bench %f %d %f\\n" % (time.perf_counter() - t, usage.ru_maxrss, usage.ru_utime + usage.ru_stime))
 sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
-def measure(cmd: list[str]) -> tuple[float, float]:
-    """(wall seconds, peak RSS in MB) of one command, both measured by the launcher around fork/exec/wait."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+def measure(cmd: list[str], pycache: Path) -> tuple[float, float, float]:
+    """(wall s, peak RSS MB, CPU s) of one command, measured by the launcher around fork/exec/wait.
+
+    Bytecode is cached (in `pycache`) as in an installed package: with PYTHONDONTWRITEBYTECODE set,
+    every run would recompile eagle_convert (~0.1 s CPU) and measure that instead.
+    """
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPYCACHEPREFIX": str(pycache)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     proc = subprocess.run([sys.executable, "-S", "-c", LAUNCHER, *cmd], stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, env=env, text=True)
     lines = proc.stderr.splitlines()
     if proc.returncode or not lines or not lines[-1].startswith("@@bench "):
         raise RuntimeError(f"{' '.join(cmd[:4])}... exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
-    _, wall, maxrss_kib = lines[-1].split()
-    return float(wall), int(maxrss_kib) / 1024  # Linux reports KiB
+    _, wall, maxrss_kib, cpu = lines[-1].split()
+    return float(wall), int(maxrss_kib) / 1024, float(cpu)  # Linux reports KiB
 
 
 def warm(path: Path) -> None:
@@ -94,21 +102,29 @@ def bench_variant(work: Path, *, with_embed: bool, dims: dict[str, int], repeat:
         print(f"built {src} in {time.perf_counter() - t:.1f}s", file=sys.stderr)
     size = sum(f.stat().st_size for f in src.iterdir())
     warm(src)
-    runs: dict[str, list[tuple[float, float]]] = {}
+    for cmd in tools(src, work / "out").values():  # untimed: bytecode caches, page cache, lazy imports
+        shutil.rmtree(work / "out", ignore_errors=True)
+        measure(cmd, work / "pycache")
+    runs: dict[str, list[tuple[float, float, float]]] = {}
     for i in range(repeat):
         for tool, cmd in tools(src, work / "out").items():
             shutil.rmtree(work / "out", ignore_errors=True)
             os.sync()
-            runs.setdefault(tool, []).append(measure(cmd))
+            runs.setdefault(tool, []).append(measure(cmd, work / "pycache"))
             print(f"[{name}] run {i + 1}/{repeat} {tool}: {runs[tool][-1][0]:.2f}s, "
                   f"{runs[tool][-1][1]:.0f} MB", file=sys.stderr)
     shutil.rmtree(work / "out", ignore_errors=True)
-    cp = statistics.median(w for w, _ in runs["cp -r"])
+    cp = [w for w, _, _ in runs["cp -r"]]
     rows = {}
     for tool, samples in runs.items():
-        wall = statistics.median(w for w, _ in samples)
-        rows[tool] = {"wall_s": round(wall, 3), "peak_rss_mb": round(max(r for _, r in samples), 1),
-                      "ratio_to_cp": round(wall / cp, 2), "samples_s": [round(w, 3) for w, _ in samples]}
+        walls = [w for w, _, _ in samples]
+        # Rounds run the tools back to back, so a round's ratio shares that moment's machine load;
+        # the median over rounds is robust to the load of a shared machine drifting between rounds.
+        rows[tool] = {"wall_s": round(statistics.median(walls), 3), "min_s": round(min(walls), 3),
+                      "peak_rss_mb": round(max(r for _, r, _ in samples), 1),
+                      "cpu_s": round(statistics.median(c for _, _, c in samples), 3),
+                      "ratio_to_cp": round(statistics.median(w / c for w, c in zip(walls, cp)), 2),
+                      "ratio_of_min": round(min(walls) / min(cp), 2), "samples_s": [round(w, 3) for w in walls]}
     return {"variant": name, "bytes": size, "tools": rows}
 
 
@@ -125,18 +141,21 @@ def check(results: list[dict[str, Any]]) -> list[str]:
 
 
 def render(results: list[dict[str, Any]]) -> str:
-    lines = [f"{'variant':<22} {'size':>9} {'tool':<21} {'wall s':>8} {'x cp -r':>8} {'peak RSS MB':>12}"]
+    lines = [f"{'variant':<22} {'size':>9} {'tool':<21} {'median s':>8} {'min s':>6} {'x cp -r':>8} {'min/min':>8} "
+             f"{'peak RSS MB':>12} {'CPU s':>6}"]
     for res in results:
         for tool, row in res["tools"].items():
             lines.append(f"{res['variant']:<22} {res['bytes'] / 2**30:>7.2f}GB {tool:<21} {row['wall_s']:>8.2f} "
-                         f"{row['ratio_to_cp']:>8.2f} {row['peak_rss_mb']:>12.0f}")
+                         f"{row['min_s']:>6.2f} {row['ratio_to_cp']:>8.2f} {row['ratio_of_min']:>8.2f} "
+                         f"{row['peak_rss_mb']:>12.0f} {row['cpu_s']:>6.2f}")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.upgrade_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", type=Path, help="where drafts are built (default: a temp dir, removed after)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per tool; the median wall time is reported")
+    parser.add_argument("--repeat", type=int, default=5,
+                        help="rounds (each runs every tool once); medians of wall time and of per-round ratios")
     parser.add_argument("--scale", type=float, default=1.0, help="shrink the 8B dimensions (quick smoke runs)")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")

@@ -167,7 +167,7 @@ def plan_upgrade(ckpt: Checkpoint, info: DraftInfo, *, layout: str = "vllm", nor
     files = _plan_files(ckpt, rename, fc_name, additions)
     renames = {n: rename(n) for n in ckpt.tensors if rename(n) != n}
 
-    config_format, after = _plan_config(ckpt, info, layout, norm_output, aux, num_aux, target)
+    config_format, after = _plan_config(ckpt, info, layout, target)
     after = apply_rules(after, config_format, layout,
                         {"provenance": {}, **_values(after, info, norm_output, aux, num_aux, config_format)})
     changed = config_diff(ckpt.config, {k: v for k, v in after.items() if k != PROVENANCE_KEY}).paths()
@@ -365,8 +365,9 @@ def _bin_infos(ckpt: Checkpoint, infos: list[TensorInfo]) -> list[TensorInfo]:
     return out
 
 
-def _plan_config(ckpt: Checkpoint, info: DraftInfo, layout: str, norm_output: bool, aux: AuxIds, num_aux: int,
+def _plan_config(ckpt: Checkpoint, info: DraftInfo, layout: str,
                  target: TargetInfo | None) -> tuple[str, dict[str, Any]]:
+    """(output config format, the config the rules are applied to)."""
     speculators_in = info.layout == "speculators"
     if layout == "keep":
         return ("speculators" if speculators_in else "native"), ckpt.config

@@ -221,3 +221,24 @@ def test_dimensions_come_from_the_checkpoint_not_from_three(built_fixtures, tmp_
     assert (plan.num_aux, plan.target_hidden_size, plan.norm_dtype) == (3, 96, "BF16")
     plan4, _ = upgrade(built_fixtures("speculators-eagle3-a4"), tmp_path / "out4")
     assert plan4.num_aux == 4 and [t.name for t in plan4.additions][-1] == "fc_norm.3.weight"
+
+
+def test_progress_sees_every_byte_written_and_verified(built_fixtures, tmp_path: Path) -> None:
+    class Recorder:
+        def __init__(self) -> None:
+            self.phases: list[tuple[str, int]] = []
+            self.done: dict[str, int] = {}
+
+        def start(self, phase: str, total: int) -> None:
+            self.phases.append((phase, total))
+            self.done[phase] = 0
+
+        def advance(self, nbytes: int) -> None:
+            self.done[self.phases[-1][0]] += nbytes
+
+    ckpt = open_checkpoint(built_fixtures("vllm-eagle3-sharded"))
+    plan = plan_upgrade(ckpt, describe(ckpt))
+    rec = Recorder()
+    apply_upgrade(plan, tmp_path / "out", progress=rec)
+    data = sum(f.data_bytes for f in plan.files)
+    assert rec.phases == [("write", data), ("verify", data)] and rec.done == {"write": data, "verify": data}
