@@ -22,8 +22,7 @@ from .diff import config_diff
 from .errors import UpgradeRefusedError, UsageError
 from .layout import canonical_name, config_get
 from .safetensors_header import DTYPE_BYTES, TensorInfo
-from . import writer
-from .writer import ByteRange, OutFile, OutTensor, StreamSource
+from .writer import ByteRange, OutFile, OutTensor, StreamSource, file_header
 
 __all__ = ["LAYOUTS", "AuxIds", "PlannedFile", "PlannedTensor", "UpgradePlan", "plan_upgrade"]
 
@@ -346,10 +345,7 @@ def _sizing_file(f: PlannedFile) -> OutFile:
 
 def _header_len(f: OutFile) -> int:
     """Bytes of the header `writer.write_file` writes for `f` (it pads the data start to a page residue)."""
-    best_residue = getattr(writer, "_best_residue", None)  # TODO(writer): a public "header of write_file"
-    if best_residue is None:
-        return len(writer.encode_header(f))
-    return len(writer.encode_header(f, data_start_residue=best_residue(f)))
+    return len(file_header(f))
 
 
 def _bin_infos(ckpt: Checkpoint, infos: list[TensorInfo]) -> list[TensorInfo]:
