@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ..plan import LAYOUTS
+
+if TYPE_CHECKING:
+    from ..plan import UpgradePlan
+    from ..upgrade import UpgradeResult
 
 PROGRESS_MIN_BYTES = 64 << 20  # smaller checkpoints finish before a bar is worth drawing
 
@@ -92,8 +98,9 @@ def upgrade_cmd(ctx: click.Context, checkpoint: str, output: Path, layout: str, 
         render_result(console, plan, result)
 
 
-def _apply(ctx: click.Context, plan, output: Path, *, force: bool, verify: bool, apply):  # noqa: ANN001, ANN202
-    """Run `apply` with SIGTERM turned into a clean abort and a progress bar on a terminal."""
+def _apply(ctx: click.Context, plan: UpgradePlan, output: Path, *, force: bool, verify: bool,
+           apply: Callable[..., UpgradeResult]) -> UpgradeResult:
+    """Run `apply` with SIGTERM/SIGHUP turned into a clean abort and a progress bar on a terminal."""
     from contextlib import nullcontext
 
     from rich.console import Console
