@@ -242,3 +242,21 @@ def test_progress_sees_every_byte_written_and_verified(built_fixtures, tmp_path:
     apply_upgrade(plan, tmp_path / "out", progress=rec)
     data = sum(f.data_bytes for f in plan.files)
     assert rec.phases == [("write", data), ("verify", data)] and rec.done == {"write": data, "verify": data}
+
+
+def test_keep_layout_keeps_a_speculators_config_speculators(built_fixtures, tmp_path: Path) -> None:
+    upgrade(built_fixtures("speculators-eagle3-a4"), tmp_path / "out", layout="keep")
+    cfg = json.loads((tmp_path / "out/config.json").read_text())
+    assert cfg["speculators_model_type"] == "eagle3" and cfg["transformer_layer_config"]["fc_norm"] is True
+    assert cfg["transformer_layer_config"]["num_aux_hidden_states"] == 4 and cfg["norm_before_residual"] is True
+
+
+def test_read_target_accepts_a_folder_a_config_file_and_nested_text_config(tmp_path: Path) -> None:
+    from eagle_convert.configgen import read_target
+
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t/config.json").write_text(json.dumps({"text_config": {"num_hidden_layers": 48, "hidden_size": 8},
+                                                        "architectures": ["X"]}))
+    for ref in (tmp_path / "t", tmp_path / "t/config.json"):
+        t = read_target(str(ref))
+        assert (t.num_layers, t.hidden_size, t.architectures) == (48, 8, ("X",))
