@@ -88,6 +88,10 @@ def validate(ref: str | Path | CheckpointRef, *, target: str | Path | None = Non
     except UnknownLayoutError as exc:
         report.add(finding("E001", str(exc)))
         return _done(report, t0)
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:  # a config field of the wrong JSON type
+        report.add(finding("E304", f"config.json cannot be interpreted: a field has the wrong type "
+                                   f"({type(exc).__name__}: {exc})", field="config.json"))
+        return _done(report, t0)
     report.info = info
 
     from .rules import build_context, run_static

@@ -184,6 +184,7 @@ CASES: dict[str, Case] = {
     "E503": Case(edit(config=_ids(None)), target={"num_hidden_layers": 4}),
     "W504": Case(edit(), target={"rope_theta": 500000.0}),
     "W601": Case(edit("specforge-eagle31")),
+    "W603": Case(edit("specforge-eagle3"), target={}),
     "W602": Case(lambda out: build_draft(out.parent / "nemo-llama-eagle3_1-recipe", FIXTURE_MATRIX["nemo-eagle3"])),
     "E801": Case(edit(tensors=_nan("layers.0.mlp.up_proj.weight")), kwargs={"deep": True}),
     "E802": Case(edit(tensors=_put("fc.weight", lambda s: torch.zeros_like(s["fc.weight"]))), kwargs={"deep": True}),

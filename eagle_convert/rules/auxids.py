@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..findings import Finding, finding
-from .context import Context, _eagle_config
+from .context import Context, _as_list, _eagle_config
 from .shapes import weights_aux_count
 
 
@@ -74,7 +74,7 @@ def _check_ids(ctx: Context, ids: list[Any], where: str, n: int | None, a: int |
                                    "reads top-level ids and eagle_config.layer_ids only and falls back to "
                                    "(2, N//2, N-3)", field=where,
                            fix=f"Also write eagle_aux_hidden_state_layer_ids: {ids} at the top level."))
-    if top and nested and sorted(map(repr, top)) != sorted(map(repr, nested)):
+    if top and nested and sorted(map(repr, _as_list(top))) != sorted(map(repr, _as_list(nested))):
         out.append(finding("W324", f"top-level aux ids {top} differ from eagle_config's {nested}; vLLM uses the "
                                    "top-level list", field="eagle_config.eagle_aux_hidden_state_layer_ids"))
     return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..findings import Finding, finding
-from .context import FLAG_NAMES, SPECULATORS_ARCHS, Context, _eagle_config
+from .context import FLAG_NAMES, MAX_COUNT, SPECULATORS_ARCHS, Context, _eagle_config
 
 # vLLM 0.32.0 SpeculativeConfig.hf_config_override: model types / architectures turned into MTP drafts.
 MTP_MODEL_TYPES = frozenset({
@@ -69,8 +69,10 @@ def _architecture(ctx: Context) -> list[Finding]:
     if not ctx.speculators:
         model_type = cfg.get("model_type")
         archs = cfg.get("architectures") or []
-        if model_type in MTP_MODEL_TYPES or (archs and archs[0] in MTP_ARCHITECTURES):
-            what = f"model_type {model_type!r}" if model_type in MTP_MODEL_TYPES else f"architectures {archs[0]!r}"
+        model_type = model_type if isinstance(model_type, str) else None
+        arch0 = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+        if model_type in MTP_MODEL_TYPES or arch0 in MTP_ARCHITECTURES:
+            what = f"model_type {model_type!r}" if model_type in MTP_MODEL_TYPES else f"architectures {arch0!r}"
             out.append(finding("E302", f"{what}: vLLM's SpeculativeConfig.hf_config_override rewrites the draft into "
                                        "an MTP model before the EAGLE-3 class is chosen",
                                field="model_type" if model_type in MTP_MODEL_TYPES else "architectures"))
@@ -102,6 +104,10 @@ def _fields(ctx: Context) -> list[Finding]:
             crash = " (vLLM multiplies it by the aux count and crashes)" if name == "target_hidden_size" else ""
             out.append(finding("E304", f"{_field(ctx, name)} is {vcfg[name]!r}, expected a positive integer{crash}",
                                field=_field(ctx, name)))
+    for name in ("num_hidden_layers", "num_aux_hidden_states"):
+        if _positive_int(vcfg.get(name)) and vcfg[name] > MAX_COUNT:
+            out.append(finding("E304", f"{_field(ctx, name)} is {vcfg[name]}: not a plausible draft (at most "
+                                       f"{MAX_COUNT})", field=_field(ctx, name)))
     eps = vcfg.get("rms_norm_eps")
     if eps is not None and not (isinstance(eps, (int, float)) and not isinstance(eps, bool) and 0 < eps < 1):
         out.append(finding("E304", f"{_field(ctx, 'rms_norm_eps')} is {eps!r}, expected a small positive number",
@@ -157,8 +163,9 @@ def _context_length(ctx: Context) -> list[Finding]:
 def _quantized(ctx: Context) -> list[Finding]:
     fp8 = [n for n, t in ctx.tensors.items() if t.dtype.startswith("F8")]
     scales = [n for n in ctx.tensors if n.endswith("_scale")]
-    if ctx.vcfg.get("quantization_config") or fp8 or scales:
-        method = (ctx.vcfg.get("quantization_config") or {}).get("quant_method", "unknown method")
+    qcfg = ctx.vcfg.get("quantization_config")
+    if qcfg or fp8 or scales:
+        method = qcfg.get("quant_method", "unknown method") if isinstance(qcfg, dict) else "unknown method"
         return [finding("W311", f"quantized draft ({method}; {len(fp8)} fp8 tensors, {len(scales)} scale tensors): "
                                 "static checks cover names and unquantised shapes only", field="quantization_config")]
     return []

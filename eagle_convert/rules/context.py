@@ -17,6 +17,7 @@ from ..checkpoint import Checkpoint
 from ..describe import DraftInfo
 from ..safetensors_header import TensorInfo
 
+MAX_COUNT = 1024  # more layers or aux states than this is a corrupt config, not a draft
 FLAG_NAMES = ("fc_norm", "norm_output", "norm_before_fc", "norm_before_residual")
 # speculators' update_eagle3 defaults (norm_before_residual differs from the plain path).
 SPECULATORS_FLAG_DEFAULTS = {"norm_before_residual": True, "norm_before_fc": False, "fc_norm": False,
@@ -58,15 +59,21 @@ class Context:
         """Ids vLLM's V1 runner (also CPU) uses: top-level, then eagle_config's."""
         top = self.vcfg.get("eagle_aux_hidden_state_layer_ids")
         if top:
-            return list(top), "eagle_aux_hidden_state_layer_ids"
+            return _as_list(top), "eagle_aux_hidden_state_layer_ids"
         nested = _eagle_config(self.vcfg).get("eagle_aux_hidden_state_layer_ids")
         if nested:
-            return list(nested), "eagle_config.eagle_aux_hidden_state_layer_ids"
+            return _as_list(nested), "eagle_config.eagle_aux_hidden_state_layer_ids"
         return None, ""
 
     def aux_ids_v2(self) -> list[Any] | None:
         """Ids vLLM's V2 runner uses: top-level, then eagle_config.layer_ids (not the long name)."""
-        return list(self.vcfg.get("eagle_aux_hidden_state_layer_ids") or _eagle_config(self.vcfg).get("layer_ids") or []) or None
+        ids = self.vcfg.get("eagle_aux_hidden_state_layer_ids") or _eagle_config(self.vcfg).get("layer_ids")
+        return _as_list(ids) if ids else None
+
+
+def _as_list(value: Any) -> list[Any]:
+    """A config list as a list; any other truthy value as a one-element list (reported as invalid)."""
+    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 def _eagle_config(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -123,7 +130,8 @@ def aux_count(vcfg: dict[str, Any], impl: str | None) -> tuple[int | None, str]:
         if value is None or value == [] or value == 0:
             continue
         if src.startswith("num_aux"):
-            return _int(value), src
+            count = _int(value)
+            return (count if count is None or count <= MAX_COUNT else None), src
         if isinstance(value, list):
             return len(value), f"len({src})"
     return 3, "vLLM's default (3)"
@@ -164,7 +172,8 @@ def _symbols(vcfg: dict[str, Any], flags: dict[str, bool], a: int | None, target
     q_lora = vcfg.get("q_lora_rank")
     return {
         "H": h, "T": t, "A": a, "V": v, "Vd": vd, "TV": tv or v, "TH": th or t,
-        "L": _int(vcfg.get("num_hidden_layers")), "I": _int(vcfg.get("intermediate_size")), "nH": n_heads,
+        "L": layers if (layers := _int(vcfg.get("num_hidden_layers"))) is None or layers <= MAX_COUNT else None,
+        "I": _int(vcfg.get("intermediate_size")), "nH": n_heads,
         "nKV": _int(vcfg.get("num_key_value_heads")) or n_heads, "hd": hd,
         "qr": _int(q_lora), "kvr": _int(vcfg.get("kv_lora_rank")), "nope": _int(vcfg.get("qk_nope_head_dim")),
         "rope": _int(vcfg.get("qk_rope_head_dim")), "vh": _int(vcfg.get("v_head_dim")),

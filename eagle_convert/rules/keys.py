@@ -61,8 +61,26 @@ def check(ctx: Context) -> list[Finding]:
         else:
             out.append(finding("E102", f"{name}: {_unknown_reason(ctx, vname)}", tensor=name))
     out += _grouped(ctx, grouped)
-    out += [_missing(ctx, exp) for exp in expected.values() if exp.required and exp.name not in loaded]
+    missing = [exp for exp in expected.values() if exp.required and exp.name not in loaded]
+    present = {m.group(1) for n in loaded if (m := _LAYER_OF.match(n))}
+    out += _missing_layers(ctx, missing, present)
+    out += [_missing(ctx, e) for e in missing if not (m := _LAYER_OF.match(e.name)) or m.group(1) in present]
     return out
+
+
+_LAYER_OF = re.compile(r"^layers\.(\d+)\.")
+
+
+def _missing_layers(ctx: Context, missing: list[Expected], present: set[str]) -> list[Finding]:
+    """One E101 for the decoder layers the config declares and the checkpoint lacks entirely."""
+    absent = sorted({m.group(1) for e in missing if (m := _LAYER_OF.match(e.name))} - present, key=int)
+    if not absent:
+        return []
+    shown = ", ".join(f"layers.{k}.*" for k in absent[:3]) + (f" and {len(absent) - 3} more" if len(absent) > 3 else "")
+    return [finding("E101", f"{shown} missing: num_hidden_layers is {ctx.env.get('L')} but the checkpoint has "
+                            f"{len(present)} decoder layer(s); vLLM builds the missing layers from uninitialised "
+                            "memory", tensor=f"layers.{absent[0]}.*", field="num_hidden_layers",
+                    fix="Set num_hidden_layers to the number of layers the checkpoint holds, or ship the missing layers.")]
 
 
 def _unknown_reason(ctx: Context, vname: str) -> str:

@@ -48,7 +48,7 @@ def _rope(cfg: dict[str, Any]) -> tuple[Any, Any]:
     scaling = {k: v for k, v in params.items() if k != "rope_theta"} or cfg.get("rope_scaling") or None
     if isinstance(scaling, dict) and scaling.get("rope_type", scaling.get("type")) == "default" and len(scaling) == 1:
         scaling = None
-    return (float(theta) if isinstance(theta, (int, float)) else theta), scaling
+    return (float(theta) if isinstance(theta, (int, float)) and not isinstance(theta, bool) else theta), scaling
 
 
 def check(ctx: Context) -> list[Finding]:
@@ -71,7 +71,7 @@ def check(ctx: Context) -> list[Finding]:
     d_theta, d_scaling = _rope(ctx.vcfg)
     t_theta, t_scaling = _rope(tgt)
     if d_theta is not None and t_theta is not None and d_theta != t_theta:
-        out.append(finding("W504", f"rope_theta is {d_theta:g} but the target's is {t_theta:g}", field="rope_theta"))
+        out.append(finding("W504", f"rope_theta is {d_theta!r} but the target's is {t_theta!r}", field="rope_theta"))
     if (d_scaling or t_scaling) and d_scaling != t_scaling:
         out.append(finding("W504", f"rope scaling {d_scaling} differs from the target's {t_scaling}",
                            field="rope_scaling"))

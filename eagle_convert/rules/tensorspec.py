@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 from .. import schemas
-from .context import Context
+from .context import MAX_COUNT, Context
 from .expr import evaluate
 
 _LAYER_RE = re.compile(r"^layers\.(\d+)\.")
@@ -46,7 +46,7 @@ def expected_tensors(ctx: Context, **overrides: int | None) -> dict[str, Expecte
     for spec in data["tensors"]:
         if "for" in spec:
             count = env.get(spec["for"])
-            for i in range(count or 0):
+            for i in range(min(count or 0, MAX_COUNT)):
                 name = spec["name"].format(i=i)
                 out[name] = _one(spec, name, env)
         else:
@@ -54,6 +54,7 @@ def expected_tensors(ctx: Context, **overrides: int | None) -> dict[str, Expecte
     layers = env.get("L")
     if layers is None:  # unknown layer count: expect the layers the checkpoint has
         layers = 1 + max((int(m.group(1)) for n in ctx.vnames.values() if n and (m := _LAYER_RE.match(n))), default=0)
+    layers = min(layers, MAX_COUNT)
     h = env.get("H")
     per_layer = data["layer"] + data["attention"][ctx.attention]
     for k in range(layers):
