@@ -12,38 +12,35 @@ The environment is read on every call, not at import time like `huggingface_hub.
 
 Every failure leaves as one of `HubNotFoundError`, `HubGatedError`, `HubOfflineError` or
 `CheckpointReadError` with a one-line message; no `huggingface_hub` / `httpx` exception escapes.
+
+The environment is read in `hub_env`, the local cache in `hub_cache`, and client failures are
+mapped in `hub_errors`; the hints stay importable from here.
 """
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
-from .errors import (
-    CheckpointReadError,
-    EagleConvertError,
-    HubGatedError,
-    HubNotFoundError,
-    HubOfflineError,
-    UsageError,
-)
-
-NOT_FOUND_HINT = "check the repo id / revision, or set HF_TOKEN if it is private"
-GATED_HINT = "request access on the model page and set HF_TOKEN"
-OFFLINE_HINT = "unset HF_HUB_OFFLINE or download the files first"
-UNREACHABLE_HINT = "check the network connection and HF_ENDPOINT, or download the files first"
+from .errors import CheckpointReadError, EagleConvertError, HubNotFoundError, HubOfflineError, UsageError
+from .hub_cache import cached_file, cached_listing, known_missing, pread_cached
+from .hub_env import OFFLINE_REASON as _OFFLINE_REASON
+from .hub_env import default_cache_dir as _default_cache_dir
+from .hub_env import endpoint as _endpoint
+from .hub_env import endpoint_display as _endpoint_display
+from .hub_env import offline as _offline
+from .hub_errors import GATED_HINT as GATED_HINT
+from .hub_errors import NOT_FOUND_HINT as NOT_FOUND_HINT
+from .hub_errors import OFFLINE_HINT as OFFLINE_HINT
+from .hub_errors import UNREACHABLE_HINT as UNREACHABLE_HINT
+from .hub_errors import file_not_found, not_cached, translated
 
 #: Files at most this large that are not weights are downloaded whole (and cached) on first read.
 SMALL_FILE_BYTES = 4 << 20
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".h5", ".msgpack")
 
 _LIBRARY_NAME = "eagle-convert"
-_OFFLINE_REASON = "offline mode is on (HF_HUB_OFFLINE)"
-_TRUE = {"1", "ON", "YES", "TRUE"}
-_COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 _REF_RE = re.compile(r"(?P<repo>[^/@\s]+/[^/@\s]+)(?:@(?P<rev>[^@\s]+))?")
 
 
@@ -77,48 +74,6 @@ def _valid_repo_id(repo_id: str) -> bool:
     except HFValidationError:
         return False
     return True
-
-
-# -- environment, read per call ---------------------------------------------------------------
-
-
-def _endpoint() -> str | None:
-    """HF_ENDPOINT now (None: the client's default)."""
-    value = os.environ.get("HF_ENDPOINT", "").strip().rstrip("/")
-    return value or None
-
-
-def _endpoint_display() -> str:
-    from huggingface_hub import constants
-
-    return _endpoint() or constants.ENDPOINT
-
-
-def _offline() -> bool:
-    """HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE now; the client's import-time value when neither is set."""
-    value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
-    if value is not None:
-        return value.strip().upper() in _TRUE
-    from huggingface_hub import constants
-
-    return bool(constants.HF_HUB_OFFLINE)
-
-
-def _default_cache_dir() -> Path:
-    """The HF hub cache folder now: HF_HUB_CACHE > HUGGINGFACE_HUB_CACHE > HF_HOME/hub > XDG default."""
-    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
-        if os.environ.get(var):
-            return Path(os.path.expandvars(os.path.expanduser(os.environ[var])))
-    home = os.environ.get("HF_HOME") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "huggingface"
-    )
-    return Path(os.path.expandvars(os.path.expanduser(home))) / "hub"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[0] if lines else type(exc).__name__
 
 
 # -- the source -------------------------------------------------------------------------------
@@ -254,57 +209,17 @@ class HubSource:
 
     def _load_cached_listing(self, reason: str) -> bool:
         """Fill the listing from the local HF cache (snapshot folder + tree listing); False if absent."""
-        from huggingface_hub.file_download import repo_folder_name
-
-        storage = self._cache() / repo_folder_name(repo_id=self.repo_id, repo_type="model")
-        revision = self.revision or "main"
-        commit: str | None = revision if _COMMIT_RE.fullmatch(revision) else None
-        ref = storage / "refs" / revision
-        if ref.is_file():
-            try:
-                commit = ref.read_text().strip()
-            except OSError:
-                commit = None
-        if commit is None:
+        found = cached_listing(self._cache(), self.repo_id, self.revision)
+        if found is None:
             return False
-        snapshot = storage / "snapshots" / commit
-        sizes: dict[str, int | None] = {}
-        complete = False
-        try:
-            from huggingface_hub._tree_cache import read_tree_cache  # private; written by snapshot_download
-
-            tree = read_tree_cache(str(storage), commit)
-        except Exception:  # noqa: BLE001 - an optional, private cache format
-            tree = None
-        if tree:
-            complete = True
-            for name, entry in tree.items():
-                sizes[name] = entry.lfs_size if entry.lfs_size is not None else entry.size
-        if snapshot.is_dir():
-            for dirpath, _dirnames, filenames in os.walk(snapshot):
-                rel = Path(dirpath).relative_to(snapshot)
-                for fname in filenames:
-                    full = Path(dirpath) / fname
-                    if full.is_file():
-                        sizes[(rel / fname).as_posix() if str(rel) != "." else fname] = full.stat().st_size
-        elif not tree:
-            return False
-        self._commit = commit
-        self._sizes = sizes
+        self._commit, self._sizes, self._complete = found
         self._from_cache = True
         self._cache_reason = reason
-        self._complete = complete
         return True
 
     def _missing(self, name: str) -> EagleConvertError:
         if self._from_cache and not self._complete:
-            from huggingface_hub import _CACHED_NO_EXIST, try_to_load_from_cache
-
-            known_missing = (
-                try_to_load_from_cache(self.repo_id, name, cache_dir=self._cache(), revision=self._commit)
-                is _CACHED_NO_EXIST
-            )
-            if not known_missing:
+            if not known_missing(self._cache(), self.repo_id, name, self._commit):
                 return self._not_cached(name)
         return self._file_not_found(name)
 
@@ -315,32 +230,10 @@ class HubSource:
 
     def _cached(self, name: str) -> Path | None:
         """The file in the local HF cache for the pinned commit, without any network call."""
-        from huggingface_hub import try_to_load_from_cache
-
-        try:
-            found = try_to_load_from_cache(
-                self.repo_id, name, cache_dir=self._cache(), revision=self._commit or self.revision
-            )
-        except Exception:  # noqa: BLE001 - a cache probe must never fail the read
-            return None
-        return Path(found) if isinstance(found, str) else None
+        return cached_file(self._cache(), self.repo_id, name, self._commit or self.revision)
 
     def _pread(self, path: Path, name: str, start: int, length: int) -> bytes:
-        try:
-            with open(path, "rb") as fh:
-                data = os.pread(fh.fileno(), length, start)
-        except OSError as exc:
-            raise CheckpointReadError(
-                f"{self.description}/{name}: cannot read the cached copy {path} ({exc.strerror or exc})",
-                hint="delete it from the HF cache and retry",
-            ) from exc
-        if len(data) != length:
-            raise CheckpointReadError(
-                f"{self.description}/{name}: cached copy {path} is truncated "
-                f"(wanted bytes {start}..{start + length}, file has {start + len(data)})",
-                hint="delete it from the HF cache and retry",
-            )
-        return data
+        return pread_cached(path, self.description, name, start, length)
 
     def _url(self, name: str) -> str:
         from huggingface_hub import hf_hub_url
@@ -419,94 +312,11 @@ class HubSource:
     # -- errors -----------------------------------------------------------------------------
 
     def _file_not_found(self, name: str) -> HubNotFoundError:
-        return HubNotFoundError(f"{self.description}/{name}: file not found in the repository", hint=NOT_FOUND_HINT)
+        return file_not_found(self.description, name)
 
     def _not_cached(self, name: str) -> HubOfflineError:
-        reason = (self._from_cache and self._cache_reason) or _OFFLINE_REASON
-        return HubOfflineError(
-            f"{self.description}/{name}: not in the local cache and {reason}",
-            hint=OFFLINE_HINT if reason == _OFFLINE_REASON else UNREACHABLE_HINT,
-        )
+        return not_cached(self.description, name, (self._from_cache and self._cache_reason) or _OFFLINE_REASON)
 
-    @contextmanager
-    def _errors(self, name: str | None) -> Iterator[None]:
+    def _errors(self, name: str | None) -> AbstractContextManager[None]:
         """Translate huggingface_hub / httpx failures into the library's hub errors."""
-        try:
-            yield
-        except EagleConvertError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - filtered by _translate, re-raised otherwise
-            mapped = self._translate(exc, name)
-            if mapped is None:
-                raise
-            raise mapped from exc
-
-    def _translate(self, exc: Exception, name: str | None) -> EagleConvertError | None:
-        import httpx2
-        from huggingface_hub.errors import (
-            DisabledRepoError,
-            EntryNotFoundError,
-            FileMetadataError,
-            GatedRepoError,
-            HfHubHTTPError,
-            LocalEntryNotFoundError,
-            OfflineModeIsEnabled,
-            RepositoryNotFoundError,
-            RevisionNotFoundError,
-        )
-        from huggingface_hub.utils import HFValidationError
-
-        what = f"{self.description}/{name}" if name else self.description
-        if isinstance(exc, GatedRepoError):
-            return HubGatedError(f"{self.repo_id}: gated repository, access denied", hint=GATED_HINT)
-        if isinstance(exc, RepositoryNotFoundError):
-            return HubNotFoundError(f"{self.repo_id}: repository not found on the hub", hint=NOT_FOUND_HINT)
-        if isinstance(exc, RevisionNotFoundError):
-            return HubNotFoundError(
-                f"{self.repo_id}@{self.revision or 'main'}: revision not found on the hub", hint=NOT_FOUND_HINT
-            )
-        if isinstance(exc, DisabledRepoError):
-            return HubNotFoundError(f"{self.repo_id}: repository is disabled on the hub")
-        if isinstance(exc, LocalEntryNotFoundError) or isinstance(exc, OfflineModeIsEnabled):
-            cause = exc.__cause__
-            if not _offline() and isinstance(cause, httpx2.TransportError):
-                return self._unreachable(what, cause)
-            if not _offline() and isinstance(cause, FileMetadataError):
-                return self._not_a_hub(what)
-            return HubOfflineError(f"{what}: not in the local cache and {_OFFLINE_REASON}", hint=OFFLINE_HINT)
-        if isinstance(exc, EntryNotFoundError):
-            return self._file_not_found(name) if name else HubNotFoundError(f"{what}: not found", hint=NOT_FOUND_HINT)
-        if isinstance(exc, httpx2.TransportError):
-            return self._unreachable(what, exc)
-        if isinstance(exc, FileMetadataError):
-            return self._not_a_hub(what)
-        if isinstance(exc, HfHubHTTPError):
-            status = exc.response.status_code if exc.response is not None else None
-            if status in (401, 403):
-                return HubGatedError(f"{what}: access denied by the hub (HTTP {status})", hint=GATED_HINT)
-            if status is not None and (status >= 500 or status in (408, 429)):
-                return HubOfflineError(f"{what}: the hub is unavailable (HTTP {status})", hint=UNREACHABLE_HINT)
-            return CheckpointReadError(f"{what}: hub request failed (HTTP {status}: {_first_line(exc)})")
-        if isinstance(exc, HFValidationError):
-            return UsageError(f"{what}: {_first_line(exc)}")
-        if isinstance(exc, (httpx2.HTTPError, OSError)) or type(exc).__module__.split(".")[0] in (
-            "huggingface_hub",
-            "httpx",
-            "httpx2",
-            "requests",
-            "urllib3",
-            "hf_xet",
-        ):
-            return CheckpointReadError(f"{what}: hub request failed ({type(exc).__name__}: {_first_line(exc)})")
-        return None
-
-    def _unreachable(self, what: str, exc: BaseException) -> HubOfflineError:
-        return HubOfflineError(
-            f"{what}: cannot reach the hub at {_endpoint_display()} ({type(exc).__name__})", hint=UNREACHABLE_HINT
-        )
-
-    def _not_a_hub(self, what: str) -> CheckpointReadError:
-        return CheckpointReadError(
-            f"{what}: {_endpoint_display()} does not answer like a Hugging Face Hub endpoint",
-            hint="check HF_ENDPOINT",
-        )
+        return translated(self.repo_id, self.revision, self.description, name)
