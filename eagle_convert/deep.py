@@ -154,9 +154,9 @@ def findings_from(summary: DeepSummary, kinds: dict[str, str]) -> list[Finding]:
                 out.append(finding("I804", f"{s.name}: every value is exactly 1.0 (an untrained norm)", tensor=s.name))
             elif not NORM_MEAN_ABS[0] <= s.mean_abs <= NORM_MEAN_ABS[1] or s.negatives * 2 > s.numel:
                 neg = f", {100 * s.negatives / s.numel:.0f}% negative" if s.negatives else ""
-                out.append(finding("W803", f"{s.name}: mean |w| {s.mean_abs:.3g}, max |w| {s.max_abs:.3g}{neg}; trained "
-                                           f"RMSNorm weights sit roughly in {NORM_MEAN_ABS[0]:g}..{NORM_MEAN_ABS[1]:g}",
-                                   tensor=s.name))
+                plausible = f"{NORM_MEAN_ABS[0]:g}..{NORM_MEAN_ABS[1]:g}"
+                out.append(finding("W803", f"{s.name}: mean |w| {s.mean_abs:.3g}, max |w| {s.max_abs:.3g}{neg}; "
+                                           f"trained RMSNorm weights sit roughly in {plausible}", tensor=s.name))
         elif s.max_abs > EXTREME:
             out.append(finding("W805", f"{s.name}: max |w| is {s.max_abs:.3g}", tensor=s.name))
     return out

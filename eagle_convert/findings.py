@@ -114,7 +114,7 @@ class Report:
         failures = 0
         for family in self.families_run:
             case = ET.Element("testcase", classname=f"validate.{family}", name=f"{family} checks")
-            bad = [f for f in self.findings if _family(f) == family and (f.level == "error" or (strict and f.level == "warning"))]
+            bad = [f for f in self.findings if _family(f) == family and _fails(f, strict)]
             if bad:
                 failures += 1
                 ET.SubElement(case, "failure", message=f"{len(bad)} finding(s)", type="findings").text = "\n".join(
@@ -123,7 +123,7 @@ class Report:
         for f in self.sorted_findings():
             name = f"{f.code} {f.slug}" + (f": {f.where}" if f.where else "")
             case = ET.Element("testcase", classname=f"validate.{_family(f)}.{f.code}", name=name)
-            if f.level == "error" or (strict and f.level == "warning"):
+            if _fails(f, strict):
                 failures += 1
                 ET.SubElement(case, "failure", message=f.message, type=f.code).text = f"{f.message}\nfix: {f.fix}"
             else:
@@ -136,6 +136,10 @@ class Report:
         ts.extend(cases)
         ET.indent(root)
         return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _fails(f: Finding, strict: bool) -> bool:
+    return f.level == "error" or (strict and f.level == "warning")
 
 
 def _family(f: Finding) -> str:

@@ -141,7 +141,7 @@ def edit(spec: DraftSpec | str = "vllm-eagle3", **kw: Any) -> Callable[[Path], P
 
 BASE = FIXTURE_MATRIX["vllm-eagle3"]
 CASES: dict[str, Case] = {
-    "E001": Case(lambda out: write_draft(out, tensors=lambda s: (s.clear(), s.update(foo=torch.ones(4, dtype=torch.bfloat16))))),
+    "E001": Case(edit(tensors=lambda s: (s.clear(), s.update(foo=torch.ones(4, dtype=torch.bfloat16))))),
     "E002": Case(lambda out: (build_draft(out, BASE), (out / "config.json").unlink(), out)[-1]),
     "E003": Case(_subfolder),
     "E101": Case(edit(tensors=_drop("layers.0.mlp.down_proj.weight"))),
@@ -152,7 +152,8 @@ CASES: dict[str, Case] = {
     "E106": Case(edit(replace(BASE, target_hidden=96))),
     "W107": Case(edit(tensors=_put("layers.0.self_attn.o_proj.bias", lambda s: torch.zeros(64, dtype=torch.bfloat16)))),
     "E201": Case(edit(config=_set(intermediate_size=100))),
-    "E202": Case(edit("vllm-eagle3-a4", config=_pop("num_aux_hidden_states", "eagle_config.eagle_aux_hidden_state_layer_ids"))),
+    "E202": Case(edit("vllm-eagle3-a4",
+                      config=_pop("num_aux_hidden_states", "eagle_config.eagle_aux_hidden_state_layer_ids"))),
     "E203": Case(edit(tensors=_put("fc.weight", lambda s: torch.ones(64, 192, dtype=torch.int64)))),
     "W204": Case(edit("vllm-eagle31-sharded-fp32")),
     "E301": Case(edit(config=_set(architectures=["LlamaEagle3DraftModel"]))),
@@ -191,7 +192,8 @@ CASES: dict[str, Case] = {
     "W803": Case(edit(tensors=_scaled("norm.weight", 1000.0)), kwargs={"deep": True}),
     "I804": Case(edit("vllm-eagle31", tensors=lambda s: [s.__setitem__(f"fc_norm.{i}.weight", torch.ones(
         64, dtype=torch.bfloat16)) for i in range(3)]), kwargs={"deep": True}),
-    "W805": Case(edit(tensors=_put("fc.weight", lambda s: torch.full_like(s["fc.weight"], 1e5))), kwargs={"deep": True}),
+    "W805": Case(edit(tensors=_put("fc.weight", lambda s: torch.full_like(s["fc.weight"], 1e5))),
+                 kwargs={"deep": True}),
 }
 ENGINE_CODES = {"E701", "E702", "E703"}  # fed from the vLLM check: unit-tested below, real vLLM in test_validate_vllm
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..findings import Finding, finding
-from .context import Context, _as_list, _eagle_config
+from .context import Context, as_list, eagle_section
 from .shapes import weights_aux_count
 
 
@@ -68,13 +68,13 @@ def _check_ids(ctx: Context, ids: list[Any], where: str, n: int | None, a: int |
                                    f"({ctx.aux_count_source}): the first decode crashes", field=where,
                            fix=f"List exactly {a} aux layer ids (or fix num_aux_hidden_states)."))
     top = ctx.vcfg.get("eagle_aux_hidden_state_layer_ids")
-    nested = _eagle_config(ctx.vcfg).get("eagle_aux_hidden_state_layer_ids")
+    nested = eagle_section(ctx.vcfg).get("eagle_aux_hidden_state_layer_ids")
     if ctx.aux_ids_v2() is None:
         out.append(finding("W323", f"aux ids only in {where}: vLLM's V2 model runner (GPU default for dense targets) "
                                    "reads top-level ids and eagle_config.layer_ids only and falls back to "
                                    "(2, N//2, N-3)", field=where,
                            fix=f"Also write eagle_aux_hidden_state_layer_ids: {ids} at the top level."))
-    if top and nested and sorted(map(repr, _as_list(top))) != sorted(map(repr, _as_list(nested))):
+    if top and nested and sorted(map(repr, as_list(top))) != sorted(map(repr, as_list(nested))):
         out.append(finding("W324", f"top-level aux ids {top} differ from eagle_config's {nested}; vLLM uses the "
                                    "top-level list", field="eagle_config.eagle_aux_hidden_state_layer_ids"))
     return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..findings import Finding, finding
-from .context import FLAG_NAMES, MAX_COUNT, SPECULATORS_ARCHS, Context, _eagle_config
+from .context import FLAG_NAMES, MAX_COUNT, SPECULATORS_ARCHS, Context, eagle_section
 
 # vLLM 0.32.0 SpeculativeConfig.hf_config_override: model types / architectures turned into MTP drafts.
 MTP_MODEL_TYPES = frozenset({
@@ -52,7 +52,8 @@ def _architecture(ctx: Context) -> list[Finding]:
                                        "with another method, or raises)", field="speculators_model_type"))
         elif inner_type not in SPECULATORS_ARCHS:
             out.append(finding("E301", f"transformer_layer_config.model_type is {inner_type!r}: vLLM raises "
-                                       f"`Unsupported model_type {inner_type} for Eagle3 speculator` (llama, qwen3 only)",
+                                       f"`Unsupported model_type {inner_type} for Eagle3 speculator` "
+                                       "(llama, qwen3 only)",
                                field="transformer_layer_config.model_type"))
     elif not ctx.arch:
         out.append(finding("E301", "config.json has no architectures: vLLM cannot pick a draft class",
@@ -119,7 +120,7 @@ def _fields(ctx: Context) -> list[Finding]:
 
 def _flags(ctx: Context) -> list[Finding]:
     cfg, out = ctx.config, []
-    eagle = _eagle_config(ctx.vcfg)
+    eagle = eagle_section(ctx.vcfg)
     if ctx.flags["fc_norm"] and ctx.flags["norm_before_fc"]:
         out.append(finding("E305", "fc_norm and norm_before_fc are both on: vLLM would apply input_norm and then "
                                    "every fc_norm, a combination no producer trains", field="fc_norm"))

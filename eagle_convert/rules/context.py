@@ -59,24 +59,24 @@ class Context:
         """Ids vLLM's V1 runner (also CPU) uses: top-level, then eagle_config's."""
         top = self.vcfg.get("eagle_aux_hidden_state_layer_ids")
         if top:
-            return _as_list(top), "eagle_aux_hidden_state_layer_ids"
-        nested = _eagle_config(self.vcfg).get("eagle_aux_hidden_state_layer_ids")
+            return as_list(top), "eagle_aux_hidden_state_layer_ids"
+        nested = eagle_section(self.vcfg).get("eagle_aux_hidden_state_layer_ids")
         if nested:
-            return _as_list(nested), "eagle_config.eagle_aux_hidden_state_layer_ids"
+            return as_list(nested), "eagle_config.eagle_aux_hidden_state_layer_ids"
         return None, ""
 
     def aux_ids_v2(self) -> list[Any] | None:
         """Ids vLLM's V2 runner uses: top-level, then eagle_config.layer_ids (not the long name)."""
-        ids = self.vcfg.get("eagle_aux_hidden_state_layer_ids") or _eagle_config(self.vcfg).get("layer_ids")
-        return _as_list(ids) if ids else None
+        ids = self.vcfg.get("eagle_aux_hidden_state_layer_ids") or eagle_section(self.vcfg).get("layer_ids")
+        return as_list(ids) if ids else None
 
 
-def _as_list(value: Any) -> list[Any]:
+def as_list(value: Any) -> list[Any]:
     """A config list as a list; any other truthy value as a one-element list (reported as invalid)."""
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-def _eagle_config(cfg: dict[str, Any]) -> dict[str, Any]:
+def eagle_section(cfg: dict[str, Any]) -> dict[str, Any]:
     value = cfg.get("eagle_config")
     return value if isinstance(value, dict) else {}
 
@@ -124,7 +124,7 @@ def _int(value: Any) -> int | None:
 def aux_count(vcfg: dict[str, Any], impl: str | None) -> tuple[int | None, str]:
     """A as the implementation class computes it (first set source, else 3)."""
     sources = schemas.load("tensors.json")["classes"].get(impl or "Eagle3LlamaForCausalLM")["aux_count_from"]
-    eagle = _eagle_config(vcfg)
+    eagle = eagle_section(vcfg)
     for src in sources:
         value = eagle.get(src.split(".", 1)[1]) if src.startswith("eagle_config.") else vcfg.get(src)
         if value is None or value == [] or value == 0:
@@ -145,7 +145,7 @@ def build_context(ckpt: Checkpoint, info: DraftInfo, *, target: dict[str, Any] |
     classes = schemas.load("tensors.json")["classes"]
     attention = classes[impl]["attention"] if impl else info.attention
     cls = classes.get(impl or "", {"norm_before_fc": True, "use_aux_hidden_state": True})
-    eagle = _eagle_config(vcfg)
+    eagle = eagle_section(vcfg)
     flags = {f: bool(vcfg.get(f, False)) for f in FLAG_NAMES}
     flags["norm_before_fc"] = bool(eagle.get("norm_before_fc", vcfg.get("norm_before_fc", False)))
     flags["use_aux"] = bool(eagle.get("use_aux_hidden_state", True))
@@ -161,7 +161,8 @@ def build_context(ckpt: Checkpoint, info: DraftInfo, *, target: dict[str, Any] |
     return ctx
 
 
-def _symbols(vcfg: dict[str, Any], flags: dict[str, bool], a: int | None, target: dict[str, Any] | None) -> dict[str, Any]:
+def _symbols(vcfg: dict[str, Any], flags: dict[str, bool], a: int | None,
+             target: dict[str, Any] | None) -> dict[str, Any]:
     h, n_heads = _int(vcfg.get("hidden_size")), _int(vcfg.get("num_attention_heads"))
     t = _int(vcfg["target_hidden_size"]) if "target_hidden_size" in vcfg else h
     v = _int(vcfg.get("vocab_size"))

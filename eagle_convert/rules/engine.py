@@ -56,7 +56,8 @@ def feature_findings(ctx: Context, features: Any) -> list[Finding]:
         (ctx.impl == "Eagle3Qwen3ForCausalLM", "qwen3_eagle3", "the Qwen3-arch EAGLE-3 draft class (PR #43132)"),
         (ctx.impl == "Eagle3DeepseekV2ForCausalLM", "mla_eagle3", "the MLA EAGLE-3 draft class (PR #36361)"),
         (ctx.attention == "mla" and has_fc_norm, "mla_fc_norm_applied", "fc_norm applied in MLA drafts (PR #43482)"),
-        (a is not None and a != 3, "num_aux_hidden_states", f"{a} aux hidden states (num_aux_hidden_states, PR #42764)"),
+        (a is not None and a != 3, "num_aux_hidden_states",
+         f"{a} aux hidden states (num_aux_hidden_states, PR #42764)"),
         (ctx.flags["norm_before_fc"], "norm_before_fc", "norm_before_fc / input_norm (PR #36545)"),
         (ids_nested_only, "reads_eagle_config_aux_ids", "aux ids read from eagle_config (PR #42764)"),
     ]

@@ -80,7 +80,8 @@ def _missing_layers(ctx: Context, missing: list[Expected], present: set[str]) ->
     return [finding("E101", f"{shown} missing: num_hidden_layers is {ctx.env.get('L')} but the checkpoint has "
                             f"{len(present)} decoder layer(s); vLLM builds the missing layers from uninitialised "
                             "memory", tensor=f"layers.{absent[0]}.*", field="num_hidden_layers",
-                    fix="Set num_hidden_layers to the number of layers the checkpoint holds, or ship the missing layers.")]
+                    fix="Set num_hidden_layers to the number of layers the checkpoint holds, or ship the missing "
+                        "layers.")]
 
 
 def _unknown_reason(ctx: Context, vname: str) -> str:

@@ -19,8 +19,8 @@ def check(ctx: Context) -> list[Finding]:
     out: list[Finding] = aux_convention(ctx)
     if ctx.info.layout == "specforge" and ctx.flags["norm_output"]:
         out.append(finding("W601", "SpecForge draft with norm_output: true; SpecForge before PR #879 (2026-09-15) "
-                                   "trained with pre-norm feedback whatever the flag said, so vLLM's post-norm feedback "
-                                   "would not match training", field="norm_output"))
+                                   "trained with pre-norm feedback whatever the flag said, so vLLM's post-norm "
+                                   "feedback would not match training", field="norm_output"))
     nemo = ctx.info.layout == "nemo" or "LlamaEagle3DraftModel" in (ctx.config.get("architectures") or [])
     if nemo and not (ctx.flags["fc_norm"] or ctx.flags["norm_output"]):
         text = f"{ctx.ckpt.description} {json.dumps(ctx.config)}"
