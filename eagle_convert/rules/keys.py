@@ -98,9 +98,11 @@ def _unknown_reason(ctx: Context, vname: str) -> str:
 
 def _unexpected(ctx: Context, name: str, exp: Expected) -> Finding:
     if exp.unexpected == "E403":
-        return finding("E403", f"{name} is present but draft_vocab_size {ctx.env['Vd']} equals the target vocabulary "
-                               f"{ctx.env['TV']}: vLLM creates no draft_id_to_target_id and fails with `There is no "
-                               "module or parameter named 'draft_id_to_target_id'`", tensor=name)
+        vd = (f"draft_vocab_size {ctx.env['Vd']}" if ctx.vcfg.get("draft_vocab_size") is not None
+              else f"draft_vocab_size is not set, so vLLM uses vocab_size {ctx.env['Vd']}, which")
+        return finding("E403", f"{name} is present but {vd} equals the target vocabulary {ctx.env['TV']}: vLLM "
+                               "creates no draft_id_to_target_id and fails with `There is no module or parameter "
+                               "named 'draft_id_to_target_id'`", tensor=name, field="draft_vocab_size")
     if exp.name == "input_norm.weight":
         if ctx.attention == "mla":
             msg = f"{name} is present but vLLM's MLA draft class has no input_norm: loading fails"
