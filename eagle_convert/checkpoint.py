@@ -13,7 +13,7 @@ from typing import Any
 
 from .errors import CheckpointNotFoundError, CheckpointReadError, ConfigError
 from .safetensors_header import DTYPE_BYTES, TensorInfo, read_header
-from .source import LocalSource, Source, read_json
+from .source import LocalSource, Source, read_json, where
 
 CONFIG_FNAME = "config.json"
 SAFETENSORS_FNAME = "model.safetensors"
@@ -61,10 +61,16 @@ class Checkpoint:
     prefix: str = ""  # sub-folder holding the weights ("" or e.g. "model/consolidated")
     file_metadata: dict[str, dict[str, str]] = field(default_factory=dict)
     has_config: bool = True
+    config_name: str = CONFIG_FNAME
 
     @property
     def description(self) -> str:
         return self.source.description
+
+    @property
+    def config_where(self) -> str:
+        """How to name the config file in messages."""
+        return where(self.source, self.config_name)
 
     @property
     def total_bytes(self) -> int:
@@ -115,7 +121,7 @@ def load_from_source(source: Source, *, require_config: bool = False) -> Checkpo
                 tensors[name] = info
         if storage == "sharded":
             _check_index(source, prefix, tensors, fileset)
-    return Checkpoint(source, config, tensors, storage, weight_files, prefix, metadata, has_config)
+    return Checkpoint(source, config, tensors, storage, weight_files, prefix, metadata, has_config, cfg_name)
 
 
 def _join(prefix: str, name: str) -> str:

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .checkpoint import Checkpoint
+from .config_schema import check_config
 from .layout import canonical_map, config_alias, config_get, detect_attention, detect_layout
 
 FLAGS = ("fc_norm", "norm_output", "norm_before_fc", "norm_before_residual")
@@ -135,6 +136,7 @@ def _dim(eff: dict[str, Any], key: str) -> int | None:
 
 def describe(ckpt: Checkpoint, *, read_vocab: bool = True) -> DraftInfo:
     """Classify and measure a checkpoint; `read_vocab` also reads d2t/t2d values."""
+    check_config(ckpt.config, ckpt.config_where)
     keys = list(ckpt.tensors)
     layout = detect_layout(keys, ckpt.config, metadata=ckpt.file_metadata, storage=ckpt.storage,
                            where=ckpt.description)

@@ -17,7 +17,7 @@ from typing import Any
 from .checkpoint import CheckpointRef, open_checkpoint
 from .deep import DeepSummary, Progress
 from .describe import DraftInfo, describe
-from .errors import UnknownLayoutError, UsageError
+from .errors import ConfigError, UnknownLayoutError, UsageError
 from .findings import Report, finding
 
 SCHEMA_VERSION = 1
@@ -88,9 +88,8 @@ def validate(ref: str | Path | CheckpointRef, *, target: str | Path | None = Non
     except UnknownLayoutError as exc:
         report.add(finding("E001", str(exc)))
         return _done(report, t0)
-    except (TypeError, ValueError, AttributeError, KeyError) as exc:  # a config field of the wrong JSON type
-        report.add(finding("E304", f"config.json cannot be interpreted: a field has the wrong type "
-                                   f"({type(exc).__name__}: {exc})", field="config.json"))
+    except ConfigError as exc:  # a field of the wrong JSON type (schemas/draft-config.schema.json)
+        report.add(finding("E304", exc.message, field="config.json"))
         return _done(report, t0)
     report.info = info
 

@@ -118,3 +118,32 @@ def test_every_command_has_help() -> None:
         assert name in out
         sub_code, sub_out, _ = run(name, "--help")
         assert sub_code == 0 and "Usage:" in sub_out, name
+
+
+@pytest.mark.parametrize(("patch", "message"), [
+    ({"architectures": -1}, "field 'architectures' must be a list, got -1"),
+    ({"eagle_aux_hidden_state_layer_ids": [1, "a"]},
+     "field 'eagle_aux_hidden_state_layer_ids[1]' must be an integer, got \"a\""),
+    ({"eagle_config": {"norm_before_fc": "yes"}}, "field 'eagle_config.norm_before_fc' must be true or false, got \"yes\""),
+    ({"hidden_size": 0}, "field 'hidden_size' must be at least 1, got 0"),
+])
+def test_config_fields_of_the_wrong_type(tmp_path: Path, built_fixtures, patch: dict, message: str) -> None:
+    folder = tmp_path / "draft"
+    shutil.copytree(built_fixtures("vllm-eagle3"), folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **patch}))
+    code, out, err = run("inspect", str(folder))
+    assert (code, out) == (1, "")
+    assert err == f"Error: {folder}/config.json: {message} (fix the field in config.json)\n"
+
+
+def test_speculators_config_needs_its_decoder_config(tmp_path: Path, built_fixtures) -> None:
+    folder = tmp_path / "draft"
+    shutil.copytree(built_fixtures("speculators-eagle3"), folder)
+    config = json.loads((folder / "config.json").read_text())
+    del config["transformer_layer_config"]
+    (folder / "config.json").write_text(json.dumps(config))
+    code, _, err = run("inspect", str(folder))
+    assert code == 1
+    assert err == (f"Error: {folder}/config.json: field 'transformer_layer_config' is required when "
+                   "speculators_model_type is set (fix the field in config.json)\n")
