@@ -25,6 +25,14 @@ demo: env
 	rm -rf $(DEMO)
 	$(PY) -m fixtures.drafts $(DEMO)/eagle3-draft --name specforge-eagle3
 	$(VENV)/bin/eagle-convert inspect $(DEMO)/eagle3-draft
+	$(VENV)/bin/eagle-convert upgrade $(DEMO)/eagle3-draft $(DEMO)/eagle31-draft
+	$(VENV)/bin/eagle-convert diff $(DEMO)/eagle3-draft $(DEMO)/eagle31-draft
+	$(VENV)/bin/eagle-convert validate $(DEMO)/eagle31-draft
+
+bench: env
+	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.inspect_bench
+	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.validate_bench
+	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.upgrade_bench
 
 test: env
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
