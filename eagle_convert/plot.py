@@ -58,7 +58,8 @@ def plot_smoke(report: SmokeReport, path: str | Path) -> Path:
         ax.plot(positions, rates, marker="o", linewidth=2, color=f"C{j}",
                 label=f"{name}: AL {d.total.acceptance_length:.2f}")
         for x, y in zip(positions, rates):
-            ax.annotate(f"{y:.0f}%", (x, y), textcoords="offset points", xytext=(0, 7), ha="center",
+            dx = (j - (len(report.drafts) - 1) / 2) * 16  # side by side where lines meet
+            ax.annotate(f"{y:.0f}%", (x, y), textcoords="offset points", xytext=(dx, 7), ha="center",
                         fontsize=8, color=f"C{j}")
     ax.set_xticks(positions)
     ax.set_xlim(0.6, k + 0.4)

@@ -11,6 +11,7 @@ Target forward passes per request = 1 (prefill) + draft rounds.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -237,8 +238,6 @@ def _variant(path: Path) -> str | None:
 
 
 def _target_context(target: Path) -> int | None:
-    import json
-
     cfg = json.loads((target / "config.json").read_text())
     n = cfg.get("max_position_embeddings") or cfg.get("text_config", {}).get("max_position_embeddings")
     return int(n) if n else None
@@ -281,15 +280,18 @@ def _deltas(drafts: list[DraftResult]) -> list[Delta]:
 
 # ------------------------------------------------------------------------------- engines
 
+# Per draft: the request results, the engine's totals, and the draft-load / engine-start seconds.
+_EngineOut = list[tuple[list[RequestResult], Counts, float | None]]
+
 
 def _run_reference(target: Path, drafts: list[Path], prompts: PromptSet, *, k: int, max_new_tokens: int,
-                   temperature: float, seed: int, say: Callable[[str], None]) -> tuple[list[tuple[list[RequestResult], Counts, float]], str]:
+                   temperature: float, seed: int, say: Callable[[str], None]) -> tuple[_EngineOut, str]:
     import torch
 
     from .reference import TargetModel, default_aux_ids, load_drafter, speculative_generate
 
     tgt = TargetModel.from_pretrained(target)
-    results = []
+    results: _EngineOut = []
     for path in drafts:
         say(f"smoke: {path.name}: {len(prompts.prompts)} runs x {max_new_tokens} tokens (reference engine)")
         t0 = time.perf_counter()
@@ -319,7 +321,7 @@ def _run_reference(target: Path, drafts: list[Path], prompts: PromptSet, *, k: i
 
 def _run_vllm(target: Path, drafts: list[Path], prompts: PromptSet, *, k: int, max_new_tokens: int,
               temperature: float, seed: int, tensor_parallel_size: int, say: Callable[[str], None]
-              ) -> tuple[list[tuple[list[RequestResult], Counts, float | None]], str | None]:
+              ) -> tuple[_EngineOut, str]:
     from .vllm_smoke import run_vllm_spec_decode
 
     longest = max(p.num_tokens for p in prompts.prompts)
@@ -327,7 +329,8 @@ def _run_vllm(target: Path, drafts: list[Path], prompts: PromptSet, *, k: int, m
     ctx = _target_context(target)
     if ctx:
         max_model_len = min(max_model_len, ctx)
-    results, version = [], None
+    results: _EngineOut = []
+    version = None
     for path in drafts:
         say(f"smoke: {path.name}: {len(prompts.prompts)} runs x {max_new_tokens} tokens (vLLM, one engine start)")
         run = run_vllm_spec_decode(
