@@ -111,7 +111,7 @@ def _groups(console: Console, r: SmokeReport) -> None:
     for x in r.deltas:
         table.add_column(f"Δ {x.draft}", justify="right")
     if r.engine == "reference":
-        table.add_column("tokens/s", justify="right")
+        table.add_column("tokens/s\n[dim]per draft[/dim]", justify="right")
     keys: list[tuple[str, int | None]] = [(c, b) for c in r.categories for b in r.buckets]
     if multi:
         keys += [("all", b) for b in r.buckets]
