@@ -21,7 +21,7 @@ from eagle_convert.reference.drafter import (
     rms_norm,
 )
 
-torch.set_num_threads(2)
+torch.set_num_threads(1)
 H, V, VD = 32, 96, 40
 
 

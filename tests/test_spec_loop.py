@@ -11,7 +11,7 @@ from eagle_convert.reference import TargetModel, greedy_generate, speculative_ge
 from eagle_convert.reference.loop import _accept
 from eagle_convert.reference.train import init_drafter
 
-torch.set_num_threads(2)
+torch.set_num_threads(1)
 V, H, VD, AUX = 96, 32, 48, (1, 2, 3)
 
 

@@ -189,14 +189,18 @@ def train_draft(target: TargetModel, drafter: EagleDrafter, sequences: list[list
     t2d[rows] = True
     cache: dict[int, tuple[Tensor, ...]] = {}
 
+    if cache_target:  # one batched pass over the data; features kept per sequence
+        for start in range(0, len(sequences), 16):
+            chunk = list(range(start, min(start + 16, len(sequences))))
+            ids, _ = _pad([sequences[i] for i in chunk])
+            feats = _target_features(target, ids, aux_ids, rows, t2d)
+            for j, i in enumerate(chunk):
+                cache[i] = tuple(f[j, : len(sequences[i])] for f in feats)
+
     def features(batch: list[int]) -> tuple[Tensor, ...]:
         ids, lens = _pad([sequences[i] for i in batch])
         if not cache_target:
             return (ids, lens, *_target_features(target, ids, aux_ids, rows, t2d))
-        for i in batch:
-            if i not in cache:
-                f = _target_features(target, torch.tensor([sequences[i]]), aux_ids, rows, t2d)
-                cache[i] = tuple(x[0] for x in f)
         t = ids.shape[1]
         padded = [torch.stack([_pad_rows(cache[i][c], t) for i in batch]) for c in range(3)]
         return (ids, lens, *padded)
@@ -218,7 +222,7 @@ def train_draft(target: TargetModel, drafter: EagleDrafter, sequences: list[list
         loss.backward()
         torch.nn.utils.clip_grad_norm_([p for _, p in params], 0.5)
         opt.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         window.append(accs)
         if (step + 1) % log_every == 0 or step == steps - 1:
             mean = [sum(a[j] for a in window) / len(window) for j in range(ttt_steps)]
