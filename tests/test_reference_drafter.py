@@ -13,13 +13,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from eagle_convert.reference.drafter import (
-    EagleDrafter,
-    draft_config_from_dict,
-    drafter_from_state_dict,
-    load_drafter,
-    rms_norm,
-)
+from eagle_convert.reference.data import drafter_from_state_dict, load_drafter
+from eagle_convert.reference.drafter import EagleDrafter, draft_config_from_dict, rms_norm
 
 torch.set_num_threads(1)
 H, V, VD = 32, 96, 40

@@ -4,7 +4,8 @@ decoding loop with vLLM's counters, and a training-time-test (TTT) trainer.
 Imports torch; the static parts of eagle_convert must not import this package.
 """
 
-from .drafter import DraftConfig, EagleDrafter, draft_config_from_dict, load_drafter
+from .data import load_drafter
+from .drafter import DraftConfig, EagleDrafter, draft_config_from_dict
 from .loop import SpecResult, greedy_generate, speculative_generate, summarize
 from .target import TargetModel, default_aux_ids
 

@@ -27,7 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .drafter import EagleDrafter, draft_config_from_dict, drafter_from_state_dict, expand_kv
+from .data import drafter_from_state_dict
+from .drafter import EagleDrafter, draft_config_from_dict, expand_kv
 from .target import TargetModel
 
 __all__ = ["TrainResult", "train_draft", "save_draft", "init_drafter", "trainable_names"]
