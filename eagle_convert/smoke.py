@@ -302,6 +302,10 @@ def _run_reference(target: Path, drafts: list[Path], prompts: PromptSet, *, k: i
         cfg = getattr(drafter, "cfg", None)
         aux = tuple(getattr(cfg, "aux_layer_ids", None) or default_aux_ids(tgt.num_layers))
         load_s = time.perf_counter() - t0
+        # Warm-up (lazy torch init, first-call allocations) so the first prompt's tokens/s is not skewed.
+        first = prompts.prompts[0].token_ids
+        speculative_generate(tgt, drafter, first[:32], k=k, max_new_tokens=2, temperature=temperature,
+                             seed=seed, aux_ids=aux)
         reqs, total = [], Counts(accepted_per_pos=[0] * k)
         for p in prompts.prompts:
             try:
