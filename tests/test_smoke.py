@@ -218,3 +218,28 @@ def test_default_engine(monkeypatch: pytest.MonkeyPatch, has_vllm: bool, has_cud
     monkeypatch.setattr(vllm_compat, "vllm_available", lambda: has_vllm)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: has_cuda)
     assert default_engine() == expected
+
+
+@pytest.mark.slow
+def test_cli_trained_pair_eagle3_vs_upgrade(tmp_path: Path) -> None:
+    """The done-when run: a trained EAGLE-3 draft and its EAGLE-3.1 upgrade side by side."""
+    from fixtures.trained import build_trained_pair
+
+    target, draft = build_trained_pair(log=lambda _msg: None)
+    up = tmp_path / "eagle31"
+    res = CliRunner().invoke(main, ["upgrade", str(draft), str(up)])
+    assert res.exit_code == 0, res.output
+    png = tmp_path / "smoke.png"
+    args = [str(target), "-d", str(draft), "-d", str(up), "--engine", "reference", "--limit", "1",
+            "--category", "coding", "--category", "chat", "--max-new-tokens", "16", "--buckets", "natural,512"]
+    res = _cli(*args, "--json", "--plot", str(png))
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    a, b = data["drafts"]
+    assert (a["variant"], b["variant"]) == ("EAGLE-3", "EAGLE-3.1")
+    natural = next(g for g in a["groups"] if g["category"] == "all" and g["bucket"] == NATURAL)
+    assert natural["acceptance_length"] >= 2.0  # the trained draft works on short prompts
+    [delta] = data["deltas"]
+    assert delta["acceptance_length"] == pytest.approx(
+        b["total"]["acceptance_length"] - a["total"]["acceptance_length"], abs=1e-3)
+    assert png.read_bytes()[:4] == b"\x89PNG"
