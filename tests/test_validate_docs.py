@@ -7,17 +7,22 @@ from pathlib import Path
 from eagle_convert.findings import code_table
 from eagle_convert.render.validate import MARK_END, MARK_START, findings_markdown
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "validate.md"
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "docs" / "validate.md", ROOT / "README.md"]
 
 
-def test_docs_table_is_generated_from_the_schema() -> None:
-    text = DOC.read_text(encoding="utf-8")
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_docs_table_is_generated_from_the_schema(doc: Path) -> None:
+    text = doc.read_text(encoding="utf-8")
     table = text.split(MARK_START, 1)[1].split(MARK_END, 1)[0].strip()
     assert table == findings_markdown(), "regenerate: python -m eagle_convert.render.validate --markdown"
 
 
-def test_every_code_is_documented_once() -> None:
-    text = DOC.read_text(encoding="utf-8")
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_every_code_is_documented_once(doc: Path) -> None:
+    text = doc.read_text(encoding="utf-8")
     for code, info in code_table().items():
         assert text.count(f"| `{code}` | `{info.slug}` |") == 1, code
 
