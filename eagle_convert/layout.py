@@ -18,23 +18,26 @@ class LayoutMatch:
     reasons: tuple[str, ...]
 
 
-def config_get(config: Mapping[str, Any], dotted: str) -> Any:
-    """Value at a dotted path (`eagle_config.norm_before_fc`), or None."""
+_MISSING = object()
+
+
+def _lookup(config: Mapping[str, Any], dotted: str) -> Any:
     node: Any = config
     for part in dotted.split("."):
         if not isinstance(node, Mapping) or part not in node:
-            return None
+            return _MISSING
         node = node[part]
     return node
 
 
+def config_get(config: Mapping[str, Any], dotted: str) -> Any:
+    """Value at a dotted path (`eagle_config.norm_before_fc`), or None."""
+    value = _lookup(config, dotted)
+    return None if value is _MISSING else value
+
+
 def _has(config: Mapping[str, Any], dotted: str) -> bool:
-    node: Any = config
-    for part in dotted.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return False
-        node = node[part]
-    return True
+    return _lookup(config, dotted) is not _MISSING
 
 
 def _check(kind: str, arg: Any, *, keys: Iterable[str], config: Mapping[str, Any],

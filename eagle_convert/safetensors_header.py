@@ -13,16 +13,11 @@ import struct
 from dataclasses import dataclass
 
 from .errors import CheckpointReadError
+from .outfile import DTYPE_BITS, MAX_HEADER_BYTES, WriterError, tensor_nbytes
 from .source import Source, where as _where
 
-MAX_HEADER_BYTES = 100_000_000  # the safetensors crate's own cap
-
-DTYPE_BYTES: dict[str, int] = {
-    "BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1,
-    "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
-    "I32": 4, "U32": 4, "F32": 4,
-    "I64": 8, "U64": 8, "F64": 8,
-}
+# One home for dtype widths and the header cap: the writer's (outfile.py) tables.
+DTYPE_BYTES: dict[str, int] = {d: bits // 8 for d, bits in DTYPE_BITS.items() if bits % 8 == 0}
 
 
 @dataclass(frozen=True)
@@ -80,10 +75,14 @@ def read_header(source: Source, name: str) -> SafetensorsHeader:
             begin, end = (int(x) for x in entry["data_offsets"])
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointReadError(f"{where}: tensor {tname!r} has a malformed header entry") from exc
-        if dtype not in DTYPE_BYTES:
+        if dtype not in DTYPE_BITS:
             raise CheckpointReadError(f"{where}: tensor {tname!r} has unknown dtype {dtype!r}")
         nbytes = end - begin
-        if nbytes != math.prod(shape) * DTYPE_BYTES[dtype] or begin < 0:
+        try:
+            expected = tensor_nbytes(dtype, shape)
+        except WriterError:
+            expected = -1
+        if nbytes != expected or begin < 0:
             raise CheckpointReadError(
                 f"{where}: tensor {tname!r} offsets {begin}..{end} do not match {dtype}{list(shape)}")
         if base + end > size:
