@@ -10,38 +10,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from benchmarks.synth import build_synthetic_draft
-
-
-def _median_seconds(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def _size(folder: Path) -> int:
-    return sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+from benchmarks.timing import folder_bytes, median_seconds
 
 
 def measure(folder: Path, repeat: int) -> dict[str, float]:
     from eagle_convert.checkpoint import open_checkpoint
     from eagle_convert.describe import describe
 
-    library = _median_seconds(lambda: describe(open_checkpoint(folder)), repeat)
-    cli = _median_seconds(lambda: subprocess.run(
+    library = median_seconds(lambda: describe(open_checkpoint(folder)), repeat)
+    cli = median_seconds(lambda: subprocess.run(
         [sys.executable, "-m", "eagle_convert.cli", "inspect", "--json", str(folder)],
         check=True, capture_output=True), max(3, repeat // 3))
-    baseline = _median_seconds(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True), 3)
-    return {"bytes": _size(folder), "library_s": library, "cli_s": cli, "python_startup_s": baseline}
+    baseline = median_seconds(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True), 3)
+    return {"bytes": folder_bytes(folder), "library_s": library, "cli_s": cli, "python_startup_s": baseline}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from benchmarks.synth import build_synthetic_draft
+from benchmarks.timing import folder_bytes, median_seconds
 
 _DEEP_SNIPPET = """
 import json, resource, sys, time
@@ -31,19 +30,6 @@ print(json.dumps({"deep_s": s, "deep_peak_rss_mib": resource.getrusage(resource.
 """
 
 
-def _median_seconds(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def _size(folder: Path) -> int:
-    return sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
-
-
 def measure(folder: Path, repeat: int, *, deep: bool) -> dict[str, float]:
     from eagle_convert.validate import validate
 
@@ -51,12 +37,12 @@ def measure(folder: Path, repeat: int, *, deep: bool) -> dict[str, float]:
     if report.errors:
         raise SystemExit(f"{folder}: synthetic draft has errors: {[f.code for f in report.errors]}")
     row = {
-        "bytes": _size(folder),
-        "library_s": _median_seconds(lambda: validate(folder), repeat),
-        "cli_s": _median_seconds(lambda: subprocess.run(
+        "bytes": folder_bytes(folder),
+        "library_s": median_seconds(lambda: validate(folder), repeat),
+        "cli_s": median_seconds(lambda: subprocess.run(
             [sys.executable, "-m", "eagle_convert.cli", "validate", "--json", str(folder)],
             check=True, capture_output=True), max(3, repeat // 3)),
-        "python_startup_s": _median_seconds(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True), 3),
+        "python_startup_s": median_seconds(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True), 3),
         "findings": sorted({f.code for f in report.findings}),
     }
     if deep:
