@@ -285,18 +285,20 @@ _EngineOut = list[tuple[list[RequestResult], Counts, float | None]]
 
 
 def _run_reference(target: Path, drafts: list[Path], prompts: PromptSet, *, k: int, max_new_tokens: int,
-                   temperature: float, seed: int, say: Callable[[str], None]) -> tuple[_EngineOut, str]:
+                   temperature: float, seed: int, say: Callable[[str], None], device: str | None = None
+                   ) -> tuple[_EngineOut, str]:
     import torch
 
     from .reference import TargetModel, default_aux_ids, load_drafter, speculative_generate
 
-    tgt = TargetModel.from_pretrained(target)
+    tgt = TargetModel.from_pretrained(target, device=device)  # device None: GPU if torch sees one
     results: _EngineOut = []
     for path in drafts:
         say(f"smoke: {path.name}: {len(prompts.prompts)} runs x {max_new_tokens} tokens (reference engine)")
         t0 = time.perf_counter()
         try:
-            drafter = load_drafter(path, target_embed=tgt.embed_weight, target_lm_head=tgt.lm_head_weight)
+            drafter = load_drafter(path, target_embed=tgt.embed_weight, target_lm_head=tgt.lm_head_weight,
+                                   device=tgt.device)
         except (ValueError, KeyError, RuntimeError) as exc:
             raise EngineError(f"reference engine cannot load draft {path}: {exc}") from None
         cfg = getattr(drafter, "cfg", None)
@@ -320,7 +322,7 @@ def _run_reference(target: Path, drafts: list[Path], prompts: PromptSet, *, k: i
             total.add(c)
             reqs.append(RequestResult(p.id, p.category, p.bucket, c))
         results.append((reqs, total, load_s))
-    return results, f"torch {torch.__version__}"
+    return results, f"torch {torch.__version__} on {tgt.device.type}"
 
 
 def _run_vllm(target: Path, drafts: list[Path], prompts: PromptSet, *, k: int, max_new_tokens: int,
@@ -369,10 +371,11 @@ def run_smoke(target: str | Path, drafts: Sequence[str | Path], *, engine: str |
               prompts: Sequence[Prompt] | None = None, k: int = 3, max_new_tokens: int = 64,
               temperature: float = 0.0, seed: int = 0, buckets: Sequence[int] = (NATURAL,),
               chat_template: str | None = None, tensor_parallel_size: int = 1,
-              progress: Callable[[str], None] | None = None) -> SmokeReport:
+              progress: Callable[[str], None] | None = None, device: str | None = None) -> SmokeReport:
     """Measure every draft on the same tokenized prompts; the first draft is the baseline of the
     differences. `engine` None picks `default_engine()`; `chat_template` is a --chat-template value;
-    `progress` receives one line per draft started."""
+    `progress` receives one line per draft started; `device` ("cpu", "cuda", ...) places the
+    reference engine (None: "cuda" when torch sees a GPU, else "cpu")."""
     t0 = time.perf_counter()
     engine = engine or default_engine()
     for bad, message in (
@@ -383,6 +386,7 @@ def run_smoke(target: str | Path, drafts: Sequence[str | Path], *, engine: str |
         (temperature < 0, "--temperature must be >= 0"),
         (tensor_parallel_size < 1, "--tensor-parallel-size must be at least 1"),
         (engine == "reference" and tensor_parallel_size != 1, "--tensor-parallel-size applies to --engine vllm only"),
+        (engine == "vllm" and device is not None, "a device applies to --engine reference only"),
     ):
         if bad:
             raise UsageError(message)
@@ -405,7 +409,7 @@ def run_smoke(target: str | Path, drafts: Sequence[str | Path], *, engine: str |
     say = progress or (lambda _msg: None)
     kw: dict[str, Any] = dict(k=k, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, say=say)
     if engine == "reference":
-        raw, version = _run_reference(tdir, dpaths, pset, **kw)
+        raw, version = _run_reference(tdir, dpaths, pset, device=device, **kw)
     else:
         raw, version = _run_vllm(tdir, dpaths, pset, tensor_parallel_size=tensor_parallel_size, **kw)
 

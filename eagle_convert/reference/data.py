@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from .drafter import DraftConfig, EagleDrafter, draft_config_from_dict
+from .target import resolve_device
 
 __all__ = ["canonicalize_state_dict", "drafter_from_state_dict", "load_drafter", "load_state"]
 
@@ -40,22 +41,27 @@ def load_state(path: Path) -> dict[str, Tensor]:
 
 
 def load_drafter(path: Path, *, target_embed: Tensor | None = None,
-                 target_lm_head: Tensor | None = None, dtype: torch.dtype = torch.float32
-                 ) -> EagleDrafter:
+                 target_lm_head: Tensor | None = None, dtype: torch.dtype = torch.float32,
+                 device: str | torch.device | None = None) -> EagleDrafter:
     """Build the drafter from a checkpoint folder. Without `embed_tokens.weight` (or `lm_head`)
-    the target's tensor is shared, as vLLM does."""
+    the target's tensor is shared, as vLLM does. `device` None: `default_device()` (put the
+    drafter where the target is)."""
     path = Path(path)
     cfg = draft_config_from_dict(json.loads((path / "config.json").read_text()))
     sd = canonicalize_state_dict(load_state(path))
     return drafter_from_state_dict(cfg, sd, target_embed=target_embed,
-                                   target_lm_head=target_lm_head, dtype=dtype)
+                                   target_lm_head=target_lm_head, dtype=dtype,
+                                   device=resolve_device(device))
 
 
 def drafter_from_state_dict(cfg: DraftConfig, sd: dict[str, Tensor], *,
                             target_embed: Tensor | None = None,
                             target_lm_head: Tensor | None = None,
-                            dtype: torch.dtype = torch.float32) -> EagleDrafter:
-    """Strict load: unexpected names raise (as in vLLM); `t2d` is dropped, d2t defaults to zeros."""
+                            dtype: torch.dtype = torch.float32,
+                            device: str | torch.device | None = None) -> EagleDrafter:
+    """Strict load: unexpected names raise (as in vLLM); `t2d` is dropped, d2t defaults to zeros.
+    The model is built on CPU and moved to `device` when one is given (None: stays on CPU, what
+    the CPU-only trainer relies on)."""
     # The names vLLM's load_weights skips rather than rejects.
     skip = ["t2d", "mask_hidden"] + ([] if cfg.norm_before_fc else ["input_norm."])
     skip += [] if cfg.use_aux_hidden_state else ["fc."]
@@ -81,4 +87,7 @@ def drafter_from_state_dict(cfg: DraftConfig, sd: dict[str, Tensor], *,
         for k, v in sd.items():
             if k in own:
                 own[k].copy_(v.to(own[k].dtype) if k != "d2t" else v.long())
-    return model.to(dtype)
+    model = model.to(dtype)
+    if device is not None and torch.device(device).type != "cpu":
+        model = model.to(device)
+    return model

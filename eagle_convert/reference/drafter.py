@@ -3,7 +3,7 @@
 Mirrors `vllm/model_executor/models/llama_eagle3.py` and `qwen3_eagle3.py` (vLLM 0.32): the
 same module tree under canonical (vLLM-native) names, the same fused add+RMSNorm casting, rope
 positions taken from the target token positions, `combine_hidden_states`, the (normed, aux)
-return pair and the d2t offset scatter. Unquantised, single device, no tensor parallelism.
+return pair and the d2t offset scatter. Unquantised, one device (CPU or GPU), no tensor parallelism.
 """
 
 from __future__ import annotations
@@ -217,7 +217,7 @@ class CacheSlot:
         self.k = k if self.k is None else torch.cat([self.k, k], dim=2)
         self.v = v if self.v is None else torch.cat([self.v, v], dim=2)
         t, s = q.shape[2], self.k.shape[2]
-        mask = torch.ones(t, s, dtype=torch.bool).tril(diagonal=past)
+        mask = torch.ones(t, s, dtype=torch.bool, device=q.device).tril(diagonal=past)
         groups = q.shape[1] // k.shape[1]
         return F.scaled_dot_product_attention(
             q, expand_kv(self.k, groups), expand_kv(self.v, groups), attn_mask=mask, scale=scale
@@ -347,7 +347,10 @@ class EagleDrafter(nn.Module):
         return self.fc(aux)
 
     def rope(self, positions: Tensor) -> tuple[Tensor, Tensor]:
-        freqs = positions.float()[..., None] * self.inv_freq  # [B, T, d/2]
+        inv = self.inv_freq  # a plain attribute: `.to(device)` does not move it
+        if inv.device != positions.device:
+            inv = self.inv_freq = inv.to(positions.device)
+        freqs = positions.float()[..., None] * inv  # [B, T, d/2]
         cos, sin = freqs.cos()[:, None], freqs.sin()[:, None]  # [B, 1, T, d/2]
         return cos, sin
 

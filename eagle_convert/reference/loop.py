@@ -9,6 +9,10 @@ is truncated to `start` first. The chain then runs k-1 single-token steps on the
 fed-back state. Counters follow `SpecDecodingStats.observe_draft`: one draft per verification,
 per-position i counts verifications whose first i+1 drafts were accepted; tokens past
 `max_new_tokens` (or after EOS) are cut from the output but still counted, as in vLLM.
+
+Devices: every tensor is created on the target's device (the drafter must be on the same one).
+Sampling draws from a CPU generator on CPU copies of the probabilities, so a seed gives the same
+random stream on CPU and GPU.
 """
 
 from __future__ import annotations
@@ -67,7 +71,7 @@ def _probs(logits: Tensor, temperature: float) -> Tensor:
 
 
 def _sample(probs: Tensor, gen: torch.Generator) -> int:
-    return int(torch.multinomial(probs, 1, generator=gen))
+    return int(torch.multinomial(probs.cpu(), 1, generator=gen))  # `gen` is a CPU generator
 
 
 def _next_token(logits: Tensor, temperature: float, gen: torch.Generator) -> int:
@@ -89,14 +93,14 @@ def _finish(out: list[int], new: list[int], max_new: int, eos: int | None) -> bo
 def greedy_generate(target: TargetModel, prompt_ids: Sequence[int], max_new_tokens: int,
                     *, eos_token_id: int | None = None) -> list[int]:
     """Plain target decoding with a KV cache (the no-speculation baseline)."""
-    cache = target.new_cache()
-    logits = target.forward(torch.tensor([list(prompt_ids)]), cache=cache).logits[0, -1]
+    cache, dev = target.new_cache(), target.device
+    logits = target.forward(torch.tensor([list(prompt_ids)], device=dev), cache=cache).logits[0, -1]
     out: list[int] = []
     while True:
         tok = int(logits.argmax())
         if _finish(out, [tok], max_new_tokens, eos_token_id):
             return out
-        logits = target.forward(torch.tensor([[tok]]), cache=cache).logits[0, -1]
+        logits = target.forward(torch.tensor([[tok]], device=dev), cache=cache).logits[0, -1]
 
 
 def _accept(drafts: list[int], qs: list[Tensor | None], logits: Tensor, temperature: float,
@@ -147,8 +151,9 @@ def speculative_generate(target: TargetModel, drafter: EagleDrafter, prompt_ids:
     res = SpecResult(tokens=[], accepted_per_pos=[0] * k)
     ids = list(prompt_ids)
     tcache, dcache = target.new_cache(), drafter.new_cache()
+    dev = target.device
 
-    pre = target.forward(torch.tensor([ids]), cache=tcache, aux_ids=aux_ids)
+    pre = target.forward(torch.tensor([ids], device=dev), cache=tcache, aux_ids=aux_ids)
     res.target_forwards = 1
     done = _finish(res.tokens, [_next_token(pre.logits[0, -1], temperature, gen)],
                    max_new_tokens, eos_token_id)
@@ -157,9 +162,9 @@ def speculative_generate(target: TargetModel, drafter: EagleDrafter, prompt_ids:
     while not done:
         last = res.tokens[-1]
         dcache.truncate(start)
-        pos = torch.arange(start, start + len(pend_tokens))[None]
+        pos = torch.arange(start, start + len(pend_tokens), device=dev)[None]
         hidden = drafter.combine_hidden_states(pend_aux.to(dtype))
-        normed, fed = drafter(torch.tensor([pend_tokens]), pos, hidden, dcache.slots)
+        normed, fed = drafter(torch.tensor([pend_tokens], device=dev), pos, hidden, dcache.slots)
         normed, fed, p = normed[:, -1:], fed[:, -1:], start + len(pend_tokens) - 1
         drafts: list[int] = []
         qs: list[Tensor | None] = []
@@ -174,10 +179,10 @@ def speculative_generate(target: TargetModel, drafter: EagleDrafter, prompt_ids:
                 qs.append(None)
             if j < k - 1:
                 p += 1
-                normed, fed = drafter(torch.tensor([[drafts[-1]]]), torch.tensor([[p]]), fed,
-                                      dcache.slots)
+                normed, fed = drafter(torch.tensor([[drafts[-1]]], device=dev),
+                                      torch.tensor([[p]], device=dev), fed, dcache.slots)
         start = len(ids) + len(res.tokens) - 1  # position of `last` in the target sequence
-        ver = target.forward(torch.tensor([[last] + drafts]), cache=tcache, aux_ids=aux_ids)
+        ver = target.forward(torch.tensor([[last] + drafts], device=dev), cache=tcache, aux_ids=aux_ids)
         res.target_forwards += 1
         a, bonus = _accept(drafts, qs, ver.logits[0], temperature, gen)
         res.num_drafts += 1

@@ -15,7 +15,17 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-__all__ = ["TargetModel", "TargetOutput", "default_aux_ids"]
+__all__ = ["TargetModel", "TargetOutput", "default_aux_ids", "default_device", "resolve_device"]
+
+
+def default_device() -> torch.device:
+    """Where the reference engine runs when not told: the first GPU if torch sees one, else CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """`None` -> `default_device()`; a name ("cpu", "cuda", "cuda:1") -> that device."""
+    return default_device() if device is None else torch.device(device)
 
 
 def default_aux_ids(num_layers: int) -> tuple[int, ...]:
@@ -48,11 +58,21 @@ class TargetModel:
         for i, layer in enumerate(self.layers):
             layer.register_forward_hook(self._hook(i + 1))
 
+    @property
+    def device(self) -> torch.device:
+        """The device of the weights; the decoding loop creates its tensors there."""
+        return self.embed_weight.device
+
     @classmethod
-    def from_pretrained(cls, path: str | Path, *, dtype: torch.dtype = torch.float32) -> TargetModel:
+    def from_pretrained(cls, path: str | Path, *, dtype: torch.dtype = torch.float32,
+                        device: str | torch.device | None = None) -> TargetModel:
+        """Load an HF checkpoint in `dtype` on `device` (None: `default_device()`)."""
         from transformers import AutoModelForCausalLM
 
         model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype)
+        dev = resolve_device(device)
+        if dev.type != "cpu":  # loaded on CPU; CPU runs stay exactly as before
+            model = model.to(dev)
         return cls(model)
 
     def _hook(self, aux_id: int):
