@@ -160,7 +160,8 @@ def test_cli_missing_draft_and_bad_prompts_file(models, tmp_path: Path) -> None:
 
 @pytest.mark.vllm
 def test_vllm_controls(models) -> None:
-    """Two engine starts: perfect draft AL = k + 1 and random draft AL ~ 1 on vLLM."""
+    """Two engine starts: perfect draft AL = k + 1 and random draft AL ~ 1 on vLLM. The suite's only
+    control runs in vLLM (they used to be repeated in test_vllm_integration.py)."""
     from eagle_convert.vllm_compat import vllm_available
 
     if not vllm_available():
@@ -170,13 +171,22 @@ def test_vllm_controls(models) -> None:
     [d] = perfect.drafts
     assert d.total.acceptance_length == K + 1 and d.total.per_position == [1.0] * K
     assert d.total.num_drafts == 3 * 4  # 13 tokens = prefill + 3 rounds of 4, per request
-    if d.per_request:  # vLLM's per-request statistics add up to its engine-wide counters
-        assert all(g.counts.acceptance_length == K + 1 for g in d.groups)
-        assert sum(r.counts.num_drafts for r in d.requests) == d.total.num_drafts
-        assert sum(r.counts.num_accepted for r in d.requests) == d.total.num_accepted
+    assert d.total.num_accepted == d.total.num_draft_tokens == K * d.total.num_drafts
+    assert d.total.accepted_per_pos == [d.total.num_drafts] * K and d.total.generated_tokens == 13 * 4
+    # vLLM 0.32 gives per-request statistics; they add up to its engine-wide counters.
+    assert d.per_request and all(r.counts.acceptance_length == K + 1 for r in d.requests)
+    assert all(g.counts.acceptance_length == K + 1 for g in d.groups)
+    assert sum(r.counts.num_drafts for r in d.requests) == d.total.num_drafts
+    assert sum(r.counts.num_accepted for r in d.requests) == d.total.num_accepted
     rnd = run_smoke(models["target"], [models["random"]], engine="vllm", prompts=PROMPTS, k=K, max_new_tokens=13)
-    assert rnd.drafts[0].total.acceptance_length < 1.2
-    assert rnd.engine_version and rnd.engine_version.startswith("vllm")
+    [r] = rnd.drafts
+    assert r.total.acceptance_length < 1.2 and r.total.num_drafts > 0
+    assert r.total.num_draft_tokens == K * r.total.num_drafts and len(r.total.accepted_per_pos) == K
+    assert sum(r.total.accepted_per_pos) == r.total.num_accepted and r.total.generated_tokens == 13 * 2
+    assert r.per_request and sum(q.counts.num_draft_tokens for q in r.requests) == r.total.num_draft_tokens
+    assert sum(q.counts.num_accepted for q in r.requests) == r.total.num_accepted
+    assert rnd.engine_version and rnd.engine_version.startswith("vllm 0.32")
+    assert r.total.tokens_per_s and r.total.tokens_per_s > 0
 
 
 def test_render_and_plot_totals_only(tmp_path: Path) -> None:
