@@ -1,0 +1,195 @@
+"""`finetune`: refusals (fast, no training) and, on the trained fixture, that a short fine-tune of
+the EAGLE-3.1 upgrade recovers the acceptance the upgrade lost (reference engine, real data)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from eagle_convert.cli import main
+
+
+def _cli(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def _tree_hash(folder: Path) -> str:
+    h = hashlib.sha256()
+    for f in sorted(folder.rglob("*")):
+        if f.is_file():
+            h.update(f.relative_to(folder).as_posix().encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _folder(path: Path, config: dict) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps(config))
+    return path
+
+
+# ------------------------------------------------------------------------------ refusals
+
+
+def test_cli_existing_output_is_refused(tmp_path: Path) -> None:
+    draft, target = _folder(tmp_path / "d", {}), _folder(tmp_path / "t", {})
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "keep.txt").write_text("x")
+    res = _cli("finetune", str(draft), "--target", str(target), "--out", str(tmp_path / "out"))
+    assert res.exit_code == 1
+    assert res.stderr == f"Error: {tmp_path / 'out'}: output already exists (pass --force to replace it)\n"
+    assert (tmp_path / "out" / "keep.txt").read_text() == "x"
+
+
+def test_cli_missing_target(tmp_path: Path) -> None:
+    draft = _folder(tmp_path / "d", {})
+    res = _cli("finetune", str(draft), "--target", str(tmp_path / "nope"), "--out", str(tmp_path / "o"))
+    assert res.exit_code == 1
+    assert res.stderr == (f"Error: target {tmp_path / 'nope'}: no such folder "
+                          "(finetune needs a local checkpoint folder)\n")
+
+
+@pytest.mark.parametrize("where", ["inside", "same"])
+def test_cli_output_inside_input(tmp_path: Path, where: str) -> None:
+    draft, target = _folder(tmp_path / "d", {}), _folder(tmp_path / "t", {})
+    out = draft / "sub" if where == "inside" else draft
+    res = _cli("finetune", str(draft), "--target", str(target), "--out", str(out), "--force")
+    assert res.exit_code == 1
+    assert res.stderr == (f"Error: {out}: output is the input draft {draft} or inside it "
+                          "(choose an output folder outside the input)\n")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--steps-fc-norm", "0", "--steps-all", "0"], "every stage has 0 steps: nothing to train"),
+    (["--lr-all", "0"], "stage all: steps must be >= 0, lr > 0 and l2sp >= 0"),
+    (["--continuation-tokens", "0"], "--continuation-tokens must be at least 1"),
+])
+def test_cli_usage_errors(tmp_path: Path, args: list[str], message: str) -> None:
+    draft, target = _folder(tmp_path / "d", {}), _folder(tmp_path / "t", {})
+    res = _cli("finetune", str(draft), "--target", str(target), "--out", str(tmp_path / "o"), *args)
+    assert res.exit_code == 2
+    assert res.stderr == f"Error: {message}\n"
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("hidden_size", 128, "target hidden size 128 != the draft's target_hidden_size 256: "
+                         "this draft was not trained for this target"),
+    ("vocab_size", 32000, "target vocab_size 32000 != the draft's vocab_size 4096: "
+                          "this draft was not trained for this target"),
+])
+def test_cli_mismatched_target(built_fixtures, tmp_path: Path, field: str, value: int, message: str) -> None:
+    draft = built_fixtures("vllm-tiny-eagle31")
+    tcfg = {"hidden_size": 256, "vocab_size": 4096, "num_hidden_layers": 8, field: value}
+    target = _folder(tmp_path / "t", tcfg)
+    res = _cli("finetune", str(draft), "--target", str(target), "--out", str(tmp_path / "o"))
+    assert res.exit_code == 1
+    assert res.stderr == f"Error: {message}\n"
+    assert not (tmp_path / "o").exists()
+
+
+def test_mla_draft_is_refused(built_fixtures, tmp_path: Path) -> None:
+    from eagle_convert.finetune import FinetuneRefusedError, plan_finetune
+
+    draft = built_fixtures("kimi-mla-eagle31")
+    cfg = json.loads((draft / "config.json").read_text())
+    target = _folder(tmp_path / "t", {"hidden_size": cfg["hidden_size"], "vocab_size": cfg["vocab_size"],
+                                      "num_hidden_layers": 8})
+    with pytest.raises(FinetuneRefusedError, match="MLA drafts cannot be fine-tuned: the reference engine"):
+        plan_finetune(draft, target, tmp_path / "o")
+
+
+# ------------------------------------------------------------------ the trained fixture
+
+
+def _corpus_prompts(n: int):
+    """Training prompts disjoint from the built-in set the acceptance is measured on."""
+    from eagle_convert.prompts import Prompt
+    from fixtures.target import corpus
+
+    lines = sorted({ln.strip() for ln in corpus() if 30 <= len(ln.strip()) <= 120})
+    random.Random(1).shuffle(lines)
+    return [Prompt(f"c{i}", "custom", text=t) for i, t in enumerate(lines[:n])]
+
+
+@pytest.mark.slow
+def test_finetune_recovers_acceptance_of_the_upgrade(tmp_path: Path) -> None:
+    import torch
+
+    from eagle_convert.checkpoint import open_checkpoint
+    from eagle_convert.describe import describe
+    from eagle_convert.finetune import Stage, finetune
+    from eagle_convert.inspect import inspect_checkpoint
+    from eagle_convert.plan import PROVENANCE_KEY, plan_upgrade
+    from eagle_convert.prompts import builtin_prompts
+    from eagle_convert.smoke import run_smoke
+    from eagle_convert.upgrade import apply_upgrade
+    from eagle_convert.validate import validate
+    from fixtures.trained import build_trained_pair
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        target, draft = build_trained_pair(log=lambda _msg: None)
+        up = tmp_path / "eagle31"
+        ckpt = open_checkpoint(draft)
+        apply_upgrade(plan_upgrade(ckpt, describe(ckpt, read_vocab=False)), up)
+        before = _tree_hash(up)
+        out = tmp_path / "eagle31-ft"
+        res = finetune(up, target, out, prompts=_corpus_prompts(48), continuation_tokens=48,
+                       stages=[Stage("fc_norm", 40, 1e-3), Stage("all", 40, 1e-4, l2sp=1e-3)])
+        assert _tree_hash(up) == before  # the input never changes
+        assert [s.name for s in res.stages] == ["fc_norm", "all"]
+        assert sum(res.step_acc_after) > sum(res.step_acc_before) + 0.3
+
+        held_out = [p for c in ("coding", "chat", "reasoning")
+                    for p in [q for q in builtin_prompts() if q.category == c][:2]]
+        rep = run_smoke(target, [draft, up, out], engine="reference", prompts=held_out, max_new_tokens=32)
+    finally:
+        torch.set_num_threads(threads)
+    al_orig, al_up, al_ft = (d.total.acceptance_length for d in rep.drafts)
+    print(f"AL original {al_orig:.3f}, upgraded {al_up:.3f}, fine-tuned {al_ft:.3f}; "
+          f"fine-tune {res.seconds:.1f}s")
+    assert al_ft > al_up + 0.5
+    assert al_ft >= 0.9 * al_orig
+
+    report = validate(out, target=target)
+    assert not report.errors, [f.code for f in report.errors]
+    assert inspect_checkpoint(str(out)).to_dict()["variant"] == "EAGLE-3.1"
+    cfg = json.loads((out / "config.json").read_text())
+    src = json.loads((up / "config.json").read_text())
+    assert {k: v for k, v in cfg.items() if k != PROVENANCE_KEY} == \
+        {k: v for k, v in src.items() if k != PROVENANCE_KEY}
+    prov = cfg[PROVENANCE_KEY]
+    assert prov["operation"] == "finetune (TTT)"
+    assert prov["previous"]["operation"].startswith("upgrade")
+    assert [s["steps"] for s in prov["stages"]] == [40, 40]
+    assert "fc_norm.0.weight" in prov["stages"][0]["trainable"]
+
+
+@pytest.mark.slow
+def test_cli_json_and_force(tmp_path: Path) -> None:
+    """The command end to end on a tiny run: JSON shape, --force replaces, input untouched."""
+    from fixtures.trained import build_trained_pair
+
+    target, draft = build_trained_pair(log=lambda _msg: None)
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(json.dumps({"prompt": p.text}) + "\n" for p in _corpus_prompts(3)))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "old.txt").write_text("old")
+    before = _tree_hash(draft)
+    res = _cli("finetune", str(draft), "--target", str(target), "--out", str(out), "--prompts", str(prompts),
+               "--continuation-tokens", "8", "--steps-fc-norm", "2", "--steps-all", "1", "--force", "--json")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["plan"]["variant"] == "EAGLE-3" and data["plan"]["num_prompts"] == 3
+    assert [s["name"] for s in data["result"]["stages"]] == ["fc_norm", "all"]
+    assert len(data["result"]["step_acc_after"]) == 3
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors"]
+    assert _tree_hash(draft) == before
+    assert "finetune: stage fc_norm" in res.stderr
