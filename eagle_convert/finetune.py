@@ -22,7 +22,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -128,7 +128,6 @@ class FinetuneResult:
     tokens: int
     generate_seconds: float
     seconds: float
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def losses(self) -> dict[str, list[float]]:
