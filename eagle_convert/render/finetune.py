@@ -62,7 +62,7 @@ class RichProgress:
             t = self._task(e.stage, f"stage {e.stage}", e.total)
             self.progress.update(t, completed=e.step, info=f"loss {e.loss:.3f}" if e.loss is not None else "")
         elif e.kind in ("evaluate", "write"):
-            self.progress.console.log(escape(e.message))
+            self.progress.console.print(f"[dim]{escape(e.message)}[/dim]")
 
 
 class LineProgress:
