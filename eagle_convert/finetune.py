@@ -328,9 +328,11 @@ def _load_pair(plan: FinetunePlan) -> tuple[Any, Any, Any]:
     from .reference.data import load_drafter
     from .reference.target import TargetModel
 
-    tgt = TargetModel.from_pretrained(plan.target)
+    # The TTT trainer runs on CPU; pin both models there even where a GPU is visible.
+    tgt = TargetModel.from_pretrained(plan.target, device="cpu")
     try:
-        drafter = load_drafter(plan.draft, target_embed=tgt.embed_weight, target_lm_head=tgt.lm_head_weight)
+        drafter = load_drafter(plan.draft, target_embed=tgt.embed_weight, target_lm_head=tgt.lm_head_weight,
+                               device="cpu")
     except (ValueError, KeyError, RuntimeError) as exc:
         raise FinetuneRefusedError(f"{plan.draft}: the reference engine cannot load the draft ({exc})") from None
     return tgt, drafter, AutoTokenizer.from_pretrained(str(plan.target))
