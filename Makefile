@@ -28,6 +28,11 @@ demo: env
 	$(VENV)/bin/eagle-convert upgrade $(DEMO)/eagle3-draft $(DEMO)/eagle31-draft
 	$(VENV)/bin/eagle-convert diff $(DEMO)/eagle3-draft $(DEMO)/eagle31-draft
 	$(VENV)/bin/eagle-convert validate $(DEMO)/eagle31-draft
+	# Acceptance: a tiny target with an EAGLE-3 draft trained for it (~2 min), and its 3.1 upgrade.
+	$(PY) -m fixtures.trained $(DEMO)/trained
+	$(VENV)/bin/eagle-convert upgrade $(DEMO)/trained/draft $(DEMO)/trained/eagle31
+	$(VENV)/bin/eagle-convert smoke $(DEMO)/trained/target -d $(DEMO)/trained/draft -d $(DEMO)/trained/eagle31 \
+		--engine reference --limit 1 --max-new-tokens 32 --plot $(DEMO)/smoke.png
 
 bench: env
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.inspect_bench
