@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .acceptance import AcceptanceMetrics
 from .errors import CheckpointNotFoundError, EngineError, UsageError
 from .prompts import NATURAL, PromptSet, Prompt, builtin_prompts, prepare_prompts, resolve_chat_template
 
@@ -30,7 +31,7 @@ ENGINES = ("reference", "vllm")
 
 
 @dataclass
-class Counts:
+class Counts(AcceptanceMetrics):
     """Summed spec-decode counters; `seconds` None where the engine has no per-request time."""
 
     requests: int = 0
@@ -58,16 +59,8 @@ class Counts:
         self.seconds = None if self.seconds is None or o.seconds is None else self.seconds + o.seconds
 
     @property
-    def acceptance_length(self) -> float:
-        return 1.0 + self.num_accepted / self.num_drafts if self.num_drafts else 1.0
-
-    @property
-    def acceptance_rate(self) -> float:
-        return self.num_accepted / self.num_draft_tokens if self.num_draft_tokens else 0.0
-
-    @property
     def per_position(self) -> list[float]:
-        return [a / self.num_drafts if self.num_drafts else 0.0 for a in self.accepted_per_pos]
+        return self.per_position_rate
 
     @property
     def tokens_per_forward(self) -> float:

@@ -12,13 +12,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .acceptance import AcceptanceMetrics
 from .engine_check import run_worker
 from .errors import EngineError
 from .vllm_compat import vllm_available
 
 
 @dataclass
-class VllmRun:
+class VllmRun(AcceptanceMetrics):
     """Outputs and spec-decode counters of one vLLM generate call."""
 
     outputs: list[list[int]]  # generated token ids per prompt
@@ -36,19 +37,6 @@ class VllmRun:
     # acceptance_histogram, num_draft_tokens, mean_acceptance_length, ...) where the installed
     # vLLM has ``per_request_spec_decode_metrics``; None otherwise.
     per_request: list[dict | None] | None = None
-
-    @property
-    def acceptance_length(self) -> float:
-        """Mean tokens per target step: 1 + accepted / drafts (1.0 without drafts)."""
-        return 1.0 + self.num_accepted / self.num_drafts if self.num_drafts else 1.0
-
-    @property
-    def acceptance_rate(self) -> float:
-        return self.num_accepted / self.num_draft_tokens if self.num_draft_tokens else 0.0
-
-    @property
-    def per_position_rate(self) -> list[float]:
-        return [a / self.num_drafts if self.num_drafts else 0.0 for a in self.accepted_per_pos]
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from ..acceptance import AcceptanceMetrics
 from .drafter import EagleDrafter
 from .target import TargetModel
 
@@ -31,7 +32,7 @@ __all__ = ["SpecResult", "speculative_generate", "greedy_generate", "summarize"]
 
 
 @dataclass
-class SpecResult:
+class SpecResult(AcceptanceMetrics):
     tokens: list[int]
     num_drafts: int = 0
     num_draft_tokens: int = 0
@@ -39,15 +40,6 @@ class SpecResult:
     accepted_per_pos: list[int] = field(default_factory=list)
     target_forwards: int = 0
     seconds: float = 0.0
-
-    @property
-    def acceptance_length(self) -> float:
-        """vLLM's mean acceptance length: 1 + accepted / drafts (1 without drafts)."""
-        return 1.0 + self.num_accepted / self.num_drafts if self.num_drafts else 1.0
-
-    @property
-    def per_position_rate(self) -> list[float]:
-        return [a / self.num_drafts if self.num_drafts else 0.0 for a in self.accepted_per_pos]
 
 
 def summarize(results: Sequence[SpecResult]) -> SpecResult:
