@@ -22,22 +22,12 @@ REPO = "org/eagle3-draft"
 
 
 @pytest.fixture
-def hub(built_fixtures, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def hub(built_fixtures, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hf_env):
     """A sharded EAGLE-3 draft with files upgrade must not fetch, served on 127.0.0.1; online, fresh cache."""
-    from huggingface_hub import constants
-
     repo = tmp_path / "repo"
     shutil.copytree(built_fixtures("vllm-eagle3-sharded"), repo)
     (repo / "README.md").write_text("# a draft\n")
     (repo / "optimizer.pt").write_bytes(b"\0" * (1 << 20))  # training leftovers: never downloaded
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
-    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
-    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "TRANSFORMERS_OFFLINE"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
     with hub_server({REPO: repo}) as server:
         monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
         yield server, repo

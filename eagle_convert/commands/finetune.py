@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import signal
-import sys
 from pathlib import Path
 
 import click
 
+from ._interrupt import exit_interrupted
 from ..finetune import DEFAULT_STAGES
 
 _A, _B = DEFAULT_STAGES
@@ -55,7 +55,7 @@ def finetune_cmd(ctx: click.Context, draft: str, target: str, out: Path, prompts
 
     from rich.console import Console
 
-    from ..atomic import TerminatedBySignal, install_signal_cleanup
+    from ..atomic import install_signal_cleanup
     from ..cli import _console, _echo_json
     from ..finetune import plan_finetune, run_finetune
     from ..render.finetune import LineProgress, RichProgress, render_plan, render_result
@@ -76,10 +76,7 @@ def finetune_cmd(ctx: click.Context, draft: str, target: str, out: Path, prompts
         else:
             result = run_finetune(plan, progress=LineProgress(lambda m: click.echo(m, err=True)))
     except KeyboardInterrupt as exc:
-        name = "SIGINT" if not isinstance(exc, TerminatedBySignal) else signal.Signals(exc.signum).name
-        click.echo(f"Error: interrupted ({name}); nothing was written and {draft} is unchanged", err=True)
-        sys.stderr.flush()
-        ctx.exit(exc.exit_code if isinstance(exc, TerminatedBySignal) else 130)
+        exit_interrupted(ctx, exc, draft)
     finally:
         restore()
     if as_json:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import signal
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
+from ._interrupt import exit_interrupted
 from ..plan import LAYOUTS
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def _apply(ctx: click.Context, plan: UpgradePlan, output: Path, *, force: bool, 
 
     from rich.console import Console
 
-    from ..atomic import TerminatedBySignal, install_signal_cleanup
+    from ..atomic import install_signal_cleanup
     from ..render.upgrade import RichProgress
 
     err = Console(stderr=True)
@@ -115,10 +115,7 @@ def _apply(ctx: click.Context, plan: UpgradePlan, output: Path, *, force: bool, 
         with RichProgress(err) if show else nullcontext() as progress:
             return apply(plan, output, force=force, verify=verify, progress=progress)
     except KeyboardInterrupt as exc:
-        name = "SIGINT" if not isinstance(exc, TerminatedBySignal) else signal.Signals(exc.signum).name
-        click.echo(f"Error: interrupted ({name}); nothing was written and {plan.source} is unchanged", err=True)
-        sys.stderr.flush()
-        ctx.exit(exc.exit_code if isinstance(exc, TerminatedBySignal) else 130)
+        exit_interrupted(ctx, exc, plan.source)
     finally:
         restore()
 
