@@ -6,7 +6,7 @@ whose q/k/v projections take the 2H concatenation of embedding and hidden state,
 ``LlamaForCausalLMEagle3`` config.json with top-level ``eagle_aux_hidden_state_layer_ids``.
 
 Weights are pseudo-random but valid floats (small magnitudes, no NaN/Inf), generated in chunks
-and streamed through :mod:`eagle_convert.writer`, so building never holds more than a chunk in
+and streamed through :mod:`eagle_convert.io.writer`, so building never holds more than a chunk in
 memory. Generation is deterministic for a given seed: ``StreamSource`` re-generates the same
 bytes, which lets ``verify_file`` check a built file.
 
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from eagle_convert.atomic import atomic_output_dir
-from eagle_convert.writer import OutFile, OutTensor, StreamSource, plan_shards, write_file, write_index
+from eagle_convert.io.atomic import atomic_output_dir
+from eagle_convert.io.writer import OutFile, OutTensor, StreamSource, plan_shards, write_file, write_index
 
 __all__ = ["DEFAULT_DIMS", "build_synthetic_draft", "draft_tensors", "scaled_dims"]
 

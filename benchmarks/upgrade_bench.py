@@ -33,7 +33,7 @@ from benchmarks.synth import DEFAULT_DIMS, build_synthetic_draft, scaled_dims
 
 TARGETS = {"upgrade --no-verify": 2.0, "upgrade": 3.0}
 RSS_LIMIT_MB = 300.0
-CLI = [sys.executable, "-c", "from eagle_convert.cli import main; main()"]
+CLI = [sys.executable, "-c", "from eagle_convert.cli.app import main; main()"]
 ROUND_TRIP = """
 import shutil, sys
 from pathlib import Path

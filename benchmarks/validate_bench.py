@@ -23,7 +23,7 @@ from benchmarks.timing import folder_bytes, median_seconds
 
 _DEEP_SNIPPET = """
 import json, resource, sys, time
-from eagle_convert.validate import validate
+from eagle_convert.validate.run import validate
 t = time.perf_counter(); r = validate(sys.argv[1], deep=True); s = time.perf_counter() - t
 print(json.dumps({"deep_s": s, "deep_peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "deep_errors": len(r.errors)}))
@@ -31,7 +31,7 @@ print(json.dumps({"deep_s": s, "deep_peak_rss_mib": resource.getrusage(resource.
 
 
 def measure(folder: Path, repeat: int, *, deep: bool) -> dict[str, float]:
-    from eagle_convert.validate import validate
+    from eagle_convert.validate.run import validate
 
     report = validate(folder)  # warm-up; also the verdict
     if report.errors:
@@ -40,7 +40,7 @@ def measure(folder: Path, repeat: int, *, deep: bool) -> dict[str, float]:
         "bytes": folder_bytes(folder),
         "library_s": median_seconds(lambda: validate(folder), repeat),
         "cli_s": median_seconds(lambda: subprocess.run(
-            [sys.executable, "-m", "eagle_convert.cli", "validate", "--json", str(folder)],
+            [sys.executable, "-m", "eagle_convert.cli.app", "validate", "--json", str(folder)],
             check=True, capture_output=True), max(3, repeat // 3)),
         "python_startup_s": median_seconds(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True), 3),
         "findings": sorted({f.code for f in report.findings}),

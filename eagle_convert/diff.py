@@ -11,9 +11,9 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .checkpoint import Checkpoint, open_checkpoint
-from .layout import canonical_name
-from .safetensors_header import TensorInfo
+from eagle_convert.draft.checkpoint import Checkpoint, open_checkpoint
+from eagle_convert.draft.layout import canonical_name
+from eagle_convert.io.safetensors_header import TensorInfo
 
 __all__ = ["CheckpointDiff", "ConfigDiff", "TensorChange", "config_diff", "diff_checkpoints"]
 
@@ -150,7 +150,7 @@ def _compare(ra: _Reader, rb: _Reader, ta: TensorInfo, tb: TensorInfo) -> Tensor
         return TensorChange(ta.name, tb.name, (ta.dtype, tb.dtype), shapes, None)
     import numpy as np
 
-    from .tensordata import decode
+    from eagle_convert.io.tensordata import decode
 
     n = ta.numel
     sa, sb = ta.nbytes // max(n, 1), tb.nbytes // max(n, 1)
@@ -195,7 +195,7 @@ class _Reader:
             return self.ckpt.source.read_range(t.file, t.offset + start, length)
         import os
 
-        from .binranges import bin_byte_ranges
+        from eagle_convert.io.binranges import bin_byte_ranges
 
         if t.file not in self._bin:
             path = self.ckpt.source.local_path(t.file)

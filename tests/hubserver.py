@@ -1,6 +1,6 @@
 """A tiny Hugging Face Hub-compatible HTTP server for tests (stdlib only, 127.0.0.1, ephemeral port).
 
-It serves fixture repos from local folders through the endpoints that `eagle_convert.hub.HubSource`
+It serves fixture repos from local folders through the endpoints that `eagle_convert.io.hub.HubSource`
 and `huggingface_hub` use, so tests run the real client against it (set `HF_ENDPOINT` to
 `server.endpoint`):
 

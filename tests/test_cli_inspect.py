@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from eagle_convert.cli import main
+from eagle_convert.cli.app import main
 
 
 def run(*args: str) -> tuple[int, str, str]:
@@ -100,7 +100,7 @@ def test_inspect_does_not_import_torch(built_fixtures) -> None:
     folder = built_fixtures("vllm-eagle31-sharded-fp32")
     code = (
         "import sys\n"
-        "from eagle_convert.cli import main\n"
+        "from eagle_convert.cli.app import main\n"
         f"main(['inspect', '--json', {str(folder)!r}], standalone_mode=False)\n"
         "assert 'torch' not in sys.modules, 'inspect imported torch'\n"
     )
@@ -110,7 +110,7 @@ def test_inspect_does_not_import_torch(built_fixtures) -> None:
 
 
 def test_every_command_has_help() -> None:
-    from eagle_convert.cli import COMMANDS
+    from eagle_convert.cli.app import COMMANDS
 
     code, out, _ = run("--help")
     assert code == 0

@@ -10,7 +10,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from eagle_convert.cli import main
+from eagle_convert.cli.app import main
 from eagle_convert.diff import config_diff, diff_checkpoints
 from fixtures.drafts import FIXTURE_MATRIX, build_draft, draft_state
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from eagle_convert.cli import main
+from eagle_convert.cli.app import main
 
 
 def _cli(*args: str):
@@ -93,7 +93,7 @@ def test_cli_mismatched_target(built_fixtures, tmp_path: Path, field: str, value
 
 
 def test_mla_draft_is_refused(built_fixtures, tmp_path: Path) -> None:
-    from eagle_convert.finetune import FinetuneRefusedError, plan_finetune
+    from eagle_convert.finetune.plan import FinetuneRefusedError, plan_finetune
 
     draft = built_fixtures("kimi-mla-eagle31")
     cfg = json.loads((draft / "config.json").read_text())
@@ -108,7 +108,7 @@ def test_mla_draft_is_refused(built_fixtures, tmp_path: Path) -> None:
 
 def _corpus_prompts(n: int):
     """Training prompts disjoint from the built-in set the acceptance is measured on."""
-    from eagle_convert.prompts import Prompt
+    from eagle_convert.smoke.prompts import Prompt
     from fixtures.target import corpus
 
     lines = sorted({ln.strip() for ln in corpus() if 30 <= len(ln.strip()) <= 120})
@@ -120,15 +120,15 @@ def _corpus_prompts(n: int):
 def test_finetune_recovers_acceptance_of_the_upgrade(tmp_path: Path) -> None:
     import torch
 
-    from eagle_convert.checkpoint import open_checkpoint
-    from eagle_convert.describe import describe
-    from eagle_convert.finetune import Stage, finetune
-    from eagle_convert.inspect import inspect_checkpoint
-    from eagle_convert.plan import PROVENANCE_KEY, plan_upgrade
-    from eagle_convert.prompts import builtin_prompts
-    from eagle_convert.smoke import run_smoke
-    from eagle_convert.upgrade import apply_upgrade
-    from eagle_convert.validate import validate
+    from eagle_convert.draft.checkpoint import open_checkpoint
+    from eagle_convert.draft.describe import describe
+    from eagle_convert.finetune.plan import Stage, finetune
+    from eagle_convert.draft.report import inspect_checkpoint
+    from eagle_convert.upgrade.plan import PROVENANCE_KEY, plan_upgrade
+    from eagle_convert.smoke.prompts import builtin_prompts
+    from eagle_convert.smoke.run import run_smoke
+    from eagle_convert.upgrade.apply import apply_upgrade
+    from eagle_convert.validate.run import validate
     from fixtures.trained import build_trained_pair
 
     threads = torch.get_num_threads()

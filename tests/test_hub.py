@@ -23,8 +23,8 @@ from eagle_convert.errors import (
     HubOfflineError,
     UsageError,
 )
-from eagle_convert.hub import HubSource, parse_hub_ref
-from eagle_convert.source import read_json
+from eagle_convert.io.hub import HubSource, parse_hub_ref
+from eagle_convert.io.source import read_json
 
 try:
     from tests.hubserver import hub_server

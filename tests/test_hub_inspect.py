@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from eagle_convert.cli import main
+from eagle_convert.cli.app import main
 from fixtures.drafts import FIXTURE_MATRIX, build_draft
 
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from eagle_convert.checkpoint import open_checkpoint
-from eagle_convert.describe import describe
-from eagle_convert.inspect import inspect_checkpoint
+from eagle_convert.draft.checkpoint import open_checkpoint
+from eagle_convert.draft.describe import describe
+from eagle_convert.draft.report import inspect_checkpoint
 from fixtures.drafts import EXPECTED, FIXTURE_MATRIX
 
 # Fixture layout name -> what detection must call it. Kimi MLA drafts ship in vLLM-native names.
@@ -92,7 +92,7 @@ def test_report_json_is_stable(built_fixtures) -> None:
 @pytest.mark.parametrize("name", ["vllm-eagle3", "speculators-eagle31", "kimi-mla-eagle3", "safeailab-eagle3"])
 def test_report_matches_published_schema(name: str, built_fixtures) -> None:
     import jsonschema
-    from eagle_convert import schemas
+    from eagle_convert.draft import schemas
 
     data = json.loads(json.dumps(inspect_checkpoint(str(built_fixtures(name))).to_dict()))
     jsonschema.validate(data, schemas.load("inspect-report.schema.json"))

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 
-from eagle_convert.vllm_compat import vllm_available
+from eagle_convert.vllm_model.features import vllm_available
 
 pytestmark = [
     pytest.mark.vllm,
@@ -57,10 +57,10 @@ def _bf16_ulp(x: float) -> float:
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    from eagle_convert.checkpoint import open_checkpoint
-    from eagle_convert.describe import describe
-    from eagle_convert.plan import plan_upgrade
-    from eagle_convert.upgrade import apply_upgrade
+    from eagle_convert.draft.checkpoint import open_checkpoint
+    from eagle_convert.draft.describe import describe
+    from eagle_convert.upgrade.plan import plan_upgrade
+    from eagle_convert.upgrade.apply import apply_upgrade
     from fixtures.trained import build_trained_pair, trained_info
 
     target, draft = build_trained_pair(log=lambda _msg: None)
@@ -121,7 +121,7 @@ def _within(a: int, b: int) -> bool:
 
 @pytest.mark.parametrize("name, max_excused", [("eagle3", 0), ("eagle31", 4)])
 def test_reference_and_vllm_accept_the_same_drafts(pair, reference_target, name: str, max_excused: int) -> None:
-    from eagle_convert.vllm_smoke import run_vllm_spec_decode
+    from eagle_convert.vllm.smoke import run_vllm_spec_decode
 
     prompts, draft = pair["prompts"], pair["drafts"][name]
     ref = _reference(reference_target, draft, prompts)

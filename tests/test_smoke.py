@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from eagle_convert.cli import main
+from eagle_convert.cli.app import main
 from eagle_convert.errors import CheckpointNotFoundError, UsageError
-from eagle_convert.prompts import NATURAL, Prompt
-from eagle_convert.smoke import Counts, counts_from_histogram, run_smoke
+from eagle_convert.smoke.prompts import NATURAL, Prompt
+from eagle_convert.smoke.run import Counts, counts_from_histogram, run_smoke
 
 K = 3
 PROMPTS = [Prompt("c1", "coding", text="def main(argv=None):"),
@@ -88,7 +88,7 @@ def test_reference_random_draft_and_report_shape(models, tmp_path: Path) -> None
     data = json.loads(json.dumps(rep.to_dict()))
     assert data["engine"] == "reference" and data["settings"]["k"] == K and data["deltas"] == []
     assert [r["id"] for r in data["drafts"][0]["requests"]] == ["c1", "q1"]
-    from eagle_convert.plot import plot_smoke
+    from eagle_convert.smoke.plot import plot_smoke
 
     png = plot_smoke(rep, tmp_path / "one.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -162,7 +162,7 @@ def test_cli_missing_draft_and_bad_prompts_file(models, tmp_path: Path) -> None:
 def test_vllm_controls(models) -> None:
     """Two engine starts: perfect draft AL = k + 1 and random draft AL ~ 1 on vLLM. The suite's only
     control runs in vLLM (they used to be repeated in test_vllm_integration.py)."""
-    from eagle_convert.vllm_compat import vllm_available
+    from eagle_convert.vllm_model.features import vllm_available
 
     if not vllm_available():
         pytest.skip("vLLM is not installed")
@@ -193,10 +193,10 @@ def test_render_and_plot_totals_only(tmp_path: Path) -> None:
     """A vLLM run without per-request statistics: totals side by side, no category table."""
     from rich.console import Console
 
-    from eagle_convert.plot import plot_smoke
-    from eagle_convert.prompts import PreparedPrompt, PromptSet
-    from eagle_convert.render.smoke import render_smoke
-    from eagle_convert.smoke import DraftResult, RequestResult, SmokeReport, _deltas
+    from eagle_convert.smoke.plot import plot_smoke
+    from eagle_convert.smoke.prompts import PreparedPrompt, PromptSet
+    from eagle_convert.cli.render.smoke import render_smoke
+    from eagle_convert.smoke.run import DraftResult, RequestResult, SmokeReport, _deltas
 
     pset = PromptSet([PreparedPrompt("a", "chat", NATURAL, [1, 2, 3])], [], "target")
 
@@ -222,8 +222,8 @@ def test_render_and_plot_totals_only(tmp_path: Path) -> None:
 def test_default_engine(monkeypatch: pytest.MonkeyPatch, has_vllm: bool, has_cuda: bool, expected: str) -> None:
     import torch
 
-    from eagle_convert import vllm_compat
-    from eagle_convert.smoke import default_engine
+    from eagle_convert.vllm_model import features as vllm_compat
+    from eagle_convert.smoke.run import default_engine
 
     monkeypatch.setattr(vllm_compat, "vllm_available", lambda: has_vllm)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: has_cuda)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from eagle_convert.errors import ConfigError, UsageError
-from eagle_convert.prompts import (
+from eagle_convert.smoke.prompts import (
     NATURAL, Prompt, builtin_prompts, filler_text, load_prompts, parse_buckets, prepare_prompts,
     resolve_chat_template,
 )

@@ -16,12 +16,12 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from eagle_convert.checkpoint import open_checkpoint
-from eagle_convert.configgen import TargetInfo
-from eagle_convert.describe import describe
-from eagle_convert.plan import plan_upgrade
-from eagle_convert.upgrade import apply_upgrade
-from eagle_convert.vllm_compat import vllm_package_dir
+from eagle_convert.draft.checkpoint import open_checkpoint
+from eagle_convert.upgrade.configgen import TargetInfo
+from eagle_convert.draft.describe import describe
+from eagle_convert.upgrade.plan import plan_upgrade
+from eagle_convert.upgrade.apply import apply_upgrade
+from eagle_convert.vllm_model.features import vllm_package_dir
 from fixtures.drafts import EXPECTED, FIXTURE_MATRIX, draft_state
 
 UPGRADABLE = sorted(n for n, e in EXPECTED.items() if e["variant"] == "eagle3")
@@ -209,8 +209,8 @@ def test_no_norm_output_adds_only_the_norms(built_fixtures, tmp_path: Path) -> N
 def test_bin_in_safetensors_out_is_byte_copied(built_fixtures, tmp_path: Path) -> None:
     plan, _ = upgrade(built_fixtures("vllm-eagle3-fp16-bin"), tmp_path / "out")
     assert [f.filename for f in plan.files] == ["model.safetensors"]
-    from eagle_convert.upgrade import _out_files
-    from eagle_convert.writer import ByteRange
+    from eagle_convert.upgrade.apply import _out_files
+    from eagle_convert.io.writer import ByteRange
 
     sources = [t.source for f in _out_files(plan) for t in f.tensors]
     assert sum(isinstance(s, ByteRange) for s in sources) == len(plan.carried)  # no tensor decoded
@@ -252,7 +252,7 @@ def test_keep_layout_keeps_a_speculators_config_speculators(built_fixtures, tmp_
 
 
 def test_read_target_accepts_a_folder_a_config_file_and_nested_text_config(tmp_path: Path) -> None:
-    from eagle_convert.configgen import read_target
+    from eagle_convert.upgrade.configgen import read_target
 
     (tmp_path / "t").mkdir()
     (tmp_path / "t/config.json").write_text(json.dumps({"text_config": {"num_hidden_layers": 48, "hidden_size": 8},

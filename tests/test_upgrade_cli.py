@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from eagle_convert import upgrade as upgrade_mod
-from eagle_convert.cli import main
+from eagle_convert.upgrade import apply as upgrade_mod
+from eagle_convert.cli.app import main
 from fixtures.drafts import EXPECTED, FIXTURE_MATRIX
 
 try:

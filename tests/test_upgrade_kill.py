@@ -25,7 +25,7 @@ except ImportError:  # tests/ itself on sys.path
 ROOT = Path(__file__).resolve().parent.parent
 SLOW_CLI = """
 import functools, sys, time
-import eagle_convert.upgrade as up
+import eagle_convert.upgrade.apply as up
 real = up.write_file
 def slow(out_dir, f, *, progress=None, **kw):
     def tick(n):
@@ -34,7 +34,7 @@ def slow(out_dir, f, *, progress=None, **kw):
             progress(n)
     return real(out_dir, f, progress=tick, chunk_bytes=64 << 10, **kw)
 up.write_file = slow
-from eagle_convert.cli import main
+from eagle_convert.cli.app import main
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -88,7 +88,7 @@ def test_sigkill_leaves_only_a_hidden_temp_that_the_next_run_removes(big_draft: 
     proc.communicate(timeout=60)
     assert not out.exists() and tmp.exists()  # SIGKILL runs no cleanup; the temp is hidden, never `out`
     assert sha_tree(big_draft) == before
-    cli = [sys.executable, "-c", "from eagle_convert.cli import main; main()"]
+    cli = [sys.executable, "-c", "from eagle_convert.cli.app import main; main()"]
     done = subprocess.run([*cli, "upgrade", str(big_draft), str(out)], cwd=ROOT,
                           env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from eagle_convert.cli import main
-from eagle_convert.vllm_compat import vllm_available
+from eagle_convert.cli.app import main
+from eagle_convert.vllm_model.features import vllm_available
 
 pytestmark = [pytest.mark.vllm, pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed")]
 
@@ -44,7 +44,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, tup
 
 
 def test_vllm_loads_every_upgraded_draft_as_eagle31(setup) -> None:
-    from eagle_convert.engine_check import check_many_with_vllm
+    from eagle_convert.vllm.check import check_many_with_vllm
 
     target, drafts = setup
     names = list(drafts)
@@ -61,7 +61,7 @@ def test_vllm_loads_every_upgraded_draft_as_eagle31(setup) -> None:
 
 
 def test_vllm_runs_eagle3_spec_decode_with_an_upgraded_draft(setup) -> None:
-    from eagle_convert.vllm_smoke import run_vllm_spec_decode
+    from eagle_convert.vllm.smoke import run_vllm_spec_decode
 
     target, drafts = setup
     run = run_vllm_spec_decode(target, drafts["vllm"][0], PROMPTS, num_speculative_tokens=K, max_new_tokens=32,

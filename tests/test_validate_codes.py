@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import torch
 
-from eagle_convert.findings import code_table
-from eagle_convert.validate import validate
+from eagle_convert.validate.findings import code_table
+from eagle_convert.validate.run import validate
 from fixtures.drafts import FIXTURE_MATRIX, DraftSpec, build_draft, draft_state, write_safetensors
 
 State = dict[str, torch.Tensor]
@@ -247,7 +247,7 @@ def _engine_report(**kw: Any) -> SimpleNamespace:
 
 
 def test_e701_unwritten_parameter_from_engine_report() -> None:
-    from eagle_convert.rules.engine import from_engine
+    from eagle_convert.validate.rules.engine import from_engine
 
     rep = _engine_report(unwritten=["model.layers.0.mlp.down_proj.weight", "model.layers.1.hidden_norm.weight"],
                          unwritten_keys=["layers.0.mlp.down_proj.weight", "layers.1.hidden_norm.weight"])
@@ -256,7 +256,7 @@ def test_e701_unwritten_parameter_from_engine_report() -> None:
 
 
 def test_e702_engine_load_failed_from_engine_report() -> None:
-    from eagle_convert.rules.engine import from_engine
+    from eagle_convert.validate.rules.engine import from_engine
 
     [hit] = from_engine(_engine_report(error="ValueError: There is no module or parameter named 'model.bogus'",
                                        stage="load"))
@@ -264,10 +264,10 @@ def test_e702_engine_load_failed_from_engine_report() -> None:
 
 
 def test_e703_feature_missing_from_installed_vllm(tmp_path: Path) -> None:
-    from eagle_convert.checkpoint import open_checkpoint
-    from eagle_convert.describe import describe
-    from eagle_convert.rules import build_context
-    from eagle_convert.rules.engine import feature_findings
+    from eagle_convert.draft.checkpoint import open_checkpoint
+    from eagle_convert.draft.describe import describe
+    from eagle_convert.validate.rules import build_context
+    from eagle_convert.validate.rules.engine import feature_findings
 
     ckpt = open_checkpoint(build_draft(tmp_path / "d", FIXTURE_MATRIX["speculators-eagle31"]))
     ctx = build_context(ckpt, describe(ckpt, read_vocab=False))

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from eagle_convert.checkpoint import open_checkpoint
-from eagle_convert.deep import scan
-from eagle_convert.validate import validate
+from eagle_convert.draft.checkpoint import open_checkpoint
+from eagle_convert.validate.deep import scan
+from eagle_convert.validate.run import validate
 from test_validate_codes import _nan, write_draft
 
 
@@ -52,7 +52,7 @@ def test_nan_found_in_any_chunk(tmp_path: Path) -> None:
 
 def test_static_validate_reads_no_weight_bytes(built_fixtures, monkeypatch: pytest.MonkeyPatch) -> None:
     """Static validation reads headers, config and d2t/t2d only: its cost does not grow with the weights."""
-    from eagle_convert.source import LocalSource
+    from eagle_convert.io.source import LocalSource
 
     path = built_fixtures("vllm-eagle3")
     ckpt = open_checkpoint(path)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eagle_convert.findings import code_table
-from eagle_convert.render.validate import MARK_END, MARK_START, findings_markdown
+from eagle_convert.validate.findings import code_table
+from eagle_convert.cli.render.validate import MARK_END, MARK_START, findings_markdown
 
 import pytest
 
@@ -17,7 +17,7 @@ DOCS = [ROOT / "docs" / "validate.md", ROOT / "README.md"]
 def test_docs_table_is_generated_from_the_schema(doc: Path) -> None:
     text = doc.read_text(encoding="utf-8")
     table = text.split(MARK_START, 1)[1].split(MARK_END, 1)[0].strip()
-    assert table == findings_markdown(), "regenerate: python -m eagle_convert.render.validate --markdown"
+    assert table == findings_markdown(), "regenerate: python -m eagle_convert.cli.render.validate --markdown"
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)

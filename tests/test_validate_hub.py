@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from eagle_convert.checkpoint import open_checkpoint
-from eagle_convert.cli import main
+from eagle_convert.draft.checkpoint import open_checkpoint
+from eagle_convert.cli.app import main
 
 try:
     from tests.hubserver import hub_server

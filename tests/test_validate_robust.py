@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eagle_convert.validate import validate
+from eagle_convert.validate.run import validate
 from fixtures.drafts import FIXTURE_MATRIX, build_draft
 from test_validate_codes import target_config
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from eagle_convert.validate import validate
+from eagle_convert.validate.run import validate
 from fixtures.drafts import EXPECTED, FIXTURE_MATRIX, build_draft
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,7 +61,7 @@ def test_tiny_drafts_pass_against_the_tiny_target_config(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("name", ["vllm-eagle31", "speculators-eagle31", "nemo-eagle31-sharded", "kimi-mla-eagle31"])
 def test_static_validate_never_imports_torch(name: str, built_fixtures) -> None:
-    code = ("import sys; from eagle_convert.validate import validate; "
+    code = ("import sys; from eagle_convert.validate.run import validate; "
             f"r = validate({str(built_fixtures(name))!r}); "
             "assert 'torch' not in sys.modules, 'torch imported'; print(len(r.findings))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -69,7 +69,7 @@ def test_static_validate_never_imports_torch(name: str, built_fixtures) -> None:
 
 
 def test_deep_scan_never_imports_torch_for_safetensors(built_fixtures) -> None:
-    code = ("import sys; from eagle_convert.validate import validate; "
+    code = ("import sys; from eagle_convert.validate.run import validate; "
             f"validate({str(built_fixtures('vllm-eagle31-sharded-fp32'))!r}, deep=True); "
             "assert 'torch' not in sys.modules")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)

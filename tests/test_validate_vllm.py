@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from eagle_convert.vllm_compat import vllm_available
+from eagle_convert.vllm_model.features import vllm_available
 
 pytestmark = [pytest.mark.vllm, pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed")]
 
@@ -37,10 +37,10 @@ def target(work: Path) -> Path:
 
 
 def _upgrade(src: Path, out: Path) -> Path:
-    from eagle_convert.checkpoint import open_checkpoint
-    from eagle_convert.describe import describe
-    from eagle_convert.plan import plan_upgrade
-    from eagle_convert.upgrade import apply_upgrade
+    from eagle_convert.draft.checkpoint import open_checkpoint
+    from eagle_convert.draft.describe import describe
+    from eagle_convert.upgrade.plan import plan_upgrade
+    from eagle_convert.upgrade.apply import apply_upgrade
 
     ckpt = open_checkpoint(src)
     apply_upgrade(plan_upgrade(ckpt, describe(ckpt)), out)
@@ -70,7 +70,7 @@ def drafts(work: Path) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def engine_reports(drafts: dict[str, Path], target: Path) -> dict[str, object]:
     """One vLLM loader worker for every draft of the module."""
-    from eagle_convert.engine_check import check_many_with_vllm
+    from eagle_convert.vllm.check import check_many_with_vllm
 
     names = sorted(drafts)
     return dict(zip(names, check_many_with_vllm([drafts[n] for n in names], target, timeout_s=900), strict=True))
@@ -79,8 +79,8 @@ def engine_reports(drafts: dict[str, Path], target: Path) -> dict[str, object]:
 @pytest.fixture()
 def validate_with_engine(drafts, target, engine_reports, monkeypatch: pytest.MonkeyPatch):
     """validate(..., engine="vllm") answered from the module's worker run (same EngineReport objects)."""
-    import eagle_convert.engine_check as engine_check
-    from eagle_convert.validate import validate
+    import eagle_convert.vllm.check as engine_check
+    from eagle_convert.validate.run import validate
 
     by_path = {p.resolve(): engine_reports[n] for n, p in drafts.items()}
     monkeypatch.setattr(engine_check, "check_with_vllm", lambda draft, tgt, **kw: by_path[Path(draft).resolve()])
@@ -128,7 +128,7 @@ def test_engine_load_error_is_e702(validate_with_engine) -> None:
 
 
 def test_cli_end_to_end_with_real_vllm(drafts, target) -> None:
-    from eagle_convert.cli import main
+    from eagle_convert.cli.app import main
 
     res = CliRunner().invoke(main, ["validate", str(drafts["no_down_proj"]), "--target", str(target), "--engine",
                                     "vllm", "--json"], catch_exceptions=False)

@@ -16,15 +16,16 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from eagle_convert import atomic, writer
-from eagle_convert.atomic import (
+from eagle_convert.io import atomic
+from eagle_convert.io import writer
+from eagle_convert.io.atomic import (
     OutputExistsError,
     TerminatedBySignal,
     atomic_output_dir,
     cleanup_stale_temps,
     install_signal_cleanup,
 )
-from eagle_convert.writer import (
+from eagle_convert.io.writer import (
     INDEX_FILENAME,
     ByteRange,
     OutFile,
@@ -556,8 +557,8 @@ CHILD = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from eagle_convert.atomic import TerminatedBySignal, atomic_output_dir, install_signal_cleanup
-    from eagle_convert.writer import OutFile, OutTensor, StreamSource, write_file
+    from eagle_convert.io.atomic import TerminatedBySignal, atomic_output_dir, install_signal_cleanup
+    from eagle_convert.io.writer import OutFile, OutTensor, StreamSource, write_file
 
     def chunks():
         for _ in range(1000):

@@ -4,10 +4,10 @@ decoding loop with vLLM's counters, and a training-time-test (TTT) trainer.
 Imports torch; the static parts of eagle_convert must not import this package.
 """
 
-from .data import load_drafter
-from .drafter import DraftConfig, EagleDrafter, draft_config_from_dict
-from .loop import SpecResult, greedy_generate, speculative_generate, summarize
-from .target import TargetModel, default_aux_ids
+from eagle_convert.reference.data import load_drafter
+from eagle_convert.reference.drafter import DraftConfig, EagleDrafter, draft_config_from_dict
+from eagle_convert.reference.loop import SpecResult, greedy_generate, speculative_generate, summarize
+from eagle_convert.reference.target import TargetModel, default_aux_ids
 
 __all__ = [
     "DraftConfig", "EagleDrafter", "SpecResult", "TargetModel", "default_aux_ids",

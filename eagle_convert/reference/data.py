@@ -13,8 +13,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from .drafter import DraftConfig, EagleDrafter, draft_config_from_dict
-from .target import resolve_device
+from eagle_convert.reference.drafter import DraftConfig, EagleDrafter, draft_config_from_dict
+from eagle_convert.reference.target import resolve_device
 
 __all__ = ["canonicalize_state_dict", "drafter_from_state_dict", "load_drafter", "load_state"]
 
@@ -22,7 +22,7 @@ __all__ = ["canonicalize_state_dict", "drafter_from_state_dict", "load_drafter",
 def canonicalize_state_dict(sd: dict[str, Tensor]) -> dict[str, Tensor]:
     """Producer names -> canonical names through the core keymap (`midlayer.` -> `layers.0.`,
     NeMo's `model.` prefix, legacy `aux_norm_*`); the one place to swap canonicalisation."""
-    from ..layout import canonical_map
+    from eagle_convert.draft.layout import canonical_map
 
     return {canon: sd[name] for name, canon in canonical_map(sd).items()}
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from ..acceptance import AcceptanceMetrics
-from .drafter import EagleDrafter
-from .target import TargetModel
+from eagle_convert.smoke.acceptance import AcceptanceMetrics
+from eagle_convert.reference.drafter import EagleDrafter
+from eagle_convert.reference.target import TargetModel
 
 __all__ = ["SpecResult", "speculative_generate", "greedy_generate", "summarize"]
 

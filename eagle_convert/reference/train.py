@@ -27,9 +27,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .data import drafter_from_state_dict
-from .drafter import EagleDrafter, draft_config_from_dict, expand_kv
-from .target import TargetModel
+from eagle_convert.reference.data import drafter_from_state_dict
+from eagle_convert.reference.drafter import EagleDrafter, draft_config_from_dict, expand_kv
+from eagle_convert.reference.target import TargetModel
 
 __all__ = ["TrainResult", "train_draft", "save_draft", "init_drafter", "trainable_names"]
 LOG = logging.getLogger(__name__)

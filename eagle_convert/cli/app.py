@@ -1,0 +1,101 @@
+"""The `eagle-convert` command line: parse options, call the library, render, map errors.
+
+This is the only place where library exceptions become messages and exit codes:
+0 ok, 1 findings or operational failure, 2 usage.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import sys
+
+from typing import Any
+
+import click
+from rich.console import Console
+
+from eagle_convert import __version__
+from eagle_convert.errors import EagleConvertError
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+# Lazily loaded commands: module names under eagle_convert/commands/.
+COMMANDS = ("upgrade", "diff", "validate", "smoke", "finetune")
+
+
+def _command_module_exists(name: str) -> bool:
+    return importlib.util.find_spec(f"eagle_convert.cli.commands.{name}") is not None
+
+
+def _debug_enabled(ctx: click.Context | None) -> bool:
+    root = ctx.find_root() if ctx else None
+    return bool((root and root.obj and root.obj.get("debug")) or os.environ.get("EAGLE_CONVERT_DEBUG"))
+
+
+class _Group(click.Group):
+    """Turns library errors into one `Error: ...` line and the documented exit code.
+
+    Commands other than `inspect` are imported on first use (`eagle_convert.cli.commands.<name>`,
+    each with `register(group)`), so `inspect` starts fast and never loads torch or vLLM.
+    """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | {c for c in COMMANDS if _command_module_exists(c)})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS and _command_module_exists(cmd_name):
+            importlib.import_module(f"eagle_convert.cli.commands.{cmd_name}").register(self)
+        return self.commands.get(cmd_name)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except EagleConvertError as exc:
+            if _debug_enabled(ctx):
+                raise
+            click.echo(f"Error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+
+
+def _console() -> Console:
+    return Console(soft_wrap=False, width=None if sys.stdout.isatty() else 160)
+
+
+def _echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="eagle-convert")
+@click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors (or set EAGLE_CONVERT_DEBUG=1).")
+@click.pass_context
+def main(ctx: click.Context, debug: bool) -> None:
+    """Inspect, upgrade (EAGLE-3 to EAGLE-3.1), validate and smoke-test EAGLE-3 draft checkpoints."""
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+
+
+@main.command("inspect")
+@click.argument("checkpoint")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (schemas/inspect-report.schema.json).")
+@click.option("--tensors", is_flag=True, help="Also list every tensor (always included in --json).")
+def inspect_cmd(checkpoint: str, as_json: bool, tensors: bool) -> None:
+    """Describe CHECKPOINT: a folder, a .safetensors/.bin file, or a hub repo (org/name[@revision]).
+
+    Hub repos are read through config and safetensors headers only: no weights are downloaded.
+    """
+    from eagle_convert.draft.report import inspect_checkpoint
+
+    report = inspect_checkpoint(checkpoint)
+    if as_json:
+        _echo_json(report.to_dict(tensors=True))
+        return
+    from eagle_convert.cli.render.inspect import render_inspect
+
+    render_inspect(_console(), report, tensors=tensors)
+
+
+if __name__ == "__main__":
+    main()

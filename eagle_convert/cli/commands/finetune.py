@@ -1,0 +1,89 @@
+"""`eagle-convert finetune DRAFT --target TARGET --out OUT`: the short TTT fine-tune after `upgrade`."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import click
+
+from eagle_convert.cli.commands._interrupt import exit_interrupted
+from eagle_convert.finetune.plan import DEFAULT_STAGES
+
+_A, _B = DEFAULT_STAGES
+
+
+@click.command("finetune")
+@click.argument("draft")
+@click.option("--target", required=True, metavar="TARGET", help="The target model folder the draft speculates for.")
+@click.option("--out", "out", required=True, type=click.Path(path_type=Path), metavar="OUT",
+              help="New folder for the fine-tuned draft (vLLM layout, written atomically).")
+@click.option("--prompts", "prompts_file", type=click.Path(dir_okay=False), default=None,
+              help="JSONL prompts ({\"prompt\": ...} or {\"messages\": [...]} per line) the target continues "
+                   "to make the training data. Default: the built-in set.")
+@click.option("--chat-template", default=None,
+              help="Jinja template (file or literal) replacing the target's; 'none' for raw text. "
+                   "Use the template you serve with.")
+@click.option("--continuation-tokens", type=int, default=64, show_default=True,
+              help="Target greedy tokens generated per prompt.")
+@click.option("--steps-fc-norm", type=click.IntRange(min=0), default=_A.steps, show_default=True,
+              help="Stage A steps (fc_norm.* and fc train); 0 skips the stage.")
+@click.option("--steps-all", type=click.IntRange(min=0), default=_B.steps, show_default=True,
+              help="Stage B steps (every weight but embed_tokens / lm_head); 0 skips the stage.")
+@click.option("--lr-fc-norm", type=float, default=_A.lr, show_default=True, help="Stage A peak learning rate.")
+@click.option("--lr-all", type=float, default=_B.lr, show_default=True, help="Stage B peak learning rate.")
+@click.option("--l2sp", type=float, default=_B.l2sp, show_default=True,
+              help="Stage B L2-SP weight: pulls the weights toward those the stage starts from.")
+@click.option("--ttt-steps", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Training-time-test depth (draft steps unrolled per position).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--force", is_flag=True, help="Replace an existing OUT (atomically).")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan and the result as JSON.")
+@click.pass_context
+def finetune_cmd(ctx: click.Context, draft: str, target: str, out: Path, prompts_file: str | None,
+                 chat_template: str | None, continuation_tokens: int, steps_fc_norm: int, steps_all: int,
+                 lr_fc_norm: float, lr_all: float, l2sp: float, ttt_steps: int, seed: int, force: bool,
+                 as_json: bool) -> None:
+    """Fine-tune DRAFT (typically an `upgrade`d EAGLE-3.1 draft) against TARGET into the new folder OUT.
+
+    The training data is TARGET's own greedy continuation of each prompt, rendered with the chat
+    template, so nothing is downloaded. Stage A trains fc_norm.* and fc, stage B every draft weight
+    but the shared embedding and lm_head (small lr, L2-SP), both with training-time test. DRAFT is
+    never modified; OUT keeps DRAFT's config plus a _eagle_convert provenance entry.
+    """
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    from eagle_convert.io.atomic import install_signal_cleanup
+    from eagle_convert.cli.app import _console, _echo_json
+    from eagle_convert.finetune.plan import plan_finetune, run_finetune
+    from eagle_convert.cli.render.finetune import LineProgress, RichProgress, render_plan, render_result
+
+    stages = [replace(_A, steps=steps_fc_norm, lr=lr_fc_norm), replace(_B, steps=steps_all, lr=lr_all, l2sp=l2sp)]
+    plan = plan_finetune(draft, target, out, prompts=prompts_file, chat_template=chat_template,
+                         continuation_tokens=continuation_tokens, stages=stages, ttt_steps=ttt_steps,
+                         seed=seed, force=force)
+    console = _console()
+    if not as_json:
+        render_plan(console, plan)
+    err = Console(stderr=True)
+    restore = install_signal_cleanup((signal.SIGTERM, signal.SIGHUP))
+    try:
+        if err.is_terminal:
+            with RichProgress(err) as progress:
+                result = run_finetune(plan, progress=progress)
+        else:
+            result = run_finetune(plan, progress=LineProgress(lambda m: click.echo(m, err=True)))
+    except KeyboardInterrupt as exc:
+        exit_interrupted(ctx, exc, draft)
+    finally:
+        restore()
+    if as_json:
+        _echo_json({"plan": plan.to_dict(), "result": result.to_dict()})
+    else:
+        render_result(console, plan, result)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(finetune_cmd)

@@ -1,0 +1,89 @@
+"""`eagle-convert smoke TARGET --draft A [--draft B ...]`: acceptance length, side by side."""
+
+from __future__ import annotations
+
+import click
+
+ENGINE_CHOICES = ("auto", "reference", "vllm")
+
+
+@click.command("smoke")
+@click.argument("target")
+@click.option("--draft", "-d", "drafts", multiple=True, required=True, metavar="DRAFT",
+              help="Draft checkpoint folder; repeat to compare (the first is the baseline of the differences).")
+@click.option("--engine", type=click.Choice(ENGINE_CHOICES), default="auto", show_default=True,
+              help="auto: vllm when it is importable and a GPU is present, else reference (torch).")
+@click.option("--prompts", "prompts_file", type=click.Path(dir_okay=False), default=None,
+              help="JSONL file, one object per line: {\"prompt\": ...} or {\"messages\": [...]}, "
+                   "optional \"category\" and \"id\". Default: the built-in set.")
+@click.option("--category", "categories", multiple=True, help="Only prompts of this category (repeatable).")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N prompts per category.")
+@click.option("--num-speculative-tokens", "-k", "k", type=int, default=3, show_default=True,
+              help="Draft tokens per round (k); AL is at most k + 1.")
+@click.option("--max-new-tokens", type=int, default=64, show_default=True, help="Tokens generated per prompt (EOS ignored).")
+@click.option("--temperature", type=float, default=0.0, show_default=True, help="0 is greedy.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--buckets", default="natural", show_default=True,
+              help="Context lengths to measure, e.g. natural,256,1024: prompts are padded with neutral filler "
+                   "text to about N tokens; prompts already longer are skipped for that bucket.")
+@click.option("--chat-template", default=None,
+              help="Jinja template (file or literal) replacing the target's; 'none' sends raw text.")
+@click.option("--tensor-parallel-size", type=int, default=1, show_default=True, help="vLLM tensor parallelism.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Write a PNG: acceptance by position per draft, AL per category and bucket.")
+def smoke_cmd(target: str, drafts: tuple[str, ...], engine: str, prompts_file: str | None,
+              categories: tuple[str, ...], limit: int | None, k: int, max_new_tokens: int, temperature: float,
+              seed: int, buckets: str, chat_template: str | None, tensor_parallel_size: int, as_json: bool,
+              plot_path: str | None) -> None:
+    """Measure acceptance length (AL = 1 + accepted draft tokens per draft round) and per-position
+    acceptance of one or more DRAFTs against TARGET, per prompt category and context bucket.
+
+    Compare an EAGLE-3 draft with its EAGLE-3.1 upgrade: eagle-convert smoke TARGET -d eagle3 -d eagle31.
+    """
+    from eagle_convert.cli.app import _console, _echo_json
+    from eagle_convert.errors import UsageError
+    from eagle_convert.smoke.prompts import builtin_prompts, load_prompts, parse_buckets
+    from eagle_convert.smoke.run import run_smoke
+
+    if plot_path is not None and not plot_path.lower().endswith(".png"):
+        raise UsageError(f"--plot: {plot_path} must end in .png")
+    prompts = load_prompts(prompts_file) if prompts_file else builtin_prompts()
+    if categories:
+        known = sorted({p.category for p in prompts})
+        unknown = [c for c in categories if c not in known]
+        if unknown:
+            raise UsageError(f"--category: no prompts in {', '.join(unknown)} (available: {', '.join(known)})")
+        prompts = [p for p in prompts if p.category in categories]
+    if limit:
+        seen: dict[str, int] = {}
+        kept = []
+        for p in prompts:
+            seen[p.category] = seen.get(p.category, 0) + 1
+            if seen[p.category] <= limit:
+                kept.append(p)
+        prompts = kept
+    report = run_smoke(
+        target, list(drafts), engine=None if engine == "auto" else engine, prompts=prompts, k=k,
+        max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, buckets=parse_buckets(buckets),
+        chat_template=chat_template, tensor_parallel_size=tensor_parallel_size,
+        progress=lambda msg: click.echo(msg, err=True))
+    if plot_path is not None:
+        from eagle_convert.smoke.plot import plot_smoke
+
+        plot_smoke(report, plot_path)
+    if as_json:
+        data = report.to_dict()
+        if plot_path is not None:
+            data["plot"] = plot_path
+        _echo_json(data)
+        return
+    from eagle_convert.cli.render.smoke import render_smoke
+
+    render_smoke(_console(), report)
+    if plot_path is not None:
+        click.echo(f"plot: {plot_path}")
+
+
+def register(group: click.Group) -> None:
+    group.add_command(smoke_cmd)

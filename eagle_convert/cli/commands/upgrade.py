@@ -1,0 +1,124 @@
+"""`eagle-convert upgrade CHECKPOINT OUTPUT`: EAGLE-3 → EAGLE-3.1 (plan, then apply)."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from eagle_convert.cli.commands._interrupt import exit_interrupted
+from eagle_convert.upgrade.plan import LAYOUTS
+
+if TYPE_CHECKING:
+    from eagle_convert.upgrade.plan import UpgradePlan
+    from eagle_convert.upgrade.apply import UpgradeResult
+
+PROGRESS_MIN_BYTES = 64 << 20  # smaller checkpoints finish before a bar is worth drawing
+
+
+def parse_ids(ctx: click.Context, param: click.Parameter, value: str | None) -> list[int] | None:
+    if value is None:
+        return None
+    try:
+        ids = [int(x) for x in value.replace(" ", "").split(",") if x != ""]
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a comma-separated list of integers (e.g. 2,16,29)") from None
+    if not ids:
+        raise click.BadParameter("give at least one id (e.g. 2,16,29)")
+    return ids
+
+
+@click.command("upgrade")
+@click.argument("checkpoint")
+@click.argument("output", type=click.Path(path_type=Path))
+@click.option("--layout", type=click.Choice(LAYOUTS), default="vllm", show_default=True,
+              help="Output tensor names and config format: vllm (canonical names vLLM and SGLang load), "
+                   "keep (the input's names, only additions), speculators (speculators config format).")
+@click.option("--norm-output/--no-norm-output", default=True, show_default=True,
+              help="Also set norm_output (post-norm feedback); --no-norm-output adds only the fc_norm weights.")
+@click.option("--aux-layer-ids", callback=parse_ids, metavar="IDS",
+              help="Comma-separated aux layer ids in vLLM's convention (outputs of k target layers), "
+                   "for drafts whose config has none.")
+@click.option("--target", metavar="TARGET",
+              help="Target model (folder, config.json or org/name): its layer count gives vLLM's default aux ids "
+                   "(2, N//2, N-3); it is also the verifier written by --layout speculators.")
+@click.option("--dry-run", is_flag=True,
+              help="Print the plan (renames, additions, config diff, files, bytes); write nothing.")
+@click.option("--force", is_flag=True, help="Replace an existing OUTPUT (atomically).")
+@click.option("--verify/--no-verify", default=True, show_default=True,
+              help="Re-read the output and check every byte and the config against the plan before publishing it.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan (and result) as JSON.")
+@click.pass_context
+def upgrade_cmd(ctx: click.Context, checkpoint: str, output: Path, layout: str, norm_output: bool,
+                aux_layer_ids: list[int] | None, target: str | None, dry_run: bool, force: bool, verify: bool,
+                as_json: bool) -> None:
+    """Upgrade the EAGLE-3 draft CHECKPOINT to EAGLE-3.1 into the new folder OUTPUT.
+
+    Adds one RMSNorm weight per aux hidden state (fc_norm.{i}.weight, ones, fc.weight's dtype), sets
+    fc_norm / norm_output and writes a config vLLM reads the same way on every path. Unchanged tensors
+    are copied byte-for-byte (never decoded); the output appears atomically and the input is never
+    modified. CHECKPOINT is a folder, a .safetensors/.bin file, or a hub repo (org/name[@revision]),
+    of which only config, index and weight files are downloaded.
+    """
+    from eagle_convert.draft.checkpoint import open_checkpoint
+    from eagle_convert.cli.app import _console, _echo_json
+    from eagle_convert.upgrade.configgen import read_target
+    from eagle_convert.draft.describe import describe
+    from eagle_convert.upgrade.plan import plan_upgrade
+    from eagle_convert.upgrade.apply import apply_upgrade, check_output
+
+    ckpt = open_checkpoint(checkpoint)
+    info = describe(ckpt, read_vocab=False)
+    target_info = read_target(target) if target else None
+    plan = plan_upgrade(ckpt, info, layout=layout, norm_output=norm_output, aux_layer_ids=aux_layer_ids,
+                        target=target_info)
+    check_output(plan, output, force=force)
+    console = _console()
+    if dry_run:
+        if as_json:
+            _echo_json({"dry_run": True, "output": str(output), "plan": plan.to_dict()})
+        else:
+            from eagle_convert.cli.render.upgrade import render_plan
+
+            render_plan(console, plan, output, dry_run=True)
+        return
+    if not as_json:
+        from eagle_convert.cli.render.upgrade import render_plan
+
+        render_plan(console, plan, output, dry_run=False)
+    result = _apply(ctx, plan, output, force=force, verify=verify, apply=apply_upgrade)
+    if as_json:
+        _echo_json({"dry_run": False, "output": str(output), "plan": plan.to_dict(), "result": result.to_dict()})
+    else:
+        from eagle_convert.cli.render.upgrade import render_result
+
+        render_result(console, plan, result)
+
+
+def _apply(ctx: click.Context, plan: UpgradePlan, output: Path, *, force: bool, verify: bool,
+           apply: Callable[..., UpgradeResult]) -> UpgradeResult:
+    """Run `apply` with SIGTERM/SIGHUP turned into a clean abort and a progress bar on a terminal."""
+    from contextlib import nullcontext
+
+    from rich.console import Console
+
+    from eagle_convert.io.atomic import install_signal_cleanup
+    from eagle_convert.cli.render.upgrade import RichProgress
+
+    err = Console(stderr=True)
+    show = err.is_terminal and plan.total_bytes >= PROGRESS_MIN_BYTES
+    restore = install_signal_cleanup((signal.SIGTERM, signal.SIGHUP))
+    try:
+        with RichProgress(err) if show else nullcontext() as progress:
+            return apply(plan, output, force=force, verify=verify, progress=progress)
+    except KeyboardInterrupt as exc:
+        exit_interrupted(ctx, exc, plan.source)
+    finally:
+        restore()
+
+
+def register(group: click.Group) -> None:
+    group.add_command(upgrade_cmd)

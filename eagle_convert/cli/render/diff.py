@@ -1,0 +1,66 @@
+"""Render a `CheckpointDiff`: tensors added / removed / renamed / changed, then the config diff."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from eagle_convert.diff import CheckpointDiff
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, str) else value
+    return escape(text if len(text) <= 60 else text[:57] + "...")
+
+
+def render_diff(console: Console, d: CheckpointDiff) -> None:
+    console.print(f"[bold]a[/bold] {escape(d.a)}\n[bold]b[/bold] {escape(d.b)}")
+    for title, rows, style in (("added (only in b)", d.added, "green"), ("removed (only in a)", d.removed, "red")):
+        if rows:
+            table = Table(title=f"{title}: {len(rows)}", title_justify="left")
+            for col in ("name", "dtype", "shape"):
+                table.add_column(col)
+            for r in rows:
+                table.add_row(f"[{style}]{escape(r['name'])}[/{style}]", r["dtype"], str(r["shape"]))
+            console.print(table)
+    if d.renamed:
+        table = Table(title=f"renamed: {len(d.renamed)}", title_justify="left")
+        table.add_column("a")
+        table.add_column("b")
+        for a, b in d.renamed:
+            table.add_row(escape(a), escape(b))
+        console.print(table)
+    if d.changed:
+        table = Table(title=f"changed: {len(d.changed)}", title_justify="left")
+        for col in ("tensor", "dtype", "shape", "max abs diff", "elements differing"):
+            table.add_column(col)
+        for c in d.changed:
+            name = c.a if c.a == c.b else f"{c.a} → {c.b}"
+            dtype = c.dtype[0] if c.dtype[0] == c.dtype[1] else f"{c.dtype[0]} → {c.dtype[1]}"
+            shape = str(c.shape[0]) if c.shape[0] == c.shape[1] else f"{c.shape[0]} → {c.shape[1]}"
+            diff = "n/a" if c.max_abs_diff is None else f"{c.max_abs_diff:.6g}"
+            count = "" if c.differing_elements is None else f"{c.differing_elements:,}"
+            table.add_row(escape(name), dtype, shape, diff, count)
+        console.print(table)
+    cfg = d.config
+    if cfg:
+        table = Table(title="config.json", title_justify="left")
+        for col in ("key", "a", "b"):
+            table.add_column(col)
+        for path in cfg.paths():
+            if path in cfg.added:
+                row = ("[dim](absent)[/dim]", _short(cfg.added[path]))
+            elif path in cfg.removed:
+                row = (_short(cfg.removed[path]), "[dim](absent)[/dim]")
+            else:
+                row = tuple(_short(v) for v in cfg.changed[path])  # type: ignore[assignment]
+            table.add_row(escape(path), *row)
+        console.print(table)
+    what = "identical" if d.compared_data else "same dtype and shape (data not compared)"
+    summary = (f"{len(d.added)} added, {len(d.removed)} removed, {len(d.renamed)} renamed, {len(d.changed)} changed, "
+               f"{d.identical} {what}; config: {len(cfg.paths())} keys differ")
+    console.print(("[green]no differences[/green]; " if d.same else "") + summary)

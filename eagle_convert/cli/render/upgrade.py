@@ -1,0 +1,132 @@
+"""Render an `UpgradePlan` (the --dry-run output and the header of a real run), its result, and progress."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from eagle_convert.diff import config_diff
+from eagle_convert.upgrade.plan import PROVENANCE_KEY, UpgradePlan
+from eagle_convert.upgrade.apply import UpgradeResult
+from eagle_convert.cli.render.inspect import human_bytes
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, str) else value
+    return escape(text if len(text) <= 60 else text[:57] + "...")
+
+
+def render_plan(console: Console, plan: UpgradePlan, out: Path, *, dry_run: bool) -> None:
+    """The whole plan for --dry-run; just the summary and warnings before a real run."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    grid.add_row("upgrade", f"{escape(plan.source)} [dim]({plan.source_layout}, {plan.storage})[/dim] "
+                 f"→ {escape(str(out))}")
+    grid.add_row("output", f"layout {plan.layout}, {plan.config_format} config, "
+                 f"{'sharded' if plan.sharded else 'single file'}, safetensors")
+    grid.add_row("adds", f"{plan.num_aux} × fc_norm.i.weight [{plan.target_hidden_size}] {plan.norm_dtype}, ones; "
+                 f"fc_norm=true, norm_output={'true' if plan.norm_output else 'false'}")
+    grid.add_row("aux layer ids", f"{list(plan.aux.ids)} [dim](from {escape(plan.aux.detail)})[/dim]")
+    console.print(grid)
+    if not dry_run:
+        _notes(console, plan)
+        return
+    if plan.renames:
+        table = Table(title=f"renames ({len(plan.renames)})", title_justify="left")
+        table.add_column("input name")
+        table.add_column("output name")
+        for a, b in plan.renames.items():
+            table.add_row(escape(a), escape(b))
+        console.print(table)
+
+    table = Table(title="additions", title_justify="left")
+    for col in ("name", "dtype", "shape", "value", "file"):
+        table.add_column(col)
+    where = {t.name: f.filename for f in plan.files for t in f.tensors}
+    for t in plan.additions:
+        table.add_row(escape(t.name), t.dtype, str(list(t.shape)), "ones", where[t.name])
+    console.print(table)
+
+    diff = config_diff(plan.config_before, {k: v for k, v in plan.config_after.items() if k != PROVENANCE_KEY})
+    table = Table(title="config.json", title_justify="left")
+    for col in ("key", "before", "after"):
+        table.add_column(col)
+    for path in diff.paths():
+        if path in diff.added:
+            row = ("[dim](absent)[/dim]", _short(diff.added[path]))
+        elif path in diff.removed:
+            row = (_short(diff.removed[path]), "[dim](removed)[/dim]")
+        else:
+            row = tuple(_short(v) for v in diff.changed[path])  # type: ignore[assignment]
+        table.add_row(escape(path), *row)
+    table.add_row(PROVENANCE_KEY, "[dim](absent)[/dim]", "provenance: tool version, source, what changed")
+    console.print(table)
+
+    table = Table(title="output files", title_justify="left")
+    for col, justify in (("file", "left"), ("tensors", "right"), ("bytes", "right")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    counts = {f.filename: str(len(f.tensors)) for f in plan.files}
+    for name, size in plan.output_files.items():
+        table.add_row(name, counts.get(name, ""), f"{size:,}")
+    table.add_row("[bold]total[/bold]", str(sum(len(f.tensors) for f in plan.files)),
+                  f"[bold]{plan.total_bytes:,}[/bold] ({human_bytes(plan.total_bytes)})")
+    console.print(table)
+    _notes(console, plan)
+    console.print("[bold]dry run:[/bold] nothing was written")
+
+
+def _notes(console: Console, plan: UpgradePlan) -> None:
+    for w in plan.warnings:
+        console.print(f"[yellow]warning:[/yellow] {escape(w)}")
+    if plan.not_carried:
+        console.print(f"[dim]not carried over: {escape(', '.join(plan.not_carried))}[/dim]")
+
+
+def render_result(console: Console, plan: UpgradePlan, result: UpgradeResult) -> None:
+    check = "verified byte-for-byte" if result.verified else "[yellow]not verified (--no-verify)[/yellow]"
+    console.print(f"[green]wrote[/green] {escape(str(result.out))}: {len(result.files)} files, "
+                  f"{human_bytes(result.total_bytes)} in {result.write_seconds:.2f}s; {check}"
+                  + (f" in {result.verify_seconds:.2f}s" if result.verified else ""))
+
+
+class RichProgress:
+    """A `upgrade.Progress` drawing one bar per phase (bytes, rate, time left) on stderr."""
+
+    LABELS = {"write": "copying", "verify": "verifying"}
+
+    def __init__(self, console: Console) -> None:
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
+        self._progress = Progress(
+            TextColumn("{task.description:>9}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+            TimeRemainingColumn(), console=console, transient=False,
+        )
+        self._task: Any = None
+
+    def __enter__(self) -> RichProgress:
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.__exit__(*exc)  # type: ignore[arg-type]
+
+    def start(self, phase: str, total: int) -> None:
+        if self._task is not None:
+            self._progress.update(self._task, completed=self._progress.tasks[-1].total)
+        self._task = self._progress.add_task(self.LABELS.get(phase, phase), total=total)
+
+    def advance(self, nbytes: int) -> None:
+        self._progress.advance(self._task, nbytes)

@@ -1,0 +1,78 @@
+"""Render a `ValidationReport` with rich, and the finding-code table as Markdown for the docs.
+
+    python -m eagle_convert.cli.render.validate --markdown   # the table between the markers in docs/validate.md
+"""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from eagle_convert.validate.findings import code_table
+from eagle_convert.validate.run import ValidationReport
+
+_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+MARK_START, MARK_END = "<!-- findings:start -->", "<!-- findings:end -->"
+
+
+def render_validate(console: Console, report: ValidationReport, *, strict: bool = False) -> None:
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold")
+    head.add_column()
+    head.add_row("source", escape(report.source) + (" (hub)" if report.is_hub else ""))
+    if report.info:
+        info = report.info
+        cls = report.vllm_class or f"none ({info.vllm_architecture or 'no architectures'} is not registered)"
+        head.add_row("draft", f"{info.layout} layout, {info.variant}; vLLM builds {cls}")
+    if report.target:
+        head.add_row("target", escape(report.target))
+    if report.engine:
+        head.add_row("vLLM", _engine_line(report.engine))
+    if report.deep:
+        d = report.deep
+        head.add_row("deep scan", f"{d.tensors} tensors, {d.bytes_read / 2**20:.1f} MiB in {d.seconds:.2f} s")
+    head.add_row("checks", ", ".join(report.families_run))
+    console.print(head)
+    if report.findings:
+        table = Table(show_lines=False)
+        for col in ("level", "code", "where", "finding", "fix"):
+            table.add_column(col, overflow="fold")
+        for f in report.sorted_findings():
+            style = _STYLE[f.level]
+            table.add_row(f"[{style}]{f.level}[/{style}]", f"{f.code} {f.slug}", escape(f.where), escape(f.message),
+                          escape(f.fix))
+        console.print(table)
+    counts = report.counts()
+    summary = f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} info"
+    if report.failed(strict=strict):
+        why = " (--strict: warnings fail)" if strict and not report.errors else ""
+        console.print(f"[bold red]FAILED[/bold red]: {summary}{why}")
+    else:
+        console.print(f"[bold green]OK[/bold green]: {summary}")
+
+
+def _engine_line(engine: dict) -> str:
+    features = engine.get("features") or {}
+    names = ("fc_norm", "norm_output", "speculators_propagates_31_flags", "reads_eagle_config_aux_ids",
+             "num_aux_hidden_states", "qwen3_eagle3", "mla_eagle3", "mla_fc_norm_applied", "norm_before_fc")
+    feats = " ".join(f"{n}={'yes' if features.get(n) else 'no'}" for n in names if n in features)
+    status = "loaded" if not engine.get("error") else "load failed"
+    return f"{engine.get('vllm_version') or '?'} ({status} in {engine.get('seconds', 0):.1f} s); {feats}"
+
+
+def findings_markdown() -> str:
+    """The finding-code table (generated from schemas/findings.json)."""
+    lines = ["| code | slug | level | meaning | why it matters | fix |", "|---|---|---|---|---|---|"]
+    for c in code_table().values():
+        cells = [f"`{c.code}`", f"`{c.slug}`", c.level, c.title, c.why, c.fix]
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--markdown"]:
+        sys.exit("usage: python -m eagle_convert.cli.render.validate --markdown")
+    print(findings_markdown())

@@ -1,0 +1,225 @@
+"""Open a draft checkpoint (folder, single file, sharded, .bin, hub repo) into one value object.
+
+`Checkpoint` holds the config and a `TensorInfo` per on-disk tensor name, resolved from headers
+only. Every reader (inspect, validate, upgrade, diff) goes through it, so file-layout resolution
+lives in exactly one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eagle_convert.errors import CheckpointNotFoundError, CheckpointReadError, ConfigError
+from eagle_convert.io.safetensors_header import DTYPE_BYTES, TensorInfo, read_header
+from eagle_convert.io.source import LocalSource, Source, read_json, where
+
+CONFIG_FNAME = "config.json"
+SAFETENSORS_FNAME = "model.safetensors"
+SAFETENSORS_INDEX_FNAME = "model.safetensors.index.json"
+BIN_FNAME = "pytorch_model.bin"
+# NeMo Automodel may put the consolidated weights one or two folders down.
+WEIGHT_SUBDIRS = ("", "model", "model/consolidated")
+
+
+@dataclass(frozen=True)
+class CheckpointRef:
+    """What the user typed, resolved to a local path or a hub repo (+ revision)."""
+
+    text: str
+    local: Path | None = None
+    repo: str | None = None
+    revision: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> CheckpointRef:
+        path = Path(text).expanduser()
+        if path.exists() or text.startswith((".", "/", "~")):
+            return cls(text, local=path)
+        from eagle_convert.io.hub import parse_hub_ref  # lazy: huggingface_hub costs import time
+
+        parsed = parse_hub_ref(text)
+        if parsed is None:
+            return cls(text, local=path)
+        return cls(text, repo=parsed[0], revision=parsed[1])
+
+    @property
+    def is_hub(self) -> bool:
+        return self.repo is not None
+
+
+@dataclass
+class Checkpoint:
+    """A draft checkpoint: config plus header-level facts about every tensor."""
+
+    source: Source
+    config: dict[str, Any]
+    tensors: dict[str, TensorInfo]
+    storage: str  # "single" | "sharded" | "bin"
+    weight_files: list[str]
+    prefix: str = ""  # sub-folder holding the weights ("" or e.g. "model/consolidated")
+    file_metadata: dict[str, dict[str, str]] = field(default_factory=dict)
+    has_config: bool = True
+    config_name: str = CONFIG_FNAME
+
+    @property
+    def description(self) -> str:
+        return self.source.description
+
+    @property
+    def config_where(self) -> str:
+        """How to name the config file in messages."""
+        return where(self.source, self.config_name)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(t.nbytes for t in self.tensors.values())
+
+    def read_tensor_bytes(self, name: str) -> bytes:
+        """Raw little-endian bytes of one tensor (meant for small ones: d2t, t2d, norms)."""
+        info = self.tensors[name]
+        if info.offset < 0:
+            return _bin_tensor_bytes(self, name)
+        return self.source.read_range(info.file, info.offset, info.nbytes)
+
+
+def open_checkpoint(ref: str | Path | CheckpointRef, *, require_config: bool = False) -> Checkpoint:
+    """Resolve a path or hub reference and read config + tensor headers (no tensor data)."""
+    if not isinstance(ref, CheckpointRef):
+        ref = CheckpointRef.parse(str(ref))
+    if ref.is_hub:
+        from eagle_convert.io.hub import HubSource
+
+        source: Source = HubSource(ref.repo, ref.revision)  # type: ignore[arg-type]
+    else:
+        source = LocalSource(ref.local)  # type: ignore[arg-type]
+    return load_from_source(source, require_config=require_config)
+
+
+def load_from_source(source: Source, *, require_config: bool = False) -> Checkpoint:
+    files = source.list_files()
+    fileset = set(files)
+    prefix, storage, weight_files = _resolve_weights(source, fileset)
+    cfg_name = _join(prefix, CONFIG_FNAME) if _join(prefix, CONFIG_FNAME) in fileset else CONFIG_FNAME
+    has_config = cfg_name in fileset
+    if not has_config and require_config:
+        raise ConfigError(f"{source.description}: no config.json", hint="copy the draft's config.json next to the weights")
+    config = read_json(source, cfg_name) if has_config else {}
+    tensors: dict[str, TensorInfo] = {}
+    metadata: dict[str, dict[str, str]] = {}
+    if storage == "bin":
+        tensors = _bin_tensor_infos(source, weight_files)
+    else:
+        for fname in weight_files:
+            header = read_header(source, fname)
+            metadata[fname] = header.metadata
+            for name, info in header.tensors.items():
+                if name in tensors:
+                    raise CheckpointReadError(
+                        f"{source.description}: tensor {name!r} appears in both {tensors[name].file} and {fname}")
+                tensors[name] = info
+        if storage == "sharded":
+            _check_index(source, prefix, tensors, fileset)
+    return Checkpoint(source, config, tensors, storage, weight_files, prefix, metadata, has_config, cfg_name)
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}/{name}" if prefix else name
+
+
+def _resolve_weights(source: Source, fileset: set[str]) -> tuple[str, str, list[str]]:
+    single = getattr(source, "single_file", None)
+    if single:
+        if single.endswith(".safetensors"):
+            return "", "single", [single]
+        if single.endswith((".bin", ".pt", ".pth")):
+            return "", "bin", [single]
+        raise CheckpointReadError(f"{source.description}: not a .safetensors or .bin file")
+    for prefix in WEIGHT_SUBDIRS:
+        index = _join(prefix, SAFETENSORS_INDEX_FNAME)
+        if index in fileset:
+            weight_map = read_json(source, index).get("weight_map")
+            if not isinstance(weight_map, dict) or not weight_map:
+                raise CheckpointReadError(f"{source.description}/{index}: missing or empty 'weight_map'",
+                                          hint="regenerate the index or merge the shards")
+            shards = sorted({_join(prefix, str(f)) for f in weight_map.values()})
+            missing = [s for s in shards if s not in fileset]
+            if missing:
+                raise CheckpointNotFoundError(
+                    f"{source.description}/{missing[0]}: listed in {SAFETENSORS_INDEX_FNAME} but missing",
+                    hint="download every shard")
+            return prefix, "sharded", shards
+        level = sorted(f for f in fileset if f.endswith(".safetensors") and f.rpartition("/")[0] == prefix)
+        if len(level) == 1:
+            return prefix, "single", level
+        if len(level) > 1:
+            return prefix, "sharded", level
+        bins = sorted(f for f in fileset if f == _join(prefix, BIN_FNAME))
+        if bins:
+            return prefix, "bin", bins
+    raise CheckpointNotFoundError(
+        f"{source.description}: no weights found",
+        hint=f"expected {SAFETENSORS_FNAME}, {SAFETENSORS_INDEX_FNAME} with shards, or {BIN_FNAME}")
+
+
+def _check_index(source: Source, prefix: str, tensors: dict[str, TensorInfo], fileset: set[str]) -> None:
+    index = _join(prefix, SAFETENSORS_INDEX_FNAME)
+    if index not in fileset:
+        return
+    weight_map = read_json(source, index)["weight_map"]
+    for name, fname in weight_map.items():
+        info = tensors.get(name)
+        if info is None or info.file != _join(prefix, fname):
+            raise CheckpointReadError(
+                f"{source.description}/{index}: tensor {name!r} is mapped to {fname} but is not in that file",
+                hint="regenerate the index")
+    extra = sorted(set(tensors) - set(weight_map))
+    if extra:
+        raise CheckpointReadError(
+            f"{source.description}/{index}: tensor {extra[0]!r} is in a shard but missing from weight_map",
+            hint="regenerate the index")
+
+
+_TORCH_TO_ST = {
+    "torch.bfloat16": "BF16", "torch.float16": "F16", "torch.float32": "F32", "torch.float64": "F64",
+    "torch.int64": "I64", "torch.int32": "I32", "torch.int16": "I16", "torch.int8": "I8",
+    "torch.uint8": "U8", "torch.bool": "BOOL",
+}
+
+
+def _load_bin(source: Source, fname: str) -> dict[str, Any]:
+    import pickle
+
+    import torch  # only .bin needs torch
+
+    path = source.local_path(fname)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except pickle.UnpicklingError as exc:
+        raise CheckpointReadError(
+            f"{path}: refuses to unpickle non-tensor objects (weights_only=True)",
+            hint="re-save the state dict as plain tensors or convert it to safetensors") from exc
+    except (RuntimeError, EOFError, OSError, ValueError) as exc:
+        raise CheckpointReadError(f"{path}: cannot read PyTorch checkpoint ({str(exc).splitlines()[0]})",
+                                  hint="re-download or re-export the file") from exc
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise CheckpointReadError(f"{path}: expected a flat dict of tensors")
+    return state
+
+
+def _bin_tensor_infos(source: Source, weight_files: list[str]) -> dict[str, TensorInfo]:
+    out: dict[str, TensorInfo] = {}
+    for fname in weight_files:
+        for name, t in _load_bin(source, fname).items():
+            dtype = _TORCH_TO_ST.get(str(t.dtype))
+            if dtype is None:
+                raise CheckpointReadError(f"{source.description}/{fname}: tensor {name!r} has unsupported dtype {t.dtype}")
+            shape = tuple(t.shape)
+            out[name] = TensorInfo(name, dtype, shape, fname, -1, t.numel() * DTYPE_BYTES[dtype])
+    return out
+
+
+def _bin_tensor_bytes(ckpt: Checkpoint, name: str) -> bytes:
+    t = _load_bin(ckpt.source, ckpt.tensors[name].file)[name].contiguous()
+    return t.view(-1).view(__import__("torch").uint8).numpy().tobytes()

@@ -1,0 +1,253 @@
+"""What a draft checkpoint is: layout, variant (and why), dimensions, aux layers, vocab mapping.
+
+`describe()` turns a `Checkpoint` into a `DraftInfo` that inspect renders, validate checks and
+upgrade plans from. It reads headers and config only, plus the small d2t/t2d tensors when asked.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from eagle_convert.draft.checkpoint import Checkpoint
+from eagle_convert.draft.config_schema import check_config
+from eagle_convert.draft.layout import canonical_map, config_alias, config_get, detect_attention, detect_layout
+
+FLAGS = ("fc_norm", "norm_output", "norm_before_fc", "norm_before_residual")
+# vLLM's defaults when a flag is absent, per config path (vllm-loader.md §2.2 and §4).
+NATIVE_DEFAULTS = {"fc_norm": False, "norm_output": False, "norm_before_fc": False, "norm_before_residual": False}
+SPECULATORS_DEFAULTS = {**NATIVE_DEFAULTS, "norm_before_residual": True}
+AUX_ID_LOCATIONS = (
+    "eagle_aux_hidden_state_layer_ids",
+    "eagle_config.eagle_aux_hidden_state_layer_ids",
+    "eagle_config.layer_ids",
+    "transformer_layer_config.eagle_aux_hidden_state_layer_ids",
+)
+_LAYER_RE = re.compile(r"^layers\.(\d+)\.")
+_FC_NORM_RE = re.compile(r"^fc_norm\.(\d+)\.weight$")
+
+
+@dataclass
+class Flag:
+    value: bool
+    where: list[str]  # config locations that set it; [] means vLLM's default applies
+
+
+@dataclass
+class VocabMapping:
+    reduced: bool
+    d2t: dict[str, Any] | None = None  # shape, dtype, and (when read) target id range, unique, monotonic
+    t2d: dict[str, Any] | None = None  # length, dtype, count, consistent with d2t
+
+
+@dataclass
+class DraftInfo:
+    layout: str
+    producer: str
+    layout_reasons: list[str]
+    attention: str
+    attention_reason: str
+    architectures: list[str]
+    vllm_architecture: str | None
+    model_type: str | None
+    variant: str  # "EAGLE-3" | "EAGLE-3.1" | "norm_before_fc"
+    variant_reasons: list[str]
+    flags: dict[str, Flag]
+    hidden_size: int | None
+    target_hidden_size: int | None
+    num_aux: int | None
+    num_aux_source: str
+    aux_layer_ids: list[int] | None
+    aux_layer_ids_where: list[str]
+    num_layers: int
+    vocab_size: int | None
+    draft_vocab_size: int | None
+    vocab: VocabMapping
+    has_embed: bool
+    dtypes: dict[str, int]
+    num_tensors: int
+    total_bytes: int
+    storage: str
+    files: list[str]
+    canonical: dict[str, str] = field(repr=False)  # on-disk name -> vLLM-native name
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("canonical")
+        return data
+
+
+def effective_config(config: dict[str, Any], layout: str) -> dict[str, Any]:
+    """The config vLLM's draft model reads: speculators configs flattened as vLLM flattens them."""
+    if layout == "speculators":
+        eff = dict(config.get("transformer_layer_config") or {})
+        for key in ("draft_vocab_size", "target_hidden_size"):
+            if config.get(key) is not None:
+                eff[key] = config[key]
+        for flag, default in SPECULATORS_DEFAULTS.items():
+            eff[flag] = config.get(flag, default)
+        if config.get("eagle_aux_hidden_state_layer_ids"):
+            eff["eagle_aux_hidden_state_layer_ids"] = config["eagle_aux_hidden_state_layer_ids"]
+        return eff
+    eff = dict(config)
+    alias = config_alias("fc_norm")
+    if "fc_norm" not in eff and alias and alias in eff:
+        eff["fc_norm"] = eff[alias]
+    nested = config_get(config, "eagle_config.norm_before_fc")
+    if nested is not None:
+        eff["norm_before_fc"] = nested  # vLLM #42143: eagle_config wins
+    return eff
+
+
+def _flag_locations(config: dict[str, Any], flag: str) -> list[str]:
+    paths = [flag, f"eagle_config.{flag}", f"transformer_layer_config.{flag}"]
+    alias = config_alias(flag)
+    if alias:
+        paths.append(alias)
+    return [p for p in paths if config_get(config, p) is not None]
+
+
+def vllm_architecture(config: dict[str, Any], layout: str) -> str | None:
+    """The class name vLLM resolves for method eagle3 (prefix rule of EAGLEConfig)."""
+    if layout == "speculators":
+        inner = (config.get("transformer_layer_config") or {}).get("model_type", "llama")
+        return {"llama": "Eagle3LlamaForCausalLM", "qwen3": "Eagle3Qwen3ForCausalLM"}.get(inner)
+    archs = config.get("architectures") or []
+    if not archs:
+        return None
+    name = archs[0]
+    return name if name.startswith("Eagle3") or name.endswith("Eagle3") else f"Eagle3{name}"
+
+
+def _aux_ids(config: dict[str, Any]) -> tuple[list[int] | None, list[str]]:
+    found = [(p, config_get(config, p)) for p in AUX_ID_LOCATIONS]
+    found = [(p, v) for p, v in found if isinstance(v, list) and v]
+    if not found:
+        return None, []
+    return [int(x) for x in found[0][1]], [p for p, _ in found]
+
+
+def _dim(eff: dict[str, Any], key: str) -> int | None:
+    value = eff.get(key)
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def describe(ckpt: Checkpoint, *, read_vocab: bool = True) -> DraftInfo:
+    """Classify and measure a checkpoint; `read_vocab` also reads d2t/t2d values."""
+    check_config(ckpt.config, ckpt.config_where)
+    keys = list(ckpt.tensors)
+    layout = detect_layout(keys, ckpt.config, metadata=ckpt.file_metadata, storage=ckpt.storage,
+                           where=ckpt.description)
+    canon = canonical_map(keys)
+    by_canon = {c: ckpt.tensors[k] for k, c in canon.items()}
+    attention, attention_reason = detect_attention(canon.values())
+    eff = effective_config(ckpt.config, layout.id)
+    defaults = SPECULATORS_DEFAULTS if layout.id == "speculators" else NATIVE_DEFAULTS
+    flags = {f: Flag(bool(eff.get(f, defaults[f])), _flag_locations(ckpt.config, f)) for f in FLAGS}
+
+    hidden = _dim(eff, "hidden_size")
+    if hidden is None and "norm.weight" in by_canon:
+        hidden = by_canon["norm.weight"].shape[0]
+    target_hidden = _dim(eff, "target_hidden_size") or hidden
+    fc = by_canon.get("fc.weight")
+    fc_norms = sorted(int(m.group(1)) for c in by_canon if (m := _FC_NORM_RE.match(c)))
+    aux_ids, aux_where = _aux_ids(ckpt.config)
+    num_aux, num_aux_source = _num_aux(eff, fc, target_hidden, aux_ids, fc_norms)
+
+    lm_head = by_canon.get("lm_head.weight")
+    vocab_size = _dim(eff, "vocab_size")
+    if vocab_size is None and "t2d" in by_canon:
+        vocab_size = by_canon["t2d"].shape[0]
+    draft_vocab = _dim(eff, "draft_vocab_size") or (lm_head.shape[0] if lm_head else vocab_size)
+    vocab = _vocab_mapping(ckpt, canon, vocab_size, draft_vocab, read_vocab)
+
+    variant, variant_reasons = _variant(flags, fc_norms, "input_norm.weight" in by_canon)
+    layers = {int(m.group(1)) for c in by_canon if (m := _LAYER_RE.match(c))}
+    return DraftInfo(
+        layout=layout.id, producer=layout.producer, layout_reasons=list(layout.reasons),
+        attention=attention, attention_reason=attention_reason,
+        architectures=list(ckpt.config.get("architectures") or []),
+        vllm_architecture=vllm_architecture(ckpt.config, layout.id),
+        model_type=eff.get("model_type"),
+        variant=variant, variant_reasons=variant_reasons, flags=flags,
+        hidden_size=hidden, target_hidden_size=target_hidden, num_aux=num_aux, num_aux_source=num_aux_source,
+        aux_layer_ids=aux_ids, aux_layer_ids_where=aux_where, num_layers=len(layers),
+        vocab_size=vocab_size, draft_vocab_size=draft_vocab, vocab=vocab,
+        has_embed="embed_tokens.weight" in by_canon,
+        dtypes=dict(Counter(t.dtype for t in ckpt.tensors.values())),
+        num_tensors=len(ckpt.tensors), total_bytes=ckpt.total_bytes, storage=ckpt.storage,
+        files=list(ckpt.weight_files), canonical=canon,
+    )
+
+
+def _num_aux(eff: dict[str, Any], fc: Any, target_hidden: int | None, aux_ids: list[int] | None,
+             fc_norms: list[int]) -> tuple[int | None, str]:
+    if fc is not None and target_hidden and len(fc.shape) == 2 and fc.shape[1] % target_hidden == 0:
+        return fc.shape[1] // target_hidden, f"fc.weight width {fc.shape[1]} / target_hidden_size {target_hidden}"
+    if _dim(eff, "num_aux_hidden_states"):
+        return int(eff["num_aux_hidden_states"]), "config num_aux_hidden_states"
+    if aux_ids:
+        return len(aux_ids), "number of aux layer ids"
+    if fc_norms:
+        return len(fc_norms), "number of fc_norm tensors"
+    return None, "unknown (no fc.weight, ids or num_aux_hidden_states)"
+
+
+def _variant(flags: dict[str, Flag], fc_norms: list[int], has_input_norm: bool) -> tuple[str, list[str]]:
+    reasons = []
+    if flags["norm_before_fc"].value or has_input_norm:
+        if flags["norm_before_fc"].value:
+            reasons.append(f"norm_before_fc is true ({', '.join(flags['norm_before_fc'].where)})")
+        if has_input_norm:
+            reasons.append("has input_norm.weight")
+        return "norm_before_fc", reasons
+    for flag in ("fc_norm", "norm_output"):
+        if flags[flag].value:
+            reasons.append(f"{flag} is true ({', '.join(flags[flag].where)})")
+    if fc_norms:
+        reasons.append(f"has {len(fc_norms)} fc_norm.i tensors")
+    if reasons:
+        return "EAGLE-3.1", reasons
+    return "EAGLE-3", ["no fc_norm / norm_output flags or tensors, no input_norm"]
+
+
+def _vocab_mapping(ckpt: Checkpoint, canon: dict[str, str], vocab_size: int | None, draft_vocab: int | None,
+                   read: bool) -> VocabMapping:
+    inv = {c: k for k, c in canon.items()}
+    mapping = VocabMapping(reduced=bool(vocab_size and draft_vocab and draft_vocab < vocab_size))
+    d2t_key, t2d_key = inv.get("d2t"), inv.get("t2d")
+    d2t_arr = t2d_arr = None
+    if d2t_key:
+        info = ckpt.tensors[d2t_key]
+        mapping.d2t = {"shape": list(info.shape), "dtype": info.dtype}
+        if read and info.dtype in ("I64", "I32") and len(info.shape) == 1:
+            from eagle_convert.io.tensordata import read_array
+
+            d2t_arr = read_array(ckpt, d2t_key)
+            import numpy as np
+
+            targets = np.arange(len(d2t_arr)) + d2t_arr
+            mapping.d2t.update(
+                min_target_id=int(targets.min()) if len(targets) else None,
+                max_target_id=int(targets.max()) if len(targets) else None,
+                unique=bool(len(np.unique(targets)) == len(targets)),
+                increasing=bool(np.all(np.diff(targets) > 0)),
+            )
+    if t2d_key:
+        info = ckpt.tensors[t2d_key]
+        mapping.t2d = {"shape": list(info.shape), "dtype": info.dtype}
+        if read and len(info.shape) == 1 and info.dtype in ("BOOL", "U8", "I64", "I32"):
+            from eagle_convert.io.tensordata import read_array
+
+            t2d_arr = read_array(ckpt, t2d_key).astype(bool)
+            mapping.t2d["count"] = int(t2d_arr.sum())
+            if d2t_arr is not None:
+                import numpy as np
+
+                targets = np.arange(len(d2t_arr)) + d2t_arr
+                ok = bool(np.all((targets >= 0) & (targets < len(t2d_arr))) and t2d_arr[
+                    np.clip(targets, 0, len(t2d_arr) - 1)].all())
+                mapping.t2d["consistent_with_d2t"] = ok
+    return mapping

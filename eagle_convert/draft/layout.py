@@ -1,0 +1,139 @@
+"""Producer-layout detection and key canonicalisation, driven by `schemas/layouts.json` and
+`schemas/keymap.json` so that a new producer is a new row of data, not a new `if`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from eagle_convert.draft import schemas
+from eagle_convert.errors import UnknownLayoutError
+
+
+@dataclass(frozen=True)
+class LayoutMatch:
+    id: str
+    producer: str
+    reasons: tuple[str, ...]
+
+
+_MISSING = object()
+
+
+def _lookup(config: Mapping[str, Any], dotted: str) -> Any:
+    node: Any = config
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def config_get(config: Mapping[str, Any], dotted: str) -> Any:
+    """Value at a dotted path (`eagle_config.norm_before_fc`), or None."""
+    value = _lookup(config, dotted)
+    return None if value is _MISSING else value
+
+
+def _has(config: Mapping[str, Any], dotted: str) -> bool:
+    return _lookup(config, dotted) is not _MISSING
+
+
+def _check(kind: str, arg: Any, *, keys: Iterable[str], config: Mapping[str, Any],
+           metadata: Mapping[str, Mapping[str, str]], storage: str) -> str | None:
+    """Reason string when the condition holds, else None."""
+    keys = list(keys)
+    if kind == "key_prefix":
+        hit = next((k for k in keys if k.startswith(arg)), None)
+        return f"tensor names start with {arg!r} (e.g. {hit!r})" if hit else None
+    if kind == "key_suffix_any":
+        hit = next((k for k in keys if any(k.endswith(s) for s in arg)), None)
+        return f"has {hit!r}" if hit else None
+    if kind == "no_key":
+        return f"no {arg!r} tensor" if arg not in keys else None
+    if kind == "config_has":
+        return f"config has {arg!r}" if _has(config, arg) else None
+    if kind == "config_has_any":
+        hit = next((p for p in arg if _has(config, p)), None)
+        return f"config has {hit!r}" if hit else None
+    if kind == "metadata_has":
+        hit = next((f for f, m in metadata.items() if arg in m), None)
+        return f"{hit} metadata has {arg!r}" if hit else None
+    if kind == "storage":
+        return f"stored as {arg}" if storage == arg else None
+    if kind == "architecture":
+        archs = config.get("architectures") or []
+        return f"architectures[0] is {arg!r}" if archs and archs[0] == arg else None
+    raise ValueError(f"schemas/layouts.json: unknown condition kind {kind!r}")
+
+
+def _match(rule: Mapping[str, Any], **facts: Any) -> tuple[str, ...] | None:
+    reasons = []
+    for kind, arg in rule["when"].items():
+        reason = _check(kind, arg, **facts)
+        if reason is None:
+            return None
+        reasons.append(reason)
+    return tuple(reasons)
+
+
+def detect_layout(keys: Iterable[str], config: Mapping[str, Any], *,
+                  metadata: Mapping[str, Mapping[str, str]] | None = None, storage: str = "single",
+                  where: str = "checkpoint") -> LayoutMatch:
+    """First rule of `schemas/layouts.json` whose every condition holds, with the reasons."""
+    keys = list(keys)
+    facts = dict(keys=keys, config=config, metadata=metadata or {}, storage=storage)
+    for rule in schemas.load("layouts.json")["layouts"]:
+        reasons = _match(rule, **facts)
+        if reasons is not None:
+            return LayoutMatch(rule["id"], rule["producer"], reasons)
+    sample = ", ".join(sorted(keys)[:3]) or "no tensors"
+    raise UnknownLayoutError(
+        f"{where}: tensors match no known EAGLE-3 layout (first names: {sample})",
+        hint="expected midlayer.*, layers.0.*, model.* or a speculators config; see README 'Supported layouts'")
+
+
+def detect_attention(keys: Iterable[str]) -> tuple[str, str]:
+    """('llama' | 'qwen3' | 'mla', reason) from which attention tensors exist."""
+    keys = list(keys)
+    for rule in schemas.load("layouts.json")["attention"]:
+        reasons = _match(rule, keys=keys, config={}, metadata={}, storage="")
+        if reasons is not None:
+            return rule["id"], "; ".join(reasons) or "standard q/k/v/o projections"
+    raise AssertionError("schemas/layouts.json: the last attention rule must match everything")
+
+
+def canonical_name(name: str) -> str:
+    """vLLM-native name for an on-disk name (e.g. `model.midlayer.fc` -> `layers.0.fc`)."""
+    rules = schemas.load("keymap.json")["prefix_renames"]
+    changed = True
+    while changed:
+        changed = False
+        for rule in rules:
+            if name.startswith(rule["from"]):
+                name = rule["to"] + name[len(rule["from"]):]
+                changed = True
+    return name
+
+
+def canonical_map(keys: Iterable[str]) -> dict[str, str]:
+    """On-disk name -> canonical name, refusing two names that collapse onto one."""
+    out: dict[str, str] = {}
+    seen: dict[str, str] = {}
+    for key in keys:
+        canon = canonical_name(key)
+        if canon in seen:
+            raise UnknownLayoutError(f"tensors {seen[canon]!r} and {key!r} both map to {canon!r}",
+                                     hint="remove the duplicate tensor")
+        seen[canon] = key
+        out[key] = canon
+    return out
+
+
+def config_alias(name: str) -> str | None:
+    """Legacy config key that means `name` (e.g. `use_aux_norm` for `fc_norm`)."""
+    for old, new in schemas.load("keymap.json")["config_aliases"].items():
+        if new == name:
+            return old
+    return None

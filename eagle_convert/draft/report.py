@@ -1,0 +1,47 @@
+"""`inspect`: a stable, JSON-serialisable report of what a checkpoint is.
+
+The JSON shape is documented in `schemas/inspect-report.schema.json`; bump `SCHEMA_VERSION` on
+any incompatible change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from eagle_convert.draft.checkpoint import Checkpoint, CheckpointRef, open_checkpoint
+from eagle_convert.draft.describe import DraftInfo, describe
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class InspectReport:
+    source: str
+    is_hub: bool
+    has_config: bool
+    info: DraftInfo
+    checkpoint: Checkpoint
+
+    def tensor_rows(self) -> list[dict[str, Any]]:
+        return [
+            {"name": t.name, "canonical": self.info.canonical[t.name], "dtype": t.dtype,
+             "shape": list(t.shape), "bytes": t.nbytes, "file": t.file}
+            for t in self.checkpoint.tensors.values()
+        ]
+
+    def to_dict(self, *, tensors: bool = True) -> dict[str, Any]:
+        data: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "source": self.source, "is_hub": self.is_hub,
+                                "has_config": self.has_config, **self.info.to_dict()}
+        if tensors:
+            data["tensors"] = self.tensor_rows()
+        return data
+
+
+def inspect_checkpoint(ref: str | CheckpointRef, *, read_vocab: bool | None = None) -> InspectReport:
+    """Open and describe a checkpoint; hub refs read config and headers only (no tensor data)."""
+    if not isinstance(ref, CheckpointRef):
+        ref = CheckpointRef.parse(ref)
+    ckpt = open_checkpoint(ref)
+    info = describe(ckpt, read_vocab=not ref.is_hub if read_vocab is None else read_vocab)
+    return InspectReport(ckpt.description, ref.is_hub, ckpt.has_config, info, ckpt)

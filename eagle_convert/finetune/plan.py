@@ -1,0 +1,281 @@
+"""`finetune`: the short TTT fine-tune that makes an upgraded EAGLE-3.1 draft useful again.
+
+`upgrade` inserts identity `fc_norm` weights and flips `norm_output`; both change the draft's
+function (checkpoint-formats.md §2.3), so acceptance drops until the draft is trained with the
+new flags. This module runs the recipe of §2.4/§4 on top of `reference/train.py`:
+
+* data: the target's own greedy continuations of rendered prompts (the built-in set by default),
+  with the chat template used for serving, so nothing is downloaded;
+* stage A (`fc_norm`): only `fc_norm.*` and `fc` train, at a large lr, everything else frozen;
+* stage B (`all`): every draft weight but the shared embedding and the reduced `lm_head`, at a
+  small lr with an L2-SP pull toward the weights the stage starts from (the input's, for every
+  tensor stage A did not touch);
+* TTT depth 3 (the paper: EAGLE-3.1 generalises from short TTT depths).
+
+`plan_finetune` checks everything that can be checked before the expensive part (paths, config,
+target match); `run_finetune` generates, trains and writes atomically. Torch is imported lazily.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from eagle_convert.errors import CheckpointNotFoundError, EagleConvertError, UsageError
+from eagle_convert.smoke.prompts import Prompt, builtin_prompts, load_prompts, resolve_chat_template
+
+__all__ = ["DEFAULT_STAGES", "STAGE_PARAMS", "FinetuneEvent", "FinetunePlan", "FinetuneRefusedError",
+           "FinetuneResult", "Stage", "StageResult", "finetune", "plan_finetune", "run_finetune"]
+
+LOG = logging.getLogger(__name__)
+
+
+class FinetuneRefusedError(EagleConvertError):
+    """The draft cannot be fine-tuned here (engine cannot load it, target does not match)."""
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One training stage: which parameters (`STAGE_PARAMS[name]`), how long, how fast."""
+
+    name: str
+    steps: int
+    lr: float
+    l2sp: float = 0.0
+
+
+# Stage name -> fnmatch patterns over canonical names; None: every trainable draft weight.
+STAGE_PARAMS: dict[str, list[str] | None] = {"fc_norm": ["fc_norm.*", "fc.weight"], "all": None}
+# Frozen in every stage (§4): the target-shared embedding and the reduced head copied from it.
+FROZEN = ("embed_tokens.weight", "lm_head.weight")
+DEFAULT_STAGES = (Stage("fc_norm", steps=60, lr=1e-3), Stage("all", steps=60, lr=1e-4, l2sp=1e-3))
+BATCH_SIZE = 8
+LOSS_DECAY = 0.8
+
+
+@dataclass
+class FinetuneEvent:
+    """One progress report: `kind` is generate | features | stage | step | evaluate | write | done."""
+
+    kind: str
+    message: str
+    stage: str | None = None
+    step: int = 0
+    total: int = 0
+    loss: float | None = None
+
+
+Progress = Callable[[FinetuneEvent], None]
+
+
+@dataclass
+class FinetunePlan:
+    draft: Path
+    target: Path
+    out: Path
+    config: dict[str, Any]  # the input's config.json, written back with provenance
+    variant: str
+    aux_ids: list[int]
+    dtype: str  # safetensors dtype of the input's weights (F32, BF16, F16)
+    include_embed: bool
+    stages: list[Stage]
+    prompts: list[Prompt]
+    prompts_label: str
+    chat_template: str | None
+    template_label: str
+    continuation_tokens: int
+    ttt_steps: int
+    seed: int
+    force: bool
+    batch_size: int = BATCH_SIZE
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"draft": str(self.draft), "target": str(self.target), "out": str(self.out),
+                "variant": self.variant, "aux_layer_ids": self.aux_ids, "dtype": self.dtype,
+                "stages": [asdict(s) for s in self.stages], "prompts": self.prompts_label,
+                "num_prompts": len(self.prompts), "chat_template": self.template_label,
+                "continuation_tokens": self.continuation_tokens, "ttt_steps": self.ttt_steps,
+                "batch_size": self.batch_size, "seed": self.seed}
+
+
+@dataclass
+class StageResult:
+    name: str
+    steps: int
+    lr: float
+    l2sp: float
+    trainable: list[str]
+    losses: list[float]
+    seconds: float
+
+
+@dataclass
+class FinetuneResult:
+    out: Path
+    stages: list[StageResult]
+    step_acc_before: list[float]  # teacher-forced argmax agreement per TTT step, all data
+    step_acc_after: list[float]
+    loss_before: float
+    loss_after: float
+    sequences: int
+    tokens: int
+    generate_seconds: float
+    seconds: float
+
+    @property
+    def losses(self) -> dict[str, list[float]]:
+        return {s.name: s.losses for s in self.stages}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"out": str(self.out), "seconds": round(self.seconds, 2),
+                "generate_seconds": round(self.generate_seconds, 2), "sequences": self.sequences,
+                "tokens": self.tokens, "loss_before": round(self.loss_before, 4),
+                "loss_after": round(self.loss_after, 4),
+                "step_acc_before": [round(a, 4) for a in self.step_acc_before],
+                "step_acc_after": [round(a, 4) for a in self.step_acc_after],
+                "stages": [{**asdict(s), "losses": [round(x, 4) for x in s.losses],
+                            "seconds": round(s.seconds, 2)} for s in self.stages]}
+
+
+# ------------------------------------------------------------------------------- planning
+
+
+def _folder(path: str | Path, what: str) -> Path:
+    p = Path(path).expanduser()
+    if not p.is_dir():
+        raise CheckpointNotFoundError(f"{what} {path}: no such folder (finetune needs a local checkpoint folder)")
+    if not (p / "config.json").is_file():
+        raise CheckpointNotFoundError(f"{what} {path}: no config.json")
+    return p.resolve()
+
+
+def _check_out(out: str | Path, inputs: dict[str, Path], force: bool) -> Path:
+    """Refuse an output that is, is inside, or contains an input, or exists without `force`."""
+    from eagle_convert.errors import OutputError
+
+    final = Path(out).expanduser().absolute()
+    resolved = final.resolve()
+    for what, root in inputs.items():
+        if resolved == root or root in resolved.parents:
+            raise OutputError(f"{out}: output is the {what} {root} or inside it",
+                              hint="choose an output folder outside the input")
+        if resolved in root.parents:
+            raise OutputError(f"{out}: output contains the {what} {root}",
+                              hint="choose an output folder outside the input")
+    if final.exists() and not final.is_dir():
+        raise OutputError(f"{out}: exists and is not a folder", hint="choose another output path")
+    if final.exists() and any(final.iterdir()) and not force:
+        raise OutputError(f"{out}: output already exists", hint="pass --force to replace it")
+    return final
+
+
+def _stages(stages: Sequence[str | Stage] | None) -> list[Stage]:
+    defaults = {s.name: s for s in DEFAULT_STAGES}
+    out = []
+    for s in DEFAULT_STAGES if stages is None else stages:
+        stage = s if isinstance(s, Stage) else defaults.get(s)
+        if stage is None or stage.name not in STAGE_PARAMS:
+            name = s.name if isinstance(s, Stage) else s
+            raise UsageError(f"unknown fine-tune stage {name!r} (choose from {', '.join(STAGE_PARAMS)})")
+        if stage.steps < 0 or stage.lr <= 0 or stage.l2sp < 0:
+            raise UsageError(f"stage {stage.name}: steps must be >= 0, lr > 0 and l2sp >= 0")
+        if stage.steps:
+            out.append(stage)
+    if not out:
+        raise UsageError("every stage has 0 steps: nothing to train")
+    return out
+
+
+def plan_finetune(draft: str | Path, target: str | Path, out: str | Path, *,
+                  prompts: Sequence[Prompt] | str | Path | None = None, chat_template: str | None = None,
+                  continuation_tokens: int = 64, stages: Sequence[str | Stage] | None = None,
+                  ttt_steps: int = 3, seed: int = 0, force: bool = False,
+                  batch_size: int = BATCH_SIZE) -> FinetunePlan:
+    """Check paths, the draft's config and its match with the target; no torch work yet.
+
+    `prompts`: None (built-in set), a list of `Prompt`s, or a JSONL path (`load_prompts`).
+    `stages`: names (defaults of `DEFAULT_STAGES`) or `Stage`s; 0-step stages are dropped.
+    """
+    if continuation_tokens < 1:
+        raise UsageError("--continuation-tokens must be at least 1")
+    if ttt_steps < 1:
+        raise UsageError("--ttt-steps must be at least 1")
+    plan_stages = _stages(stages)
+    dpath, tpath = _folder(draft, "draft"), _folder(target, "target")
+    final = _check_out(out, {"input draft": dpath, "target": tpath}, force)
+    if prompts is None:
+        items, label = builtin_prompts(), "built-in"
+    elif isinstance(prompts, (str, Path)):
+        items, label = load_prompts(prompts), str(prompts)
+    else:
+        items, label = list(prompts), "custom"
+    if not items:
+        raise UsageError("no prompts to generate training data from")
+    template, template_label = resolve_chat_template(chat_template)
+
+    from eagle_convert.draft.checkpoint import open_checkpoint
+    from eagle_convert.draft.describe import describe
+
+    info = describe(open_checkpoint(dpath), read_vocab=False)
+    config = json.loads((dpath / "config.json").read_text())
+    aux_ids = _check_pair(dpath, config, json.loads((tpath / "config.json").read_text()))
+    floats = {k: v for k, v in info.dtypes.items() if k in ("F32", "BF16", "F16")}
+    dtype = max(floats, key=floats.__getitem__) if floats else "BF16"
+    return FinetunePlan(dpath, tpath, final, config, info.variant, aux_ids, dtype, info.has_embed,
+                        plan_stages, items, label, template, template_label, continuation_tokens,
+                        ttt_steps, seed, force, batch_size)
+
+
+def _check_pair(dpath: Path, config: dict[str, Any], tcfg: dict[str, Any]) -> list[int]:
+    """The reference engine must be able to build the draft, and the target must fit it."""
+    from eagle_convert.reference.drafter import draft_config_from_dict
+    from eagle_convert.reference.target import default_aux_ids
+
+    try:
+        cfg = draft_config_from_dict(config)
+    except NotImplementedError as exc:
+        what = "MLA drafts" if "MLA" in str(exc) else str(exc)
+        raise FinetuneRefusedError(f"{dpath}: {what} cannot be fine-tuned: the reference engine "
+                                   "has no implementation for them") from None
+    except (KeyError, ValueError, TypeError) as exc:
+        raise FinetuneRefusedError(f"{dpath}: the reference engine cannot read config.json ({exc})") from None
+    tcfg = tcfg.get("text_config", tcfg)
+    t_hidden, t_vocab, t_layers = (tcfg.get(k) for k in ("hidden_size", "vocab_size", "num_hidden_layers"))
+    if t_hidden != cfg.target_hidden_size:
+        raise FinetuneRefusedError(f"target hidden size {t_hidden} != the draft's target_hidden_size "
+                                   f"{cfg.target_hidden_size}: this draft was not trained for this target")
+    if t_vocab != cfg.vocab_size:
+        raise FinetuneRefusedError(f"target vocab_size {t_vocab} != the draft's vocab_size {cfg.vocab_size}: "
+                                   "this draft was not trained for this target")
+    ids = list(cfg.aux_layer_ids or default_aux_ids(int(t_layers)))
+    if any(i < 0 or i > int(t_layers) for i in ids):
+        raise FinetuneRefusedError(f"draft aux layer ids {ids} lie outside the target's 0..{t_layers} layers")
+    if not cfg.use_aux_hidden_state:
+        raise FinetuneRefusedError(f"{dpath}: use_aux_hidden_state is false: the draft has no fc to fine-tune")
+    return ids
+
+
+# -------------------------------------------------------------------------------- running
+
+
+def finetune(draft: str | Path, target: str | Path, out: str | Path, *,
+             prompts: Sequence[Prompt] | str | Path | None = None, chat_template: str | None = None,
+             continuation_tokens: int = 64, stages: Sequence[str | Stage] | None = None,
+             ttt_steps: int = 3, seed: int = 0, force: bool = False,
+             progress: Progress | None = None) -> FinetuneResult:
+    """Plan, then run: fine-tune `draft` against `target` into the new folder `out`."""
+    plan = plan_finetune(draft, target, out, prompts=prompts, chat_template=chat_template,
+                         continuation_tokens=continuation_tokens, stages=stages, ttt_steps=ttt_steps,
+                         seed=seed, force=force)
+    return run_finetune(plan, progress=progress)
+
+
+def run_finetune(plan: FinetunePlan, *, progress: Progress | None = None) -> FinetuneResult:
+    """Generate the data, evaluate, train every stage, evaluate again, write atomically."""
+    from eagle_convert.finetune.run import run  # torch lives there; planning and refusals stay torch-free
+
+    return run(plan, progress=progress)

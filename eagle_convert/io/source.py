@@ -1,0 +1,132 @@
+"""Where checkpoint bytes come from: a local folder, a single local file, or (in `hub.py`) a hub repo.
+
+Everything that reads a checkpoint goes through a `Source`, so header parsing, inspection and
+validation work unchanged on local and remote checkpoints, reading only the byte ranges they need.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Protocol
+
+from eagle_convert.errors import CheckpointNotFoundError, CheckpointReadError, ConfigError
+
+
+class Source(Protocol):
+    """Read-only access to the files of one checkpoint."""
+
+    @property
+    def description(self) -> str:
+        """How to name this checkpoint to a user (path or `repo@rev`)."""
+        ...
+
+    def list_files(self) -> list[str]:
+        """File names relative to the checkpoint root, sorted."""
+        ...
+
+    def file_size(self, name: str) -> int: ...
+
+    def read_range(self, name: str, start: int, length: int) -> bytes:
+        """Exactly `length` bytes at `start`, or CheckpointReadError if the file is shorter."""
+        ...
+
+    def local_path(self, name: str) -> Path:
+        """A local path holding the file (downloads it for remote sources)."""
+        ...
+
+
+def where(source: Source, name: str) -> str:
+    """How to name one file of a source in a message (`dir/config.json`, or the single file itself)."""
+    root = getattr(source, "root", None)
+    if isinstance(root, Path):
+        return str(root / name) if str(root) != "." else name
+    return f"{source.description}/{name}"
+
+
+def read_json(source: Source, name: str) -> dict[str, Any]:
+    """Parse a small JSON file from a source, naming the file in every error."""
+    data = source.read_range(name, 0, source.file_size(name))
+    try:
+        value = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        loc = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
+        raise ConfigError(
+            f"{where(source, name)}: not valid JSON{loc}",
+            hint="fix or regenerate the file",
+        ) from exc
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where(source, name)}: expected a JSON object at the top level")
+    return value
+
+
+class LocalSource:
+    """A checkpoint folder, or a single weights file (with the folder's config.json if present)."""
+
+    def __init__(self, path: Path) -> None:
+        path = Path(path)
+        if not path.exists():
+            raise CheckpointNotFoundError(
+                f"{path}: no such file or directory", hint="check the path or pass a hub repo id as org/name"
+            )
+        if path.is_dir():
+            self.root = path
+            self._only: set[str] | None = None
+            self._display = str(path)
+        else:
+            self.root = path.parent
+            self._only = {path.name}
+            if (self.root / "config.json").is_file():
+                self._only.add("config.json")
+            self._display = str(path)
+        self.single_file = None if path.is_dir() else path.name
+
+    @property
+    def description(self) -> str:
+        return self._display
+
+    def list_files(self) -> list[str]:
+        if self._only is not None:
+            return sorted(self._only)
+        out = []
+        for dirpath, _dirnames, filenames in os.walk(self.root):
+            rel = Path(dirpath).relative_to(self.root)
+            if any(part.startswith(".") for part in rel.parts):
+                continue
+            out.extend(str(rel / f) if str(rel) != "." else f for f in filenames)
+        return sorted(out)
+
+    def _path(self, name: str) -> Path:
+        if self._only is not None and name not in self._only:
+            raise CheckpointNotFoundError(f"{self.root / name}: not part of this checkpoint")
+        return self.root / name
+
+    def file_size(self, name: str) -> int:
+        try:
+            return self._path(name).stat().st_size
+        except FileNotFoundError as exc:
+            raise CheckpointNotFoundError(f"{self.root / name}: no such file") from exc
+
+    def read_range(self, name: str, start: int, length: int) -> bytes:
+        path = self._path(name)
+        try:
+            with open(path, "rb") as fh:
+                data = os.pread(fh.fileno(), length, start) if length else b""
+        except FileNotFoundError as exc:
+            raise CheckpointNotFoundError(f"{path}: no such file") from exc
+        except PermissionError as exc:
+            raise CheckpointReadError(f"{path}: permission denied", hint="check the file's permissions") from exc
+        except IsADirectoryError as exc:
+            raise CheckpointReadError(f"{path}: is a directory, expected a file") from exc
+        except OSError as exc:
+            raise CheckpointReadError(f"{path}: cannot read ({exc.strerror})") from exc
+        if len(data) != length:
+            raise CheckpointReadError(
+                f"{path}: truncated (wanted bytes {start}..{start + length}, file has {start + len(data)})",
+                hint="re-download or re-export the file",
+            )
+        return data
+
+    def local_path(self, name: str) -> Path:
+        return self._path(name)

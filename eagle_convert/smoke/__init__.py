@@ -1,0 +1,1 @@
+"""Acceptance measurement: prompt sets and buckets, the smoke run, vLLM's acceptance formulas, plots."""

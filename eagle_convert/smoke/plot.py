@@ -1,0 +1,89 @@
+"""`smoke --plot`: acceptance by draft position per draft, and AL per category / context bucket.
+
+matplotlib is imported lazily, with the Agg backend (no display needed).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from eagle_convert.smoke.prompts import NATURAL
+from eagle_convert.smoke.run import SmokeReport
+
+__all__ = ["plot_smoke"]
+
+
+def _bucket(b: int | None) -> str:
+    return "all" if b is None else ("natural" if b == NATURAL else f"~{b} tok")
+
+
+def _bars(ax, report: SmokeReport, keys: list[tuple[str, int | None]], labels: list[str], title: str) -> None:
+    drafts = [d for d in report.drafts if d.per_request]
+    k = report.settings["k"]
+    width = 0.8 / max(len(drafts), 1)
+    for j, d in enumerate(drafts):
+        vals = [(d.group(c, b).acceptance_length if d.group(c, b) else 0.0) for c, b in keys]
+        xs = [i + (j - (len(drafts) - 1) / 2) * width for i in range(len(keys))]
+        bars = ax.bar(xs, vals, width=width * 0.95, label=d.label, color=f"C{j}")
+        ax.bar_label(bars, fmt="%.2f", fontsize=8, padding=2)
+    ax.axhline(k + 1, color="grey", linestyle="--", linewidth=1)
+    ax.axhline(1, color="grey", linestyle=":", linewidth=1)
+    ax.text(-0.45, k + 1, f"max {k + 1}", va="bottom", ha="left", fontsize=8, color="grey")
+    ax.set_xticks(range(len(keys)), labels, rotation=20 if len(keys) > 4 else 0, ha="right" if len(keys) > 4 else "center")
+    ax.set_ylim(0, k + 1.5)
+    ax.set_ylabel("acceptance length (AL)")
+    ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+
+
+def plot_smoke(report: SmokeReport, path: str | Path) -> Path:
+    """Write a PNG: left, the share of draft rounds accepted up to each position, one line per
+    draft (AL in the legend); right, AL per category (and per context bucket when there are several)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    k = report.settings["k"]
+    grouped = any(d.per_request for d in report.drafts)
+    multi = grouped and len(report.buckets) > 1
+    ncols = 1 + int(grouped) + int(multi)
+    fig, axes = plt.subplots(1, ncols, figsize=(5.2 * ncols + 0.6, 4.6), squeeze=False)
+    ax = axes[0][0]
+    positions = list(range(1, k + 1))
+    for j, d in enumerate(report.drafts):
+        rates = [100 * r for r in d.total.per_position] or [0.0] * k
+        name = f"{d.label}" + (f" ({d.variant})" if d.variant else "")
+        ax.plot(positions, rates, marker="o", linewidth=2, color=f"C{j}",
+                label=f"{name}: AL {d.total.acceptance_length:.2f}")
+        for x, y in zip(positions, rates):
+            dx = (j - (len(report.drafts) - 1) / 2) * 16  # side by side where lines meet
+            ax.annotate(f"{y:.0f}%", (x, y), textcoords="offset points", xytext=(dx, 7), ha="center",
+                        fontsize=8, color=f"C{j}")
+    ax.set_xticks(positions)
+    ax.set_xlim(0.6, k + 0.4)
+    ax.set_ylim(0, 108)
+    ax.set_xlabel("draft position")
+    ax.set_ylabel("draft rounds accepted up to this position (%)")
+    ax.set_title("Acceptance by draft position")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper right", fontsize=8)
+    if grouped:
+        cats = report.categories
+        bucket = None if multi else report.buckets[0]
+        _bars(axes[0][1], report, [(c, bucket) for c in cats], cats,
+              "AL by prompt category" + (" (all context lengths)" if multi else ""))
+        axes[0][1].legend(fontsize=8, loc="upper right")
+    if multi:
+        bks = report.buckets
+        _bars(axes[0][2], report, [("all", b) for b in bks], [_bucket(b) for b in bks], "AL by context length")
+    s = report.settings
+    fig.suptitle(f"eagle-convert smoke — {Path(report.target).name}, engine {report.engine}, k={k}, "
+                 f"T={s['temperature']}, {s['max_new_tokens']} new tokens, {len(report.prompts.prompts)} runs",
+                 fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,169 @@
+"""`apply_upgrade(plan, out)`: execute an `UpgradePlan` atomically, streamed, and verify the result.
+
+Carried-over tensors are copied as byte ranges of their input files (`writer.write_file`, which
+uses `os.copy_file_range`); nothing is decoded, so memory does not grow with the checkpoint. The
+output is built in a hidden temp sibling of `out` and renamed into place only after verification,
+so an error, Ctrl-C or SIGTERM leaves neither a partial output nor a changed input.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from eagle_convert.io.atomic import OutputExistsError, atomic_output_dir, cleanup_stale_temps
+from eagle_convert.draft.checkpoint import SAFETENSORS_INDEX_FNAME, open_checkpoint
+from eagle_convert.draft.describe import describe
+from eagle_convert.errors import CheckpointReadError, EagleConvertError, OutputError, VerificationError
+from eagle_convert.upgrade.plan import PlannedTensor, UpgradePlan, index_json
+from eagle_convert.io.writer import ByteRange, OutFile, OutTensor, WriterError, verify_file, write_file, write_index
+
+__all__ = ["Progress", "UpgradeResult", "apply_upgrade", "check_output"]
+
+LOG = logging.getLogger(__name__)
+
+
+class Progress(Protocol):
+    """Receives byte counts: `start(phase, total)` once per phase ("write", "verify"), then `advance(n)`."""
+
+    def start(self, phase: str, total: int) -> None: ...
+
+    def advance(self, nbytes: int) -> None: ...
+
+
+@dataclass
+class UpgradeResult:
+    out: Path
+    files: dict[str, int]  # file name -> bytes written
+    verified: bool
+    write_seconds: float
+    verify_seconds: float
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.files.values())
+
+    def to_dict(self) -> dict[str, object]:
+        return {"out": str(self.out), "files": self.files, "total_bytes": self.total_bytes, "verified": self.verified,
+                "write_seconds": round(self.write_seconds, 3), "verify_seconds": round(self.verify_seconds, 3)}
+
+
+def _input_root(plan: UpgradePlan) -> Path | None:
+    root = getattr(plan.checkpoint.source, "root", None)
+    return Path(root).resolve() if root is not None else None
+
+
+def check_output(plan: UpgradePlan, out: Path, *, force: bool = False) -> Path:
+    """Refuse an output that is the input, inside it, contains it, or exists without `force`."""
+    final = Path(out).expanduser().absolute()
+    resolved = final.resolve()
+    root = _input_root(plan)
+    if root is not None:
+        if resolved == root or root in resolved.parents:
+            raise OutputError(f"{out}: output is the input checkpoint {root} or inside it",
+                              hint="choose an output folder outside the input")
+        if resolved in root.parents:
+            raise OutputError(f"{out}: output contains the input checkpoint {root}",
+                              hint="choose an output folder outside the input")
+    if (final.exists() or final.is_symlink()) and not force and not (final.is_dir() and not any(final.iterdir())):
+        raise OutputError(f"{out}: output already exists", hint="pass --force to replace it")
+    if final.exists() and not final.is_dir():
+        raise OutputError(f"{out}: exists and is not a folder", hint="choose another output path")
+    return final
+
+
+def apply_upgrade(plan: UpgradePlan, out: str | Path, *, force: bool = False, verify: bool = True,
+                  progress: Progress | None = None) -> UpgradeResult:
+    """Write the plan to `out` (atomically) and, unless `verify=False`, check it before publishing."""
+    final = check_output(plan, Path(out), force=force)
+    files = _out_files(plan)
+    cleanup_stale_temps(final)
+    t0 = time.perf_counter()
+    written: dict[str, int] = {}
+    try:
+        with atomic_output_dir(final, force=force) as tmp:
+            if progress:
+                progress.start("write", sum(f.data_bytes for f in files))
+            for f in files:
+                path = write_file(tmp, f, progress=progress.advance if progress else None)
+                written[f.filename] = path.stat().st_size
+            if plan.sharded:
+                written[SAFETENSORS_INDEX_FNAME] = write_index(tmp, files).stat().st_size
+            (tmp / "config.json").write_text(plan.config_json(), encoding="utf-8")
+            written["config.json"] = (tmp / "config.json").stat().st_size
+            t1 = time.perf_counter()
+            if verify:
+                _verify(plan, tmp, files, written, progress)
+            t2 = time.perf_counter()
+    except OutputExistsError as exc:
+        raise OutputError(f"{out}: output already exists", hint="pass --force to replace it") from exc
+    except WriterError as exc:
+        raise CheckpointReadError(f"{plan.source}: {exc}", hint="the input changed while upgrading; retry") from exc
+    except EagleConvertError:
+        raise
+    except OSError as exc:
+        where = exc.filename or out
+        raise OutputError(f"{where}: cannot write the output ({exc.strerror or exc})",
+                          hint="check free space and permissions") from exc
+    return UpgradeResult(final, written, verify, t1 - t0, t2 - t1)
+
+
+def _out_files(plan: UpgradePlan) -> list[OutFile]:
+    """The writer's view of the plan; hub inputs download their weight files (only those) here."""
+    ckpt = plan.checkpoint
+    paths = {name: ckpt.source.local_path(name) for name in ckpt.weight_files}
+    return [OutFile(f.filename, [_out_tensor(plan, t, paths) for t in f.tensors], f.metadata) for f in plan.files]
+
+
+def _out_tensor(plan: UpgradePlan, t: PlannedTensor, paths: dict[str, Path]) -> OutTensor:
+    if t.source is None:
+        return OutTensor(t.name, t.dtype, t.shape, t.data or b"")
+    src = t.source
+    if src.offset >= 0:  # safetensors, or a plainly stored .bin tensor (offset resolved by the plan)
+        return OutTensor(t.name, t.dtype, t.shape, ByteRange(paths[src.file], src.offset, src.nbytes))
+    LOG.warning("%s: %s is not a plainly stored tensor; decoding it with torch", src.file, src.name)
+    return OutTensor(t.name, t.dtype, t.shape, plan.checkpoint.read_tensor_bytes(src.name))
+
+
+def _verify(plan: UpgradePlan, tmp: Path, files: list[OutFile], written: dict[str, int],
+            progress: Progress | None) -> None:
+    """Every byte of every file, the index and the config against the plan; then re-describe the output."""
+    if progress:
+        progress.start("verify", sum(f.data_bytes for f in files))
+    problems: list[str] = []
+    for f in files:
+        problems += verify_file(tmp / f.filename, f, progress=progress.advance if progress else None)
+    if plan.sharded and (tmp / SAFETENSORS_INDEX_FNAME).read_text(encoding="utf-8") != index_json(plan.files):
+        problems.append(f"{SAFETENSORS_INDEX_FNAME}: weight map differs from the plan")
+    if json.loads((tmp / "config.json").read_text(encoding="utf-8")) != plan.config_after:
+        problems.append("config.json differs from the plan")
+    for name, size in plan.output_files.items():
+        if written.get(name) != size:
+            problems.append(f"{name}: {written.get(name)} bytes written, plan said {size}")
+    if not problems:
+        problems += _recheck(plan, tmp)
+    problems = [p.replace(f"{tmp}/", "") for p in problems]  # name output files, not the temp dir
+    if problems:
+        raise VerificationError(f"{plan.source}: upgraded output failed verification: {problems[0]}"
+                                + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""),
+                                hint="nothing was written; report this as a bug")
+
+
+def _recheck(plan: UpgradePlan, tmp: Path) -> list[str]:
+    """Describe the written output like any input: it must now be EAGLE-3.1 as planned."""
+    info = describe(open_checkpoint(tmp), read_vocab=False)
+    want = {"variant": "EAGLE-3.1", "num_aux": plan.num_aux, "fc_norm": True, "norm_output": plan.norm_output,
+            "norm_before_fc": False, "aux_layer_ids": list(plan.aux.ids)}
+    got = {"variant": info.variant, "num_aux": info.num_aux, "fc_norm": info.flags["fc_norm"].value,
+           "norm_output": info.flags["norm_output"].value, "norm_before_fc": info.flags["norm_before_fc"].value,
+           "aux_layer_ids": info.aux_layer_ids}
+    problems = [f"{k} is {got[k]!r}, plan said {v!r}" for k, v in want.items() if got[k] != v]
+    planned = {t.name for f in plan.files for t in f.tensors}
+    if set(info.canonical) != planned:
+        problems.append(f"tensor names differ from the plan: {sorted(set(info.canonical) ^ planned)[:3]}")
+    return problems
+

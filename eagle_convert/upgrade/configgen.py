@@ -1,0 +1,147 @@
+"""The config.json an upgrade writes: format conversion plus the key rules of `schemas/upgrade-config.json`.
+
+Which keys are set where (top level, `eagle_config`, `transformer_layer_config`) is data; this
+module only converts between the native and speculators formats and applies the rules.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from eagle_convert.draft import schemas
+from eagle_convert.draft.checkpoint import CheckpointRef
+from eagle_convert.errors import ConfigError, UsageError
+from eagle_convert.draft.layout import config_get
+from eagle_convert.io.source import LocalSource, read_json
+
+__all__ = ["TargetInfo", "apply_rules", "choose_architectures", "read_target", "to_native", "to_speculators"]
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    """What an upgrade needs from the target (verifier) model's config.json."""
+
+    ref: str
+    num_layers: int
+    hidden_size: int | None = None
+    vocab_size: int | None = None
+    architectures: tuple[str, ...] = ()
+
+
+def read_target(ref: str) -> TargetInfo:
+    """Read a target's config.json (local folder, config file, or hub repo; never its weights)."""
+    parsed = CheckpointRef.parse(ref)
+    if parsed.is_hub:
+        from eagle_convert.io.hub import HubSource
+
+        config = read_json(HubSource(parsed.repo, parsed.revision), "config.json")  # type: ignore[arg-type]
+    else:
+        path = parsed.local
+        assert path is not None
+        source = LocalSource(path if path.is_dir() or path.suffix != ".json" else path.parent)
+        name = path.name if path.suffix == ".json" else "config.json"
+        if name not in source.list_files():
+            raise ConfigError(f"{ref}: no config.json for --target", hint="point --target at the target model folder")
+        config = read_json(source, name)
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    layers = config.get("num_hidden_layers", text.get("num_hidden_layers"))
+    if not isinstance(layers, int) or isinstance(layers, bool) or layers <= 0:
+        raise ConfigError(f"{ref}/config.json: no positive num_hidden_layers", hint="pass --aux-layer-ids instead")
+    return TargetInfo(
+        ref=ref, num_layers=layers,
+        hidden_size=config.get("hidden_size", text.get("hidden_size")),
+        vocab_size=config.get("vocab_size", text.get("vocab_size")),
+        architectures=tuple(config.get("architectures") or ()),
+    )
+
+
+def choose_architectures(current: list[str], attention: str) -> list[str]:
+    """A registered vLLM EAGLE-3 architecture for this attention kind (keeps a registered input name)."""
+    row = schemas.load("upgrade-config.json")["architectures"][attention]
+    if current and current[0] in row["keep"]:
+        return [current[0]]
+    return [row["write"]]
+
+
+def to_native(config: dict[str, Any]) -> dict[str, Any]:
+    """Flatten a speculators config the way vLLM does (`update_eagle3`) into a plain draft config."""
+    out = copy.deepcopy(config.get("transformer_layer_config") or {})
+    out.pop("architectures", None)
+    for key in ("draft_vocab_size", "target_hidden_size", "eagle_aux_hidden_state_layer_ids", "torch_dtype"):
+        if config.get(key) is not None:
+            out[key] = copy.deepcopy(config[key])
+    out.setdefault("model_type", "llama")
+    return {"architectures": [], **out}
+
+
+def to_speculators(config: dict[str, Any], attention: str, verifier: str) -> dict[str, Any]:
+    """Wrap a native draft config in the speculators format (inner `transformer_layer_config`)."""
+    data = schemas.load("upgrade-config.json")
+    model_type = data["speculators_model_types"].get(attention)
+    if model_type is None:
+        raise UsageError(f"--layout speculators has no {attention} draft: vLLM maps transformer_layer_config."
+                         f"model_type to llama or qwen3 only", hint="use --layout vllm")
+    inner = {k: copy.deepcopy(v) for k, v in config.items() if k not in data["native_only_keys"]}
+    inner = {"model_type": model_type, **inner}
+    out = copy.deepcopy(data["speculators_skeleton"])
+    out["speculators_config"]["verifier"] = {"name_or_path": verifier}
+    out["transformer_layer_config"] = inner
+    for key in ("draft_vocab_size", "target_hidden_size", "torch_dtype"):
+        if config.get(key) is not None:
+            out[key] = config[key]
+    return out
+
+
+def _set(config: dict[str, Any], path: str, value: Any) -> None:
+    *parents, leaf = path.split(".")
+    node = config
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = copy.deepcopy(value)
+
+
+def _remove(config: dict[str, Any], path: str) -> None:
+    *parents, leaf = path.split(".")
+    parent = config_get(config, ".".join(parents)) if parents else config
+    if isinstance(parent, dict):
+        parent.pop(leaf, None)
+
+
+def _applies(rule: dict[str, Any], config: dict[str, Any], values: dict[str, Any]) -> bool:
+    when = rule.get("when", "always")
+    path = rule["path"]
+    exists = config_get(config, path) is not None
+    if when == "always":
+        return True
+    if when == "exists":
+        return exists
+    if when == "parent_exists":
+        parent = path.rpartition(".")[0]
+        return isinstance(config_get(config, parent), dict)
+    if when == "num_aux_not_3_or_exists":
+        return values["num_aux"] != 3 or exists
+    raise ValueError(f"schemas/upgrade-config.json: unknown condition {when!r}")
+
+
+def apply_rules(config: dict[str, Any], fmt: str, layout: str, values: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `config` with every rule of `fmt` ("native" | "speculators") applied for `layout`."""
+    out = copy.deepcopy(config)
+    for rule in schemas.load("upgrade-config.json")["formats"][fmt]:
+        if "layouts" in rule and layout not in rule["layouts"]:
+            continue
+        if not _applies(rule, out, values):
+            continue
+        if rule.get("remove"):
+            _remove(out, rule["path"])
+        else:
+            _set(out, rule["path"], values[rule["value"]])
+    return out
+
+
+def mtp_hijacked(model_type: Any) -> bool:
+    """vLLM turns drafts with these model_types into MTP models (vllm-loader.md §5.1)."""
+    return model_type in schemas.load("upgrade-config.json")["mtp_hijacked_model_types"]

@@ -1,0 +1,172 @@
+"""config.json as vLLM reads it: the class it resolves, fields it needs, flags that conflict.
+
+These are the failures that happen before a single weight is read (unregistered architecture,
+MTP hijack, unsupported activation) and the ones that never fail at all (a flag whose default
+differs between vLLM's two config paths, a flag written where vLLM does not look).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eagle_convert.validate.findings import Finding, finding
+from eagle_convert.validate.rules.context import FLAG_NAMES, MAX_COUNT, SPECULATORS_ARCHS, Context, eagle_section
+
+# vLLM 0.32.0 SpeculativeConfig.hf_config_override: model types / architectures turned into MTP drafts.
+MTP_MODEL_TYPES = frozenset({
+    "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "deepseek_mtp", "deepseek_v4", "deepseek_v41", "pangu_ultra_moe",
+    "pangu_ultra_moe_mtp", "kimi_k3", "dots3_note", "ernie4_5_moe", "ernie_mtp", "qwen3_next", "qwen3_next_mtp",
+    "qwen4_exp", "qwen4_exp_text", "qwen4_exp_mtp", "exaone_moe", "exaone_moe_mtp", "nemotron_h_mtp",
+    "bailing_hybrid_mtp", "bailing_hybrid_v3_mtp",
+})
+MTP_ARCHITECTURES = frozenset({
+    "MiMoForCausalLM", "MiMoV2ForCausalLM", "MiMoV2OmniForCausalLM", "MiMoV2FlashForCausalLM", "Glm4MoeForCausalLM",
+    "Glm4MoeLiteForCausalLM", "GlmOcrForConditionalGeneration", "BailingMoeV3ForCausalLM",
+    "BailingMoeV3VLForConditionalGeneration",
+})
+REQUIRED_FIELDS = ("hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size", "vocab_size")
+MLA_FIELDS = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+OPTIONAL_POSITIVE = ("target_hidden_size", "draft_vocab_size", "num_aux_hidden_states", "num_key_value_heads",
+                     "head_dim", "q_lora_rank")
+_SPECULATORS_TOP = {"draft_vocab_size", "target_hidden_size", "eagle_aux_hidden_state_layer_ids", *FLAG_NAMES}
+_RECOMMENDED_ARCH = {"llama": "LlamaForCausalLMEagle3", "qwen3": "Eagle3Qwen3ForCausalLM",
+                     "mla": "Eagle3DeepseekV2ForCausalLM"}
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def check(ctx: Context) -> list[Finding]:
+    return [*_architecture(ctx), *_fields(ctx), *_flags(ctx), *_context_length(ctx), *_quantized(ctx)]
+
+
+def _architecture(ctx: Context) -> list[Finding]:
+    cfg, out = ctx.config, []
+    recommended = _RECOMMENDED_ARCH.get(ctx.info.attention, "LlamaForCausalLMEagle3")
+    if ctx.speculators:
+        inner_type = ctx.vcfg.get("model_type", "llama")
+        kind = cfg.get("speculators_model_type")
+        if kind not in ("eagle3", "peagle"):
+            out.append(finding("E301", f"speculators_model_type is {kind!r}: not an EAGLE-3 draft (vLLM serves it "
+                                       "with another method, or raises)", field="speculators_model_type"))
+        elif inner_type not in SPECULATORS_ARCHS:
+            out.append(finding("E301", f"transformer_layer_config.model_type is {inner_type!r}: vLLM raises "
+                                       f"`Unsupported model_type {inner_type} for Eagle3 speculator` "
+                                       "(llama, qwen3 only)",
+                               field="transformer_layer_config.model_type"))
+    elif not ctx.arch:
+        out.append(finding("E301", "config.json has no architectures: vLLM cannot pick a draft class",
+                           field="architectures", fix=f'Set architectures to ["{recommended}"].'))
+    elif ctx.impl is None:
+        declared = (cfg.get("architectures") or [""])[0]
+        how = f"{declared!r} becomes {ctx.arch!r} under method eagle3" if declared != ctx.arch else repr(declared)
+        out.append(finding("E301", f"architectures[0] {how}, which vLLM does not register as an EAGLE-3 draft",
+                           field="architectures", fix=f'Set architectures to ["{recommended}"].'))
+    if ctx.impl and ctx.info.attention != ctx.attention:
+        out.append(finding("E301", f"the tensors hold {ctx.info.attention} attention ({ctx.info.attention_reason}) but "
+                                   f"{ctx.arch} builds {ctx.impl} with {ctx.attention} attention",
+                           field="architectures", fix=f'Set architectures to ["{recommended}"].'))
+    if not ctx.speculators:
+        model_type = cfg.get("model_type")
+        archs = cfg.get("architectures") or []
+        model_type = model_type if isinstance(model_type, str) else None
+        arch0 = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+        if model_type in MTP_MODEL_TYPES or arch0 in MTP_ARCHITECTURES:
+            what = f"model_type {model_type!r}" if model_type in MTP_MODEL_TYPES else f"architectures {arch0!r}"
+            out.append(finding("E302", f"{what}: vLLM's SpeculativeConfig.hf_config_override rewrites the draft into "
+                                       "an MTP model before the EAGLE-3 class is chosen",
+                               field="model_type" if model_type in MTP_MODEL_TYPES else "architectures"))
+    act = ctx.vcfg.get("hidden_act", "silu")
+    if act != "silu":
+        out.append(finding("E303", f"hidden_act is {act!r}: vLLM's draft MLP raises `Unsupported activation: {act}`",
+                           field=_field(ctx, "hidden_act")))
+    return out
+
+
+def _field(ctx: Context, name: str) -> str:
+    """Where the user edits `name`: speculators configs keep model fields in transformer_layer_config."""
+    return f"transformer_layer_config.{name}" if ctx.speculators and name not in _SPECULATORS_TOP else name
+
+
+def _fields(ctx: Context) -> list[Finding]:
+    vcfg, out = ctx.vcfg, []
+    required = REQUIRED_FIELDS + (MLA_FIELDS if ctx.attention == "mla" else ())
+    for name in required:
+        value = vcfg.get(name)
+        if value is None:
+            out.append(finding("E304", f"{_field(ctx, name)} is missing: vLLM would use a config-class default, "
+                                       "not the draft's size", field=_field(ctx, name)))
+        elif not _positive_int(value):
+            out.append(finding("E304", f"{_field(ctx, name)} is {value!r}, expected a positive integer",
+                               field=_field(ctx, name)))
+    for name in OPTIONAL_POSITIVE:
+        if name in vcfg and not _positive_int(vcfg[name]) and not (vcfg[name] is None and name != "target_hidden_size"):
+            crash = " (vLLM multiplies it by the aux count and crashes)" if name == "target_hidden_size" else ""
+            out.append(finding("E304", f"{_field(ctx, name)} is {vcfg[name]!r}, expected a positive integer{crash}",
+                               field=_field(ctx, name)))
+    for name in ("num_hidden_layers", "num_aux_hidden_states"):
+        if _positive_int(vcfg.get(name)) and vcfg[name] > MAX_COUNT:
+            out.append(finding("E304", f"{_field(ctx, name)} is {vcfg[name]}: not a plausible draft (at most "
+                                       f"{MAX_COUNT})", field=_field(ctx, name)))
+    eps = vcfg.get("rms_norm_eps")
+    if eps is not None and not (isinstance(eps, (int, float)) and not isinstance(eps, bool) and 0 < eps < 1):
+        out.append(finding("E304", f"{_field(ctx, 'rms_norm_eps')} is {eps!r}, expected a small positive number",
+                           field=_field(ctx, "rms_norm_eps")))
+    if "eagle_config" in vcfg and not isinstance(vcfg["eagle_config"], dict):
+        out.append(finding("E304", "eagle_config is not a JSON object: vLLM ignores it", field="eagle_config"))
+    return out
+
+
+def _flags(ctx: Context) -> list[Finding]:
+    cfg, out = ctx.config, []
+    eagle = eagle_section(ctx.vcfg)
+    if ctx.flags["fc_norm"] and ctx.flags["norm_before_fc"]:
+        out.append(finding("E305", "fc_norm and norm_before_fc are both on: vLLM would apply input_norm and then "
+                                   "every fc_norm, a combination no producer trains", field="fc_norm"))
+    if ctx.attention == "mla":
+        if eagle.get("norm_before_fc", ctx.vcfg.get("norm_before_fc")):
+            out.append(finding("E306", "norm_before_fc is on but vLLM's MLA draft class has no input_norm and ignores "
+                                       "the flag", field="norm_before_fc"))
+        if eagle.get("use_aux_hidden_state") is False:
+            out.append(finding("E306", "eagle_config.use_aux_hidden_state is false but vLLM's MLA draft class always "
+                                       "builds fc over the aux states", field="eagle_config.use_aux_hidden_state"))
+    if "norm_before_residual" not in cfg:
+        default = "true (speculators path)" if ctx.speculators else "false (plain config path)"
+        out.append(finding("W307", f"norm_before_residual is not written; vLLM assumes {default}, and the other path "
+                                   "assumes the opposite", field="norm_before_residual"))
+    if ctx.speculators:
+        inner = cfg.get("transformer_layer_config") or {}
+        lost = [f for f in FLAG_NAMES if (f in cfg or f in inner) and (f not in inner or inner.get(f) != cfg.get(f))]
+        if lost:
+            out.append(finding("W308", f"{', '.join(lost)}: top-level and transformer_layer_config disagree or one is "
+                                       "missing; vLLM before PR #46488 reads only the inner value, newer vLLM only the "
+                                       "top-level one", field=lost[0]))
+    if "use_aux_norm" in cfg:
+        out.append(finding("W309", f"use_aux_norm is {cfg['use_aux_norm']!r} but vLLM reads only fc_norm "
+                                   f"(fc_norm is {'on' if ctx.flags['fc_norm'] else 'off'})", field="use_aux_norm"))
+    return out
+
+
+def _context_length(ctx: Context) -> list[Finding]:
+    serving = ctx.serving_context
+    source = "--max-model-len"
+    if serving is None and ctx.target and _positive_int(ctx.target.get("max_position_embeddings")):
+        serving, source = ctx.target["max_position_embeddings"], "the target's max_position_embeddings"
+    draft = ctx.vcfg.get("max_position_embeddings")
+    if serving and _positive_int(draft) and draft < serving:
+        return [finding("W310", f"max_position_embeddings is {draft} but the serving context is {serving} ({source}): "
+                                "the draft has not seen positions past its own limit",
+                        field=_field(ctx, "max_position_embeddings"))]
+    return []
+
+
+def _quantized(ctx: Context) -> list[Finding]:
+    fp8 = [n for n, t in ctx.tensors.items() if t.dtype.startswith("F8")]
+    scales = [n for n in ctx.tensors if n.endswith("_scale")]
+    qcfg = ctx.vcfg.get("quantization_config")
+    if qcfg or fp8 or scales:
+        method = qcfg.get("quant_method", "unknown method") if isinstance(qcfg, dict) else "unknown method"
+        return [finding("W311", f"quantized draft ({method}; {len(fp8)} fp8 tensors, {len(scales)} scale tensors): "
+                                "static checks cover names and unquantised shapes only", field="quantization_config")]
+    return []

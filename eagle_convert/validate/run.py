@@ -1,0 +1,147 @@
+"""`validate`: everything that can go wrong when vLLM serves a draft, found before deployment.
+
+vLLM does not protect users: a missing tensor loads as uninitialised memory, missing aux ids give
+~1% acceptance, a d2t with a full vocabulary or colliding aux ids crash only at the first decode.
+Static validation reads config.json, safetensors headers and the small d2t/t2d tensors (no torch,
+time independent of the weights' size); `deep` reads every value; `engine="vllm"` loads the
+draft with vLLM's real loader and a sentinel fill. Findings are data (`findings.py`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eagle_convert.draft.checkpoint import CheckpointRef, open_checkpoint
+from eagle_convert.validate.deep import DeepSummary, Progress
+from eagle_convert.draft.describe import DraftInfo, describe
+from eagle_convert.errors import ConfigError, UnknownLayoutError, UsageError
+from eagle_convert.validate.findings import Report, finding
+
+SCHEMA_VERSION = 1
+ENGINES = ("vllm",)
+
+
+@dataclass
+class ValidationReport(Report):
+    """Findings plus what was checked: the draft's identity, target, deep-scan and engine results."""
+
+    is_hub: bool = False
+    info: DraftInfo | None = None
+    vllm_class: str | None = None  # implementation class vLLM builds (None: unregistered)
+    target: str | None = None
+    deep: DeepSummary | None = None
+    engine: dict[str, Any] | None = None  # EngineReport.to_dict() (features included)
+    seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        counts = self.counts()
+        info = self.info
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "source": self.source,
+            "ok": not self.errors,
+            "errors": counts["error"],
+            "warnings": counts["warning"],
+            "infos": counts["info"],
+            "layout": info.layout if info else None,
+            "variant": info.variant if info else None,
+            "vllm_architecture": info.vllm_architecture if info else None,
+            "vllm_class": self.vllm_class,
+            "target": self.target,
+            "checks": list(self.families_run),
+            "findings": self.findings_dicts(),
+            "deep": self.deep.to_dict() if self.deep else None,
+            "engine": self.engine,
+            "seconds": round(self.seconds, 3),
+            "timings": {k: round(v, 3) for k, v in self.timings.items()},
+        }
+
+
+def _check_args(engine: str | None, target: Any) -> None:
+    if engine is not None and engine not in ENGINES:
+        raise UsageError(f"unknown engine {engine!r}", hint=f"choose from: {', '.join(ENGINES)}")
+    if engine is not None and target is None:
+        raise UsageError(f"--engine {engine} needs --target: vLLM loads a draft only together with its target")
+
+
+def validate(ref: str | Path | CheckpointRef, *, target: str | Path | None = None, deep: bool = False,
+             engine: str | None = None, serving_context: int | None = None, progress: Progress | None = None,
+             engine_timeout_s: float = 600, chunk_bytes: int | None = None) -> ValidationReport:
+    """Validate one draft; see the module docstring. Raises EagleConvertError for unreadable inputs."""
+    _check_args(engine, target)
+    t0 = time.perf_counter()
+    if not isinstance(ref, CheckpointRef):
+        ref = CheckpointRef.parse(str(ref))
+    ckpt = open_checkpoint(ref)
+    report = ValidationReport(ckpt.description, is_hub=ref.is_hub)
+    report.timings["open"] = time.perf_counter() - t0
+    report.families_run.append("files")
+    if not ckpt.has_config:
+        report.add(finding("E002", f"{ckpt.description}: no config.json next to the weights", field="config.json"))
+        return _done(report, t0)
+    try:
+        info = describe(ckpt, read_vocab=False)
+    except UnknownLayoutError as exc:
+        report.add(finding("E001", str(exc)))
+        return _done(report, t0)
+    except ConfigError as exc:  # a field of the wrong JSON type (schemas/draft-config.schema.json)
+        report.add(finding("E304", exc.message, field="config.json"))
+        return _done(report, t0)
+    report.info = info
+
+    from eagle_convert.validate.rules import build_context, run_static
+    from eagle_convert.validate.rules.target import load_target_config
+
+    target_desc, target_cfg = load_target_config(target) if target is not None else (None, None)
+    report.target = target_desc
+    ctx = build_context(ckpt, info, target=target_cfg, target_source=target_desc, serving_context=serving_context)
+    report.vllm_class = ctx.impl
+    t1 = time.perf_counter()
+    static, families = run_static(ctx)
+    report.families_run = families
+    report.add(static)
+    report.timings["static"] = time.perf_counter() - t1
+
+    if deep:
+        from eagle_convert.validate import deep as deep_mod
+        from eagle_convert.validate.rules.tensorspec import expected_tensors
+
+        t2 = time.perf_counter()
+        expected = expected_tensors(ctx)
+        kinds = {disk: expected[v].kind for disk, v in ctx.vnames.items() if v in expected}
+        summary = deep_mod.scan(ckpt, chunk_bytes=chunk_bytes or deep_mod.CHUNK_BYTES, progress=progress)
+        report.deep = summary
+        report.add(deep_mod.findings_from(summary, kinds))
+        report.families_run.append("deep")
+        report.timings["deep"] = time.perf_counter() - t2
+
+    if engine == "vllm":
+        report.add(_engine(report, ctx, ckpt, target, engine_timeout_s))
+        report.families_run.append("engine")
+    return _done(report, t0)
+
+
+def _engine(report: ValidationReport, ctx: Any, ckpt: Any, target: str | Path | None, timeout_s: float) -> list:
+    from eagle_convert.vllm.check import check_with_vllm
+    from eagle_convert.validate.rules.engine import feature_findings, from_engine
+    from eagle_convert.io.source import LocalSource
+
+    target_ref = CheckpointRef.parse(str(target))
+    if not isinstance(ckpt.source, LocalSource) or target_ref.is_hub:
+        raise UsageError("--engine vllm needs a local draft folder and a local target folder",
+                         hint="download both first (huggingface-cli download ...)")
+    target_dir = target_ref.local if target_ref.local and target_ref.local.is_dir() else target_ref.local.parent
+    t0 = time.perf_counter()
+    result = check_with_vllm(Path(ckpt.source.root), target_dir, timeout_s=timeout_s)
+    report.timings["engine"] = time.perf_counter() - t0
+    report.engine = result.to_dict()
+    return feature_findings(ctx, result.features) + from_engine(result)
+
+
+def _done(report: ValidationReport, t0: float) -> ValidationReport:
+    report.seconds = time.perf_counter() - t0
+    return report

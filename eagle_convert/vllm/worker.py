@@ -1,0 +1,53 @@
+"""Subprocess worker that runs the real vLLM for `engine_check` and `vllm_smoke`.
+
+    python -m eagle_convert.vllm.worker {check|smoke} < request.json
+
+Reads one JSON request on stdin and prints exactly one JSON line on stdout (the real stdout;
+everything vLLM prints is sent to stderr). vLLM's global state (distributed groups, current
+config, Prometheus registry, engine processes) lives and dies with this process.
+Not a public API: the request/response shapes are private to engine_check.py and vllm_smoke.py.
+
+Modes live in ``_engine_load_check`` (check) and ``_engine_smoke`` (smoke), the loader hooks
+in ``_engine_hooks``; their entry points stay importable from here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+
+from eagle_convert.vllm.errors import one_line_error
+from eagle_convert.vllm.hooks import SENTINEL_INT as SENTINEL_INT
+from eagle_convert.vllm.load_check import run_check as run_check
+from eagle_convert.vllm.load_check import run_check_many
+from eagle_convert.vllm.smoke_worker import run_smoke
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1 or argv[0] not in ("check", "smoke"):
+        print("usage: python -m eagle_convert.vllm.worker {check|smoke} < request.json",
+              file=sys.stderr)
+        return 2
+    req = json.loads(sys.stdin.read())
+    # Keep the real stdout for the one JSON line; route every other print/log to stderr.
+    sys.stdout.flush()
+    real_stdout = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    try:
+        result = run_check_many(req) if argv[0] == "check" else run_smoke(req)
+    except Exception as exc:  # import failures and bugs: still answer with one JSON line
+        result = {"ok": False, "error": one_line_error(exc), "stage": "worker",
+                  "traceback": traceback.format_exc()}
+    real_stdout.write(json.dumps(result) + "\n")
+    real_stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stderr.flush()
+    os._exit(code)  # skip slow/unsafe interpreter teardown of vLLM's threads
