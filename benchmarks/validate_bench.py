@@ -3,7 +3,7 @@
 Run: `.venv/bin/python -m benchmarks.validate_bench [--out bench-out] [--deep]`. Builds (or reuses)
 the synthetic Llama-3.1-8B EAGLE-3 draft without and with `embed_tokens` (0.8 vs 1.8 GiB, a 32k
 draft vocabulary, so d2t/t2d are read for real) and times, in one run: the library call
-`validate(path)` (warm, median), the full CLI in a fresh process (`eagle-convert validate --json`,
+`validate_checkpoint(path)` (warm, median), the full CLI in a fresh process (`eagle-convert validate --json`,
 which includes interpreter start-up and imports) and `python -c pass` as the start-up baseline.
 Static validation reads config, headers and d2t/t2d only, so its time must not grow with the
 weights. `--deep` also times one `validate --deep` per size and reports its peak RSS (bounded by
@@ -23,22 +23,22 @@ from benchmarks.timing import folder_bytes, median_seconds
 
 _DEEP_SNIPPET = """
 import json, resource, sys, time
-from eagle_convert.validate.run import validate
-t = time.perf_counter(); r = validate(sys.argv[1], deep=True); s = time.perf_counter() - t
+from eagle_convert.validate.run import validate_checkpoint
+t = time.perf_counter(); r = validate_checkpoint(sys.argv[1], deep=True); s = time.perf_counter() - t
 print(json.dumps({"deep_s": s, "deep_peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "deep_errors": len(r.errors)}))
 """
 
 
 def measure(folder: Path, repeat: int, *, deep: bool) -> dict[str, float]:
-    from eagle_convert.validate.run import validate
+    from eagle_convert.validate.run import validate_checkpoint
 
-    report = validate(folder)  # warm-up; also the verdict
+    report = validate_checkpoint(folder)  # warm-up; also the verdict
     if report.errors:
         raise SystemExit(f"{folder}: synthetic draft has errors: {[f.code for f in report.errors]}")
     row = {
         "bytes": folder_bytes(folder),
-        "library_s": median_seconds(lambda: validate(folder), repeat),
+        "library_s": median_seconds(lambda: validate_checkpoint(folder), repeat),
         "cli_s": median_seconds(lambda: subprocess.run(
             [sys.executable, "-m", "eagle_convert.cli.app", "validate", "--json", str(folder)],
             check=True, capture_output=True), max(3, repeat // 3)),

@@ -122,13 +122,14 @@ def test_finetune_recovers_acceptance_of_the_upgrade(tmp_path: Path) -> None:
 
     from eagle_convert.draft.checkpoint import open_checkpoint
     from eagle_convert.draft.describe import describe
-    from eagle_convert.finetune.plan import Stage, finetune
+    from eagle_convert.finetune.plan import Stage
+    from eagle_convert.finetune.run import finetune_draft
     from eagle_convert.draft.report import inspect_checkpoint
     from eagle_convert.upgrade.plan import PROVENANCE_KEY, plan_upgrade
     from eagle_convert.smoke.prompts import builtin_prompts
     from eagle_convert.smoke.run import run_smoke
     from eagle_convert.upgrade.apply import apply_upgrade
-    from eagle_convert.validate.run import validate
+    from eagle_convert.validate.run import validate_checkpoint
     from fixtures.trained import build_trained_pair
 
     threads = torch.get_num_threads()
@@ -140,8 +141,8 @@ def test_finetune_recovers_acceptance_of_the_upgrade(tmp_path: Path) -> None:
         apply_upgrade(plan_upgrade(ckpt, describe(ckpt, read_vocab=False)), up)
         before = _tree_hash(up)
         out = tmp_path / "eagle31-ft"
-        res = finetune(up, target, out, prompts=_corpus_prompts(48), continuation_tokens=48,
-                       stages=[Stage("fc_norm", 40, 1e-3), Stage("all", 40, 1e-4, l2sp=1e-3)])
+        res = finetune_draft(up, target, out, prompts=_corpus_prompts(48), continuation_tokens=48,
+                             stages=[Stage("fc_norm", 40, 1e-3), Stage("all", 40, 1e-4, l2sp=1e-3)])
         assert _tree_hash(up) == before  # the input never changes
         assert [s.name for s in res.stages] == ["fc_norm", "all"]
         assert sum(res.step_acc_after) > sum(res.step_acc_before) + 0.3
@@ -157,7 +158,7 @@ def test_finetune_recovers_acceptance_of_the_upgrade(tmp_path: Path) -> None:
     assert al_ft > al_up + 0.5
     assert al_ft >= 0.9 * al_orig
 
-    report = validate(out, target=target)
+    report = validate_checkpoint(out, target=target)
     assert not report.errors, [f.code for f in report.errors]
     assert inspect_checkpoint(str(out)).to_dict()["variant"] == "EAGLE-3.1"
     cfg = json.loads((out / "config.json").read_text())

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from eagle_convert.validate.findings import code_table
-from eagle_convert.validate.run import validate
+from eagle_convert.validate.run import validate_checkpoint
 from fixtures.drafts import FIXTURE_MATRIX, DraftSpec, build_draft, draft_state, write_safetensors
 
 State = dict[str, torch.Tensor]
@@ -209,7 +209,7 @@ def test_code(code: str, tmp_path: Path) -> None:
     kwargs = dict(case.kwargs)
     if case.target is not None:
         kwargs["target"] = target_config(tmp_path / "target", **case.target)
-    report = validate(draft, **kwargs)
+    report = validate_checkpoint(draft, **kwargs)
     assert code in report.codes(), [f"{f.code}: {f.message}" for f in report.findings]
     hit = next(f for f in report.findings if f.code == code)
     assert hit.level == code_table()[code].level and hit.slug == code_table()[code].slug
@@ -217,7 +217,7 @@ def test_code(code: str, tmp_path: Path) -> None:
 
 
 def test_missing_tensor_names_the_tensor(tmp_path: Path) -> None:
-    report = validate(CASES["E101"].build(tmp_path / "d"))
+    report = validate_checkpoint(CASES["E101"].build(tmp_path / "d"))
     [hit] = [f for f in report.findings if f.code == "E101"]
     assert hit.tensor == "layers.0.mlp.down_proj.weight"
     assert hit.message == ("layers.0.mlp.down_proj.weight is missing: vLLM keeps uninitialised memory and loads "
@@ -226,15 +226,15 @@ def test_missing_tensor_names_the_tensor(tmp_path: Path) -> None:
 
 def test_fc_norm_flag_without_tensors_is_missing_tensor(tmp_path: Path) -> None:
     draft = write_draft(tmp_path / "d", "vllm-eagle31", tensors=_drop(*(f"fc_norm.{i}.weight" for i in range(3))))
-    hits = [f for f in validate(draft).findings if f.code == "E101"]
+    hits = [f for f in validate_checkpoint(draft).findings if f.code == "E101"]
     assert sorted(f.tensor for f in hits) == [f"fc_norm.{i}.weight" for i in range(3)]
     assert "keeps weight 1.0" in hits[0].message and "fc_norm is on: fc_norm" in hits[0].message
 
 
 def test_aux_id_beyond_target_layers_only_with_target(tmp_path: Path) -> None:
     draft = CASES["E322"].build(tmp_path / "d")
-    assert "E322" not in validate(draft).codes()  # 9 may be fine for a deeper target
-    assert "E322" in validate(draft, target=target_config(tmp_path / "t")).codes()
+    assert "E322" not in validate_checkpoint(draft).codes()  # 9 may be fine for a deeper target
+    assert "E322" in validate_checkpoint(draft, target=target_config(tmp_path / "t")).codes()
 
 
 # ------------------------------------------------------------------ engine codes (unit, fake reports)

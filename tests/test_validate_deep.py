@@ -8,7 +8,7 @@ import pytest
 
 from eagle_convert.draft.checkpoint import open_checkpoint
 from eagle_convert.validate.deep import scan
-from eagle_convert.validate.run import validate
+from eagle_convert.validate.run import validate_checkpoint
 from test_validate_codes import _nan, write_draft
 
 
@@ -46,7 +46,7 @@ def test_chunk_size_does_not_change_the_stats(built_fixtures) -> None:
 def test_nan_found_in_any_chunk(tmp_path: Path) -> None:
     draft = write_draft(tmp_path / "d", tensors=_nan("layers.0.mlp.up_proj.weight"))
     for chunk in (8, 4096, 1 << 26):
-        hits = [f for f in validate(draft, deep=True, chunk_bytes=chunk).findings if f.code == "E801"]
+        hits = [f for f in validate_checkpoint(draft, deep=True, chunk_bytes=chunk).findings if f.code == "E801"]
         assert [f.tensor for f in hits] == ["layers.0.mlp.up_proj.weight"]
 
 
@@ -65,6 +65,6 @@ def test_static_validate_reads_no_weight_bytes(built_fixtures, monkeypatch: pyte
         return original(self, name, start, length)
 
     monkeypatch.setattr(LocalSource, "read_range", spy)
-    validate(path)
+    validate_checkpoint(path)
     header_and_config = (path / "config.json").stat().st_size + min(t.offset for t in ckpt.tensors.values())
     assert sum(read) <= small + header_and_config

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eagle_convert.validate.run import validate
+from eagle_convert.validate.run import validate_checkpoint
 from fixtures.drafts import FIXTURE_MATRIX, build_draft
 from test_validate_codes import target_config
 
@@ -31,7 +31,7 @@ def test_malformed_config_fields_give_findings_not_tracebacks(name: str, tmp_pat
     for field in FIELDS:
         for value in VALUES:
             (draft / "config.json").write_text(json.dumps(original | {field: value}))
-            report = validate(draft, target=target)  # must not raise
+            report = validate_checkpoint(draft, target=target)  # must not raise
             assert all(f.code and f.message for f in report.findings)
 
 
@@ -39,7 +39,7 @@ def test_absurd_layer_count_is_reported_not_expanded(tmp_path: Path) -> None:
     draft = build_draft(tmp_path / "d", FIXTURE_MATRIX["vllm-eagle3"])
     cfg = json.loads((draft / "config.json").read_text())
     (draft / "config.json").write_text(json.dumps(cfg | {"num_hidden_layers": 10**9}))
-    report = validate(draft)
+    report = validate_checkpoint(draft)
     assert [f.message for f in report.findings if f.code == "E304"] == [
         "num_hidden_layers is 1000000000: not a plausible draft (at most 1024)"]
 
@@ -48,6 +48,6 @@ def test_declared_layers_missing_from_the_checkpoint_are_one_finding(tmp_path: P
     draft = build_draft(tmp_path / "d", FIXTURE_MATRIX["vllm-eagle3"])
     cfg = json.loads((draft / "config.json").read_text())
     (draft / "config.json").write_text(json.dumps(cfg | {"num_hidden_layers": 3}))
-    [hit] = validate(draft).findings
+    [hit] = validate_checkpoint(draft).findings
     assert (hit.code, hit.tensor, hit.field) == ("E101", "layers.1.*", "num_hidden_layers")
     assert hit.message.startswith("layers.1.*, layers.2.* missing: num_hidden_layers is 3 but the checkpoint has 1")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from eagle_convert.validate.run import validate
+from eagle_convert.validate.run import validate_checkpoint
 from fixtures.drafts import EXPECTED, FIXTURE_MATRIX, build_draft
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,7 +28,7 @@ UNLOADABLE = {
 
 @pytest.mark.parametrize("name", sorted(FIXTURE_MATRIX))
 def test_fixture_errors_match_what_vllm_does(name: str, built_fixtures) -> None:
-    report = validate(built_fixtures(name), deep=True)
+    report = validate_checkpoint(built_fixtures(name), deep=True)
     errors = {f.code for f in report.errors}
     if EXPECTED[name]["vllm_loads"]:
         assert errors == set(), [f"{f.code}: {f.message}" for f in report.errors]
@@ -39,7 +39,7 @@ def test_fixture_errors_match_what_vllm_does(name: str, built_fixtures) -> None:
 
 @pytest.mark.parametrize("name", ["vllm-eagle3", "vllm-eagle31", "speculators-eagle31", "vllm-qwen3-eagle31"])
 def test_clean_vllm_native_drafts_have_no_findings_at_all(name: str, built_fixtures) -> None:
-    report = validate(built_fixtures(name))
+    report = validate_checkpoint(built_fixtures(name))
     assert report.findings == []
     assert report.families_run == ["files", "keys", "shapes", "config", "vocab", "producer"]
 
@@ -55,22 +55,22 @@ def test_tiny_drafts_pass_against_the_tiny_target_config(tmp_path: Path) -> None
         "vocab_size": 4096, "max_position_embeddings": 4096,
         "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"}}))
     draft = build_draft(tmp_path / "draft", VLLM_TINY)
-    report = validate(draft, target=target)
+    report = validate_checkpoint(draft, target=target)
     assert report.findings == [] and "target" in report.families_run
 
 
 @pytest.mark.parametrize("name", ["vllm-eagle31", "speculators-eagle31", "nemo-eagle31-sharded", "kimi-mla-eagle31"])
 def test_static_validate_never_imports_torch(name: str, built_fixtures) -> None:
-    code = ("import sys; from eagle_convert.validate.run import validate; "
-            f"r = validate({str(built_fixtures(name))!r}); "
+    code = ("import sys; from eagle_convert.validate.run import validate_checkpoint; "
+            f"r = validate_checkpoint({str(built_fixtures(name))!r}); "
             "assert 'torch' not in sys.modules, 'torch imported'; print(len(r.findings))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
 
 
 def test_deep_scan_never_imports_torch_for_safetensors(built_fixtures) -> None:
-    code = ("import sys; from eagle_convert.validate.run import validate; "
-            f"validate({str(built_fixtures('vllm-eagle31-sharded-fp32'))!r}, deep=True); "
+    code = ("import sys; from eagle_convert.validate.run import validate_checkpoint; "
+            f"validate_checkpoint({str(built_fixtures('vllm-eagle31-sharded-fp32'))!r}, deep=True); "
             "assert 'torch' not in sys.modules")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -13,7 +13,8 @@ new flags. This module runs the recipe of §2.4/§4 on top of `reference/train.p
 * TTT depth 3 (the paper: EAGLE-3.1 generalises from short TTT depths).
 
 `plan_finetune` checks everything that can be checked before the expensive part (paths, config,
-target match); `run_finetune` generates, trains and writes atomically. Torch is imported lazily.
+target match), without torch; `finetune.run` (`run_finetune`, `finetune_draft`) generates, trains
+and writes atomically. The dependency goes one way: run imports plan, never the reverse.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from eagle_convert.errors import CheckpointNotFoundError, EagleConvertError, Usa
 from eagle_convert.smoke.prompts import Prompt, builtin_prompts, load_prompts, resolve_chat_template
 
 __all__ = ["DEFAULT_STAGES", "STAGE_PARAMS", "FinetuneEvent", "FinetunePlan", "FinetuneRefusedError",
-           "FinetuneResult", "Stage", "StageResult", "finetune", "plan_finetune", "run_finetune"]
+           "FinetuneResult", "Progress", "Stage", "StageResult", "plan_finetune"]
 
 LOG = logging.getLogger(__name__)
 
@@ -257,25 +258,3 @@ def _check_pair(dpath: Path, config: dict[str, Any], tcfg: dict[str, Any]) -> li
     if not cfg.use_aux_hidden_state:
         raise FinetuneRefusedError(f"{dpath}: use_aux_hidden_state is false: the draft has no fc to fine-tune")
     return ids
-
-
-# -------------------------------------------------------------------------------- running
-
-
-def finetune(draft: str | Path, target: str | Path, out: str | Path, *,
-             prompts: Sequence[Prompt] | str | Path | None = None, chat_template: str | None = None,
-             continuation_tokens: int = 64, stages: Sequence[str | Stage] | None = None,
-             ttt_steps: int = 3, seed: int = 0, force: bool = False,
-             progress: Progress | None = None) -> FinetuneResult:
-    """Plan, then run: fine-tune `draft` against `target` into the new folder `out`."""
-    plan = plan_finetune(draft, target, out, prompts=prompts, chat_template=chat_template,
-                         continuation_tokens=continuation_tokens, stages=stages, ttt_steps=ttt_steps,
-                         seed=seed, force=force)
-    return run_finetune(plan, progress=progress)
-
-
-def run_finetune(plan: FinetunePlan, *, progress: Progress | None = None) -> FinetuneResult:
-    """Generate the data, evaluate, train every stage, evaluate again, write atomically."""
-    from eagle_convert.finetune.run import run  # torch lives there; planning and refusals stay torch-free
-
-    return run(plan, progress=progress)

@@ -1,27 +1,45 @@
 """Execute a `FinetunePlan`: the torch side of `finetune` (data, TTT stages, evaluation, write).
 
-Split from `finetune.py`, which plans and refuses without importing torch.
+`finetune.plan` plans and refuses without torch; this module imports it (never the reverse) and
+imports torch only inside its functions, so importing it stays cheap.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from eagle_convert import __version__
 from eagle_convert.errors import EagleConvertError, UsageError
 from eagle_convert.finetune.plan import (
     FROZEN, LOSS_DECAY, STAGE_PARAMS, FinetuneEvent, FinetunePlan, FinetuneRefusedError, FinetuneResult,
-    Progress, Stage, StageResult,
+    Progress, Stage, StageResult, plan_finetune,
 )
+from eagle_convert.smoke.prompts import Prompt
 from eagle_convert.upgrade.plan import PROVENANCE_KEY
+
+__all__ = ["finetune_draft", "provenance", "run_finetune"]
 
 LOG = logging.getLogger(__name__)
 
 
-def run(plan: FinetunePlan, *, progress: Progress | None = None) -> FinetuneResult:
+def finetune_draft(draft: str | Path, target: str | Path, out: str | Path, *,
+                   prompts: Sequence[Prompt] | str | Path | None = None, chat_template: str | None = None,
+                   continuation_tokens: int = 64, stages: Sequence[str | Stage] | None = None,
+                   ttt_steps: int = 3, seed: int = 0, force: bool = False,
+                   progress: Progress | None = None) -> FinetuneResult:
+    """Plan, then run: fine-tune `draft` against `target` into the new folder `out`."""
+    plan = plan_finetune(draft, target, out, prompts=prompts, chat_template=chat_template,
+                         continuation_tokens=continuation_tokens, stages=stages, ttt_steps=ttt_steps,
+                         seed=seed, force=force)
+    return run_finetune(plan, progress=progress)
+
+
+def run_finetune(plan: FinetunePlan, *, progress: Progress | None = None) -> FinetuneResult:
     """Generate the data, evaluate, train every stage, evaluate again, write atomically."""
     import torch
 

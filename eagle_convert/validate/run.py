@@ -68,9 +68,10 @@ def _check_args(engine: str | None, target: Any) -> None:
         raise UsageError(f"--engine {engine} needs --target: vLLM loads a draft only together with its target")
 
 
-def validate(ref: str | Path | CheckpointRef, *, target: str | Path | None = None, deep: bool = False,
-             engine: str | None = None, serving_context: int | None = None, progress: Progress | None = None,
-             engine_timeout_s: float = 600, chunk_bytes: int | None = None) -> ValidationReport:
+def validate_checkpoint(ref: str | Path | CheckpointRef, *, target: str | Path | None = None,
+                        deep: bool = False, engine: str | None = None, serving_context: int | None = None,
+                        progress: Progress | None = None, engine_timeout_s: float = 600,
+                        chunk_bytes: int | None = None) -> ValidationReport:
     """Validate one draft; see the module docstring. Raises EagleConvertError for unreadable inputs."""
     _check_args(engine, target)
     t0 = time.perf_counter()

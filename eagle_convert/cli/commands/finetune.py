@@ -57,7 +57,8 @@ def finetune_cmd(ctx: click.Context, draft: str, target: str, out: Path, prompts
 
     from eagle_convert.io.atomic import install_signal_cleanup
     from eagle_convert.cli.app import _console, _echo_json
-    from eagle_convert.finetune.plan import plan_finetune, run_finetune
+    from eagle_convert.finetune.plan import plan_finetune
+    from eagle_convert.finetune.run import run_finetune
     from eagle_convert.cli.render.finetune import LineProgress, RichProgress, render_plan, render_result
 
     stages = [replace(_A, steps=steps_fc_norm, lr=lr_fc_norm), replace(_B, steps=steps_all, lr=lr_all, l2sp=l2sp)]

@@ -54,11 +54,12 @@ def validate_cmd(checkpoint: str, target: str | None, deep: bool, engine: str | 
     Exit status: 0 no errors, 1 errors (or warnings with --strict), 2 usage. Finding codes are
     listed in the README ('Finding codes').
     """
-    from eagle_convert.validate.run import validate
+    from eagle_convert.validate.run import validate_checkpoint
 
     with _progress(deep and not as_json) as progress:
-        report = validate(checkpoint, target=target, deep=deep, engine=engine, serving_context=serving_context,
-                          progress=progress, engine_timeout_s=engine_timeout)
+        report = validate_checkpoint(checkpoint, target=target, deep=deep, engine=engine,
+                                     serving_context=serving_context, progress=progress,
+                                     engine_timeout_s=engine_timeout)
     if junit is not None:
         junit.write_text(report.to_junit(strict=strict), encoding="utf-8")
     if as_json:
