@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from eagle_convert.smoke.acceptance import AcceptanceMetrics
+from eagle_convert.vllm_model.acceptance import AcceptanceMetrics
 from eagle_convert.reference.drafter import EagleDrafter
 from eagle_convert.reference.target import TargetModel
 
@@ -44,17 +44,12 @@ class SpecResult(AcceptanceMetrics):
 
 def summarize(results: Sequence[SpecResult]) -> SpecResult:
     """Sum counters over requests (what vLLM's global counters report); tokens concatenated."""
-    k = max((len(r.accepted_per_pos) for r in results), default=0)
-    total = SpecResult(tokens=[], accepted_per_pos=[0] * k)
+    total = SpecResult(tokens=[])
     for r in results:
         total.tokens += r.tokens
-        total.num_drafts += r.num_drafts
-        total.num_draft_tokens += r.num_draft_tokens
-        total.num_accepted += r.num_accepted
+        total.add_counters(r)
         total.target_forwards += r.target_forwards
         total.seconds += r.seconds
-        for i, a in enumerate(r.accepted_per_pos):
-            total.accepted_per_pos[i] += a
     return total
 
 

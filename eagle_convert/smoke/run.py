@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.smoke.acceptance import AcceptanceMetrics
+from eagle_convert.vllm_model.acceptance import AcceptanceMetrics
 from eagle_convert.errors import CheckpointNotFoundError, EngineError, UsageError
 from eagle_convert.smoke.prompts import NATURAL, PromptSet, Prompt, builtin_prompts, prepare_prompts, resolve_chat_template
 
@@ -48,13 +48,7 @@ class Counts(AcceptanceMetrics):
         self.requests += o.requests
         self.prompt_tokens += o.prompt_tokens
         self.generated_tokens += o.generated_tokens
-        self.num_drafts += o.num_drafts
-        self.num_draft_tokens += o.num_draft_tokens
-        self.num_accepted += o.num_accepted
-        k = max(len(self.accepted_per_pos), len(o.accepted_per_pos))
-        self.accepted_per_pos = [
-            (self.accepted_per_pos[i] if i < len(self.accepted_per_pos) else 0)
-            + (o.accepted_per_pos[i] if i < len(o.accepted_per_pos) else 0) for i in range(k)]
+        self.add_counters(o)
         self.target_forwards += o.target_forwards
         self.seconds = None if self.seconds is None or o.seconds is None else self.seconds + o.seconds
 

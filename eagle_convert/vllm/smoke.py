@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from eagle_convert.smoke.acceptance import AcceptanceMetrics
+from eagle_convert.vllm_model.acceptance import AcceptanceMetrics
 from eagle_convert.vllm.check import run_worker
 from eagle_convert.errors import EngineError
 from eagle_convert.vllm_model.features import vllm_available
