@@ -8,20 +8,17 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
 import os
-import sys
-
 from typing import Any
 
 import click
-from rich.console import Console
 
 from eagle_convert import __version__
+from eagle_convert.cli.output import console, echo_json
 from eagle_convert.errors import EagleConvertError
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-# Lazily loaded commands: module names under eagle_convert/commands/.
+# Lazily loaded commands: module names under eagle_convert/cli/commands/.
 COMMANDS = ("upgrade", "diff", "validate", "smoke", "finetune")
 
 
@@ -59,14 +56,6 @@ class _Group(click.Group):
             ctx.exit(exc.exit_code)
 
 
-def _console() -> Console:
-    return Console(soft_wrap=False, width=None if sys.stdout.isatty() else 160)
-
-
-def _echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
-
-
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="eagle-convert")
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors (or set EAGLE_CONVERT_DEBUG=1).")
@@ -90,11 +79,11 @@ def inspect_cmd(checkpoint: str, as_json: bool, tensors: bool) -> None:
 
     report = inspect_checkpoint(checkpoint)
     if as_json:
-        _echo_json(report.to_dict(tensors=True))
+        echo_json(report.to_dict(tensors=True))
         return
     from eagle_convert.cli.render.inspect import render_inspect
 
-    render_inspect(_console(), report, tensors=tensors)
+    render_inspect(console(), report, tensors=tensors)
 
 
 if __name__ == "__main__":

@@ -16,16 +16,16 @@ def diff_cmd(ctx: click.Context, a: str, b: str, as_json: bool, headers_only: bo
     """Compare checkpoints A and B: tensors added, removed, renamed and changed (with the max abs
     difference), and the config.json diff. A and B are folders, weight files or hub repos.
     """
-    from eagle_convert.cli.app import _console, _echo_json
+    from eagle_convert.cli.output import console, echo_json
     from eagle_convert.diff import diff_checkpoints
 
     result = diff_checkpoints(a, b, compare_data=not headers_only)
     if as_json:
-        _echo_json(result.to_dict())
+        echo_json(result.to_dict())
     else:
         from eagle_convert.cli.render.diff import render_diff
 
-        render_diff(_console(), result)
+        render_diff(console(), result)
     if exit_code and not result.same:
         ctx.exit(1)
 

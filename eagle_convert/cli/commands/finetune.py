@@ -56,7 +56,7 @@ def finetune_cmd(ctx: click.Context, draft: str, target: str, out: Path, prompts
     from rich.console import Console
 
     from eagle_convert.io.atomic import install_signal_cleanup
-    from eagle_convert.cli.app import _console, _echo_json
+    from eagle_convert.cli.output import console, echo_json
     from eagle_convert.finetune.plan import plan_finetune
     from eagle_convert.finetune.run import run_finetune
     from eagle_convert.cli.render.finetune import LineProgress, RichProgress, render_plan, render_result
@@ -65,9 +65,9 @@ def finetune_cmd(ctx: click.Context, draft: str, target: str, out: Path, prompts
     plan = plan_finetune(draft, target, out, prompts=prompts_file, chat_template=chat_template,
                          continuation_tokens=continuation_tokens, stages=stages, ttt_steps=ttt_steps,
                          seed=seed, force=force)
-    console = _console()
+    screen = console()
     if not as_json:
-        render_plan(console, plan)
+        render_plan(screen, plan)
     err = Console(stderr=True)
     restore = install_signal_cleanup((signal.SIGTERM, signal.SIGHUP))
     try:
@@ -81,9 +81,9 @@ def finetune_cmd(ctx: click.Context, draft: str, target: str, out: Path, prompts
     finally:
         restore()
     if as_json:
-        _echo_json({"plan": plan.to_dict(), "result": result.to_dict()})
+        echo_json({"plan": plan.to_dict(), "result": result.to_dict()})
     else:
-        render_result(console, plan, result)
+        render_result(screen, plan, result)
 
 
 def register(group: click.Group) -> None:

@@ -41,7 +41,7 @@ def smoke_cmd(target: str, drafts: tuple[str, ...], engine: str, prompts_file: s
 
     Compare an EAGLE-3 draft with its EAGLE-3.1 upgrade: eagle-convert smoke TARGET -d eagle3 -d eagle31.
     """
-    from eagle_convert.cli.app import _console, _echo_json
+    from eagle_convert.cli.output import console, echo_json
     from eagle_convert.errors import UsageError
     from eagle_convert.smoke.prompts import builtin_prompts, load_prompts, parse_buckets
     from eagle_convert.smoke.run import run_smoke
@@ -76,11 +76,11 @@ def smoke_cmd(target: str, drafts: tuple[str, ...], engine: str, prompts_file: s
         data = report.to_dict()
         if plot_path is not None:
             data["plot"] = plot_path
-        _echo_json(data)
+        echo_json(data)
         return
     from eagle_convert.cli.render.smoke import render_smoke
 
-    render_smoke(_console(), report)
+    render_smoke(console(), report)
     if plot_path is not None:
         click.echo(f"plot: {plot_path}")
 

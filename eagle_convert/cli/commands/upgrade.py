@@ -64,7 +64,7 @@ def upgrade_cmd(ctx: click.Context, checkpoint: str, output: Path, layout: str, 
     of which only config, index and weight files are downloaded.
     """
     from eagle_convert.draft.checkpoint import open_checkpoint
-    from eagle_convert.cli.app import _console, _echo_json
+    from eagle_convert.cli.output import console, echo_json
     from eagle_convert.upgrade.configgen import read_target
     from eagle_convert.draft.describe import describe
     from eagle_convert.upgrade.plan import plan_upgrade
@@ -76,26 +76,26 @@ def upgrade_cmd(ctx: click.Context, checkpoint: str, output: Path, layout: str, 
     plan = plan_upgrade(ckpt, info, layout=layout, norm_output=norm_output, aux_layer_ids=aux_layer_ids,
                         target=target_info)
     check_output(plan, output, force=force)
-    console = _console()
+    screen = console()
     if dry_run:
         if as_json:
-            _echo_json({"dry_run": True, "output": str(output), "plan": plan.to_dict()})
+            echo_json({"dry_run": True, "output": str(output), "plan": plan.to_dict()})
         else:
             from eagle_convert.cli.render.upgrade import render_plan
 
-            render_plan(console, plan, output, dry_run=True)
+            render_plan(screen, plan, output, dry_run=True)
         return
     if not as_json:
         from eagle_convert.cli.render.upgrade import render_plan
 
-        render_plan(console, plan, output, dry_run=False)
+        render_plan(screen, plan, output, dry_run=False)
     result = _apply(ctx, plan, output, force=force, verify=verify, apply=apply_upgrade)
     if as_json:
-        _echo_json({"dry_run": False, "output": str(output), "plan": plan.to_dict(), "result": result.to_dict()})
+        echo_json({"dry_run": False, "output": str(output), "plan": plan.to_dict(), "result": result.to_dict()})
     else:
         from eagle_convert.cli.render.upgrade import render_result
 
-        render_result(console, plan, result)
+        render_result(screen, plan, result)
 
 
 def _apply(ctx: click.Context, plan: UpgradePlan, output: Path, *, force: bool, verify: bool,

@@ -65,10 +65,10 @@ def validate_cmd(checkpoint: str, target: str | None, deep: bool, engine: str | 
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2, default=str))
     else:
-        from eagle_convert.cli.app import _console
+        from eagle_convert.cli.output import console
         from eagle_convert.cli.render.validate import render_validate
 
-        render_validate(_console(), report, strict=strict)
+        render_validate(console(), report, strict=strict)
     if report.failed(strict=strict):
         click.get_current_context().exit(1)
 
