@@ -14,25 +14,18 @@ from typing import Any
 from eagle_convert.draft.checkpoint import Checkpoint
 from eagle_convert.draft.config_schema import check_config
 from eagle_convert.draft.layout import canonical_map, config_alias, config_get, detect_attention, detect_layout
+from eagle_convert.vllm_model.config import VllmDraftConfig, read_config
+from eagle_convert.vllm_model.tables import AUX_ID_LOCATIONS, FLAG_NAMES
 
-FLAGS = ("fc_norm", "norm_output", "norm_before_fc", "norm_before_residual")
-# vLLM's defaults when a flag is absent, per config path (vllm-loader.md §2.2 and §4).
-NATIVE_DEFAULTS = {"fc_norm": False, "norm_output": False, "norm_before_fc": False, "norm_before_residual": False}
-SPECULATORS_DEFAULTS = {**NATIVE_DEFAULTS, "norm_before_residual": True}
-AUX_ID_LOCATIONS = (
-    "eagle_aux_hidden_state_layer_ids",
-    "eagle_config.eagle_aux_hidden_state_layer_ids",
-    "eagle_config.layer_ids",
-    "transformer_layer_config.eagle_aux_hidden_state_layer_ids",
-)
 _LAYER_RE = re.compile(r"^layers\.(\d+)\.")
 _FC_NORM_RE = re.compile(r"^fc_norm\.(\d+)\.weight$")
 
 
 @dataclass
 class Flag:
-    value: bool
+    value: bool  # as the producer declared it (legacy aliases such as use_aux_norm honoured)
     where: list[str]  # config locations that set it; [] means vLLM's default applies
+    vllm: bool  # as vLLM applies it (it reads no legacy alias)
 
 
 @dataclass
@@ -50,7 +43,9 @@ class DraftInfo:
     attention: str
     attention_reason: str
     architectures: list[str]
-    vllm_architecture: str | None
+    vllm_architecture: str | None  # the name vLLM looks up for method eagle3 (None: it never gets there)
+    vllm_class: str | None  # the EAGLE-3 class vLLM builds, None when it builds none
+    vllm_note: str | None  # why vLLM builds no EAGLE-3 class from this config
     model_type: str | None
     variant: str  # "EAGLE-3" | "EAGLE-3.1" | "norm_before_fc"
     variant_reasons: list[str]
@@ -79,26 +74,12 @@ class DraftInfo:
         return data
 
 
-def effective_config(config: dict[str, Any], layout: str) -> dict[str, Any]:
-    """The config vLLM's draft model reads: speculators configs flattened as vLLM flattens them."""
-    if layout == "speculators":
-        eff = dict(config.get("transformer_layer_config") or {})
-        for key in ("draft_vocab_size", "target_hidden_size"):
-            if config.get(key) is not None:
-                eff[key] = config[key]
-        for flag, default in SPECULATORS_DEFAULTS.items():
-            eff[flag] = config.get(flag, default)
-        if config.get("eagle_aux_hidden_state_layer_ids"):
-            eff["eagle_aux_hidden_state_layer_ids"] = config["eagle_aux_hidden_state_layer_ids"]
-        return eff
-    eff = dict(config)
-    alias = config_alias("fc_norm")
-    if "fc_norm" not in eff and alias and alias in eff:
-        eff["fc_norm"] = eff[alias]
-    nested = config_get(config, "eagle_config.norm_before_fc")
-    if nested is not None:
-        eff["norm_before_fc"] = nested  # vLLM #42143: eagle_config wins
-    return eff
+def _declared(config: dict[str, Any], view: VllmDraftConfig, flag: str) -> bool:
+    """The flag as the producer meant it: vLLM's value, unless only a legacy alias sets it."""
+    alias = config_alias(flag)
+    if flag not in view.vcfg and alias and alias in config:
+        return bool(config[alias])
+    return view.flags[flag]
 
 
 def _flag_locations(config: dict[str, Any], flag: str) -> list[str]:
@@ -109,24 +90,26 @@ def _flag_locations(config: dict[str, Any], flag: str) -> list[str]:
     return [p for p in paths if config_get(config, p) is not None]
 
 
-def vllm_architecture(config: dict[str, Any], layout: str) -> str | None:
-    """The class name vLLM resolves for method eagle3 (prefix rule of EAGLEConfig)."""
-    if layout == "speculators":
-        inner = (config.get("transformer_layer_config") or {}).get("model_type", "llama")
-        return {"llama": "Eagle3LlamaForCausalLM", "qwen3": "Eagle3Qwen3ForCausalLM"}.get(inner)
-    archs = config.get("architectures") or []
-    if not archs:
-        return None
-    name = archs[0]
-    return name if name.startswith("Eagle3") or name.endswith("Eagle3") else f"Eagle3{name}"
+def _aux_ids(config: dict[str, Any], view: VllmDraftConfig) -> tuple[list[int] | None, list[str]]:
+    """The ids vLLM's V1 runner uses (else the V2 runner's), and every location that holds ids."""
+    where = [p for p in AUX_ID_LOCATIONS if isinstance(v := config_get(config, p), list) and v]
+    used, used_where = ((view.aux_ids_v1, view.aux_ids_v1_where) if view.aux_ids_v1 is not None
+                        else (view.aux_ids_v2, view.aux_ids_v2_where))
+    if used is None or not all(isinstance(i, int) and not isinstance(i, bool) for i in used):
+        return None, where
+    if used_where in where:  # the one vLLM uses first
+        where.remove(used_where)
+    return [int(i) for i in used], [used_where, *where] if used_where else where
 
 
-def _aux_ids(config: dict[str, Any]) -> tuple[list[int] | None, list[str]]:
-    found = [(p, config_get(config, p)) for p in AUX_ID_LOCATIONS]
-    found = [(p, v) for p, v in found if isinstance(v, list) and v]
-    if not found:
-        return None, []
-    return [int(x) for x in found[0][1]], [p for p, _ in found]
+def _vllm_note(view: VllmDraftConfig) -> str | None:
+    if view.mtp_rewrite:
+        return f"{view.mtp_rewrite}: vLLM rewrites the draft into an MTP model (SpeculativeConfig.hf_config_override)"
+    if view.architecture is None:
+        return "no architectures: vLLM cannot pick a draft class"
+    if view.draft_class is None:
+        return f"{view.architecture} is not a registered vLLM EAGLE-3 draft architecture"
+    return None
 
 
 def _dim(eff: dict[str, Any], key: str) -> int | None:
@@ -143,9 +126,10 @@ def describe(ckpt: Checkpoint, *, read_vocab: bool = True) -> DraftInfo:
     canon = canonical_map(keys)
     by_canon = {c: ckpt.tensors[k] for k, c in canon.items()}
     attention, attention_reason = detect_attention(canon.values())
-    eff = effective_config(ckpt.config, layout.id)
-    defaults = SPECULATORS_DEFAULTS if layout.id == "speculators" else NATIVE_DEFAULTS
-    flags = {f: Flag(bool(eff.get(f, defaults[f])), _flag_locations(ckpt.config, f)) for f in FLAGS}
+    view = read_config(ckpt.config)
+    eff = view.vcfg
+    flags = {f: Flag(_declared(ckpt.config, view, f), _flag_locations(ckpt.config, f), view.flags[f])
+             for f in FLAG_NAMES}
 
     hidden = _dim(eff, "hidden_size")
     if hidden is None and "norm.weight" in by_canon:
@@ -153,7 +137,7 @@ def describe(ckpt: Checkpoint, *, read_vocab: bool = True) -> DraftInfo:
     target_hidden = _dim(eff, "target_hidden_size") or hidden
     fc = by_canon.get("fc.weight")
     fc_norms = sorted(int(m.group(1)) for c in by_canon if (m := _FC_NORM_RE.match(c)))
-    aux_ids, aux_where = _aux_ids(ckpt.config)
+    aux_ids, aux_where = _aux_ids(ckpt.config, view)
     num_aux, num_aux_source = _num_aux(eff, fc, target_hidden, aux_ids, fc_norms)
 
     lm_head = by_canon.get("lm_head.weight")
@@ -169,7 +153,9 @@ def describe(ckpt: Checkpoint, *, read_vocab: bool = True) -> DraftInfo:
         layout=layout.id, producer=layout.producer, layout_reasons=list(layout.reasons),
         attention=attention, attention_reason=attention_reason,
         architectures=list(ckpt.config.get("architectures") or []),
-        vllm_architecture=vllm_architecture(ckpt.config, layout.id),
+        vllm_architecture=None if view.mtp_rewrite else view.architecture,
+        vllm_class=view.draft_class.name if view.builds_eagle3 and view.draft_class else None,
+        vllm_note=_vllm_note(view),
         model_type=eff.get("model_type"),
         variant=variant, variant_reasons=variant_reasons, flags=flags,
         hidden_size=hidden, target_hidden_size=target_hidden, num_aux=num_aux, num_aux_source=num_aux_source,
@@ -196,7 +182,7 @@ def _num_aux(eff: dict[str, Any], fc: Any, target_hidden: int | None, aux_ids: l
 
 
 def _variant(flags: dict[str, Flag], fc_norms: list[int], has_input_norm: bool) -> tuple[str, list[str]]:
-    reasons = []
+    reasons: list[str] = []
     if flags["norm_before_fc"].value or has_input_norm:
         if flags["norm_before_fc"].value:
             reasons.append(f"norm_before_fc is true ({', '.join(flags['norm_before_fc'].where)})")

@@ -10,19 +10,20 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from eagle_convert import __version__
 from eagle_convert.draft.checkpoint import SAFETENSORS_FNAME, SAFETENSORS_INDEX_FNAME, Checkpoint
 from eagle_convert.upgrade.configgen import TargetInfo, apply_rules, choose_architectures, mtp_hijacked, to_native, to_speculators
-from eagle_convert.draft.describe import DraftInfo, effective_config
+from eagle_convert.draft.describe import DraftInfo
+from eagle_convert.vllm_model.config import read_config
 from eagle_convert.diff import config_diff
 from eagle_convert.errors import UpgradeRefusedError, UsageError
 from eagle_convert.draft.layout import canonical_name, config_get
 from eagle_convert.io.safetensors_header import DTYPE_BYTES, TensorInfo
-from eagle_convert.io.writer import ByteRange, OutFile, OutTensor, StreamSource, file_header
+from eagle_convert.io.outfile import ByteRange, OutFile, OutTensor, StreamSource, file_header
 
 __all__ = ["LAYOUTS", "AuxIds", "PlannedFile", "PlannedTensor", "UpgradePlan", "plan_upgrade"]
 
@@ -198,8 +199,8 @@ def _check_upgradable(ckpt: Checkpoint, info: DraftInfo) -> tuple[str, int, int]
     """(on-disk fc name, A, target hidden size), or the one-line reason the upgrade is refused."""
     inv = {c: k for k, c in info.canonical.items()}
     fc_name = inv.get("fc.weight")
-    eff = effective_config(ckpt.config, info.layout)
-    if config_get(eff, "eagle_config.use_aux_hidden_state") is False:
+    vcfg = read_config(ckpt.config)
+    if not vcfg.flags["use_aux"]:
         raise _refuse(ckpt, "eagle_config.use_aux_hidden_state is false: the draft fuses no aux hidden states, "
                             "so there is nothing for fc_norm to normalise")
     if fc_name is None:
@@ -227,7 +228,7 @@ def _check_upgradable(ckpt: Checkpoint, info: DraftInfo) -> tuple[str, int, int]
         disagree = f"norm_before_fc is true ({where('norm_before_fc')}) but there is no input_norm.weight"
     else:
         for key in ("num_aux_hidden_states", "num_aux_layers"):
-            declared = eff.get(key)
+            declared = vcfg.vcfg.get(key)
             if isinstance(declared, int) and declared != num_aux:
                 disagree = (f"{key} is {declared} but {fc_name} width {fc.shape[1]} / target_hidden_size {ht} "
                             f"gives A={num_aux}")
@@ -313,8 +314,6 @@ def _plan_files(ckpt: Checkpoint, rename: Any, fc_name: str, additions: list[Pla
         groups = [(name, sorted(by_file[f], key=lambda t: t.offset), f) for f, name in zip(ckpt.weight_files, names)]
     else:
         infos = list(ckpt.tensors.values())  # .bin: pickle order; safetensors: data order
-        if ckpt.storage == "bin":
-            infos = _bin_infos(ckpt, infos)
         groups = [(SAFETENSORS_FNAME, infos, ckpt.weight_files[0])]
     out: list[PlannedFile] = []
     for filename, infos, src_file in groups:
@@ -336,7 +335,7 @@ def _plan_files(ckpt: Checkpoint, rename: Any, fc_name: str, additions: list[Pla
 def _sizing_file(f: PlannedFile) -> OutFile:
     """The file as the writer will see it (source offsets matter: the writer may align the data start)."""
     def source(t: PlannedTensor) -> ByteRange | StreamSource:
-        if t.source is not None and t.source.offset >= 0:
+        if t.source is not None:
             return ByteRange(Path(t.source.file), t.source.offset, t.nbytes)
         return StreamSource(t.nbytes, tuple)
 
@@ -346,19 +345,6 @@ def _sizing_file(f: PlannedFile) -> OutFile:
 def _header_len(f: OutFile) -> int:
     """Bytes of the header `writer.write_file` writes for `f` (it pads the data start to a page residue)."""
     return len(file_header(f))
-
-
-def _bin_infos(ckpt: Checkpoint, infos: list[TensorInfo]) -> list[TensorInfo]:
-    """.bin tensors with the byte offsets of their data inside the zip (when plainly stored)."""
-    from eagle_convert.io.binranges import bin_byte_ranges
-
-    ranges = bin_byte_ranges(ckpt.source.local_path(ckpt.weight_files[0])) or {}
-    out = []
-    for t in infos:
-        r = ranges.get(t.name)
-        ok = r is not None and (r.dtype, r.shape, r.nbytes) == (t.dtype, t.shape, t.nbytes)
-        out.append(replace(t, offset=r.offset) if ok else t)  # type: ignore[union-attr]
-    return out
 
 
 def _plan_config(ckpt: Checkpoint, info: DraftInfo, layout: str,

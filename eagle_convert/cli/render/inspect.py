@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from eagle_convert.draft.report import InspectReport
@@ -28,10 +29,13 @@ def render_inspect(console: Console, report: InspectReport, *, tensors: bool) ->
     summary.add_row("variant", info.variant)
     summary.add_row("", "[dim]" + "; ".join(info.variant_reasons) + "[/dim]")
     arch = ", ".join(info.architectures) or "(none)"
-    summary.add_row("architecture", f"{arch} → vLLM {info.vllm_architecture or '(unresolved)'}")
+    summary.add_row("architecture", f"{arch} → vLLM {info.vllm_class or '(no EAGLE-3 class)'}")
+    if info.vllm_note:
+        summary.add_row("", f"[yellow]{escape(info.vllm_note)}[/yellow]")
     summary.add_row("attention", f"{info.attention} [dim]({info.attention_reason})[/dim]")
     flags = ", ".join(
         f"{name}={'true' if f.value else 'false'}" + (f" [dim]({', '.join(f.where)})[/dim]" if f.where else " [dim](default)[/dim]")
+        + ("" if f.vllm == f.value else f" [yellow](vLLM reads {'true' if f.vllm else 'false'})[/yellow]")
         for name, f in info.flags.items())
     summary.add_row("flags", flags)
     summary.add_row("hidden", f"H={info.hidden_size}  target H={info.target_hidden_size}  draft layers={info.num_layers}")
@@ -46,6 +50,8 @@ def render_inspect(console: Console, report: InspectReport, *, tensors: bool) ->
     summary.add_row("tensors", f"{info.num_tensors} ({dtypes}), {human_bytes(info.total_bytes)}, {info.storage}: {', '.join(info.files)}")
     if not report.has_config:
         summary.add_row("config", "[yellow]no config.json found[/yellow]")
+    if (line := report.vllm.line()) is not None:
+        summary.add_row("vLLM", f"[yellow]{escape(line)}[/yellow]")
     console.print(summary)
     if tensors:
         table = Table(title="tensors")

@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from eagle_convert.validate.findings import Finding, finding
-from eagle_convert.validate.rules.context import Context, as_list, eagle_section
+from eagle_convert.validate.rules.context import Context
+from eagle_convert.vllm_model.config import as_list, eagle_section
+from eagle_convert.vllm_model.tables import default_aux_ids
 from eagle_convert.validate.rules.shapes import weights_aux_count
 
 
@@ -27,12 +29,12 @@ def _is_id(value: Any) -> bool:
 def check(ctx: Context) -> list[Finding]:
     if not ctx.flags["use_aux"]:
         return []
-    ids, where = ctx.aux_ids_v1()
+    ids, where = ctx.view.aux_ids_v1, ctx.view.aux_ids_v1_where
     n = target_layers(ctx)
     a = weights_aux_count(ctx) or ctx.aux_count
     out: list[Finding] = []
     if ids is None:
-        default = (2, n // 2, n - 3) if n else None
+        default = default_aux_ids(n) if n else None
         trained = " (SafeAILab drafts are trained on exactly these)" if ctx.info.layout == "safeailab" else ""
         layers = f"{default} for this {n}-layer target" if default else "(2, N//2, N-3)"
         out.append(finding("W320", f"no eagle_aux_hidden_state_layer_ids: vLLM taps {layers}{trained}",
@@ -69,7 +71,7 @@ def _check_ids(ctx: Context, ids: list[Any], where: str, n: int | None, a: int |
                            fix=f"List exactly {a} aux layer ids (or fix num_aux_hidden_states)."))
     top = ctx.vcfg.get("eagle_aux_hidden_state_layer_ids")
     nested = eagle_section(ctx.vcfg).get("eagle_aux_hidden_state_layer_ids")
-    if ctx.aux_ids_v2() is None:
+    if ctx.view.aux_ids_v2 is None:
         out.append(finding("W323", f"aux ids only in {where}: vLLM's V2 model runner (GPU default for dense targets) "
                                    "reads top-level ids and eagle_config.layer_ids only and falls back to "
                                    "(2, N//2, N-3)", field=where,

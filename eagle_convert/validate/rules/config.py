@@ -10,27 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 from eagle_convert.validate.findings import Finding, finding
-from eagle_convert.validate.rules.context import FLAG_NAMES, MAX_COUNT, SPECULATORS_ARCHS, Context, eagle_section
+from eagle_convert.validate.rules.context import MAX_COUNT, Context
+from eagle_convert.vllm_model.config import eagle_section
+from eagle_convert.vllm_model.tables import FLAG_NAMES, SPECULATORS_ARCHITECTURES, WRITE_ARCHITECTURE
 
-# vLLM 0.32.0 SpeculativeConfig.hf_config_override: model types / architectures turned into MTP drafts.
-MTP_MODEL_TYPES = frozenset({
-    "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "deepseek_mtp", "deepseek_v4", "deepseek_v41", "pangu_ultra_moe",
-    "pangu_ultra_moe_mtp", "kimi_k3", "dots3_note", "ernie4_5_moe", "ernie_mtp", "qwen3_next", "qwen3_next_mtp",
-    "qwen4_exp", "qwen4_exp_text", "qwen4_exp_mtp", "exaone_moe", "exaone_moe_mtp", "nemotron_h_mtp",
-    "bailing_hybrid_mtp", "bailing_hybrid_v3_mtp",
-})
-MTP_ARCHITECTURES = frozenset({
-    "MiMoForCausalLM", "MiMoV2ForCausalLM", "MiMoV2OmniForCausalLM", "MiMoV2FlashForCausalLM", "Glm4MoeForCausalLM",
-    "Glm4MoeLiteForCausalLM", "GlmOcrForConditionalGeneration", "BailingMoeV3ForCausalLM",
-    "BailingMoeV3VLForConditionalGeneration",
-})
 REQUIRED_FIELDS = ("hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size", "vocab_size")
 MLA_FIELDS = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 OPTIONAL_POSITIVE = ("target_hidden_size", "draft_vocab_size", "num_aux_hidden_states", "num_key_value_heads",
                      "head_dim", "q_lora_rank")
 _SPECULATORS_TOP = {"draft_vocab_size", "target_hidden_size", "eagle_aux_hidden_state_layer_ids", *FLAG_NAMES}
-_RECOMMENDED_ARCH = {"llama": "LlamaForCausalLMEagle3", "qwen3": "Eagle3Qwen3ForCausalLM",
-                     "mla": "Eagle3DeepseekV2ForCausalLM"}
 
 
 def _positive_int(value: Any) -> bool:
@@ -43,14 +31,14 @@ def check(ctx: Context) -> list[Finding]:
 
 def _architecture(ctx: Context) -> list[Finding]:
     cfg, out = ctx.config, []
-    recommended = _RECOMMENDED_ARCH.get(ctx.info.attention, "LlamaForCausalLMEagle3")
+    recommended = WRITE_ARCHITECTURE.get(ctx.info.attention, WRITE_ARCHITECTURE["llama"])
     if ctx.speculators:
         inner_type = ctx.vcfg.get("model_type", "llama")
         kind = cfg.get("speculators_model_type")
         if kind not in ("eagle3", "peagle"):
             out.append(finding("E301", f"speculators_model_type is {kind!r}: not an EAGLE-3 draft (vLLM serves it "
                                        "with another method, or raises)", field="speculators_model_type"))
-        elif inner_type not in SPECULATORS_ARCHS:
+        elif inner_type not in SPECULATORS_ARCHITECTURES[kind]:
             out.append(finding("E301", f"transformer_layer_config.model_type is {inner_type!r}: vLLM raises "
                                        f"`Unsupported model_type {inner_type} for Eagle3 speculator` "
                                        "(llama, qwen3 only)",
@@ -67,16 +55,11 @@ def _architecture(ctx: Context) -> list[Finding]:
         out.append(finding("E301", f"the tensors hold {ctx.info.attention} attention ({ctx.info.attention_reason}) but "
                                    f"{ctx.arch} builds {ctx.impl} with {ctx.attention} attention",
                            field="architectures", fix=f'Set architectures to ["{recommended}"].'))
-    if not ctx.speculators:
-        model_type = cfg.get("model_type")
-        archs = cfg.get("architectures") or []
-        model_type = model_type if isinstance(model_type, str) else None
-        arch0 = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
-        if model_type in MTP_MODEL_TYPES or arch0 in MTP_ARCHITECTURES:
-            what = f"model_type {model_type!r}" if model_type in MTP_MODEL_TYPES else f"architectures {arch0!r}"
-            out.append(finding("E302", f"{what}: vLLM's SpeculativeConfig.hf_config_override rewrites the draft into "
-                                       "an MTP model before the EAGLE-3 class is chosen",
-                               field="model_type" if model_type in MTP_MODEL_TYPES else "architectures"))
+    if ctx.view.mtp_rewrite:
+        what = ctx.view.mtp_rewrite
+        out.append(finding("E302", f"{what}: vLLM's SpeculativeConfig.hf_config_override rewrites the draft into "
+                                   "an MTP model before the EAGLE-3 class is chosen",
+                           field="model_type" if what.startswith("model_type") else "architectures"))
     act = ctx.vcfg.get("hidden_act", "silu")
     if act != "silu":
         out.append(finding("E303", f"hidden_act is {act!r}: vLLM's draft MLP raises `Unsupported activation: {act}`",

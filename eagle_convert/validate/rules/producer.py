@@ -34,7 +34,7 @@ def check(ctx: Context) -> list[Finding]:
 def aux_convention(ctx: Context) -> list[Finding]:
     """W603: ids that match another engine's convention for this target (needs the target's layer count)."""
     n = (ctx.target or {}).get("num_hidden_layers")
-    ids, where = ctx.aux_ids_v1()
+    ids, where = ctx.view.aux_ids_v1, ctx.view.aux_ids_v1_where
     if not isinstance(n, int) or not ids or not all(isinstance(i, int) for i in ids):
         return []
     out = []

@@ -1,0 +1,200 @@
+"""A draft's config.json as vLLM reads it for method eagle3: the one implementation of vLLM's reading.
+
+`read_config(config)` follows both of vLLM's config paths (plain and speculators), resolves the
+architecture and implementation class, the flags as the class applies them, the aux ids each model
+runner uses and the aux count the class builds `fc` for, and says when vLLM rewrites the draft into
+an MTP model. Inspect, validate, upgrade, the reference drafter and smoke all read drafts through it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from eagle_convert.vllm_model.tables import (
+    ARCHITECTURES,
+    AUX_IDS_V1,
+    AUX_IDS_V2,
+    DRAFT_CLASSES,
+    EAGLE3_PREFIX,
+    FLAG_NAMES,
+    MTP_ARCHITECTURES,
+    MTP_MODEL_TYPE_SUBSTRINGS,
+    MTP_MODEL_TYPES,
+    MTP_MODEL_TYPES_WITH_NEXTN,
+    PLAIN_FLAG_DEFAULTS,
+    REWRITTEN_ARCHITECTURES,
+    SPECULATORS_ARCHITECTURES,
+    SPECULATORS_COPIED_FIELDS,
+    SPECULATORS_FLAG_DEFAULTS,
+    DraftClass,
+    default_aux_ids,
+)
+
+MAX_COUNT = 1024  # more aux states than this is a corrupt config, not a draft
+
+
+def lookup(config: dict[str, Any], path: str) -> Any:
+    """Value at a dotted path (`eagle_config.layer_ids`), None where any step is missing."""
+    node: Any = config
+    for part in path.split("."):
+        if not isinstance(node, dict):
+            return None
+        node = node.get(part)
+    return node
+
+
+def eagle_section(config: dict[str, Any]) -> dict[str, Any]:
+    """`eagle_config` when it is an object (vLLM reads it with `getattr(config, "eagle_config") or {}`)."""
+    value = config.get("eagle_config")
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    """A config list as a list; any other set value as a one-element list (reported as invalid)."""
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _positive_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def flatten_speculators(config: dict[str, Any]) -> dict[str, Any]:
+    """The plain config vLLM builds from a speculators config (`SpeculatorsConfig`, `update_eagle3`).
+
+    The inner `transformer_layer_config`, with the eagle fields copied from the top level and the
+    flags given speculators' defaults; `architectures` is the class the inner model_type picks ("" when
+    vLLM raises `Unsupported model_type`).
+    """
+    kind = config.get("speculators_model_type")
+    inner = config.get("transformer_layer_config")
+    flat = dict(inner) if isinstance(inner, dict) else {}
+    flat["draft_vocab_size"] = config.get("draft_vocab_size")
+    if config.get("target_hidden_size") is not None:
+        flat["target_hidden_size"] = config["target_hidden_size"]
+    for flag, default in SPECULATORS_FLAG_DEFAULTS.get(kind if isinstance(kind, str) else "", {}).items():
+        flat[flag] = config.get(flag, default)
+    archs = SPECULATORS_ARCHITECTURES.get(kind if isinstance(kind, str) else "", {})
+    flat["architectures"] = [archs.get(flat.get("model_type", "llama"), "")]
+    if config.get("eagle_aux_hidden_state_layer_ids"):
+        flat["eagle_aux_hidden_state_layer_ids"] = config["eagle_aux_hidden_state_layer_ids"]
+    return flat
+
+
+def mtp_rewrite(config: dict[str, Any]) -> str | None:
+    """Why vLLM's `SpeculativeConfig.hf_config_override` rewrites this (plain) draft config, or None."""
+    model_type = config.get("model_type")
+    archs = config.get("architectures")
+    arch0 = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    if isinstance(model_type, str):
+        if model_type in MTP_MODEL_TYPES or any(s in model_type for s in MTP_MODEL_TYPE_SUBSTRINGS):
+            return f"model_type {model_type!r}"
+        nextn = config.get("num_nextn_predict_layers")
+        if model_type in MTP_MODEL_TYPES_WITH_NEXTN and isinstance(nextn, int) and nextn > 0:
+            return f"model_type {model_type!r} with num_nextn_predict_layers {nextn}"
+    if arch0 in MTP_ARCHITECTURES:
+        return f"architectures {arch0!r}"
+    if arch0 in REWRITTEN_ARCHITECTURES:
+        return f"architectures {arch0!r} (becomes {REWRITTEN_ARCHITECTURES[arch0]})"
+    return None
+
+
+def resolve_architecture(vcfg: dict[str, Any], speculators: bool) -> str | None:
+    """The architecture name vLLM looks up in its registry (after EAGLEConfig's prefix rule)."""
+    archs = vcfg.get("architectures") or []
+    if not isinstance(archs, list) or not archs or not isinstance(archs[0], str) or not archs[0]:
+        return None
+    name = archs[0]
+    if not speculators and not (name.startswith(EAGLE3_PREFIX) or name.endswith(EAGLE3_PREFIX)):
+        name = f"{EAGLE3_PREFIX}{name}"
+    return name
+
+
+def _aux_ids(vcfg: dict[str, Any], paths: tuple[str, ...]) -> tuple[list[Any] | None, str]:
+    for path in paths:
+        value = lookup(vcfg, path)
+        if value:
+            return as_list(value), path
+    return None, ""
+
+
+def _aux_count(vcfg: dict[str, Any], cls: DraftClass) -> tuple[int | None, str]:
+    """A as the class computes it: the first set source, else 3 (None: an invalid count)."""
+    for src in cls.aux_count_from:
+        value = lookup(vcfg, src)
+        if value is None or value == [] or value == 0:
+            continue
+        if src.startswith("num_aux"):
+            count = _positive_int(value)
+            return (count if count is None or count <= MAX_COUNT else None), src
+        if isinstance(value, list):
+            return len(value), f"len({src})"
+    return 3, "vLLM's default (3)"
+
+
+@dataclass(frozen=True)
+class VllmDraftConfig:
+    """What vLLM builds from a draft config.json (method eagle3, vLLM 0.32)."""
+
+    config: dict[str, Any] = field(repr=False)  # config.json as written
+    vcfg: dict[str, Any] = field(repr=False)  # the config the draft class reads
+    speculators: bool
+    speculators_kind: str | None
+    architecture: str | None  # name looked up in the registry; None when the config names none
+    draft_class: DraftClass | None  # None when the architecture is not a registered EAGLE-3 draft
+    mtp_rewrite: str | None  # why vLLM rewrites the draft into another model (plain path only)
+    flags: dict[str, bool]  # fc_norm, norm_output, norm_before_fc, norm_before_residual, use_aux
+    aux_ids_v1: list[Any] | None
+    aux_ids_v1_where: str
+    aux_ids_v2: list[Any] | None
+    aux_ids_v2_where: str
+    aux_count: int | None  # A: aux hidden states the class builds fc for (0 without aux states)
+    aux_count_source: str
+
+    @property
+    def builds_eagle3(self) -> bool:
+        """Whether vLLM builds an EAGLE-3 draft class from this config at all."""
+        return self.draft_class is not None and self.mtp_rewrite is None
+
+    @property
+    def attention(self) -> str | None:
+        return self.draft_class.attention if self.draft_class else None
+
+    def runtime_aux_ids(self, num_target_layers: int | None, *, runner: str = "v1") -> tuple[int, ...] | None:
+        """Ids the runner captures: the configured ones, else the target's default (needs its depth)."""
+        ids = self.aux_ids_v1 if runner == "v1" else self.aux_ids_v2
+        if ids is not None:
+            return tuple(ids)
+        return default_aux_ids(num_target_layers) if num_target_layers else None
+
+
+def read_config(config: dict[str, Any]) -> VllmDraftConfig:
+    """Read `config` (a draft's config.json) the way vLLM does; never raises on odd values."""
+    speculators = "speculators_model_type" in config
+    kind = config.get("speculators_model_type") if speculators else None
+    vcfg = flatten_speculators(config) if speculators else dict(config)
+    architecture = resolve_architecture(vcfg, speculators)
+    impl = ARCHITECTURES.get(architecture or "")
+    cls = DRAFT_CLASSES.get(impl or "")
+    eagle = eagle_section(vcfg)
+    defaults = SPECULATORS_FLAG_DEFAULTS.get(kind, {}) if isinstance(kind, str) else PLAIN_FLAG_DEFAULTS
+    flags = {f: bool(vcfg.get(f, defaults.get(f, False))) for f in FLAG_NAMES}
+    # llama_eagle3.py / qwen3_eagle3.py LlamaModel.__init__: eagle_config wins for these two (#42143).
+    flags["norm_before_fc"] = bool(eagle.get("norm_before_fc", flags["norm_before_fc"]))
+    flags["use_aux"] = bool(eagle.get("use_aux_hidden_state", True))
+    if cls is not None and not cls.reads_norm_before_fc:
+        flags["norm_before_fc"] = False
+    if cls is not None and not cls.reads_use_aux_hidden_state:
+        flags["use_aux"] = True
+    if flags["use_aux"]:
+        count, count_src = _aux_count(vcfg, cls or DRAFT_CLASSES["Eagle3LlamaForCausalLM"])
+    else:
+        count, count_src = 0, "use_aux_hidden_state is false"
+    v1, v1_where = _aux_ids(vcfg, AUX_IDS_V1)
+    v2, v2_where = _aux_ids(vcfg, AUX_IDS_V2)
+    return VllmDraftConfig(
+        config=config, vcfg=vcfg, speculators=speculators, speculators_kind=kind if isinstance(kind, str) else None,
+        architecture=architecture, draft_class=cls, mtp_rewrite=None if speculators else mtp_rewrite(config),
+        flags=flags, aux_ids_v1=v1, aux_ids_v1_where=v1_where, aux_ids_v2=v2, aux_ids_v2_where=v2_where,
+        aux_count=count, aux_count_source=count_src,
+    )

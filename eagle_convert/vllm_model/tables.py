@@ -1,0 +1,137 @@
+"""vLLM's rules for reading an EAGLE-3 draft config, as tables: the only copy in eagle-convert.
+
+Every table names the vLLM source it was read from, at vLLM 0.32.0 (`vllm_model/versions.py`
+holds the tested range). Paths are relative to the installed `vllm/` package. When vLLM changes
+one of these, change it here and nowhere else: `tests/test_vllm_model.py` fails if a table's
+entries are written down a second time anywhere in the package or in `schemas/`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# The vLLM release these tables were read from.
+SOURCE_VERSION = "0.32.0"
+
+FLAG_NAMES = ("fc_norm", "norm_output", "norm_before_fc", "norm_before_residual")
+
+
+@dataclass(frozen=True)
+class DraftClass:
+    """One EAGLE-3 draft implementation class and the config fields its constructor reads."""
+
+    name: str
+    module: str  # model_executor/models/<module>.py
+    attention: str  # llama | qwen3 | mla
+    # Where the class reads A (the number of aux hidden states) from, first set wins, else 3.
+    aux_count_from: tuple[str, ...]
+    reads_norm_before_fc: bool  # builds input_norm when norm_before_fc is on
+    reads_use_aux_hidden_state: bool  # honours eagle_config.use_aux_hidden_state = False
+
+
+# model_executor/models/llama_eagle3.py LlamaModel.__init__, qwen3_eagle3.py Qwen3Model.__init__,
+# deepseek_eagle3.py DeepseekV2Model.__init__ (the MLA class always builds fc, never input_norm).
+DRAFT_CLASSES: dict[str, DraftClass] = {
+    c.name: c for c in (
+        DraftClass("Eagle3LlamaForCausalLM", "llama_eagle3", "llama",
+                   ("num_aux_hidden_states", "eagle_config.eagle_aux_hidden_state_layer_ids"), True, True),
+        DraftClass("Eagle3Qwen3ForCausalLM", "qwen3_eagle3", "qwen3",
+                   ("num_aux_layers", "num_aux_hidden_states", "eagle_aux_hidden_state_layer_ids",
+                    "eagle_config.eagle_aux_hidden_state_layer_ids"), True, True),
+        DraftClass("Eagle3DeepseekV2ForCausalLM", "deepseek_eagle3", "mla",
+                   ("num_aux_hidden_states", "eagle_config.eagle_aux_hidden_state_layer_ids"), False, False),
+    )
+}
+
+# model_executor/models/registry.py `_SPECULATIVE_DECODING_MODELS`: the EAGLE-3 entries,
+# architecture name -> implementation class. `parallel` marks P-EAGLE (parallel drafting) names.
+ARCHITECTURES: dict[str, str] = {
+    "Eagle3LlamaForCausalLM": "Eagle3LlamaForCausalLM",
+    "LlamaForCausalLMEagle3": "Eagle3LlamaForCausalLM",
+    "Eagle3MiniMaxM2ForCausalLM": "Eagle3LlamaForCausalLM",
+    "Eagle3Qwen2_5vlForCausalLM": "Eagle3LlamaForCausalLM",
+    "Eagle3Qwen3vlForCausalLM": "Eagle3LlamaForCausalLM",
+    "PeagleLlamaForCausalLM": "Eagle3LlamaForCausalLM",
+    "PEagleDraftModel": "Eagle3LlamaForCausalLM",
+    "Eagle3Qwen3ForCausalLM": "Eagle3Qwen3ForCausalLM",
+    "PeagleQwen3ForCausalLM": "Eagle3Qwen3ForCausalLM",
+    "Eagle3DeepseekV2ForCausalLM": "Eagle3DeepseekV2ForCausalLM",
+    "Eagle3DeepseekV3ForCausalLM": "Eagle3DeepseekV2ForCausalLM",
+}
+PARALLEL_DRAFTING_ARCHITECTURES = frozenset({"PeagleLlamaForCausalLM", "PEagleDraftModel", "PeagleQwen3ForCausalLM"})
+
+# transformers_utils/configs/eagle.py `EAGLEConfig.__init__`, method "eagle3": a name that starts or
+# ends with this is kept, any other name gets it as a prefix.
+EAGLE3_PREFIX = "Eagle3"
+
+# transformers_utils/configs/speculators/algos.py `update_eagle3` / `update_peagle`: the inner
+# transformer_layer_config.model_type picks the class (any other raises `Unsupported model_type`),
+# and flags absent at the top level get these defaults (norm_before_residual differs from the plain
+# path, and update_peagle does not read fc_norm / norm_output at all).
+SPECULATORS_ARCHITECTURES: dict[str, dict[str, str]] = {
+    "eagle3": {"llama": "Eagle3LlamaForCausalLM", "qwen3": "Eagle3Qwen3ForCausalLM"},
+    "peagle": {"llama": "PeagleLlamaForCausalLM", "qwen3": "PeagleQwen3ForCausalLM"},
+}
+SPECULATORS_FLAG_DEFAULTS: dict[str, dict[str, bool]] = {
+    "eagle3": {"norm_before_residual": True, "norm_before_fc": False, "fc_norm": False, "norm_output": False},
+    "peagle": {"norm_before_residual": False, "norm_before_fc": False},
+}
+# Speculators top-level fields update_eagle3 copies onto the inner config (besides the flags).
+SPECULATORS_COPIED_FIELDS = ("draft_vocab_size", "target_hidden_size", "eagle_aux_hidden_state_layer_ids")
+# The plain path: the draft classes read each flag with getattr(config, flag, False).
+PLAIN_FLAG_DEFAULTS: dict[str, bool] = dict.fromkeys(FLAG_NAMES, False)
+
+# Where the model runners read aux layer ids (first set wins; none set -> the target's default).
+# V1 (also the CPU runner): v1/worker/gpu_model_runner.py `GPUModelRunner._get_eagle3_aux_layers_from_config`.
+# V2 (GPU default for dense targets): v1/worker/gpu/spec_decode/eagle/eagle3_utils.py
+# `get_eagle3_aux_layers_from_config`; it never reads eagle_config.eagle_aux_hidden_state_layer_ids.
+AUX_IDS_V1 = ("eagle_aux_hidden_state_layer_ids", "eagle_config.eagle_aux_hidden_state_layer_ids")
+AUX_IDS_V2 = ("eagle_aux_hidden_state_layer_ids", "eagle_config.layer_ids")
+# Every place a producer writes aux ids (the two above plus speculators' inner copy).
+AUX_ID_LOCATIONS = (*dict.fromkeys((*AUX_IDS_V1, *AUX_IDS_V2)), "transformer_layer_config.eagle_aux_hidden_state_layer_ids")
+
+
+def default_aux_ids(num_target_layers: int) -> tuple[int, int, int]:
+    """vLLM's fallback when no ids are configured (id k = the residual stream after k layers).
+
+    model_executor/models/interfaces.py `SupportsEagle3.get_eagle3_default_aux_hidden_state_layers`.
+    """
+    n = num_target_layers
+    return (2, n // 2, n - 3)
+
+
+# config/speculative.py `SpeculativeConfig.hf_config_override`, applied to every draft config
+# (installed by `compose_draft_hf_overrides`) before the EAGLE-3 class is chosen: these model types
+# and architectures are rewritten into MTP (or other) drafts, so an EAGLE-3 draft carrying one of
+# them is no longer built as EAGLE-3.
+MTP_MODEL_TYPES = frozenset({
+    "dots3_note", "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "deepseek_mtp", "deepseek_v4", "deepseek_v41",
+    "pangu_ultra_moe", "pangu_ultra_moe_mtp", "kimi_k3", "ernie4_5_moe", "ernie_mtp", "nemotron_h_mtp",
+    "qwen3_next", "qwen3_next_mtp", "qwen4_exp", "qwen4_exp_text", "qwen4_exp_mtp", "bailing_hybrid",
+    "bailing_hybrid_mtp", "bailing_hybrid_v3_mtp", "exaone_moe", "exaone_moe_mtp", "qwen3_5", "qwen3_5_moe",
+    "qwen3_5_text", "qwen3_5_moe_text", "intern_s2_preview", "interns2_mobius", "longcat_flash", "step3p5",
+    "step3p7", "hy_v3", "hy_v4", "inkling_mm_model", "inkling_model", "gemma4_assistant",
+    "gemma4_unified_assistant", "minimax_m3_vl", "minimax_m3_mtp", "glm5_next",
+})
+MTP_MODEL_TYPE_SUBSTRINGS = ("exaone4_5",)  # `if "exaone4_5" in hf_config.model_type`
+# Rewritten only when the config also has num_nextn_predict_layers > 0.
+MTP_MODEL_TYPES_WITH_NEXTN = frozenset({"nemotron_h", "nemotron_h_puzzle"})
+MTP_ARCHITECTURES = frozenset({
+    "MiMoForCausalLM", "MiMoV2ForCausalLM", "MiMoV2OmniForCausalLM", "MiMoV2FlashForCausalLM", "Glm4MoeForCausalLM",
+    "Glm4MoeLiteForCausalLM", "GlmOcrForConditionalGeneration", "BailingMoeV3ForCausalLM",
+    "BailingMoeV3VLForConditionalGeneration", "BailingMoeV2_5ForCausalLM", "Step3p5ForCausalLM",
+    "Step3p7ForConditionalGeneration", "MiniMaxM3SparseForConditionalGeneration", "MiniMaxM3MTP",
+})
+# Not MTP, but rewritten all the same (to an EAGLE-1 class, which method eagle3 cannot use).
+REWRITTEN_ARCHITECTURES = {"MistralLarge3ForCausalLM": "EagleMistralLarge3ForCausalLM"}
+
+# --- eagle-convert's choices among vLLM's options (not vLLM rules, but bound to the tables above) ---
+
+# The registered architecture eagle-convert writes (upgrade) and recommends (validate) per attention
+# kind; each must be a key of ARCHITECTURES whose class has that attention.
+WRITE_ARCHITECTURE = {"llama": "LlamaForCausalLMEagle3", "qwen3": "Eagle3Qwen3ForCausalLM",
+                      "mla": "Eagle3DeepseekV2ForCausalLM"}
+# A model_type no hf_config_override rule touches, per attention kind, for configs whose own model_type
+# vLLM would rewrite into MTP. Published MLA drafts use kimi_k2 (transformers_utils/config.py maps it
+# to DeepseekV3Config).
+SAFE_MODEL_TYPE = {"llama": "llama", "qwen3": "qwen3", "mla": "kimi_k2"}
