@@ -121,19 +121,18 @@ def diff_checkpoints(a: str | Checkpoint, b: str | Checkpoint, *, compare_data: 
     matched_b = {y for _, y in renamed}
     changed: list[TensorChange] = []
     identical = 0
-    with _Reader(ca) as ra, _Reader(cb) as rb:
-        for na, nb in pairs + renamed:
-            ta, tb = ca.tensors[na], cb.tensors[nb]
-            if compare_data:
-                change = _compare(ra, rb, ta, tb)
-            elif (ta.dtype, ta.shape) != (tb.dtype, tb.shape):
-                change = TensorChange(na, nb, (ta.dtype, tb.dtype), (list(ta.shape), list(tb.shape)), None)
-            else:
-                change = None
-            if change is None:
-                identical += 1
-            else:
-                changed.append(change)
+    for na, nb in pairs + renamed:
+        ta, tb = ca.tensors[na], cb.tensors[nb]
+        if compare_data:
+            change = _compare(ca, cb, ta, tb)
+        elif (ta.dtype, ta.shape) != (tb.dtype, tb.shape):
+            change = TensorChange(na, nb, (ta.dtype, tb.dtype), (list(ta.shape), list(tb.shape)), None)
+        else:
+            change = None
+        if change is None:
+            identical += 1
+        else:
+            changed.append(change)
     return CheckpointDiff(
         a=ca.description, b=cb.description,
         added=[_row(cb.tensors[n]) for n in only_b if n not in matched_b],
@@ -143,21 +142,22 @@ def diff_checkpoints(a: str | Checkpoint, b: str | Checkpoint, *, compare_data: 
     )
 
 
-def _compare(ra: _Reader, rb: _Reader, ta: TensorInfo, tb: TensorInfo) -> TensorChange | None:
+def _compare(ca: Checkpoint, cb: Checkpoint, ta: TensorInfo, tb: TensorInfo) -> TensorChange | None:
     """None when equal; otherwise the change, with max abs difference when shapes match."""
     shapes = (list(ta.shape), list(tb.shape))
     if ta.shape != tb.shape:
         return TensorChange(ta.name, tb.name, (ta.dtype, tb.dtype), shapes, None)
     import numpy as np
 
-    from eagle_convert.io.tensordata import decode
+    from eagle_convert.io.tensordata import decode, tensor_bytes
 
     n = ta.numel
     sa, sb = ta.nbytes // max(n, 1), tb.nbytes // max(n, 1)
     max_diff, count, same_bytes = 0.0, 0, ta.dtype == tb.dtype
     for start in range(0, n, CHUNK_ELEMS):
         k = min(CHUNK_ELEMS, n - start)
-        raw_a, raw_b = ra.read(ta, start * sa, k * sa), rb.read(tb, start * sb, k * sb)
+        raw_a = tensor_bytes(ca.source, ta, start * sa, k * sa)
+        raw_b = tensor_bytes(cb.source, tb, start * sb, k * sb)
         if same_bytes and raw_a == raw_b:
             continue
         same_bytes = False
@@ -171,37 +171,3 @@ def _compare(ra: _Reader, rb: _Reader, ta: TensorInfo, tb: TensorInfo) -> Tensor
     if same_bytes:
         return None
     return TensorChange(ta.name, tb.name, (ta.dtype, tb.dtype), shapes, max_diff, count)
-
-
-class _Reader:
-    """Byte ranges of one checkpoint's tensors; `.bin` ranges resolved without torch when possible."""
-
-    def __init__(self, ckpt: Checkpoint) -> None:
-        self.ckpt = ckpt
-        self._bin: dict[str, Any] = {}
-        self._fds: dict[str, int] = {}
-
-    def __enter__(self) -> _Reader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        import os
-
-        for fd in self._fds.values():
-            os.close(fd)
-
-    def read(self, t: TensorInfo, start: int, length: int) -> bytes:
-        if t.offset >= 0:
-            return self.ckpt.source.read_range(t.file, t.offset + start, length)
-        import os
-
-        from eagle_convert.io.binranges import bin_byte_ranges
-
-        if t.file not in self._bin:
-            path = self.ckpt.source.local_path(t.file)
-            self._bin[t.file] = bin_byte_ranges(path)
-            self._fds[t.file] = os.open(path, os.O_RDONLY)
-        ranges = self._bin[t.file]
-        if ranges is None or t.name not in ranges:
-            return self.ckpt.read_tensor_bytes(t.name)[start : start + length]
-        return os.pread(self._fds[t.file], length, ranges[t.name].offset + start)

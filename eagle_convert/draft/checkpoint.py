@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.errors import CheckpointNotFoundError, CheckpointReadError, ConfigError
-from eagle_convert.io.safetensors_header import DTYPE_BYTES, TensorInfo, read_header
+from eagle_convert.io.binranges import read_bin_tensors
+from eagle_convert.io.safetensors_header import TensorInfo, read_header
 from eagle_convert.io.source import LocalSource, Source, read_json, where
+from eagle_convert.io.tensordata import tensor_bytes
 
 CONFIG_FNAME = "config.json"
 SAFETENSORS_FNAME = "model.safetensors"
@@ -77,11 +79,8 @@ class Checkpoint:
         return sum(t.nbytes for t in self.tensors.values())
 
     def read_tensor_bytes(self, name: str) -> bytes:
-        """Raw little-endian bytes of one tensor (meant for small ones: d2t, t2d, norms)."""
-        info = self.tensors[name]
-        if info.offset < 0:
-            return _bin_tensor_bytes(self, name)
-        return self.source.read_range(info.file, info.offset, info.nbytes)
+        """Raw little-endian bytes of one tensor (safetensors and .bin alike: one byte range)."""
+        return tensor_bytes(self.source, self.tensors[name])
 
 
 def open_checkpoint(ref: str | Path | CheckpointRef, *, require_config: bool = False) -> Checkpoint:
@@ -109,7 +108,8 @@ def load_from_source(source: Source, *, require_config: bool = False) -> Checkpo
     tensors: dict[str, TensorInfo] = {}
     metadata: dict[str, dict[str, str]] = {}
     if storage == "bin":
-        tensors = _bin_tensor_infos(source, weight_files)
+        for fname in weight_files:
+            tensors |= read_bin_tensors(source, fname)
     else:
         for fname in weight_files:
             header = read_header(source, fname)
@@ -179,47 +179,3 @@ def _check_index(source: Source, prefix: str, tensors: dict[str, TensorInfo], fi
         raise CheckpointReadError(
             f"{source.description}/{index}: tensor {extra[0]!r} is in a shard but missing from weight_map",
             hint="regenerate the index")
-
-
-_TORCH_TO_ST = {
-    "torch.bfloat16": "BF16", "torch.float16": "F16", "torch.float32": "F32", "torch.float64": "F64",
-    "torch.int64": "I64", "torch.int32": "I32", "torch.int16": "I16", "torch.int8": "I8",
-    "torch.uint8": "U8", "torch.bool": "BOOL",
-}
-
-
-def _load_bin(source: Source, fname: str) -> dict[str, Any]:
-    import pickle
-
-    import torch  # only .bin needs torch
-
-    path = source.local_path(fname)
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except pickle.UnpicklingError as exc:
-        raise CheckpointReadError(
-            f"{path}: refuses to unpickle non-tensor objects (weights_only=True)",
-            hint="re-save the state dict as plain tensors or convert it to safetensors") from exc
-    except (RuntimeError, EOFError, OSError, ValueError) as exc:
-        raise CheckpointReadError(f"{path}: cannot read PyTorch checkpoint ({str(exc).splitlines()[0]})",
-                                  hint="re-download or re-export the file") from exc
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise CheckpointReadError(f"{path}: expected a flat dict of tensors")
-    return state
-
-
-def _bin_tensor_infos(source: Source, weight_files: list[str]) -> dict[str, TensorInfo]:
-    out: dict[str, TensorInfo] = {}
-    for fname in weight_files:
-        for name, t in _load_bin(source, fname).items():
-            dtype = _TORCH_TO_ST.get(str(t.dtype))
-            if dtype is None:
-                raise CheckpointReadError(f"{source.description}/{fname}: tensor {name!r} has unsupported dtype {t.dtype}")
-            shape = tuple(t.shape)
-            out[name] = TensorInfo(name, dtype, shape, fname, -1, t.numel() * DTYPE_BYTES[dtype])
-    return out
-
-
-def _bin_tensor_bytes(ckpt: Checkpoint, name: str) -> bytes:
-    t = _load_bin(ckpt.source, ckpt.tensors[name].file)[name].contiguous()
-    return t.view(-1).view(__import__("torch").uint8).numpy().tobytes()

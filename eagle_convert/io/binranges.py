@@ -1,10 +1,20 @@
-"""Where each tensor's bytes lie inside a `pytorch_model.bin` (torch zip format), without torch.
+"""The one `pytorch_model.bin` reader: every tensor's dtype, shape and absolute byte range, without torch.
 
 `torch.save` writes a zip archive: `data.pkl` (the pickled dict, whose tensors reference storages
 by key) and one uncompressed record `data/<key>` per storage. Unpickling `data.pkl` with a
-restricted unpickler that only records (storage key, offset, shape, stride) gives every tensor's
-absolute byte range, so a `.bin` input is byte-copied into safetensors exactly like a safetensors
-input: streamed, never decoded. Anything unexpected returns None and callers fall back to torch.
+restricted unpickler that only records (storage key, dtype, offset, shape, stride) gives every
+tensor's absolute byte range inside the zip, so a `.bin` is read like a safetensors file: by byte
+range, never decoded by torch, and inspect/validate/upgrade of a `.bin` work without torch.
+
+Refusing arbitrary pickled objects (what `torch.load(weights_only=True)` guarantees): pickle can
+only call what `find_class` hands it, and `_Unpickler.find_class` hands out nothing but
+recording stand-ins for torch's tensor-rebuild functions, storage classes and dtypes, plus
+`collections.OrderedDict`; every other global (`builtins.object`, `os.system`, a custom class...)
+raises before anything runs. The loaded value must then be a flat `{str: tensor}` dict.
+
+What `torch.load` reads but this reader refuses, each with a one-line error: the legacy
+(pre-1.6, non-zip) format, which `torch.load(mmap=True)` refused too; big-endian archives;
+compressed records; tensors saved as non-contiguous views (re-save with `.contiguous()`).
 """
 
 from __future__ import annotations
@@ -15,27 +25,48 @@ import struct
 import zipfile
 from collections import OrderedDict
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-__all__ = ["BinRange", "bin_byte_ranges"]
+from eagle_convert.errors import CheckpointReadError
+from eagle_convert.io.safetensors_header import TensorInfo
+from eagle_convert.io.source import Source, where
 
-# torch storage class name -> (safetensors dtype, bytes per element)
+__all__ = ["read_bin_tensors"]
+
+# torch dtype name -> (safetensors dtype, bytes per element); the storage classes of the
+# legacy typed-storage path map onto the same pairs.
+_DTYPES = {
+    "bfloat16": ("BF16", 2), "float16": ("F16", 2), "half": ("F16", 2), "float32": ("F32", 4),
+    "float": ("F32", 4), "float64": ("F64", 8), "double": ("F64", 8), "int64": ("I64", 8),
+    "long": ("I64", 8), "int32": ("I32", 4), "int": ("I32", 4), "int16": ("I16", 2),
+    "short": ("I16", 2), "int8": ("I8", 1), "uint8": ("U8", 1), "bool": ("BOOL", 1),
+    "uint16": ("U16", 2), "uint32": ("U32", 4), "uint64": ("U64", 8),
+    "float8_e4m3fn": ("F8_E4M3", 1), "float8_e5m2": ("F8_E5M2", 1), "float8_e8m0fnu": ("F8_E8M0", 1),
+}
 _STORAGES = {
-    "BFloat16Storage": ("BF16", 2), "HalfStorage": ("F16", 2), "FloatStorage": ("F32", 4),
-    "DoubleStorage": ("F64", 8), "LongStorage": ("I64", 8), "IntStorage": ("I32", 4),
-    "ShortStorage": ("I16", 2), "CharStorage": ("I8", 1), "ByteStorage": ("U8", 1), "BoolStorage": ("BOOL", 1),
+    "BFloat16Storage": _DTYPES["bfloat16"], "HalfStorage": _DTYPES["float16"], "FloatStorage": _DTYPES["float32"],
+    "DoubleStorage": _DTYPES["float64"], "LongStorage": _DTYPES["int64"], "IntStorage": _DTYPES["int32"],
+    "ShortStorage": _DTYPES["int16"], "CharStorage": _DTYPES["int8"], "ByteStorage": _DTYPES["uint8"],
+    "BoolStorage": _DTYPES["bool"], "UntypedStorage": _DTYPES["uint8"],
 }
 
 
-@dataclass(frozen=True)
-class BinRange:
-    """One tensor of a .bin: dtype, shape, and `nbytes` contiguous bytes at absolute `offset`."""
+class _Refused(pickle.UnpicklingError):
+    """A global outside the allow-list: the archive holds something other than plain tensors."""
 
+
+class _Unreadable(ValueError):
+    """A well-formed archive this reader cannot map to byte ranges (message says why)."""
+
+
+class _NotFlat(ValueError):
+    """The pickle is allowed but is not a flat {str: tensor} dict."""
+
+
+@dataclass(frozen=True)
+class _Dtype:
     dtype: str
-    shape: tuple[int, ...]
-    offset: int
-    nbytes: int
+    itemsize: int
 
 
 @dataclass(frozen=True)
@@ -46,20 +77,32 @@ class _StorageType:
 @dataclass(frozen=True)
 class _Storage:
     key: str
-    dtype: str
-    itemsize: int
+    dtype: _Dtype
 
 
 @dataclass(frozen=True)
 class _TensorRef:
     storage: _Storage
-    offset: int
+    dtype: _Dtype
+    offset: int  # in elements of `dtype`
     shape: tuple[int, ...]
     stride: tuple[int, ...]
 
 
+def _ints(values: Any) -> tuple[int, ...]:
+    return tuple(int(v) for v in values)
+
+
 def _rebuild_tensor_v2(storage: _Storage, offset: int, size: tuple, stride: tuple, *_: Any) -> _TensorRef:
-    return _TensorRef(storage, int(offset), tuple(int(s) for s in size), tuple(int(s) for s in stride))
+    return _TensorRef(storage, storage.dtype, int(offset), _ints(size), _ints(stride))
+
+
+def _rebuild_tensor_v3(storage: _Storage, offset: int, size: tuple, stride: tuple, _grad: Any, _hooks: Any,
+                       dtype: _Dtype, *_: Any) -> _TensorRef:
+    """Dtypes without a typed storage class (float8, uint16...): untyped bytes plus a dtype."""
+    if not isinstance(dtype, _Dtype):
+        raise _Refused(f"unexpected dtype argument {dtype!r}")
+    return _TensorRef(storage, dtype, int(offset), _ints(size), _ints(stride))
 
 
 def _rebuild_parameter(data: _TensorRef, *_: Any) -> _TensorRef:
@@ -69,22 +112,25 @@ def _rebuild_parameter(data: _TensorRef, *_: Any) -> _TensorRef:
 class _Unpickler(pickle.Unpickler):
     _ALLOWED = {
         ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
+        ("torch._utils", "_rebuild_tensor_v3"): _rebuild_tensor_v3,
         ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
+        ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,
         ("collections", "OrderedDict"): OrderedDict,
     }
 
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) in self._ALLOWED:
             return self._ALLOWED[(module, name)]
-        if module == "torch" and name in _STORAGES:
+        if module in ("torch", "torch.storage") and name in _STORAGES:
             return _StorageType(name)
-        raise pickle.UnpicklingError(f"{module}.{name} is not allowed")
+        if module == "torch" and name in _DTYPES:
+            return _Dtype(*_DTYPES[name])
+        raise _Refused(f"{module}.{name} is not allowed")
 
     def persistent_load(self, pid: Any) -> _Storage:
         if not (isinstance(pid, tuple) and len(pid) >= 3 and pid[0] == "storage" and isinstance(pid[1], _StorageType)):
-            raise pickle.UnpicklingError(f"unsupported persistent id {pid!r}")
-        dtype, itemsize = _STORAGES[pid[1].name]
-        return _Storage(str(pid[2]), dtype, itemsize)
+            raise _Refused(f"unsupported persistent id {pid!r}")
+        return _Storage(str(pid[2]), _Dtype(*_STORAGES[pid[1].name]))
 
 
 def _contiguous(shape: tuple[int, ...], stride: tuple[int, ...]) -> bool:
@@ -100,39 +146,63 @@ def _data_offset(fh: Any, info: zipfile.ZipInfo) -> int:
     fh.seek(info.header_offset)
     local = fh.read(30)
     if len(local) != 30 or local[:4] != b"PK\x03\x04":
-        raise ValueError("bad local header")
+        raise _Unreadable(f"bad zip local header for {info.filename}")
     name_len, extra_len = struct.unpack("<HH", local[26:30])
     return info.header_offset + 30 + name_len + extra_len
 
 
-def bin_byte_ranges(path: Path) -> dict[str, BinRange] | None:
-    """name -> byte range of every tensor in a torch zip checkpoint, or None when not resolvable."""
+def _ranges(fh: Any, fname: str) -> dict[str, TensorInfo]:
+    with zipfile.ZipFile(fh) as zf:
+        names = zf.namelist()
+        prefix = names[0].split("/", 1)[0] if names else ""
+        if f"{prefix}/data.pkl" not in names:
+            raise _Unreadable("no data.pkl record")
+        if f"{prefix}/byteorder" in names and zf.read(f"{prefix}/byteorder").strip() != b"little":
+            raise _Unreadable("big-endian byte order")
+        state = _Unpickler(zf.open(f"{prefix}/data.pkl")).load()
+        if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, _TensorRef)
+                                                  for k, v in state.items()):
+            raise _NotFlat("expected a flat dict of tensors")
+        out: dict[str, TensorInfo] = {}
+        for name, ref in state.items():
+            if not _contiguous(ref.shape, ref.stride):
+                raise _Unreadable(f"tensor {name!r} is saved as a non-contiguous view")
+            info = zf.getinfo(f"{prefix}/data/{ref.storage.key}")
+            if info.compress_type != zipfile.ZIP_STORED:
+                raise _Unreadable(f"record {info.filename} is compressed")
+            nbytes = math.prod(ref.shape) * ref.dtype.itemsize
+            start = ref.offset * ref.dtype.itemsize
+            if start < 0 or start + nbytes > info.file_size:
+                raise _Unreadable(f"tensor {name!r} lies outside its storage record")
+            out[name] = TensorInfo(name, ref.dtype.dtype, ref.shape, fname, _data_offset(fh, info) + start, nbytes)
+        return out
+
+
+def read_bin_tensors(source: Source, fname: str) -> dict[str, TensorInfo]:
+    """name -> `TensorInfo` (absolute byte range in `fname`) of every tensor, in pickle order.
+
+    Raises `CheckpointReadError` naming the file and the fix for anything but a flat dict of
+    contiguous tensors in a little-endian torch zip archive.
+    """
+    path, shown = source.local_path(fname), where(source, fname)
     try:
-        with zipfile.ZipFile(path) as zf, open(path, "rb") as fh:
-            names = zf.namelist()
-            if not names:
-                return None
-            prefix = names[0].split("/", 1)[0]
-            if f"{prefix}/byteorder" in names and zf.read(f"{prefix}/byteorder").strip() != b"little":
-                return None
-            state = _Unpickler(zf.open(f"{prefix}/data.pkl")).load()
-            if not isinstance(state, dict):
-                return None
-            out: dict[str, BinRange] = {}
-            for name, ref in state.items():
-                if not isinstance(name, str) or not isinstance(ref, _TensorRef):
-                    return None
-                if not _contiguous(ref.shape, ref.stride):
-                    return None
-                info = zf.getinfo(f"{prefix}/data/{ref.storage.key}")
-                if info.compress_type != zipfile.ZIP_STORED:
-                    return None
-                nbytes = math.prod(ref.shape) * ref.storage.itemsize
-                start = ref.offset * ref.storage.itemsize
-                if start + nbytes > info.file_size:
-                    return None
-                out[name] = BinRange(ref.storage.dtype, ref.shape, _data_offset(fh, info) + start, nbytes)
-            return out
+        with open(path, "rb") as fh:
+            return _ranges(fh, fname)
+    except _Refused as exc:
+        raise CheckpointReadError(
+            f"{shown}: refuses to unpickle non-tensor objects (weights_only=True)",
+            hint="re-save the state dict as plain tensors or convert it to safetensors") from exc
+    except _NotFlat as exc:
+        raise CheckpointReadError(f"{shown}: expected a flat dict of tensors",
+                                  hint="re-save the state dict as plain tensors or convert it to safetensors") from exc
+    except _Unreadable as exc:
+        raise CheckpointReadError(f"{shown}: cannot read PyTorch checkpoint ({exc})",
+                                  hint="re-save it with torch.save({k: v.contiguous() ...}) or convert it "
+                                       "to safetensors") from exc
     except (zipfile.BadZipFile, pickle.UnpicklingError, KeyError, ValueError, TypeError, EOFError, OSError,
-            AttributeError):
-        return None
+            AttributeError, IndexError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if isinstance(exc, zipfile.BadZipFile):
+            reason = "not a zip archive: truncated, corrupt, or the pre-1.6 torch format"
+        raise CheckpointReadError(f"{shown}: cannot read PyTorch checkpoint ({reason})",
+                                  hint="re-download or re-export the file") from exc

@@ -128,5 +128,23 @@ class LocalSource:
             )
         return data
 
+    def readinto(self, name: str, start: int, buffer: memoryview) -> None:
+        """Fill `buffer` with the bytes at `start` (large tensors: no intermediate `bytes` copy)."""
+        path, done = self._path(name), 0
+        try:
+            with open(path, "rb") as fh:
+                while done < len(buffer):
+                    n = os.preadv(fh.fileno(), [buffer[done:]], start + done)
+                    if n == 0:
+                        break
+                    done += n
+        except OSError as exc:
+            raise CheckpointReadError(f"{path}: cannot read ({exc.strerror})") from exc
+        if done != len(buffer):
+            raise CheckpointReadError(
+                f"{path}: truncated (wanted bytes {start}..{start + len(buffer)}, file has {start + done})",
+                hint="re-download or re-export the file",
+            )
+
     def local_path(self, name: str) -> Path:
         return self._path(name)

@@ -1,21 +1,45 @@
-"""Decode small tensors (d2t, t2d, norm weights) into numpy arrays from their raw bytes.
+"""Tensor data by byte range: raw bytes, numpy arrays, or torch tensors, from any `Source`.
 
-Validation reads only these few vocab/norm tensors, so numpy is enough and torch stays unloaded.
+Every tensor a `Checkpoint` lists (safetensors or `.bin`, local or hub) is one `TensorInfo` byte
+range, so one reader serves validate (numpy, a few small tensors: torch stays unloaded), diff and
+the deep scan (bytes in chunks) and the torch reference drafter behind smoke and finetune.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from eagle_convert.io.safetensors_header import TensorInfo
+from eagle_convert.io.source import Source
+
 if TYPE_CHECKING:
     import numpy as np
+    import torch
 
     from eagle_convert.draft.checkpoint import Checkpoint
+
+__all__ = ["decode", "read_array", "tensor_array", "tensor_bytes", "tensor_torch"]
 
 _NUMPY_DTYPES = {
     "BOOL": "bool", "U8": "<u1", "I8": "<i1", "I16": "<i2", "U16": "<u2", "I32": "<i4", "U32": "<u4",
     "I64": "<i8", "U64": "<u8", "F16": "<f2", "F32": "<f4", "F64": "<f8",
 }
+# safetensors dtype -> torch dtype attribute name (float8 and uint16+ need a recent torch).
+_TORCH_DTYPES = {
+    "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16", "I32": "int32",
+    "U32": "uint32", "I64": "int64", "U64": "uint64", "F16": "float16", "BF16": "bfloat16",
+    "F32": "float32", "F64": "float64", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
+    "F8_E8M0": "float8_e8m0fnu",
+}
+
+
+def tensor_bytes(source: Source, info: TensorInfo, start: int = 0, length: int | None = None) -> bytes:
+    """`length` bytes (default: to the tensor's end) starting `start` bytes into its data."""
+    if length is None:
+        length = info.nbytes - start
+    if start < 0 or length < 0 or start + length > info.nbytes:
+        raise ValueError(f"{info.name}: bytes {start}..{start + length} outside its {info.nbytes} bytes")
+    return source.read_range(info.file, info.offset + start, length)
 
 
 def decode(raw: bytes, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
@@ -30,7 +54,34 @@ def decode(raw: bytes, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
     return np.frombuffer(raw, dtype=_NUMPY_DTYPES[dtype]).reshape(shape)
 
 
+def tensor_array(source: Source, info: TensorInfo) -> np.ndarray:
+    """One tensor as a read-only numpy array (BF16 widened to float32)."""
+    return decode(tensor_bytes(source, info), info.dtype, info.shape)
+
+
 def read_array(ckpt: Checkpoint, name: str) -> np.ndarray:
     """One tensor of a checkpoint as a numpy array (read its bytes only)."""
-    info = ckpt.tensors[name]
-    return decode(ckpt.read_tensor_bytes(name), info.dtype, info.shape)
+    return tensor_array(ckpt.source, ckpt.tensors[name])
+
+
+def tensor_torch(source: Source, info: TensorInfo) -> torch.Tensor:
+    """One tensor as a writable CPU torch tensor with its own dtype (BF16 stays BF16).
+
+    The bytes are read straight into the tensor's buffer (no second copy), so loading a draft
+    costs its size once, like safetensors' own loader.
+    """
+    import torch
+
+    name = _TORCH_DTYPES.get(info.dtype)
+    dtype = getattr(torch, name, None) if name else None
+    if dtype is None:
+        raise ValueError(f"{info.name}: torch {torch.__version__} has no dtype for {info.dtype}")
+    buf = torch.empty(info.nbytes, dtype=torch.uint8)
+    if info.nbytes:
+        view = memoryview(buf.numpy())
+        readinto = getattr(source, "readinto", None)
+        if readinto is not None:
+            readinto(info.file, info.offset, view)
+        else:
+            view[:] = source.read_range(info.file, info.offset, info.nbytes)
+    return buf.view(dtype).reshape(info.shape)

@@ -122,11 +122,8 @@ def _out_files(plan: UpgradePlan) -> list[OutFile]:
 def _out_tensor(plan: UpgradePlan, t: PlannedTensor, paths: dict[str, Path]) -> OutTensor:
     if t.source is None:
         return OutTensor(t.name, t.dtype, t.shape, t.data or b"")
-    src = t.source
-    if src.offset >= 0:  # safetensors, or a plainly stored .bin tensor (offset resolved by the plan)
-        return OutTensor(t.name, t.dtype, t.shape, ByteRange(paths[src.file], src.offset, src.nbytes))
-    LOG.warning("%s: %s is not a plainly stored tensor; decoding it with torch", src.file, src.name)
-    return OutTensor(t.name, t.dtype, t.shape, plan.checkpoint.read_tensor_bytes(src.name))
+    src = t.source  # safetensors or .bin: every input tensor is one byte range
+    return OutTensor(t.name, t.dtype, t.shape, ByteRange(paths[src.file], src.offset, src.nbytes))
 
 
 def _verify(plan: UpgradePlan, tmp: Path, files: list[OutFile], written: dict[str, int],

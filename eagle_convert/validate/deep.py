@@ -3,7 +3,7 @@
 Headers say nothing about values: a NaN, an all-zero projection lost in export or a norm weight
 scaled twice only show up in the data. Memory stays bounded by `chunk_bytes` (decoded to float32,
 so about 3x that at peak) whatever the checkpoint size; numpy does the work, torch is not needed
-for safetensors inputs.
+(a `.bin` is read by byte range too).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from eagle_convert.draft.checkpoint import Checkpoint
 from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.io.safetensors_header import DTYPE_BYTES, TensorInfo
+from eagle_convert.io.tensordata import decode, tensor_bytes
 
 CHUNK_BYTES = 32 << 20
 FLOAT_DTYPES = {"F16", "BF16", "F32", "F64"}
@@ -58,36 +59,19 @@ class DeepSummary:
         return data
 
 
-def _ranges(ckpt: Checkpoint) -> dict[str, tuple[str, int]]:
-    """name -> (file, absolute offset) for every tensor readable by byte range."""
-    out = {n: (t.file, t.offset) for n, t in ckpt.tensors.items() if t.offset >= 0}
-    if len(out) < len(ckpt.tensors):
-        from eagle_convert.io.binranges import bin_byte_ranges
-
-        for fname in {t.file for t in ckpt.tensors.values() if t.offset < 0}:
-            ranges = bin_byte_ranges(ckpt.source.local_path(fname)) or {}
-            out |= {n: (fname, r.offset) for n, r in ranges.items() if n in ckpt.tensors}
-    return out
-
-
-def _chunks(ckpt: Checkpoint, info: TensorInfo, where: tuple[str, int] | None, chunk_bytes: int):
-    if where is None:  # not byte-addressable (.bin torch could not map): one read via torch
-        yield ckpt.read_tensor_bytes(info.name)
-        return
+def _chunks(ckpt: Checkpoint, info: TensorInfo, chunk_bytes: int):
     step = max(chunk_bytes - chunk_bytes % 8, 8)
     for pos in range(0, info.nbytes, step):
-        yield ckpt.source.read_range(where[0], where[1] + pos, min(step, info.nbytes - pos))
+        yield tensor_bytes(ckpt.source, info, pos, min(step, info.nbytes - pos))
 
 
-def scan_tensor(ckpt: Checkpoint, info: TensorInfo, where: tuple[str, int] | None, *, chunk_bytes: int = CHUNK_BYTES,
+def scan_tensor(ckpt: Checkpoint, info: TensorInfo, *, chunk_bytes: int = CHUNK_BYTES,
                 on_bytes: Callable[[int], None] | None = None) -> TensorStats:
     import numpy as np
 
-    from eagle_convert.io.tensordata import decode
-
     stats = TensorStats(info.name, info.dtype, info.numel)
     size = DTYPE_BYTES[info.dtype]
-    for raw in _chunks(ckpt, info, where, chunk_bytes):
+    for raw in _chunks(ckpt, info, chunk_bytes):
         if info.dtype in FLOAT_DTYPES:
             arr = decode(raw, info.dtype, (len(raw) // size,))
             finite = np.isfinite(arr)
@@ -112,7 +96,6 @@ def scan(ckpt: Checkpoint, *, chunk_bytes: int = CHUNK_BYTES, progress: Progress
     import time
 
     t0 = time.perf_counter()
-    where = _ranges(ckpt)
     total = ckpt.total_bytes
     done = 0
     stats = []
@@ -123,7 +106,7 @@ def scan(ckpt: Checkpoint, *, chunk_bytes: int = CHUNK_BYTES, progress: Progress
             if progress:
                 progress(done, total, name)
 
-        stats.append(scan_tensor(ckpt, info, where.get(info.name), chunk_bytes=chunk_bytes, on_bytes=tick))
+        stats.append(scan_tensor(ckpt, info, chunk_bytes=chunk_bytes, on_bytes=tick))
     return DeepSummary(len(stats), done, round(time.perf_counter() - t0, 3), chunk_bytes, stats)
 
 
