@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from eagle_convert.io.atomic import atomic_output_dir
-from eagle_convert.io.writer import OutFile, OutTensor, StreamSource, plan_shards, write_file, write_index
+from eagle_convert.io.outfile import OutFile, OutTensor, StreamSource
+from eagle_convert.io.writer import plan_shards, write_file, write_index
 
 __all__ = ["DEFAULT_DIMS", "build_synthetic_draft", "draft_tensors", "scaled_dims"]
 

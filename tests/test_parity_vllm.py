@@ -76,7 +76,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> dict:
 def reference_target(pair):
     import torch
 
-    from eagle_convert.reference import TargetModel
+    from eagle_convert.reference.target import TargetModel
 
     torch.set_num_threads(1)
     return TargetModel.from_pretrained(pair["target"], device="cpu")
@@ -84,7 +84,8 @@ def reference_target(pair):
 
 def _reference(target, draft: Path, prompts: list[list[int]]) -> list[dict]:
     """Per request: tokens, accepted per position, and the smallest draft top-2 margin in bf16 ulps."""
-    from eagle_convert.reference import load_drafter, speculative_generate
+    from eagle_convert.reference.data import load_drafter
+    from eagle_convert.reference.loop import speculative_generate
 
     drafter = load_drafter(draft, target_embed=target.embed_weight, target_lm_head=target.lm_head_weight,
                            device="cpu")

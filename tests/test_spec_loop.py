@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from eagle_convert.reference import TargetModel, greedy_generate, speculative_generate, summarize
+from eagle_convert.reference.loop import greedy_generate, speculative_generate, summarize
+from eagle_convert.reference.target import TargetModel
 from eagle_convert.reference.loop import _accept
 from eagle_convert.reference.train import init_drafter
 

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from eagle_convert.reference import TargetModel, load_drafter, speculative_generate, summarize
+from eagle_convert.reference.data import load_drafter
+from eagle_convert.reference.loop import speculative_generate, summarize
+from eagle_convert.reference.target import TargetModel
 from eagle_convert.reference.train import (
     TTTSlot,
     init_drafter,
@@ -132,7 +134,7 @@ def test_trained_pair_has_meaningful_acceptance() -> None:
     prompts = info["heldout_prompts"][:4]
     aux = drafter.cfg.aux_layer_ids
     runs = [speculative_generate(target, drafter, p, k=3, max_new_tokens=32, aux_ids=aux) for p in prompts]
-    from eagle_convert.reference import greedy_generate
+    from eagle_convert.reference.loop import greedy_generate
 
     assert all(r.tokens == greedy_generate(target, p, 32) for r, p in zip(runs, prompts))
     assert summarize(runs).acceptance_length >= 2.0

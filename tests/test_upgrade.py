@@ -210,7 +210,7 @@ def test_bin_in_safetensors_out_is_byte_copied(built_fixtures, tmp_path: Path) -
     plan, _ = upgrade(built_fixtures("vllm-eagle3-fp16-bin"), tmp_path / "out")
     assert [f.filename for f in plan.files] == ["model.safetensors"]
     from eagle_convert.upgrade.apply import _out_files
-    from eagle_convert.io.writer import ByteRange
+    from eagle_convert.io.outfile import ByteRange
 
     sources = [t.source for f in _out_files(plan) for t in f.tensors]
     assert sum(isinstance(s, ByteRange) for s in sources) == len(plan.carried)  # no tensor decoded

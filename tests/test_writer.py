@@ -25,18 +25,10 @@ from eagle_convert.io.atomic import (
     cleanup_stale_temps,
     install_signal_cleanup,
 )
-from eagle_convert.io.writer import (
-    INDEX_FILENAME,
-    ByteRange,
-    OutFile,
-    OutTensor,
-    StreamSource,
-    WriterError,
-    plan_shards,
-    verify_file,
-    write_file,
-    write_index,
-)
+from eagle_convert.io import outfile
+from eagle_convert.io.outfile import INDEX_FILENAME, ByteRange, OutFile, OutTensor, StreamSource, WriterError
+from eagle_convert.io.verify import verify_file
+from eagle_convert.io.writer import plan_shards, write_file, write_index
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -169,7 +161,7 @@ def test_data_section_page_congruent_with_source(src: Path, tmp_path: Path) -> N
     renamed = [OutTensor(f"model.renamed.{t.name}", t.dtype, t.shape, t.source) for t in ranges.values()]
     f = OutFile("model.safetensors", renamed, meta)
     src_start = 8 + header_of(src)[0]
-    page = writer.PAGE_BYTES
+    page = outfile.PAGE_BYTES
 
     aligned = write_file(tmp_path, f)
     n, body = header_of(aligned)
@@ -178,12 +170,12 @@ def test_data_section_page_congruent_with_source(src: Path, tmp_path: Path) -> N
     assert verify_file(aligned, f) == []
     assert_same(load_all(aligned), {f"model.renamed.{k}": v for k, v in source_tensors().items()})
 
-    assert aligned.read_bytes()[: 8 + n] == writer.file_header(f)  # the planner's prediction
+    assert aligned.read_bytes()[: 8 + n] == outfile.file_header(f)  # the planner's prediction
 
     plain_file = OutFile("plain.safetensors", renamed, meta)
     plain = write_file(tmp_path, plain_file, align_data=False)
     n_plain, body_plain = header_of(plain)
-    assert plain.read_bytes()[: 8 + n_plain] == writer.file_header(plain_file, align_data=False)
+    assert plain.read_bytes()[: 8 + n_plain] == outfile.file_header(plain_file, align_data=False)
     assert n_plain % 8 == 0 and len(body_plain) - len(body_plain.rstrip(b" ")) < 8
     assert body_plain.rstrip(b" ") == body.rstrip(b" ")
 
@@ -558,7 +550,8 @@ CHILD = textwrap.dedent(
     import sys, time
     from pathlib import Path
     from eagle_convert.io.atomic import TerminatedBySignal, atomic_output_dir, install_signal_cleanup
-    from eagle_convert.io.writer import OutFile, OutTensor, StreamSource, write_file
+    from eagle_convert.io.outfile import OutFile, OutTensor, StreamSource
+    from eagle_convert.io.writer import write_file
 
     def chunks():
         for _ in range(1000):

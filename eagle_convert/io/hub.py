@@ -14,7 +14,7 @@ Every failure leaves as one of `HubNotFoundError`, `HubGatedError`, `HubOfflineE
 `CheckpointReadError` with a one-line message; no `huggingface_hub` / `httpx` exception escapes.
 
 The environment is read in `hub_env`, the local cache in `hub_cache`, and client failures are
-mapped in `hub_errors`; the hints stay importable from here.
+mapped in `hub_errors`.
 """
 
 from __future__ import annotations
@@ -30,10 +30,7 @@ from eagle_convert.io.hub_env import default_cache_dir as _default_cache_dir
 from eagle_convert.io.hub_env import endpoint as _endpoint
 from eagle_convert.io.hub_env import endpoint_display as _endpoint_display
 from eagle_convert.io.hub_env import offline as _offline
-from eagle_convert.io.hub_errors import GATED_HINT as GATED_HINT
-from eagle_convert.io.hub_errors import NOT_FOUND_HINT as NOT_FOUND_HINT
-from eagle_convert.io.hub_errors import OFFLINE_HINT as OFFLINE_HINT
-from eagle_convert.io.hub_errors import UNREACHABLE_HINT as UNREACHABLE_HINT
+from eagle_convert.io.hub_errors import OFFLINE_HINT
 from eagle_convert.io.hub_errors import file_not_found, not_cached, translated
 
 #: Files at most this large that are not weights are downloaded whole (and cached) on first read.

@@ -12,8 +12,7 @@ spaces to a multiple of 8 bytes, then the tensor data back to back in the order 
 
 ``verify_file`` (:mod:`eagle_convert.io.verify`) reopens a written file and compares the header
 and every byte against the sources. The file and tensor types and the header encoding live in
-:mod:`eagle_convert.io.outfile`, the byte-moving helpers in :mod:`eagle_convert.io.copyrange`; every
-public name stays importable from here.
+:mod:`eagle_convert.io.outfile`, the byte-moving helpers in :mod:`eagle_convert.io.copyrange`.
 """
 
 from __future__ import annotations
@@ -25,49 +24,21 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from eagle_convert.io.copyrange import RangeCopier, copy_range, write_all, write_stream
-# Re-exported: these names were defined here before the split and stay importable from here.
 from eagle_convert.io.outfile import (
     COPY_CHUNK_BYTES,
-    DTYPE_BITS,
     FORMAT_PT_METADATA,
     INDEX_FILENAME,
-    MAX_HEADER_BYTES,
-    PAGE_BYTES as PAGE_BYTES,
     SINGLE_FILENAME,
-    VERIFY_CHUNK_BYTES as VERIFY_CHUNK_BYTES,
     ByteRange,
     OutFile,
     OutTensor,
-    Source as Source,
     StreamSource,
     WriterError,
     check_unique,
-    encode_header,
     file_header,
-    source_nbytes as source_nbytes,
-    tensor_nbytes as tensor_nbytes,
 )
-from eagle_convert.io.verify import verify_file
 
-__all__ = [
-    "DTYPE_BITS",
-    "FORMAT_PT_METADATA",
-    "INDEX_FILENAME",
-    "MAX_HEADER_BYTES",
-    "SINGLE_FILENAME",
-    "ByteRange",
-    "OutFile",
-    "OutTensor",
-    "StreamSource",
-    "WriterError",
-    "encode_header",
-    "file_header",
-    "plan_shards",
-    "shard_filename",
-    "verify_file",
-    "write_file",
-    "write_index",
-]
+__all__ = ["plan_shards", "shard_filename", "write_file", "write_index"]
 
 LOG = logging.getLogger(__name__)
 

@@ -1,16 +1,7 @@
-"""Torch reference engine: an EAGLE-3 / 3.1 drafter with vLLM's exact math, a chain speculative
-decoding loop with vLLM's counters, and a training-time-test (TTT) trainer.
+"""Torch reference engine: an EAGLE-3 / 3.1 drafter with vLLM's exact math (`drafter`), the target
+wrapper (`target`), a chain speculative decoding loop with vLLM's counters (`loop`), draft loading
+(`data`) and a training-time-test (TTT) trainer (`train`).
 
-Imports torch; the static parts of eagle_convert must not import this package.
+Imports torch; the static parts of eagle_convert must not import this package. Import from the
+module that defines a name (`eagle_convert.reference.loop.speculative_generate`).
 """
-
-from eagle_convert.reference.data import load_drafter
-from eagle_convert.reference.drafter import DraftConfig, EagleDrafter, draft_config_from_dict
-from eagle_convert.reference.loop import SpecResult, greedy_generate, speculative_generate, summarize
-from eagle_convert.reference.target import TargetModel, default_aux_ids
-
-__all__ = [
-    "DraftConfig", "EagleDrafter", "SpecResult", "TargetModel", "default_aux_ids",
-    "draft_config_from_dict", "greedy_generate", "load_drafter", "speculative_generate",
-    "summarize",
-]

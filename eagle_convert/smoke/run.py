@@ -276,7 +276,9 @@ def _run_reference(target: Path, drafts: list[Path], prompts: PromptSet, *, k: i
                    ) -> tuple[_EngineOut, str]:
     import torch
 
-    from eagle_convert.reference import TargetModel, default_aux_ids, load_drafter, speculative_generate
+    from eagle_convert.reference.data import load_drafter
+    from eagle_convert.reference.loop import speculative_generate
+    from eagle_convert.reference.target import TargetModel, default_aux_ids
 
     tgt = TargetModel.from_pretrained(target, device=device)  # device None: GPU if torch sees one
     results: _EngineOut = []

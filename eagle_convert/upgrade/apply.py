@@ -20,7 +20,9 @@ from eagle_convert.draft.checkpoint import SAFETENSORS_INDEX_FNAME, open_checkpo
 from eagle_convert.draft.describe import describe
 from eagle_convert.errors import CheckpointReadError, EagleConvertError, OutputError, VerificationError
 from eagle_convert.upgrade.plan import PlannedTensor, UpgradePlan, index_json
-from eagle_convert.io.writer import ByteRange, OutFile, OutTensor, WriterError, verify_file, write_file, write_index
+from eagle_convert.io.outfile import ByteRange, OutFile, OutTensor, WriterError
+from eagle_convert.io.verify import verify_file
+from eagle_convert.io.writer import write_file, write_index
 
 __all__ = ["Progress", "UpgradeResult", "apply_upgrade", "check_output"]
 

@@ -94,7 +94,8 @@ def validate_checkpoint(ref: str | Path | CheckpointRef, *, target: str | Path |
         return _done(report, t0)
     report.info = info
 
-    from eagle_convert.validate.rules import build_context, run_static
+    from eagle_convert.validate.rules import run_static
+    from eagle_convert.validate.rules.context import build_context
     from eagle_convert.validate.rules.target import load_target_config
 
     target_desc, target_cfg = load_target_config(target) if target is not None else (None, None)

@@ -1,14 +1,14 @@
-"""Subprocess worker that runs the real vLLM for `engine_check` and `vllm_smoke`.
+"""Subprocess worker that runs the real vLLM for the engine check (`vllm/check.py`) and `vllm/smoke.py`.
 
     python -m eagle_convert.vllm.worker {check|smoke} < request.json
 
 Reads one JSON request on stdin and prints exactly one JSON line on stdout (the real stdout;
 everything vLLM prints is sent to stderr). vLLM's global state (distributed groups, current
 config, Prometheus registry, engine processes) lives and dies with this process.
-Not a public API: the request/response shapes are private to engine_check.py and vllm_smoke.py.
+Not a public API: the request/response shapes are private to `vllm/check.py` and `vllm/smoke.py`.
 
-Modes live in ``_engine_load_check`` (check) and ``_engine_smoke`` (smoke), the loader hooks
-in ``_engine_hooks``; their entry points stay importable from here.
+Modes live in `vllm/load_check.py` (check) and `vllm/smoke_worker.py` (smoke), the loader hooks
+in `vllm/hooks.py`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ import sys
 import traceback
 
 from eagle_convert.vllm.errors import one_line_error
-from eagle_convert.vllm.hooks import SENTINEL_INT as SENTINEL_INT
-from eagle_convert.vllm.load_check import run_check as run_check
 from eagle_convert.vllm.load_check import run_check_many
 from eagle_convert.vllm.smoke_worker import run_smoke
 

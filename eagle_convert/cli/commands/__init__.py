@@ -1,4 +1,4 @@
 """Click commands beyond `inspect`, one module per command, each exposing `register(group)`.
 
-`cli.py` imports a module only when its command is invoked (or listed in `--help`).
+`cli/app.py` imports a module only when its command is invoked (or listed in `--help`).
 """

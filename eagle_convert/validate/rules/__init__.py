@@ -10,9 +10,9 @@ from collections.abc import Callable
 
 from eagle_convert.validate.findings import Finding
 from eagle_convert.validate.rules import auxids, config, files, keys, producer, shapes, target, vocab
-from eagle_convert.validate.rules.context import Context, build_context
+from eagle_convert.validate.rules.context import Context
 
-__all__ = ["FAMILIES", "Context", "build_context", "run_static"]
+__all__ = ["FAMILIES", "run_static"]
 
 # family name (as in schemas/findings.json) -> check; order is the order of the report.
 FAMILIES: dict[str, Callable[[Context], list[Finding]]] = {
