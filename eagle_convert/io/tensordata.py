@@ -7,7 +7,8 @@ the deep scan (bytes in chunks) and the torch reference drafter behind smoke and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
 
 from eagle_convert.io.safetensors_header import TensorInfo
 from eagle_convert.io.source import Source
@@ -16,9 +17,18 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from eagle_convert.draft.checkpoint import Checkpoint
 
-__all__ = ["decode", "read_array", "tensor_array", "tensor_bytes", "tensor_torch"]
+class TensorSet(Protocol):
+    """A source and its tensors' byte ranges: what `read_array` needs of a `draft.checkpoint.Checkpoint`
+    (a protocol, so that io never imports the draft layer above it)."""
+
+    @property
+    def source(self) -> Source: ...
+
+    @property
+    def tensors(self) -> Mapping[str, TensorInfo]: ...
+
+__all__ = ["TensorSet", "decode", "read_array", "tensor_array", "tensor_bytes", "tensor_torch"]
 
 _NUMPY_DTYPES = {
     "BOOL": "bool", "U8": "<u1", "I8": "<i1", "I16": "<i2", "U16": "<u2", "I32": "<i4", "U32": "<u4",
@@ -59,7 +69,7 @@ def tensor_array(source: Source, info: TensorInfo) -> np.ndarray:
     return decode(tensor_bytes(source, info), info.dtype, info.shape)
 
 
-def read_array(ckpt: Checkpoint, name: str) -> np.ndarray:
+def read_array(ckpt: TensorSet, name: str) -> np.ndarray:
     """One tensor of a checkpoint as a numpy array (read its bytes only)."""
     return tensor_array(ckpt.source, ckpt.tensors[name])
 
