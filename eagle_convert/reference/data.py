@@ -1,54 +1,45 @@
-"""Reading a draft checkpoint folder into the reference drafter, the way vLLM loads it.
+"""Reading a draft checkpoint into the reference drafter, the way vLLM loads it.
 
-Config resolution lives in `drafter.draft_config_from_dict`; tensor names go through the core
-keymap; loading is strict about unknown names (vLLM raises) and tolerant where vLLM is (`t2d`,
+The checkpoint is opened by `draft.checkpoint.open_checkpoint`, the reader every command uses
+(single file, sharded with or without index, `.bin`, NeMo `model/` and `model/consolidated/`
+sub-folders, hub), and each tensor is read by byte range (`io.tensordata`). Names go through the
+layout canonical map, as in validate; config resolution lives in `drafter.draft_config_from_dict`.
+Loading is strict about unknown names (vLLM raises) and tolerant where vLLM is (`t2d`,
 `mask_hidden`, `input_norm.` without `norm_before_fc`, unknown `.bias`, missing d2t).
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
+from eagle_convert.draft.checkpoint import Checkpoint, CheckpointRef, open_checkpoint
+from eagle_convert.draft.layout import canonical_map
+from eagle_convert.io.tensordata import tensor_torch
 from eagle_convert.reference.drafter import DraftConfig, EagleDrafter, draft_config_from_dict
 from eagle_convert.reference.target import resolve_device
 
-__all__ = ["canonicalize_state_dict", "drafter_from_state_dict", "load_drafter", "load_state"]
+__all__ = ["drafter_from_state_dict", "load_drafter", "load_state"]
 
 
-def canonicalize_state_dict(sd: dict[str, Tensor]) -> dict[str, Tensor]:
-    """Producer names -> canonical names through the core keymap (`midlayer.` -> `layers.0.`,
-    NeMo's `model.` prefix, legacy `aux_norm_*`); the one place to swap canonicalisation."""
-    from eagle_convert.draft.layout import canonical_map
-
-    return {canon: sd[name] for name, canon in canonical_map(sd).items()}
-
-
-def load_state(path: Path) -> dict[str, Tensor]:
-    """Every tensor of a draft folder: single or indexed safetensors, or pytorch_model.bin."""
-    from safetensors.torch import load_file
-
-    files = sorted(path.glob("*.safetensors"))
-    if files:
-        sd: dict[str, Tensor] = {}
-        for f in files:
-            sd.update(load_file(f))
-        return sd
-    return torch.load(path / "pytorch_model.bin", map_location="cpu", weights_only=True)
+def load_state(ckpt: Checkpoint) -> dict[str, Tensor]:
+    """Every tensor of the checkpoint under its vLLM-native name (`midlayer.` -> `layers.0.`,
+    NeMo's `model.` prefix, legacy `aux_norm_*`), read by byte range with its stored dtype."""
+    return {canon: tensor_torch(ckpt.source, ckpt.tensors[name])
+            for name, canon in canonical_map(ckpt.tensors).items()}
 
 
-def load_drafter(path: Path, *, target_embed: Tensor | None = None,
+def load_drafter(path: str | Path | CheckpointRef | Checkpoint, *, target_embed: Tensor | None = None,
                  target_lm_head: Tensor | None = None, dtype: torch.dtype = torch.float32,
                  device: str | torch.device | None = None) -> EagleDrafter:
-    """Build the drafter from a checkpoint folder. Without `embed_tokens.weight` (or `lm_head`)
-    the target's tensor is shared, as vLLM does. `device` None: `default_device()` (put the
-    drafter where the target is)."""
-    path = Path(path)
-    cfg = draft_config_from_dict(json.loads((path / "config.json").read_text()))
-    sd = canonicalize_state_dict(load_state(path))
+    """Build the drafter from anything `open_checkpoint` reads (or an opened `Checkpoint`).
+    Without `embed_tokens.weight` (or `lm_head`) the target's tensor is shared, as vLLM does.
+    `device` None: `default_device()` (put the drafter where the target is)."""
+    ckpt = path if isinstance(path, Checkpoint) else open_checkpoint(path, require_config=True)
+    cfg = draft_config_from_dict(ckpt.config)
+    sd = load_state(ckpt)
     return drafter_from_state_dict(cfg, sd, target_embed=target_embed,
                                    target_lm_head=target_lm_head, dtype=dtype,
                                    device=resolve_device(device))
