@@ -98,6 +98,41 @@ def test_training_lowers_the_loss_and_exports_a_loadable_draft(target: TargetMod
                                drafter(ids, torch.arange(5)[None], h, drafter.new_cache().slots)[0])
 
 
+def test_save_draft_is_atomic(target: TargetModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """save_draft writes through io.atomic: replaces a previous output in one rename, and a
+    failure or Ctrl-C mid-write leaves the previous output and no temp folder behind."""
+    from eagle_convert.reference import train
+
+    config = _config()
+    drafter = init_drafter(config, target, seed=0, d2t=torch.arange(VD))
+    out = tmp_path / "draft"
+    out.mkdir()
+    (out / "old.txt").write_text("old")
+    (tmp_path / ".draft.tmp-deadbeef").mkdir()  # a killed run's leftover
+    save_draft(drafter, config, out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["draft"]
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors"]
+    assert (out.stat().st_mode & 0o777) == 0o777 & ~_umask()
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def interrupted(*_a, **_k) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train, "write_draft", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        save_draft(drafter, config, out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["draft"]
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def test_trainable_selection_and_l2sp(target: TargetModel) -> None:
     drafter = init_drafter(_config(fc_norm=True), target, seed=0, d2t=torch.arange(VD))
     assert trainable_names(drafter, "fc_norm") == [f"fc_norm.{i}.weight" for i in range(3)]

@@ -206,23 +206,20 @@ def _train_stage(plan: FinetunePlan, stage: Stage, index: int, tgt: Any, drafter
 
 
 def _write(plan: FinetunePlan, drafter: Any, prov: dict[str, Any]) -> None:
-    """vLLM layout via `save_draft`, inside an atomic output dir; the written draft must reload."""
+    """vLLM layout via `write_draft`, inside an atomic output dir; the written draft must reload."""
     import torch
 
     from eagle_convert.io.atomic import OutputExistsError, atomic_output_dir, cleanup_stale_temps
     from eagle_convert.errors import OutputError
     from eagle_convert.reference.data import load_drafter
-    from eagle_convert.reference.train import save_draft
+    from eagle_convert.reference.train import write_draft
 
     dtype = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}[plan.dtype]
     config = {**plan.config, PROVENANCE_KEY: prov}
     cleanup_stale_temps(plan.out)
     try:
         with atomic_output_dir(plan.out, force=plan.force) as tmp:
-            staged = save_draft(drafter, config, tmp / "draft", include_embed=plan.include_embed, dtype=dtype)
-            for f in staged.iterdir():
-                f.rename(tmp / f.name)
-            staged.rmdir()
+            write_draft(drafter, config, tmp, include_embed=plan.include_embed, dtype=dtype)
             back = load_drafter(tmp, target_embed=drafter.embed_tokens.weight,
                                 target_lm_head=drafter.lm_head.weight).state_dict()
             for name, t in drafter.state_dict().items():

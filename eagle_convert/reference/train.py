@@ -15,9 +15,6 @@ import fnmatch
 import json
 import logging
 import math
-import os
-import shutil
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,7 +28,7 @@ from eagle_convert.reference.data import drafter_from_state_dict
 from eagle_convert.reference.drafter import EagleDrafter, draft_config_from_dict, expand_kv
 from eagle_convert.reference.target import TargetModel
 
-__all__ = ["TrainResult", "train_draft", "save_draft", "init_drafter", "trainable_names"]
+__all__ = ["TrainResult", "train_draft", "save_draft", "write_draft", "init_drafter", "trainable_names"]
 LOG = logging.getLogger(__name__)
 
 
@@ -239,11 +236,24 @@ def train_draft(target: TargetModel, drafter: EagleDrafter, sequences: list[list
 
 def save_draft(drafter: EagleDrafter, config: dict, out_dir: str | Path, *,
                include_embed: bool = False, dtype: torch.dtype | None = None) -> Path:
-    """Write `config.json` + `model.safetensors` (canonical names, vLLM layout, d2t/t2d when the
-    vocabularies differ) atomically into `out_dir`."""
-    from safetensors.torch import save_file
+    """Write the draft into `out_dir` atomically, replacing it if it exists: `io.atomic`'s temp
+    sibling and one rename, as upgrade and finetune write (same permissions, temp removed on
+    error, Ctrl-C or SIGTERM, a killed run's leftovers removed by the next one)."""
+    from eagle_convert.io.atomic import atomic_output_dir, cleanup_stale_temps
 
     out_dir = Path(out_dir)
+    cleanup_stale_temps(out_dir)
+    with atomic_output_dir(out_dir, force=True) as tmp:
+        write_draft(drafter, config, tmp, include_embed=include_embed, dtype=dtype)
+    return out_dir
+
+
+def write_draft(drafter: EagleDrafter, config: dict, folder: Path, *,
+                include_embed: bool = False, dtype: torch.dtype | None = None) -> None:
+    """`config.json` + `model.safetensors` into the existing `folder` (canonical names, vLLM
+    layout, d2t/t2d when the vocabularies differ); callers make it atomic."""
+    from safetensors.torch import save_file
+
     cfg = drafter.cfg
     name = str(config.get("torch_dtype", config.get("dtype", "bfloat16")))
     dtype = dtype or getattr(torch, name)
@@ -259,16 +269,5 @@ def save_draft(drafter: EagleDrafter, config: dict, out_dir: str | Path, *,
         t2d = torch.zeros(cfg.vocab_size, dtype=torch.bool)
         t2d[drafter.draft_to_target] = True
         sd["t2d"] = t2d
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
-    try:
-        save_file(sd, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-        (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-        os.chmod(tmp, 0o755)
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(tmp, out_dir)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return out_dir
+    save_file(sd, str(Path(folder) / "model.safetensors"), metadata={"format": "pt"})
+    (Path(folder) / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
