@@ -1,9 +1,86 @@
-"""eagle-convert: inspect, upgrade (EAGLE-3 to 3.1), validate and smoke-test EAGLE-3 draft models."""
+"""eagle-convert: inspect, upgrade (EAGLE-3 to 3.1), validate, diff, smoke-test and fine-tune EAGLE-3 drafts.
+
+The library API, one call per command (each name is loaded on first use, so `import eagle_convert`
+stays cheap: no torch, numpy, vLLM, click or rich until a call needs them)::
+
+    import eagle_convert as ec
+
+    report = ec.inspect_checkpoint("path/to/draft")        # what `inspect --json` prints
+    print(report.info.variant, report.info.vllm_architecture)
+
+    ckpt = ec.open_checkpoint("path/to/draft")             # folder, .safetensors/.bin file or hub repo
+    info = ec.describe(ckpt)
+    plan = ec.plan_upgrade(ckpt, info)                     # pure: nothing is written yet
+    ec.apply_upgrade(plan, "path/to/out")                  # EAGLE-3.1 draft, written atomically
+    print(ec.validate_checkpoint("path/to/out").errors)    # []: no vLLM loader rule broken
+    print([t["name"] for t in ec.diff_checkpoints("path/to/draft", "path/to/out").added])
+
+`run_smoke(target, [draft, ...])` measures acceptance and `finetune_draft(draft, target, out)`
+fine-tunes an upgraded draft; both need the `smoke` extra (torch). Errors derive from
+`EagleConvertError`; the command line (`eagle_convert.cli`) maps them to exit codes.
+"""
 
 from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 # The single home of the version: pyproject reads it (tool.setuptools.dynamic), provenance
 # blocks write it. A constant, because importlib.metadata costs ~0.1 s of CLI start-up.
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+# public name -> the module that defines it (loaded by __getattr__ on first use).
+_API: dict[str, str] = {
+    "EagleConvertError": "eagle_convert.errors",
+    "CheckpointRef": "eagle_convert.draft.checkpoint",
+    "Checkpoint": "eagle_convert.draft.checkpoint",
+    "open_checkpoint": "eagle_convert.draft.checkpoint",
+    "DraftInfo": "eagle_convert.draft.describe",
+    "describe": "eagle_convert.draft.describe",
+    "InspectReport": "eagle_convert.draft.report",
+    "inspect_checkpoint": "eagle_convert.draft.report",
+    "UpgradePlan": "eagle_convert.upgrade.plan",
+    "plan_upgrade": "eagle_convert.upgrade.plan",
+    "UpgradeResult": "eagle_convert.upgrade.apply",
+    "apply_upgrade": "eagle_convert.upgrade.apply",
+    "ValidationReport": "eagle_convert.validate.run",
+    "validate_checkpoint": "eagle_convert.validate.run",
+    "CheckpointDiff": "eagle_convert.diff",
+    "diff_checkpoints": "eagle_convert.diff",
+    "SmokeReport": "eagle_convert.smoke.run",
+    "run_smoke": "eagle_convert.smoke.run",
+    "FinetunePlan": "eagle_convert.finetune.plan",
+    "FinetuneResult": "eagle_convert.finetune.plan",
+    "plan_finetune": "eagle_convert.finetune.plan",
+    "finetune_draft": "eagle_convert.finetune.run",
+    "run_finetune": "eagle_convert.finetune.run",
+}
+
+__all__ = ["__version__", *_API]
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads these lazily
+    from eagle_convert.diff import CheckpointDiff, diff_checkpoints
+    from eagle_convert.draft.checkpoint import Checkpoint, CheckpointRef, open_checkpoint
+    from eagle_convert.draft.describe import DraftInfo, describe
+    from eagle_convert.draft.report import InspectReport, inspect_checkpoint
+    from eagle_convert.errors import EagleConvertError
+    from eagle_convert.finetune.plan import FinetunePlan, FinetuneResult, plan_finetune
+    from eagle_convert.finetune.run import finetune_draft, run_finetune
+    from eagle_convert.smoke.run import SmokeReport, run_smoke
+    from eagle_convert.upgrade.apply import UpgradeResult, apply_upgrade
+    from eagle_convert.upgrade.plan import UpgradePlan, plan_upgrade
+    from eagle_convert.validate.run import ValidationReport, validate_checkpoint
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name from its module on first access (PEP 562) and cache it here."""
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'eagle_convert' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_API))
