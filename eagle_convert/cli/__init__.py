@@ -1,5 +1,1 @@
-"""The click shell: the only package that imports click or rich. `main` is the console script."""
-
-from eagle_convert.cli.app import main
-
-__all__ = ["main"]
+"""The click shell: the only package that imports click or rich. The console script is `cli.app:main`."""
