@@ -9,7 +9,9 @@ and `huggingface_hub` use, so tests run the real client against it (set `HF_ENDP
 - `GET /api/models/{repo}/tree/{rev}[/{path}]` (recursive listing; one page),
 - `HEAD` / `GET /{repo}/resolve/{rev}/{path}` with `X-Repo-Commit`, `ETag` (+ `X-Linked-Etag` and
   `X-Linked-Size` for LFS-like files), `Content-Length`, `Accept-Ranges`; `Range: bytes=a-b`,
-  `bytes=a-` and `bytes=-n` are answered with 206 + `Content-Range` (416 when unsatisfiable).
+  `bytes=a-` and `bytes=-n` are answered with 206 + `Content-Range` (416 when unsatisfiable);
+  with `ranges=False` the Range header is ignored and the whole file comes back with 200, as from
+  a server or proxy without range support.
 
 Errors carry the `X-Error-Code` header that `huggingface_hub.utils.hf_raise_for_status` maps to its
 exception classes: 404 `RepoNotFound` / `RevisionNotFound` / `EntryNotFound`; gated repos answer
@@ -94,8 +96,10 @@ class HubServer:
         gated: set[str] | frozenset[str] = frozenset(),
         private: set[str] | frozenset[str] = frozenset(),
         token: str | None = None,
+        ranges: bool = True,
     ) -> None:
         self.repos: dict[str, _Repo] = {}
+        self.ranges = ranges
         for key, folder in repos.items():
             repo_id, _, rev = key.partition("@")
             rev = rev or "main"
@@ -324,7 +328,7 @@ def _make_handler(server: HubServer) -> type[BaseHTTPRequestHandler]:
                 headers["X-Linked-Etag"] = f'"{etag}"'
                 headers["X-Linked-Size"] = str(size)
             start, end, status = 0, size - 1, 200
-            rng = self.headers.get("Range")
+            rng = self.headers.get("Range") if server.ranges else None
             if rng is not None:
                 parsed = _parse_range(rng, size)
                 if parsed is None:
@@ -402,9 +406,10 @@ def hub_server(
     gated: set[str] | frozenset[str] = frozenset(),
     private: set[str] | frozenset[str] = frozenset(),
     token: str | None = None,
+    ranges: bool = True,
 ) -> Iterator[HubServer]:
     """Run a `HubServer` for the duration of the block (see the module docstring)."""
-    server = HubServer(repos, gated=gated, private=private, token=token).start()
+    server = HubServer(repos, gated=gated, private=private, token=token, ranges=ranges).start()
     try:
         yield server
     finally:

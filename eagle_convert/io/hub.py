@@ -1,17 +1,34 @@
-"""`HubSource`: a checkpoint in a Hugging Face Hub model repo, read through `huggingface_hub`.
+"""`HubSource`: a checkpoint in a Hugging Face Hub model repo, read through `huggingface_hub`'s public API.
 
 Reads only what is asked for: the file listing comes from one model-info call (`?blobs=1` for
 sizes), small non-weight files (config.json, index json) are downloaded into the normal HF cache
 with `hf_hub_download` (so they are available offline later), and everything else — safetensors
-headers, small tensors — is fetched with HTTP `Range` requests against the `resolve` URL of the
-pinned commit. Files already in the local HF cache are read from disk.
+headers, `.bin` zip directories, small tensors such as d2t/t2d — is fetched with HTTP `Range`
+requests against the `resolve` URL of the pinned commit. Files already in the local HF cache are
+read from disk.
+
+Why a hand-written range reader (`_fetch_range`, on the client's `http_stream_backoff`) remains,
+as measured with huggingface_hub 2.4.0 against `tests/hubserver.py`:
+- `HfApi.get_safetensors_metadata` / `parse_safetensors_file_metadata` only talk to the network
+  (offline: `OfflineModeIsEnabled`; the HF cache is never read), only find `model.safetensors` or
+  `model.safetensors.index.json` (not a NeMo sub-folder, not `.bin`), first ask for bytes
+  0..100000 however small the header (100,001 bytes served for a 152-byte header), and give
+  tensor offsets relative to the data section without the header length, so the bytes of
+  d2t/t2d cannot be addressed from their answer.
+- `HfFileSystem` serves ranges against the test server only when opened with
+  `cache_type="none"` (its default read-ahead block, and `cat_file(start=, end=)`, downloaded the
+  whole 3 MiB file for an 8-byte read); it never reads the HF cache (offline:
+  `OfflineModeIsEnabled`); it folds missing repo/revision/file into `FileNotFoundError`; and when
+  a server or proxy answers a Range request with 200 and the whole file, it returns the wrong
+  bytes (asked for bytes 100..108, got bytes 0..8). `_fetch_range` checks the answer (206 with
+  the asked `Content-Range` start, or 200 skipped to the start) and stops after `length` bytes.
 
 The environment is read on every call, not at import time like `huggingface_hub.constants`:
 `HF_ENDPOINT`, `HF_HUB_OFFLINE` (or `TRANSFORMERS_OFFLINE`), `HF_HOME` / `HF_HUB_CACHE`, and
 `HF_TOKEN` (through the client's own `get_token`).
 
 Every failure leaves as one of `HubNotFoundError`, `HubGatedError`, `HubOfflineError` or
-`CheckpointReadError` with a one-line message; no `huggingface_hub` / `httpx` exception escapes.
+`CheckpointReadError` with a one-line message; no `huggingface_hub` / `httpx2` exception escapes.
 
 The environment is read in `hub_env`, the local cache in `hub_cache`, and client failures are
 mapped in `hub_errors`.
@@ -31,7 +48,7 @@ from eagle_convert.io.hub_env import endpoint as _endpoint
 from eagle_convert.io.hub_env import endpoint_display as _endpoint_display
 from eagle_convert.io.hub_env import offline as _offline
 from eagle_convert.io.hub_errors import OFFLINE_HINT
-from eagle_convert.io.hub_errors import file_not_found, not_cached, translated
+from eagle_convert.io.hub_errors import file_not_found, not_cached, translated, unreachable_errors
 
 #: Files at most this large that are not weights are downloaded whole (and cached) on first read.
 SMALL_FILE_BYTES = 4 << 20
@@ -176,7 +193,6 @@ class HubSource:
                     f"{self.description}: not in the local cache and {_OFFLINE_REASON}", hint=OFFLINE_HINT
                 )
             return self._sizes  # type: ignore[return-value]
-        import httpx2
         from huggingface_hub import HfApi
         from huggingface_hub.errors import OfflineModeIsEnabled
 
@@ -184,7 +200,7 @@ class HubSource:
         with self._errors(None):
             try:
                 info = api.model_info(self.repo_id, revision=self.revision, files_metadata=True)
-            except (httpx2.TransportError, OfflineModeIsEnabled) as exc:
+            except (*unreachable_errors(), OfflineModeIsEnabled) as exc:
                 # Unreachable hub (or the client's own offline switch): fall back to the cache, as
                 # hf_hub_download itself does.
                 reason = (
@@ -245,7 +261,10 @@ class HubSource:
         return headers
 
     def _fetch_range(self, name: str, start: int, length: int) -> bytes:
-        """`length` bytes at `start` with one HTTP Range request (redirects to a CDN are followed)."""
+        """`length` bytes at `start` with one HTTP Range request (redirects to a CDN are followed).
+
+        Not `HfFileSystem`: it returns the wrong bytes when a server ignores Range (see the module docstring).
+        """
         from huggingface_hub import constants
         from huggingface_hub.utils import hf_raise_for_status, http_stream_backoff
 
@@ -315,5 +334,5 @@ class HubSource:
         return not_cached(self.description, name, (self._from_cache and self._cache_reason) or _OFFLINE_REASON)
 
     def _errors(self, name: str | None) -> AbstractContextManager[None]:
-        """Translate huggingface_hub / httpx failures into the library's hub errors."""
+        """Translate huggingface_hub / httpx2 failures into the library's hub errors."""
         return translated(self.repo_id, self.revision, self.description, name)

@@ -1,9 +1,10 @@
 """What the local Hugging Face cache already holds for a hub repo, read without any network call.
 
-The cache layout is the client's: `models--org--name/refs/<revision>` holds the commit,
-`snapshots/<commit>/` the downloaded files, and (written by `snapshot_download`) a private
-tree listing with every file's size. Used by `hub.HubSource` when offline or when the hub is
-unreachable, and for every read of a file that is already cached.
+Everything goes through the client's public cache API: `scan_cache_dir` (refs -> commit, and the
+files of that commit's snapshot), `get_cached_repo_tree` (the complete file listing with sizes,
+written by `snapshot_download`) and `try_to_load_from_cache` (one file, or the client's record
+that it does not exist). Used by `hub.HubSource` when offline or when the hub is unreachable, and
+for every read of a file that is already cached.
 """
 
 from __future__ import annotations
@@ -11,8 +12,12 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from eagle_convert.errors import CheckpointReadError
+
+if TYPE_CHECKING:  # the client is imported lazily: it costs import time
+    from huggingface_hub import CachedRevisionInfo, RepoFile
 
 __all__ = ["cached_file", "cached_listing", "known_missing", "pread_cached"]
 
@@ -21,55 +26,79 @@ _COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 
 def cached_listing(
     cache: Path, repo_id: str, revision: str | None
-) -> tuple[str, dict[str, int | None], bool] | None:
-    """`(commit, sizes, complete)` of `revision` from the cache (snapshot folder + tree listing).
+) -> tuple[str | None, dict[str, int | None], bool] | None:
+    """`(commit, sizes, complete)` of `revision` from the cache (snapshot files + cached tree listing).
 
     `complete` says the listing is known to hold every file of the revision (it came from the
-    tree listing). None when the cache knows nothing of the revision.
+    tree listing). None when the cache knows nothing of the revision. The commit is None only
+    when the tree listing is cached but the client's scanner cannot resolve the revision (a
+    repo folder it reports as damaged); reads then go by revision name.
     """
-    from huggingface_hub.file_download import repo_folder_name
-
-    storage = cache / repo_folder_name(repo_id=repo_id, repo_type="model")
     revision = revision or "main"
-    commit: str | None = revision if _COMMIT_RE.fullmatch(revision) else None
-    ref = storage / "refs" / revision
-    if ref.is_file():
-        try:
-            commit = ref.read_text().strip()
-        except OSError:
-            commit = None
-    if commit is None:
+    snapshot = _cached_revision(cache, repo_id, revision)
+    commit = snapshot.commit_hash if snapshot is not None else None
+    if commit is None and _COMMIT_RE.fullmatch(revision):
+        commit = revision
+    tree = _cached_tree(cache, repo_id, commit or revision)
+    if snapshot is None and tree is None:
         return None
-    snapshot = storage / "snapshots" / commit
     sizes: dict[str, int | None] = {}
-    complete = False
-    try:
-        from huggingface_hub._tree_cache import read_tree_cache  # private; written by snapshot_download
+    for entry in tree or ():
+        sizes[entry.path] = entry.size
+    if snapshot is not None:
+        for file in snapshot.files:
+            sizes[file.file_path.relative_to(snapshot.snapshot_path).as_posix()] = file.size_on_disk
+    return commit, sizes, tree is not None
 
-        tree = read_tree_cache(str(storage), commit)
-    except Exception:  # noqa: BLE001 - an optional, private cache format
-        tree = None
-    if tree:
-        complete = True
-        for name, entry in tree.items():
-            sizes[name] = entry.lfs_size if entry.lfs_size is not None else entry.size
-    if snapshot.is_dir():
-        for dirpath, _dirnames, filenames in os.walk(snapshot):
-            rel = Path(dirpath).relative_to(snapshot)
-            for fname in filenames:
-                full = Path(dirpath) / fname
-                if full.is_file():
-                    sizes[(rel / fname).as_posix() if str(rel) != "." else fname] = full.stat().st_size
-    elif not tree:
+
+def _cached_revision(cache: Path, repo_id: str, revision: str) -> CachedRevisionInfo | None:
+    """The cached snapshot of `revision` (a ref name or a commit), per the client's cache scanner.
+
+    `scan_cache_dir` reads the whole cache folder (a stat per cached file, no network): it runs
+    once per offline or unreachable listing. A repo folder the scanner reports as damaged (a ref
+    to a missing snapshot, a broken link) counts as not cached.
+    """
+    from huggingface_hub import scan_cache_dir
+    from huggingface_hub.errors import CacheNotFound
+
+    try:
+        info = scan_cache_dir(cache)
+    except (CacheNotFound, OSError, ValueError):  # no cache folder yet, or not a folder
         return None
-    return commit, sizes, complete
+    for repo in info.repos:
+        if repo.repo_type != "model" or repo.repo_id != repo_id:
+            continue
+        found = repo.refs.get(revision)
+        if found is None:
+            found = next((rev for rev in repo.revisions if rev.commit_hash == revision), None)
+        return found
+    return None
+
+
+def _cached_tree(cache: Path, repo_id: str, revision: str) -> list[RepoFile] | None:
+    """The complete listing `snapshot_download` cached for `revision`, if any."""
+    from huggingface_hub import get_cached_repo_tree
+    from huggingface_hub.errors import CachedRepoTreeNotFoundError
+
+    try:
+        return get_cached_repo_tree(repo_id, revision=revision, cache_dir=cache)
+    except (CachedRepoTreeNotFoundError, OSError, ValueError):  # ValueError: an unreadable ref / id
+        return None
 
 
 def known_missing(cache: Path, repo_id: str, name: str, commit: str | None) -> bool:
-    """The cache recorded that `name` does not exist at `commit`."""
-    from huggingface_hub import _CACHED_NO_EXIST, try_to_load_from_cache
+    """The cache recorded that `name` does not exist at `commit`.
 
-    return try_to_load_from_cache(repo_id, name, cache_dir=cache, revision=commit) is _CACHED_NO_EXIST
+    `try_to_load_from_cache` answers a path (cached), None (unknown) or its documented
+    "cached as non-existent" sentinel, which is neither.
+    """
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(repo_id, name, cache_dir=cache, revision=commit)
+    except Exception:  # noqa: BLE001 - a cache probe must never fail the read
+        return False
+    return found is not None and not isinstance(found, str)
 
 
 def cached_file(cache: Path, repo_id: str, name: str, revision: str | None) -> Path | None:

@@ -28,13 +28,13 @@ def endpoint_display() -> str:
 
 
 def offline() -> bool:
-    """HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE now; the client's import-time value when neither is set."""
+    """HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE now; else the client's `is_offline_mode()` (read at its import)."""
     value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
     if value is not None:
         return value.strip().upper() in _TRUE
-    from huggingface_hub import constants
+    from huggingface_hub import is_offline_mode
 
-    return bool(constants.HF_HUB_OFFLINE)
+    return bool(is_offline_mode())
 
 
 def default_cache_dir() -> Path:

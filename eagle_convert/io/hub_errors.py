@@ -1,9 +1,16 @@
-"""Hub failures as the library's errors: `huggingface_hub` / `httpx` exceptions mapped to one-liners.
+"""Hub failures as the library's errors: `huggingface_hub` / `httpx2` exceptions mapped to one-liners.
 
 Every failure of a `hub.HubSource` call leaves as one of `HubNotFoundError`, `HubGatedError`,
 `HubOfflineError`, `CheckpointReadError` (or `UsageError` for an invalid id) with a one-line
 message and a hint; no client exception escapes. Client modules are imported lazily: they
 cost import time.
+
+Errors come from `huggingface_hub.errors` except one kind: a hub that cannot be reached. The
+client raises its HTTP library's transport errors for that (`httpx2.ConnectError`,
+`httpx2.TimeoutException`, ...; its own `snapshot_download` catches exactly those to fall back
+to the cache), and neither `huggingface_hub.errors` nor a builtin (`OSError`,
+`ConnectionError`) covers them. So `httpx2` is a declared dependency, with huggingface_hub's own
+bound, and `unreachable_errors` is the one place it is imported.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ __all__ = [
     "not_cached",
     "translate",
     "translated",
+    "unreachable_errors",
 ]
 
 NOT_FOUND_HINT = "check the repo id / revision, or set HF_TOKEN if it is private"
@@ -56,9 +64,16 @@ def not_cached(description: str, name: str, reason: str) -> HubOfflineError:
     )
 
 
+def unreachable_errors() -> tuple[type[BaseException], ...]:
+    """The client exceptions that mean "the hub could not be reached" (see the module docstring)."""
+    import httpx2
+
+    return (httpx2.TransportError,)
+
+
 @contextmanager
 def translated(repo_id: str, revision: str | None, description: str, name: str | None) -> Iterator[None]:
-    """Translate huggingface_hub / httpx failures into the library's hub errors."""
+    """Translate huggingface_hub / httpx2 failures into the library's hub errors."""
     try:
         yield
     except EagleConvertError:
@@ -74,19 +89,20 @@ def translate(
     exc: Exception, *, repo_id: str, revision: str | None, description: str, name: str | None
 ) -> EagleConvertError | None:
     """The library error for a client failure reading `description` (file `name`, if any); None: not ours."""
-    import httpx2
     from huggingface_hub.errors import (
         DisabledRepoError,
         EntryNotFoundError,
         FileMetadataError,
         GatedRepoError,
         HfHubHTTPError,
+        HFValidationError,
         LocalEntryNotFoundError,
         OfflineModeIsEnabled,
         RepositoryNotFoundError,
         RevisionNotFoundError,
     )
-    from huggingface_hub.utils import HFValidationError
+
+    transport = unreachable_errors()
 
     what = f"{description}/{name}" if name else description
     if isinstance(exc, GatedRepoError):
@@ -101,7 +117,7 @@ def translate(
         return HubNotFoundError(f"{repo_id}: repository is disabled on the hub")
     if isinstance(exc, LocalEntryNotFoundError) or isinstance(exc, OfflineModeIsEnabled):
         cause = exc.__cause__
-        if not offline() and isinstance(cause, httpx2.TransportError):
+        if not offline() and isinstance(cause, transport):
             return unreachable(what, cause)
         if not offline() and isinstance(cause, FileMetadataError):
             return not_a_hub(what)
@@ -110,7 +126,7 @@ def translate(
         if name:
             return file_not_found(description, name)
         return HubNotFoundError(f"{what}: not found", hint=NOT_FOUND_HINT)
-    if isinstance(exc, httpx2.TransportError):
+    if isinstance(exc, transport):
         return unreachable(what, exc)
     if isinstance(exc, FileMetadataError):
         return not_a_hub(what)
@@ -123,7 +139,7 @@ def translate(
         return CheckpointReadError(f"{what}: hub request failed (HTTP {status}: {first_line(exc)})")
     if isinstance(exc, HFValidationError):
         return UsageError(f"{what}: {first_line(exc)}")
-    if isinstance(exc, (httpx2.HTTPError, OSError)) or type(exc).__module__.split(".")[0] in (
+    if isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in (
         "huggingface_hub",
         "httpx",
         "httpx2",
