@@ -74,3 +74,18 @@ class VerificationError(EagleConvertError):
 
 class EngineError(EagleConvertError):
     """vLLM is missing, or failed outside the check it was asked to run."""
+
+
+class MissingExtraError(EagleConvertError, ImportError):
+    """A command needs an optional dependency group that is not installed (exit code 2).
+
+    The lean install (inspect, validate, upgrade, diff) has no torch; `extras.require` raises this
+    with the `pip install 'eagle-convert[EXTRA]'` line that fixes it.
+    """
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, extra: str, missing: list[str]) -> None:
+        super().__init__(message)
+        self.extra = extra
+        self.missing = missing

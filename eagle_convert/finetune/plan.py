@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.errors import CheckpointNotFoundError, EagleConvertError, UsageError
+from eagle_convert.extras import require
 from eagle_convert.smoke.prompts import Prompt, builtin_prompts, load_prompts, resolve_chat_template
 
 __all__ = ["DEFAULT_STAGES", "STAGE_PARAMS", "FinetuneEvent", "FinetunePlan", "FinetuneRefusedError",
@@ -56,6 +57,8 @@ FROZEN = ("embed_tokens.weight", "lm_head.weight")
 DEFAULT_STAGES = (Stage("fc_norm", steps=60, lr=1e-3), Stage("all", steps=60, lr=1e-4, l2sp=1e-3))
 BATCH_SIZE = 8
 LOSS_DECAY = 0.8
+# The `smoke` extra's modules a fine-tune imports (target, drafter and trainer are torch; the tokenizer).
+FINETUNE_MODULES = ("torch", "transformers", "tokenizers")
 
 
 @dataclass
@@ -201,6 +204,7 @@ def plan_finetune(draft: str | Path, target: str | Path, out: str | Path, *,
     `prompts`: None (built-in set), a list of `Prompt`s, or a JSONL path (`load_prompts`).
     `stages`: names (defaults of `DEFAULT_STAGES`) or `Stage`s; 0-step stages are dropped.
     """
+    require("smoke", "finetune", FINETUNE_MODULES)  # the pair check below builds the torch reference drafter
     if continuation_tokens < 1:
         raise UsageError("--continuation-tokens must be at least 1")
     if ttt_steps < 1:

@@ -7,10 +7,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from eagle_convert.extras import require
 from eagle_convert.smoke.prompts import NATURAL
 from eagle_convert.smoke.run import SmokeReport
 
-__all__ = ["plot_smoke"]
+__all__ = ["PLOT_MODULES", "PLOT_WHAT", "plot_smoke", "require_plot"]
+
+PLOT_WHAT, PLOT_MODULES = "smoke --plot", ("matplotlib",)
+
+
+def require_plot() -> None:
+    """Fail before a long smoke run, not after it, when --plot cannot be drawn (MissingExtraError)."""
+    require("smoke", PLOT_WHAT, PLOT_MODULES)
 
 
 def _bucket(b: int | None) -> str:
@@ -39,6 +47,7 @@ def _bars(ax, report: SmokeReport, keys: list[tuple[str, int | None]], labels: l
 def plot_smoke(report: SmokeReport, path: str | Path) -> Path:
     """Write a PNG: left, the share of draft rounds accepted up to each position, one line per
     draft (AL in the legend); right, AL per category (and per context bucket when there are several)."""
+    require_plot()
     import matplotlib
 
     matplotlib.use("Agg")

@@ -21,6 +21,7 @@ from typing import Any
 
 from eagle_convert.vllm_model.acceptance import AcceptanceMetrics
 from eagle_convert.errors import CheckpointNotFoundError, EngineError, UsageError
+from eagle_convert.extras import require
 from eagle_convert.smoke.prompts import NATURAL, PromptSet, Prompt, builtin_prompts, prepare_prompts, resolve_chat_template
 
 __all__ = ["ENGINES", "Counts", "Group", "RequestResult", "DraftResult", "Delta", "SmokeReport",
@@ -28,6 +29,8 @@ __all__ = ["ENGINES", "Counts", "Group", "RequestResult", "DraftResult", "Delta"
 
 LOG = logging.getLogger(__name__)
 ENGINES = ("reference", "vllm")
+# What every smoke run imports (the tokenizer, and torch for either engine); --plot adds matplotlib.
+SMOKE_MODULES = ("torch", "transformers", "tokenizers")
 
 
 @dataclass
@@ -366,6 +369,7 @@ def run_smoke(target: str | Path, drafts: Sequence[str | Path], *, engine: str |
     `progress` receives one line per draft started; `device` ("cpu", "cuda", ...) places the
     reference engine (None: "cuda" when torch sees a GPU, else "cpu")."""
     t0 = time.perf_counter()
+    require("smoke", "smoke", SMOKE_MODULES)  # before default_engine(), which imports torch
     engine = engine or default_engine()
     for bad, message in (
         (not drafts, "give at least one --draft"),
@@ -379,6 +383,8 @@ def run_smoke(target: str | Path, drafts: Sequence[str | Path], *, engine: str |
     ):
         if bad:
             raise UsageError(message)
+    if engine == "vllm":
+        require("vllm", "smoke --engine vllm")
     tdir = _local_dir(target, "target")
     dpaths = [_local_dir(d, "draft") for d in drafts]
 

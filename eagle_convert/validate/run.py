@@ -18,6 +18,7 @@ from eagle_convert.draft.checkpoint import CheckpointRef, open_checkpoint
 from eagle_convert.validate.deep import DeepSummary, Progress
 from eagle_convert.draft.describe import DraftInfo, describe
 from eagle_convert.errors import ConfigError, UnknownLayoutError, UsageError
+from eagle_convert.extras import require
 from eagle_convert.validate.findings import Report, finding
 
 SCHEMA_VERSION = 1
@@ -66,6 +67,8 @@ def _check_args(engine: str | None, target: Any) -> None:
         raise UsageError(f"unknown engine {engine!r}", hint=f"choose from: {', '.join(ENGINES)}")
     if engine is not None and target is None:
         raise UsageError(f"--engine {engine} needs --target: vLLM loads a draft only together with its target")
+    if engine == "vllm":
+        require("vllm", "validate --engine vllm")  # before the static checks, not after them
 
 
 def validate_checkpoint(ref: str | Path | CheckpointRef, *, target: str | Path | None = None,

