@@ -11,8 +11,9 @@ import re
 from dataclasses import dataclass
 
 from eagle_convert.draft import schemas
-from eagle_convert.validate.rules.context import MAX_COUNT, Context
+from eagle_convert.validate.rules.context import Context
 from eagle_convert.validate.rules.expr import evaluate
+from eagle_convert.vllm_model.config import MAX_COUNT
 
 _LAYER_RE = re.compile(r"^layers\.(\d+)\.")
 
