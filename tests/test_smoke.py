@@ -162,7 +162,7 @@ def test_cli_missing_draft_and_bad_prompts_file(models, tmp_path: Path) -> None:
 def test_vllm_controls(models) -> None:
     """Two engine starts: perfect draft AL = k + 1 and random draft AL ~ 1 on vLLM. The suite's only
     control runs in vLLM (they used to be repeated in test_vllm_integration.py)."""
-    from eagle_convert.vllm_model.features import vllm_available
+    from eagle_convert.vllm_model.features import vllm_available, vllm_version
 
     if not vllm_available():
         pytest.skip("vLLM is not installed")
@@ -173,7 +173,7 @@ def test_vllm_controls(models) -> None:
     assert d.total.num_drafts == 3 * 4  # 13 tokens = prefill + 3 rounds of 4, per request
     assert d.total.num_accepted == d.total.num_draft_tokens == K * d.total.num_drafts
     assert d.total.accepted_per_pos == [d.total.num_drafts] * K and d.total.generated_tokens == 13 * 4
-    # vLLM 0.32 gives per-request statistics; they add up to its engine-wide counters.
+    # The tested vLLM gives per-request statistics; they add up to its engine-wide counters.
     assert d.per_request and all(r.counts.acceptance_length == K + 1 for r in d.requests)
     assert all(g.counts.acceptance_length == K + 1 for g in d.groups)
     assert sum(r.counts.num_drafts for r in d.requests) == d.total.num_drafts
@@ -185,7 +185,7 @@ def test_vllm_controls(models) -> None:
     assert sum(r.total.accepted_per_pos) == r.total.num_accepted and r.total.generated_tokens == 13 * 2
     assert r.per_request and sum(q.counts.num_draft_tokens for q in r.requests) == r.total.num_draft_tokens
     assert sum(q.counts.num_accepted for q in r.requests) == r.total.num_accepted
-    assert rnd.engine_version and rnd.engine_version.startswith("vllm 0.32")
+    assert rnd.engine_version == f"vllm {vllm_version()}"
     assert r.total.tokens_per_s and r.total.tokens_per_s > 0
 
 

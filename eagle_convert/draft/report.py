@@ -6,11 +6,12 @@ any incompatible change.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from eagle_convert.draft.checkpoint import Checkpoint, CheckpointRef, open_checkpoint
 from eagle_convert.draft.describe import DraftInfo, describe
+from eagle_convert.vllm_model.versions import VllmVersionStatus, installed_status
 
 SCHEMA_VERSION = 1
 
@@ -22,6 +23,8 @@ class InspectReport:
     has_config: bool
     info: DraftInfo
     checkpoint: Checkpoint
+    # The installed vLLM against the range the rules (vllm_architecture, aux ids, flags) were read from.
+    vllm: VllmVersionStatus = field(default_factory=installed_status)
 
     def tensor_rows(self) -> list[dict[str, Any]]:
         return [
@@ -32,7 +35,7 @@ class InspectReport:
 
     def to_dict(self, *, tensors: bool = True) -> dict[str, Any]:
         data: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "source": self.source, "is_hub": self.is_hub,
-                                "has_config": self.has_config, **self.info.to_dict()}
+                                "has_config": self.has_config, **self.info.to_dict(), "vllm": self.vllm.to_dict()}
         if tensors:
             data["tensors"] = self.tensor_rows()
         return data

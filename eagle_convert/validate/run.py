@@ -20,6 +20,7 @@ from eagle_convert.draft.describe import DraftInfo, describe
 from eagle_convert.errors import ConfigError, UnknownLayoutError, UsageError
 from eagle_convert.extras import require
 from eagle_convert.validate.findings import Report, finding
+from eagle_convert.vllm_model.versions import VllmVersionStatus, installed_status
 
 SCHEMA_VERSION = 1
 ENGINES = ("vllm",)
@@ -35,6 +36,7 @@ class ValidationReport(Report):
     target: str | None = None
     deep: DeepSummary | None = None
     engine: dict[str, Any] | None = None  # EngineReport.to_dict() (features included)
+    vllm: VllmVersionStatus | None = None  # the installed vLLM against the tested range (W704)
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -57,6 +59,7 @@ class ValidationReport(Report):
             "findings": self.findings_dicts(),
             "deep": self.deep.to_dict() if self.deep else None,
             "engine": self.engine,
+            "vllm": self.vllm.to_dict() if self.vllm else None,
             "seconds": round(self.seconds, 3),
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
         }
@@ -109,6 +112,7 @@ def validate_checkpoint(ref: str | Path | CheckpointRef, *, target: str | Path |
     static, families = run_static(ctx)
     report.families_run = families
     report.add(static)
+    report.add(_version_findings(report))
     report.timings["static"] = time.perf_counter() - t1
 
     if deep:
@@ -128,6 +132,13 @@ def validate_checkpoint(ref: str | Path | CheckpointRef, *, target: str | Path |
         report.add(_engine(report, ctx, ckpt, target, engine_timeout_s))
         report.families_run.append("engine")
     return _done(report, t0)
+
+
+def _version_findings(report: ValidationReport) -> list:
+    """W704 when the installed vLLM is outside the range the static rules were checked against."""
+    status = report.vllm = installed_status()
+    line = status.line()
+    return [] if line is None else [finding("W704", line)]
 
 
 def _engine(report: ValidationReport, ctx: Any, ckpt: Any, target: str | Path | None, timeout_s: float) -> list:
