@@ -148,11 +148,13 @@ class FinetuneResult:
 # ------------------------------------------------------------------------------- planning
 
 
-def _folder(path: str | Path, what: str) -> Path:
+def _folder(path: str | Path, what: str, *, config: bool = True) -> Path:
+    """A local folder; with `config`, one with a config.json at its root (the draft's config may
+    sit in a weights sub-folder: `plan_finetune` asks the checkpoint reader)."""
     p = Path(path).expanduser()
     if not p.is_dir():
         raise CheckpointNotFoundError(f"{what} {path}: no such folder (finetune needs a local checkpoint folder)")
-    if not (p / "config.json").is_file():
+    if config and not (p / "config.json").is_file():
         raise CheckpointNotFoundError(f"{what} {path}: no config.json")
     return p.resolve()
 
@@ -210,7 +212,7 @@ def plan_finetune(draft: str | Path, target: str | Path, out: str | Path, *,
     if ttt_steps < 1:
         raise UsageError("--ttt-steps must be at least 1")
     plan_stages = _stages(stages)
-    dpath, tpath = _folder(draft, "draft"), _folder(target, "target")
+    dpath, tpath = _folder(draft, "draft", config=False), _folder(target, "target")
     final = _check_out(out, {"input draft": dpath, "target": tpath}, force)
     if prompts is None:
         items, label = builtin_prompts(), "built-in"
@@ -225,8 +227,11 @@ def plan_finetune(draft: str | Path, target: str | Path, out: str | Path, *,
     from eagle_convert.draft.checkpoint import open_checkpoint
     from eagle_convert.draft.describe import describe
 
-    info = describe(open_checkpoint(dpath), read_vocab=False)
-    config = json.loads((dpath / "config.json").read_text())
+    ckpt = open_checkpoint(dpath)  # the reader every command uses: shards, .bin, NeMo sub-folders
+    if not ckpt.has_config:
+        raise CheckpointNotFoundError(f"draft {draft}: no config.json")
+    info = describe(ckpt, read_vocab=False)
+    config = ckpt.config
     aux_ids = _check_pair(dpath, config, json.loads((tpath / "config.json").read_text()))
     floats = {k: v for k, v in info.dtypes.items() if k in ("F32", "BF16", "F16")}
     dtype = max(floats, key=floats.__getitem__) if floats else "BF16"

@@ -203,10 +203,18 @@ def default_engine() -> str:
 
 
 def _local_dir(path: str | Path, what: str) -> Path:
+    """A local folder with a config.json: at the target's root; for a draft wherever the reader
+    every command uses finds it (root, `model/`, `model/consolidated/`), with its weights."""
     p = Path(path).expanduser()
     if not p.is_dir():
         raise CheckpointNotFoundError(f"{what} {path}: no such folder (smoke needs a local checkpoint folder)")
-    if not (p / "config.json").is_file():
+    if what == "draft":
+        from eagle_convert.draft.checkpoint import open_checkpoint
+
+        has_config = open_checkpoint(p).has_config
+    else:
+        has_config = (p / "config.json").is_file()
+    if not has_config:
         raise CheckpointNotFoundError(f"{what} {path}: no config.json")
     return p.resolve()
 
