@@ -97,7 +97,8 @@ class WriterError(EagleConvertError, ValueError):
 
 @dataclass(frozen=True)
 class ByteRange:
-    """``nbytes`` bytes at absolute ``offset`` of the file at ``path``."""
+    """``nbytes`` bytes at absolute ``offset`` of the file at ``path`` (in an upgrade plan, the
+    file's name inside the input checkpoint; the writer only ever sees local paths)."""
 
     path: Path
     offset: int
@@ -156,7 +157,12 @@ def tensor_nbytes(dtype: str, shape: tuple[int, ...]) -> int:
 
 @dataclass(frozen=True)
 class OutTensor:
-    """One tensor of an output file: its header entry and where its bytes come from."""
+    """One tensor of an output file: its header entry and where its bytes come from.
+
+    The one output-tensor record: the writer, `verify_file` and upgrade's plan (whose carried
+    tensors' `ByteRange.path` names a file inside the input checkpoint until `apply` resolves
+    it) all use it. Input tensors are `TensorInfo`s: see there why the two stay apart.
+    """
 
     name: str
     dtype: str

@@ -22,13 +22,21 @@ DTYPE_BYTES: dict[str, int] = {d: bits // 8 for d, bits in DTYPE_BITS.items() if
 
 @dataclass(frozen=True)
 class TensorInfo:
-    """Where one tensor lives: file, absolute byte offset and size, dtype and shape."""
+    """A tensor that exists in an input checkpoint: `nbytes` at absolute `offset` of `file` (its
+    name inside the checkpoint's `Source`, local or hub), with dtype and shape.
+
+    The one input-tensor record: safetensors headers and `.bin` archives (`io.binranges`) both
+    yield it. Kept apart from `io.outfile.OutTensor` (a tensor to be written) for one essential
+    difference: every input tensor has a location that readers (validate, diff, the deep scan,
+    the reference drafter) rely on, while an output tensor's bytes may not exist anywhere yet
+    (new `fc_norm` ones, streamed data); merging them would make every reader narrow its source.
+    """
 
     name: str
     dtype: str
     shape: tuple[int, ...]
     file: str
-    offset: int  # absolute offset of the first data byte in `file`; -1 for pickled (.bin) tensors
+    offset: int  # absolute offset of the first data byte in `file`
     nbytes: int
 
     @property

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -19,7 +19,7 @@ from eagle_convert.io.atomic import OutputExistsError, atomic_output_dir, cleanu
 from eagle_convert.draft.checkpoint import SAFETENSORS_INDEX_FNAME, open_checkpoint
 from eagle_convert.draft.describe import describe
 from eagle_convert.errors import CheckpointReadError, EagleConvertError, OutputError, VerificationError
-from eagle_convert.upgrade.plan import PlannedTensor, UpgradePlan, index_json
+from eagle_convert.upgrade.plan import UpgradePlan, index_json
 from eagle_convert.io.outfile import ByteRange, OutFile, OutTensor, WriterError
 from eagle_convert.io.verify import verify_file
 from eagle_convert.io.writer import write_file, write_index
@@ -115,17 +115,17 @@ def apply_upgrade(plan: UpgradePlan, out: str | Path, *, force: bool = False, ve
 
 
 def _out_files(plan: UpgradePlan) -> list[OutFile]:
-    """The writer's view of the plan; hub inputs download their weight files (only those) here."""
+    """The plan's files with each carried byte range pointing at a local file: the plan names
+    files inside the checkpoint; hub inputs download their weight files (only those) here."""
     ckpt = plan.checkpoint
     paths = {name: ckpt.source.local_path(name) for name in ckpt.weight_files}
-    return [OutFile(f.filename, [_out_tensor(plan, t, paths) for t in f.tensors], f.metadata) for f in plan.files]
 
+    def local(t: OutTensor) -> OutTensor:
+        if not isinstance(t.source, ByteRange):
+            return t
+        return replace(t, source=replace(t.source, path=paths[str(t.source.path)]))
 
-def _out_tensor(plan: UpgradePlan, t: PlannedTensor, paths: dict[str, Path]) -> OutTensor:
-    if t.source is None:
-        return OutTensor(t.name, t.dtype, t.shape, t.data or b"")
-    src = t.source  # safetensors or .bin: every input tensor is one byte range
-    return OutTensor(t.name, t.dtype, t.shape, ByteRange(paths[src.file], src.offset, src.nbytes))
+    return [OutFile(f.filename, [local(t) for t in f.tensors], f.metadata) for f in plan.files]
 
 
 def _verify(plan: UpgradePlan, tmp: Path, files: list[OutFile], written: dict[str, int],

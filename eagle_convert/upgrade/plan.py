@@ -23,9 +23,9 @@ from eagle_convert.diff import config_diff
 from eagle_convert.errors import UpgradeRefusedError, UsageError
 from eagle_convert.draft.layout import canonical_name, config_get
 from eagle_convert.io.safetensors_header import DTYPE_BYTES, TensorInfo
-from eagle_convert.io.outfile import ByteRange, OutFile, OutTensor, StreamSource, file_header
+from eagle_convert.io.outfile import ByteRange, OutFile, OutTensor, file_header
 
-__all__ = ["LAYOUTS", "AuxIds", "PlannedFile", "PlannedTensor", "UpgradePlan", "plan_upgrade"]
+__all__ = ["LAYOUTS", "AuxIds", "PlannedFile", "UpgradePlan", "plan_upgrade"]
 
 LAYOUTS = ("vllm", "keep", "speculators")
 ONES = {"BF16": b"\x80\x3f", "F16": b"\x00\x3c", "F32": struct.pack("<f", 1.0), "F64": struct.pack("<d", 1.0)}
@@ -33,29 +33,14 @@ FC_NORM = "fc_norm.{i}.weight"
 PROVENANCE_KEY = "_eagle_convert"
 
 
-@dataclass(frozen=True)
-class PlannedTensor:
-    """One output tensor: carried over from `source`, or new with bytes `data`."""
-
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-    source: TensorInfo | None = None
-    data: bytes | None = field(default=None, repr=False)
-
-    @property
-    def nbytes(self) -> int:
-        return self.source.nbytes if self.source is not None else len(self.data or b"")
-
-    @property
-    def is_new(self) -> bool:
-        return self.source is None
-
-
 @dataclass
 class PlannedFile:
+    """One output file. Its tensors are the writer's own `OutTensor`s: a carried tensor's source is
+    a `ByteRange` whose `path` is the file's name inside the input checkpoint (`apply` resolves it
+    to a local path, downloading hub files only then); a new one's source is its bytes."""
+
     filename: str
-    tensors: list[PlannedTensor]
+    tensors: list[OutTensor]
     metadata: dict[str, str] | None
     header_bytes: int
 
@@ -91,7 +76,7 @@ class UpgradePlan:
     aux: AuxIds
     files: list[PlannedFile]
     renames: dict[str, str]
-    additions: list[PlannedTensor]
+    additions: list[OutTensor]
     config_before: dict[str, Any]
     config_after: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
@@ -102,8 +87,8 @@ class UpgradePlan:
         return len(self.files) > 1 or self.storage == "sharded"
 
     @property
-    def carried(self) -> list[PlannedTensor]:
-        return [t for f in self.files for t in f.tensors if not t.is_new]
+    def carried(self) -> list[OutTensor]:
+        return [t for f in self.files for t in f.tensors if isinstance(t.source, ByteRange)]
 
     def config_json(self) -> str:
         return json.dumps(self.config_after, indent=2) + "\n"
@@ -158,7 +143,7 @@ def plan_upgrade(ckpt: Checkpoint, info: DraftInfo, *, layout: str = "vllm", nor
     aux = _resolve_aux(ckpt, info, num_aux, aux_layer_ids, target, warnings)
 
     rename = (lambda n: n) if layout == "keep" else (lambda n: info.canonical[n])
-    additions = [PlannedTensor(_norm_name(i, fc_name, layout), fc.dtype, (ht,), data=ONES[fc.dtype] * ht)
+    additions = [OutTensor(_norm_name(i, fc_name, layout), fc.dtype, (ht,), ONES[fc.dtype] * ht)
                  for i in range(num_aux)]
     taken = {rename(n) for n in ckpt.tensors}
     for t in additions:
@@ -302,7 +287,7 @@ def _norm_name(i: int, fc_name: str, layout: str) -> str:
     return name if canonical_name(name) == canon else canon
 
 
-def _plan_files(ckpt: Checkpoint, rename: Any, fc_name: str, additions: list[PlannedTensor]) -> list[PlannedFile]:
+def _plan_files(ckpt: Checkpoint, rename: Any, fc_name: str, additions: list[OutTensor]) -> list[PlannedFile]:
     """Sharded in, the same shards out (norms join fc's shard); single or .bin in, one model.safetensors out."""
     by_file: dict[str, list[TensorInfo]] = {f: [] for f in ckpt.weight_files}
     for t in ckpt.tensors.values():
@@ -317,9 +302,9 @@ def _plan_files(ckpt: Checkpoint, rename: Any, fc_name: str, additions: list[Pla
         groups = [(SAFETENSORS_FNAME, infos, ckpt.weight_files[0])]
     out: list[PlannedFile] = []
     for filename, infos, src_file in groups:
-        tensors: list[PlannedTensor] = []
+        tensors: list[OutTensor] = []
         for t in infos:
-            tensors.append(PlannedTensor(rename(t.name), t.dtype, t.shape, t))
+            tensors.append(OutTensor(rename(t.name), t.dtype, t.shape, ByteRange(Path(t.file), t.offset, t.nbytes)))
             if t.name == fc_name:
                 tensors.extend(additions)
         # Widest dtypes first keeps every tensor aligned to its element size (stable: input order otherwise).
@@ -327,24 +312,10 @@ def _plan_files(ckpt: Checkpoint, rename: Any, fc_name: str, additions: list[Pla
         meta = dict(ckpt.file_metadata.get(src_file) or {})
         meta.setdefault("format", "pt")
         f = PlannedFile(filename, tensors, meta, 0)
-        f.header_bytes = _header_len(_sizing_file(f))
+        # The writer may align the data start to the carried tensors' source offsets: exact size.
+        f.header_bytes = len(file_header(OutFile(filename, tensors, meta)))
         out.append(f)
     return out
-
-
-def _sizing_file(f: PlannedFile) -> OutFile:
-    """The file as the writer will see it (source offsets matter: the writer may align the data start)."""
-    def source(t: PlannedTensor) -> ByteRange | StreamSource:
-        if t.source is not None:
-            return ByteRange(Path(t.source.file), t.source.offset, t.nbytes)
-        return StreamSource(t.nbytes, tuple)
-
-    return OutFile(f.filename, [OutTensor(t.name, t.dtype, t.shape, source(t)) for t in f.tensors], f.metadata)
-
-
-def _header_len(f: OutFile) -> int:
-    """Bytes of the header `writer.write_file` writes for `f` (it pads the data start to a page residue)."""
-    return len(file_header(f))
 
 
 def _plan_config(ckpt: Checkpoint, info: DraftInfo, layout: str,
@@ -375,7 +346,7 @@ def _values(config: dict[str, Any], info: DraftInfo, norm_output: bool, aux: Aux
     }
 
 
-def _provenance(ckpt: Checkpoint, info: DraftInfo, layout: str, aux: AuxIds, additions: list[PlannedTensor],
+def _provenance(ckpt: Checkpoint, info: DraftInfo, layout: str, aux: AuxIds, additions: list[OutTensor],
                 renames: dict[str, str], config_changes: list[str]) -> dict[str, Any]:
     commit = getattr(ckpt.source, "commit", None)
     prov: dict[str, Any] = {"tool": "eagle-convert", "version": __version__,
