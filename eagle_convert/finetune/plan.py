@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.errors import CheckpointNotFoundError, EagleConvertError, UsageError
+from eagle_convert.io.atomic import check_output_dir
 from eagle_convert.extras import require
 from eagle_convert.smoke.prompts import Prompt, builtin_prompts, load_prompts, resolve_chat_template
 
@@ -159,26 +160,6 @@ def _folder(path: str | Path, what: str, *, config: bool = True) -> Path:
     return p.resolve()
 
 
-def _check_out(out: str | Path, inputs: dict[str, Path], force: bool) -> Path:
-    """Refuse an output that is, is inside, or contains an input, or exists without `force`."""
-    from eagle_convert.errors import OutputError
-
-    final = Path(out).expanduser().absolute()
-    resolved = final.resolve()
-    for what, root in inputs.items():
-        if resolved == root or root in resolved.parents:
-            raise OutputError(f"{out}: output is the {what} {root} or inside it",
-                              hint="choose an output folder outside the input")
-        if resolved in root.parents:
-            raise OutputError(f"{out}: output contains the {what} {root}",
-                              hint="choose an output folder outside the input")
-    if final.exists() and not final.is_dir():
-        raise OutputError(f"{out}: exists and is not a folder", hint="choose another output path")
-    if final.exists() and any(final.iterdir()) and not force:
-        raise OutputError(f"{out}: output already exists", hint="pass --force to replace it")
-    return final
-
-
 def _stages(stages: Sequence[str | Stage] | None) -> list[Stage]:
     defaults = {s.name: s for s in DEFAULT_STAGES}
     out = []
@@ -213,7 +194,7 @@ def plan_finetune(draft: str | Path, target: str | Path, out: str | Path, *,
         raise UsageError("--ttt-steps must be at least 1")
     plan_stages = _stages(stages)
     dpath, tpath = _folder(draft, "draft", config=False), _folder(target, "target")
-    final = _check_out(out, {"input draft": dpath, "target": tpath}, force)
+    final = check_output_dir(out, {"input draft": dpath, "target": tpath}, force=force)
     if prompts is None:
         items, label = builtin_prompts(), "built-in"
     elif isinstance(prompts, (str, Path)):

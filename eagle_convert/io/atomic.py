@@ -17,15 +17,18 @@ import os
 import secrets
 import shutil
 import signal
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+
+from eagle_convert.errors import OutputError
 
 __all__ = [
     "OutputExistsError",
     "TerminatedBySignal",
     "atomic_output_dir",
+    "check_output_dir",
     "cleanup_stale_temps",
     "install_signal_cleanup",
 ]
@@ -217,3 +220,26 @@ def cleanup_stale_temps(final: Path) -> list[Path]:
             shutil.rmtree(path)
             removed.append(path)
     return removed
+
+
+def check_output_dir(out: str | Path, inputs: Mapping[str, Path | None], *, force: bool = False) -> Path:
+    """The absolute output folder, after refusing one that is an input (`inputs`: what -> folder,
+    None to skip), lies inside one or contains one, is not a folder, or exists and is not empty
+    without `force`. Every writing command calls it before any work, so a refusal costs nothing."""
+    final = Path(out).expanduser().absolute()
+    resolved = final.resolve()
+    for what, root in inputs.items():
+        if root is None:
+            continue
+        root = Path(root).resolve()
+        if resolved == root or root in resolved.parents:
+            raise OutputError(f"{out}: output is the {what} {root} or inside it",
+                              hint="choose an output folder outside the input")
+        if resolved in root.parents:
+            raise OutputError(f"{out}: output contains the {what} {root}",
+                              hint="choose an output folder outside the input")
+    if final.exists() and not final.is_dir():
+        raise OutputError(f"{out}: exists and is not a folder", hint="choose another output path")
+    if (final.exists() or final.is_symlink()) and not force and not (final.is_dir() and not any(final.iterdir())):
+        raise OutputError(f"{out}: output already exists", hint="pass --force to replace it")
+    return final

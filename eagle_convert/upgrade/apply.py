@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from eagle_convert.io.atomic import OutputExistsError, atomic_output_dir, cleanup_stale_temps
+from eagle_convert.io.atomic import OutputExistsError, atomic_output_dir, check_output_dir, cleanup_stale_temps
 from eagle_convert.draft.checkpoint import SAFETENSORS_INDEX_FNAME, open_checkpoint
 from eagle_convert.draft.describe import describe
 from eagle_convert.errors import CheckpointReadError, EagleConvertError, OutputError, VerificationError
@@ -54,28 +54,10 @@ class UpgradeResult:
                 "write_seconds": round(self.write_seconds, 3), "verify_seconds": round(self.verify_seconds, 3)}
 
 
-def _input_root(plan: UpgradePlan) -> Path | None:
-    root = getattr(plan.checkpoint.source, "root", None)
-    return Path(root).resolve() if root is not None else None
-
-
 def check_output(plan: UpgradePlan, out: Path, *, force: bool = False) -> Path:
     """Refuse an output that is the input, inside it, contains it, or exists without `force`."""
-    final = Path(out).expanduser().absolute()
-    resolved = final.resolve()
-    root = _input_root(plan)
-    if root is not None:
-        if resolved == root or root in resolved.parents:
-            raise OutputError(f"{out}: output is the input checkpoint {root} or inside it",
-                              hint="choose an output folder outside the input")
-        if resolved in root.parents:
-            raise OutputError(f"{out}: output contains the input checkpoint {root}",
-                              hint="choose an output folder outside the input")
-    if (final.exists() or final.is_symlink()) and not force and not (final.is_dir() and not any(final.iterdir())):
-        raise OutputError(f"{out}: output already exists", hint="pass --force to replace it")
-    if final.exists() and not final.is_dir():
-        raise OutputError(f"{out}: exists and is not a folder", hint="choose another output path")
-    return final
+    root = getattr(plan.checkpoint.source, "root", None)  # None for hub inputs
+    return check_output_dir(out, {"input checkpoint": root}, force=force)
 
 
 def apply_upgrade(plan: UpgradePlan, out: str | Path, *, force: bool = False, verify: bool = True,

@@ -9,12 +9,32 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from eagle_convert.diff import CheckpointDiff
+from eagle_convert.diff import CheckpointDiff, ConfigDiff
+
+ABSENT = "[dim](absent)[/dim]"
 
 
-def _short(value: Any) -> str:
+def short(value: Any) -> str:
+    """A config value in one table cell: JSON (strings as they are), cut at 60 characters, escaped."""
     text = json.dumps(value) if not isinstance(value, str) else value
     return escape(text if len(text) <= 60 else text[:57] + "...")
+
+
+def config_table(cfg: ConfigDiff, *, headers: tuple[str, str, str] = ("key", "a", "b"),
+                 removed: str = ABSENT) -> Table:
+    """One row per differing config path: added, removed (`removed` in the right column), changed."""
+    table = Table(title="config.json", title_justify="left")
+    for col in headers:
+        table.add_column(col)
+    for path in cfg.paths():
+        if path in cfg.added:
+            row = (ABSENT, short(cfg.added[path]))
+        elif path in cfg.removed:
+            row = (short(cfg.removed[path]), removed)
+        else:
+            row = tuple(short(v) for v in cfg.changed[path])  # type: ignore[assignment]
+        table.add_row(escape(path), *row)
+    return table
 
 
 def render_diff(console: Console, d: CheckpointDiff) -> None:
@@ -48,18 +68,7 @@ def render_diff(console: Console, d: CheckpointDiff) -> None:
         console.print(table)
     cfg = d.config
     if cfg:
-        table = Table(title="config.json", title_justify="left")
-        for col in ("key", "a", "b"):
-            table.add_column(col)
-        for path in cfg.paths():
-            if path in cfg.added:
-                row = ("[dim](absent)[/dim]", _short(cfg.added[path]))
-            elif path in cfg.removed:
-                row = (_short(cfg.removed[path]), "[dim](absent)[/dim]")
-            else:
-                row = tuple(_short(v) for v in cfg.changed[path])  # type: ignore[assignment]
-            table.add_row(escape(path), *row)
-        console.print(table)
+        console.print(config_table(cfg))
     what = "identical" if d.compared_data else "same dtype and shape (data not compared)"
     summary = (f"{len(d.added)} added, {len(d.removed)} removed, {len(d.renamed)} renamed, {len(d.changed)} changed, "
                f"{d.identical} {what}; config: {len(cfg.paths())} keys differ")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -10,15 +9,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from eagle_convert.cli.render.diff import ABSENT, config_table
 from eagle_convert.diff import config_diff
 from eagle_convert.upgrade.plan import PROVENANCE_KEY, UpgradePlan
 from eagle_convert.upgrade.apply import UpgradeResult
 from eagle_convert.cli.render.inspect import human_bytes
-
-
-def _short(value: Any) -> str:
-    text = json.dumps(value) if not isinstance(value, str) else value
-    return escape(text if len(text) <= 60 else text[:57] + "...")
 
 
 def render_plan(console: Console, plan: UpgradePlan, out: Path, *, dry_run: bool) -> None:
@@ -54,18 +49,8 @@ def render_plan(console: Console, plan: UpgradePlan, out: Path, *, dry_run: bool
     console.print(table)
 
     diff = config_diff(plan.config_before, {k: v for k, v in plan.config_after.items() if k != PROVENANCE_KEY})
-    table = Table(title="config.json", title_justify="left")
-    for col in ("key", "before", "after"):
-        table.add_column(col)
-    for path in diff.paths():
-        if path in diff.added:
-            row = ("[dim](absent)[/dim]", _short(diff.added[path]))
-        elif path in diff.removed:
-            row = (_short(diff.removed[path]), "[dim](removed)[/dim]")
-        else:
-            row = tuple(_short(v) for v in diff.changed[path])  # type: ignore[assignment]
-        table.add_row(escape(path), *row)
-    table.add_row(PROVENANCE_KEY, "[dim](absent)[/dim]", "provenance: tool version, source, what changed")
+    table = config_table(diff, headers=("key", "before", "after"), removed="[dim](removed)[/dim]")
+    table.add_row(PROVENANCE_KEY, ABSENT, "provenance: tool version, source, what changed")
     console.print(table)
 
     table = Table(title="output files", title_justify="left")
