@@ -1,1 +1,1 @@
-"""Acceptance measurement: prompt sets and buckets, the smoke run, vLLM's acceptance formulas, plots."""
+"""Acceptance measurement: prompt sets and context buckets, the smoke run (reference or vLLM engine), plots."""
