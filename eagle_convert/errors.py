@@ -1,4 +1,4 @@
-"""One exception hierarchy for the library; `cli.py` maps it to messages and exit codes.
+"""One exception hierarchy for the library; `cli/app.py` maps it to messages and exit codes.
 
 Every error carries a one-line, user-facing message that names the file, tensor or field and,
 where there is one, the fix. Subclasses also inherit a builtin where natural so that callers
