@@ -16,12 +16,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from eagle_convert.vllm_model.config import read_config
+
 __all__ = [
     "DraftConfig", "EagleDrafter", "DraftCache", "KVSlot", "draft_config_from_dict", "rms_norm",
     "fused_add_rms_norm",
 ]
 
-QWEN3_ARCHS = {"Eagle3Qwen3ForCausalLM", "PeagleQwen3ForCausalLM", "Qwen3ForCausalLM"}
 
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
@@ -83,54 +84,25 @@ class DraftConfig:
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
-def _flatten_speculators(cfg: dict[str, Any]) -> dict[str, Any]:
-    """vLLM's speculators path: inner `transformer_layer_config` plus eagle3 fields on top."""
-    inner = dict(cfg.get("transformer_layer_config") or {})
-    inner["draft_vocab_size"] = cfg.get("draft_vocab_size")
-    if cfg.get("target_hidden_size") is not None:
-        inner["target_hidden_size"] = cfg["target_hidden_size"]
-    inner["norm_before_residual"] = cfg.get("norm_before_residual", True)  # True here, not False
-    for key in ("norm_before_fc", "fc_norm", "norm_output"):
-        inner[key] = cfg.get(key, False)
-    arch = {"qwen3": "Eagle3Qwen3ForCausalLM", "llama": "Eagle3LlamaForCausalLM"}
-    inner["architectures"] = [arch.get(inner.get("model_type", "llama"), "unsupported")]
-    if cfg.get("eagle_aux_hidden_state_layer_ids"):
-        inner["eagle_aux_hidden_state_layer_ids"] = cfg["eagle_aux_hidden_state_layer_ids"]
-    return inner
+def draft_config_from_dict(config: dict[str, Any]) -> DraftConfig:
+    """Resolve a draft config.json (native or speculators) into the values vLLM would use.
 
-
-def aux_ids_from_config(cfg: dict[str, Any]) -> tuple[int, ...] | None:
-    """Aux ids the way vLLM's V1 runner reads them: top level first, then `eagle_config`."""
-    ids = cfg.get("eagle_aux_hidden_state_layer_ids")
-    if not ids:
-        ids = (cfg.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
-    return tuple(int(i) for i in ids) if ids else None
-
-
-def draft_config_from_dict(cfg: dict[str, Any]) -> DraftConfig:
-    """Resolve a draft config.json (native or speculators) into the values vLLM would use."""
-    if "speculators_model_type" in cfg:
-        cfg = _flatten_speculators(cfg)
-    eagle = cfg.get("eagle_config") or {}
-    arch = (cfg.get("architectures") or ["LlamaForCausalLM"])[0]
-    if "Deepseek" in arch or cfg.get("model_type") in ("kimi_k2", "deepseek_v2", "deepseek_v3"):
-        raise NotImplementedError(f"{arch}: MLA drafts are not implemented in the reference drafter")
-    qwen3 = arch in QWEN3_ARCHS
+    How vLLM reads it (config path, class, flags, aux ids and count) is `vllm_model.read_config`;
+    the size fields and transformers' per-model defaults (rope_theta) are read here.
+    """
+    view = read_config(config)
+    cfg = view.vcfg
+    if view.attention == "mla" or cfg.get("model_type") in ("kimi_k2", "deepseek_v2", "deepseek_v3"):
+        raise NotImplementedError(f"{view.architecture}: MLA drafts are not implemented in the reference drafter")
+    qwen3 = view.attention == "qwen3"
     hidden = int(cfg["hidden_size"])
     heads = int(cfg["num_attention_heads"])
-    ids = aux_ids_from_config(cfg)
-    if qwen3:  # qwen3_eagle3 also consults the top-level ids for the count
-        n_aux = cfg.get("num_aux_layers") or cfg.get("num_aux_hidden_states")
-        n_aux = n_aux or (len(ids) if ids else 3)
-    else:  # llama_eagle3 never looks at the top-level ids for the count (vllm-loader.md §5.4)
-        n_aux = cfg.get("num_aux_hidden_states")
-        if n_aux is None:
-            eids = eagle.get("eagle_aux_hidden_state_layer_ids")
-            n_aux = len(eids) if eids else 3
+    ids = view.aux_ids_v1  # the V1 runner's ids: vLLM's CPU runner is a V1 runner
     rope = dict(cfg.get("rope_parameters") or cfg.get("rope_scaling") or {})
-    default_theta = 1_000_000.0 if qwen3 else 10000.0
+    default_theta = 1_000_000.0 if qwen3 else 10000.0  # transformers' Qwen3Config / LlamaConfig defaults
     theta = float(rope.get("rope_theta", cfg.get("rope_theta") or default_theta))
     rope_type = rope.get("rope_type", rope.get("type", "default"))
+    flags = view.flags
     return DraftConfig(
         hidden_size=hidden,
         target_hidden_size=int(cfg.get("target_hidden_size") or hidden),
@@ -142,15 +114,15 @@ def draft_config_from_dict(cfg: dict[str, Any]) -> DraftConfig:
         rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)),
         vocab_size=int(cfg["vocab_size"]),
         draft_vocab_size=int(cfg.get("draft_vocab_size") or cfg["vocab_size"]),
-        num_aux_hidden_states=int(n_aux),
-        aux_layer_ids=ids,
+        num_aux_hidden_states=int(view.aux_count or 3),
+        aux_layer_ids=tuple(int(i) for i in ids) if ids else None,
         rope_theta=theta,
         rope_scaling=None if rope_type == "default" else {**rope, "rope_type": rope_type},
-        norm_before_residual=bool(cfg.get("norm_before_residual", False)),
-        norm_before_fc=bool(eagle.get("norm_before_fc", cfg.get("norm_before_fc", False))),
-        fc_norm=bool(cfg.get("fc_norm", cfg.get("use_aux_norm", False))),  # legacy alias
-        norm_output=bool(cfg.get("norm_output", False)),
-        use_aux_hidden_state=bool(eagle.get("use_aux_hidden_state", True)),
+        norm_before_residual=flags["norm_before_residual"],
+        norm_before_fc=flags["norm_before_fc"],
+        fc_norm=flags["fc_norm"],
+        norm_output=flags["norm_output"],
+        use_aux_hidden_state=flags["use_aux"],
         attention_bias=bool(cfg.get("attention_bias", cfg.get("bias", False))),
         mlp_bias=bool(cfg.get("mlp_bias", False)),
         qwen3=qwen3,

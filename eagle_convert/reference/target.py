@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-__all__ = ["TargetModel", "TargetOutput", "default_aux_ids", "default_device", "resolve_device"]
+__all__ = ["TargetModel", "TargetOutput", "default_device", "resolve_device"]
 
 
 def default_device() -> torch.device:
@@ -26,11 +26,6 @@ def default_device() -> torch.device:
 def resolve_device(device: str | torch.device | None) -> torch.device:
     """`None` -> `default_device()`; a name ("cpu", "cuda", "cuda:1") -> that device."""
     return default_device() if device is None else torch.device(device)
-
-
-def default_aux_ids(num_layers: int) -> tuple[int, ...]:
-    """vLLM's fallback when a draft config names no ids: (2, N//2, N-3)."""
-    return (2, num_layers // 2, num_layers - 3)
 
 
 @dataclass

@@ -289,7 +289,8 @@ def _run_reference(target: Path, drafts: list[Path], prompts: PromptSet, *, k: i
 
     from eagle_convert.reference.data import load_drafter
     from eagle_convert.reference.loop import speculative_generate
-    from eagle_convert.reference.target import TargetModel, default_aux_ids
+    from eagle_convert.reference.target import TargetModel
+    from eagle_convert.vllm_model.tables import default_aux_ids
 
     tgt = TargetModel.from_pretrained(target, device=device)  # device None: GPU if torch sees one
     results: _EngineOut = []

@@ -15,8 +15,18 @@ from eagle_convert.draft.checkpoint import CheckpointRef
 from eagle_convert.errors import ConfigError, UsageError
 from eagle_convert.draft.layout import config_get
 from eagle_convert.io.source import LocalSource, read_json
+from eagle_convert.vllm_model.config import flatten_speculators, mtp_rewrite
+from eagle_convert.vllm_model.tables import (
+    ARCHITECTURES,
+    DRAFT_CLASSES,
+    PARALLEL_DRAFTING_ARCHITECTURES,
+    SAFE_MODEL_TYPE,
+    SPECULATORS_ARCHITECTURES,
+    WRITE_ARCHITECTURE,
+)
 
-__all__ = ["TargetInfo", "apply_rules", "choose_architectures", "read_target", "to_native", "to_speculators"]
+__all__ = ["TargetInfo", "apply_rules", "choose_architectures", "choose_model_type", "read_target", "to_native",
+           "to_speculators"]
 
 _MISSING = object()
 
@@ -60,20 +70,36 @@ def read_target(ref: str) -> TargetInfo:
 
 
 def choose_architectures(current: list[str], attention: str) -> list[str]:
-    """A registered vLLM EAGLE-3 architecture for this attention kind (keeps a registered input name)."""
-    row = schemas.load("upgrade-config.json")["architectures"][attention]
-    if current and current[0] in row["keep"]:
-        return [current[0]]
-    return [row["write"]]
+    """A registered vLLM EAGLE-3 architecture for this attention kind (keeps a registered input name).
+
+    P-EAGLE names are replaced too: the upgraded draft is a sequential EAGLE-3.1 draft.
+    """
+    name = current[0] if current else None
+    cls = DRAFT_CLASSES.get(ARCHITECTURES.get(name or ""), None)
+    if name and cls and cls.attention == attention and name not in PARALLEL_DRAFTING_ARCHITECTURES:
+        return [name]
+    return [WRITE_ARCHITECTURE[attention]]
+
+
+def choose_model_type(config: dict[str, Any], attention: str) -> Any:
+    """The input's model_type, unless vLLM would rewrite the draft into an MTP model because of it."""
+    model_type = config.get("model_type")
+    if mtp_rewrite({"model_type": model_type}) is not None:
+        return SAFE_MODEL_TYPE[attention]
+    return model_type
 
 
 def to_native(config: dict[str, Any]) -> dict[str, Any]:
-    """Flatten a speculators config the way vLLM does (`update_eagle3`) into a plain draft config."""
-    out = copy.deepcopy(config.get("transformer_layer_config") or {})
+    """A plain draft config equal to what vLLM reads from a speculators config (`flatten_speculators`).
+
+    The class vLLM picks is left to `choose_architectures`; torch_dtype is carried over.
+    """
+    out = copy.deepcopy(flatten_speculators(config))
     out.pop("architectures", None)
-    for key in ("draft_vocab_size", "target_hidden_size", "eagle_aux_hidden_state_layer_ids", "torch_dtype"):
-        if config.get(key) is not None:
-            out[key] = copy.deepcopy(config[key])
+    if out.get("draft_vocab_size") is None:
+        out.pop("draft_vocab_size", None)
+    if config.get("torch_dtype") is not None:
+        out["torch_dtype"] = copy.deepcopy(config["torch_dtype"])
     out.setdefault("model_type", "llama")
     return {"architectures": [], **out}
 
@@ -81,7 +107,7 @@ def to_native(config: dict[str, Any]) -> dict[str, Any]:
 def to_speculators(config: dict[str, Any], attention: str, verifier: str) -> dict[str, Any]:
     """Wrap a native draft config in the speculators format (inner `transformer_layer_config`)."""
     data = schemas.load("upgrade-config.json")
-    model_type = data["speculators_model_types"].get(attention)
+    model_type = attention if attention in SPECULATORS_ARCHITECTURES["eagle3"] else None
     if model_type is None:
         raise UsageError(f"--layout speculators has no {attention} draft: vLLM maps transformer_layer_config."
                          f"model_type to llama or qwen3 only", hint="use --layout vllm")
@@ -140,8 +166,3 @@ def apply_rules(config: dict[str, Any], fmt: str, layout: str, values: dict[str,
         else:
             _set(out, rule["path"], values[rule["value"]])
     return out
-
-
-def mtp_hijacked(model_type: Any) -> bool:
-    """vLLM turns drafts with these model_types into MTP models (vllm-loader.md §5.1)."""
-    return model_type in schemas.load("upgrade-config.json")["mtp_hijacked_model_types"]

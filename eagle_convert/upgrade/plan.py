@@ -16,9 +16,17 @@ from typing import Any
 
 from eagle_convert import __version__
 from eagle_convert.draft.checkpoint import SAFETENSORS_FNAME, SAFETENSORS_INDEX_FNAME, Checkpoint
-from eagle_convert.upgrade.configgen import TargetInfo, apply_rules, choose_architectures, mtp_hijacked, to_native, to_speculators
+from eagle_convert.upgrade.configgen import (
+    TargetInfo,
+    apply_rules,
+    choose_architectures,
+    choose_model_type,
+    to_native,
+    to_speculators,
+)
 from eagle_convert.draft.describe import DraftInfo
 from eagle_convert.vllm_model.config import read_config
+from eagle_convert.vllm_model.tables import default_aux_ids
 from eagle_convert.diff import config_diff
 from eagle_convert.errors import UpgradeRefusedError, UsageError
 from eagle_convert.draft.layout import canonical_name, config_get
@@ -157,9 +165,9 @@ def plan_upgrade(ckpt: Checkpoint, info: DraftInfo, *, layout: str = "vllm", nor
                         {"provenance": {}, **_values(after, info, norm_output, aux, num_aux, config_format)})
     changed = config_diff(ckpt.config, {k: v for k, v in after.items() if k != PROVENANCE_KEY}).paths()
     after[PROVENANCE_KEY] = _provenance(ckpt, info, layout, aux, additions, renames, changed)
-    if mtp_hijacked(after.get("model_type")):
-        warnings.append(f"model_type {after['model_type']!r} makes vLLM load the draft as an MTP model; "
-                        "published MLA drafts use 'kimi_k2'")
+    if after.get("model_type") != config_get(ckpt.config, "model_type") and config_format == "native":
+        warnings.append(f"model_type {ckpt.config.get('model_type')!r} makes vLLM rewrite the draft into an MTP model "
+                        f"(SpeculativeConfig.hf_config_override); written as {after.get('model_type')!r}")
     if target is not None:
         if target.hidden_size is not None and target.hidden_size != ht:
             warnings.append(f"target hidden_size {target.hidden_size} != draft target_hidden_size {ht}")
@@ -253,7 +261,7 @@ def _resolve_aux(ckpt: Checkpoint, info: DraftInfo, num_aux: int, option: list[i
             raise UsageError(f"{ckpt.description}: config.json has no aux layer ids and vLLM's default (2, N//2, N-3) "
                              f"gives 3, but this draft has A={num_aux}",
                              hint=f"pass --aux-layer-ids with {num_aux} ids")
-        ids, origin = [2, n // 2, n - 3], "target-default"
+        ids, origin = list(default_aux_ids(n)), "target-default"
         detail = f"vLLM's default (2, N//2, N-3) for --target {target.ref} (N={n})"
     else:
         raise UsageError(f"{ckpt.description}: config.json has no aux layer ids",
@@ -339,6 +347,7 @@ def _values(config: dict[str, Any], info: DraftInfo, norm_output: bool, aux: Aux
     return {
         "architectures": choose_architectures(list(config.get("architectures") or []), info.attention)
         if fmt == "native" else config.get("architectures"),
+        "model_type": choose_model_type(config, info.attention) if fmt == "native" else config.get("model_type"),
         "fc_norm": True, "norm_output": norm_output, "norm_before_fc": False,
         # The value the draft was trained with = what vLLM applies to the input today (defaults differ per path).
         "norm_before_residual": info.flags["norm_before_residual"].value,

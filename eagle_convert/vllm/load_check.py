@@ -26,9 +26,11 @@ def _aux_layers(vc) -> dict:
     and the V2 runner's config lookups, and the target's default (2, N//2, N-3)."""
     from types import SimpleNamespace
 
+    from eagle_convert.vllm_model.tables import default_aux_ids
+
     out: dict = {}
     n = vc.model_config.get_total_num_hidden_layers()
-    out["aux_layers_default"] = [2, n // 2, n - 3]
+    out["aux_layers_default"] = list(default_aux_ids(n))
     try:
         from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 

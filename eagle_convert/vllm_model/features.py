@@ -15,12 +15,10 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from eagle_convert.vllm_model.tables import DRAFT_CLASSES
+
 # Implementation classes that count as EAGLE-3 drafts (what the proposer accepts for "eagle3").
-EAGLE3_IMPL_CLASSES = (
-    "Eagle3LlamaForCausalLM",
-    "Eagle3Qwen3ForCausalLM",
-    "Eagle3DeepseekV2ForCausalLM",
-)
+EAGLE3_IMPL_CLASSES = tuple(DRAFT_CLASSES)
 
 _LLAMA = "model_executor/models/llama_eagle3.py"
 _QWEN3 = "model_executor/models/qwen3_eagle3.py"

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from eagle_convert.validate.findings import Finding, finding
-from eagle_convert.validate.rules.context import MAX_COUNT, Context
-from eagle_convert.vllm_model.config import eagle_section
+from eagle_convert.validate.rules.context import Context
+from eagle_convert.vllm_model.config import MAX_COUNT, eagle_section
 from eagle_convert.vllm_model.tables import FLAG_NAMES, SPECULATORS_ARCHITECTURES, WRITE_ARCHITECTURE
 
 REQUIRED_FIELDS = ("hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size", "vocab_size")

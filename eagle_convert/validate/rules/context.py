@@ -16,7 +16,7 @@ from eagle_convert.io.safetensors_header import TensorInfo
 from eagle_convert.vllm_model.config import MAX_COUNT, VllmDraftConfig, read_config
 from eagle_convert.vllm_model.weights import vllm_name
 
-__all__ = ["MAX_COUNT", "Context", "build_context"]
+__all__ = ["Context", "build_context"]
 
 
 @dataclass

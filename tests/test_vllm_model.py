@@ -1,0 +1,326 @@
+"""One model of vLLM: every command reads a draft the way `vllm_model.read_config` says, and its
+tables exist once.
+
+The property: for every fixture draft and every config variant the tests can generate (each MTP
+model type, each aux-id placement, speculators configs, A != 3), `upgrade` either refuses with one
+line or writes a draft that `validate` passes, and describe, validate's context, the reference
+drafter and (marked `vllm`) vLLM's own loader agree on its aux ids, aux count and flags.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from eagle_convert.draft.checkpoint import open_checkpoint
+from eagle_convert.draft.describe import describe
+from eagle_convert.errors import UpgradeRefusedError, UsageError
+from eagle_convert.upgrade.apply import apply_upgrade
+from eagle_convert.upgrade.plan import plan_upgrade
+from eagle_convert.validate.rules.context import build_context
+from eagle_convert.validate.run import validate_checkpoint
+from eagle_convert.vllm_model import tables
+from eagle_convert.vllm_model.config import read_config
+from eagle_convert.vllm_model.features import vllm_available
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "eagle_convert"
+TABLES_FILE = PACKAGE / "vllm_model" / "tables.py"
+FLAGS = ("fc_norm", "norm_output", "norm_before_fc", "norm_before_residual")
+ID_KEYS = ("eagle_aux_hidden_state_layer_ids", "eagle_config", "num_aux_hidden_states")
+
+# ----------------------------------------------------------------------------- one table, one place
+
+_TABLES: dict[str, set[str]] = {
+    "ARCHITECTURES": set(tables.ARCHITECTURES),
+    "DRAFT_CLASSES": set(tables.DRAFT_CLASSES),
+    "MTP_MODEL_TYPES": set(tables.MTP_MODEL_TYPES) | set(tables.MTP_MODEL_TYPES_WITH_NEXTN),
+    "MTP_ARCHITECTURES": set(tables.MTP_ARCHITECTURES),
+    "SPECULATORS_ARCHITECTURES": {a for row in tables.SPECULATORS_ARCHITECTURES.values() for a in row.values()},
+    "AUX_ID_LOCATIONS": set(tables.AUX_ID_LOCATIONS),
+}
+_DEFAULT_IDS = re.compile(r"[\[(]\s*2\s*,\s*[a-z_]\w*\s*//\s*2\s*,\s*[a-z_]\w*\s*-\s*3\s*[\])]")  # code, not prose
+
+
+def _string_collections(tree: ast.AST):
+    """Every list / tuple / set / dict literal's string members (dict: keys and values)."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            items = node.elts
+        elif isinstance(node, ast.Dict):
+            items = [*(k for k in node.keys if k is not None), *node.values]
+        else:
+            continue
+        yield node.lineno, {i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)}
+
+
+def _json_collections(value, path="$"):
+    if isinstance(value, dict):
+        yield path, set(value) | {v for v in value.values() if isinstance(v, str)}
+        for k, v in value.items():
+            yield from _json_collections(v, f"{path}.{k}")
+    elif isinstance(value, list):
+        yield path, {v for v in value if isinstance(v, str)}
+        for i, v in enumerate(value):
+            yield from _json_collections(v, f"{path}[{i}]")
+
+
+def _second_copies() -> list[str]:
+    found = []
+    for py in sorted(PACKAGE.rglob("*.py")):
+        if py == TABLES_FILE:
+            continue
+        text = py.read_text()
+        rel = py.relative_to(ROOT)
+        for lineno, members in _string_collections(ast.parse(text)):
+            for name, table in _TABLES.items():
+                if len(members & table) >= 2:
+                    found.append(f"{rel}:{lineno} repeats {name}: {sorted(members & table)}")
+        for m in _DEFAULT_IDS.finditer(text):
+            found.append(f"{rel}: vLLM's default aux ids written again: {m.group(0)!r}")
+    for js in sorted((ROOT / "schemas").glob("*.json")):
+        for path, members in _json_collections(json.loads(js.read_text())):
+            for name, table in _TABLES.items():
+                if len(members & table) >= 2:
+                    found.append(f"schemas/{js.name} {path} repeats {name}: {sorted(members & table)}")
+    return found
+
+
+def test_no_vllm_table_is_defined_twice() -> None:
+    assert _second_copies() == []
+
+
+def test_the_duplicate_detector_finds_a_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scan above would fail if a table came back (guards against a detector that finds nothing)."""
+    members = {"deepseek_v3", "qwen3_next", "llama"}
+    lineno_sets = list(_string_collections(ast.parse(f"X = {sorted(members)!r}\nY = (2, n // 2, n - 3)")))
+    assert any(len(m & _TABLES["MTP_MODEL_TYPES"]) >= 2 for _, m in lineno_sets)
+    assert _DEFAULT_IDS.search("ids = [2, n // 2, n - 3]")
+
+
+def test_tables_are_consistent() -> None:
+    for attention, arch in tables.WRITE_ARCHITECTURE.items():
+        assert tables.DRAFT_CLASSES[tables.ARCHITECTURES[arch]].attention == attention
+        assert read_config({"architectures": [arch], "model_type": tables.SAFE_MODEL_TYPE[attention]}).builds_eagle3
+    for kind, row in tables.SPECULATORS_ARCHITECTURES.items():
+        assert set(row.values()) <= set(tables.ARCHITECTURES), kind
+    assert tables.default_aux_ids(32) == (2, 16, 29)
+
+
+# ----------------------------------------------------------------------------- config reading
+
+
+@pytest.mark.parametrize("model_type", sorted(tables.MTP_MODEL_TYPES))
+def test_every_mtp_model_type_is_rewritten(model_type: str) -> None:
+    view = read_config({"architectures": ["LlamaForCausalLMEagle3"], "model_type": model_type})
+    assert view.mtp_rewrite == f"model_type {model_type!r}" and not view.builds_eagle3
+
+
+def test_conditional_and_architecture_rewrites() -> None:
+    assert read_config({"model_type": "nemotron_h", "architectures": ["X"]}).mtp_rewrite is None
+    assert read_config({"model_type": "nemotron_h", "num_nextn_predict_layers": 1, "architectures": ["X"]}).mtp_rewrite
+    assert read_config({"model_type": "exaone4_5_text", "architectures": ["X"]}).mtp_rewrite
+    assert read_config({"architectures": ["Glm4MoeForCausalLM"]}).mtp_rewrite == "architectures 'Glm4MoeForCausalLM'"
+    # speculators configs build from the inner llama/qwen3 config: the outer model_type is not read
+    assert read_config({"speculators_model_type": "eagle3", "model_type": "deepseek_v3",
+                        "transformer_layer_config": {"model_type": "llama"}}).mtp_rewrite is None
+
+
+def test_both_config_paths() -> None:
+    plain = read_config({"architectures": ["LlamaForCausalLM"], "eagle_config": {"layer_ids": [1, 2, 3]}})
+    assert plain.architecture == "Eagle3LlamaForCausalLM" and plain.flags["norm_before_residual"] is False
+    assert (plain.aux_ids_v1, plain.aux_ids_v2, plain.aux_ids_v2_where) == (None, [1, 2, 3], "eagle_config.layer_ids")
+    assert plain.runtime_aux_ids(32) == (2, 16, 29) and plain.runtime_aux_ids(32, runner="v2") == (1, 2, 3)
+    spec = read_config({"speculators_model_type": "eagle3", "fc_norm": True,
+                        "transformer_layer_config": {"model_type": "qwen3", "num_aux_hidden_states": 4}})
+    assert spec.draft_class is not None and spec.draft_class.attention == "qwen3"
+    assert spec.flags["norm_before_residual"] is True and spec.flags["fc_norm"] and spec.aux_count == 4
+    peagle = read_config({"speculators_model_type": "peagle", "fc_norm": True, "transformer_layer_config": {}})
+    assert peagle.architecture == "PeagleLlamaForCausalLM" and not peagle.flags["fc_norm"]  # update_peagle drops it
+    llama_ids = read_config({"architectures": ["LlamaForCausalLMEagle3"], "eagle_aux_hidden_state_layer_ids": [1, 2, 3, 4]})
+    assert llama_ids.aux_count == 3  # llama_eagle3 never counts the top-level ids
+    qwen_ids = read_config({"architectures": ["Eagle3Qwen3ForCausalLM"], "eagle_aux_hidden_state_layer_ids": [1, 2, 3, 4]})
+    assert qwen_ids.aux_count == 4  # qwen3_eagle3 does
+
+
+# ----------------------------------------------------------------------------- the upgrade property
+
+
+def _variants(config: dict, ids: list[int]) -> dict[str, dict]:
+    """Config variants of one draft: each aux-id placement, plus an MTP model_type where plain."""
+    def with_ids(place: str | None) -> dict:
+        cfg = copy.deepcopy(config)
+        if "speculators_model_type" in cfg:
+            inner = cfg.get("transformer_layer_config") or {}
+            inner.pop("eagle_aux_hidden_state_layer_ids", None)
+            cfg.pop("eagle_aux_hidden_state_layer_ids", None)
+            if place == "top":
+                cfg["eagle_aux_hidden_state_layer_ids"] = ids
+            elif place == "inner":
+                inner["eagle_aux_hidden_state_layer_ids"] = ids
+            return cfg
+        cfg.pop("eagle_aux_hidden_state_layer_ids", None)
+        eagle = cfg.pop("eagle_config", None)
+        eagle = {k: v for k, v in (eagle or {}).items() if k not in ("eagle_aux_hidden_state_layer_ids", "layer_ids")}
+        if place == "top":
+            cfg["eagle_aux_hidden_state_layer_ids"] = ids
+        elif place in ("eagle_config", "eagle_config.layer_ids"):
+            eagle["layer_ids" if place.endswith("layer_ids") else "eagle_aux_hidden_state_layer_ids"] = ids
+        if eagle:
+            cfg["eagle_config"] = eagle
+        return cfg
+
+    places = ("top", "inner", None) if "speculators_model_type" in config else (
+        "top", "eagle_config", "eagle_config.layer_ids", None)
+    out = {f"ids-{p or 'none'}": with_ids(p) for p in places}
+    if "speculators_model_type" not in config:
+        out["mtp-model-type"] = {**with_ids("top"), "model_type": "qwen3_next" if "q_lora_rank" not in str(config)
+                                 else "deepseek_v3"}
+    return out
+
+
+def _agreement(out: Path) -> None:
+    """describe, validate's context and the reference drafter read `out` as read_config does."""
+    ckpt = open_checkpoint(out)
+    info = describe(ckpt)
+    view = read_config(ckpt.config)
+    ctx = build_context(ckpt, info)
+    assert (ctx.view.aux_ids_v1, ctx.aux_count, ctx.flags) == (view.aux_ids_v1, view.aux_count, view.flags)
+    assert info.num_aux == view.aux_count, "fc width and vLLM's aux count disagree"
+    assert info.aux_layer_ids == view.aux_ids_v1 and {f: info.flags[f].vllm for f in FLAGS} == {
+        f: view.flags[f] for f in FLAGS}
+    assert view.builds_eagle3 and info.vllm_class == view.draft_class.name
+    if view.attention != "mla":
+        from eagle_convert.reference.drafter import draft_config_from_dict
+
+        ref = draft_config_from_dict(ckpt.config)
+        assert ref.num_aux_hidden_states == view.aux_count
+        assert ref.aux_layer_ids == tuple(view.aux_ids_v1 or ()) or (ref.aux_layer_ids is None and not view.aux_ids_v1)
+        assert {f: getattr(ref, f) for f in FLAGS} == {f: view.flags[f] for f in FLAGS}
+
+
+def _upgrade_or_refusal(src: Path, out: Path, ids: list[int], layout: str = "vllm") -> str | None:
+    """Upgrade `src`; None on success, else the one-line refusal."""
+    ckpt = open_checkpoint(src)
+    info = describe(ckpt)
+    try:
+        plan = plan_upgrade(ckpt, info, layout=layout, aux_layer_ids=None if info.aux_layer_ids else ids)
+    except (UpgradeRefusedError, UsageError) as exc:
+        message = str(exc)
+        assert "\n" not in message and src.name in message or "--" in message, message
+        return message
+    apply_upgrade(plan, out)
+    return None
+
+
+def test_upgrade_output_validates_and_every_reader_agrees(built_fixtures, tmp_path: Path) -> None:
+    from fixtures.drafts import EXPECTED, FIXTURE_MATRIX
+
+    upgraded, refused = [], []
+    for name, spec in FIXTURE_MATRIX.items():
+        src = Path(built_fixtures(name))
+        ids = list(spec.resolved_aux_ids)
+        base = json.loads((src / "config.json").read_text()) if (src / "config.json").is_file() else None
+        if base is None or not EXPECTED[name]["vllm_loads"] and spec.layout != "nemo":
+            continue
+        for variant, cfg in _variants(base, ids).items():
+            work = tmp_path / f"{name}-{variant}"
+            import shutil
+
+            shutil.copytree(src, work)
+            (work / "config.json").write_text(json.dumps(cfg))
+            layouts = ("vllm", "speculators") if "speculators_model_type" in cfg else ("vllm",)
+            for layout in layouts:
+                out = tmp_path / f"{work.name}-{layout}-31"
+                refusal = _upgrade_or_refusal(work, out, ids, layout)
+                if refusal is not None:
+                    refused.append((work.name, refusal))
+                    continue
+                report = validate_checkpoint(out)
+                assert not report.errors, (work.name, layout, [(f.code, f.message) for f in report.errors])
+                _agreement(out)
+                upgraded.append(work.name)
+    # EAGLE-3 inputs upgrade; only 3.1 / norm_before_fc inputs are refused.
+    assert upgraded and all(n.split("-ids-")[0].split("-mtp-")[0] not in (
+        "specforge-eagle3", "speculators-eagle3-a4", "vllm-tiny") for n, _ in refused), refused
+    assert {n for n, _ in refused} <= {f"{n}-{v}" for n, s in FIXTURE_MATRIX.items() if s.variant != "eagle3"
+                                       for v in ("ids-top", "ids-inner", "ids-none", "ids-eagle_config",
+                                                 "ids-eagle_config.layer_ids", "mtp-model-type")}, refused
+
+
+@pytest.mark.parametrize("model_type", sorted(tables.MTP_MODEL_TYPES))
+def test_upgrade_never_writes_an_mtp_model_type(model_type: str, built_fixtures, tmp_path: Path) -> None:
+    import shutil
+
+    work = tmp_path / "draft"
+    shutil.copytree(built_fixtures("specforge-eagle3"), work)
+    cfg = json.loads((work / "config.json").read_text())
+    (work / "config.json").write_text(json.dumps({**cfg, "model_type": model_type}))
+    assert validate_checkpoint(work).errors  # E302 on the input
+    assert _upgrade_or_refusal(work, tmp_path / "out", [1, 3, 4]) is None
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["model_type"] == "llama"
+    assert not validate_checkpoint(tmp_path / "out").errors
+    _agreement(tmp_path / "out")
+
+
+def test_mtp_model_type_is_rewritten_by_upgrade(built_fixtures, tmp_path: Path) -> None:
+    src = Path(built_fixtures("kimi-mla-eagle3"))
+    work = tmp_path / "mla"
+    import shutil
+
+    shutil.copytree(src, work)
+    cfg = json.loads((work / "config.json").read_text())
+    cfg["model_type"] = "deepseek_v3"
+    (work / "config.json").write_text(json.dumps(cfg))
+    assert describe(open_checkpoint(work)).vllm_class is None  # inspect no longer names an EAGLE-3 class
+    ckpt = open_checkpoint(work)
+    plan = plan_upgrade(ckpt, describe(ckpt), aux_layer_ids=None if cfg.get("eagle_aux_hidden_state_layer_ids")
+                        else [2, 4, 5])
+    assert plan.config_after["model_type"] == "kimi_k2"
+    assert any("'deepseek_v3' makes vLLM rewrite the draft into an MTP model" in w for w in plan.warnings)
+    apply_upgrade(plan, tmp_path / "out")
+    assert not validate_checkpoint(tmp_path / "out").errors
+
+
+# ----------------------------------------------------------------------------- and vLLM itself
+
+
+@pytest.mark.vllm
+@pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed")
+def test_vllm_loader_agrees_with_the_model(tmp_path: Path) -> None:
+    """One loader worker, several upgraded variants: vLLM's applied flags, aux count and taps equal ours."""
+    from fixtures.drafts import VLLM_TINY, build_draft
+    from fixtures.target import build_target
+    from eagle_convert.vllm.check import check_many_with_vllm
+
+    target = build_target(tmp_path / "target")
+    specs = {
+        "specforge": replace(VLLM_TINY, layout="specforge", aux_ids=(1, 3, 4)),
+        "speculators-a4": replace(VLLM_TINY, layout="speculators", num_aux=4),
+        "qwen3": replace(VLLM_TINY, layout="speculators", arch="qwen3"),
+        "vllm-no-ids": replace(VLLM_TINY, layout="vllm"),
+    }
+    outs = []
+    for name, spec in specs.items():
+        src = build_draft(tmp_path / name, spec)
+        if name == "vllm-no-ids":  # an MTP model_type as well: upgrade must write a safe one
+            cfg = json.loads((src / "config.json").read_text())
+            cfg["model_type"] = "qwen3_next"
+            (src / "config.json").write_text(json.dumps(cfg))
+        assert _upgrade_or_refusal(src, tmp_path / f"{name}-31", list(spec.resolved_aux_ids)) is None
+        outs.append(tmp_path / f"{name}-31")
+    reports = check_many_with_vllm(outs, target, timeout_s=600)
+    for out, r in zip(outs, reports):
+        view = read_config(json.loads((out / "config.json").read_text()))
+        assert r.ok, (out.name, r.error, r.problems, r.unwritten)
+        applied = r.applied
+        assert applied["class"] == view.draft_class.name, out.name
+        assert applied["num_aux_hidden_states"] == view.aux_count, out.name
+        assert {f: applied[f] for f in FLAGS} == {f: view.flags[f] for f in FLAGS}, out.name
+        assert tuple(applied["aux_layers_used_v1"]) == view.runtime_aux_ids(8), out.name
