@@ -120,8 +120,8 @@ def test_trained_pair_smoke_and_finetune_accept_every_storage(tmp_path: Path) ->
     keys = ("num_drafts", "num_draft_tokens", "num_accepted", "accepted_per_pos")
     for name, r in zip(drafts, runs, strict=True):
         assert [r["total"][k] for k in keys] == [runs[0]["total"][k] for k in keys], name
-        assert [[q["counts"][k] for k in keys] for q in r["requests"]] == \
-            [[q["counts"][k] for k in keys] for q in runs[0]["requests"]], name
+        assert [[q[k] for k in ("id", *keys)] for q in r["requests"]] == \
+            [[q[k] for k in ("id", *keys)] for q in runs[0]["requests"]], name
 
     prompts = tmp_path / "p.jsonl"
     prompts.write_text(json.dumps({"prompt": "Write a short poem about the sea."}) + "\n")
