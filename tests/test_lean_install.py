@@ -119,6 +119,23 @@ def test_extras_table_matches_pyproject() -> None:
     assert not any(r.startswith(("torch", "transformers", "tokenizers", "matplotlib", "vllm")) for r in core)
 
 
+def test_lean_commands_import_no_heavy_module(built_fixtures, tmp_path: Path) -> None:
+    """inspect, validate (--deep), upgrade and diff in one fresh interpreter: torch, transformers,
+    matplotlib, tokenizers and vLLM are never imported, even where they are installed (here)."""
+    a, b = built_fixtures("specforge-eagle3"), built_fixtures("vllm-eagle3-fp16-bin")
+    up = tmp_path / "up"
+    runs = [["inspect", a], ["inspect", "--json", b], ["validate", a], ["validate", "--deep", "--json", b],
+            ["upgrade", a, up], ["diff", a, up]]
+    code = ("import sys\nfrom eagle_convert.cli.app import main\n"
+            f"for args in {[[str(x) for x in r] for r in runs]!r}:\n"
+            "    try:\n        main(args, standalone_mode=False)\n    except SystemExit:\n        pass\n"
+            "print(sorted(m for m in ('torch', 'transformers', 'matplotlib', 'tokenizers', 'vllm') if m in sys.modules))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.splitlines()[-1] == "[]" and (up / "config.json").is_file()
+
+
 # ------------------------------------------------------------------------------- fresh venv (PyPI)
 
 # The files `pip install .` needs (pyproject's packages, package-data and readme); copying them keeps
