@@ -1,8 +1,9 @@
 """Open a draft checkpoint (folder, single file, sharded, .bin, hub repo) into one value object.
 
 `Checkpoint` holds the config and a `TensorInfo` per on-disk tensor name, resolved from headers
-only. Every reader (inspect, validate, upgrade, diff) goes through it, so file-layout resolution
-lives in exactly one place.
+only (safetensors headers, or the `.bin` zip's pickle read without torch). Every reader (inspect,
+validate, upgrade, diff, and the reference drafter behind smoke and finetune) goes through it, so
+file-layout resolution lives in exactly one place.
 """
 
 from __future__ import annotations

@@ -15,7 +15,11 @@ from eagle_convert.errors import CheckpointNotFoundError, CheckpointReadError, C
 
 
 class Source(Protocol):
-    """Read-only access to the files of one checkpoint."""
+    """Read-only access to the files of one checkpoint.
+
+    A source may also offer `readinto(name, start, buffer)` (`LocalSource` does): `io.tensordata`
+    then reads large tensors straight into their buffer instead of through `read_range`'s bytes.
+    """
 
     @property
     def description(self) -> str:
