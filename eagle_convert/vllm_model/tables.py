@@ -1,7 +1,7 @@
 """vLLM's rules for reading an EAGLE-3 draft config, as tables: the only copy in eagle-convert.
 
-Every table names the vLLM source it was read from, at vLLM 0.32.0 (`vllm_model/versions.py`
-holds the tested range). Paths are relative to the installed `vllm/` package. When vLLM changes
+Every table names the vLLM source it was read from, at `versions.TESTED_VERSION` (0.32.0; the
+tested range lives there too). Paths are relative to the installed `vllm/` package. When vLLM changes
 one of these, change it here and nowhere else: `tests/test_vllm_model.py` fails if a table's
 entries are written down a second time anywhere in the package or in `schemas/`.
 """
@@ -9,9 +9,6 @@ entries are written down a second time anywhere in the package or in `schemas/`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-# The vLLM release these tables were read from.
-SOURCE_VERSION = "0.32.0"
 
 FLAG_NAMES = ("fc_norm", "norm_output", "norm_before_fc", "norm_before_residual")
 
