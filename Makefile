@@ -17,7 +17,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet -e ".[$(VLLM_EXTRA),test]"
-	# PyPI's CUDA torchvision breaks every transformers import beside the CPU torch (vllm-on-cpu.md).
+	# PyPI's CUDA torchvision breaks every transformers import beside the CPU torch
+	# ("operator torchvision::nms does not exist").
 	$(PIP) uninstall --quiet -y torchvision torchaudio torchcodec || true
 	touch $@
 

@@ -1,7 +1,8 @@
-"""The draft fixtures are what every other test trusts, so check them against the formats docs.
+"""The draft fixtures are what every other test trusts, so check them against an independent description.
 
-Shapes and on-disk names here are written from the tables in shared/docs (checkpoint-formats §1,
-vllm-loader §3.2) rather than from `fixtures.drafts`, so a wrong generator cannot pass by agreeing
+Shapes and on-disk names here are written by hand from vLLM 0.32.0's draft classes (`llama_eagle3.py`,
+`qwen3_eagle3.py`) and the producers' spellings (`midlayer.`, NeMo's `model.` prefix, legacy `aux_norm_*`)
+rather than from `fixtures.drafts`, so a wrong generator cannot pass by agreeing
 with itself.
 """
 
@@ -60,7 +61,7 @@ def header(path: Path) -> dict[str, tuple[list[int], str]]:
 
 
 def canonical_shapes(spec: DraftSpec, e: dict) -> dict[str, tuple[int, ...]]:
-    """vllm-loader §3.2, by hand."""
+    """What vLLM 0.32.0's draft classes build, by hand."""
     h, ht, a, v, vd, i = e["H"], e["Ht"], e["A"], e["V"], e["Vd"], spec.intermediate
     nh, hd = spec.heads, h // spec.heads
     s: dict[str, tuple[int, ...]] = {"fc.weight": (h, a * ht), "norm.weight": (h,), "lm_head.weight": (vd, h)}
@@ -104,7 +105,7 @@ def canonical_shapes(spec: DraftSpec, e: dict) -> dict[str, tuple[int, ...]]:
 
 
 def disk_name(layout: str, key: str) -> str:
-    """checkpoint-formats §1.4, by hand."""
+    """How each producer spells a canonical name on disk, by hand."""
     if layout in MIDLAYER and key.startswith("layers.0."):
         key = "midlayer." + key.removeprefix("layers.0.")
     if layout == "legacy-aux-norm" and key.startswith("fc_norm."):

@@ -96,7 +96,8 @@ def drafts(work: Path) -> dict[str, Path]:
     d["extra_tensor"] = _edit(_build(work / "extra_tensor"), set_={"layers.0.bogus.weight": torch.ones(4)})
     d["unregistered_arch"] = _edit_config(_build(work / "unregistered_arch"),
                                           architectures=["LlamaEagle3DraftModel"])
-    # Loads fine, but the target taps only 2 distinct layers for a 3-state fc (vllm-on-cpu gotcha 1).
+    # Loads fine, but the target taps only 2 distinct layers for a 3-state fc
+    # (vLLM 0.32.0 `EagleModelMixin._maybe_add_hidden_state` records one state per layer index).
     d["aux_ids_collide"] = _edit_config(_build(work / "aux_ids_collide"),
                                         eagle_aux_hidden_state_layer_ids=[2, 2, 5], eagle_config=None)
     # Real multi-layer drafts ship no layers.1.hidden_norm: vLLM builds it but never reads it.

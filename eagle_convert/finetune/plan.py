@@ -1,8 +1,9 @@
 """`finetune`: the short TTT fine-tune that makes an upgraded EAGLE-3.1 draft useful again.
 
 `upgrade` inserts identity `fc_norm` weights and flips `norm_output`; both change the draft's
-function (checkpoint-formats.md §2.3), so acceptance drops until the draft is trained with the
-new flags. This module runs the recipe of §2.4/§4 on top of `reference/train.py`:
+function (an RMSNorm with weight 1 still rescales each aux state to unit RMS: vLLM 0.32.0 `llama_eagle3.py`,
+`Eagle3LlamaForCausalLM.combine_hidden_states`), so acceptance drops until the draft is trained with the
+new flags. This module runs a two-stage recipe on top of `reference/train.py`:
 
 * data: the target's own greedy continuations of rendered prompts (the built-in set by default),
   with the chat template used for serving, so nothing is downloaded;
@@ -10,7 +11,7 @@ new flags. This module runs the recipe of §2.4/§4 on top of `reference/train.p
 * stage B (`all`): every draft weight but the shared embedding and the reduced `lm_head`, at a
   small lr with an L2-SP pull toward the weights the stage starts from (the input's, for every
   tensor stage A did not touch);
-* TTT depth 3 (the paper: EAGLE-3.1 generalises from short TTT depths).
+* TTT depth 3 (arXiv 2605.09992: EAGLE-3.1 generalises from short TTT depths).
 
 `plan_finetune` checks everything that can be checked before the expensive part (paths, config,
 target match), without torch; `finetune.run` (`run_finetune`, `finetune_draft`) generates, trains
@@ -53,7 +54,7 @@ class Stage:
 
 # Stage name -> fnmatch patterns over canonical names; None: every trainable draft weight.
 STAGE_PARAMS: dict[str, list[str] | None] = {"fc_norm": ["fc_norm.*", "fc.weight"], "all": None}
-# Frozen in every stage (§4): the target-shared embedding and the reduced head copied from it.
+# Frozen in every stage: the target-shared embedding and the reduced head copied from it.
 FROZEN = ("embed_tokens.weight", "lm_head.weight")
 DEFAULT_STAGES = (Stage("fc_norm", steps=60, lr=1e-3), Stage("all", steps=60, lr=1e-4, l2sp=1e-3))
 BATCH_SIZE = 8

@@ -1,7 +1,8 @@
 """Training-time-test (TTT) training of an EAGLE-3 / 3.1 draft against a frozen target.
 
-Follows checkpoint-formats.md §4: aux states from a frozen target forward; step 0 runs on the
-fc output, step j >= 1 on the draft's own previous output (raw for EAGLE-3, normed with
+Follows EAGLE-3's trainer (SafeAILab/EAGLE, `eagle/traineagle3/cnets.py`, `Model.forward`): aux
+states from a frozen target forward; step 0 runs on the fc output, step j >= 1 on the draft's own
+previous output (raw for EAGLE-3, normed with
 `norm_output`, i.e. exactly the drafter's fed-back value); token inputs are the ground truth
 shifted one more place per step and rope positions move with them; the query at step j sees
 the step-0 keys causally plus the step 1..j keys at its own index (extended diagonal); the loss

@@ -4,8 +4,9 @@ Pure orchestration that returns data: prompts are rendered and tokenized once (`
 draft decodes them with the reference engine (torch, `reference/`) or vLLM (`vllm_smoke.py`, one
 engine start per draft), and the counters are summed per draft x category x context bucket.
 
-Definitions follow vLLM (docs/vllm-loader.md §6): AL = 1 + accepted / drafts, the rate at position
-i = rounds whose first i+1 drafts were accepted / rounds, acceptance rate = accepted / draft tokens.
+Definitions follow vLLM 0.32.0 (`v1/spec_decode/metrics.py`, `SpecDecodingLogging.log`): AL =
+1 + accepted / drafts, the rate at position i = rounds whose first i+1 drafts were accepted / rounds,
+acceptance rate = accepted / draft tokens.
 Target forward passes per request = 1 (prefill) + draft rounds.
 """
 

@@ -2,7 +2,9 @@
 
 vLLM's ``Eagle3LlamaForCausalLM.load_weights`` returns None, which switches off the default
 loader's "weights not initialized from checkpoint" check: a missing ``mlp.down_proj``, ``d2t`` or
-``fc_norm.*`` loads silently (docs/vllm-loader.md §3.1). This module runs vLLM's own loader in a
+``fc_norm.*`` loads silently (vLLM 0.32.0 ``model_loader/default_loader.py``,
+``DefaultModelLoader.load_weights``: the strict check runs only when ``load_weights`` returns a set).
+This module runs vLLM's own loader in a
 subprocess (``eagle_convert.vllm.worker``), fills every parameter with a sentinel (NaN, or
 -12345 for integer parameters) right after the model is built, and lists the parameters still
 holding it just before ``process_weights_after_loading``. Load exceptions (unknown names, shape

@@ -4,7 +4,8 @@ Runs ``LLM(target, speculative_config={"method": "eagle3", "model": draft, ...},
 disable_log_stats=False, enforce_eager=True)`` in a subprocess worker (one engine start per
 call), generates with ``ignore_eos=True`` and reads the spec-decode counters from
 ``LLM.get_metrics()`` (diffed around the generate call). Mean acceptance length is
-``1 + accepted / drafts`` (vLLM's own example; docs/vllm-loader.md §6).
+``1 + accepted / drafts`` (as vLLM 0.32.0 computes it: ``v1/spec_decode/metrics.py``,
+``SpecDecodingLogging.log``).
 """
 
 from __future__ import annotations

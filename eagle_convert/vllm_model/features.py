@@ -1,6 +1,6 @@
 """What the installed vLLM supports for EAGLE-3 / EAGLE-3.1, read from its own source files.
 
-Release mappings of vLLM features are partly guesses (docs/vllm-loader.md §7), so features are
+Which vLLM release first shipped a feature can only be inferred from PR merge dates, so features are
 detected from the installed package's ``.py`` files with ``ast``, never by comparing version
 strings, and without importing vLLM (an import costs seconds and initialises global state).
 Every detected flag carries one line of evidence: file, function and line.

@@ -1,4 +1,4 @@
-"""Known producer bugs that make a draft's flags lie (checkpoint-formats.md §2.2, catalogue #16).
+"""Known producer bugs that make a draft's flags lie (sgl-project/SpecForge PR #879, NVIDIA-NeMo/Automodel PR #2897).
 
 These cannot be proven from the files (no producer records its version), so they are warnings
 that name the bug and the date of its fix and let the user decide.
