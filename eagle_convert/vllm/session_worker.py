@@ -1,0 +1,181 @@
+"""A long-lived vLLM worker: one import of vLLM, many requests, one JSON line per answer.
+
+    python -m eagle_convert.vllm.session_worker      # JSON requests on stdin, one per line
+
+Ops: ``load_check`` (the strict sentinel load of ``load_check.run_check_many``), ``engine`` (start
+one ``LLM`` for the target, with or without an EAGLE-3 draft, run several generate *passes* on it,
+shut it down) and ``quit``. A gate such as ``eagle-convert check`` needs the load check and up to
+three engines (candidate, baseline, target alone); running them here costs one vLLM import instead
+of four, and the caller still asks for each engine only when the stage before it passed.
+Not a public API: the request/response shapes are private to ``session.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+import traceback
+
+from eagle_convert.vllm.errors import one_line_error
+from eagle_convert.vllm.smoke_worker import _metric_sum, _metric_vector
+
+_COUNTERS = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
+             "vllm:spec_decode_num_accepted_tokens")
+
+
+def _top2(logprobs) -> list[list[float]] | None:
+    """Per generated token: [top1_id, top1_value, top2_id, top2_value] from vLLM's logprobs."""
+    if logprobs is None:
+        return None
+    rows = []
+    for entry in logprobs:
+        ranked = sorted(((v.rank, int(k), float(v.logprob)) for k, v in entry.items() if v.rank in (1, 2)))
+        if len(ranked) < 2:
+            rows.append([ranked[0][1], ranked[0][2], -1, -math.inf] if ranked else [-1, -math.inf, -1, -math.inf])
+        else:
+            rows.append([ranked[0][1], ranked[0][2], ranked[1][1], ranked[1][2]])
+    return rows
+
+
+def _params(sp_cls, p: dict, max_new: int, temperature: float, seed: int):
+    return sp_cls(max_tokens=max_new, temperature=temperature, seed=seed, ignore_eos=True,
+                  logprobs=int(p.get("logprobs") or 0) or None)
+
+
+def _run_pass(llm, p: dict, prompts: list, default_max: int) -> dict:
+    from vllm import SamplingParams
+
+    idx = p.get("prompts")
+    idx = list(range(len(prompts))) if idx is None else [int(i) for i in idx]
+    max_new = int(p.get("max_new_tokens") or default_max)
+    main = _params(SamplingParams, p, max_new, float(p["temperature"]), int(p.get("seed", 0)))
+    batch, params = [], []
+    comp = p.get("companion")
+    for n, i in enumerate(idx):
+        batch.append(prompts[i])
+        params.append(main)
+        if comp:  # interleaved, so every scheduled batch mixes greedy and sampled requests
+            batch.append(prompts[i])
+            params.append(SamplingParams(max_tokens=max_new, temperature=float(comp["temperature"]),
+                                         seed=int(comp.get("seed", 1)) + n, ignore_eos=True))
+    before = llm.get_metrics()
+    t0 = time.perf_counter()
+    results = llm.generate(batch, params, use_tqdm=False)
+    seconds = time.perf_counter() - t0
+    after = llm.get_metrics()
+    mine = results[::2] if comp else results
+    per_request = []
+    for r in mine:
+        m = getattr(r.outputs[0], "spec_decode_metrics", None)
+        per_request.append(m.to_dict() if m is not None and hasattr(m, "to_dict") else None)
+    drafts, draft_tokens, accepted = (int(_metric_sum(after, n) - _metric_sum(before, n)) for n in _COUNTERS)
+    pos_a = _metric_vector(after, "vllm:spec_decode_num_accepted_tokens_per_pos")
+    pos_b = _metric_vector(before, "vllm:spec_decode_num_accepted_tokens_per_pos")
+    pos_b += [0] * (len(pos_a) - len(pos_b))
+    return {
+        "prompts": idx, "outputs": [list(r.outputs[0].token_ids) for r in mine],
+        "top2": [_top2(r.outputs[0].logprobs) for r in mine] if p.get("logprobs") else None,
+        "num_drafts": drafts, "num_draft_tokens": draft_tokens, "num_accepted": accepted,
+        "accepted_per_pos": [a - b for a, b in zip(pos_a, pos_b)], "seconds": round(seconds, 4),
+        "per_request": per_request if any(x is not None for x in per_request) else None,
+        "mixed": bool(comp),
+    }
+
+
+def run_engine(req: dict) -> dict:
+    """Start one engine, run every pass of ``req["passes"]`` on it, shut it down."""
+    t0 = time.perf_counter()
+    out: dict = {"ok": False, "error": None, "timings": {}, "passes": {}}
+    import dataclasses
+
+    import vllm
+    from vllm import LLM
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.inputs import TokensPrompt
+
+    out["vllm_version"] = vllm.__version__
+    fields = {f.name for f in dataclasses.fields(EngineArgs)}
+    kwargs = dict(model=req["target"], enforce_eager=True, max_model_len=int(req["max_model_len"]),
+                  dtype=req.get("dtype", "auto"), seed=int(req.get("seed", 0)), disable_log_stats=False,
+                  tensor_parallel_size=int(req.get("tensor_parallel_size", 1)),
+                  max_num_seqs=int(req.get("max_num_seqs", 8)))
+    if any(p.get("logprobs") for p in req["passes"]):
+        kwargs["logprobs_mode"] = "raw_logits"  # top-2 raw logits: near-tie margins in the model's dtype
+    if req.get("draft"):
+        kwargs["speculative_config"] = {"method": req.get("method", "eagle3"), "model": req["draft"],
+                                        "num_speculative_tokens": int(req["num_speculative_tokens"])}
+        if "per_request_spec_decode_metrics" in fields:
+            kwargs["per_request_spec_decode_metrics"] = "summary"
+    stage = "engine"
+    llm = None
+    try:
+        t1 = time.perf_counter()
+        llm = LLM(**kwargs)
+        out["timings"]["engine_start_s"] = round(time.perf_counter() - t1, 3)
+        prompts = [TokensPrompt(prompt_token_ids=[int(t) for t in p]) for p in req["prompts"]]
+        for p in req["passes"]:
+            stage = f"generate ({p['name']})"
+            out["passes"][p["name"]] = _run_pass(llm, p, prompts, int(req.get("max_new_tokens", 32)))
+        out["ok"] = True
+    except Exception as exc:
+        out["error"] = one_line_error(exc)
+        out["stage"] = stage
+        out["traceback"] = traceback.format_exc()[-4000:]
+    finally:
+        t2 = time.perf_counter()
+        if llm is not None:
+            try:  # stop the engine core before the next engine starts
+                llm.llm_engine.engine_core.shutdown()
+            except Exception:
+                pass
+            del llm
+            import gc
+
+            gc.collect()
+        out["timings"]["shutdown_s"] = round(time.perf_counter() - t2, 3)
+        out["timings"]["total_s"] = round(time.perf_counter() - t0, 3)
+    return out
+
+
+def _handle(req: dict) -> dict:
+    op = req.get("op")
+    if op == "engine":
+        return run_engine(req)
+    if op == "load_check":
+        from eagle_convert.vllm.load_check import run_check_many
+
+        return run_check_many(req)
+    return {"ok": False, "error": f"unknown op {op!r}", "stage": "worker"}
+
+
+def main() -> int:
+    # Keep the real stdout for the JSON answers; route every other print/log to stderr.
+    sys.stdout.flush()
+    real_stdout = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    real_stdout.write(json.dumps({"ok": True, "ready": True}) + "\n")
+    real_stdout.flush()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            req = json.loads(line)
+            if req.get("op") == "quit":
+                break
+            res = _handle(req)
+        except Exception as exc:  # bugs and import failures: still one JSON line
+            res = {"ok": False, "error": one_line_error(exc), "stage": "worker",
+                   "traceback": traceback.format_exc()[-4000:]}
+        real_stdout.write(json.dumps(res) + "\n")
+        real_stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stderr.flush()
+    os._exit(code)  # skip slow/unsafe interpreter teardown of vLLM's threads
