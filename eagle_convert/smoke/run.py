@@ -26,7 +26,8 @@ from eagle_convert.extras import require
 from eagle_convert.smoke.prompts import NATURAL, PromptSet, Prompt, builtin_prompts, prepare_prompts, resolve_chat_template
 
 __all__ = ["ENGINES", "Counts", "Group", "RequestResult", "DraftResult", "Delta", "SmokeReport",
-           "default_engine", "run_smoke", "counts_from_histogram"]
+           "default_engine", "run_smoke", "counts_from_histogram", "prepare_smoke_prompts", "draft_results",
+           "deltas", "counts_from_pass"]
 
 LOG = logging.getLogger(__name__)
 ENGINES = ("reference", "vllm")
@@ -119,6 +120,7 @@ class DraftResult:
     requests: list[RequestResult]
     per_request: bool  # whether category / bucket groups are available
     load_seconds: float | None = None
+    sampling_control: Any = None  # smoke.control.SamplingControl of this draft's engine (vLLM, T > 0)
 
     def group(self, category: str, bucket: int | None) -> Counts | None:
         return next((g.counts for g in self.groups if g.category == category and g.bucket == bucket), None)
@@ -174,6 +176,7 @@ class SmokeReport:
             "drafts": [{
                 "label": d.label, "path": d.path, "variant": d.variant, "per_request": d.per_request,
                 "load_seconds": d.load_seconds, "total": d.total.to_dict(),
+                "sampling_control": d.sampling_control.to_dict() if d.sampling_control is not None else None,
                 "groups": [grp(g) for g in d.groups],
                 "requests": [{"id": r.prompt_id, "category": r.category, "bucket": r.bucket,
                               **(r.counts.to_dict() if r.counts else {})} for r in d.requests],
@@ -258,7 +261,22 @@ def _group(d_requests: list[RequestResult], categories: list[str], buckets: list
     return groups
 
 
-def _deltas(drafts: list[DraftResult]) -> list[Delta]:
+def draft_results(paths: Sequence[Path], raw: _EngineOut, pset: PromptSet,
+                  labels: Sequence[str] | None = None) -> list[DraftResult]:
+    """One DraftResult per draft from an engine's request results and totals (groups where the
+    engine gave per-request counters)."""
+    categories = list(dict.fromkeys(p.category for p in pset.prompts))
+    bucket_ids = sorted({p.bucket for p in pset.prompts})
+    out = []
+    for path, label_, (reqs, total, load_s) in zip(paths, labels or _labels(paths), raw):
+        per_request = all(r.counts is not None for r in reqs)
+        groups = _group(reqs, categories, bucket_ids) if per_request else []
+        out.append(DraftResult(label_, str(path), _variant(path), total, groups, reqs, per_request, load_s))
+    return out
+
+
+def deltas(drafts: list[DraftResult]) -> list[Delta]:
+    """Every draft after the first minus the first (the baseline)."""
     if len(drafts) < 2:
         return []
     base = drafts[0]
@@ -275,6 +293,9 @@ def _deltas(drafts: list[DraftResult]) -> list[Delta]:
                          d.total.acceptance_rate - base.total.acceptance_rate, pp,
                          tps_d / tps_b if tps_b and tps_d else None, groups))
     return out
+
+
+_deltas = deltas  # the name tests/test_smoke.py imports
 
 
 # ------------------------------------------------------------------------------- engines
@@ -329,44 +350,57 @@ def _run_reference(target: Path, drafts: list[Path], prompts: PromptSet, *, k: i
 
 def _run_vllm(target: Path, drafts: list[Path], prompts: PromptSet, *, k: int, max_new_tokens: int,
               temperature: float, seed: int, tensor_parallel_size: int, say: Callable[[str], None]
-              ) -> tuple[_EngineOut, str]:
-    from eagle_convert.vllm.smoke import run_vllm_spec_decode
+              ) -> tuple[_EngineOut, str, list]:
+    """One vLLM worker, one engine start per draft; at T > 0 each engine also runs the T -> 0
+    sampling control (smoke/vllm_run.py)."""
+    from eagle_convert.smoke.vllm_run import run_vllm_drafts
 
-    longest = max(p.num_tokens for p in prompts.prompts)
-    max_model_len = -(-(longest + max_new_tokens + k + 1) // 64) * 64
-    ctx = _target_context(target)
-    if ctx:
-        max_model_len = min(max_model_len, ctx)
-    results: _EngineOut = []
-    version = None
-    for path in drafts:
-        say(f"smoke: {path.name}: {len(prompts.prompts)} runs x {max_new_tokens} tokens (vLLM, one engine start)")
-        run = run_vllm_spec_decode(
-            target, path, [p.token_ids for p in prompts.prompts], num_speculative_tokens=k,
-            max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
-            tensor_parallel_size=tensor_parallel_size, max_model_len=max_model_len)
-        version = run.vllm_version
-        n_tokens = sum(len(o) for o in run.outputs)
-        total = Counts(requests=len(run.outputs), prompt_tokens=sum(p.num_tokens for p in prompts.prompts),
-                       generated_tokens=n_tokens, num_drafts=run.num_drafts,
-                       num_draft_tokens=run.num_draft_tokens, num_accepted=run.num_accepted,
-                       accepted_per_pos=list(run.accepted_per_pos) or [0] * k,
-                       target_forwards=run.num_drafts + len(run.outputs), seconds=run.seconds)
-        per_req = getattr(run, "per_request", None)  # vLLM's per-request metrics, when the worker asks
-        reqs = []
-        for i, p in enumerate(prompts.prompts):
-            c = None
-            m = per_req[i] if per_req and i < len(per_req) else None
-            if m:
-                hist = m.get("acceptance_histogram", m.get("histogram"))
-                c = counts_from_histogram(hist, m.get("num_draft_tokens", 0), k=k)
-                c.prompt_tokens, c.generated_tokens = p.num_tokens, len(run.outputs[i])
-            reqs.append(RequestResult(p.id, p.category, p.bucket, c))
-        results.append((reqs, total, run.engine_start_s))
-    return results, f"vllm {version}" if version else "vllm"
+    runs, version, controls = run_vllm_drafts(target, drafts, prompts, k=k, max_new_tokens=max_new_tokens,
+                                              temperature=temperature, seed=seed,
+                                              tensor_parallel_size=tensor_parallel_size, say=say)
+    return [(*counts_from_pass(pr, prompts, k), start_s) for pr, start_s in runs], version, controls
+
+
+def counts_from_pass(pr: Any, pset: PromptSet, k: int) -> tuple[list[RequestResult], Counts]:
+    """Engine totals and per-request counters (vLLM's per-request histograms) of one vLLM pass
+    (`vllm.session.PassResult`)."""
+    prompts = [pset.prompts[i] for i in pr.prompts]
+    total = Counts(requests=len(pr.outputs), prompt_tokens=sum(p.num_tokens for p in prompts),
+                   generated_tokens=sum(len(o) for o in pr.outputs), num_drafts=pr.num_drafts,
+                   num_draft_tokens=pr.num_draft_tokens, num_accepted=pr.num_accepted,
+                   accepted_per_pos=list(pr.accepted_per_pos) or [0] * k,
+                   target_forwards=pr.num_drafts + len(pr.outputs), seconds=pr.seconds)
+    reqs = []
+    for i, p in enumerate(prompts):
+        m = pr.per_request[i] if pr.per_request and i < len(pr.per_request) else None
+        c = None
+        if m:
+            c = counts_from_histogram(m.get("acceptance_histogram", m.get("histogram")), m.get("num_draft_tokens", 0), k=k)
+            c.prompt_tokens, c.generated_tokens = p.num_tokens, len(pr.outputs[i])
+        reqs.append(RequestResult(p.id, p.category, p.bucket, c))
+    return reqs, total
 
 
 # ---------------------------------------------------------------------------------- main
+
+
+def prepare_smoke_prompts(target_dir: Path, prompts: Sequence[Prompt] | None, *, k: int, max_new_tokens: int,
+                          buckets: Sequence[int] = (NATURAL,), chat_template: str | None = None) -> PromptSet:
+    """Render and tokenize `prompts` (None: the built-in set) with the target's tokenizer, leaving
+    room for `max_new_tokens` and one draft round in its context."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(target_dir))
+    template, label = resolve_chat_template(chat_template)
+    ctx = _target_context(target_dir)
+    room = None if ctx is None else ctx - max_new_tokens - k - 1
+    if room is not None and room < 16:
+        raise UsageError(f"--max-new-tokens {max_new_tokens} leaves no room for a prompt in the target's context ({ctx})")
+    pset = prepare_prompts(list(prompts) if prompts is not None else builtin_prompts(), tokenizer,
+                           buckets=buckets, chat_template=template, template_label=label, max_prompt_tokens=room)
+    if not pset.prompts:
+        raise UsageError("no prompt fits the requested buckets (see --buckets)")
+    return pset
 
 
 def run_smoke(target: str | Path, drafts: Sequence[str | Path], *, engine: str | None = None,
@@ -398,35 +432,23 @@ def run_smoke(target: str | Path, drafts: Sequence[str | Path], *, engine: str |
     tdir = _local_dir(target, "target")
     dpaths = [_local_dir(d, "draft") for d in drafts]
 
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(tdir))
-    template, label = resolve_chat_template(chat_template)
-    ctx = _target_context(tdir)
-    room = None if ctx is None else ctx - max_new_tokens - k - 1
-    if room is not None and room < 16:
-        raise UsageError(f"--max-new-tokens {max_new_tokens} leaves no room for a prompt in the target's context ({ctx})")
-    pset = prepare_prompts(list(prompts) if prompts is not None else builtin_prompts(), tokenizer,
-                           buckets=buckets, chat_template=template, template_label=label, max_prompt_tokens=room)
-    if not pset.prompts:
-        raise UsageError("no prompt fits the requested buckets (see --buckets)")
+    pset = prepare_smoke_prompts(tdir, prompts, k=k, max_new_tokens=max_new_tokens, buckets=buckets,
+                                 chat_template=chat_template)
+    label = pset.chat_template
 
     say = progress or (lambda _msg: None)
     kw: dict[str, Any] = dict(k=k, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, say=say)
+    controls: list = []
     if engine == "reference":
         raw, version = _run_reference(tdir, dpaths, pset, device=device, **kw)
     else:
-        raw, version = _run_vllm(tdir, dpaths, pset, tensor_parallel_size=tensor_parallel_size, **kw)
+        raw, version, controls = _run_vllm(tdir, dpaths, pset, tensor_parallel_size=tensor_parallel_size, **kw)
 
-    categories = list(dict.fromkeys(p.category for p in pset.prompts))
-    bucket_ids = sorted({p.bucket for p in pset.prompts})
-    results = []
-    for path, label_, (reqs, total, load_s) in zip(dpaths, _labels(dpaths), raw):
-        per_request = all(r.counts is not None for r in reqs)
-        groups = _group(reqs, categories, bucket_ids) if per_request else []
-        results.append(DraftResult(label_, str(path), _variant(path), total, groups, reqs, per_request, load_s))
+    results = draft_results(dpaths, raw, pset)
+    for d, control in zip(results, controls):
+        d.sampling_control = control
     settings = {"k": k, "max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed,
                 "buckets": list(buckets), "chat_template": label, "tensor_parallel_size": tensor_parallel_size,
                 "ignore_eos": True}
-    return SmokeReport(str(tdir), engine, version, settings, pset, results, _deltas(results),
+    return SmokeReport(str(tdir), engine, version, settings, pset, results, deltas(results),
                        time.perf_counter() - t0)

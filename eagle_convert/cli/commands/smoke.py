@@ -72,6 +72,12 @@ def smoke_cmd(target: str, drafts: tuple[str, ...], engine: str, prompts_file: s
         max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, buckets=parse_buckets(buckets),
         chat_template=chat_template, tensor_parallel_size=tensor_parallel_size,
         progress=lambda msg: click.echo(msg, err=True))
+    for d in report.drafts:  # loud on stderr too, so --json consumers see it
+        if d.sampling_control is not None and not d.sampling_control.passed:
+            click.echo(f"WARNING: {d.label}: the engine failed the T->0 sampling control "
+                       f"({d.sampling_control.summary()}); its AL at T={temperature:g} measures the engine, "
+                       "not the draft" + (f". Cause: {d.sampling_control.cause}" if d.sampling_control.cause else ""),
+                       err=True)
     if plot_path is not None:
         from eagle_convert.smoke.plot import plot_smoke
 

@@ -145,3 +145,19 @@ def render_smoke(console: Console, report: SmokeReport) -> None:
     _summary(console, report)
     console.print()
     _groups(console, report)
+    _sampling_warnings(console, report)
+
+
+def _sampling_warnings(console: Console, r: SmokeReport) -> None:
+    """A loud warning per draft whose engine failed the T -> 0 sampling control: its AL at this
+    temperature measures the engine's broken sampler, not the draft."""
+    for d in r.drafts:
+        c = d.sampling_control
+        if c is None or c.passed:
+            continue
+        console.print()
+        console.print(f"[bold red]WARNING: the engine failed the sampling control for {d.label}[/]: {c.summary()}.")
+        console.print(f"[bold red]Its AL at T={r.settings.get('temperature')} measures a broken speculative sampler, "
+                      "not the draft; compare drafts at T=0 or with --engine reference.[/]")
+        if c.cause:
+            console.print(f"[red]Cause: {c.cause}[/]")

