@@ -28,6 +28,7 @@ LAYERS: dict[str, int] = {
     "upgrade": 5, "validate": 5, "diff": 5,
     "reference": 6,  # the torch reference engine
     "smoke": 7, "finetune": 7,
+    "check": 7,  # the pre-deployment gate: runs validate, the vLLM worker and smoke's measurements
     "cli": 8,  # click and rich
 }
 ROOT_LAYER = 9  # eagle_convert/__init__.py: the public API, loaded lazily

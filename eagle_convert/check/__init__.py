@@ -1,0 +1,1 @@
+"""`eagle-convert check`: the pre-deployment gate (policy, stages, CI outputs)."""

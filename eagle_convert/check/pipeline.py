@@ -1,0 +1,243 @@
+"""The stages of `check`: gather one stage's measurements, hand them to `stages.py`.
+
+`State` carries what later stages reuse: the validation report, local folders (downloaded once
+for hub references), the prepared prompts, and every engine pass (`measure.Engines`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eagle_convert.check import stages as st
+from eagle_convert.check.measure import EPS, GREEDY, MAIN, MIXED, Engines, local_folder, plan_passes
+from eagle_convert.check.policy import Policy
+from eagle_convert.check.stages import CheckResult
+
+
+@dataclass
+class State:
+    draft: str
+    target: str | None
+    baseline: str | None
+    policy: Policy
+    need: Any  # run._Needs
+    engines: Engines
+    report: Any = None  # ValidationReport of the static stage
+    folders: dict[str, Path] = field(default_factory=dict)
+    pset: Any = None
+    candidate: Any = None  # smoke.run.DraftResult of the measuring pass
+    passes: dict[str, dict[str, Any]] = field(default_factory=dict)  # role -> pass name -> PassResult
+    settings: dict[str, Any] = field(default_factory=dict)
+    vllm_version: str | None = None
+    worker_starts_before: int = 0  # of a session shared with earlier checks
+
+    def folder(self, role: str) -> Path:
+        """Local folder of the draft / target / baseline (a hub repo is downloaded once)."""
+        if role not in self.folders:
+            ref = {"draft": self.draft, "target": self.target, "baseline": self.baseline}[role]
+            self.folders[role] = local_folder(ref, role)
+        return self.folders[role]
+
+    def acc(self, key: str) -> Any:
+        return self.policy.get("acceptance", key)
+
+    @property
+    def k(self) -> int:
+        return int(self.acc("num_speculative_tokens"))
+
+
+def why_skipped(stage: str, s: State) -> str:
+    """Why a stage does not run, in the words of the policy key that decides it."""
+    need, policy = s.need, s.policy
+    if stage == "static":
+        return "off: [static] enabled = false"
+    if stage == "features":
+        return "vLLM is not installed and the policy has no [features] table"
+    if stage == "engine":
+        if policy.get("engine", "load") is False:
+            return "off: [engine] load = false"
+        return "needs --target" if s.target is None else "vLLM is not installed"
+    if not need.acceptance:
+        return "the policy has no [acceptance] table"
+    return {"baseline": "no --baseline given", "identity": "off: [output] identity = false",
+            "alarms": "off: [alarms] enabled = false",
+            "sampling": "off: [sampling] control (auto runs it when [acceptance] temperature > 0)"}[stage]
+
+
+def _unmeasured(s: State, stage: str) -> list[CheckResult] | None:
+    """A skip when the candidate's engine run, which this stage reads, did not happen."""
+    if "candidate" in s.passes:
+        return None
+    return [st.skipped(stage, "not measured: the candidate's engine run failed (acceptance stage)")]
+
+
+# -------------------------------------------------------------------------------- the stages
+
+
+def static(s: State) -> list[CheckResult]:
+    from eagle_convert.validate.run import validate_checkpoint
+
+    s.report = validate_checkpoint(s.draft, target=s.target, deep=bool(s.policy.get("static", "deep")),
+                                   serving_context=s.policy.get("static", "max_model_len"))
+    return st.static_checks(s.report, list(s.policy.get("static", "allow_warnings", [])))
+
+
+def _info(s: State) -> Any:
+    if s.report is not None:
+        return s.report.info
+    from eagle_convert.draft.checkpoint import open_checkpoint
+    from eagle_convert.draft.describe import describe
+
+    return describe(open_checkpoint(s.draft), read_vocab=False)
+
+
+def features(s: State) -> list[CheckResult]:
+    from eagle_convert.vllm_model.features import detect_features
+
+    found = detect_features()
+    s.vllm_version = found.version if found else None
+    return st.feature_checks(_info(s), found, s.policy)
+
+
+def engine(s: State) -> list[CheckResult]:
+    from eagle_convert.draft.checkpoint import open_checkpoint
+    from eagle_convert.validate.rules.context import build_context
+    from eagle_convert.validate.rules.engine import feature_findings, from_engine
+    from eagle_convert.validate.rules.target import load_target_config
+
+    draft, target = s.folder("draft"), s.folder("target")
+    result = s.engines.load_check(draft, target, k=s.k if s.policy.has("acceptance") else 3,
+                                  timeout_s=float(s.policy.get("engine", "timeout")))
+    ckpt = open_checkpoint(draft)
+    desc, cfg = load_target_config(str(target))
+    ctx = build_context(ckpt, _info(s), target=cfg, target_source=desc,
+                        serving_context=s.policy.get("static", "max_model_len"))
+    return st.engine_checks(feature_findings(ctx, result.features) + from_engine(result), result)
+
+
+def _prompts(s: State) -> Any:
+    from eagle_convert.smoke.prompts import NATURAL, builtin_prompts, load_prompts
+    from eagle_convert.smoke.run import prepare_smoke_prompts
+
+    path = s.policy.path("acceptance", "prompts")
+    prompts = load_prompts(path) if path is not None else builtin_prompts()
+    cats = s.acc("categories")
+    if cats:
+        known = sorted({p.category for p in prompts})
+        unknown = [c for c in cats if c not in known]
+        if unknown:
+            from eagle_convert.errors import UsageError
+
+            raise UsageError(f"{s.policy.source}: [acceptance] categories: no prompts in {', '.join(unknown)} "
+                             f"(available: {', '.join(known)})")
+        prompts = [p for p in prompts if p.category in cats]
+    limit = s.acc("limit")
+    if limit:
+        seen: dict[str, int] = {}
+        prompts = [p for p in prompts if (seen.__setitem__(p.category, seen.get(p.category, 0) + 1)
+                                          or seen[p.category] <= limit)]
+    buckets = [NATURAL if b == "natural" else int(b) for b in s.acc("buckets")]
+    return prepare_smoke_prompts(s.folder("target"), prompts, k=s.k, max_new_tokens=int(s.acc("max_new_tokens")),
+                                 buckets=buckets, chat_template=s.acc("chat_template"))
+
+
+def _run(s: State, role: str, draft: Path | None, specs: list) -> dict[str, Any]:
+    from eagle_convert.smoke.vllm_run import max_model_len_for
+
+    n = int(s.acc("max_new_tokens"))
+    out = s.engines.passes(role, s.folder("target"), draft, [p.token_ids for p in s.pset.prompts], specs, k=s.k,
+                           max_new_tokens=n, max_model_len=max_model_len_for(s.folder("target"), s.pset, n, s.k),
+                           seed=int(s.acc("seed")), timeout_s=float(s.acc("timeout")))
+    s.passes[role] = out
+    return out
+
+
+def _plan(s: State):
+    out = s.policy.get("output", "mixed_batch")
+    return plan_passes(temperature=float(s.acc("temperature")), seed=int(s.acc("seed")),
+                       identity=s.need.identity,
+                       mixed=float(s.policy.get("output", "companion_temperature")) if (s.need.identity and out) else None,
+                       control=s.need.control, control_prompts=int(s.policy.get("sampling", "prompts")),
+                       n_prompts=len(s.pset.prompts))
+
+
+def _draft_result(s: State, path: Path, pr: Any, label: str) -> Any:
+    from eagle_convert.smoke.run import counts_from_pass, draft_results
+
+    reqs, total = counts_from_pass(pr, s.pset, s.k)
+    [d] = draft_results([path], [(reqs, total, None)], s.pset, labels=[label])
+    return d
+
+
+def acceptance(s: State) -> list[CheckResult]:
+    s.pset = _prompts(s)
+    s.settings = {"k": s.k, "max_new_tokens": int(s.acc("max_new_tokens")), "temperature": float(s.acc("temperature")),
+                  "seed": int(s.acc("seed")), "prompts": len(s.pset.prompts), "chat_template": s.pset.chat_template}
+    out = _run(s, "candidate", s.folder("draft"), _plan(s).candidate)
+    s.candidate = _draft_result(s, s.folder("draft"), out[MAIN], "candidate")
+    return st.acceptance_checks(s.candidate, s.policy)
+
+
+def alarms(s: State) -> list[CheckResult]:
+    if (skip := _unmeasured(s, "alarms")) is not None:
+        return skip
+    return st.alarm_checks(s.candidate, s.passes["candidate"][MAIN].outputs, s.k, s.policy)
+
+
+def baseline(s: State) -> list[CheckResult]:
+    if (skip := _unmeasured(s, "baseline")) is not None:
+        return skip
+    out = _run(s, "baseline", s.folder("baseline"), _plan(s).baseline)
+    base = _draft_result(s, s.folder("baseline"), out[MAIN], Path(s.baseline or "baseline").name or "baseline")
+    return st.baseline_checks(s.candidate, base, s.policy)
+
+
+def _dtype(s: State) -> str:
+    from eagle_convert.smoke.control import dtype_of
+    from eagle_convert.smoke.vllm_run import target_config
+
+    return dtype_of(target_config(s.folder("target")))
+
+
+def _greedy(s: State) -> Any:
+    cand = s.passes["candidate"]
+    return cand[MAIN] if float(s.acc("temperature")) == 0 else cand[GREEDY]
+
+
+def identity(s: State) -> list[CheckResult]:
+    from eagle_convert.smoke.control import compare_outputs
+
+    if (skip := _unmeasured(s, "identity")) is not None:
+        return skip
+    alone = _run(s, "target alone", None, _plan(s).target_alone)
+    ref = alone[GREEDY]
+    ulps, dtype = float(s.policy.get("output", "near_tie_ulps")), _dtype(s)
+    ids = [s.pset.prompts[i].id for i in ref.prompts]
+    tol = f"near-ties excused: top-2 logits within {ulps:g} {dtype} ulps"
+    out = [st.identity_check("greedy batch", compare_outputs(ids, ref.outputs, _greedy(s).outputs, ref.top2,
+                                                            dtype=dtype, tie_ulps=ulps), tol)]
+    mixed = s.passes["candidate"].get(MIXED)
+    if mixed is not None:
+        r = st.identity_check("mixed batch (greedy next to sampled requests)",
+                              compare_outputs(ids, ref.outputs, mixed.outputs, ref.top2, dtype=dtype, tie_ulps=ulps), tol)
+        if not r.passed:
+            from eagle_convert.vllm.known_issues import sampling_issues
+
+            found = sampling_issues()
+            r.message += f". Cause: {found[0].summary}" if found else ""
+        out.append(r)
+    return out
+
+
+def sampling(s: State) -> list[CheckResult]:
+    from eagle_convert.smoke.vllm_run import sampling_control
+
+    if (skip := _unmeasured(s, "sampling")) is not None:
+        return skip
+    alone = s.passes.get("target alone", {})
+    pair = (alone[GREEDY], alone[EPS]) if EPS in alone else None
+    control = sampling_control(_greedy(s), s.passes["candidate"][EPS], s.pset, _dtype(s),
+                               float(s.need.control), alone=pair)
+    return [st.sampling_check(control)]

@@ -1,0 +1,191 @@
+"""The gate's policy, `eagle-check.toml`: load, validate against schemas/check-policy.schema.json.
+
+A table per stage; a key's name never changes, so a policy written for one version keeps working.
+Every problem is one line naming the key and what is wrong (exit 2). Validation is done here, with
+the schema as data (the subset of JSON Schema it uses), so `check` needs no jsonschema at run time.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eagle_convert.draft import schemas
+from eagle_convert.errors import UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser as the `tomli` package
+    import tomli as tomllib
+
+POLICY_FILE = "eagle-check.toml"
+SCHEMA = "check-policy.schema.json"
+_TYPES = {"object": dict, "array": list, "string": str, "boolean": bool}
+
+
+@dataclass
+class Policy:
+    """The validated policy: `data` holds what the file says, `get` adds the schema's defaults."""
+
+    data: dict[str, Any] = field(default_factory=dict)
+    source: str = "(defaults)"
+    base_dir: Path = field(default_factory=Path.cwd)
+
+    def table(self, name: str) -> dict[str, Any] | None:
+        """The table as written (None when the file has no such table)."""
+        return self.data.get(name)
+
+    def has(self, name: str) -> bool:
+        return name in self.data
+
+    def get(self, table: str, key: str, default: Any = None) -> Any:
+        """The key's value, else the schema's default, else `default`."""
+        t = self.data.get(table) or {}
+        if key in t:
+            return t[key]
+        prop = schemas.load(SCHEMA)["properties"][table]["properties"][key]
+        return prop.get("default", default)
+
+    def path(self, table: str, key: str) -> Path | None:
+        """A file key resolved against the policy file's folder."""
+        value = self.get(table, key)
+        return None if value is None else (self.base_dir / value)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "tables": self.data}
+
+
+def _where(path: list[str | int]) -> str:
+    if not path:
+        return "the policy"
+    head, *rest = path
+    text = f"[{head}]"
+    for p in rest:
+        text += f"[{p}]" if isinstance(p, int) else f" {p}"
+    return text
+
+
+def _type_name(value: Any) -> str:
+    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "array",
+            dict: "table"}.get(type(value), type(value).__name__)
+
+
+def _fmt(value: Any) -> str:
+    return repr(value) if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _is_type(value: Any, t: str) -> bool:
+    if t == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if t == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, _TYPES[t])
+
+
+def _check(value: Any, schema: dict[str, Any], path: list[str | int]) -> str | None:
+    """The first problem of `value` against `schema` (the subset the policy schema uses), or None."""
+    where = _where(path)
+    if "anyOf" in schema:
+        problems = [_check(value, s, path) for s in schema["anyOf"]]
+        if all(problems):
+            typed = [p for s, p in zip(schema["anyOf"], problems) if "type" in s and _is_type(value, s["type"])]
+            if typed:  # the value has a branch's type but breaks one of its constraints: say which
+                return typed[0]
+            kinds = " or ".join(_describe(s) for s in schema["anyOf"])
+            return f"{where} must be {kinds}, not {_fmt(value)} ({_type_name(value)})"
+        return None
+    if "const" in schema and value != schema["const"]:
+        return f"{where} must be {_fmt(schema['const'])}"
+    if "enum" in schema:
+        if not any(value == e and type(value) is type(e) for e in schema["enum"]):
+            choices = ", ".join(_fmt(e) for e in schema["enum"])
+            return f"{where} must be one of {choices}, not {_fmt(value)}"
+        return None
+    t = schema.get("type")
+    if t and not _is_type(value, t):
+        return f"{where} must be {_describe(schema)}, not {_fmt(value)} ({_type_name(value)})"
+    if t == "object":
+        props = schema.get("properties", {})
+        extra = schema.get("additionalProperties", True)
+        for key, item in value.items():
+            if key in props:
+                problem = _check(item, props[key], [*path, key])
+            elif extra is False:
+                close = difflib.get_close_matches(key, list(props), n=1)
+                hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(props)}"
+                kind = "table" if not path else "key"
+                return f"unknown {kind} {_where([*path, key])} ({hint})"
+            elif isinstance(extra, dict):
+                problem = _check(item, extra, [*path, key])
+            else:
+                problem = None
+            if problem:
+                return problem
+    if t == "array":
+        for i, item in enumerate(value):
+            problem = _check(item, schema.get("items", {}), [*path, i])
+            if problem:
+                return problem
+    if t in ("number", "integer"):
+        for key, ok, word in (("minimum", lambda v, m: v >= m, ">="), ("maximum", lambda v, m: v <= m, "<="),
+                              ("exclusiveMinimum", lambda v, m: v > m, ">")):
+            if key in schema and not ok(value, schema[key]):
+                return f"{where} must be {word} {_fmt(schema[key])}, not {_fmt(value)}"
+    if t == "string" and "pattern" in schema:
+        import re
+
+        if not re.match(schema["pattern"], value):
+            return f"{where} must be {schema.get('x-form', 'of the form ' + schema['pattern'])}, not {_fmt(value)}"
+    return None
+
+
+def _describe(schema: dict[str, Any]) -> str:
+    if "const" in schema:
+        return _fmt(schema["const"])
+    t = schema.get("type", "a value")
+    return {"object": "a table", "array": "an array", "integer": "an integer", "number": "a number",
+            "string": "a string", "boolean": "true or false"}.get(t, t)
+
+
+def validate_policy(data: dict[str, Any]) -> str | None:
+    """The first problem of a parsed policy (one line naming the key), or None."""
+    problem = _check(data, schemas.load(SCHEMA), [])
+    if problem:
+        return problem
+    acc = data.get("acceptance") or {}
+    k = acc.get("num_speculative_tokens", 3)
+    floors = acc.get("min_per_position")
+    if floors is not None and len(floors) > k:
+        return (f"[acceptance] min_per_position has {len(floors)} floors but num_speculative_tokens is {k} "
+                "(one floor per draft position)")
+    al = acc.get("min_acceptance_length")
+    if al is not None and al > k + 1:
+        return f"[acceptance] min_acceptance_length {al} is above k + 1 = {k + 1}, the most a draft can reach"
+    return None
+
+
+def load_policy(path: str | Path | None = None, *, cwd: Path | None = None) -> Policy:
+    """The policy at `path`, else `eagle-check.toml` in `cwd` (default: the working directory), else
+    the defaults. Raises UsageError (exit 2) naming the file and the bad key."""
+    cwd = Path.cwd() if cwd is None else Path(cwd)
+    if path is None:
+        found = cwd / POLICY_FILE
+        if not found.is_file():
+            return Policy(base_dir=cwd)
+        path = found
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"--policy {path}: no such file")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not valid TOML: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read: {exc}") from None
+    problem = validate_policy(data)
+    if problem:
+        raise UsageError(f"{path}: {problem}", hint="schemas/check-policy.schema.json, docs/check.md")
+    return Policy(data, str(path), path.resolve().parent)

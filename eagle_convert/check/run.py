@@ -1,0 +1,163 @@
+"""`check`: the pre-deployment gate. Runs the stages its policy names, cheapest first, and stops
+after the first failing stage unless `keep_going`.
+
+    static      validate_checkpoint (headers; hub repos read remotely, nothing downloaded)
+    features    the draft's EAGLE-3.1 flags against the installed vLLM's source (no import)
+    engine      the strict sentinel load in vLLM                 -- first use of the vLLM worker
+    acceptance  the candidate's engine: AL floors                -- engine start 1
+    alarms      per-request loops / implausible AL / AL ~ 1      (same measurements)
+    baseline    the production draft's engine, same prompts      -- engine start 2 (with --baseline)
+    identity    the target alone at T = 0, token for token       -- engine start 3
+    sampling    T -> 0 converges to greedy                       (passes of engines 1 and 3)
+
+Exit status (cli): 0 every check passed, 1 a check failed, 2 usage or environment (a policy that
+needs vLLM where it is not installed, a bad policy file).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eagle_convert.check.policy import Policy, load_policy
+from eagle_convert.check.stages import STAGES, TITLES, CheckResult, skipped
+from eagle_convert.errors import EngineError, UsageError
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class CheckReport:
+    draft: str
+    target: str | None
+    baseline: str | None
+    policy: Policy
+    results: list[CheckResult] = field(default_factory=list)
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    stopped_after: str | None = None  # the failing stage that ended the run (without keep_going)
+    engine_starts: int = 0
+    load_checks: int = 0
+    worker_starts: int = 0
+    vllm_version: str | None = None
+    seconds: float = 0.0
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return not any(r.passed is False for r in self.results)
+
+    def stage_status(self, stage: str) -> str:
+        rs = [r for r in self.results if r.stage == stage]
+        if not rs or all(r.passed is None for r in rs):
+            return "skip"
+        return "fail" if any(r.passed is False for r in rs) else "pass"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION, "draft": self.draft, "target": self.target, "baseline": self.baseline,
+            "passed": self.passed, "policy": self.policy.to_dict(), "stopped_after": self.stopped_after,
+            "stages": [{"stage": s, "title": TITLES[s], "status": self.stage_status(s),
+                        "seconds": round(self.stage_seconds.get(s, 0.0), 3)} for s in STAGES],
+            "checks": [r.to_dict() for r in self.results],
+            "engine_starts": self.engine_starts, "load_checks": self.load_checks, "worker_starts": self.worker_starts,
+            "vllm_version": self.vllm_version, "seconds": round(self.seconds, 3), "settings": self.settings,
+        }
+
+
+@dataclass
+class _Needs:
+    static: bool
+    features: bool
+    engine: bool
+    acceptance: bool
+    identity: bool
+    alarms: bool
+    baseline: bool
+    control: float | None  # the control's temperature, None when it does not run
+
+
+def needs(policy: Policy, *, target: str | None, baseline: str | None, vllm: bool) -> _Needs:
+    """Which stages run; raises UsageError / MissingExtraError (exit 2) for what cannot run here."""
+    from eagle_convert.extras import require
+
+    acc = policy.has("acceptance")
+    for table in ("output", "alarms", "sampling"):
+        if policy.has(table) and not acc:
+            raise UsageError(f"{policy.source}: [{table}] needs an [acceptance] table (its prompts and settings)")
+    if baseline is not None and not acc:
+        raise UsageError("--baseline needs an [acceptance] table in the policy: the comparison runs there")
+    load = policy.get("engine", "load")
+    wants_vllm = [why for why, on in (("[engine] load = true", load is True), ("[acceptance]", acc),
+                                      ("[features]", policy.has("features"))) if on]
+    if wants_vllm:
+        require("vllm", f"check (the policy's {', '.join(wants_vllm)})")
+    if (load is True or acc) and target is None:
+        raise UsageError(f"the policy's {'[acceptance]' if acc else '[engine] load = true'} needs --target")
+    temperature = float(policy.get("acceptance", "temperature", 0.0))
+    control = policy.get("sampling", "control")
+    runs_control = acc and (control is True or (control == "auto" and temperature > 0))
+    return _Needs(
+        static=bool(policy.get("static", "enabled")), features=policy.has("features") or vllm,
+        engine=load is True or (load is None and vllm and target is not None), acceptance=acc,
+        identity=acc and bool(policy.get("output", "identity")), alarms=acc and bool(policy.get("alarms", "enabled")),
+        baseline=acc and baseline is not None,
+        control=float(policy.get("sampling", "temperature")) if runs_control else None)
+
+
+def run_check(draft: str | Path, *, target: str | Path | None = None, baseline: str | Path | None = None,
+              policy: Policy | None = None, keep_going: bool = False,
+              progress: Callable[[str], None] | None = None, cache: dict | None = None,
+              session: Any = None) -> CheckReport:
+    """Run the gate on `draft` (folder or hub repo); see the module docstring. `cache` shares engine
+    runs between checks in one process (check/measure.py); `session` (a `vllm.session.EngineSession`,
+    left open) shares one vLLM worker between them."""
+    from eagle_convert.check import pipeline
+    from eagle_convert.check.measure import Engines
+    from eagle_convert.vllm_model.features import vllm_available
+
+    t0 = time.perf_counter()
+    policy = policy or load_policy()
+    target_s = None if target is None else str(target)
+    baseline_s = None if baseline is None else str(baseline)
+    need = needs(policy, target=target_s, baseline=baseline_s, vllm=vllm_available())
+    report = CheckReport(str(draft), target_s, baseline_s, policy)
+    say = progress or (lambda _m: None)
+    engines = Engines(cache if cache is not None else {}, session)
+    state = pipeline.State(str(draft), target_s, baseline_s, policy, need, engines)
+    state.worker_starts_before = engines.worker_starts
+    plan = [("static", need.static, pipeline.static), ("features", need.features, pipeline.features),
+            ("engine", need.engine, pipeline.engine), ("acceptance", need.acceptance, pipeline.acceptance),
+            ("alarms", need.alarms, pipeline.alarms), ("baseline", need.baseline, pipeline.baseline),
+            ("identity", need.identity, pipeline.identity), ("sampling", need.control is not None, pipeline.sampling)]
+    try:
+        for stage, wanted, fn in plan:
+            if not wanted:
+                report.results.append(skipped(stage, pipeline.why_skipped(stage, state)))
+                continue
+            if report.stopped_after is not None:
+                report.results.append(skipped(stage, f"not run: the {TITLES[report.stopped_after]} stage failed "
+                                                     "(--keep-going runs every stage)"))
+                continue
+            say(f"check: {TITLES[stage]} ...")
+            t1 = time.perf_counter()
+            try:
+                results = fn(state)
+            except EngineError as exc:  # the engine could not serve this draft: a failed check, not a crash
+                results = [CheckResult(f"{TITLES[stage]}: engine", stage, False, None, None, str(exc))]
+            report.stage_seconds[stage] = time.perf_counter() - t1
+            if results:  # the stage's time goes to its first check (JUnit sums testcase times)
+                results[0].seconds = report.stage_seconds[stage]
+            report.results.extend(results)
+            if any(r.passed is False for r in results) and not keep_going:
+                report.stopped_after = stage
+    finally:
+        report.worker_starts = engines.worker_starts - state.worker_starts_before
+        engines.close()
+    report.engine_starts, report.load_checks = engines.engine_starts, engines.load_checks
+    report.vllm_version = engines.vllm_version or state.vllm_version
+    report.settings = state.settings
+    report.seconds = time.perf_counter() - t0
+    return report

@@ -1,0 +1,61 @@
+"""`eagle-convert check DRAFT --target T [--baseline DRAFT0]`: the pre-deployment gate.
+
+Exit status: 0 every check passed, 1 a check failed, 2 usage or environment.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command("check")
+@click.argument("draft")
+@click.option("--target", metavar="PATH_OR_REPO", help="The target model (folder or hub repo org/name[@rev]).")
+@click.option("--baseline", metavar="DRAFT0", help="The draft in production: measured on the same prompts in the "
+              "same engine build; the gate fails when the AL drop exceeds the policy's allowance.")
+@click.option("--policy", "policy_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="Policy file (default: ./eagle-check.toml, else the defaults: static validation, plus the "
+                   "engine load when vLLM is installed).")
+@click.option("--keep-going", is_flag=True, help="Run every stage even after one fails.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--junit", type=click.Path(dir_okay=False, writable=True, path_type=Path), metavar="FILE",
+              help="Also write JUnit XML: one testcase per check, with its figure and threshold.")
+@click.option("--summary", type=click.Path(dir_okay=False, writable=True, path_type=Path), metavar="FILE",
+              help="Also write a Markdown summary (appended to $GITHUB_STEP_SUMMARY when that is set).")
+@click.pass_context
+def check_cmd(ctx: click.Context, draft: str, target: str | None, baseline: str | None, policy_file: Path | None,
+              keep_going: bool, as_json: bool, junit: Path | None, summary: Path | None) -> None:
+    """Gate DRAFT (folder or hub repo) before deployment: static validation, EAGLE-3.1 features, the
+    strict load in vLLM, acceptance floors, output identity and sampling sanity, as the policy
+    (eagle-check.toml) asks. Stages run cheapest first and stop at the first failure.
+    """
+    from eagle_convert.check.junit import to_junit
+    from eagle_convert.check.policy import load_policy
+    from eagle_convert.check.run import run_check
+    from eagle_convert.check.summary import write_summary
+
+    policy = load_policy(policy_file)
+    shared = ctx.find_root().obj or {}  # in-process callers (tests) may share engine runs and the vLLM worker
+    report = run_check(draft, target=target, baseline=baseline, policy=policy, keep_going=keep_going,
+                       progress=lambda msg: click.echo(msg, err=True), cache=shared.get("check_cache"),
+                       session=shared.get("check_session"))
+    if junit is not None:
+        junit.write_text(to_junit(report), encoding="utf-8")
+    write_summary(report, summary)
+    if as_json:
+        from eagle_convert.cli.output import echo_json
+
+        echo_json(report.to_dict())
+    else:
+        from eagle_convert.cli.output import console
+        from eagle_convert.cli.render.check import render_check
+
+        render_check(console(), report)
+    if not report.passed:
+        ctx.exit(1)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(check_cmd)

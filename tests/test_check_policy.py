@@ -1,0 +1,114 @@
+"""eagle-check.toml: discovery, defaults, and one exact line (exit 2) for every kind of bad policy."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import jsonschema
+import pytest
+from click.testing import CliRunner
+
+from eagle_convert.check.policy import POLICY_FILE, load_policy, validate_policy
+from eagle_convert.cli.app import main
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = json.loads((ROOT / "schemas" / "check-policy.schema.json").read_text())
+HINT = " (schemas/check-policy.schema.json, docs/check.md)"
+
+BAD = [
+    ("[acceptence]\nmin_acceptance_length = 2", "unknown table [acceptence] (did you mean acceptance?)"),
+    ("[acceptance]\nmin_acceptance_lenght = 2", "unknown key [acceptance] min_acceptance_lenght "
+                                                "(did you mean min_acceptance_length?)"),
+    ('[acceptance]\nmin_acceptance_length = "two"',
+     "[acceptance] min_acceptance_length must be a number, not 'two' (string)"),
+    ('[features]\nrequire = ["fc_nrom"]', "[features] require[0] must be one of 'fc_norm', 'norm_output', not 'fc_nrom'"),
+    ("[acceptance]\nmax_new_tokens = 0", "[acceptance] max_new_tokens must be >= 1, not 0"),
+    ('[static]\nallow_warnings = ["E101"]', "[static] allow_warnings[0] must be a warning code such as W307, not 'E101'"),
+    ("[acceptance]\nmin_per_position = [0.6, 0.4, 0.3, 0.2]",
+     "[acceptance] min_per_position has 4 floors but num_speculative_tokens is 3 (one floor per draft position)"),
+    ("[acceptance]\nmin_per_position = [0.6, 1.5]", "[acceptance] min_per_position[1] must be <= 1, not 1.5"),
+    ('[acceptance]\nbuckets = ["natural", 8]', "[acceptance] buckets[1] must be >= 16, not 8"),
+    ('[acceptance]\nmin_per_category = "x"', "[acceptance] min_per_category must be a number or a table, not 'x' (string)"),
+    ("[acceptance]\nmin_per_category = {coding = 0.5}", "[acceptance] min_per_category coding must be >= 1, not 0.5"),
+    ('[sampling]\ncontrol = "yes"', "[sampling] control must be one of 'auto', true, false, not 'yes'"),
+    ("static = 3", "[static] must be a table, not 3 (integer)"),
+    ('[engine]\nload = "yes"', "[engine] load must be true or false, not 'yes' (string)"),
+    ("[acceptance]\nmin_acceptance_length = 5",
+     "[acceptance] min_acceptance_length 5 is above k + 1 = 4, the most a draft can reach"),
+    ("[features]\nmin_vllm_version = 'latest'", "[features] min_vllm_version must be a version such as 0.32.0, not 'latest'"),
+    ("[sampling]\ntemperature = 0.5", "[sampling] temperature must be <= 0.1, not 0.5"),
+]
+
+
+@pytest.mark.parametrize("text, problem", BAD, ids=[p.split(" must")[0].split(" (")[0] for _, p in BAD])
+def test_bad_policy_is_one_line_naming_the_key(tmp_path: Path, text: str, problem: str) -> None:
+    path = tmp_path / "policy.toml"
+    path.write_text(text + "\n")
+    assert validate_policy(tomllib.loads(text)) == problem
+    res = CliRunner().invoke(main, ["check", str(tmp_path), "--policy", str(path)])
+    assert (res.exit_code, res.stderr) == (2, f"Error: {path}: {problem}{HINT}\n")
+    assert res.stdout == ""
+    # The schema file says the same thing (jsonschema rejects what the built-in validator rejects),
+    # except the cross-key rules it cannot express (floors vs k).
+    if "floors but" not in problem and "above k + 1" not in problem:
+        assert list(jsonschema.Draft202012Validator(SCHEMA).iter_errors(tomllib.loads(text)))
+
+
+def test_toml_syntax_error_and_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text("[acceptance\n")
+    res = CliRunner().invoke(main, ["check", str(tmp_path), "--policy", str(path)])
+    assert res.exit_code == 2
+    assert res.stderr.startswith(f"Error: {path}: not valid TOML: ") and res.stderr.count("\n") == 1
+    res = CliRunner().invoke(main, ["check", str(tmp_path), "--policy", str(tmp_path / "nope.toml")])
+    assert (res.exit_code, res.stderr) == (2, f"Error: --policy {tmp_path / 'nope.toml'}: no such file\n")
+
+
+def test_tables_that_need_acceptance(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text("[output]\nidentity = true\n")
+    res = CliRunner().invoke(main, ["check", str(tmp_path), "--policy", str(path)])
+    assert (res.exit_code, res.stderr) == (
+        2, f"Error: {path}: [output] needs an [acceptance] table (its prompts and settings)\n")
+    res = CliRunner().invoke(main, ["check", str(tmp_path), "--baseline", str(tmp_path)])
+    assert (res.exit_code, res.stderr) == (
+        2, "Error: --baseline needs an [acceptance] table in the policy: the comparison runs there\n")
+
+
+def test_schema_is_valid_and_examples_follow_it() -> None:
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+    example = tomllib.loads((ROOT / "examples" / "eagle-check.toml").read_text())
+    jsonschema.validate(example, SCHEMA)
+    assert validate_policy(example) is None
+    issue = tomllib.loads("""
+[static]
+allow_warnings = ["W307"]
+[engine]
+load = true
+[features]
+require = ["fc_norm", "norm_output"]
+[acceptance]
+prompts = "prompts.jsonl"
+num_speculative_tokens = 3
+max_new_tokens = 32
+min_acceptance_length = 2.0
+min_per_position = [0.6, 0.4, 0.3]
+max_acceptance_length_drop = 0.05
+""")  # the keys the issue fixed, with these names
+    assert validate_policy(issue) is None
+
+
+def test_discovery_defaults_and_relative_paths(tmp_path: Path) -> None:
+    defaults = load_policy(cwd=tmp_path)
+    assert defaults.source == "(defaults)" and defaults.data == {}
+    assert defaults.get("static", "enabled") is True and defaults.get("static", "allow_warnings") == []
+    assert defaults.get("engine", "load") is None  # unset: the engine load runs when vLLM and a target are there
+    assert defaults.get("acceptance", "num_speculative_tokens") == 3
+    (tmp_path / POLICY_FILE).write_text('[acceptance]\nprompts = "p/prompts.jsonl"\nmax_new_tokens = 16\n')
+    found = load_policy(cwd=tmp_path)
+    assert found.source == str(tmp_path / POLICY_FILE)
+    assert found.get("acceptance", "max_new_tokens") == 16 and found.has("acceptance") and not found.has("output")
+    assert found.path("acceptance", "prompts") == tmp_path / "p" / "prompts.jsonl"
+    assert found.get("output", "identity") is True  # the schema's default
