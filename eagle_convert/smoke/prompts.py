@@ -21,7 +21,7 @@ from eagle_convert.errors import ConfigError, UsageError
 
 __all__ = [
     "NATURAL", "Prompt", "PreparedPrompt", "SkippedPrompt", "PromptSet", "builtin_prompts",
-    "filler_text", "load_prompts", "parse_buckets", "resolve_chat_template", "prepare_prompts",
+    "filler_text", "load_prompts", "parse_buckets", "resolve_chat_template", "prepare_prompts", "select_prompts",
 ]
 
 NATURAL = 0  # bucket id of unpadded prompts
@@ -181,6 +181,25 @@ def parse_buckets(value: str | Sequence[int] | None) -> list[int]:
             raise UsageError(f"--buckets: {n} is too short (at least 16 tokens)")
         out.add(n)
     return sorted(out)
+
+
+def select_prompts(prompts: Sequence[Prompt], categories: Sequence[str] = (), limit: int | None = None) -> list[Prompt]:
+    """--category (only these categories) and --limit (at most N per category), in file order."""
+    if categories:
+        known = sorted({p.category for p in prompts})
+        unknown = [c for c in categories if c not in known]
+        if unknown:
+            raise UsageError(f"--category: no prompts in {', '.join(unknown)} (available: {', '.join(known)})")
+        prompts = [p for p in prompts if p.category in categories]
+    if not limit:
+        return list(prompts)
+    seen: dict[str, int] = {}
+    kept = []
+    for p in prompts:
+        seen[p.category] = seen.get(p.category, 0) + 1
+        if seen[p.category] <= limit:
+            kept.append(p)
+    return kept
 
 
 def resolve_chat_template(value: str | None) -> tuple[str | None, str]:

@@ -64,12 +64,13 @@ class PassResult:
     seconds: float
     per_request: list[dict | None] | None
     mixed: bool = False
+    timing: list[dict] | None = None  # per request: ttft_s, decode_s, tokens (engine-core timestamps)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PassResult:
         return cls(list(d["prompts"]), [list(o) for o in d["outputs"]], d.get("top2"), int(d["num_drafts"]),
                    int(d["num_draft_tokens"]), int(d["num_accepted"]), [int(x) for x in d["accepted_per_pos"]],
-                   float(d["seconds"]), d.get("per_request"), bool(d.get("mixed")))
+                   float(d["seconds"]), d.get("per_request"), bool(d.get("mixed")), d.get("timing"))
 
 
 @dataclass
@@ -190,7 +191,7 @@ class EngineSession:
 
     def engine(self, target: Path, draft: Path | None, prompts: list[list[int]], passes: list[PassSpec], *,
                num_speculative_tokens: int = 3, max_new_tokens: int = 32, max_model_len: int = 1024,
-               seed: int = 0, dtype: str = "auto", tensor_parallel_size: int = 1,
+               seed: int = 0, dtype: str = "auto", tensor_parallel_size: int = 1, max_num_seqs: int = 8,
                timeout_s: float = 1200) -> EngineRun:
         """Start one engine (the target with ``draft`` speculating, or alone) and run ``passes``.
 
@@ -199,7 +200,8 @@ class EngineSession:
                "draft": None if draft is None else str(Path(draft).resolve()), "method": "eagle3",
                "num_speculative_tokens": num_speculative_tokens, "max_new_tokens": max_new_tokens,
                "max_model_len": max_model_len, "seed": seed, "dtype": dtype,
-               "tensor_parallel_size": tensor_parallel_size, "prompts": [list(map(int, p)) for p in prompts],
+               "tensor_parallel_size": tensor_parallel_size, "max_num_seqs": max_num_seqs,
+               "prompts": [list(map(int, p)) for p in prompts],
                "passes": [p.to_request() for p in passes]}
         self.engine_starts += 1
         res = self.request(req, timeout_s=timeout_s)

@@ -40,6 +40,17 @@ def _top2(logprobs) -> list[list[float]] | None:
     return rows
 
 
+def _timing(r) -> dict | None:
+    """Per-request engine-core timestamps (vLLM 0.32.0 `v1/metrics/stats.py`, `RequestStateStats`,
+    filled when log stats are on): time to first token and the decode span, for per-user tokens/s."""
+    m = getattr(r, "metrics", None)
+    first, last = getattr(m, "first_token_ts", 0.0), getattr(m, "last_token_ts", 0.0)
+    if m is None or not first or last < first:
+        return None
+    return {"ttft_s": round(float(getattr(m, "first_token_latency", 0.0)), 6),
+            "decode_s": round(float(last - first), 6), "tokens": len(r.outputs[0].token_ids)}
+
+
 def _params(sp_cls, p: dict, max_new: int, temperature: float, seed: int):
     return sp_cls(max_tokens=max_new, temperature=temperature, seed=seed, ignore_eos=True,
                   logprobs=int(p.get("logprobs") or 0) or None)
@@ -71,6 +82,7 @@ def _run_pass(llm, p: dict, prompts: list, default_max: int) -> dict:
     for r in mine:
         m = getattr(r.outputs[0], "spec_decode_metrics", None)
         per_request.append(m.to_dict() if m is not None and hasattr(m, "to_dict") else None)
+    timing = [_timing(r) for r in mine]
     drafts, draft_tokens, accepted = (int(_metric_sum(after, n) - _metric_sum(before, n)) for n in _COUNTERS)
     pos_a = _metric_vector(after, "vllm:spec_decode_num_accepted_tokens_per_pos")
     pos_b = _metric_vector(before, "vllm:spec_decode_num_accepted_tokens_per_pos")
@@ -82,6 +94,7 @@ def _run_pass(llm, p: dict, prompts: list, default_max: int) -> dict:
         "accepted_per_pos": [a - b for a, b in zip(pos_a, pos_b)], "seconds": round(seconds, 4),
         "per_request": per_request if any(x is not None for x in per_request) else None,
         "mixed": bool(comp),
+        "timing": timing if all(t is not None for t in timing) else None,
     }
 
 

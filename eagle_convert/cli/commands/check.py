@@ -41,6 +41,9 @@ def check_cmd(ctx: click.Context, draft: str, target: str | None, baseline: str 
     report = run_check(draft, target=target, baseline=baseline, policy=policy, keep_going=keep_going,
                        progress=lambda msg: click.echo(msg, err=True), cache=shared.get("check_cache"),
                        session=shared.get("check_session"))
+    for path in (junit, summary):  # CI paths such as reports/check.xml: create the folder
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
     if junit is not None:
         junit.write_text(to_junit(report), encoding="utf-8")
     write_summary(report, summary)

@@ -29,13 +29,17 @@ ENGINE_CHOICES = ("auto", "reference", "vllm")
 @click.option("--chat-template", default=None,
               help="Jinja template (file or literal) replacing the target's; 'none' sends raw text.")
 @click.option("--tensor-parallel-size", type=int, default=1, show_default=True, help="vLLM tensor parallelism.")
+@click.option("--concurrency", default=None, metavar="LEVELS",
+              help="With --engine vllm: also measure per-user decode tokens/s at these concurrencies (e.g. 1,4,16) "
+                   "with each draft and with the target alone (no speculation), in one vLLM build, and show the "
+                   "speedups beside AL. On a CPU the speedups do not predict a GPU's (see docs/smoke.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Write a PNG: acceptance by position per draft, AL per category and bucket.")
 def smoke_cmd(target: str, drafts: tuple[str, ...], engine: str, prompts_file: str | None,
               categories: tuple[str, ...], limit: int | None, k: int, max_new_tokens: int, temperature: float,
-              seed: int, buckets: str, chat_template: str | None, tensor_parallel_size: int, as_json: bool,
-              plot_path: str | None) -> None:
+              seed: int, buckets: str, chat_template: str | None, tensor_parallel_size: int,
+              concurrency: str | None, as_json: bool, plot_path: str | None) -> None:
     """Measure acceptance length (AL = 1 + accepted draft tokens per draft round) and per-position
     acceptance of one or more DRAFTs against TARGET, per prompt category and context bucket.
 
@@ -43,8 +47,9 @@ def smoke_cmd(target: str, drafts: tuple[str, ...], engine: str, prompts_file: s
     """
     from eagle_convert.cli.output import console, echo_json
     from eagle_convert.errors import UsageError
-    from eagle_convert.smoke.prompts import builtin_prompts, load_prompts, parse_buckets
+    from eagle_convert.smoke.prompts import builtin_prompts, load_prompts, parse_buckets, select_prompts
     from eagle_convert.smoke.run import run_smoke
+    from eagle_convert.smoke.throughput import parse_concurrency
 
     if plot_path is not None and not plot_path.lower().endswith(".png"):
         raise UsageError(f"--plot: {plot_path} must end in .png")
@@ -52,32 +57,20 @@ def smoke_cmd(target: str, drafts: tuple[str, ...], engine: str, prompts_file: s
         from eagle_convert.smoke.plot import require_plot
 
         require_plot()
-    prompts = load_prompts(prompts_file) if prompts_file else builtin_prompts()
-    if categories:
-        known = sorted({p.category for p in prompts})
-        unknown = [c for c in categories if c not in known]
-        if unknown:
-            raise UsageError(f"--category: no prompts in {', '.join(unknown)} (available: {', '.join(known)})")
-        prompts = [p for p in prompts if p.category in categories]
-    if limit:
-        seen: dict[str, int] = {}
-        kept = []
-        for p in prompts:
-            seen[p.category] = seen.get(p.category, 0) + 1
-            if seen[p.category] <= limit:
-                kept.append(p)
-        prompts = kept
+    prompts = select_prompts(load_prompts(prompts_file) if prompts_file else builtin_prompts(), categories, limit)
     report = run_smoke(
         target, list(drafts), engine=None if engine == "auto" else engine, prompts=prompts, k=k,
         max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, buckets=parse_buckets(buckets),
         chat_template=chat_template, tensor_parallel_size=tensor_parallel_size,
-        progress=lambda msg: click.echo(msg, err=True))
+        progress=lambda msg: click.echo(msg, err=True), concurrency=parse_concurrency(concurrency))
     for d in report.drafts:  # loud on stderr too, so --json consumers see it
         if d.sampling_control is not None and not d.sampling_control.passed:
             click.echo(f"WARNING: {d.label}: the engine failed the T->0 sampling control "
                        f"({d.sampling_control.summary()}); its AL at T={temperature:g} measures the engine, "
                        "not the draft" + (f". Cause: {d.sampling_control.cause}" if d.sampling_control.cause else ""),
                        err=True)
+    if report.throughput is not None and report.throughput.note:
+        click.echo(f"Note: per-user tokens/s {report.throughput.note}", err=True)
     if plot_path is not None:
         from eagle_convert.smoke.plot import plot_smoke
 

@@ -145,6 +145,11 @@ def render_smoke(console: Console, report: SmokeReport) -> None:
     _summary(console, report)
     console.print()
     _groups(console, report)
+    if report.throughput is not None:
+        from eagle_convert.cli.render.throughput import render_throughput
+
+        console.print()
+        render_throughput(console, report.throughput, {d.label: d.total.acceptance_length for d in report.drafts})
     _sampling_warnings(console, report)
 
 

@@ -1,0 +1,118 @@
+"""Acceptance and per-user throughput of several drafts in one vLLM worker, fewest engine starts.
+
+One engine per draft runs the acceptance pass (and, above T = 0, the sampling control of
+`smoke/vllm_run.py`) and then the throughput passes of `smoke/throughput.py`; one more engine,
+the target alone, runs the same throughput passes. Every engine lives in the same
+`EngineSession` worker, so the drafts and the no-speculation baseline share the vLLM build, the
+engine arguments and `max_num_seqs`. Used by `smoke --engine vllm --concurrency` and `report`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eagle_convert.smoke.control import dtype_of
+from eagle_convert.smoke.prompts import PromptSet
+from eagle_convert.smoke.throughput import (
+    NO_SPEC, EngineRates, ThroughputReport, engine_rates, parse_concurrency, throughput_passes,
+)
+from eagle_convert.smoke.vllm_run import (
+    CONTROL_TEMPERATURE, EPS, GREEDY, MAIN, control_passes, max_model_len_for, sampling_control, target_config,
+)
+
+if TYPE_CHECKING:
+    from eagle_convert.vllm.session import EngineSession, PassResult
+
+__all__ = ["DraftMeasurement", "Measurement", "engine_device", "measure_for_smoke", "measure_vllm"]
+
+MIN_MAX_NUM_SEQS = 8  # what the session's engines use without a concurrency above it
+
+
+@dataclass
+class DraftMeasurement:
+    path: Path
+    main: PassResult
+    start_seconds: float | None
+    control: Any  # smoke.control.SamplingControl, None at T = 0
+    rates: EngineRates | None
+
+
+@dataclass
+class Measurement:
+    drafts: list[DraftMeasurement]
+    baseline: EngineRates | None  # the target alone (None without concurrency levels or when not asked)
+    version: str  # "vllm X.Y.Z"
+    settings: dict[str, Any]
+    engine_starts: int
+
+
+def engine_device() -> str:
+    """Where the vLLM engines run: "cuda" when torch sees a GPU (the CUDA vllm build), else "cpu"."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def measure_vllm(target: Path, drafts: Sequence[Path], pset: PromptSet, *, k: int, max_new_tokens: int,
+                 temperature: float, seed: int, tensor_parallel_size: int = 1, concurrency: Sequence[int] = (),
+                 labels: Sequence[str] | None = None, baseline: bool = True, say: Callable[[str], None] = print,
+                 session: EngineSession | None = None) -> Measurement:
+    """Run every draft (and, with `concurrency` and `baseline`, the target alone) in one worker."""
+    from eagle_convert.vllm.session import EngineSession, PassSpec
+
+    concurrency = parse_concurrency(concurrency) if concurrency else []
+    own = session is None
+    session = session or EngineSession()
+    starts0 = session.engine_starts
+    dtype = dtype_of(target_config(target))
+    mml = max_model_len_for(target, pset, max_new_tokens, k)
+    seqs = max(MIN_MAX_NUM_SEQS, *concurrency) if concurrency else MIN_MAX_NUM_SEQS
+    prompts = [p.token_ids for p in pset.prompts]
+    tput = throughput_passes(concurrency, pset, seed) if concurrency else []
+    kw = dict(num_speculative_tokens=k, max_new_tokens=max_new_tokens, max_model_len=mml, seed=seed,
+              tensor_parallel_size=tensor_parallel_size, max_num_seqs=seqs)
+    out: list[DraftMeasurement] = []
+    version = None
+    names = list(labels) if labels is not None else [p.name for p in drafts]
+    try:
+        for path, label in zip(drafts, names):
+            passes = [PassSpec(MAIN, temperature, seed)]
+            if temperature > 0:
+                passes += control_passes(CONTROL_TEMPERATURE, len(prompts), seed)
+            say(f"vLLM: {label}: {len(prompts)} runs x {max_new_tokens} tokens"
+                + (f", then per-user tokens/s at concurrency {','.join(map(str, concurrency))}" if tput else ""))
+            run = session.engine(target, path, prompts, passes + tput, **kw)
+            version = run.vllm_version or version
+            control = (sampling_control(run.passes[GREEDY], run.passes[EPS], pset, dtype) if temperature > 0 else None)
+            rates = engine_rates(run, concurrency, label, str(path)) if tput else None
+            out.append(DraftMeasurement(path, run.passes[MAIN], run.timings.get("engine_start_s"), control, rates))
+        base = None
+        if tput and baseline:
+            say(f"vLLM: the target alone ({NO_SPEC}): per-user tokens/s at concurrency "
+                f"{','.join(map(str, concurrency))}")
+            run = session.engine(target, None, prompts, tput, **kw)
+            version = run.vllm_version or version
+            base = engine_rates(run, concurrency, NO_SPEC, None)
+        starts = session.engine_starts - starts0
+    finally:
+        if own:
+            session.close()
+    settings = {"max_new_tokens": max_new_tokens, "max_model_len": mml, "max_num_seqs": seqs, "k": k,
+                "temperature": 0.0, "enforce_eager": True, "tensor_parallel_size": tensor_parallel_size}
+    return Measurement(out, base, f"vllm {version}" if version else "vllm", settings, starts)
+
+
+def measure_for_smoke(target: Path, drafts: Sequence[Path], pset: PromptSet, *, labels: Sequence[str],
+                      concurrency: Sequence[int], k: int, max_new_tokens: int, temperature: float, seed: int,
+                      tensor_parallel_size: int, say: Callable[[str], None]) -> tuple[list, str, list, ThroughputReport]:
+    """`smoke --engine vllm --concurrency`: per draft (acceptance pass, engine start seconds), the
+    version, the sampling controls, and the throughput table with the target alone as baseline."""
+    m = measure_vllm(target, drafts, pset, k=k, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+                     tensor_parallel_size=tensor_parallel_size, concurrency=concurrency, labels=labels, say=say)
+    assert m.baseline is not None
+    tput = ThroughputReport(parse_concurrency(concurrency), m.baseline, [d.rates for d in m.drafts if d.rates is not None],
+                            engine_device(), m.version, {**m.settings, "engine_starts": m.engine_starts})
+    return [(d.main, d.start_seconds) for d in m.drafts], m.version, [d.control for d in m.drafts], tput
