@@ -149,6 +149,7 @@ class SmokeReport:
     drafts: list[DraftResult]
     deltas: list[Delta]
     seconds: float = 0.0
+    throughput: Any = None  # smoke.throughput.ThroughputReport (vLLM with concurrency levels)
 
     @property
     def categories(self) -> list[str]:
@@ -189,6 +190,7 @@ class SmokeReport:
                 "tokens_per_s_ratio": None if x.tokens_per_s_ratio is None else round(x.tokens_per_s_ratio, 3),
                 "groups": [{"category": c, "bucket": b, "acceptance_length": round(v, 4)} for c, b, v in x.groups],
             } for x in self.deltas],
+            "throughput": self.throughput.to_dict() if self.throughput is not None else None,
         }
 
 
@@ -407,11 +409,13 @@ def run_smoke(target: str | Path, drafts: Sequence[str | Path], *, engine: str |
               prompts: Sequence[Prompt] | None = None, k: int = 3, max_new_tokens: int = 64,
               temperature: float = 0.0, seed: int = 0, buckets: Sequence[int] = (NATURAL,),
               chat_template: str | None = None, tensor_parallel_size: int = 1,
-              progress: Callable[[str], None] | None = None, device: str | None = None) -> SmokeReport:
+              progress: Callable[[str], None] | None = None, device: str | None = None,
+              concurrency: Sequence[int] = ()) -> SmokeReport:
     """Measure every draft on the same tokenized prompts; the first draft is the baseline of the
     differences. `engine` None picks `default_engine()`; `chat_template` is a --chat-template value;
     `progress` receives one line per draft started; `device` ("cpu", "cuda", ...) places the
-    reference engine (None: "cuda" when torch sees a GPU, else "cpu")."""
+    reference engine (None: "cuda" when torch sees a GPU, else "cpu"); `concurrency` levels (vLLM
+    only) add per-user tokens/s with each draft and without speculation (`smoke/throughput.py`)."""
     t0 = time.perf_counter()
     require("smoke", "smoke", SMOKE_MODULES)  # before default_engine(), which imports torch
     engine = engine or default_engine()
@@ -424,6 +428,7 @@ def run_smoke(target: str | Path, drafts: Sequence[str | Path], *, engine: str |
         (tensor_parallel_size < 1, "--tensor-parallel-size must be at least 1"),
         (engine == "reference" and tensor_parallel_size != 1, "--tensor-parallel-size applies to --engine vllm only"),
         (engine == "vllm" and device is not None, "a device applies to --engine reference only"),
+        (bool(concurrency) and engine != "vllm", "--concurrency measures per-user tokens/s with --engine vllm only"),
     ):
         if bad:
             raise UsageError(message)
@@ -439,8 +444,16 @@ def run_smoke(target: str | Path, drafts: Sequence[str | Path], *, engine: str |
     say = progress or (lambda _msg: None)
     kw: dict[str, Any] = dict(k=k, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, say=say)
     controls: list = []
+    throughput = None
     if engine == "reference":
         raw, version = _run_reference(tdir, dpaths, pset, device=device, **kw)
+    elif concurrency:
+        from eagle_convert.smoke.vllm_measure import measure_for_smoke
+
+        runs, version, controls, throughput = measure_for_smoke(
+            tdir, dpaths, pset, labels=_labels(dpaths), concurrency=concurrency,
+            tensor_parallel_size=tensor_parallel_size, **kw)
+        raw = [(*counts_from_pass(pr, pset, k), start_s) for pr, start_s in runs]
     else:
         raw, version, controls = _run_vllm(tdir, dpaths, pset, tensor_parallel_size=tensor_parallel_size, **kw)
 
@@ -451,4 +464,4 @@ def run_smoke(target: str | Path, drafts: Sequence[str | Path], *, engine: str |
                 "buckets": list(buckets), "chat_template": label, "tensor_parallel_size": tensor_parallel_size,
                 "ignore_eos": True}
     return SmokeReport(str(tdir), engine, version, settings, pset, results, deltas(results),
-                       time.perf_counter() - t0)
+                       time.perf_counter() - t0, throughput)
