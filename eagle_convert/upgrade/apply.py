@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -44,14 +44,19 @@ class UpgradeResult:
     verified: bool
     write_seconds: float
     verify_seconds: float
+    links: dict[str, str] = field(default_factory=dict)  # --link: file -> reflink | hardlink | copy
+    link_notes: dict[str, str] = field(default_factory=dict)  # file -> why a preferred method failed
 
     @property
     def total_bytes(self) -> int:
         return sum(self.files.values())
 
     def to_dict(self) -> dict[str, object]:
-        return {"out": str(self.out), "files": self.files, "total_bytes": self.total_bytes, "verified": self.verified,
+        data = {"out": str(self.out), "files": self.files, "total_bytes": self.total_bytes, "verified": self.verified,
                 "write_seconds": round(self.write_seconds, 3), "verify_seconds": round(self.verify_seconds, 3)}
+        if self.links:
+            data |= {"links": self.links, "link_notes": self.link_notes}
+        return data
 
 
 def check_output(plan: UpgradePlan, out: Path, *, force: bool = False) -> Path:

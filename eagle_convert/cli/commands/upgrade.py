@@ -50,11 +50,15 @@ def parse_ids(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 @click.option("--force", is_flag=True, help="Replace an existing OUTPUT (atomically).")
 @click.option("--verify/--no-verify", default=True, show_default=True,
               help="Re-read the output and check every byte and the config against the plan before publishing it.")
+@click.option("--link", is_flag=True,
+              help="Reflink (else hard-link, else copy) the input's weight files instead of copying them, and add "
+                   "one small shard with the fc_norm weights: flat in checkpoint size. Only for tensor names vLLM "
+                   "loads as they are (e.g. --layout keep).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan (and result) as JSON.")
 @click.pass_context
 def upgrade_cmd(ctx: click.Context, checkpoint: str, output: Path, layout: str, norm_output: bool,
                 aux_layer_ids: list[int] | None, target: str | None, dry_run: bool, force: bool, verify: bool,
-                as_json: bool) -> None:
+                link: bool, as_json: bool) -> None:
     """Upgrade the EAGLE-3 draft CHECKPOINT to EAGLE-3.1 into the new folder OUTPUT.
 
     Adds one RMSNorm weight per aux hidden state (fc_norm.{i}.weight, ones, fc.weight's dtype), sets
@@ -75,23 +79,35 @@ def upgrade_cmd(ctx: click.Context, checkpoint: str, output: Path, layout: str, 
     target_info = read_target(target) if target else None
     plan = plan_upgrade(ckpt, info, layout=layout, norm_output=norm_output, aux_layer_ids=aux_layer_ids,
                         target=target_info)
+    lplan = None
+    if link:
+        from eagle_convert.upgrade.linkplan import plan_link
+
+        lplan = plan_link(plan)
     check_output(plan, output, force=force)
     screen = console()
+    head = {"output": str(output), "plan": plan.to_dict()} | ({"link": lplan.to_dict()} if lplan else {})
     if dry_run:
         if as_json:
-            echo_json({"dry_run": True, "output": str(output), "plan": plan.to_dict()})
+            echo_json({"dry_run": True, **head})
         else:
             from eagle_convert.cli.render.upgrade import render_plan
 
-            render_plan(screen, plan, output, dry_run=True)
+            render_plan(screen, plan, output, dry_run=True, link=lplan)
         return
     if not as_json:
         from eagle_convert.cli.render.upgrade import render_plan
 
-        render_plan(screen, plan, output, dry_run=False)
-    result = _apply(ctx, plan, output, force=force, verify=verify, apply=apply_upgrade)
+        render_plan(screen, plan, output, dry_run=False, link=lplan)
+    if lplan is not None:
+        from eagle_convert.upgrade.link import apply_link
+
+        result = _apply(ctx, plan, output, force=force, verify=verify,
+                        apply=lambda _p, out, **kw: apply_link(lplan, out, **kw))
+    else:
+        result = _apply(ctx, plan, output, force=force, verify=verify, apply=apply_upgrade)
     if as_json:
-        echo_json({"dry_run": False, "output": str(output), "plan": plan.to_dict(), "result": result.to_dict()})
+        echo_json({"dry_run": False, **head, "result": result.to_dict()})
     else:
         from eagle_convert.cli.render.upgrade import render_result
 

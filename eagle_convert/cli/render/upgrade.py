@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -15,19 +15,28 @@ from eagle_convert.upgrade.plan import PROVENANCE_KEY, UpgradePlan
 from eagle_convert.upgrade.apply import UpgradeResult
 from eagle_convert.cli.render.inspect import human_bytes
 
+if TYPE_CHECKING:
+    from eagle_convert.upgrade.linkplan import LinkPlan
 
-def render_plan(console: Console, plan: UpgradePlan, out: Path, *, dry_run: bool) -> None:
+HARDLINK_NOTE = ("hard links share the inode with the input: a program that writes into either file in place "
+                 "changes both (eagle-convert never does; deleting either folder is safe)")
+
+
+def render_plan(console: Console, plan: UpgradePlan, out: Path, *, dry_run: bool, link: LinkPlan | None = None) -> None:
     """The whole plan for --dry-run; just the summary and warnings before a real run."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
     grid.add_row("upgrade", f"{escape(plan.source)} [dim]({plan.source_layout}, {plan.storage})[/dim] "
                  f"→ {escape(str(out))}")
-    grid.add_row("output", f"layout {plan.layout}, {plan.config_format} config, "
-                 f"{'sharded' if plan.sharded else 'single file'}, safetensors")
+    storage = "linked input files + a new shard, indexed" if link else "sharded" if plan.sharded else "single file"
+    grid.add_row("output", f"layout {plan.layout}, {plan.config_format} config, {storage}, safetensors")
     grid.add_row("adds", f"{plan.num_aux} × fc_norm.i.weight [{plan.target_hidden_size}] {plan.norm_dtype}, ones; "
                  f"fc_norm=true, norm_output={'true' if plan.norm_output else 'false'}")
     grid.add_row("aux layer ids", f"{list(plan.aux.ids)} [dim](from {escape(plan.aux.detail)})[/dim]")
+    if link is not None:
+        grid.add_row("weights", f"{len(link.linked)} input files ({human_bytes(link.linked_bytes)}) linked, not copied: "
+                     f"reflink, else hard link, else copy; fc_norm weights in {link.shard.filename}; new index")
     console.print(grid)
     if not dry_run:
         _notes(console, plan)
@@ -43,7 +52,7 @@ def render_plan(console: Console, plan: UpgradePlan, out: Path, *, dry_run: bool
     table = Table(title="additions", title_justify="left")
     for col in ("name", "dtype", "shape", "value", "file"):
         table.add_column(col)
-    where = {t.name: f.filename for f in plan.files for t in f.tensors}
+    where = {t.name: f.filename for f in ([link.shard] if link else plan.files) for t in f.tensors}
     for t in plan.additions:
         table.add_row(escape(t.name), t.dtype, str(list(t.shape)), "ones", where[t.name])
     console.print(table)
@@ -53,17 +62,37 @@ def render_plan(console: Console, plan: UpgradePlan, out: Path, *, dry_run: bool
     table.add_row(PROVENANCE_KEY, ABSENT, "provenance: tool version, source, what changed")
     console.print(table)
 
-    table = Table(title="output files", title_justify="left")
-    for col, justify in (("file", "left"), ("tensors", "right"), ("bytes", "right")):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
-    counts = {f.filename: str(len(f.tensors)) for f in plan.files}
-    for name, size in plan.output_files.items():
-        table.add_row(name, counts.get(name, ""), f"{size:,}")
-    table.add_row("[bold]total[/bold]", str(sum(len(f.tensors) for f in plan.files)),
-                  f"[bold]{plan.total_bytes:,}[/bold] ({human_bytes(plan.total_bytes)})")
-    console.print(table)
+    if link is not None:
+        _link_files(console, link)
+    else:
+        table = Table(title="output files", title_justify="left")
+        for col, justify in (("file", "left"), ("tensors", "right"), ("bytes", "right")):
+            table.add_column(col, justify=justify)  # type: ignore[arg-type]
+        counts = {f.filename: str(len(f.tensors)) for f in plan.files}
+        for name, size in plan.output_files.items():
+            table.add_row(name, counts.get(name, ""), f"{size:,}")
+        table.add_row("[bold]total[/bold]", str(sum(len(f.tensors) for f in plan.files)),
+                      f"[bold]{plan.total_bytes:,}[/bold] ({human_bytes(plan.total_bytes)})")
+        console.print(table)
     _notes(console, plan)
     console.print("[bold]dry run:[/bold] nothing was written")
+
+
+def _link_files(console: Console, link: LinkPlan) -> None:
+    table = Table(title="output files", title_justify="left")
+    for col, justify in (("file", "left"), ("how", "left"), ("tensors", "right"), ("bytes", "right")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for f in link.linked:
+        table.add_row(escape(f.filename), f"link to input {escape(f.source)}", str(f.tensors), f"{f.bytes:,}")
+    table.add_row(link.shard.filename, "new", str(len(link.shard.tensors)), f"{link.shard.total_bytes:,}")
+    for name in ("model.safetensors.index.json", "config.json", "README.md"):
+        if name in link.output_files:
+            table.add_row(name, "new", "", f"{link.output_files[name]:,}")
+    table.add_row("[bold]written[/bold]", "", "", f"[bold]{link.new_bytes:,}[/bold] ({human_bytes(link.new_bytes)}) "
+                  f"when every link works")
+    console.print(table)
+    console.print(f"[dim]links: a reflink is an independent copy-on-write file; {HARDLINK_NOTE}; "
+                  "where neither is possible the file is copied[/dim]")
 
 
 def _notes(console: Console, plan: UpgradePlan) -> None:
@@ -74,9 +103,21 @@ def _notes(console: Console, plan: UpgradePlan) -> None:
 
 
 def render_result(console: Console, plan: UpgradePlan, result: UpgradeResult) -> None:
+    for name, method in result.links.items():
+        if method == "hardlink":
+            console.print(f"[yellow]hard link:[/yellow] {escape(name)}: {HARDLINK_NOTE}")
+        elif method == "copy":
+            console.print(f"[yellow]copied[/yellow] {escape(name)}: no link was possible "
+                          f"({escape(result.link_notes.get(name, ''))})")
+        else:
+            console.print(f"reflinked {escape(name)} (copy-on-write: independent of the input)")
     check = "verified byte-for-byte" if result.verified else "[yellow]not verified (--no-verify)[/yellow]"
+    if result.links and result.verified:
+        check = "verified (links by inode or extents, new files byte-for-byte)"
+    new = sum(n for f, n in result.files.items() if result.links.get(f, "copy") == "copy")
+    size = human_bytes(result.total_bytes) + (f" ({human_bytes(new)} written)" if result.links else "")
     console.print(f"[green]wrote[/green] {escape(str(result.out))}: {len(result.files)} files, "
-                  f"{human_bytes(result.total_bytes)} in {result.write_seconds:.2f}s; {check}"
+                  f"{size} in {result.write_seconds:.2f}s; {check}"
                   + (f" in {result.verify_seconds:.2f}s" if result.verified else ""))
 
 

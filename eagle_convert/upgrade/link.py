@@ -1,0 +1,104 @@
+"""`apply_link(link_plan, out)`: execute a `LinkPlan` atomically and verify it without re-reading the weights.
+
+Each input weight file is reflinked, else hard-linked, else copied (`io.links.link_or_copy`) into
+the hidden temp sibling `upgrade.apply` also uses; then the new fc_norm shard, the index and the
+config are written and checked, and the folder is published with one rename.
+
+Hard links share the inode with the input. Nothing eagle-convert does afterwards writes into an
+existing file: outputs are built in a fresh temp folder (`io.atomic.atomic_output_dir`, files
+created with `O_EXCL`), `--force` swaps the old folder out and unlinks it (which leaves the
+input's data alone), and verification opens read-only. A user's own tool that edits a weight file
+in place would change the input too; the CLI says so.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from eagle_convert.errors import CheckpointReadError, EagleConvertError, OutputError, VerificationError
+from eagle_convert.io.atomic import OutputExistsError, atomic_output_dir, cleanup_stale_temps
+from eagle_convert.io.links import LinkOutcome, link_or_copy, same_bytes_cheaply
+from eagle_convert.io.outfile import OutFile, WriterError
+from eagle_convert.io.verify import verify_file, verify_same_bytes
+from eagle_convert.io.writer import write_file
+from eagle_convert.upgrade.apply import Progress, UpgradeResult, _recheck, check_output
+from eagle_convert.upgrade.linkplan import CARD, INDEX, LinkPlan
+
+__all__ = ["apply_link"]
+
+
+def apply_link(lp: LinkPlan, out: str | Path, *, force: bool = False, verify: bool = True,
+               progress: Progress | None = None) -> UpgradeResult:
+    """Write `lp` to `out` (atomically) and, unless `verify=False`, check it before publishing."""
+    plan = lp.plan
+    final = check_output(plan, Path(out), force=force)
+    cleanup_stale_temps(final)
+    paths = {f.filename: plan.checkpoint.source.local_path(f.source) for f in lp.linked}  # hub: downloads
+    shard = OutFile(lp.shard.filename, lp.shard.tensors, lp.shard.metadata)
+    t0 = time.perf_counter()
+    written: dict[str, int] = {}
+    links: dict[str, LinkOutcome] = {}
+    try:
+        with atomic_output_dir(final, force=force) as tmp:
+            if progress:
+                progress.start("write", lp.linked_bytes + shard.data_bytes)
+            for f in lp.linked:
+                links[f.filename] = link_or_copy(paths[f.filename], tmp / f.filename,
+                                                 progress=progress.advance if progress else None)
+                if progress and links[f.filename].method != "copy":
+                    progress.advance(f.bytes)
+                written[f.filename] = (tmp / f.filename).stat().st_size
+            written[shard.filename] = write_file(tmp, shard).stat().st_size
+            for name, text in ((INDEX, lp.index_json), ("config.json", lp.config_json()), (CARD, lp.readme)):
+                if not text:
+                    continue
+                with open(tmp / name, "x", encoding="utf-8") as fh:
+                    fh.write(text)
+                written[name] = (tmp / name).stat().st_size
+            t1 = time.perf_counter()
+            if verify:
+                _verify(lp, tmp, shard, paths, links, written, progress)
+            t2 = time.perf_counter()
+    except OutputExistsError as exc:
+        raise OutputError(f"{out}: output already exists", hint="pass --force to replace it") from exc
+    except WriterError as exc:
+        raise CheckpointReadError(f"{plan.source}: {exc}", hint="the input changed while upgrading; retry") from exc
+    except EagleConvertError:
+        raise
+    except OSError as exc:
+        where = exc.filename or out
+        raise OutputError(f"{where}: cannot write the output ({exc.strerror or exc})",
+                          hint="check free space and permissions") from exc
+    return UpgradeResult(final, written, verify, t1 - t0, t2 - t1, links={k: v.method for k, v in links.items()},
+                         link_notes={k: v.why for k, v in links.items() if v.why})
+
+
+def _verify(lp: LinkPlan, tmp: Path, shard: OutFile, paths: dict[str, Path], links: dict[str, LinkOutcome],
+            written: dict[str, int], progress: Progress | None) -> None:
+    """Linked files by inode or extents (bytes only where neither proves it), the new shard byte for
+    byte, index and config against the plan; then re-describe the output."""
+    problems: list[str] = []
+    compare = {name: paths[name] for name, o in links.items() if not same_bytes_cheaply(paths[name], tmp / name, o.method)}
+    if progress:
+        progress.start("verify", sum(written[n] for n in compare) + shard.data_bytes)
+    for name, src in compare.items():
+        problems += verify_same_bytes(tmp / name, src, progress=progress.advance if progress else None)
+    problems += verify_file(tmp / shard.filename, shard, progress=progress.advance if progress else None)
+    if (tmp / INDEX).read_text(encoding="utf-8") != lp.index_json:
+        problems.append(f"{INDEX}: weight map differs from the plan")
+    if json.loads((tmp / "config.json").read_text(encoding="utf-8")) != lp.config_after:
+        problems.append("config.json differs from the plan")
+    if lp.readme and (tmp / CARD).read_text(encoding="utf-8") != lp.readme:
+        problems.append(f"{CARD} differs from the plan")
+    for name, size in lp.output_files.items():
+        if written.get(name) != size:
+            problems.append(f"{name}: {written.get(name)} bytes written, plan said {size}")
+    if not problems:
+        problems += _recheck(lp.plan, tmp)
+    problems = [p.replace(f"{tmp}/", "") for p in problems]
+    if problems:
+        raise VerificationError(f"{lp.plan.source}: linked output failed verification: {problems[0]}"
+                                + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""),
+                                hint="nothing was written; report this as a bug")
