@@ -135,8 +135,8 @@ def test_upgrade_every_layout_to_vllm(name: str, built_fixtures, tmp_path: Path)
     info = describe(open_checkpoint(out))
     assert info.variant == "EAGLE-3.1" and info.num_aux == exp["A"]
     assert all(k == c for k, c in info.canonical.items())  # already vLLM-native names
-    expected_files = {"config.json", "model.safetensors"} if exp["storage"] != "sharded" else {
-        "config.json", "model.safetensors.index.json", "model-00001-of-00002.safetensors",
+    expected_files = {"config.json", "README.md", "model.safetensors"} if exp["storage"] != "sharded" else {
+        "config.json", "README.md", "model.safetensors.index.json", "model-00001-of-00002.safetensors",
         "model-00002-of-00002.safetensors"}
     assert {p.name for p in out.iterdir()} == expected_files
     assert not list(tmp_path.glob(".out.*"))  # no temp dir left

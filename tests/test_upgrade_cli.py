@@ -43,7 +43,7 @@ def test_upgrade_writes_and_reports(built_fixtures, tmp_path: Path) -> None:
     src = built_fixtures("vllm-eagle3")
     res = run("upgrade", src, tmp_path / "out")
     assert res.exit_code == 0, res.output
-    assert f"wrote {tmp_path / 'out'}: 2 files" in res.output and "verified byte-for-byte" in res.output
+    assert f"wrote {tmp_path / 'out'}: 3 files" in res.output and "verified byte-for-byte" in res.output
     assert "aux layer ids  [2, 4, 5] (from config eagle_aux_hidden_state_layer_ids)" in res.output
 
 
@@ -191,7 +191,7 @@ def test_existing_output_is_refused_unless_force(built_fixtures, tmp_path: Path)
     assert (out / "keep.txt").read_text() == "old"
     res = run("upgrade", src, out, "--force")
     assert res.exit_code == 0, res.output
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors"]
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "config.json", "model.safetensors"]
 
 
 def test_output_equal_to_inside_or_around_the_input_is_refused(built_fixtures, tmp_path: Path) -> None:

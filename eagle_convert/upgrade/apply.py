@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from eagle_convert.io.atomic import OutputExistsError, atomic_output_dir, check_output_dir, cleanup_stale_temps
+from eagle_convert.draft.card import CARD_FILE
 from eagle_convert.draft.checkpoint import SAFETENSORS_INDEX_FNAME, open_checkpoint
 from eagle_convert.draft.describe import describe
 from eagle_convert.errors import CheckpointReadError, EagleConvertError, OutputError, VerificationError
@@ -84,6 +85,8 @@ def apply_upgrade(plan: UpgradePlan, out: str | Path, *, force: bool = False, ve
                 written[SAFETENSORS_INDEX_FNAME] = write_index(tmp, files).stat().st_size
             (tmp / "config.json").write_text(plan.config_json(), encoding="utf-8")
             written["config.json"] = (tmp / "config.json").stat().st_size
+            (tmp / CARD_FILE).write_text(plan.readme, encoding="utf-8")
+            written[CARD_FILE] = (tmp / CARD_FILE).stat().st_size
             t1 = time.perf_counter()
             if verify:
                 _verify(plan, tmp, files, written, progress)
@@ -127,6 +130,8 @@ def _verify(plan: UpgradePlan, tmp: Path, files: list[OutFile], written: dict[st
         problems.append(f"{SAFETENSORS_INDEX_FNAME}: weight map differs from the plan")
     if json.loads((tmp / "config.json").read_text(encoding="utf-8")) != plan.config_after:
         problems.append("config.json differs from the plan")
+    if (tmp / CARD_FILE).read_text(encoding="utf-8") != plan.readme:
+        problems.append(f"{CARD_FILE} differs from the plan")
     for name, size in plan.output_files.items():
         if written.get(name) != size:
             problems.append(f"{name}: {written.get(name)} bytes written, plan said {size}")

@@ -1,8 +1,9 @@
 """`plan_upgrade`: everything an EAGLE-3 → EAGLE-3.1 upgrade will do, computed without writing.
 
 The plan lists every output tensor with where its bytes come from (a byte range of an input file,
-or new bytes for the `fc_norm.{i}.weight` ones), the renames, the config before and after, the
-output files with their exact sizes, and where the aux layer ids came from. `--dry-run` renders
+or new bytes for the `fc_norm.{i}.weight` ones: ones, or the values of a `NormInit` such as
+`upgrade --init calibrated` computes), the renames, the config before and after, the model card,
+the output files with their exact sizes, and where the aux layer ids came from. `--dry-run` renders
 it; `upgrade.apply_upgrade` executes it. Refusals raise `UpgradeRefusedError` with one line.
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert import __version__
+from eagle_convert.draft.card import CARD_FILE, model_card
 from eagle_convert.draft.checkpoint import SAFETENSORS_FNAME, SAFETENSORS_INDEX_FNAME, Checkpoint
 from eagle_convert.upgrade.configgen import (
     TargetInfo,
@@ -32,13 +34,15 @@ from eagle_convert.errors import UpgradeRefusedError, UsageError
 from eagle_convert.draft.layout import canonical_name, config_get
 from eagle_convert.io.safetensors_header import DTYPE_BYTES, TensorInfo
 from eagle_convert.io.outfile import ByteRange, OutFile, OutTensor, file_header
+from eagle_convert.upgrade.norminit import NormInit, norm_bytes
 
 __all__ = ["LAYOUTS", "AuxIds", "PlannedFile", "UpgradePlan", "plan_upgrade"]
 
 LAYOUTS = ("vllm", "keep", "speculators")
 ONES = {"BF16": b"\x80\x3f", "F16": b"\x00\x3c", "F32": struct.pack("<f", 1.0), "F64": struct.pack("<d", 1.0)}
 FC_NORM = "fc_norm.{i}.weight"
-PROVENANCE_KEY = "_eagle_convert"
+PROVENANCE_KEY = "_eagle_convert"  # the same key draft.card reads (tests/test_card.py checks they agree)
+CARD_PLACEHOLDER = "PATH_TO_THIS_DRAFT"  # what the card's `vllm serve` loads when the plan has no output folder
 
 
 @dataclass
@@ -89,6 +93,8 @@ class UpgradePlan:
     config_after: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
     not_carried: list[str] = field(default_factory=list)
+    norm_init: NormInit | None = None  # None: ones
+    readme: str = ""  # the model card (README.md)
 
     @property
     def sharded(self) -> bool:
@@ -108,6 +114,7 @@ class UpgradePlan:
         if self.sharded:
             out[SAFETENSORS_INDEX_FNAME] = len(index_json(self.files))
         out["config.json"] = len(self.config_json().encode())
+        out[CARD_FILE] = len(self.readme.encode())
         return out
 
     @property
@@ -122,14 +129,20 @@ class UpgradePlan:
             "norm_output": self.norm_output,
             "aux_layer_ids": {"ids": list(self.aux.ids), "origin": self.aux.origin, "detail": self.aux.detail},
             "renames": self.renames,
-            "additions": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape), "init": "ones"}
-                          for t in self.additions],
+            "additions": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape), **self._init(i)}
+                          for i, t in enumerate(self.additions)],
             "config_diff": config_diff(self.config_before, self.config_after).to_dict(),
             "config_after": self.config_after,
             "files": [{"filename": f.filename, "bytes": f.total_bytes, "tensors": len(f.tensors)} for f in self.files],
             "output_files": self.output_files, "total_bytes": self.total_bytes,
             "warnings": self.warnings, "not_carried": self.not_carried,
         }
+
+    def _init(self, i: int) -> dict[str, Any]:
+        if self.norm_init is None:
+            return {"init": "ones"}
+        v = self.norm_init.values[i]
+        return {"init": self.norm_init.method, **({"value": v[0]} if len(v) == 1 else {"mean": sum(v) / len(v)})}
 
 
 def index_json(files: list[PlannedFile]) -> str:
@@ -141,8 +154,13 @@ def index_json(files: list[PlannedFile]) -> str:
 
 
 def plan_upgrade(ckpt: Checkpoint, info: DraftInfo, *, layout: str = "vllm", norm_output: bool = True,
-                 aux_layer_ids: list[int] | None = None, target: TargetInfo | None = None) -> UpgradePlan:
-    """The upgrade of `ckpt` to EAGLE-3.1 in output `layout`; raises on anything it must refuse."""
+                 aux_layer_ids: list[int] | None = None, target: TargetInfo | None = None,
+                 norm_init: NormInit | None = None, out: str | Path | None = None) -> UpgradePlan:
+    """The upgrade of `ckpt` to EAGLE-3.1 in output `layout`; raises on anything it must refuse.
+
+    `norm_init`: the fc_norm values (default ones). `out`: the output folder, which the model
+    card's `vllm serve` command loads (a placeholder when None; `push` points it at the hub repo).
+    """
     if layout not in LAYOUTS:
         raise UsageError(f"unknown layout {layout!r}", hint=f"choose one of {', '.join(LAYOUTS)}")
     fc_name, num_aux, ht = _check_upgradable(ckpt, info)
@@ -151,8 +169,8 @@ def plan_upgrade(ckpt: Checkpoint, info: DraftInfo, *, layout: str = "vllm", nor
     aux = _resolve_aux(ckpt, info, num_aux, aux_layer_ids, target, warnings)
 
     rename = (lambda n: n) if layout == "keep" else (lambda n: info.canonical[n])
-    additions = [OutTensor(_norm_name(i, fc_name, layout), fc.dtype, (ht,), ONES[fc.dtype] * ht)
-                 for i in range(num_aux)]
+    additions = [OutTensor(_norm_name(i, fc_name, layout), fc.dtype, (ht,),
+                           norm_bytes(norm_init, i, num_aux, ht, fc.dtype)) for i in range(num_aux)]
     taken = {rename(n) for n in ckpt.tensors}
     for t in additions:
         if t.name in taken:
@@ -164,7 +182,7 @@ def plan_upgrade(ckpt: Checkpoint, info: DraftInfo, *, layout: str = "vllm", nor
     after = apply_rules(after, config_format, layout,
                         {"provenance": {}, **_values(after, info, norm_output, aux, num_aux, config_format)})
     changed = config_diff(ckpt.config, {k: v for k, v in after.items() if k != PROVENANCE_KEY}).paths()
-    after[PROVENANCE_KEY] = _provenance(ckpt, info, layout, aux, additions, renames, changed)
+    after[PROVENANCE_KEY] = _provenance(ckpt, info, layout, aux, additions, renames, changed, norm_init)
     if after.get("model_type") != config_get(ckpt.config, "model_type") and config_format == "native":
         warnings.append(f"model_type {ckpt.config.get('model_type')!r} makes vLLM rewrite the draft into an MTP model "
                         f"(SpeculativeConfig.hf_config_override); written as {after.get('model_type')!r}")
@@ -175,12 +193,14 @@ def plan_upgrade(ckpt: Checkpoint, info: DraftInfo, *, layout: str = "vllm", nor
             warnings.append(f"target vocab_size {target.vocab_size} != draft vocab_size {info.vocab_size}")
     used = {*ckpt.weight_files, SAFETENSORS_INDEX_FNAME, f"{ckpt.prefix}/{SAFETENSORS_INDEX_FNAME}", "config.json",
             f"{ckpt.prefix}/config.json"}
+    readme = model_card(after, model_ref=str(out) if out is not None else CARD_PLACEHOLDER,
+                        target=target.ref if target is not None else None)
     return UpgradePlan(
         checkpoint=ckpt, source=ckpt.description, source_layout=info.layout, storage=ckpt.storage, layout=layout,
         config_format=config_format, attention=info.attention, num_aux=num_aux, target_hidden_size=ht,
         norm_dtype=fc.dtype, norm_output=norm_output, aux=aux, files=files, renames=renames, additions=additions,
         config_before=ckpt.config, config_after=after, warnings=warnings,
-        not_carried=[f for f in ckpt.source.list_files() if f not in used],
+        not_carried=[f for f in ckpt.source.list_files() if f not in used], norm_init=norm_init, readme=readme,
     )
 
 
@@ -356,7 +376,7 @@ def _values(config: dict[str, Any], info: DraftInfo, norm_output: bool, aux: Aux
 
 
 def _provenance(ckpt: Checkpoint, info: DraftInfo, layout: str, aux: AuxIds, additions: list[OutTensor],
-                renames: dict[str, str], config_changes: list[str]) -> dict[str, Any]:
+                renames: dict[str, str], config_changes: list[str], norm_init: NormInit | None) -> dict[str, Any]:
     commit = getattr(ckpt.source, "commit", None)
     prov: dict[str, Any] = {"tool": "eagle-convert", "version": __version__,
                             "operation": "upgrade EAGLE-3 -> EAGLE-3.1", "source": ckpt.description}
@@ -364,7 +384,9 @@ def _provenance(ckpt: Checkpoint, info: DraftInfo, layout: str, aux: AuxIds, add
         prov["source_revision"] = commit
     prov.update({
         "source_layout": info.layout, "source_storage": ckpt.storage, "output_layout": layout,
-        "added_tensors": [t.name for t in additions], "added_init": "ones",
+        "added_tensors": [t.name for t in additions], "added_init": norm_init.method if norm_init else "ones",
         "renamed_tensors": len(renames), "aux_layer_ids_from": aux.detail, "config_changes": config_changes,
     })
+    if norm_init is not None:
+        prov["fc_norm_init"] = norm_init.record
     return prov

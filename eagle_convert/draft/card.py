@@ -1,0 +1,278 @@
+"""The model card (`README.md`) every `upgrade` and `finetune` output carries, with Hugging Face metadata.
+
+A draft on the hub is useless without three facts its config does not state plainly: which target it
+speculates for, how to serve it, and how well it drafts (speculators issue 1055 asks for exactly
+that). The card is rendered from the draft's `config.json` alone (flags and aux ids as vLLM reads
+them, `vllm_model.read_config`; the provenance chain eagle-convert records under `_eagle_convert`),
+plus what the caller knows: the target and, when measured, an acceptance table (`acceptance_from_smoke`
+reads `smoke --json` output, the shape `report` also writes). The front matter is produced by
+huggingface_hub's `ModelCardData`, so `huggingface_hub.ModelCard` parses it.
+
+`push` points the card's `vllm serve` command at the hub repo (`retarget_card`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eagle_convert.vllm_model.config import read_config
+from eagle_convert.vllm_model.versions import TESTED_VERSION
+
+__all__ = ["CARD_FILE", "CARD_MARKER", "PROVENANCE_KEY", "AcceptanceRow", "AcceptanceTable", "acceptance_from_smoke",
+           "hub_repo_id", "model_card", "provenance_chain", "retarget_card", "serve_command", "write_model_card"]
+
+CARD_FILE = "README.md"
+PROVENANCE_KEY = "_eagle_convert"  # the config.json entry where eagle-convert records what it did
+CARD_MARKER = "<!-- model card written by eagle-convert -->"
+LIBRARY_NAME = "vllm"  # the library that loads the draft: it has no transformers class of its own
+NUM_SPECULATIVE_TOKENS = 3
+_REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
+_SERVE_MODEL = re.compile(r'("model": )"(?:[^"\\]|\\.)*"')
+_FLAG_MEANING = {
+    "fc_norm": "one RMSNorm per auxiliary target hidden state (`fc_norm.{i}.weight`) before `fc` (EAGLE-3.1)",
+    "norm_output": "the next draft step reads the post-`norm` state instead of the pre-norm one (EAGLE-3.1)",
+    "norm_before_residual": "layer 0 normalises the fused hidden state before it becomes the residual",
+    "norm_before_fc": "one RMSNorm over all concatenated aux states before `fc` (a pre-3.1 variant)",
+}
+
+
+@dataclass(frozen=True)
+class AcceptanceRow:
+    """One draft's measured acceptance: AL = 1 + accepted / drafts; position i = rounds whose first
+    i+1 drafts were accepted / rounds (vLLM 0.32.0 `v1/spec_decode/metrics.py`)."""
+
+    label: str
+    acceptance_length: float
+    per_position: Sequence[float]
+    acceptance_rate: float | None = None
+    requests: int | None = None
+    this: bool = False  # the row of the draft the card describes
+
+
+@dataclass(frozen=True)
+class AcceptanceTable:
+    rows: Sequence[AcceptanceRow]
+    k: int
+    engine: str  # "reference" | "vllm"
+    prompts: str  # e.g. "15 prompts, chat template target"
+    settings: str = ""  # e.g. "T=0, 64 new tokens"
+    engine_version: str | None = None
+    notes: Sequence[str] = field(default_factory=tuple)
+
+
+def hub_repo_id(ref: str | os.PathLike[str] | None) -> str | None:
+    """`org/name` when `ref` names a hub repo (also a folder inside the HF cache), else None."""
+    if ref is None:
+        return None
+    text = str(ref)
+    m = re.search(r"models--([^/\\]+?)--([^/\\]+)", text)
+    if m:
+        return f"{m.group(1)}/{m.group(2)}"
+    text = text.removeprefix("hf://").split("@", 1)[0]
+    if _REPO_ID.fullmatch(text) and not Path(text).exists():
+        return text
+    return None
+
+
+def serve_command(target: str | None, model_ref: str, k: int = NUM_SPECULATIVE_TOKENS) -> str:
+    """The one-line `vllm serve` that speculates with this draft."""
+    spec = json.dumps({"method": "eagle3", "model": model_ref, "num_speculative_tokens": k})
+    return f"vllm serve {target or 'TARGET'} --speculative-config '{spec}'"
+
+
+def provenance_chain(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """eagle-convert's provenance entries, newest first (each one's input nests as `previous`)."""
+    chain = []
+    entry = config.get(PROVENANCE_KEY)
+    while isinstance(entry, dict) and len(chain) < 32:
+        chain.append(entry)
+        entry = entry.get("previous")
+    return chain
+
+
+def _variant(flags: dict[str, bool]) -> str:
+    if flags["norm_before_fc"]:
+        return "norm_before_fc"
+    return "EAGLE-3.1" if flags["fc_norm"] or flags["norm_output"] else "EAGLE-3"
+
+
+def _target_of(config: dict[str, Any], chain: list[dict[str, Any]]) -> str | None:
+    """The target recorded by a provenance entry or a speculators verifier, if any."""
+    for entry in chain:
+        if isinstance(entry.get("target"), str):
+            return entry["target"]
+    verifier = (config.get("speculators_config") or {}).get("verifier") or {}
+    name = verifier.get("name_or_path")
+    return name if isinstance(name, str) and name else None
+
+
+def _metadata(base_model: str | None, variant: str) -> str:
+    from huggingface_hub import ModelCardData
+
+    tags = ["eagle3", *(["eagle3.1"] if variant == "EAGLE-3.1" else []), "speculative-decoding", "draft-model",
+            "eagle-convert"]
+    data = ModelCardData(base_model=base_model, library_name=LIBRARY_NAME, tags=tags)
+    return f"---\n{data.to_yaml()}\n---\n"
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "not set"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_fmt(v) for v in value)
+    return str(value)
+
+
+def _entry_lines(entry: dict[str, Any]) -> list[str]:
+    """One provenance entry as a list item plus indented details."""
+    head = f"- **{entry.get('operation', 'unknown operation')}** (eagle-convert {entry.get('version', '?')})"
+    if entry.get("source"):
+        head += f" from `{entry['source']}`"
+        if entry.get("source_revision"):
+            head += f" @ `{entry['source_revision']}`"
+    out = [head]
+    skip = {"tool", "version", "operation", "source", "source_revision", "previous", "config_changes"}
+    for key, value in entry.items():
+        if key in skip or value in (None, [], {}):
+            continue
+        if key == "stages" and isinstance(value, list):
+            value = "; ".join(f"{s.get('name')} {s.get('steps')} steps, lr {_fmt(s.get('lr'))}" for s in value
+                              if isinstance(s, dict))
+        elif key == "data" and isinstance(value, dict):
+            value = ", ".join(f"{k} {_fmt(v)}" for k, v in value.items())
+        elif isinstance(value, dict):
+            value = ", ".join(f"{k} {_fmt(v)}" for k, v in value.items() if not isinstance(v, (dict, list)))
+        out.append(f"  - {key.replace('_', ' ')}: {_fmt(value)}")
+    return out
+
+
+def _acceptance_lines(table: AcceptanceTable) -> list[str]:
+    k = max([table.k, *(len(r.per_position) for r in table.rows)])
+    head = ["draft", "AL", *(f"position {i + 1}" for i in range(k)), "acceptance rate"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in table.rows:
+        pos = [f"{p:.3f}" for p in r.per_position] + ["—"] * (k - len(r.per_position))
+        rate = "—" if r.acceptance_rate is None else f"{r.acceptance_rate:.3f}"
+        label = f"**{r.label}** (this draft)" if r.this else r.label
+        lines.append("| " + " | ".join([label, f"{r.acceptance_length:.3f}", *pos, rate]) + " |")
+    version = f" ({table.engine_version})" if table.engine_version else ""
+    where = f"{table.engine} engine{version}, k = {table.k}, {table.prompts}" + (f", {table.settings}"
+                                                                                if table.settings else "")
+    lines += ["", f"Measured with `eagle-convert smoke` ({where}). AL = 1 + accepted / draft rounds; position i = "
+              "share of rounds whose first i drafts were all accepted (vLLM's definitions)."]
+    lines += [f"{n}" for n in table.notes]
+    return lines
+
+
+def model_card(config: dict[str, Any], *, model_ref: str, target: str | None = None,
+               acceptance: AcceptanceTable | None = None, title: str | None = None) -> str:
+    """README.md text for the draft whose config.json is `config`.
+
+    `model_ref` is what `vllm serve` loads (the output folder, or the hub repo after `push`);
+    `target` the target model (folder or hub id; else the one the provenance or a speculators
+    verifier records). `base_model` is set only when the target is a hub repo id.
+    """
+    view = read_config(config)
+    cfg = view.vcfg
+    chain = provenance_chain(config)
+    target = target or _target_of(config, chain)
+    base_model = hub_repo_id(target)
+    shown_target = base_model or target
+    variant = _variant(view.flags)
+    name = title or Path(model_ref.rstrip("/")).name or model_ref
+
+    lines = [_metadata(base_model, variant), CARD_MARKER, "", f"# {name}", ""]
+    lines.append(f"An **{variant}** speculative-decoding draft for "
+                 + (f"**{shown_target}**" if shown_target else "its target model (not recorded)")
+                 + ". It is not a language model on its own: vLLM runs it beside the target, it proposes "
+                   f"{NUM_SPECULATIVE_TOKENS} tokens per step from the target's hidden states, and the target "
+                   "verifies them in one forward pass, so the output is exactly the target's.")
+    lines += ["", "## Serve with vLLM", "", "```bash", serve_command(shown_target, model_ref), "```", "",
+              f"Before serving, `eagle-convert validate DRAFT --target TARGET` checks the draft against vLLM's "
+              f"loader rules (read from vLLM {TESTED_VERSION}) and the target."]
+
+    hidden, th = cfg.get("hidden_size"), cfg.get("target_hidden_size") or cfg.get("hidden_size")
+    ids = view.aux_ids_v1
+    rows = [("variant", variant), ("architecture", view.architecture or "not set"),
+            ("vLLM class", view.draft_class.name if view.draft_class else "none (not a registered EAGLE-3 draft)"),
+            ("draft layers", cfg.get("num_hidden_layers")), ("hidden size", f"{hidden} (target {th})"),
+            ("aux hidden states", f"{view.aux_count}, target layer ids {ids if ids else 'vLLM default (2, N//2, N-3)'}"),
+            ("vocabulary", f"{_fmt(cfg.get('vocab_size'))} target, "
+                           f"{_fmt(cfg.get('draft_vocab_size') or cfg.get('vocab_size'))} draft"),
+            ("dtype", cfg.get("torch_dtype") or cfg.get("dtype") or "not set")]
+    lines += ["", "## What it is", "", "| | |", "|---|---|"]
+    lines += [f"| {k} | {_fmt(v)} |" for k, v in rows]
+    lines += ["", "## Flags", "", "| flag | value | effect |", "|---|---|---|"]
+    lines += [f"| `{f}` | {_fmt(view.flags[f])} | {m} |" for f, m in _FLAG_MEANING.items()]
+
+    lines += ["", "## Provenance", ""]
+    if chain:
+        lines.append("Newest first, from `config.json` → `_eagle_convert`:")
+        lines.append("")
+        for entry in chain:
+            lines += _entry_lines(entry)
+    else:
+        lines.append("No eagle-convert provenance recorded in `config.json`.")
+    if acceptance is not None and acceptance.rows:
+        lines += ["", "## Measured acceptance", "", *_acceptance_lines(acceptance)]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def retarget_card(text: str, model_ref: str) -> str:
+    """The card with its `vllm serve` command loading `model_ref` (a hub repo after `push`);
+    text that is not an eagle-convert card comes back unchanged."""
+    if CARD_MARKER not in text:
+        return text
+    out = []
+    for line in text.splitlines(keepends=True):
+        if line.startswith("vllm serve "):
+            line = _SERVE_MODEL.sub(lambda m: m.group(1) + json.dumps(model_ref), line, count=1)
+        out.append(line)
+    return "".join(out)
+
+
+def write_model_card(folder: str | Path, *, model_ref: str | None = None, target: str | None = None,
+                     acceptance: AcceptanceTable | None = None) -> Path:
+    """(Re)write `folder/README.md` from `folder/config.json` (replace-by-rename, never half-written)."""
+    folder = Path(folder)
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    text = model_card(config, model_ref=model_ref or str(folder), target=target, acceptance=acceptance)
+    path = folder / CARD_FILE
+    tmp = folder / f".{CARD_FILE}.tmp-{os.getpid()}"
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def acceptance_from_smoke(data: dict[str, Any], *, this: str | Path | None = None) -> AcceptanceTable:
+    """The acceptance table of a `smoke --json` document (`SmokeReport.to_dict()`); the draft whose
+    path resolves to `this` is marked as the card's own."""
+    settings = data.get("settings") or {}
+    prompts = data.get("prompts") or {}
+    mine = Path(this).resolve() if this is not None else None
+    rows = []
+    for d in data.get("drafts") or []:
+        total = d.get("total") or {}
+        path = d.get("path")
+        rows.append(AcceptanceRow(
+            label=str(d.get("label")), acceptance_length=float(total.get("acceptance_length", 1.0)),
+            per_position=[float(p) for p in total.get("per_position") or []],
+            acceptance_rate=total.get("acceptance_rate"), requests=total.get("requests"),
+            this=mine is not None and path is not None and Path(path).resolve() == mine))
+    bits = [f"T={settings['temperature']}" if "temperature" in settings else "",
+            f"{settings['max_new_tokens']} new tokens per prompt" if "max_new_tokens" in settings else ""]
+    return AcceptanceTable(
+        rows=rows, k=int(settings.get("k") or max((len(r.per_position) for r in rows), default=0)),
+        engine=str(data.get("engine") or "?"), engine_version=data.get("engine_version"),
+        prompts=f"{prompts.get('count', '?')} prompts, chat template {prompts.get('chat_template', '?')}",
+        settings=", ".join(b for b in bits if b))

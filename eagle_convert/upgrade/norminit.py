@@ -1,0 +1,52 @@
+"""fc_norm initial values other than ones (`upgrade --init calibrated`), and their bytes.
+
+Pure (numpy only): the values are computed elsewhere (`finetune.calibrate` measures them on the
+target with torch) and carried by the plan as the added tensors' data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from eagle_convert.errors import UsageError
+
+__all__ = ["NormInit", "encode_floats", "norm_bytes"]
+
+
+@dataclass(frozen=True)
+class NormInit:
+    """Values for the new `fc_norm.{i}.weight` instead of ones: one sequence per aux state, of
+    length 1 (broadcast over the target hidden size) or target_hidden_size. `record` goes into the
+    provenance block as `fc_norm_init` (how the values were obtained)."""
+
+    method: str
+    values: tuple[tuple[float, ...], ...]
+    record: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self, i: int) -> str:
+        v = self.values[i]
+        return f"{v[0]:.6g}" if len(v) == 1 else f"mean {sum(v) / len(v):.6g}, range {min(v):.6g}..{max(v):.6g}"
+
+
+def encode_floats(values: Any, dtype: str) -> bytes:
+    """Little-endian bytes of `values` in safetensors `dtype`, rounded to nearest even as torch does
+    (BF16: the top half of the float32, rounded; numpy has no bfloat16)."""
+    x = np.asarray(values, dtype=np.float64)
+    if dtype == "BF16":
+        bits = x.astype("<f4").view("<u4").astype(np.uint64)
+        return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype("<u2").tobytes()
+    return x.astype({"F16": "<f2", "F32": "<f4", "F64": "<f8"}[dtype]).tobytes()
+
+
+def norm_bytes(init: NormInit | None, i: int, num_aux: int, ht: int, dtype: str) -> bytes:
+    """The bytes of fc_norm.{i}.weight: ones, or `init`'s values broadcast to [ht]."""
+    if init is None:
+        return encode_floats([1.0] * ht, dtype)
+    if len(init.values) != num_aux or any(len(v) not in (1, ht) for v in init.values):
+        raise UsageError(f"fc_norm init {init.method!r} gives {[len(v) for v in init.values]} values per aux state; "
+                         f"the draft needs {num_aux} of length 1 or {ht}")
+    v = init.values[i]
+    return encode_floats(list(v) * ht if len(v) == 1 else v, dtype)

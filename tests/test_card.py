@@ -1,0 +1,110 @@
+"""The model card: Hugging Face metadata that huggingface_hub parses, the serve command, provenance,
+acceptance, and that upgrade writes it inside its atomic, verified output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from huggingface_hub import ModelCard
+
+from eagle_convert.draft.card import (
+    CARD_MARKER, PROVENANCE_KEY, AcceptanceRow, AcceptanceTable, acceptance_from_smoke, hub_repo_id, model_card,
+    retarget_card, serve_command, write_model_card,
+)
+from eagle_convert.draft.checkpoint import open_checkpoint
+from eagle_convert.draft.describe import describe
+from eagle_convert.upgrade.apply import apply_upgrade
+from eagle_convert.upgrade.configgen import TargetInfo
+from eagle_convert.upgrade.plan import PROVENANCE_KEY as PLAN_KEY
+from eagle_convert.upgrade.plan import plan_upgrade
+
+
+def _upgrade(src: Path, out: Path, target: TargetInfo | None = None):
+    ckpt = open_checkpoint(src)
+    plan = plan_upgrade(ckpt, describe(ckpt, read_vocab=False), target=target, out=out)
+    return plan, apply_upgrade(plan, out)
+
+
+def test_the_key_the_card_reads_is_the_key_upgrade_writes() -> None:
+    assert PROVENANCE_KEY == PLAN_KEY
+
+
+def test_upgrade_writes_a_card_that_huggingface_hub_parses(built_fixtures, tmp_path: Path) -> None:
+    out = tmp_path / "eagle31"
+    target = TargetInfo(ref="meta-llama/Llama-3.1-8B-Instruct", num_layers=8, hidden_size=64, vocab_size=None)
+    plan, result = _upgrade(built_fixtures("vllm-eagle3"), out, target)
+    assert result.verified and "README.md" in result.files
+    text = (out / "README.md").read_text()
+    assert text == plan.readme
+    card = ModelCard.load(out / "README.md")
+    assert card.data.base_model == "meta-llama/Llama-3.1-8B-Instruct"
+    assert card.data.library_name == "vllm"
+    assert {"eagle3", "eagle3.1", "speculative-decoding"} <= set(card.data.tags)
+    assert serve_command("meta-llama/Llama-3.1-8B-Instruct", str(out)) in card.text
+    assert "| `fc_norm` | true |" in card.text and "| `norm_output` | true |" in card.text
+    assert "**upgrade EAGLE-3 -> EAGLE-3.1**" in card.text and "added init: ones" in card.text
+    assert "## Measured acceptance" not in card.text  # nothing measured yet
+    # The card is part of the verified plan: a changed card fails verification.
+    assert plan.output_files["README.md"] == len(text.encode())
+
+
+def test_without_a_hub_target_there_is_no_base_model(built_fixtures, tmp_path: Path) -> None:
+    target = TargetInfo(ref=str(tmp_path), num_layers=8, hidden_size=64, vocab_size=None)  # a local folder
+    plan, _ = _upgrade(built_fixtures("vllm-eagle3"), tmp_path / "out", target)
+    card = ModelCard(plan.readme)
+    assert card.data.base_model is None and card.data.library_name == "vllm"
+    assert serve_command(str(tmp_path), str(tmp_path / "out")) in plan.readme
+
+
+@pytest.mark.parametrize(("ref", "repo"), [
+    ("org/name", "org/name"), ("hf://org/name@main", "org/name"),
+    ("/cache/hub/models--meta-llama--Llama-3.1-8B/snapshots/abc", "meta-llama/Llama-3.1-8B"),
+    ("./local", None), ("plain", None), (None, None),
+])
+def test_hub_repo_id(ref, repo) -> None:
+    assert hub_repo_id(ref) == repo
+
+
+def test_provenance_chain_and_acceptance_table(tmp_path: Path) -> None:
+    upgrade = {"tool": "eagle-convert", "version": "0.1.0", "operation": "upgrade EAGLE-3 -> EAGLE-3.1",
+               "source": "org/eagle3", "added_init": "calibrated"}
+    config = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 64,
+              "num_hidden_layers": 1, "vocab_size": 128, "draft_vocab_size": 32, "fc_norm": True,
+              "eagle_aux_hidden_state_layer_ids": [1, 3, 6],
+              PROVENANCE_KEY: {"tool": "eagle-convert", "version": "0.1.0", "operation": "finetune (TTT)",
+                               "source": "/x/eagle31", "target": "org/target",
+                               "stages": [{"name": "fc_norm", "steps": 40, "lr": 0.001}], "previous": upgrade}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    smoke = {"engine": "reference", "engine_version": "torch 2", "settings": {"k": 3, "temperature": 0.0,
+                                                                            "max_new_tokens": 32},
+             "prompts": {"count": 6, "chat_template": "target"},
+             "drafts": [{"label": "eagle3", "path": "/x/eagle3", "total": {"acceptance_length": 1.9271,
+                                                                          "per_position": [0.4, 0.28, 0.25],
+                                                                          "acceptance_rate": 0.31, "requests": 6}},
+                        {"label": "ft", "path": str(tmp_path), "total": {"acceptance_length": 2.01,
+                                                                        "per_position": [0.45, 0.3, 0.26],
+                                                                        "acceptance_rate": 0.34, "requests": 6}}]}
+    table = acceptance_from_smoke(smoke, this=tmp_path)
+    assert [r.this for r in table.rows] == [False, True] and table.k == 3
+    path = write_model_card(tmp_path, acceptance=table)
+    card = ModelCard.load(path)
+    assert card.data.base_model == "org/target"  # recorded by the finetune provenance
+    text = card.text
+    assert text.index("**finetune (TTT)**") < text.index("**upgrade EAGLE-3 -> EAGLE-3.1**")  # newest first
+    assert "added init: calibrated" in text and "stages: fc_norm 40 steps, lr 0.001" in text
+    assert "| **ft** (this draft) | 2.010 | 0.450 | 0.300 | 0.260 | 0.340 |" in text
+    assert "| eagle3 | 1.927 | 0.400 | 0.280 | 0.250 | 0.310 |" in text
+    assert "reference engine (torch 2), k = 3, 6 prompts, chat template target, T=0.0, 32 new tokens" in text
+    assert not list(tmp_path.glob(".README*"))  # the temp file was renamed into place
+
+
+def test_retarget_points_the_serve_command_at_the_repo() -> None:
+    text = model_card({"hidden_size": 8, "fc_norm": True}, model_ref='/tmp/a "b"', target="org/t",
+                      acceptance=AcceptanceTable([AcceptanceRow("x", 2.0, [0.5])], 1, "reference", "1 prompt"))
+    moved = retarget_card(text, "me/draft")
+    assert serve_command("org/t", "me/draft") in moved and "/tmp/a" not in moved
+    assert moved.replace(serve_command("org/t", "me/draft"), serve_command("org/t", '/tmp/a "b"')) == text
+    plain = "# not ours\nvllm serve x --speculative-config '{\"model\": \"y\"}'\n"
+    assert retarget_card(plain, "me/draft") == plain and CARD_MARKER in text
