@@ -22,11 +22,18 @@ from eagle_convert.vllm_model.tables import (
     MTP_MODEL_TYPE_SUBSTRINGS,
     MTP_MODEL_TYPES,
     MTP_MODEL_TYPES_WITH_NEXTN,
+    METHOD_ARCH_PREFIX,
+    METHOD_DEFAULT,
+    METHOD_FROM_PATH,
     PLAIN_FLAG_DEFAULTS,
+    QWEN3_MAX_WINDOW_LAYERS,
+    ROPE_TYPES_WITH_ORIGINAL_MAX,
+    SLIDING_WINDOW_FIELDS,
     REWRITTEN_ARCHITECTURES,
     SPECULATORS_ARCHITECTURES,
     SPECULATORS_COPIED_FIELDS,
     SPECULATORS_FLAG_DEFAULTS,
+    DEFAULT_ROPE_THETA,
     DraftClass,
     default_aux_ids,
 )
@@ -198,3 +205,56 @@ def read_config(config: dict[str, Any]) -> VllmDraftConfig:
         flags=flags, aux_ids_v1=v1, aux_ids_v1_where=v1_where, aux_ids_v2=v2, aux_ids_v2_where=v2_where,
         aux_count=count, aux_count_source=count_src,
     )
+
+
+def guess_method(model_path: str) -> str:
+    """The method vLLM picks for a draft served without `method` (from its path, see METHOD_FROM_PATH)."""
+    lowered = model_path.lower()
+    return next((method for part, method in METHOD_FROM_PATH if part in lowered), METHOD_DEFAULT)
+
+
+def architecture_for_method(name: str, method: str) -> str:
+    """The registry name EAGLEConfig makes of `name` for `method` (draft_model keeps it as written)."""
+    prefix = METHOD_ARCH_PREFIX.get(method)
+    if prefix is None or name.startswith(prefix) or (method != "eagle" and name.endswith(prefix)):
+        return name
+    return f"{prefix}{name}"
+
+
+def rope_parameters(config: dict[str, Any]) -> dict[str, Any]:
+    """The rope dict vLLM builds the rotary embedding from (transformers 5's reading, flat configs).
+
+    transformers `convert_rope_params_to_dict` / `standardize_rope_params`, called through vLLM's
+    `patch_rope_parameters`: a legacy `rope_scaling` wins over `rope_parameters`; theta comes from
+    the dict, else top-level `rope_theta`, else the class default; YaRN-like types get
+    `original_max_position_embeddings` (top-level first, else the dict's, else max_position_embeddings).
+    """
+    legacy, params = config.get("rope_scaling"), config.get("rope_parameters")
+    rope = dict(legacy) if isinstance(legacy, dict) and legacy else dict(params) if isinstance(params, dict) else {}
+    rope.setdefault("rope_theta", config.get("rope_theta", DEFAULT_ROPE_THETA))
+    rope.setdefault("rope_type", rope.pop("type", "default"))
+    rope.pop("type", None)
+    if rope["rope_type"] in ROPE_TYPES_WITH_ORIGINAL_MAX:
+        top = config.get("original_max_position_embeddings")
+        rope["original_max_position_embeddings"] = top if top is not None else rope.get(
+            "original_max_position_embeddings", config.get("max_position_embeddings"))
+    return rope
+
+
+def sliding_windows(view: VllmDraftConfig) -> list[int | None]:
+    """The sliding window vLLM gives each draft layer (None: full attention); [] without a class."""
+    cls, vcfg = view.draft_class, view.vcfg
+    if cls is None:
+        return []
+    layers = _positive_int(vcfg.get("num_hidden_layers")) or 1
+    fields = SLIDING_WINDOW_FIELDS.get(cls.name, ())
+    types = vcfg.get("layer_types") if "layer_types" in fields else None
+    window = vcfg.get("sliding_window")
+    if not isinstance(types, list) and "use_sliding_window" in fields:  # transformers Qwen3Config.__init__
+        first = vcfg.get("max_window_layers", QWEN3_MAX_WINDOW_LAYERS)
+        on = bool(vcfg.get("use_sliding_window")) and window is not None
+        types = ["sliding_attention" if on and isinstance(first, int) and k >= first else "full_attention"
+                 for k in range(layers)]
+    if not isinstance(types, list):
+        return [None] * layers
+    return [window if k < len(types) and types[k] == "sliding_attention" else None for k in range(layers)]

@@ -132,3 +132,55 @@ WRITE_ARCHITECTURE = {"llama": "LlamaForCausalLMEagle3", "qwen3": "Eagle3Qwen3Fo
 # vLLM would rewrite into MTP. Published MLA drafts use kimi_k2 (transformers_utils/config.py maps it
 # to DeepseekV3Config).
 SAFE_MODEL_TYPE = {"llama": "llama", "qwen3": "qwen3", "mla": "kimi_k2"}
+
+# --- What vLLM serves beyond the class: method, rope, sliding window, quantization, embeddings ---
+
+# config/speculative.py `SpeculativeConfig.__post_init__`: without an explicit `method` the draft is
+# `draft_model`, then the model path (lower-cased) picks one of these, first match wins; a
+# `model_type` of medusa / mlp_speculator / an MTP type picks those methods instead.
+METHOD_FROM_PATH = (("eagle-", "eagle"), ("eagle3", "eagle3"), ("dflash", "dflash"), ("dspark", "dspark"))
+METHOD_DEFAULT = "draft_model"
+# transformers_utils/configs/eagle.py `EAGLEConfig.__init__`: the name prefix each method gives an
+# architecture that neither starts (eagle3, dflash: nor ends) with it; `draft_model` keeps the name.
+METHOD_ARCH_PREFIX = {"eagle": "Eagle", "eagle3": EAGLE3_PREFIX, "dflash": "DFlash"}
+
+# The rope keys that change vLLM's rotary embedding (model_executor/layers/rotary_embedding/__init__.py
+# `get_rope`: rope_theta, rope_type and the keys each scaling type reads, e.g. YaRN's
+# extra_kwargs), compared between draft and target.
+ROPE_KEYS = ("rope_theta", "rope_type", "factor", "original_max_position_embeddings", "beta_fast", "beta_slow",
+             "mscale", "mscale_all_dim", "attention_factor", "truncate", "low_freq_factor", "high_freq_factor",
+             "partial_rotary_factor", "rope_dim")
+# Values vLLM uses for a key the rope dict leaves out: rotary_embedding/__init__.py `get_rope`
+# (partial_rotary_factor 1.0) and yarn_scaling_rope.py `YaRNScalingRotaryEmbedding.__init__`.
+ROPE_DEFAULTS = {"partial_rotary_factor": 1.0, "beta_fast": 32, "beta_slow": 1, "truncate": True}
+# transformers `RotaryEmbeddingConfigMixin.default_theta` (LlamaConfig, Qwen3Config, DeepseekV3Config
+# inherit it): the theta a draft without rope_theta gets.
+DEFAULT_ROPE_THETA = 10000.0
+# transformers `standardize_rope_params`: these types get original_max_position_embeddings, defaulting to
+# the config's max_position_embeddings (before vLLM raises that to the target's context).
+ROPE_TYPES_WITH_ORIGINAL_MAX = ("llama3", "yarn", "longrope")
+
+# Which config fields give a draft layer a sliding window, per draft class:
+# model_executor/models/llama.py `LlamaAttention.__init__` reads layer_types[k] (k counted from the
+# draft's first layer, llama_eagle3.py sets target_layer_count) and then sliding_window;
+# qwen3_eagle3.py `Qwen3Eagle3DecoderLayer.__init__` reads layer_types, which transformers'
+# Qwen3Config derives from use_sliding_window / sliding_window / max_window_layers when absent;
+# deepseek_eagle3.py builds DeepseekV2 attention, which reads none of them.
+SLIDING_WINDOW_FIELDS = {"Eagle3LlamaForCausalLM": ("layer_types",),
+                         "Eagle3Qwen3ForCausalLM": ("layer_types", "use_sliding_window", "max_window_layers"),
+                         "Eagle3DeepseekV2ForCausalLM": ()}
+QWEN3_MAX_WINDOW_LAYERS = 28  # transformers Qwen3Config.max_window_layers default
+
+# v1/spec_decode/llm_base_proposer.py `_maybe_share_embeddings` (pipeline parallel size 1): an EAGLE
+# draft without embed_tokens, or with one `torch.equal` to the target's, shares the target's (widths
+# permitting); any other shipped embed_tokens is kept and used as the draft's own. With pipeline
+# parallelism vLLM always keeps the draft's own. `_maybe_share_lm_head` does the same for lm_head.
+EMBED_SHARING = ("vLLM shares the target's embedding only when the draft ships none or a bit-identical one, "
+                 "and otherwise drafts with the draft's own")
+
+# model_executor/models/utils.py `get_draft_quant_config` (vLLM PRs #25883, #26590, #28435): every
+# EAGLE-3 draft layer takes the quantization config of the draft's own ModelConfig, which
+# config/model.py `ModelConfig._verify_quantization` reads from the draft's config.json
+# `quantization_config` (SpeculativeConfig.quantization defaults to None for a separate draft); the
+# target's quantization is never inherited.
+DRAFT_QUANT_SOURCE = "quantization_config"
