@@ -89,3 +89,12 @@ class MissingExtraError(EagleConvertError, ImportError):
         super().__init__(message)
         self.extra = extra
         self.missing = missing
+
+
+class NotADraftError(UnknownLayoutError):
+    """The checkpoint is not an EAGLE-3 draft (a target model, MTP head, Medusa, DFlash, ...), or a
+    draft kind the command cannot handle; `kind` is the `not_drafts` rule id of schemas/layouts.json."""
+
+    def __init__(self, message: str, *, kind: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.kind = kind

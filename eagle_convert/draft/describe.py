@@ -13,6 +13,7 @@ from typing import Any
 
 from eagle_convert.draft.checkpoint import Checkpoint
 from eagle_convert.draft.config_schema import check_config
+from eagle_convert.draft.kind import ensure_draft
 from eagle_convert.draft.layout import canonical_map, config_alias, config_get, detect_attention, detect_layout
 from eagle_convert.vllm_model.config import VllmDraftConfig, read_config
 from eagle_convert.vllm_model.tables import AUX_ID_LOCATIONS, FLAG_NAMES
@@ -118,8 +119,11 @@ def _dim(eff: dict[str, Any], key: str) -> int | None:
 
 
 def describe(ckpt: Checkpoint, *, read_vocab: bool = True) -> DraftInfo:
-    """Classify and measure a checkpoint; `read_vocab` also reads d2t/t2d values."""
+    """Classify and measure a checkpoint; `read_vocab` also reads d2t/t2d values.
+
+    Raises NotADraftError when the checkpoint is no EAGLE-3 draft (`draft/kind.py`)."""
     check_config(ckpt.config, ckpt.config_where)
+    ensure_draft(ckpt)  # a target, MTP head, Medusa, DFlash ... is refused before any layout guess
     keys = list(ckpt.tensors)
     layout = detect_layout(keys, ckpt.config, metadata=ckpt.file_metadata, storage=ckpt.storage,
                            where=ckpt.description)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,7 @@ class LayoutMatch:
 
 
 _MISSING = object()
+_LAYER_INDEX = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 
 
 def _lookup(config: Mapping[str, Any], dotted: str) -> Any:
@@ -65,6 +67,25 @@ def _check(kind: str, arg: Any, *, keys: Iterable[str], config: Mapping[str, Any
     if kind == "architecture":
         archs = config.get("architectures") or []
         return f"architectures[0] is {arg!r}" if archs and archs[0] == arg else None
+    if kind == "no_key_suffix":
+        return f"no {' / '.join(arg)} tensor" if not any(k.endswith(s) for k in keys for s in arg) else None
+    if kind == "min_layers":
+        found = {m.group(1) for k in keys if (m := _LAYER_INDEX.search(k))}
+        return f"{len(found)} decoder layers" if len(found) >= arg else None
+    if kind == "config_value":
+        hit = next(((p, v) for p, allowed in arg.items() if (v := config_get(config, p)) in allowed), None)
+        return f"config {hit[0]} is {hit[1]!r}" if hit else None
+    if kind == "architecture_contains":
+        archs = config.get("architectures") or []
+        name = archs[0] if archs and isinstance(archs[0], str) else ""
+        return f"architectures[0] is {name!r}" if any(part in name for part in arg) else None
+    if kind == "parallel_drafting":
+        from eagle_convert.vllm_model.config import read_config
+        from eagle_convert.vllm_model.tables import PARALLEL_DRAFTING_ARCHITECTURES
+
+        view = read_config(dict(config))
+        on = view.architecture in PARALLEL_DRAFTING_ARCHITECTURES
+        return f"vLLM reads {view.architecture!r} as parallel drafting (P-EAGLE)" if on == arg and on else None
     raise ValueError(f"schemas/layouts.json: unknown condition kind {kind!r}")
 
 
