@@ -17,7 +17,7 @@ from typing import Any
 from eagle_convert.draft.checkpoint import CheckpointRef, open_checkpoint
 from eagle_convert.validate.deep import DeepSummary, Progress
 from eagle_convert.draft.describe import DraftInfo, describe
-from eagle_convert.errors import ConfigError, UnknownLayoutError, UsageError
+from eagle_convert.errors import ConfigError, NotADraftError, UnknownLayoutError, UsageError
 from eagle_convert.extras import require
 from eagle_convert.validate.findings import Report, finding
 from eagle_convert.vllm_model.versions import VllmVersionStatus, installed_status
@@ -37,6 +37,7 @@ class ValidationReport(Report):
     deep: DeepSummary | None = None
     engine: dict[str, Any] | None = None  # EngineReport.to_dict() (features included)
     vllm: VllmVersionStatus | None = None  # the installed vLLM against the tested range (W704)
+    notes: dict[str, str] = field(default_factory=dict)  # what a check read or could not do (target weights)
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -62,6 +63,7 @@ class ValidationReport(Report):
             "vllm": self.vllm.to_dict() if self.vllm else None,
             "seconds": round(self.seconds, 3),
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
+            "notes": dict(self.notes),
         }
 
 
@@ -92,6 +94,9 @@ def validate_checkpoint(ref: str | Path | CheckpointRef, *, target: str | Path |
         return _done(report, t0)
     try:
         info = describe(ckpt, read_vocab=False)
+    except NotADraftError as exc:  # a target, MTP head, Medusa, DFlash ...: nothing else applies
+        report.add(finding("E004", str(exc)))
+        return _done(report, t0)
     except UnknownLayoutError as exc:
         report.add(finding("E001", str(exc)))
         return _done(report, t0)
@@ -102,11 +107,12 @@ def validate_checkpoint(ref: str | Path | CheckpointRef, *, target: str | Path |
 
     from eagle_convert.validate.rules import run_static
     from eagle_convert.validate.rules.context import build_context
-    from eagle_convert.validate.rules.target import load_target_config
+    from eagle_convert.validate.rules.target import load_target
 
-    target_desc, target_cfg = load_target_config(target) if target is not None else (None, None)
-    report.target = target_desc
-    ctx = build_context(ckpt, info, target=target_cfg, target_source=target_desc, serving_context=serving_context)
+    tgt = load_target(target) if target is not None else None
+    report.target = tgt.description if tgt else None
+    ctx = build_context(ckpt, info, target=tgt.config if tgt else None, target_source=report.target,
+                        serving_context=serving_context, target_model=tgt, deep=deep)
     report.vllm_class = ctx.impl
     t1 = time.perf_counter()
     static, families = run_static(ctx)
@@ -114,6 +120,8 @@ def validate_checkpoint(ref: str | Path | CheckpointRef, *, target: str | Path |
     report.add(static)
     report.add(_version_findings(report))
     report.timings["static"] = time.perf_counter() - t1
+    report.timings.update(ctx.timings)
+    report.notes = dict(ctx.notes)
 
     if deep:
         from eagle_convert.validate import deep as deep_mod

@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from eagle_convert.validate.findings import Finding
-from eagle_convert.validate.rules import auxids, config, files, keys, producer, shapes, target, vocab
+from eagle_convert.validate.rules import (
+    auxids, config, files, keys, producer, served, shapes, target, targetweights, vocab,
+)
 from eagle_convert.validate.rules.context import Context
 
 __all__ = ["FAMILIES", "run_static"]
@@ -19,9 +21,9 @@ FAMILIES: dict[str, Callable[[Context], list[Finding]]] = {
     "files": files.check,
     "keys": keys.check,
     "shapes": shapes.check,
-    "config": lambda ctx: config.check(ctx) + auxids.check(ctx),
+    "config": lambda ctx: config.check(ctx) + auxids.check(ctx) + served.check(ctx),
     "vocab": vocab.check,
-    "target": target.check,
+    "target": lambda ctx: target.check(ctx) + targetweights.check(ctx),
     "producer": producer.check,
 }
 

@@ -26,7 +26,7 @@ def _positive_int(value: Any) -> bool:
 
 
 def check(ctx: Context) -> list[Finding]:
-    return [*_architecture(ctx), *_fields(ctx), *_flags(ctx), *_context_length(ctx), *_quantized(ctx)]
+    return [*_architecture(ctx), *_fields(ctx), *_flags(ctx), *_context_length(ctx)]
 
 
 def _architecture(ctx: Context) -> list[Finding]:
@@ -139,17 +139,8 @@ def _context_length(ctx: Context) -> list[Finding]:
     draft = ctx.vcfg.get("max_position_embeddings")
     if serving and _positive_int(draft) and draft < serving:
         return [finding("W310", f"max_position_embeddings is {draft} but the serving context is {serving} ({source}): "
-                                "the draft has not seen positions past its own limit",
+                                "vLLM raises the draft's limit to the target's max_model_len (SpeculativeConfig."
+                                "_maybe_override_draft_max_position_embeddings) but the draft has not seen positions "
+                                "past its own",
                         field=_field(ctx, "max_position_embeddings"))]
-    return []
-
-
-def _quantized(ctx: Context) -> list[Finding]:
-    fp8 = [n for n, t in ctx.tensors.items() if t.dtype.startswith("F8")]
-    scales = [n for n in ctx.tensors if n.endswith("_scale")]
-    qcfg = ctx.vcfg.get("quantization_config")
-    if qcfg or fp8 or scales:
-        method = qcfg.get("quant_method", "unknown method") if isinstance(qcfg, dict) else "unknown method"
-        return [finding("W311", f"quantized draft ({method}; {len(fp8)} fp8 tensors, {len(scales)} scale tensors): "
-                                "static checks cover names and unquantised shapes only", field="quantization_config")]
     return []

@@ -32,6 +32,10 @@ class Context:
     target_source: str | None = None
     serving_context: int | None = None
     vnames: dict[str, str | None] = field(default_factory=dict)  # on-disk name -> name after vLLM's mapping
+    target_model: Any = None  # rules.target.Target: the target's weights, opened when a check needs them
+    deep: bool = False  # --deep: target-weight checks read every row, not a sample
+    notes: dict[str, str] = field(default_factory=dict)  # what a check read or could not do, and why
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per expensive check (target weights)
 
     @property
     def config(self) -> dict[str, Any]:
@@ -79,10 +83,12 @@ def _int(value: Any) -> int | None:
 
 
 def build_context(ckpt: Checkpoint, info: DraftInfo, *, target: dict[str, Any] | None = None,
-                  target_source: str | None = None, serving_context: int | None = None) -> Context:
+                  target_source: str | None = None, serving_context: int | None = None,
+                  target_model: Any = None, deep: bool = False) -> Context:
     view = read_config(ckpt.config)
     env = _symbols(view.vcfg, view.flags, view.aux_count, target)
-    ctx = Context(ckpt, info, view, view.attention or info.attention, env, target, target_source, serving_context)
+    ctx = Context(ckpt, info, view, view.attention or info.attention, env, target, target_source, serving_context,
+                  target_model=target_model, deep=deep)
     ctx.vnames = {name: vllm_name(name) for name in ckpt.tensors}
     return ctx
 

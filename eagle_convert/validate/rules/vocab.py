@@ -22,15 +22,71 @@ def check(ctx: Context) -> list[Finding]:
     v = ctx.env.get("V") or (ctx.tensors[t2d_name].shape[0] if t2d_name and ctx.tensors[t2d_name].shape else None)
     vd = ctx.env.get("Vd")
     out: list[Finding] = []
-    targets = None
+    targets = d2t = None
+    t2d = read_array(ctx.ckpt, t2d_name) != 0 if t2d_name and _usable(ctx, t2d_name, _INTS | {"BOOL"}) else None
     if d2t_name and _usable(ctx, d2t_name, _INTS):
         d2t = read_array(ctx.ckpt, d2t_name).astype(np.int64)
         targets = np.arange(len(d2t), dtype=np.int64) + d2t
+        if absolute := _absolute_ids(d2t_name, d2t, t2d, v):
+            return [absolute]  # the root cause: the offset checks below would only echo it
         out += _check_d2t(d2t_name, targets, v)
-    if t2d_name and _usable(ctx, t2d_name, _INTS | {"BOOL"}):
-        t2d = read_array(ctx.ckpt, t2d_name) != 0
+    if t2d is not None and t2d_name:
         out += _check_t2d(t2d_name, t2d, targets, v, vd)
+    if d2t_name is None and ctx.env.get("reduced"):
+        out += _side_files(ctx)
     return out
+
+
+MIN_ABSOLUTE = 64  # shorter maps may lack adjacent ids by chance
+
+
+def _absolute_ids(name: str, d2t, t2d, v: int | None) -> Finding | None:
+    """E408: d2t holds the target ids themselves (vLLM adds i: draft id i goes to i + d2t[i]).
+
+    Offsets are non-decreasing with a flat run wherever the draft vocabulary holds adjacent target ids
+    (every frequency-picked vocabulary does: special tokens, bytes); absolute ids strictly increase.
+    Evidence, strongest first: d2t == arange (verl-SpeCo PR #67), t2d set exactly at d2t's values but
+    not at i + d2t[i], or (without t2d) a strictly increasing in-vocabulary d2t of >= 64 entries.
+    """
+    import numpy as np
+
+    n = len(d2t)
+    if n < 2 or d2t.min() < 0 or (v is not None and d2t.max() >= v) or not np.all(np.diff(d2t) > 0):
+        return None
+    why = None
+    if np.array_equal(d2t, np.arange(n)):
+        why = "d2t[i] == i for every i, so draft id i goes to target id 2i"
+    elif t2d is not None and len(t2d) > int(d2t.max()) and t2d[d2t].all() and int(t2d.sum()) == n:
+        why = "t2d is set exactly at the values of d2t"
+    elif t2d is None and n >= MIN_ABSOLUTE:
+        why = f"its {n} values strictly increase: as offsets the draft vocabulary would hold no two adjacent ids"
+    if why is None:
+        return None
+    i = n // 2
+    return finding("E408", f"{name} holds absolute target ids, not offsets ({why}); vLLM maps draft id i to "
+                           f"i + d2t[i], e.g. draft id {i} to {i + int(d2t[i])} instead of {int(d2t[i])}",
+                   tensor=name)
+
+
+def _side_files(ctx: Context) -> list[Finding]:
+    """E409: a reduced vocabulary whose map sits in a file vLLM never reads (NeMo Automodel PR #2447)."""
+    from fnmatch import fnmatch
+
+    from eagle_convert.draft import schemas
+
+    patterns = schemas.load("layouts.json")["vocab_side_files"]
+    weights = set(ctx.ckpt.weight_files)
+    try:
+        files = ctx.ckpt.source.list_files()
+    except Exception:  # noqa: BLE001 - a listing failure is the reader's to report, not this rule's
+        return []
+    side = [f for f in files if f not in weights and not f.endswith((".json", ".md"))
+            and any(fnmatch(f.rpartition("/")[2].lower(), p) for p in patterns)]
+    if not side:
+        return []
+    return [finding("E409", f"d2t is not in the weights but {', '.join(side[:3])} sits beside them: vLLM reads "
+                            "d2t only from the weight files, so the reduced vocabulary maps to the first "
+                            f"{ctx.env.get('Vd')} target ids", field=side[0])]
 
 
 def _usable(ctx: Context, name: str, dtypes: set[str]) -> bool:
