@@ -21,6 +21,7 @@ import torch
 from eagle_convert.validate.findings import code_table
 from eagle_convert.validate.run import validate_checkpoint
 from fixtures.drafts import FIXTURE_MATRIX, DraftSpec, build_draft, draft_state, write_safetensors
+from fixtures.producer_bugs import TWINS
 
 State = dict[str, torch.Tensor]
 
@@ -133,6 +134,7 @@ class Case:
     build: Callable[[Path], Path]
     kwargs: dict[str, Any] = field(default_factory=dict)
     target: dict[str, Any] | None = None  # target config.json fields (a folder is written)
+    target_build: Callable[[Path, Path], Path] | None = None  # (out, draft) -> a target folder with weights
 
 
 def edit(spec: DraftSpec | str = "vllm-eagle3", **kw: Any) -> Callable[[Path], Path]:
@@ -166,7 +168,8 @@ CASES: dict[str, Case] = {
     "W308": Case(edit("speculators-eagle31", config=_pop("transformer_layer_config.fc_norm"))),
     "W309": Case(edit("vllm-eagle31", config=_set(use_aux_norm=True))),
     "W310": Case(edit(), kwargs={"serving_context": 8192}),
-    "W311": Case(edit(config=_set(quantization_config={"quant_method": "fp8"}))),
+    "W311": Case(edit(config=_set(quantization_config={"quant_method": "fp8"}),
+                      tensors=_put("layers.0.mlp.down_proj.weight_scale", lambda s: torch.ones(1)))),
     "W320": Case(edit(config=_ids(None))),
     "E321": Case(edit(config=_ids([2, 2, 5], [2, 2, 5]))),
     "E322": Case(edit(config=_ids([2, 4, 9], [2, 4, 9])), target={}),
@@ -195,6 +198,8 @@ CASES: dict[str, Case] = {
     "W805": Case(edit(tensors=_put("fc.weight", lambda s: torch.full_like(s["fc.weight"], 1e5))),
                  kwargs={"deep": True}),
 }
+# The issue-10 producer bugs: the failing half of each twin (tests/test_validate_producer_bugs.py runs both).
+CASES |= {code: Case(bad.draft, bad.kwargs, target_build=bad.target) for code, (bad, _good) in TWINS.items()}
 ENGINE_CODES = {"E701", "E702", "E703"}  # fed from the vLLM check: unit-tested below, real vLLM in test_validate_vllm
 VERSION_CODES = {"W704"}  # the installed vLLM's version, not the draft: tests/test_vllm_versions.py
 
@@ -210,6 +215,8 @@ def test_code(code: str, tmp_path: Path) -> None:
     kwargs = dict(case.kwargs)
     if case.target is not None:
         kwargs["target"] = target_config(tmp_path / "target", **case.target)
+    if case.target_build is not None:
+        kwargs["target"] = case.target_build(tmp_path / "target", draft)
     report = validate_checkpoint(draft, **kwargs)
     assert code in report.codes(), [f"{f.code}: {f.message}" for f in report.findings]
     hit = next(f for f in report.findings if f.code == code)
