@@ -19,8 +19,10 @@ from eagle_convert.draft.layout import _match
 from eagle_convert.errors import NotADraftError
 from eagle_convert.vllm_model.config import read_config
 
-__all__ = ["DraftKind", "detect_kind", "ensure_draft", "looks_like_draft"]
+__all__ = ["SWAP", "DraftKind", "detect_kind", "ensure_draft", "ensure_target_config", "looks_like_draft"]
 
+# What a swapped pair of arguments looks like on most command lines (smoke: TARGET --draft DRAFT).
+SWAP = "did you swap DRAFT and --target?"
 # Extra evidence shown with a match: the shapes of these tensors (a target's are [vocab, hidden]).
 _SHOW_SUFFIXES = ("embed_tokens.weight", "lm_head.weight")
 
@@ -40,8 +42,8 @@ class DraftKind:
         """True for drafts that only some commands refuse (P-EAGLE)."""
         return bool(self.unsupported_by)
 
-    def message(self, where: str, command: str | None = None) -> str:
-        hint = self.hint.replace("{command}", command or "this command")
+    def message(self, where: str, command: str | None = None, swap: str = SWAP) -> str:
+        hint = self.hint.replace("{command}", command or "this command").replace("{swap}", swap)
         if self.is_draft:
             return f"{where}: {self.what} ({'; '.join(self.reasons)}): {hint}"
         return f"{where}: this looks like {self.what}, not an EAGLE-3 draft ({'; '.join(self.reasons)}): {hint}"
@@ -67,7 +69,7 @@ def detect_kind(keys: Iterable[str], config: Mapping[str, Any], *,
     return None
 
 
-def ensure_draft(ckpt: Any, command: str | None = None) -> None:
+def ensure_draft(ckpt: Any, command: str | None = None, *, swap: str = SWAP) -> None:
     """Raise NotADraftError (one line, exit 1) unless `ckpt` (a `Checkpoint`) is a draft `command` handles.
 
     `command` None: only checkpoints that are no draft at all are refused (what describe needs).
@@ -75,7 +77,14 @@ def ensure_draft(ckpt: Any, command: str | None = None) -> None:
     kind = detect_kind(ckpt.tensors, ckpt.config, shapes={n: t.shape for n, t in ckpt.tensors.items()})
     if kind is None or (kind.is_draft and command not in kind.unsupported_by):
         return
-    raise NotADraftError(kind.message(ckpt.description, command), kind=kind.id)
+    raise NotADraftError(kind.message(ckpt.description, command, swap), kind=kind.id)
+
+
+def ensure_target_config(config: Mapping[str, Any], where: str, *, swap: str = SWAP) -> None:
+    """Raise NotADraftError when the config given as the target's is an EAGLE-3 draft's."""
+    if why := looks_like_draft(config):
+        raise NotADraftError(f"{where}: this looks like an EAGLE-3 draft, not the target model ({why}): {swap}",
+                             kind="eagle3-draft")
 
 
 def looks_like_draft(config: Mapping[str, Any]) -> str | None:

@@ -83,9 +83,11 @@ def _check(kind: str, arg: Any, *, keys: Iterable[str], config: Mapping[str, Any
         from eagle_convert.vllm_model.config import read_config
         from eagle_convert.vllm_model.tables import PARALLEL_DRAFTING_ARCHITECTURES
 
-        view = read_config(dict(config))
-        on = view.architecture in PARALLEL_DRAFTING_ARCHITECTURES
-        return f"vLLM reads {view.architecture!r} as parallel drafting (P-EAGLE)" if on == arg and on else None
+        archs = config.get("architectures")
+        declared = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+        name = next((n for n in (declared, read_config(dict(config)).architecture)
+                     if n in PARALLEL_DRAFTING_ARCHITECTURES), None)
+        return f"{name!r} is a parallel-drafting (P-EAGLE) architecture in vLLM's registry" if name and arg else None
     raise ValueError(f"schemas/layouts.json: unknown condition kind {kind!r}")
 
 

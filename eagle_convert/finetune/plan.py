@@ -209,12 +209,17 @@ def plan_finetune(draft: str | Path, target: str | Path, out: str | Path, *,
     from eagle_convert.draft.checkpoint import open_checkpoint
     from eagle_convert.draft.describe import describe
 
+    from eagle_convert.draft.kind import ensure_draft, ensure_target_config
+
     ckpt = open_checkpoint(dpath)  # the reader every command uses: shards, .bin, NeMo sub-folders
     if not ckpt.has_config:
         raise CheckpointNotFoundError(f"draft {draft}: no config.json")
+    ensure_draft(ckpt, "finetune")  # a target, MTP head, Medusa ... or a P-EAGLE draft: one line, exit 1
     info = describe(ckpt, read_vocab=False)
     config = ckpt.config
-    aux_ids = _check_pair(dpath, config, json.loads((tpath / "config.json").read_text()))
+    tcfg = json.loads((tpath / "config.json").read_text())
+    ensure_target_config(tcfg, f"--target {target}")
+    aux_ids = _check_pair(dpath, config, tcfg)
     floats = {k: v for k, v in info.dtypes.items() if k in ("F32", "BF16", "F16")}
     dtype = max(floats, key=floats.__getitem__) if floats else "BF16"
     return FinetunePlan(dpath, tpath, final, config, info.variant, aux_ids, dtype, info.has_embed,

@@ -214,12 +214,20 @@ def _local_dir(path: str | Path, what: str) -> Path:
     p = Path(path).expanduser()
     if not p.is_dir():
         raise CheckpointNotFoundError(f"{what} {path}: no such folder (smoke needs a local checkpoint folder)")
+    from eagle_convert.draft.kind import ensure_draft, ensure_target_config
+
+    swap = "did you swap TARGET and --draft?"
     if what == "draft":
         from eagle_convert.draft.checkpoint import open_checkpoint
 
-        has_config = open_checkpoint(p).has_config
+        ckpt = open_checkpoint(p)
+        has_config = ckpt.has_config
+        if has_config:  # a target, MTP head, Medusa ... or a P-EAGLE draft: one line, exit 1
+            ensure_draft(ckpt, "smoke", swap=swap)
     else:
         has_config = (p / "config.json").is_file()
+        if has_config:
+            ensure_target_config(json.loads((p / "config.json").read_text()), f"target {path}", swap=swap)
     if not has_config:
         raise CheckpointNotFoundError(f"{what} {path}: no config.json")
     return p.resolve()

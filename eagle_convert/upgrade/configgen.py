@@ -57,6 +57,9 @@ def read_target(ref: str) -> TargetInfo:
         if name not in source.list_files():
             raise ConfigError(f"{ref}: no config.json for --target", hint="point --target at the target model folder")
         config = read_json(source, name)
+    from eagle_convert.draft.kind import ensure_target_config
+
+    ensure_target_config(config, f"--target {ref}")  # default aux ids from a draft's 1 layer would be nonsense
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
     layers = config.get("num_hidden_layers", text.get("num_hidden_layers"))
     if not isinstance(layers, int) or isinstance(layers, bool) or layers <= 0:

@@ -74,7 +74,10 @@ def upgrade_cmd(ctx: click.Context, checkpoint: str, output: Path, layout: str, 
     from eagle_convert.upgrade.plan import plan_upgrade
     from eagle_convert.upgrade.apply import apply_upgrade, check_output
 
+    from eagle_convert.draft.kind import ensure_draft
+
     ckpt = open_checkpoint(checkpoint)
+    ensure_draft(ckpt, "upgrade")  # also P-EAGLE, which the EAGLE-3.1 config writer cannot express
     info = describe(ckpt, read_vocab=False)
     target_info = read_target(target) if target else None
     plan = plan_upgrade(ckpt, info, layout=layout, norm_output=norm_output, aux_layer_ids=aux_layer_ids,

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.draft.checkpoint import CONFIG_FNAME, Checkpoint, CheckpointRef, load_from_source
-from eagle_convert.draft.kind import looks_like_draft
-from eagle_convert.errors import CheckpointNotFoundError, ConfigError, NotADraftError
+from eagle_convert.draft.kind import ensure_target_config
+from eagle_convert.errors import CheckpointNotFoundError, ConfigError
 from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.io.source import LocalSource, Source, read_json
 from eagle_convert.validate.rules.context import Context
@@ -59,9 +59,7 @@ def load_target(ref: str | Path) -> Target:
         raise CheckpointNotFoundError(f"{source.description}: no config.json (needed by --target)",
                                       hint="pass the target model's folder or hub repo id")
     config = read_json(source, CONFIG_FNAME)
-    if why := looks_like_draft(config):
-        raise NotADraftError(f"--target {source.description}: this looks like an EAGLE-3 draft, not the target "
-                             f"model ({why}): did you swap DRAFT and --target?", kind="eagle3-draft")
+    ensure_target_config(config, f"--target {source.description}")
     text = config.get("text_config")
     if isinstance(text, dict):
         config = {**config, **text}
