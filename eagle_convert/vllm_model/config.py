@@ -227,7 +227,8 @@ def rope_parameters(config: dict[str, Any]) -> dict[str, Any]:
     transformers `convert_rope_params_to_dict` / `standardize_rope_params`, called through vLLM's
     `patch_rope_parameters`: a legacy `rope_scaling` wins over `rope_parameters`; theta comes from
     the dict, else top-level `rope_theta`, else the class default; YaRN-like types get
-    `original_max_position_embeddings` (top-level first, else the dict's, else max_position_embeddings).
+    `original_max_position_embeddings` from the dict, else max_position_embeddings (a top-level
+    original_max_position_embeddings counts only for classes that declare it, e.g. Phi3: not drafts).
     """
     legacy, params = config.get("rope_scaling"), config.get("rope_parameters")
     rope = dict(legacy) if isinstance(legacy, dict) and legacy else dict(params) if isinstance(params, dict) else {}
@@ -235,9 +236,7 @@ def rope_parameters(config: dict[str, Any]) -> dict[str, Any]:
     rope.setdefault("rope_type", rope.pop("type", "default"))
     rope.pop("type", None)
     if rope["rope_type"] in ROPE_TYPES_WITH_ORIGINAL_MAX:
-        top = config.get("original_max_position_embeddings")
-        rope["original_max_position_embeddings"] = top if top is not None else rope.get(
-            "original_max_position_embeddings", config.get("max_position_embeddings"))
+        rope.setdefault("original_max_position_embeddings", config.get("max_position_embeddings"))
     return rope
 
 
@@ -250,11 +249,12 @@ def sliding_windows(view: VllmDraftConfig) -> list[int | None]:
     fields = SLIDING_WINDOW_FIELDS.get(cls.name, ())
     types = vcfg.get("layer_types") if "layer_types" in fields else None
     window = vcfg.get("sliding_window")
-    if not isinstance(types, list) and "use_sliding_window" in fields:  # transformers Qwen3Config.__init__
-        first = vcfg.get("max_window_layers", QWEN3_MAX_WINDOW_LAYERS)
-        on = bool(vcfg.get("use_sliding_window")) and window is not None
-        types = ["sliding_attention" if on and isinstance(first, int) and k >= first else "full_attention"
-                 for k in range(layers)]
+    if "use_sliding_window" in fields:  # transformers Qwen3Config.__post_init__: no window unless switched on
+        window = window if vcfg.get("use_sliding_window") else None
+        if not isinstance(types, list):
+            first = vcfg.get("max_window_layers", QWEN3_MAX_WINDOW_LAYERS)
+            types = ["sliding_attention" if window is not None and isinstance(first, int) and k >= first
+                     else "full_attention" for k in range(layers)]
     if not isinstance(types, list):
         return [None] * layers
     return [window if k < len(types) and types[k] == "sliding_attention" else None for k in range(layers)]

@@ -164,7 +164,8 @@ ROPE_TYPES_WITH_ORIGINAL_MAX = ("llama3", "yarn", "longrope")
 # model_executor/models/llama.py `LlamaAttention.__init__` reads layer_types[k] (k counted from the
 # draft's first layer, llama_eagle3.py sets target_layer_count) and then sliding_window;
 # qwen3_eagle3.py `Qwen3Eagle3DecoderLayer.__init__` reads layer_types, which transformers'
-# Qwen3Config derives from use_sliding_window / sliding_window / max_window_layers when absent;
+# Qwen3Config derives from max_window_layers when absent, and its sliding_window is None unless
+# use_sliding_window is true;
 # deepseek_eagle3.py builds DeepseekV2 attention, which reads none of them.
 SLIDING_WINDOW_FIELDS = {"Eagle3LlamaForCausalLM": ("layer_types",),
                          "Eagle3Qwen3ForCausalLM": ("layer_types", "use_sliding_window", "max_window_layers"),
