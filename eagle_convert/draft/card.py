@@ -151,7 +151,9 @@ def _entry_lines(entry: dict[str, Any]) -> list[str]:
         elif key == "data" and isinstance(value, dict):
             value = ", ".join(f"{k} {_fmt(v)}" for k, v in value.items())
         elif isinstance(value, dict):
-            value = ", ".join(f"{k} {_fmt(v)}" for k, v in value.items() if not isinstance(v, (dict, list)))
+            value = "; ".join(f"{k.replace('_', ' ')} " + (", ".join(f"{a} {_fmt(b)}" for a, b in v.items())
+                                                         if isinstance(v, dict) else _fmt(v))
+                              for k, v in value.items())
         out.append(f"  - {key.replace('_', ' ')}: {_fmt(value)}")
     return out
 

@@ -13,9 +13,12 @@ from eagle_convert.cli.commands._interrupt import exit_interrupted
 from eagle_convert.upgrade.plan import LAYOUTS
 
 if TYPE_CHECKING:
+    from eagle_convert.draft.checkpoint import Checkpoint
+    from eagle_convert.finetune.calibrate import Calibration
     from eagle_convert.upgrade.plan import UpgradePlan
     from eagle_convert.upgrade.apply import UpgradeResult
 
+INITS = ("ones", "calibrated")
 PROGRESS_MIN_BYTES = 64 << 20  # smaller checkpoints finish before a bar is worth drawing
 
 
@@ -54,11 +57,18 @@ def parse_ids(ctx: click.Context, param: click.Parameter, value: str | None) -> 
               help="Reflink (else hard-link, else copy) the input's weight files instead of copying them, and add "
                    "one small shard with the fc_norm weights: flat in checkpoint size. Only for tensor names vLLM "
                    "loads as they are (e.g. --layout keep).")
+@click.option("--init", "init", type=click.Choice(INITS), default="ones", show_default=True,
+              help="fc_norm weights: ones (the identity in weight space only), or calibrated: run --target (a local "
+                   "folder) over calibration prompts and set each fc_norm.{i} to the median RMS of aux state i, so "
+                   "the first draft step matches the EAGLE-3 draft's (needs the smoke extra).")
+@click.option("--prompts", "prompts_file", type=click.Path(dir_okay=False), default=None,
+              help="JSONL calibration prompts for --init calibrated ({\"prompt\": ...} or {\"messages\": [...]} per "
+                   "line). Default: the built-in set.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan (and result) as JSON.")
 @click.pass_context
 def upgrade_cmd(ctx: click.Context, checkpoint: str, output: Path, layout: str, norm_output: bool,
                 aux_layer_ids: list[int] | None, target: str | None, dry_run: bool, force: bool, verify: bool,
-                link: bool, as_json: bool) -> None:
+                link: bool, as_json: bool, init: str = "ones", prompts_file: str | None = None) -> None:
     """Upgrade the EAGLE-3 draft CHECKPOINT to EAGLE-3.1 into the new folder OUTPUT.
 
     Adds one RMSNorm weight per aux hidden state (fc_norm.{i}.weight, ones, fc.weight's dtype), sets
@@ -81,7 +91,12 @@ def upgrade_cmd(ctx: click.Context, checkpoint: str, output: Path, layout: str, 
     info = describe(ckpt, read_vocab=False)
     target_info = read_target(target) if target else None
     plan = plan_upgrade(ckpt, info, layout=layout, norm_output=norm_output, aux_layer_ids=aux_layer_ids,
-                        target=target_info)
+                        target=target_info, out=output)
+    if init == "calibrated" or prompts_file is not None:
+        check_output(plan, output, force=force)  # refuse before the slow part
+        calibration = _calibrate(ckpt, target, plan, prompts_file, init, quiet=as_json)
+        plan = plan_upgrade(ckpt, info, layout=layout, norm_output=norm_output, aux_layer_ids=aux_layer_ids,
+                            target=target_info, out=output, norm_init=calibration.norm_init())
     lplan = None
     if link:
         from eagle_convert.upgrade.linkplan import plan_link
@@ -137,6 +152,26 @@ def _apply(ctx: click.Context, plan: UpgradePlan, output: Path, *, force: bool, 
         exit_interrupted(ctx, exc, plan.source)
     finally:
         restore()
+
+
+def _calibrate(ckpt: Checkpoint, target: str | None, plan: UpgradePlan, prompts_file: str | None, init: str,
+               *, quiet: bool) -> Calibration:
+    """--init calibrated: measure the fc_norm values on the target (finetune.calibrate)."""
+    from eagle_convert.errors import UsageError
+    from eagle_convert.finetune.calibrate import calibrate_fc_norm
+
+    if init != "calibrated":
+        raise UsageError("--prompts is for --init calibrated")
+    if target is None:
+        raise UsageError("--init calibrated needs --target (the target model's local folder)")
+    cal = calibrate_fc_norm(ckpt, target, aux_ids=plan.aux.ids, prompts=prompts_file,
+                            say=None if quiet else (lambda m: click.echo(m, err=True)))
+    if not quiet:
+        from eagle_convert.cli.output import console
+        from eagle_convert.cli.render.calibrate import render_calibration
+
+        render_calibration(console(), cal, norm_output=plan.norm_output)
+    return cal
 
 
 def register(group: click.Group) -> None:

@@ -31,7 +31,8 @@ def render_plan(console: Console, plan: UpgradePlan, out: Path, *, dry_run: bool
                  f"→ {escape(str(out))}")
     storage = "linked input files + a new shard, indexed" if link else "sharded" if plan.sharded else "single file"
     grid.add_row("output", f"layout {plan.layout}, {plan.config_format} config, {storage}, safetensors")
-    grid.add_row("adds", f"{plan.num_aux} × fc_norm.i.weight [{plan.target_hidden_size}] {plan.norm_dtype}, ones; "
+    grid.add_row("adds", f"{plan.num_aux} × fc_norm.i.weight [{plan.target_hidden_size}] {plan.norm_dtype}, "
+                 f"{plan.norm_init.method if plan.norm_init else 'ones'}; "
                  f"fc_norm=true, norm_output={'true' if plan.norm_output else 'false'}")
     grid.add_row("aux layer ids", f"{list(plan.aux.ids)} [dim](from {escape(plan.aux.detail)})[/dim]")
     if link is not None:
@@ -53,8 +54,9 @@ def render_plan(console: Console, plan: UpgradePlan, out: Path, *, dry_run: bool
     for col in ("name", "dtype", "shape", "value", "file"):
         table.add_column(col)
     where = {t.name: f.filename for f in ([link.shard] if link else plan.files) for t in f.tensors}
-    for t in plan.additions:
-        table.add_row(escape(t.name), t.dtype, str(list(t.shape)), "ones", where[t.name])
+    for i, t in enumerate(plan.additions):
+        value = f"{plan.norm_init.method} {plan.norm_init.summary(i)}" if plan.norm_init else "ones"
+        table.add_row(escape(t.name), t.dtype, str(list(t.shape)), value, where[t.name])
     console.print(table)
 
     diff = config_diff(plan.config_before, {k: v for k, v in plan.config_after.items() if k != PROVENANCE_KEY})

@@ -1,0 +1,173 @@
+"""`upgrade --init calibrated`: fc_norm weights measured on the target instead of trained.
+
+The zero-step member of the fine-tune family: the target runs over calibration prompts (rendered with
+the serving chat template, as `finetune` renders them), each `fc_norm.{i}.weight` becomes the median
+RMS of aux hidden state i over those tokens (`reference.calibrate` says why the median), and a
+quarter of the prompts is held out to measure how close the result drafts to the EAGLE-3 input:
+top-1 agreement of the first draft step, calibrated and identity (ones), on the held-out prompts.
+The result is a `NormInit` that `upgrade.plan_upgrade` carries as the added tensors' data.
+
+Lives here rather than in `upgrade/` because it runs the torch reference engine (`reference/`, a
+later layer than `upgrade/`) on prompts rendered by `smoke.prompts`; `upgrade.plan` stays pure.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from eagle_convert.draft.checkpoint import Checkpoint, CheckpointRef, open_checkpoint
+from eagle_convert.draft.layout import canonical_map
+from eagle_convert.errors import (
+    CheckpointNotFoundError, CheckpointReadError, EngineError, UpgradeRefusedError, UsageError,
+)
+from eagle_convert.extras import require
+from eagle_convert.smoke.prompts import Prompt, builtin_prompts, load_prompts, prepare_prompts, resolve_chat_template
+from eagle_convert.upgrade.norminit import NormInit
+
+__all__ = ["CALIBRATE_MODULES", "Calibration", "calibrate_fc_norm"]
+
+CALIBRATE_MODULES = ("torch", "transformers", "tokenizers")
+STATISTIC = "median over calibration tokens of each aux hidden state's RMS (eps included), broadcast"
+HOLD_OUT_EVERY = 4  # every 4th prompt measures agreement, the rest calibrate
+
+
+@dataclass
+class Calibration:
+    """What `calibrate_fc_norm` measured: one weight per aux state and how close it drafts."""
+
+    values: list[float]  # fc_norm.{i}.weight value (broadcast over target_hidden_size)
+    rms: list[dict[str, float]]  # per aux state: median, mean, p10, p90 of the per-token RMS
+    aux_ids: list[int]
+    target: str
+    prompts: str  # label of the prompt source
+    chat_template: str
+    fit_prompts: int
+    tokens: int  # calibration tokens
+    held_out_prompts: int
+    positions: int  # first-step positions compared
+    agreement: float | None  # calibrated vs the EAGLE-3 draft, top-1 of the first draft step
+    agreement_identity: float | None  # ones vs the EAGLE-3 draft
+    device: str
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["statistic"] = STATISTIC
+        return data
+
+    def norm_init(self) -> NormInit:
+        """The values as the upgrade plan's fc_norm data, with the record kept in the provenance."""
+        record = {"statistic": STATISTIC, "values": [round(v, 6) for v in self.values], "aux_layer_ids": self.aux_ids,
+                  "target": self.target, "prompts": self.prompts, "chat_template": self.chat_template,
+                  "fit_prompts": self.fit_prompts, "tokens": self.tokens}
+        if self.agreement is not None:
+            record["first_step_top1_agreement_with_eagle3"] = {
+                "calibrated": round(self.agreement, 4), "identity": round(self.agreement_identity or 0.0, 4),
+                "held_out_prompts": self.held_out_prompts, "positions": self.positions}
+        return NormInit("calibrated", tuple((v,) for v in self.values), record)
+
+
+def _target_folder(target: str | Path) -> Path:
+    p = Path(target).expanduser()
+    if not (p / "config.json").is_file():
+        raise CheckpointNotFoundError(f"target {target}: no config.json in a local folder "
+                                      "(--init calibrated runs the target: pass its local folder)")
+    return p.resolve()
+
+
+def _prompt_items(prompts: Sequence[Prompt] | str | Path | None) -> tuple[list[Prompt], str]:
+    if prompts is None:
+        return builtin_prompts(), "built-in"
+    if isinstance(prompts, (str, Path)):
+        return load_prompts(prompts), str(prompts)
+    return list(prompts), "custom"
+
+
+def calibrate_fc_norm(draft: str | Path | CheckpointRef | Checkpoint, target: str | Path, *,
+                      aux_ids: Sequence[int], prompts: Sequence[Prompt] | str | Path | None = None,
+                      chat_template: str | None = None, device: str | None = None,
+                      say: Callable[[str], None] | None = None) -> Calibration:
+    """Measure fc_norm weights for the EAGLE-3 `draft` on `target` (a local folder).
+
+    `aux_ids`: the ids the upgraded draft will use (the plan's). `prompts`: None (the built-in
+    set), a JSONL path or `Prompt`s; every 4th is held out for the agreement when there are at
+    least 2. `device` None: the first GPU torch sees, else CPU.
+    """
+    require("smoke", "upgrade --init calibrated", CALIBRATE_MODULES)
+    import torch
+    from transformers import AutoTokenizer
+
+    from eagle_convert.reference.calibrate import (
+        aux_rms, drafter_with_fc_norm, fc_norm_values, first_position_agreement,
+    )
+    from eagle_convert.reference.data import load_drafter
+    from eagle_convert.reference.drafter import draft_config_from_dict
+    from eagle_convert.reference.target import TargetModel
+
+    say = say or (lambda _m: None)
+    t0 = time.perf_counter()
+    dtypes = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "F64": torch.float64}
+    tdir = _target_folder(target)
+    items, label = _prompt_items(prompts)
+    if not items:
+        raise UsageError("no calibration prompts")
+    template, template_label = resolve_chat_template(chat_template)
+    ckpt = draft if isinstance(draft, Checkpoint) else open_checkpoint(draft, require_config=True)
+    cfg = draft_config_from_dict(ckpt.config)
+    tcfg = json.loads((tdir / "config.json").read_text())
+    tcfg = tcfg.get("text_config", tcfg)
+    if tcfg.get("hidden_size") != cfg.target_hidden_size:
+        raise UpgradeRefusedError(f"target {target}: hidden size {tcfg.get('hidden_size')} != the draft's "
+                                  f"target_hidden_size {cfg.target_hidden_size}: this draft was not trained for it")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(tdir))
+    except (OSError, ValueError) as exc:
+        raise CheckpointReadError(f"target {target}: transformers cannot load its tokenizer ({exc})".split("\n")[0],
+                                  hint="--init calibrated needs the target's tokenizer files beside its config") from None
+    ctx = tcfg.get("max_position_embeddings")
+    pset = prepare_prompts(items, tokenizer, chat_template=template, template_label=template_label,
+                           max_prompt_tokens=int(ctx) if ctx else None)
+    seqs = [p.token_ids for p in pset.prompts]
+    if not seqs:
+        raise UsageError("no calibration prompt fits the target's context")
+    is_held = [len(seqs) >= 2 and i % HOLD_OUT_EVERY == HOLD_OUT_EVERY - 1 for i in range(len(seqs))]
+    held = [s for s, h in zip(seqs, is_held) if h]
+    fit = [s for s, h in zip(seqs, is_held) if not h]
+
+    say(f"calibrate: loading {tdir.name}")
+    try:
+        tgt = TargetModel.from_pretrained(tdir, device=device)
+    except (OSError, ValueError, KeyError) as exc:
+        raise CheckpointReadError(f"target {target}: transformers cannot load it ({exc})".split("\n")[0]) from None
+    ids = sorted(set(aux_ids))
+    if max(ids) > tgt.num_layers:
+        raise UpgradeRefusedError(f"aux layer id {max(ids)} is beyond the target's {tgt.num_layers} layers")
+    say(f"calibrate: aux hidden states of {len(fit)} prompts ({sum(map(len, fit))} tokens)")
+    rms = aux_rms(tgt, fit, ids, cfg.rms_norm_eps)
+    # Rounded to the dtype the upgrade writes them in (fc.weight's), so the agreement is the output's.
+    fc_dtype = next((ckpt.tensors[n].dtype for n, c in canonical_map(ckpt.tensors).items() if c == "fc.weight"), "F32")
+    values = [float(torch.tensor(v).to(dtypes.get(fc_dtype, torch.float32))) for v in fc_norm_values(rms)]
+    stats = [{"median": v, "mean": float(col.mean()), "p10": float(col.quantile(0.1)),
+              "p90": float(col.quantile(0.9))} for v, col in zip(values, rms.T)]
+    agreement = agreement_id = None
+    positions = 0
+    if held:
+        say(f"calibrate: first-step agreement with the EAGLE-3 draft on {len(held)} held-out prompts")
+        try:
+            base = load_drafter(ckpt, target_embed=tgt.embed_weight, target_lm_head=tgt.lm_head_weight,
+                                device=tgt.device)
+        except (ValueError, KeyError, RuntimeError, NotImplementedError) as exc:
+            raise EngineError(f"{ckpt.description}: the reference engine cannot load the draft ({exc})") from None
+        cands = [drafter_with_fc_norm(base, [[v] for v in values]),
+                 drafter_with_fc_norm(base, [[1.0]] * len(values))]
+        (agreement, agreement_id), positions = first_position_agreement(tgt, base, cands, held, ids)
+    return Calibration(
+        values=values, rms=stats, aux_ids=ids, target=str(target), prompts=label, chat_template=template_label,
+        fit_prompts=len(fit), tokens=int(rms.shape[0]), held_out_prompts=len(held), positions=positions,
+        agreement=agreement, agreement_identity=agreement_id, device=str(tgt.device),
+        seconds=time.perf_counter() - t0)
