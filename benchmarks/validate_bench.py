@@ -8,6 +8,11 @@ which includes interpreter start-up and imports) and `python -c pass` as the sta
 Static validation reads config, headers and d2t/t2d only, so its time must not grow with the
 weights. `--deep` also times one `validate --deep` per size and reports its peak RSS (bounded by
 the chunk size, not the checkpoint).
+
+`--target` measures `validate DRAFT --target TARGET` against an 8B-shaped target (benchmarks/synth_target.py:
+a sparse 16 GB safetensors whose embedding is the draft's and whose lm_head rows at the d2t-mapped ids are
+the draft's), each run in a fresh process: its time and peak RSS against `validate DRAFT` alone and against
+`cat TARGET > /dev/null` (what reading the target's weights costs at all), and the target bytes it read.
 """
 
 from __future__ import annotations
@@ -28,6 +33,53 @@ t = time.perf_counter(); r = validate_checkpoint(sys.argv[1], deep=True); s = ti
 print(json.dumps({"deep_s": s, "deep_peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "deep_errors": len(r.errors)}))
 """
+
+
+_TARGET_SNIPPET = """
+import json, resource, sys, time
+from eagle_convert.validate.run import validate_checkpoint
+target = None if sys.argv[2] == "-" else sys.argv[2]
+t = time.perf_counter(); r = validate_checkpoint(sys.argv[1], target=target, deep=sys.argv[3] == "deep")
+s = time.perf_counter() - t
+print(json.dumps({"s": s, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "codes": sorted(r.codes()), "notes": r.notes}))
+"""
+_CAT_SNIPPET = """
+import json, resource, subprocess, sys, time
+t = time.perf_counter(); subprocess.run(["cat", sys.argv[1]], stdout=subprocess.DEVNULL, check=True)
+print(json.dumps({"s": time.perf_counter() - t,
+                  "peak_rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
+"""
+
+
+def _fresh(snippet: str, *args: str, repeat: int) -> dict:
+    """Median time and largest peak RSS of `repeat` fresh-process runs of `snippet`."""
+    import statistics
+
+    runs = [json.loads(subprocess.run([sys.executable, "-c", snippet, *args], check=True, capture_output=True,
+                                      text=True).stdout.strip().splitlines()[-1]) for _ in range(repeat)]
+    return runs[-1] | {"s": statistics.median(r["s"] for r in runs), "peak_rss_mib": max(r["peak_rss_mib"] for r in runs)}
+
+
+def measure_target(draft: Path, target: Path, repeat: int, *, deep: bool) -> dict:
+    """validate --target (sampled rows; with `deep` also every row) vs validate alone vs cat of the target."""
+    weights = target / "model.safetensors"
+    rows = {
+        "target_file_gib": weights.stat().st_size / 2**30,
+        "validate": _fresh(_TARGET_SNIPPET, str(draft), "-", "static", repeat=repeat),
+        "validate_target": _fresh(_TARGET_SNIPPET, str(draft), str(target), "static", repeat=repeat),
+        "cat_target": _fresh(_CAT_SNIPPET, str(weights), repeat=repeat),
+    }
+    if deep:
+        rows["validate_target_deep"] = _fresh(_TARGET_SNIPPET, str(draft), str(target), "deep", repeat=1)
+    vt, cat = rows["validate_target"], rows["cat_target"]
+    rows["ratios"] = {
+        "time_validate_target_over_cat": vt["s"] / cat["s"],
+        "rss_validate_target_over_cat": vt["peak_rss_mib"] / cat["peak_rss_mib"],
+        "time_target_checks_over_cat": (vt["s"] - rows["validate"]["s"]) / cat["s"],
+        "rss_validate_target_over_validate": vt["peak_rss_mib"] / rows["validate"]["peak_rss_mib"],
+    }
+    return rows
 
 
 def measure(folder: Path, repeat: int, *, deep: bool) -> dict[str, float]:
@@ -57,7 +109,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench-out"))
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--deep", action="store_true", help="also time validate --deep (reads every byte)")
+    parser.add_argument("--target", action="store_true",
+                        help="only measure validate --target against a sparse 8B-shaped target (with --deep: also "
+                             "validate --target --deep)")
     args = parser.parse_args(argv)
+    if args.target:
+        from benchmarks.synth_target import build_synthetic_target
+
+        draft, target = args.out / "synth-8b-embed", args.out / "synth-8b-target"
+        if not draft.exists():
+            build_synthetic_draft(draft, with_embed=True)
+        if not target.exists():
+            build_synthetic_target(target, draft)
+        print(json.dumps(measure_target(draft, target, max(1, args.repeat // 3), deep=args.deep), indent=2))
+        return 0
     rows = {}
     for with_embed in (False, True):
         folder = args.out / ("synth-8b-embed" if with_embed else "synth-8b")

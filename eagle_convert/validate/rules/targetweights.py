@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 
 MATCH_COS = 0.5
 SCALE_BAND = (0.8, 1.25)
-EMBED_SAMPLE, LM_HEAD_SAMPLE, DEEP_LM_HEAD_SAMPLE = 64, 32, 128
+EMBED_SAMPLE, LM_HEAD_SAMPLE, DEEP_LM_HEAD_SAMPLE = 64, 32, 64
+DEEP_BLOCK_BYTES = 8 << 20  # rows per block in --deep: memory stays ~10x this whatever the vocabulary
 WINDOW = 4  # neighbouring slots whose mapped ids a sampled lm_head row is also compared with
 _INTS = {"I8", "I16", "I32", "I64", "U8", "U16", "U32", "U64"}
 
@@ -93,10 +94,9 @@ def _round_to(dtype: str, x: np.ndarray) -> np.ndarray:
     """`x` (float32) rounded to the target's dtype, back in float32 (round to nearest even, as torch)."""
     import numpy as np
 
-    if dtype == "BF16":
-        u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-        r = ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
-        return r.view(np.float32)
+    if dtype == "BF16":  # uint32 wraps only for NaN payloads, which never compare equal anyway
+        u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+        return ((u + np.uint32(0x7FFF) + ((u >> 16) & 1)) & np.uint32(0xFFFF0000)).view(np.float32)
     if dtype == "F16":
         return x.astype(np.float16).astype(np.float32)
     return x
@@ -109,7 +109,7 @@ def _embed(ctx: Context, name: str, draft: RowReader, target: RowReader, readers
     if draft.cols != target.cols or draft.rows != target.rows:
         return []
     if ctx.deep:
-        per = max(1, (32 << 20) // max(draft.row_bytes, target.row_bytes, 1))
+        per = max(1, DEEP_BLOCK_BYTES // max(draft.row_bytes, target.row_bytes, 1))
         spans = ((f, min(per, draft.rows - f)) for f in range(0, draft.rows, per))
         pairs = ((draft.span(f, n), target.span(f, n), np.arange(f, f + n)) for f, n in spans)
     else:
@@ -181,7 +181,7 @@ def _lm_head(ctx: Context, name: str, target: RowReader, readers: list[RowReader
     if ctx.deep:  # every target row: the best match of each sampled slot anywhere in the vocabulary
         best, best_id = np.full(len(slots), -2.0), np.zeros(len(slots), dtype=np.int64)
         own_cos = np.zeros(len(slots))
-        for first, block in target.blocks():
+        for first, block in target.blocks(DEEP_BLOCK_BYTES):
             sims = d @ _unit(block).T
             top = sims.argmax(axis=1)
             better = sims[np.arange(len(slots)), top] > best
