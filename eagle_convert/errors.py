@@ -98,3 +98,7 @@ class NotADraftError(UnknownLayoutError):
     def __init__(self, message: str, *, kind: str, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.kind = kind
+
+
+class PushRefusedError(EagleConvertError):
+    """`push`: the draft fails validation, so nothing was uploaded (pass force to push it anyway)."""

@@ -21,6 +21,8 @@ right token is sent.
 
 Repos are given as `{"org/name": folder}` (revision `main`) plus `{"org/name@rev": folder}` for
 more revisions. Each revision gets a stable fake 40-hex commit sha, accepted as a revision too.
+The write endpoints (create repo, branch, preupload, LFS, commit) live in `hubwrite.py`; pushed
+revisions are stored in a temp folder of the server's, removed by `stop`.
 Bytes of file content sent (GET bodies only) are counted per `"org/name/path"` in `bytes_served`;
 every request is logged in `requests` as `Request(method, path, range, status)`.
 """
@@ -32,6 +34,8 @@ import hashlib
 import json
 import os
 import re
+import shutil
+import tempfile
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -110,6 +114,10 @@ class HubServer:
         self.token = token
         self.bytes_served: Counter[str] = Counter()
         self.requests: list[Request] = []
+        self.lfs: dict[str, Path] = {}  # sha256 -> stored blob (pushed LFS objects)
+        self.commits: list[tuple[str, str, str]] = []  # (repo, branch, summary) of every pushed commit
+        self._storage: Path | None = None
+        self._pushes = 0
         self._lock = threading.Lock()
         self._etags: dict[tuple[str, int, int], str] = {}
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
@@ -127,6 +135,45 @@ class HubServer:
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(timeout=5)
+        if self._storage is not None:
+            shutil.rmtree(self._storage, ignore_errors=True)
+
+    # -- pushed content (hubwrite.py) ------------------------------------------------------
+
+    def _store(self) -> Path:
+        with self._lock:
+            if self._storage is None:
+                self._storage = Path(tempfile.mkdtemp(prefix="hubserver-"))
+            self._pushes += 1
+            return self._storage / str(self._pushes)
+
+    def create_repo(self, repo_id: str, *, private: bool = False) -> None:
+        folder = self._store()
+        folder.mkdir()
+        self.repos[repo_id] = _Repo(repo_id, {"main": _Revision("main", _fake_commit(repo_id, "main"), folder)})
+        if private:
+            self.private.add(repo_id)
+
+    def store_blob(self, data: bytes) -> Path:
+        path = self._store()
+        path.write_bytes(data)
+        return path
+
+    def new_revision_folder(self, repo_id: str, base: Path) -> Path:
+        """A copy of `base` for the next commit to change."""
+        folder = self._store()
+        shutil.copytree(base, folder)
+        return folder
+
+    def add_revision(self, repo_id: str, branch: str, root: Path, summary: str = "") -> str:
+        """Point `branch` at `root` as a new commit; returns its sha."""
+        commit = hashlib.sha1(f"{repo_id}@{branch}#{len(self.commits)}:{root}".encode()).hexdigest()
+        self.repos[repo_id].revisions[branch] = _Revision(branch, commit, root)
+        self.commits.append((repo_id, branch, summary))
+        return commit
+
+    def next_pr(self, repo_id: str) -> int:
+        return 1 + sum(1 for name in self.repos[repo_id].revisions if name.startswith("refs/pr/"))
 
     def served(self, repo_id: str, path: str) -> int:
         """Content bytes sent for one file of one repo."""
@@ -189,6 +236,22 @@ def _make_handler(server: HubServer) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:  # noqa: N802
             self._dispatch(head=False)
+
+        def do_POST(self) -> None:  # noqa: N802
+            self._dispatch_write("POST")
+
+        def do_PUT(self) -> None:  # noqa: N802
+            self._dispatch_write("PUT")
+
+        def _dispatch_write(self, method: str) -> None:
+            import hubwrite
+
+            try:
+                hubwrite.handle(self, server, method, _HubError)
+            except _HubError as err:
+                self._error(err, False)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
 
         def send_response(self, code: int, message: str | None = None) -> None:
             # Logged before anything reaches the client, so a test never races the log.

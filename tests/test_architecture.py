@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "reference": 6,  # the torch reference engine
     "smoke": 7, "finetune": 7,
     "check": 7,  # the pre-deployment gate: runs validate, the vLLM worker and smoke's measurements
+    "push": 7,  # validate, then upload a draft folder to the hub
     "cli": 8,  # click and rich
 }
 ROOT_LAYER = 9  # eagle_convert/__init__.py: the public API, loaded lazily

@@ -10,8 +10,16 @@ import pytest
 from huggingface_hub import ModelCard
 
 from eagle_convert.draft.card import (
-    CARD_MARKER, PROVENANCE_KEY, AcceptanceRow, AcceptanceTable, acceptance_from_smoke, hub_repo_id, model_card,
-    retarget_card, serve_command, write_model_card,
+    CARD_MARKER,
+    PROVENANCE_KEY,
+    AcceptanceRow,
+    AcceptanceTable,
+    acceptance_from_smoke,
+    hub_repo_id,
+    model_card,
+    retarget_card,
+    serve_command,
+    write_model_card,
 )
 from eagle_convert.draft.checkpoint import open_checkpoint
 from eagle_convert.draft.describe import describe

@@ -170,8 +170,8 @@ def _acceptance_lines(table: AcceptanceTable) -> list[str]:
     version = f" ({table.engine_version})" if table.engine_version else ""
     where = f"{table.engine} engine{version}, k = {table.k}, {table.prompts}" + (f", {table.settings}"
                                                                                 if table.settings else "")
-    lines += ["", f"Measured with `eagle-convert smoke` ({where}). AL = 1 + accepted / draft rounds; position i = "
-              "share of rounds whose first i drafts were all accepted (vLLM's definitions)."]
+    lines += ["", (f"Measured with `eagle-convert smoke` ({where}). AL = 1 + accepted / draft rounds; position i = "
+                   "share of rounds whose first i drafts were all accepted (vLLM's definitions).")]
     lines += [f"{n}" for n in table.notes]
     return lines
 
@@ -200,8 +200,8 @@ def model_card(config: dict[str, Any], *, model_ref: str, target: str | None = N
                    f"{NUM_SPECULATIVE_TOKENS} tokens per step from the target's hidden states, and the target "
                    "verifies them in one forward pass, so the output is exactly the target's.")
     lines += ["", "## Serve with vLLM", "", "```bash", serve_command(shown_target, model_ref), "```", "",
-              f"Before serving, `eagle-convert validate DRAFT --target TARGET` checks the draft against vLLM's "
-              f"loader rules (read from vLLM {TESTED_VERSION}) and the target."]
+              ("Before serving, `eagle-convert validate DRAFT --target TARGET` checks the draft against vLLM's "
+               f"loader rules (read from vLLM {TESTED_VERSION}) and the target.")]
 
     hidden, th = cfg.get("hidden_size"), cfg.get("target_hidden_size") or cfg.get("hidden_size")
     ids = view.aux_ids_v1
@@ -209,8 +209,8 @@ def model_card(config: dict[str, Any], *, model_ref: str, target: str | None = N
             ("vLLM class", view.draft_class.name if view.draft_class else "none (not a registered EAGLE-3 draft)"),
             ("draft layers", cfg.get("num_hidden_layers")), ("hidden size", f"{hidden} (target {th})"),
             ("aux hidden states", f"{view.aux_count}, target layer ids {ids if ids else 'vLLM default (2, N//2, N-3)'}"),
-            ("vocabulary", f"{_fmt(cfg.get('vocab_size'))} target, "
-                           f"{_fmt(cfg.get('draft_vocab_size') or cfg.get('vocab_size'))} draft"),
+            ("vocabulary", (f"{_fmt(cfg.get('vocab_size'))} target, "
+                            f"{_fmt(cfg.get('draft_vocab_size') or cfg.get('vocab_size'))} draft")),
             ("dtype", cfg.get("torch_dtype") or cfg.get("dtype") or "not set")]
     lines += ["", "## What it is", "", "| | |", "|---|---|"]
     lines += [f"| {k} | {_fmt(v)} |" for k, v in rows]

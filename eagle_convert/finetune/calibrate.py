@@ -23,7 +23,11 @@ from typing import Any
 from eagle_convert.draft.checkpoint import Checkpoint, CheckpointRef, open_checkpoint
 from eagle_convert.draft.layout import canonical_map
 from eagle_convert.errors import (
-    CheckpointNotFoundError, CheckpointReadError, EngineError, UpgradeRefusedError, UsageError,
+    CheckpointNotFoundError,
+    CheckpointReadError,
+    EngineError,
+    UpgradeRefusedError,
+    UsageError,
 )
 from eagle_convert.extras import require
 from eagle_convert.smoke.prompts import Prompt, builtin_prompts, load_prompts, prepare_prompts, resolve_chat_template
@@ -103,7 +107,10 @@ def calibrate_fc_norm(draft: str | Path | CheckpointRef | Checkpoint, target: st
     from transformers import AutoTokenizer
 
     from eagle_convert.reference.calibrate import (
-        aux_rms, drafter_with_fc_norm, fc_norm_values, first_position_agreement,
+        aux_rms,
+        drafter_with_fc_norm,
+        fc_norm_values,
+        first_position_agreement,
     )
     from eagle_convert.reference.data import load_drafter
     from eagle_convert.reference.drafter import draft_config_from_dict

@@ -34,7 +34,7 @@ from torch import Tensor
 from eagle_convert.reference.drafter import EagleDrafter
 from eagle_convert.reference.target import TargetModel
 
-__all__ = ["aux_rms", "drafter_with_fc_norm", "fc_norm_values", "first_position_agreement", "first_pass_argmax"]
+__all__ = ["aux_rms", "drafter_with_fc_norm", "fc_norm_values", "first_pass_argmax", "first_position_agreement"]
 
 
 @torch.no_grad()

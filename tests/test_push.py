@@ -1,0 +1,164 @@
+"""`eagle-convert push`: a draft folder to the loopback hub (tests/hubserver.py + hubwrite.py) through
+huggingface_hub's real client; the files read back identical (the model card's serve command names
+the repo), branches, pull requests, private repos, and refusals before anything is sent."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hubserver import hub_server
+
+from eagle_convert.cli.app import main
+from eagle_convert.draft.card import retarget_card, serve_command
+from eagle_convert.draft.checkpoint import open_checkpoint
+from eagle_convert.draft.describe import describe
+from eagle_convert.upgrade.apply import apply_upgrade
+from eagle_convert.upgrade.configgen import TargetInfo
+from eagle_convert.upgrade.plan import plan_upgrade
+
+REPO = "me/eagle31-draft"
+TARGET = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def _cli(*args: str):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.fixture(autouse=True)
+def _isolated(hf_env, monkeypatch: pytest.MonkeyPatch) -> None:
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)  # the loopback hub speaks the LFS protocol
+
+
+@pytest.fixture
+def draft(built_fixtures, tmp_path: Path) -> Path:
+    """An upgraded draft with its model card, as `upgrade` leaves it."""
+    out = tmp_path / "eagle31"
+    ckpt = open_checkpoint(built_fixtures("vllm-eagle3"))
+    target = TargetInfo(ref=TARGET, num_layers=8, hidden_size=None, vocab_size=None)
+    apply_upgrade(plan_upgrade(ckpt, describe(ckpt, read_vocab=False), target=target, out=out), out)
+    return out
+
+
+@pytest.fixture
+def hub(monkeypatch: pytest.MonkeyPatch):
+    with hub_server({}) as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
+        yield server
+
+
+def _read_back(repo: str, revision: str, names: list[str], tmp_path: Path) -> dict[str, bytes]:
+    from huggingface_hub import HfApi, hf_hub_download
+
+    from eagle_convert.io.hub_env import endpoint
+
+    listed = sorted(HfApi(endpoint=endpoint()).list_repo_files(repo, revision=revision))
+    assert listed == sorted(names)
+    return {n: Path(hf_hub_download(repo, n, revision=revision, endpoint=endpoint(),
+                                    cache_dir=tmp_path / "readback")).read_bytes() for n in names}
+
+
+def test_push_uploads_and_the_files_read_back_identical(draft: Path, hub, tmp_path: Path) -> None:
+    local = {p.name: p.read_bytes() for p in draft.iterdir()}
+    assert sorted(local) == ["README.md", "config.json", "model.safetensors"]
+    res = _cli("push", draft, REPO, "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["repo_id"] == REPO and out["revision"] == "main" and out["pr_url"] is None
+    sent = {**local, "README.md": retarget_card(local["README.md"].decode(), REPO).encode()}
+    assert out["card_retargeted"] and out["files"] == {n: len(b) for n, b in sent.items()}
+    back = _read_back(REPO, "main", sorted(local), tmp_path)
+    assert back["model.safetensors"] == local["model.safetensors"]  # sent through the LFS batch API
+    assert back["config.json"] == local["config.json"]
+    card = local["README.md"].decode()
+    assert back["README.md"].decode() == retarget_card(card, REPO)
+    assert serve_command(TARGET, REPO) in back["README.md"].decode()
+    assert serve_command(TARGET, str(draft)) in card  # the local folder's card is not changed
+    assert hub.commits == [(REPO, "main", f"Upload {draft.name} with eagle-convert")]
+    from huggingface_hub import ModelCard
+
+    pushed = ModelCard(back["README.md"].decode())  # the metadata of the card the hub serves parses
+    assert pushed.data.base_model == TARGET and "eagle3" in pushed.data.tags
+    # Pushing again to the existing repo is a second commit, not an error.
+    assert _cli("push", draft, REPO, "--message", "again").exit_code == 0
+    assert hub.commits[-1] == (REPO, "main", "again")
+
+
+def test_revision_creates_the_branch(draft: Path, hub, tmp_path: Path) -> None:
+    res = _cli("push", draft, REPO, "--revision", "v2")
+    assert res.exit_code == 0, res.output
+    assert f"→ {REPO}@v2" in res.output
+    back = _read_back(REPO, "v2", ["README.md", "config.json", "model.safetensors"], tmp_path)
+    assert back["model.safetensors"] == (draft / "model.safetensors").read_bytes()
+    _read_back(REPO, "main", [], tmp_path)  # main stays as create_repo left it
+
+
+def test_create_pr_leaves_main_alone(draft: Path, hub, tmp_path: Path) -> None:
+    assert _cli("push", draft, REPO).exit_code == 0
+    (draft / "notes.txt").write_text("v2\n")
+    res = _cli("push", draft, REPO, "--create-pr", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["pr_url"] == f"{hub.endpoint}/{REPO}/discussions/1"
+    assert _read_back(REPO, "refs/pr/1", ["README.md", "config.json", "model.safetensors", "notes.txt"],
+                      tmp_path)["notes.txt"] == b"v2\n"
+    _read_back(REPO, "main", ["README.md", "config.json", "model.safetensors"], tmp_path)
+
+
+def test_private_repo_needs_the_token(draft: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with hub_server({}, token="hf_write") as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
+        res = _cli("push", draft, REPO, "--private")
+        assert res.exit_code == 1
+        assert res.stderr == (f"Error: {REPO}: the hub refused the upload (HTTP 401) (push needs a token with write "
+                              "access to the namespace: set HF_TOKEN or run `hf auth login`)\n")
+        monkeypatch.setenv("HF_TOKEN", "hf_write")
+        assert _cli("push", draft, REPO, "--private").exit_code == 0
+        assert REPO in server.private
+        monkeypatch.delenv("HF_TOKEN")
+        from huggingface_hub import HfApi
+        from huggingface_hub.errors import RepositoryNotFoundError
+
+        with pytest.raises(RepositoryNotFoundError):
+            HfApi(endpoint=server.endpoint, token=False).list_repo_files(REPO)
+
+
+def test_a_draft_that_fails_validation_is_refused_unless_forced(draft: Path, hub, tmp_path: Path) -> None:
+    bad = tmp_path / "bad"
+    shutil.copytree(draft, bad)
+    cfg = json.loads((bad / "config.json").read_text())
+    cfg["fc_norm"] = False  # fc_norm.* tensors without the flag: vLLM raises at load (E104)
+    (bad / "config.json").write_text(json.dumps(cfg))
+    res = _cli("push", bad, REPO)
+    assert res.exit_code == 1
+    assert res.stderr.startswith(f"Error: {bad}: fails validation with 1 error (E104: ")
+    assert res.stderr.endswith(f"; nothing was uploaded (see eagle-convert validate {bad}, or pass --force to push "
+                               "it anyway)\n")
+    assert hub.requests == []  # refused before any request
+    res = _cli("push", bad, REPO, "--force")
+    assert res.exit_code == 0, res.output
+    assert "pushed despite validation errors E104 (--force)" in res.output
+    assert len(hub.commits) == 1
+
+
+@pytest.mark.parametrize(("args", "code", "message"), [
+    (["not-a-repo"], 2, "Error: 'not-a-repo' is not a hub repo id (use org/name (or user/name))\n"),
+])
+def test_usage(draft: Path, hub, args: list[str], code: int, message: str) -> None:
+    res = _cli("push", draft, *args)
+    assert res.exit_code == code and res.stderr == message
+
+
+def test_offline_and_missing_folder(draft: Path, hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    res = _cli("push", tmp_path / "nope", REPO)
+    assert res.exit_code == 1
+    assert res.stderr == f"Error: {tmp_path / 'nope'}: no config.json (push uploads a local draft folder)\n"
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    res = _cli("push", draft, REPO)
+    assert res.exit_code == 1 and res.stderr.startswith(f"Error: {REPO}: cannot push, offline mode is on")
+    assert hub.requests == []
