@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "reference": 6,  # the torch reference engine
     "smoke": 7, "finetune": 7,
     "check": 7,  # the pre-deployment gate: runs validate, the vLLM worker and smoke's measurements
+    "report": 7,  # inspect, upgrade, finetune, validate and smoke of one draft, side by side, resumable
     "push": 7,  # validate, then upload a draft folder to the hub
     "cli": 8,  # click and rich
 }

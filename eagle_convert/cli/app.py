@@ -19,7 +19,7 @@ from eagle_convert.errors import EagleConvertError
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 # Lazily loaded commands: module names under eagle_convert/cli/commands/.
-COMMANDS = ("upgrade", "diff", "validate", "smoke", "finetune", "check", "push")
+COMMANDS = ("upgrade", "diff", "validate", "smoke", "finetune", "check", "report", "push")
 
 
 def _command_module_exists(name: str) -> bool:

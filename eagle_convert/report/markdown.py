@@ -1,0 +1,132 @@
+"""`report.md`, rendered from `report.json` alone (so the two can never disagree)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eagle_convert.smoke.prompts import NATURAL
+
+__all__ = ["render_markdown"]
+
+
+def _bucket(b: int | None) -> str:
+    return "all" if b is None else ("natural" if b == NATURAL else f"~{b} tokens")
+
+
+def _row(cells: list[Any]) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def _table(head: list[str], rows: list[list[Any]], align: str = "---") -> list[str]:
+    return [_row(head), "|" + "|".join([align] * len(head)) + "|", *(_row(r) for r in rows), ""]
+
+
+def _summary(data: dict[str, Any]) -> list[str]:
+    acc = data["acceptance"]
+    k = acc["settings"]["k"]
+    base = acc["drafts"][0]["total"]["acceptance_length"]
+    by = {v["name"]: v for v in data["variants"]}
+    rows = []
+    for d in acc["drafts"]:
+        t, v = d["total"], by.get(d["label"], {})
+        val = v.get("validate") or {}
+        delta = t["acceptance_length"] - base
+        rows.append([f"**{d['label']}**", d.get("variant") or "?", f"{t['acceptance_length']:.3f}",
+                     "—" if d is acc["drafts"][0] else f"{delta:+.3f}", f"{100 * t['acceptance_rate']:.1f}%",
+                     *(f"{100 * p:.1f}%" for p in t["per_position"]),
+                     f"{val.get('errors', '?')} / {val.get('warnings', '?')}", f"`{v.get('path', d['path'])}`"])
+    head = ["variant", "kind", "AL", "Δ AL vs input", "acceptance rate", *(f"pos {i + 1}" for i in range(k)),
+            "validate errors / warnings", "folder"]
+    return _table(head, rows)
+
+
+def _groups(acc: dict[str, Any]) -> list[str]:
+    labels = [d["label"] for d in acc["drafts"]]
+    keys: list[tuple[str, Any]] = []
+    for g in acc["drafts"][0]["groups"]:
+        if (g["category"], g["bucket"]) not in keys:
+            keys.append((g["category"], g["bucket"]))
+    rows = []
+    for cat, bucket in keys:
+        cells = []
+        for d in acc["drafts"]:
+            g = next((g for g in d["groups"] if g["category"] == cat and g["bucket"] == bucket), None)
+            cells.append("—" if g is None else f"{g['acceptance_length']:.2f}")
+        first = next(g for g in acc["drafts"][0]["groups"] if g["category"] == cat and g["bucket"] == bucket)
+        rows.append([cat, _bucket(bucket), first["requests"], *cells])
+    return _table(["category", "context", "runs", *labels], rows)
+
+
+def _throughput(t: dict[str, Any], al: dict[str, float]) -> list[str]:
+    cs = t["concurrency"]
+    rows = [[f"{t['baseline']['label']} (target alone)", "1.00",
+             *(f"{lv['per_user_tokens_per_s']:.1f}" for lv in t["baseline"]["levels"])]]
+    for d in t["drafts"]:
+        cells = []
+        for lv in d["levels"]:
+            x = t["speedup"].get(d["label"], {}).get(str(lv["concurrency"]))
+            cells.append(f"{lv['per_user_tokens_per_s']:.1f} (×{x:.2f})" if x else f"{lv['per_user_tokens_per_s']:.1f}")
+        rows.append([d["label"], f"{al.get(d['label'], 0):.2f}", *cells])
+    s = t["settings"]
+    out = _table(["draft", "AL", *(f"concurrency {c}: tokens/s per user (speedup)" for c in cs)], rows)
+    out += [f"{t['engine_version']} on {t['device']}, greedy, {s.get('max_new_tokens')} tokens per request, "
+            f"max_num_seqs {s.get('max_num_seqs')}; {t['metric']}. Every row ran in the same vLLM worker "
+            "with the same engine arguments.", ""]
+    if t.get("note"):
+        out += [f"> **Read this before the speedups:** {t['note']}", ""]
+    return out
+
+
+def render_markdown(data: dict[str, Any]) -> str:
+    acc = data["acceptance"]
+    s = acc["settings"]
+    lines = [f"# eagle-convert report: `{data['draft_name']}` from EAGLE-3 to EAGLE-3.1", "",
+             f"- draft: `{data['draft']}`", f"- target: `{data['target']}`",
+             f"- engine: {acc['engine']} ({acc.get('engine_version') or '?'}); k = {s['k']}, temperature "
+             f"{s['temperature']}, {s['max_new_tokens']} new tokens per prompt (EOS ignored), seed {s['seed']}",
+             f"- prompts: {acc['prompts']['count']} runs (prompt x context bucket), chat template "
+             f"{acc['prompts']['chat_template']}, buckets {', '.join(_bucket(b) for b in s['buckets'])}",
+             f"- eagle-convert {data['eagle_convert']}; {data['seconds']:.0f} s this run "
+             f"({len(data['ran'])} stages ran, {len(data['skipped'])} unchanged and skipped)", "",
+             "![overview](report.png)", "", "## Acceptance, side by side", "",
+             "AL = 1 + accepted draft tokens per draft round (at most k + 1); position i = share of rounds whose "
+             "first i drafts were all accepted (vLLM 0.32.0's definitions). Same prompts, buckets and engine "
+             "for every row.", ""]
+    lines += _summary(data)
+    if data["checks"]:
+        lines += ["## Checks", ""]
+        lines += [f"- {'✅' if c['holds'] else '❌'} {c['claim']}: {c['detail']}" for c in data["checks"]]
+        lines.append("")
+    lines += ["## Per-user throughput", ""]
+    t = acc.get("throughput")
+    if t:
+        lines += _throughput(t, {d["label"]: d["total"]["acceptance_length"] for d in acc["drafts"]})
+        lines += ["![speedup](speedup.png)", ""]
+    else:
+        lines += [data["throughput_note"], ""]
+    lines += ["## By context length and category", "", "![buckets](buckets.png) ![positions](positions.png)", ""]
+    lines += _groups(acc)
+    cal = data.get("calibration")
+    if cal:
+        lines += ["## Calibration", "", *(f"- {k}: {v}" for k, v in cal.items()), ""]
+    ft = data.get("finetune")
+    if ft:
+        r = ft["result"]
+        lines += ["## Fine-tune", "",
+                  f"From `{ft['source']}`: {r['sequences']} sequences, {r['tokens']} tokens, {r['seconds']:.0f} s; "
+                  f"teacher-forced loss {r['loss_before']:.3f} → {r['loss_after']:.3f}, step accuracy "
+                  f"{r['step_acc_before']} → {r['step_acc_after']}.", ""]
+    lines += ["## Variants and their model cards", ""]
+    lines += [f"- **{v['name']}**: {v['title']} — `{v['path']}`" + (f", card `{v['card']}`" if v.get("card") else "")
+              for v in data["variants"]]
+    lines += ["", "## Stages", ""]
+    lines += _table(["stage", "this run", "seconds"],
+                    [[st["name"], st["status"], f"{st['seconds']:.1f}" if st["status"] == "ran" else "—"]
+                     for st in data["stages"]])
+    lines += ["## Reproduce each step", "", "Also in `commands.sh`. Re-running the same `eagle-convert report` "
+              "command skips every stage whose inputs (content hashes) and options did not change.", "", "```bash"]
+    lines += [c["command"] for c in data["commands"]]
+    lines += ["```", ""]
+    if data["notes"]:
+        lines += ["## Notes", "", *(f"- {n}" for n in data["notes"]), ""]
+    return "\n".join(lines)

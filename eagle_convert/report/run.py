@@ -1,0 +1,159 @@
+"""`run_report`: the whole EAGLE-3 → EAGLE-3.1 story of one draft, side by side, resumable.
+
+Stages, cheapest first: inspect the input; upgrade it with identity `fc_norm` weights and (when
+this eagle-convert has `--init calibrated`) with calibrated ones; fine-tune one upgrade; validate
+every variant against the target; measure every variant with one engine on the same prompts and
+context buckets (and, with vLLM and concurrency levels, per-user tokens/s against the target
+alone). Then, always (they are cheap): each variant's model card with the measured table,
+`report.json`, `report.md`, the PNGs and `commands.sh`.
+
+Every stage is keyed by the content hashes of its inputs and its options (`report/cache.py`), so
+re-running the same command skips what is still valid: an interrupted report resumes, an edited
+output is rebuilt, and a changed input reruns exactly the stages that read it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eagle_convert.errors import CheckpointNotFoundError, OutputError, UsageError
+from eagle_convert.extras import require
+from eagle_convert.report.cache import STATE_DIR
+from eagle_convert.report.runner import Runner, StageEvent, Variant
+from eagle_convert.report.stages import ReportOptions, Say, finetune_stage, inspect_stage, upgrade_stage, validate_stage
+
+__all__ = ["CALIBRATED", "EAGLE3", "FINETUNED", "IDENTITY", "ReportResult", "calibration_available", "run_report"]
+
+EAGLE3, IDENTITY, CALIBRATED, FINETUNED = "eagle3", "eagle31-identity", "eagle31-calibrated", "eagle31-finetuned"
+TITLES = {EAGLE3: "EAGLE-3 (the input)", IDENTITY: "EAGLE-3.1, identity fc_norm (upgrade)",
+          CALIBRATED: "EAGLE-3.1, calibrated fc_norm (upgrade --init calibrated)",
+          FINETUNED: "EAGLE-3.1, fine-tuned (finetune)"}
+
+
+@dataclass
+class ReportResult:
+    out: Path
+    data: dict[str, Any]  # report.json
+    events: list[StageEvent] = field(default_factory=list)
+    files: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def ran(self) -> list[str]:
+        return [e.name for e in self.events if e.status == "ran"]
+
+    @property
+    def skipped(self) -> list[str]:
+        return [e.name for e in self.events if e.status == "skipped"]
+
+
+def calibration_available() -> bool:
+    """Whether this eagle-convert can compute calibrated fc_norm values (`finetune.calibrate`)."""
+    import importlib.util
+
+    return importlib.util.find_spec("eagle_convert.finetune.calibrate") is not None
+
+
+def _local(path: str | Path, what: str) -> Path:
+    p = Path(path).expanduser()
+    if not p.is_dir():
+        raise CheckpointNotFoundError(f"{what} {path}: no such folder (report needs local checkpoint folders)")
+    if not (p / "config.json").is_file():
+        raise CheckpointNotFoundError(f"{what} {path}: no config.json")
+    return p.resolve()
+
+
+def _check_out(out: Path, inputs: dict[str, Path]) -> Path:
+    out = out.expanduser().resolve()
+    for what, p in inputs.items():
+        if out == p or p in out.parents or out in p.parents:
+            raise OutputError(f"{out}: the report folder must not be, contain or lie inside the {what} {p}")
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"{out}: exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not (out / STATE_DIR).is_dir():
+        raise OutputError(f"{out}: exists, is not empty and is not a report folder",
+                          hint="choose a new --out, or the folder of an earlier report to resume it")
+    return out
+
+
+def _file_digest(r: Runner, path: str | None) -> str:
+    return "built-in" if path is None else r.memo.file(Path(path))
+
+
+def run_report(draft: str | Path, target: str | Path, out: str | Path, options: ReportOptions | None = None, *,
+               progress: Say | None = None, on_stage: Callable[[StageEvent], None] | None = None) -> ReportResult:
+    """Build (or resume) the report of `draft` against `target` in the folder `out`.
+
+    `progress` receives one line per stage; `on_stage` a `StageEvent` after each stage (raising
+    from it stops the run there, as an interruption would: the finished stages stay recorded).
+    """
+    from eagle_convert.report.measure import measure_variants
+    from eagle_convert.report.write import write_outputs
+    from eagle_convert.smoke.run import SMOKE_MODULES, default_engine
+
+    opts = options or ReportOptions()
+    require("smoke", "report", SMOKE_MODULES)
+    engine = opts.engine or default_engine()
+    if engine not in ("reference", "vllm"):
+        raise UsageError(f"unknown engine {engine!r} (choose from reference, vllm)")
+    if opts.concurrency and engine != "vllm":
+        raise UsageError("--concurrency measures per-user tokens/s with --engine vllm only")
+    if opts.finetune_from not in ("identity", "calibrated"):
+        raise UsageError(f"--finetune-from {opts.finetune_from!r}: choose identity or calibrated")
+    dpath, tpath = _local(draft, "draft"), _local(target, "target")
+    out = _check_out(Path(out), {"draft": dpath, "target": tpath})
+    out.mkdir(parents=True, exist_ok=True)
+    say = progress or (lambda _m: None)
+    r = Runner(out, say, on_stage)
+    t0 = time.perf_counter()
+
+    d_draft, d_target = r.digest(dpath), r.digest(tpath)
+    r.stage("inspect", {}, {"draft": d_draft}, lambda: inspect_stage(dpath))
+    variants = [Variant(EAGLE3, dpath, TITLES[EAGLE3], None)]
+    notes: list[str] = []
+
+    ident = out / IDENTITY
+    r.stage("upgrade:identity", {}, {"draft": d_draft}, lambda: upgrade_stage(dpath, ident), outputs=(IDENTITY,))
+    variants.append(Variant(IDENTITY, ident, TITLES[IDENTITY], "upgrade:identity"))
+
+    if opts.calibrate and calibration_available():
+        cal = out / CALIBRATED
+        r.stage("upgrade:calibrated", {"prompts": opts.calibration_prompts is not None},
+                {"draft": d_draft, "target": d_target, "prompts": _file_digest(r, opts.calibration_prompts)},
+                lambda: upgrade_stage(dpath, cal, target=tpath, calibrate=True, prompts=opts.calibration_prompts,
+                                      say=lambda m: say(f"  calibrate: {m}")),
+                outputs=(CALIBRATED,))
+        variants.append(Variant(CALIBRATED, cal, TITLES[CALIBRATED], "upgrade:calibrated"))
+    elif opts.calibrate:
+        notes.append("The calibrated variant is missing: this eagle-convert has no `upgrade --init calibrated`.")
+
+    if opts.finetune:
+        source = next((v for v in variants if v.name.endswith(opts.finetune_from)), variants[1])
+        ft = out / FINETUNED
+        ft_opts = {"source": source.name, "continuation_tokens": opts.continuation_tokens,
+                   "steps_fc_norm": opts.steps_fc_norm, "steps_all": opts.steps_all, "seed": opts.seed,
+                   "chat_template": opts.chat_template}
+        r.stage("finetune", ft_opts, {"source": r.digest(source.path), "target": d_target,
+                                      "prompts": _file_digest(r, opts.finetune_prompts)},
+                lambda: finetune_stage(source.path, tpath, ft, opts, say), outputs=(FINETUNED,))
+        variants.append(Variant(FINETUNED, ft, TITLES[FINETUNED] + f" from {source.name}", "finetune"))
+        if opts.finetune_prompts is None:
+            notes.append("The fine-tune trained on finetune's default prompts (the built-in set); when they "
+                         "overlap the measured prompts, the fine-tuned AL is optimistic: pass --finetune-prompts "
+                         "with data of your own.")
+
+    digests = {v.name: r.digest(v.path) for v in variants}
+    for v in variants:
+        r.stage(f"validate:{v.name}", {}, {"draft": digests[v.name], "target": d_target},
+                lambda v=v: validate_stage(v.path, tpath))
+
+    acceptance = measure_variants(r, variants, digests, tpath, d_target, opts, engine)
+    files = write_outputs(out, dpath, tpath, variants, r.records, acceptance, opts, engine, notes,
+                          time.perf_counter() - t0, r.events)
+    r.memo.save()
+    data = files.pop("data")
+    return ReportResult(out, data, r.events, files)
+

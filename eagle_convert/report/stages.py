@@ -1,0 +1,189 @@
+"""The work of each `report` stage, and the eagle-convert command that reproduces it.
+
+Every function here calls the same library function the command it names calls, with the same
+arguments, and returns (result, command); `report.run` decides whether it runs at all.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eagle_convert.smoke.prompts import NATURAL, Prompt
+
+__all__ = [
+    "ReportOptions",
+    "command",
+    "finetune_stage",
+    "inspect_stage",
+    "smoke_command",
+    "upgrade_stage",
+    "validate_stage",
+]
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """Everything a report run is asked for besides DRAFT, TARGET and OUT (the CLI's options)."""
+
+    engine: str | None = None  # None: smoke.run.default_engine()
+    prompts_file: str | None = None  # smoke prompts (JSONL); None: the built-in set
+    categories: tuple[str, ...] = ()
+    limit: int | None = None
+    k: int = 3
+    max_new_tokens: int = 64
+    temperature: float = 0.0
+    seed: int = 0
+    buckets: tuple[int, ...] = (NATURAL,)
+    chat_template: str | None = None
+    tensor_parallel_size: int = 1
+    concurrency: tuple[int, ...] = ()  # vLLM only: per-user tokens/s levels
+    calibrate: bool = True  # build the calibrated variant (when this eagle-convert has it)
+    calibration_prompts: str | None = None
+    finetune: bool = True
+    finetune_from: str = "calibrated"  # "calibrated" (falls back to identity without it) or "identity"
+    finetune_prompts: str | None = None  # None: finetune's default
+    continuation_tokens: int | None = None  # None: finetune's default (same for the steps below)
+    steps_fc_norm: int | None = None
+    steps_all: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # recorded, not interpreted
+
+    def smoke_options(self) -> dict[str, Any]:
+        return {"engine": self.engine, "k": self.k, "max_new_tokens": self.max_new_tokens,
+                "temperature": self.temperature, "seed": self.seed, "buckets": list(self.buckets),
+                "chat_template": self.chat_template, "tensor_parallel_size": self.tensor_parallel_size,
+                "categories": list(self.categories), "limit": self.limit}
+
+
+def q(path: str | Path) -> str:
+    return shlex.quote(str(path))
+
+
+def command(*parts: str | Path | None) -> str:
+    """`eagle-convert ...` with every part quoted for a POSIX shell (None parts dropped)."""
+    return " ".join(["eagle-convert", *(q(p) if isinstance(p, Path) else str(p) for p in parts if p is not None)])
+
+
+# ------------------------------------------------------------------------------ stages
+
+
+def inspect_stage(draft: Path) -> tuple[dict[str, Any], str]:
+    from eagle_convert.draft.report import inspect_checkpoint
+
+    rep = inspect_checkpoint(str(draft)).to_dict(tensors=False)
+    keep = ("producer", "layout", "variant", "variant_reasons", "attention", "hidden_size", "target_hidden_size",
+            "num_aux", "aux_layer_ids", "num_layers", "vocab_size", "draft_vocab_size", "has_embed", "dtypes",
+            "num_tensors", "total_bytes", "storage", "vllm_architecture", "vllm_class")
+    return {k: rep[k] for k in keep if k in rep}, command("inspect", draft)
+
+
+def validate_stage(folder: Path, target: Path) -> tuple[dict[str, Any], str]:
+    from eagle_convert.validate.run import validate_checkpoint
+
+    rep = validate_checkpoint(folder, target=target).to_dict()
+    findings = [{"code": f["code"], "level": f["level"], "message": f.get("message")} for f in rep["findings"]]
+    return ({"ok": rep["ok"], "errors": rep["errors"], "warnings": rep["warnings"], "infos": rep["infos"],
+             "variant": rep["variant"], "findings": findings},
+            command("validate", folder, "--target", target))
+
+
+def upgrade_stage(draft: Path, out: Path, *, target: Path | None = None, calibrate: bool = False,
+                  prompts: str | None = None, say: Say | None = None) -> tuple[dict[str, Any], str]:
+    """`upgrade DRAFT OUT --force` (identity fc_norm), or with `calibrate`
+    `upgrade DRAFT OUT --init calibrated --target TARGET [--prompts FILE] --force`."""
+    from eagle_convert.draft.checkpoint import open_checkpoint
+    from eagle_convert.draft.describe import describe
+    from eagle_convert.upgrade.apply import apply_upgrade
+    from eagle_convert.upgrade.configgen import read_target
+    from eagle_convert.upgrade.plan import plan_upgrade
+
+    ckpt = open_checkpoint(draft)
+    info = describe(ckpt, read_vocab=False)
+    tinfo = read_target(str(target)) if target else None
+    plan = plan_upgrade(ckpt, info, target=tinfo, out=out)
+    result: dict[str, Any] = {}
+    args: list[str | Path] = ["upgrade", draft, out]
+    if calibrate:
+        from eagle_convert.finetune.calibrate import calibrate_fc_norm
+
+        assert target is not None
+        cal = calibrate_fc_norm(ckpt, target, aux_ids=plan.aux.ids, prompts=prompts, say=say)
+        plan = plan_upgrade(ckpt, info, target=tinfo, out=out, norm_init=cal.norm_init())
+        result["calibration"] = cal.to_dict()
+        args += ["--init", "calibrated"]
+    if target:
+        args += ["--target", target]
+    if prompts:
+        args += ["--prompts", Path(prompts)]
+    res = apply_upgrade(plan, out, force=True)
+    result |= {"out": str(out), "bytes": res.total_bytes, "verified": res.verified,
+               "config_changes": plan.to_dict()["config_diff"], "additions": plan.to_dict()["additions"]}
+    return result, command(*args, "--force")
+
+
+def finetune_stage(source: Path, target: Path, out: Path, opts: ReportOptions, say: Say) -> tuple[dict[str, Any], str]:
+    """`finetune SOURCE --target TARGET --out OUT --force` with the report's finetune options."""
+    from dataclasses import replace
+
+    from eagle_convert.finetune.plan import DEFAULT_STAGES, plan_finetune
+    from eagle_convert.finetune.run import run_finetune
+
+    a, b = DEFAULT_STAGES
+    stages = [replace(a, steps=opts.steps_fc_norm if opts.steps_fc_norm is not None else a.steps),
+              replace(b, steps=opts.steps_all if opts.steps_all is not None else b.steps)]
+    kw: dict[str, Any] = {}
+    if opts.continuation_tokens is not None:
+        kw["continuation_tokens"] = opts.continuation_tokens
+    plan = plan_finetune(source, target, out, prompts=opts.finetune_prompts, chat_template=opts.chat_template,
+                         stages=stages, seed=opts.seed, force=True, **kw)
+    def progress(event: Any) -> None:  # every stage and phase, but only the first and last of a series
+        if event.kind not in ("generate", "step") or event.step in (1, event.total):
+            say(f"  finetune: {event.message}")
+
+    res = run_finetune(plan, progress=progress)
+    args = ["finetune", source, "--target", target, "--out", out]
+    if opts.finetune_prompts:
+        args += ["--prompts", Path(opts.finetune_prompts)]
+    if opts.chat_template:
+        args += ["--chat-template", q(opts.chat_template)]
+    if opts.continuation_tokens is not None:
+        args += ["--continuation-tokens", str(opts.continuation_tokens)]
+    args += ["--steps-fc-norm", str(stages[0].steps), "--steps-all", str(stages[1].steps), "--seed", str(opts.seed),
+             "--force"]
+    return {"plan": plan.to_dict(), "result": res.to_dict(), "source": str(source)}, command(*args)
+
+
+def smoke_command(target: Path, drafts: Sequence[Path], opts: ReportOptions, engine: str) -> str:
+    """The `smoke` command that measures `drafts` as the report did (same prompts, buckets, engine)."""
+    args: list[str | Path] = ["smoke", target]
+    for d in drafts:
+        args += ["-d", d]
+    args += ["--engine", engine]
+    if opts.prompts_file:
+        args += ["--prompts", Path(opts.prompts_file)]
+    for c in opts.categories:
+        args += ["--category", q(c)]
+    if opts.limit:
+        args += ["--limit", str(opts.limit)]
+    args += ["-k", str(opts.k), "--max-new-tokens", str(opts.max_new_tokens), "--temperature", f"{opts.temperature:g}",
+             "--seed", str(opts.seed), "--buckets", ",".join("natural" if b == NATURAL else str(b) for b in opts.buckets)]
+    if opts.chat_template:
+        args += ["--chat-template", q(opts.chat_template)]
+    if opts.tensor_parallel_size != 1:
+        args += ["--tensor-parallel-size", str(opts.tensor_parallel_size)]
+    if opts.concurrency:
+        args += ["--concurrency", ",".join(map(str, opts.concurrency))]
+    return command(*args, "--json")
+
+
+def smoke_prompts(opts: ReportOptions) -> list[Prompt]:
+    """The prompts smoke would use for these options (`select_prompts`, as `smoke` selects them)."""
+    from eagle_convert.smoke.prompts import builtin_prompts, load_prompts, select_prompts
+
+    base = load_prompts(opts.prompts_file) if opts.prompts_file else builtin_prompts()
+    return select_prompts(base, opts.categories, opts.limit)

@@ -1,0 +1,128 @@
+"""What `report` writes after its stages: model cards, report.json, report.md, PNGs, commands.sh.
+
+All of it is rebuilt on every run from the stage records (cheap), so it always shows every
+variant, whichever stages this run skipped. Every file is replaced by rename.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from eagle_convert import __version__
+from eagle_convert.report.cache import StageRecord, write_json_atomic
+from eagle_convert.report.markdown import render_markdown
+from eagle_convert.report.runner import StageEvent, Variant
+from eagle_convert.report.stages import ReportOptions, smoke_command
+from eagle_convert.smoke.run import SmokeReport
+
+__all__ = ["AL_TOLERANCE", "REPORT_VERSION", "checks", "write_outputs"]
+
+REPORT_VERSION = 1
+# "The fine-tuned draft is as good as the input": AL within this of the input's (issue 11).
+AL_TOLERANCE = 0.05
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def checks(acc: SmokeReport) -> list[dict[str, Any]]:
+    """The two claims an EAGLE-3 → 3.1 report is read for, with the measured numbers."""
+    al = {d.label: d.total.acceptance_length for d in acc.drafts}
+    out = []
+    ft, e3 = al.get("eagle31-finetuned"), al.get("eagle3")
+    if ft is not None and e3 is not None:
+        out.append({"claim": f"fine-tuned EAGLE-3.1 keeps the input's AL (>= AL(EAGLE-3) - {AL_TOLERANCE})",
+                    "holds": ft >= e3 - AL_TOLERANCE, "value": round(ft - e3, 4),
+                    "detail": f"AL {ft:.3f} vs {e3:.3f} ({ft - e3:+.3f})"})
+    cal, ident = al.get("eagle31-calibrated"), al.get("eagle31-identity")
+    if cal is not None and ident is not None:
+        out.append({"claim": "calibrated fc_norm drafts at least as well as identity before fine-tuning",
+                    "holds": cal >= ident, "value": round(cal - ident, 4),
+                    "detail": f"AL {cal:.3f} vs {ident:.3f} ({cal - ident:+.3f})"})
+    return out
+
+
+def _cards(variants: Sequence[Variant], target: Path, acc_dict: dict[str, Any]) -> dict[str, str]:
+    """Each variant the report built gets its model card with the measured table (the input is
+    the user's folder and is never written to)."""
+    from eagle_convert.draft.card import acceptance_from_smoke, write_model_card
+
+    cards = {}
+    for v in variants:
+        if v.stage is None:
+            continue
+        table = acceptance_from_smoke(acc_dict, this=v.path)
+        cards[v.name] = str(write_model_card(v.path, target=str(target), acceptance=table))
+    return cards
+
+
+def _commands(records: dict[str, StageRecord], variants: Sequence[Variant], target: Path, opts: ReportOptions,
+              engine: str) -> list[dict[str, str]]:
+    order = ["inspect", "upgrade:identity", "upgrade:calibrated", "finetune", *(f"validate:{v.name}" for v in variants)]
+    out = [{"stage": n, "command": records[n].command} for n in order if n in records and records[n].command]
+    out.append({"stage": "smoke (every variant, side by side)",
+                "command": smoke_command(target, [v.path for v in variants], opts, engine)})
+    return out
+
+
+def write_outputs(out: Path, draft: Path, target: Path, variants: Sequence[Variant], records: dict[str, StageRecord],
+                  acc: SmokeReport, opts: ReportOptions, engine: str, notes: list[str], seconds: float,
+                  events: Sequence[StageEvent]) -> dict[str, Any]:
+    """Write everything; returns the file paths and, under "data", report.json's content."""
+    from eagle_convert.report.plots import plot_report
+
+    acc_dict = acc.to_dict()
+    cards = _cards(variants, target, acc_dict)
+    plots = plot_report(acc, out)
+    by_label = {d.label: d for d in acc.drafts}
+    variant_rows = []
+    for v in variants:
+        val = records[f"validate:{v.name}"].result
+        variant_rows.append({"name": v.name, "title": v.title, "path": str(v.path), "stage": v.stage,
+                             "variant": by_label[v.name].variant, "card": cards.get(v.name),
+                             "acceptance_length": round(by_label[v.name].total.acceptance_length, 4),
+                             "validate": {k: val[k] for k in ("ok", "errors", "warnings", "infos")}})
+    if engine != "vllm":
+        tnote = ("Not measured: per-user tokens/s by concurrency needs `--engine vllm` (the reference engine "
+                 "decodes one request at a time in PyTorch and says nothing about serving throughput).")
+    elif not opts.concurrency:
+        tnote = "Not measured: `--concurrency` was turned off."
+    else:
+        tnote = ""
+    cal = records.get("upgrade:calibrated")
+    data: dict[str, Any] = {
+        "report_version": REPORT_VERSION, "eagle_convert": __version__, "draft": str(draft),
+        "draft_name": draft.name, "target": str(target), "out": str(out), "engine": engine,
+        "seconds": round(seconds, 2),
+        "options": {k: v for k, v in vars(opts).items() if k != "extra"},
+        "variants": variant_rows,
+        "stages": [{"name": e.name, "status": e.status, "seconds": round(e.seconds, 2), "command": e.command}
+                   for e in events],
+        "ran": [e.name for e in events if e.status == "ran"],
+        "skipped": [e.name for e in events if e.status == "skipped"],
+        "inspect": records["inspect"].result,
+        "validate": {v.name: records[f"validate:{v.name}"].result for v in variants},
+        "calibration": (cal.result.get("calibration") if cal else None),
+        "finetune": records["finetune"].result if "finetune" in records else None,
+        "acceptance": acc_dict,
+        "throughput_note": tnote,
+        "checks": checks(acc),
+        "notes": list(notes),
+        "plots": {name: p.name for name, p in plots.items()},
+        "commands": _commands(records, variants, target, opts, engine),
+    }
+    files = {"report.json": out / "report.json", "report.md": out / "report.md", "commands.sh": out / "commands.sh"}
+    write_json_atomic(files["report.json"], data)
+    _write_text(files["report.md"], render_markdown(data))
+    script = ["#!/usr/bin/env bash", "# The eagle-convert commands that reproduce each stage of this report.",
+              "set -euo pipefail", *(f"# {c['stage']}\n{c['command']}" for c in data["commands"])]
+    _write_text(files["commands.sh"], "\n".join(script) + "\n")
+    files["commands.sh"].chmod(0o755)
+    return {**files, **{name: p for name, p in plots.items()}, "data": json.loads(json.dumps(data, default=str))}
