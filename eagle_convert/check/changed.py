@@ -30,7 +30,7 @@ def draft_folders(files: Iterable[str | Path], *, root: str | Path = ".") -> lis
     for name in files:
         path = Path(name)
         path = (base / path) if not path.is_absolute() else path
-        folder = path.parent if path.name != "config.json" else path.parent
+        folder = path.parent
         while True:
             cfg = folder / "config.json"
             if cfg.is_file():

@@ -134,10 +134,14 @@ def _prompts(s: State) -> Any:
                              f"(available: {', '.join(known)})")
         prompts = [p for p in prompts if p.category in cats]
     limit = s.acc("limit")
-    if limit:
+    if limit:  # the first `limit` prompts of each category, in file order
         seen: dict[str, int] = {}
-        prompts = [p for p in prompts if (seen.__setitem__(p.category, seen.get(p.category, 0) + 1)
-                                          or seen[p.category] <= limit)]
+        kept = []
+        for p in prompts:
+            seen[p.category] = seen.get(p.category, 0) + 1
+            if seen[p.category] <= limit:
+                kept.append(p)
+        prompts = kept
     buckets = [NATURAL if b == "natural" else int(b) for b in s.acc("buckets")]
     return prepare_smoke_prompts(s.folder("target"), prompts, k=s.k, max_new_tokens=int(s.acc("max_new_tokens")),
                                  buckets=buckets, chat_template=s.acc("chat_template"))
