@@ -88,8 +88,8 @@ def _explicit_theta(cfg: dict[str, Any]) -> bool:
 def rope_findings(ctx: Context) -> list[Finding]:
     """W504: the rope vLLM builds for the draft against the target's, key by key (YaRN included)."""
     tgt = ctx.target or {}
-    if _nested(ctx.vcfg) or _nested(tgt):
-        return []
+    if _nested(ctx.vcfg) or _nested(tgt) or not any(k in tgt for k in ("rope_theta", "rope_scaling", "rope_parameters")):
+        return []  # a target config without any rope field is a partial copy: its defaults prove nothing
     draft, target = ({**ROPE_DEFAULTS, **rope_parameters(cfg)} for cfg in (ctx.vcfg, tgt))
     keys = [k for k in ROPE_KEYS if (k != "rope_theta" or _explicit_theta(tgt)) and draft.get(k) != target.get(k)
             and not _same_number(draft.get(k), target.get(k))]
