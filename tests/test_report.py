@@ -7,6 +7,7 @@ One vllm-marked test runs the engine path with concurrency levels.
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 
@@ -116,3 +117,146 @@ def test_refusals(tmp_path: Path) -> None:
     assert (tmp_path / "junk" / "file.txt").read_text() == "mine"
     res = _cli(str(d), "--target", str(d), "--out", str(d / "r"), "--engine", "reference")
     assert res.exit_code == 1 and "must not be, contain or lie inside the draft" in res.output
+
+
+# ------------------------------------------------------------------ slow: the trained fixture
+
+
+class _Interrupt(Exception):
+    pass
+
+
+def _opts(tmp_path: Path, **kw):
+    from eagle_convert.report.stages import ReportOptions
+    from fixtures.corpus_prompts import write_prompts
+
+    prompts = write_prompts(tmp_path / "corpus.jsonl", 8)  # disjoint from the measured built-in prompts
+    base = dict(engine="reference", categories=("coding", "chat"), limit=1, max_new_tokens=16,
+                calibration_prompts=str(prompts), finetune_prompts=str(prompts), continuation_tokens=16,
+                steps_fc_norm=4, steps_all=4)
+    return ReportOptions(**(base | kw))
+
+
+def _stable(data: dict) -> dict:
+    """report.json without what differs between runs by design (timings, which stages ran)."""
+    acc = json.loads(json.dumps(data["acceptance"]))
+    for d in acc["drafts"]:
+        d.pop("load_seconds")
+        for c in [d["total"], *d["groups"], *d["requests"]]:
+            c.pop("seconds", None)
+            c.pop("tokens_per_s", None)
+    for x in acc["deltas"]:
+        x.pop("tokens_per_s_ratio")
+    acc.pop("seconds")
+    return {"acceptance": acc, "variants": data["variants"], "checks": data["checks"],
+            "commands": data["commands"], "calibration": data["calibration"]}
+
+
+@pytest.mark.slow
+def test_fixture_report_every_variant_resume_and_rebuild(tmp_path: Path) -> None:
+    import torch
+
+    from eagle_convert.report.run import run_report
+    from fixtures.trained import build_trained_pair
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the same kernels every run, whatever the machine's load
+    try:
+        target, draft = build_trained_pair(log=lambda _m: None)
+        out = tmp_path / "report"
+        opts = _opts(tmp_path)
+        seen: list[str] = []
+
+        def stop_after_finetune(ev) -> None:
+            seen.append(ev.name)
+            if ev.name == "finetune":
+                raise _Interrupt
+
+        with pytest.raises(_Interrupt):
+            run_report(draft, target, out, opts, on_stage=stop_after_finetune)
+        assert seen == ["inspect", "upgrade:identity", "upgrade:calibrated", "finetune"]
+        assert not (out / "report.json").exists()
+
+        first = run_report(draft, target, out, opts)  # resumes: the four finished stages are skipped
+        assert first.skipped == seen
+        assert sorted(first.ran) == sorted([f"{s}:{v}" for s in ("validate", "smoke") for v in
+                                            ("eagle3", "eagle31-identity", "eagle31-calibrated", "eagle31-finetuned")])
+
+        # An edited output is rebuilt; it comes back byte-identical, so nothing that reads it reruns.
+        weights = out / "eagle31-identity" / "model.safetensors"
+        blob = bytearray(weights.read_bytes())
+        blob[-1] ^= 0xFF
+        weights.write_bytes(bytes(blob))
+        second = run_report(draft, target, out, opts)
+        assert second.ran == ["upgrade:identity"]
+        # A changed option reruns only what it feeds (the measurements), nothing upstream.
+        third = run_report(draft, target, out, _opts(tmp_path, max_new_tokens=12))
+        assert sorted(third.ran) == sorted(f"smoke:{v}" for v in ("eagle3", "eagle31-identity", "eagle31-calibrated",
+                                                                  "eagle31-finetuned"))
+        fourth = run_report(draft, target, out, opts)
+        assert fourth.ran == [f"smoke:{v}" for v in ("eagle3", "eagle31-identity", "eagle31-calibrated",
+                                                     "eagle31-finetuned")]
+        smoke = CliRunner().invoke(main, shlex.split(fourth.data["commands"][-1]["command"])[1:])
+    finally:
+        torch.set_num_threads(threads)
+    assert _stable(fourth.data) == _stable(first.data) == _stable(second.data)
+
+    data = json.loads((out / "report.json").read_text())
+    assert [v["name"] for v in data["variants"]] == ["eagle3", "eagle31-identity", "eagle31-calibrated",
+                                                     "eagle31-finetuned"]
+    assert [v["variant"] for v in data["variants"]] == ["EAGLE-3", "EAGLE-3.1", "EAGLE-3.1", "EAGLE-3.1"]
+    # The same reader reads report.json's acceptance and smoke --json.
+    drafts = read_drafts(data["acceptance"], "report.json acceptance")
+    assert [d.label for d in drafts] == [v["name"] for v in data["variants"]]
+    assert smoke.exit_code == 0, smoke.output
+    direct = read_drafts(json.loads(smoke.stdout), "smoke --json")
+    # The report's smoke command reproduces its counters exactly (same engine, prompts, seed).
+    assert [(d.total.num_drafts, d.total.num_accepted) for d in direct] == \
+        [(d.total.num_drafts, d.total.num_accepted) for d in drafts]
+    # Calibrated fc_norm: much closer to the EAGLE-3 draft than ones (first-step agreement, held out).
+    cal = data["calibration"]
+    assert cal["agreement"] > cal["agreement_identity"] + 0.3
+    for v in data["variants"][1:]:
+        card = (Path(v["path"]) / "README.md").read_text()
+        assert "## Measured acceptance" in card and f"**{v['name']}** (this draft)" in card
+    for name in ("report.md", "report.png", "al.png", "positions.png", "buckets.png", "commands.sh"):
+        assert (out / name).stat().st_size > 0, name
+    assert (out / "report.png").read_bytes()[:4] == b"\x89PNG"
+    md = (out / "report.md").read_text()
+    assert "## Reproduce each step" in md and "--init calibrated" in md
+
+
+@pytest.mark.vllm
+def test_fixture_report_vllm_per_user_throughput_fewest_engines_and_resume(tmp_path: Path) -> None:
+    """The engine path: two variants and the target alone in one worker (3 engine starts), per-user
+    tokens/s at concurrency 1 and 4 beside AL, the CPU note; a re-run starts no engine at all."""
+    from eagle_convert.report.run import run_report
+    from eagle_convert.smoke.throughput import MIN_REQUESTS, NO_SPEC
+    from fixtures.trained import build_trained_pair
+
+    target, draft = build_trained_pair(log=lambda _m: None)
+    out = tmp_path / "report"
+    opts = _opts(tmp_path, engine="vllm", calibrate=False, finetune=False, categories=("chat",),
+                 concurrency=(1, 4))
+    first = run_report(draft, target, out, opts)
+    acc = first.data["acceptance"]
+    assert [d["label"] for d in acc["drafts"]] == ["eagle3", "eagle31-identity"]
+    assert acc["engine"] == "vllm" and acc["drafts"][0]["total"]["acceptance_length"] > 1.5  # a trained draft
+    t = acc["throughput"]
+    assert t["settings"]["engine_starts"] == 3 and t["baseline"]["label"] == NO_SPEC
+    assert [d["label"] for d in t["drafts"]] == ["eagle3", "eagle31-identity"]
+    for d in [t["baseline"], *t["drafts"]]:
+        assert [lv["concurrency"] for lv in d["levels"]] == [1, 4]
+        assert all(lv["requests"] >= MIN_REQUESTS and lv["per_user_tokens_per_s"] > 0 for lv in d["levels"])
+    assert all(t["speedup"][name][c] > 0 for name in ("eagle3", "eagle31-identity") for c in ("1", "4"))
+    if t["device"] == "cpu":  # honest on a CPU, in report.json and report.md
+        assert "do not predict a GPU" in t["note"]
+        assert "Read this before the speedups" in (out / "report.md").read_text()
+    else:
+        assert t["note"] is None
+    assert (out / "speedup.png").read_bytes()[:4] == b"\x89PNG"
+    assert read_drafts(acc, "report.json acceptance")[0].total.num_drafts > 0
+
+    again = run_report(draft, target, out, opts)
+    assert again.ran == []  # nothing changed: no vLLM engine starts
+    assert again.data["acceptance"]["throughput"] == t

@@ -1,7 +1,7 @@
 """`run_report`: the whole EAGLE-3 → EAGLE-3.1 story of one draft, side by side, resumable.
 
-Stages, cheapest first: inspect the input; upgrade it with identity `fc_norm` weights and (when
-this eagle-convert has `--init calibrated`) with calibrated ones; fine-tune one upgrade; validate
+Stages, cheapest first: inspect the input; upgrade it with identity `fc_norm` weights and with
+calibrated ones (`upgrade --init calibrated`); fine-tune one of the upgrades; validate
 every variant against the target; measure every variant with one engine on the same prompts and
 context buckets (and, with vLLM and concurrency levels, per-user tokens/s against the target
 alone). Then, always (they are cheap): each variant's model card with the measured table,
@@ -26,7 +26,7 @@ from eagle_convert.report.cache import STATE_DIR
 from eagle_convert.report.runner import Runner, StageEvent, Variant
 from eagle_convert.report.stages import ReportOptions, Say, finetune_stage, inspect_stage, upgrade_stage, validate_stage
 
-__all__ = ["CALIBRATED", "EAGLE3", "FINETUNED", "IDENTITY", "ReportResult", "calibration_available", "run_report"]
+__all__ = ["CALIBRATED", "EAGLE3", "FINETUNED", "IDENTITY", "ReportResult", "run_report"]
 
 EAGLE3, IDENTITY, CALIBRATED, FINETUNED = "eagle3", "eagle31-identity", "eagle31-calibrated", "eagle31-finetuned"
 TITLES = {EAGLE3: "EAGLE-3 (the input)", IDENTITY: "EAGLE-3.1, identity fc_norm (upgrade)",
@@ -48,13 +48,6 @@ class ReportResult:
     @property
     def skipped(self) -> list[str]:
         return [e.name for e in self.events if e.status == "skipped"]
-
-
-def calibration_available() -> bool:
-    """Whether this eagle-convert can compute calibrated fc_norm values (`finetune.calibrate`)."""
-    import importlib.util
-
-    return importlib.util.find_spec("eagle_convert.finetune.calibrate") is not None
 
 
 def _local(path: str | Path, what: str) -> Path:
@@ -119,7 +112,7 @@ def run_report(draft: str | Path, target: str | Path, out: str | Path, options: 
     r.stage("upgrade:identity", {}, {"draft": d_draft}, lambda: upgrade_stage(dpath, ident), outputs=(IDENTITY,))
     variants.append(Variant(IDENTITY, ident, TITLES[IDENTITY], "upgrade:identity"))
 
-    if opts.calibrate and calibration_available():
+    if opts.calibrate:
         cal = out / CALIBRATED
         r.stage("upgrade:calibrated", {"prompts": opts.calibration_prompts is not None},
                 {"draft": d_draft, "target": d_target, "prompts": _file_digest(r, opts.calibration_prompts)},
@@ -127,8 +120,6 @@ def run_report(draft: str | Path, target: str | Path, out: str | Path, options: 
                                       say=lambda m: say(f"  calibrate: {m}")),
                 outputs=(CALIBRATED,))
         variants.append(Variant(CALIBRATED, cal, TITLES[CALIBRATED], "upgrade:calibrated"))
-    elif opts.calibrate:
-        notes.append("The calibrated variant is missing: this eagle-convert has no `upgrade --init calibrated`.")
 
     if opts.finetune:
         source = next((v for v in variants if v.name.endswith(opts.finetune_from)), variants[1])

@@ -17,10 +17,22 @@ from typing import TYPE_CHECKING, Any
 from eagle_convert.smoke.control import dtype_of
 from eagle_convert.smoke.prompts import PromptSet
 from eagle_convert.smoke.throughput import (
-    NO_SPEC, EngineRates, ThroughputReport, engine_rates, parse_concurrency, throughput_passes,
+    NO_SPEC,
+    EngineRates,
+    ThroughputReport,
+    engine_rates,
+    parse_concurrency,
+    throughput_passes,
 )
 from eagle_convert.smoke.vllm_run import (
-    CONTROL_TEMPERATURE, EPS, GREEDY, MAIN, control_passes, max_model_len_for, sampling_control, target_config,
+    CONTROL_TEMPERATURE,
+    EPS,
+    GREEDY,
+    MAIN,
+    control_passes,
+    max_model_len_for,
+    sampling_control,
+    target_config,
 )
 
 if TYPE_CHECKING:
@@ -72,7 +84,7 @@ def measure_vllm(target: Path, drafts: Sequence[Path], pset: PromptSet, *, k: in
     seqs = max(MIN_MAX_NUM_SEQS, *concurrency) if concurrency else MIN_MAX_NUM_SEQS
     prompts = [p.token_ids for p in pset.prompts]
     tput = throughput_passes(concurrency, pset, seed) if concurrency else []
-    kw = dict(num_speculative_tokens=k, max_new_tokens=max_new_tokens, max_model_len=mml, seed=seed,
+    kw: dict[str, Any] = dict(num_speculative_tokens=k, max_new_tokens=max_new_tokens, max_model_len=mml, seed=seed,
               tensor_parallel_size=tensor_parallel_size, max_num_seqs=seqs)
     out: list[DraftMeasurement] = []
     version = None
