@@ -59,7 +59,7 @@ def test_hub_validate_reads_headers_and_vocab_maps_only(hub) -> None:
 def test_hub_target_reads_only_the_rows_a_check_needs(hub) -> None:
     """lm_head check: the draft's sampled lm_head rows and the target's rows at (and around) their
     d2t-mapped ids; the target's embedding is never needed (the draft ships none)."""
-    server, draft, target = hub
+    server, _draft, target = hub
     res = CliRunner().invoke(main, ["validate", DRAFT, "--target", TARGET, "--json"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)

@@ -12,8 +12,13 @@ import pytest
 import torch
 
 from eagle_convert.validate.run import validate_checkpoint
-from eagle_convert.vllm_model.config import architecture_for_method, guess_method, read_config, rope_parameters, \
-    sliding_windows
+from eagle_convert.vllm_model.config import (
+    architecture_for_method,
+    guess_method,
+    read_config,
+    rope_parameters,
+    sliding_windows,
+)
 from eagle_convert.vllm_model.tables import ROPE_KEYS
 from fixtures.producer_bugs import BASE, EMBED, edit_draft, regenerate_d2t
 from fixtures.target_weights import build_target_for

@@ -18,7 +18,7 @@ from eagle_convert.io.tensordata import decode, tensor_bytes
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["RowReader", "read_rows", "iter_row_blocks"]
+__all__ = ["RowReader", "iter_row_blocks", "read_rows"]
 
 #: Rows closer than this many bytes apart are read in one range (cheaper than another request).
 MERGE_GAP_BYTES = 64 << 10
@@ -49,7 +49,7 @@ class RowReader:
         """Rows `ids` (in that order) as float32 [len(ids), cols]; close rows share one range read."""
         import numpy as np
 
-        wanted = sorted(set(int(i) for i in ids))
+        wanted = sorted({int(i) for i in ids})
         if any(i < 0 or i >= self.rows for i in wanted[:1] + wanted[-1:]):
             raise ValueError(f"{self.info.name}: row ids outside [0, {self.rows})")
         gap = MERGE_GAP_BYTES // self.row_bytes if self.row_bytes else 0

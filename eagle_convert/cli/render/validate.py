@@ -29,6 +29,8 @@ def render_validate(console: Console, report: ValidationReport, *, strict: bool 
         head.add_row("draft", f"{info.layout} layout, {info.variant}; vLLM builds {cls}")
     if report.target:
         head.add_row("target", escape(report.target))
+    if note := report.notes.get("target_weights"):
+        head.add_row("target weights", escape(note))
     if report.engine:
         head.add_row("vLLM", _engine_line(report.engine))
     if report.deep:

@@ -78,7 +78,7 @@ def _quantization(ctx: Context) -> list[Finding]:
                         field="quantization_config")]
     if quantized and qcfg:
         return [finding("W311", f"quantized draft ({method}; {len(quantized)} quantized or scale tensors, e.g. "
-                                f"{sorted(quantized)[0]}): static checks cover names and unquantised shapes only",
+                                f"{min(quantized)}): static checks cover names and unquantised shapes only",
                         field="quantization_config")]
     return []
 

@@ -25,7 +25,8 @@ Decisions and tolerances (any x86-64 CPU: the arithmetic is numpy float32 on val
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from eagle_convert.draft import schemas
 from eagle_convert.io.rows import RowReader
@@ -67,11 +68,11 @@ def check(ctx: Context) -> list[Finding]:
     readers: list[RowReader] = []
     out: list[Finding] = []
     try:
-        if want_embed and t_embed:
-            out += _embed(ctx, embed, RowReader(ctx.ckpt.source, ctx.tensors[embed]),  # type: ignore[arg-type]
+        if embed and want_embed and t_embed:
+            out += _embed(ctx, embed, RowReader(ctx.ckpt.source, ctx.tensors[embed]),
                           RowReader(weights.source, weights.tensors[t_embed]), readers)
-        if want_head and t_head:
-            out += _lm_head(ctx, lm_head, RowReader(weights.source, weights.tensors[t_head]), readers)  # type: ignore[arg-type]
+        if lm_head and want_head and t_head:
+            out += _lm_head(ctx, lm_head, RowReader(weights.source, weights.tensors[t_head]), readers)
     except ValueError as exc:  # a dtype numpy cannot decode (fp8 target), a 1-D or odd-shaped tensor
         ctx.notes["target_weights"] = f"target weights not compared ({exc})"
         return out
@@ -108,6 +109,7 @@ def _embed(ctx: Context, name: str, draft: RowReader, target: RowReader, readers
     readers += [draft, target]
     if draft.cols != target.cols or draft.rows != target.rows:
         return []
+    pairs: Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]
     if ctx.deep:
         per = max(1, DEEP_BLOCK_BYTES // max(draft.row_bytes, target.row_bytes, 1))
         spans = ((f, min(per, draft.rows - f)) for f in range(0, draft.rows, per))
