@@ -165,3 +165,21 @@ def test_target_dimensions_that_differ_skip_the_weight_checks(tmp_path: Path) ->
     assert "E502" in report.codes() and not {"E505", "E506", "I507"} & report.codes()
     assert "target_weights" not in report.notes
     assert BASE.hidden == 64
+
+
+def test_target_class_architecture_per_path(tmp_path: Path) -> None:
+    """AngelSlim's Qwen3ForCausalLM (sglang #9135): with method eagle3 vLLM builds Eagle3Qwen3ForCausalLM; the
+    path decides without one; a speculators config ignores `architectures` (its model_type picks the class)."""
+    from fixtures.drafts import FIXTURE_MATRIX
+
+    qwen = edit_draft(tmp_path / "Qwen3-8B_eagle3", FIXTURE_MATRIX["vllm-qwen3-eagle3"],
+                      config=lambda c: c.update(architectures=["Qwen3ForCausalLM"]))
+    [hit] = [f for f in validate_checkpoint(qwen).findings if f.code == "W312"]
+    assert "EAGLEConfig renames it Eagle3Qwen3ForCausalLM" in hit.message and "gives eagle3" in hit.message
+    assert hit.fix == 'Set architectures to ["Eagle3Qwen3ForCausalLM"] and serve with "method": "eagle3".'
+    target = _target(tmp_path, qwen, architectures=["Qwen3ForCausalLM"], model_type="qwen3", rope_theta=1e6)
+    [hit] = [f for f in validate_checkpoint(qwen, target=target).findings if f.code == "W312"]
+    assert "is the target's class" in hit.message
+    spec = edit_draft(tmp_path / "spec", FIXTURE_MATRIX["speculators-eagle3"],
+                      config=lambda c: c.update(architectures=["LlamaForCausalLM"]))
+    assert "W312" not in validate_checkpoint(spec).codes()
