@@ -6,12 +6,15 @@ target with torch) and carried by the plan as the added tensors' data.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from eagle_convert.errors import UsageError
+
+# 1.0 in each float dtype: ones (every plain upgrade) need no numpy, whose import costs ~0.06 CPU-s
+# per `upgrade` run (benchmarks/scale_bench.py: a fifth of `cp -r` on a 1 GB draft).
+_ONE = {"BF16": b"\x80\x3f", "F16": b"\x00\x3c", "F32": struct.pack("<f", 1.0), "F64": struct.pack("<d", 1.0)}
 
 __all__ = ["NormInit", "encode_floats", "norm_bytes"]
 
@@ -34,6 +37,8 @@ class NormInit:
 def encode_floats(values: Any, dtype: str) -> bytes:
     """Little-endian bytes of `values` in safetensors `dtype`, rounded to nearest even as torch does
     (BF16: the top half of the float32, rounded; numpy has no bfloat16)."""
+    import numpy as np
+
     x = np.asarray(values, dtype=np.float64)
     if dtype == "BF16":
         bits = x.astype("<f4").view("<u4").astype(np.uint64)
@@ -44,7 +49,7 @@ def encode_floats(values: Any, dtype: str) -> bytes:
 def norm_bytes(init: NormInit | None, i: int, num_aux: int, ht: int, dtype: str) -> bytes:
     """The bytes of fc_norm.{i}.weight: ones, or `init`'s values broadcast to [ht]."""
     if init is None:
-        return encode_floats([1.0] * ht, dtype)
+        return _ONE[dtype] * ht
     if len(init.values) != num_aux or any(len(v) not in (1, ht) for v in init.values):
         raise UsageError(f"fc_norm init {init.method!r} gives {[len(v) for v in init.values]} values per aux state; "
                          f"the draft needs {num_aux} of length 1 or {ht}")
