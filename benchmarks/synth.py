@@ -159,9 +159,10 @@ def draft_tensors(
         tensors.append(OutTensor(name, st_dtype, shape, StreamSource(nelems * itemsize, chunks)))
     ones = np.full(h, one, dtype=np_code).tobytes()
     tensors += [OutTensor(name, st_dtype, (h,), ones) for name in norms]
-    d2t, t2d = _vocab_maps(vocab, draft_vocab, seed)
-    tensors.append(OutTensor("d2t", "I64", (draft_vocab,), d2t))
-    tensors.append(OutTensor("t2d", "BOOL", (vocab,), t2d))
+    if draft_vocab != vocab:  # a full-vocabulary draft has no maps (vLLM: draft_id_to_target_id is None)
+        d2t, t2d = _vocab_maps(vocab, draft_vocab, seed)
+        tensors.append(OutTensor("d2t", "I64", (draft_vocab,), d2t))
+        tensors.append(OutTensor("t2d", "BOOL", (vocab,), t2d))
     return sorted(tensors, key=lambda t: t.name)
 
 
