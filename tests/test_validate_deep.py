@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -15,25 +14,51 @@ from test_validate_codes import _nan, write_draft
 
 
 @pytest.mark.parametrize("name", ["vllm-eagle3-sharded", "vllm-eagle3-fp16-bin", "vllm-eagle31-sharded-fp32"])
-def test_reads_are_bounded_and_cover_every_byte(name: str, built_fixtures, monkeypatch: pytest.MonkeyPatch) -> None:
-    import eagle_convert.validate.deep as deep_mod
-
+def test_reads_are_bounded_and_cover_every_byte(name: str, built_fixtures) -> None:
     ckpt = open_checkpoint(built_fixtures(name))
-    reads: list[int] = []
-    original = os.preadv
-
-    def spy(fd: int, buffers: list, offset: int) -> int:
-        n = original(fd, buffers, offset)
-        reads.append(n)
-        return n
-
-    monkeypatch.setattr(deep_mod.os, "preadv", spy)
     seen: list[tuple[int, int]] = []
     summary = scan(ckpt, chunk_bytes=256, progress=lambda done, total, _name: seen.append((done, total)))
-    assert max(reads) <= 256
-    assert sum(reads) == summary.bytes_read == ckpt.total_bytes
+    steps = [b - a for a, b in zip([0] + [d for d, _ in seen], [d for d, _ in seen])]
+    assert 0 < max(steps) <= 256 and min(steps) > 0
+    assert sum(steps) == summary.bytes_read == ckpt.total_bytes
     assert seen[-1] == (ckpt.total_bytes, ckpt.total_bytes)
-    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
+def test_a_remote_source_is_read_through_one_bounded_buffer(built_fixtures) -> None:
+    """Sources other than local files (the hub) are read by range, at most a chunk per read."""
+    from eagle_convert.io.source import LocalSource
+
+    local = open_checkpoint(built_fixtures("vllm-eagle3-sharded"))
+    reads: list[int] = []
+
+    class Remote:  # a Source that is not a LocalSource: the deep scan must not map it
+        def __init__(self, inner: LocalSource) -> None:
+            self.inner = inner
+
+        def read_range(self, name: str, start: int, length: int) -> bytes:
+            reads.append(length)
+            return self.inner.read_range(name, start, length)
+
+    ckpt = SimpleNamespace(source=Remote(local.source), tensors=local.tensors, total_bytes=local.total_bytes)
+    summary = scan(ckpt, chunk_bytes=256)  # type: ignore[arg-type]
+    assert max(reads) <= 256 and sum(reads) == summary.bytes_read == local.total_bytes
+    by_name = {s.name: s for s in scan(local, chunk_bytes=256).stats}
+    assert [(s.name, s.all_zero, s.max_abs) for s in summary.stats] == [
+        (s.name, by_name[s.name].all_zero, by_name[s.name].max_abs) for s in summary.stats]
+
+
+def test_a_file_shorter_than_its_header_says_is_an_error_not_a_crash(built_fixtures, tmp_path: Path) -> None:
+    """Mapping past the end of a file and touching it raises SIGBUS: sizes are checked first."""
+    import shutil
+
+    from eagle_convert.errors import CheckpointReadError
+
+    draft = shutil.copytree(built_fixtures("vllm-eagle3"), tmp_path / "d")
+    ckpt = open_checkpoint(draft)
+    with open(draft / "model.safetensors", "r+b") as fh:
+        fh.truncate((draft / "model.safetensors").stat().st_size - 100)
+    with pytest.raises(CheckpointReadError, match="truncated"):
+        scan(ckpt)
 
 
 def test_chunk_size_does_not_change_the_stats(built_fixtures) -> None:
