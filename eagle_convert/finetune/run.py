@@ -15,9 +15,10 @@ from typing import Any
 
 from eagle_convert import __version__
 from eagle_convert.errors import EagleConvertError, UsageError
+from eagle_convert.draft.card import CARD_FILE, model_card
 from eagle_convert.finetune.plan import (
-    FROZEN, LOSS_DECAY, STAGE_PARAMS, FinetuneEvent, FinetunePlan, FinetuneRefusedError, FinetuneResult,
-    Progress, Stage, StageResult, plan_finetune,
+    DEFAULT_CONTINUATION_TOKENS, DEFAULT_MAX_LEN, FROZEN, HOLD_OUT_EVERY, LOSS_DECAY, STAGE_PARAMS, FinetuneEvent,
+    FinetunePlan, FinetuneRefusedError, FinetuneResult, Progress, Stage, StageResult, plan_finetune,
 )
 from eagle_convert.smoke.prompts import Prompt
 from eagle_convert.upgrade.plan import PROVENANCE_KEY
@@ -25,40 +26,45 @@ from eagle_convert.upgrade.plan import PROVENANCE_KEY
 __all__ = ["finetune_draft", "provenance", "run_finetune"]
 
 LOG = logging.getLogger(__name__)
+GENERATE_BATCH = 8  # prompts the target continues in one `generate` call
 
 
 def finetune_draft(draft: str | Path, target: str | Path, out: str | Path, *,
                    prompts: Sequence[Prompt] | str | Path | None = None, chat_template: str | None = None,
-                   continuation_tokens: int = 64, stages: Sequence[str | Stage] | None = None,
-                   ttt_steps: int = 3, seed: int = 0, force: bool = False,
-                   progress: Progress | None = None, device: str | None = None) -> FinetuneResult:
+                   continuation_tokens: int = DEFAULT_CONTINUATION_TOKENS,
+                   stages: Sequence[str | Stage] | None = None, ttt_steps: int = 3, seed: int = 0, force: bool = False,
+                   max_len: int | None = DEFAULT_MAX_LEN, eval_every: int = 1,
+                   progress: Progress | None = None) -> FinetuneResult:
     """Plan, then run: fine-tune `draft` against `target` into the new folder `out`."""
     plan = plan_finetune(draft, target, out, prompts=prompts, chat_template=chat_template,
                          continuation_tokens=continuation_tokens, stages=stages, ttt_steps=ttt_steps,
-                         seed=seed, force=force)
-    return run_finetune(plan, progress=progress, device=device)
+                         seed=seed, force=force, max_len=max_len, eval_every=eval_every)
+    return run_finetune(plan, progress=progress)
 
 
-def run_finetune(plan: FinetunePlan, *, progress: Progress | None = None, device: str | None = None) -> FinetuneResult:
-    """Generate the data, evaluate, train every stage, evaluate again, write atomically.
-
-    `device` ("cpu", "cuda", "cuda:1"; None: the first GPU torch sees, else the CPU) holds the
-    target and the drafter; generation, evaluation and training run there. On the CPU the result
-    is what it was before GPUs were supported, byte for byte (batches are built on the CPU and
-    the batch order comes from a CPU generator either way)."""
+def run_finetune(plan: FinetunePlan, *, progress: Progress | None = None) -> FinetuneResult:
+    """Generate the data, evaluate, train every stage, evaluate again, write atomically."""
     import torch
 
     say = progress or (lambda _e: None)
     t0 = time.perf_counter()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(plan.seed)
-        tgt, drafter, tokenizer = _load_pair(plan, device)
+        tgt, drafter, tokenizer = _load_pair(plan)
         seqs, gen_s = _generate(plan, tgt, tokenizer, say)
         before = _evaluate(plan, tgt, drafter, seqs, say)
-        stages = [_train_stage(plan, s, i, tgt, drafter, seqs, say) for i, s in enumerate(plan.stages)]
+        train, held = _split_held_out(seqs)
+        keep, score, eal0 = _selection(plan, tgt, drafter, held, say)
+        stages = [_train_stage(plan, s, i, tgt, drafter, train, say, score, keep) for i, s in enumerate(plan.stages)]
+        best = None
+        if keep is not None:
+            keep.restore(drafter)  # the best scored step's weights, not the last step's
+            best = {"stage": keep.where[0], "step": keep.where[1], "eal": round(keep.eal, 4)}
+            say(FinetuneEvent("evaluate", f"keeping {best['stage']} step {best['step']} (held-out EAL {keep.eal:.3f})"))
         after = _evaluate(plan, tgt, drafter, seqs, say, features=before.features)
     result = FinetuneResult(plan.out, stages, before.step_acc, after.step_acc, before.loss, after.loss,
-                            len(seqs), sum(map(len, seqs)), gen_s, 0.0)
+                            len(seqs), sum(map(len, seqs)), gen_s, 0.0, held_out=len(held),
+                            eal_before=eal0, best=best)
     say(FinetuneEvent("write", f"writing {plan.out}"))
     _write(plan, drafter, provenance(plan, result))
     result.seconds = time.perf_counter() - t0
@@ -80,6 +86,11 @@ def provenance(plan: FinetunePlan, result: FinetuneResult) -> dict[str, Any]:
                  "continuation": f"target greedy, {plan.continuation_tokens} tokens"},
         "step_acc_before": [round(a, 4) for a in result.step_acc_before],
         "step_acc_after": [round(a, 4) for a in result.step_acc_after],
+        "max_len": plan.max_len,
+        "selection": {"metric": "held-out expected acceptance length, sum_k prod_{i<=k} acc_i (speculators PR 741)",
+                      "held_out_sequences": result.held_out,
+                      "eal_before": None if result.eal_before is None else round(result.eal_before, 4),
+                      "kept": result.best},
     }
     if PROVENANCE_KEY in plan.config:
         prov["previous"] = plan.config[PROVENANCE_KEY]
@@ -89,16 +100,17 @@ def provenance(plan: FinetunePlan, result: FinetuneResult) -> dict[str, Any]:
 # ------------------------------------------------------------------------------- helpers
 
 
-def _load_pair(plan: FinetunePlan, device: str | None) -> tuple[Any, Any, Any]:
+def _load_pair(plan: FinetunePlan) -> tuple[Any, Any, Any]:
     from transformers import AutoTokenizer
 
     from eagle_convert.reference.data import load_drafter
     from eagle_convert.reference.target import TargetModel
 
-    tgt = TargetModel.from_pretrained(plan.target, device=device)  # None: GPU if torch sees one
+    # The TTT trainer runs on CPU; pin both models there even where a GPU is visible.
+    tgt = TargetModel.from_pretrained(plan.target, device="cpu")
     try:
         drafter = load_drafter(plan.draft, target_embed=tgt.embed_weight, target_lm_head=tgt.lm_head_weight,
-                               device=tgt.device)
+                               device="cpu")
     except (ValueError, KeyError, RuntimeError) as exc:
         raise FinetuneRefusedError(f"{plan.draft}: the reference engine cannot load the draft ({exc})") from None
     return tgt, drafter, AutoTokenizer.from_pretrained(str(plan.target))
@@ -107,7 +119,6 @@ def _load_pair(plan: FinetunePlan, device: str | None) -> tuple[Any, Any, Any]:
 def _generate(plan: FinetunePlan, tgt: Any, tokenizer: Any, say: Progress) -> tuple[list[list[int]], float]:
     """The target's greedy continuation of every rendered prompt (the serving template)."""
     from eagle_convert.smoke.prompts import prepare_prompts
-    from eagle_convert.reference.loop import greedy_generate
 
     t0 = time.perf_counter()
     ctx = getattr(tgt.model.config, "max_position_embeddings", None)
@@ -116,12 +127,34 @@ def _generate(plan: FinetunePlan, tgt: Any, tokenizer: Any, say: Progress) -> tu
                            template_label=plan.template_label, max_prompt_tokens=room)
     if not pset.prompts:
         raise UsageError("no prompt fits the target's context with --continuation-tokens")
-    seqs = []
-    for i, p in enumerate(pset.prompts):
-        say(FinetuneEvent("generate", f"target continuation {i + 1}/{len(pset.prompts)}",
-                          step=i + 1, total=len(pset.prompts)))
-        seqs.append(p.token_ids + greedy_generate(tgt, p.token_ids, plan.continuation_tokens))
+    prompts = [p.token_ids for p in pset.prompts]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
+    seqs: list[list[int]] = [[] for _ in prompts]
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))  # similar lengths share a batch
+    for start in range(0, len(order), GENERATE_BATCH):
+        idx = order[start: start + GENERATE_BATCH]
+        for i, cont in zip(idx, _greedy_batch(tgt, [prompts[i] for i in idx], plan.continuation_tokens, pad)):
+            seqs[i] = prompts[i] + cont
+        done = min(start + GENERATE_BATCH, len(order))
+        say(FinetuneEvent("generate", f"target continuation {done}/{len(prompts)}", step=done, total=len(prompts)))
     return seqs, time.perf_counter() - t0
+
+
+def _greedy_batch(tgt: Any, prompts: list[list[int]], n: int, pad: int) -> list[list[int]]:
+    """`n` greedy target tokens after each prompt, one left-padded `generate` for the batch (EOS
+    does not stop it: every continuation has `n` tokens, as the one-prompt loop produced)."""
+    import torch
+
+    t = max(map(len, prompts))
+    ids = torch.full((len(prompts), t), pad, dtype=torch.long)
+    mask = torch.zeros(len(prompts), t, dtype=torch.long)
+    for j, p in enumerate(prompts):
+        ids[j, t - len(p):] = torch.tensor(p)
+        mask[j, t - len(p):] = 1
+    with torch.no_grad():
+        out = tgt.model.generate(input_ids=ids.to(tgt.device), attention_mask=mask.to(tgt.device), max_new_tokens=n,
+                                 min_new_tokens=n, do_sample=False, pad_token_id=pad)
+    return out[:, t:].tolist()
 
 
 @dataclass
@@ -141,7 +174,7 @@ def _evaluate(plan: FinetunePlan, tgt: Any, drafter: Any, seqs: list[list[int]],
 
     say(FinetuneEvent("evaluate", "evaluating " + ("before" if features is None else "after") + " training"))
     rows = drafter.draft_to_target
-    in_draft = torch.zeros(tgt.vocab_size, dtype=torch.bool, device=tgt.device)
+    in_draft = torch.zeros(tgt.vocab_size, dtype=torch.bool)
     in_draft[rows] = True
     feats: list[tuple[Any, ...]] = features if features is not None else []
     loss, accs, weight = 0.0, [0.0] * plan.ttt_steps, 0
@@ -153,7 +186,6 @@ def _evaluate(plan: FinetunePlan, tgt: Any, drafter: Any, seqs: list[list[int]],
             ids = torch.zeros(len(batch), int(lens.max()), dtype=torch.long)
             for i, s in enumerate(batch):
                 ids[i, : len(s)] = torch.tensor(s)
-            ids, lens = ids.to(tgt.device), lens.to(tgt.device)
             if features is None:
                 out = tgt.forward(ids, aux_ids=plan.aux_ids)
                 feats.append((out.aux.float(), out.logits[..., rows], in_draft[out.logits.argmax(-1)]))
@@ -167,24 +199,36 @@ def _evaluate(plan: FinetunePlan, tgt: Any, drafter: Any, seqs: list[list[int]],
     return _Eval(loss / weight, [a / weight for a in accs], feats)
 
 
-class _StepLog(logging.Handler):
-    """Turns train_draft's periodic `step N loss L acc [...]` log records into progress events."""
+def _split_held_out(seqs: list[list[int]]) -> tuple[list[list[int]], list[list[int]]]:
+    """(train, held out): every `HOLD_OUT_EVERY`-th sequence scores the steps (the last one when
+    there are fewer); a single sequence is not split (no selection then)."""
+    if len(seqs) < 2:
+        return seqs, []
+    held_idx = {i for i in range(len(seqs)) if i % HOLD_OUT_EVERY == HOLD_OUT_EVERY - 1} or {len(seqs) - 1}
+    return ([s for i, s in enumerate(seqs) if i not in held_idx], [s for i, s in enumerate(seqs) if i in held_idx])
 
-    def __init__(self, stage: str, total: int, say: Progress) -> None:
-        super().__init__(logging.INFO)
-        self.stage, self.total, self.say = stage, total, say
 
-    def emit(self, record: logging.LogRecord) -> None:
-        args = record.args if isinstance(record.args, tuple) else ()
-        if str(record.msg).startswith("step") and len(args) >= 2:
-            step, loss = int(args[0]), float(args[1])
-            self.say(FinetuneEvent("step", f"{self.stage}: step {step}/{self.total} loss {loss:.3f}",
-                                   stage=self.stage, step=step, total=self.total, loss=loss))
+def _selection(plan: FinetunePlan, tgt: Any, drafter: Any, held: list[list[int]],
+               say: Progress) -> tuple[Any, Any, float | None]:
+    """(KeepBest holding the input's weights, the held-out evaluator, the input's EAL); all None
+    without held-out data."""
+    from eagle_convert.reference.select import KeepBest, expected_acceptance_length
+    from eagle_convert.reference.train import heldout_accuracy
+
+    if not held:
+        return None, None, None
+    score = heldout_accuracy(tgt, drafter, held, aux_ids=plan.aux_ids, ttt_steps=plan.ttt_steps,
+                             loss_decay=LOSS_DECAY, batch_size=plan.batch_size, max_len=plan.max_len)
+    keep = KeepBest()
+    eal = expected_acceptance_length(score(drafter))
+    keep.offer(eal, ("start", 0), drafter)
+    say(FinetuneEvent("evaluate", f"held-out EAL of the input {eal:.3f} ({len(held)} sequences)", eal=eal))
+    return keep, score, eal
 
 
 def _train_stage(plan: FinetunePlan, stage: Stage, index: int, tgt: Any, drafter: Any,
-                 seqs: list[list[int]], say: Progress) -> StageResult:
-    from eagle_convert.reference.train import train_draft, trainable_names
+                 seqs: list[list[int]], say: Progress, score: Any = None, keep: Any = None) -> StageResult:
+    from eagle_convert.reference.train import StepInfo, train_draft, trainable_names
 
     pats = STAGE_PARAMS[stage.name]
     try:
@@ -195,19 +239,19 @@ def _train_stage(plan: FinetunePlan, stage: Stage, index: int, tgt: Any, drafter
         raise FinetuneRefusedError(f"stage {stage.name}: the draft has no parameter matching {pats}")
     say(FinetuneEvent("stage", f"stage {stage.name}: {stage.steps} steps, lr {stage.lr:g}, "
                       f"{len(names)} tensors", stage=stage.name, total=stage.steps))
-    logger = logging.getLogger("eagle_convert.reference.train")
-    handler, level = _StepLog(stage.name, stage.steps, say), logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    try:
-        res = train_draft(tgt, drafter, seqs, aux_ids=plan.aux_ids, ttt_steps=plan.ttt_steps,
-                          steps=stage.steps, lr=stage.lr, seed=plan.seed + index, trainable=names,
-                          l2sp=stage.l2sp, log_every=max(1, stage.steps // 50),
-                          batch_size=plan.batch_size, loss_decay=LOSS_DECAY)
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-    return StageResult(stage.name, stage.steps, stage.lr, stage.l2sp, names, res.losses, res.seconds)
+    def on_step(info: StepInfo) -> None:
+        eal = "" if info.eal is None else f" EAL {info.eal:.3f}" + (" (best)" if info.best else "")
+        say(FinetuneEvent("step", f"{stage.name}: step {info.step}/{info.steps} loss {info.loss:.3f}{eal}",
+                          stage=stage.name, step=info.step, total=info.steps, loss=info.loss, eal=info.eal,
+                          best=info.best))
+
+    res = train_draft(tgt, drafter, seqs, aux_ids=plan.aux_ids, ttt_steps=plan.ttt_steps,
+                      steps=stage.steps, lr=stage.lr, seed=plan.seed + index, trainable=names,
+                      l2sp=stage.l2sp, log_every=max(1, stage.steps // 50),
+                      batch_size=plan.batch_size, loss_decay=LOSS_DECAY, on_step=on_step, evaluate=score,
+                      eval_every=plan.eval_every, keep=keep, label=stage.name, max_len=plan.max_len)
+    return StageResult(stage.name, stage.steps, stage.lr, stage.l2sp, names, res.losses, res.seconds,
+                       eal=res.eal_history, best_step=res.best_step)
 
 
 def _write(plan: FinetunePlan, drafter: Any, prov: dict[str, Any]) -> None:
@@ -225,9 +269,10 @@ def _write(plan: FinetunePlan, drafter: Any, prov: dict[str, Any]) -> None:
     try:
         with atomic_output_dir(plan.out, force=plan.force) as tmp:
             write_draft(drafter, config, tmp, include_embed=plan.include_embed, dtype=dtype)
-            back = load_drafter(tmp, target_embed=drafter.embed_tokens.weight, target_lm_head=drafter.lm_head.weight,
-                                device=drafter.embed_tokens.weight.device).state_dict()
-
+            (tmp / CARD_FILE).write_text(model_card(config, model_ref=str(plan.out), target=str(plan.target)),
+                                         encoding="utf-8")
+            back = load_drafter(tmp, target_embed=drafter.embed_tokens.weight,
+                                target_lm_head=drafter.lm_head.weight).state_dict()
             for name, t in drafter.state_dict().items():
                 want = t.to(dtype).to(back[name].dtype) if t.is_floating_point() else t
                 if not torch.equal(back[name], want):

@@ -17,7 +17,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,9 +27,11 @@ from torch import Tensor
 
 from eagle_convert.reference.data import drafter_from_state_dict
 from eagle_convert.reference.drafter import EagleDrafter, draft_config_from_dict, expand_kv
+from eagle_convert.reference.select import KeepBest, expected_acceptance_length
 from eagle_convert.reference.target import TargetModel
 
-__all__ = ["TrainResult", "train_draft", "save_draft", "write_draft", "init_drafter", "trainable_names"]
+__all__ = ["StepInfo", "TrainResult", "heldout_accuracy", "init_drafter", "save_draft", "train_draft",
+           "trainable_names", "write_draft"]
 LOG = logging.getLogger(__name__)
 
 
@@ -47,7 +49,7 @@ class TTTSlot:
         k0, v0 = expand_kv(self.ks[0], g), expand_kv(self.vs[0], g)
         t = q.shape[2]
         s0 = (q @ k0.transpose(-1, -2)).float() * scale
-        s0 = s0.masked_fill(~torch.ones(t, t, dtype=torch.bool, device=q.device).tril(), float("-inf"))
+        s0 = s0.masked_fill(~torch.ones(t, t, dtype=torch.bool).tril(), float("-inf"))
         later = [expand_kv(kk, g) for kk in self.ks[1:]]
         diag = [((q * kk).sum(-1, keepdim=True)).float() * scale for kk in later]
         w = torch.softmax(torch.cat([s0, *diag], dim=-1), dim=-1).to(q.dtype)
@@ -63,6 +65,22 @@ class TrainResult:
     step_acc: list[float]  # argmax agreement per TTT step over the last logging window
     seconds: float
     acc_history: list[list[float]] = field(default_factory=list)
+    eal_history: list[tuple[int, float]] = field(default_factory=list)  # (step, held-out EAL); step 0 = start
+    best_step: int | None = None  # the step whose weights the drafter holds at the end (with `evaluate`)
+    best_eal: float | None = None
+
+
+@dataclass
+class StepInfo:
+    """What `train_draft` reports to `on_step` after every optimizer step."""
+
+    step: int  # 1-based
+    steps: int
+    loss: float
+    lr: float
+    step_acc: list[float]  # this batch's argmax agreement per TTT step
+    eal: float | None = None  # held-out expected acceptance length, when evaluated at this step
+    best: bool = False  # the best EAL so far: these weights are kept
 
 
 def trainable_names(drafter: EagleDrafter, trainable: str | Sequence[str]) -> list[str]:
@@ -132,7 +150,7 @@ def ttt_loss(drafter: EagleDrafter, ids: Tensor, lens: Tensor, aux: Tensor, tlog
     dtype = drafter.norm.weight.dtype
     hidden = drafter.combine_hidden_states(aux.to(dtype))
     slots = [TTTSlot() for _ in drafter.layers]
-    idx = torch.arange(t, device=ids.device)
+    idx = torch.arange(t)
     tprob = torch.softmax(tlogits, dim=-1)
     targ = tlogits.argmax(-1)
     total, accs = hidden.new_zeros((), dtype=torch.float32), []
@@ -158,14 +176,22 @@ def train_draft(target: TargetModel, drafter: EagleDrafter, sequences: list[list
                 aux_ids: Sequence[int], ttt_steps: int = 3, steps: int, lr: float, seed: int = 0,
                 trainable: str | Sequence[str] = "all", l2sp: float = 0.0,
                 log_every: int = 10, batch_size: int = 8, loss_decay: float = 0.8,
-                warmup: int | None = None, cache_target: bool = True) -> TrainResult:
+                warmup: int | None = None, cache_target: bool = True,
+                on_step: Callable[[StepInfo], None] | None = None,
+                evaluate: Callable[[EagleDrafter], Sequence[float]] | None = None, eval_every: int = 1,
+                keep: KeepBest | None = None, label: str = "", max_len: int | None = None) -> TrainResult:
     """Train `drafter` in place with TTT on the target's own distributions over `sequences`.
+
+    `on_step(StepInfo)` is called after every step. With `evaluate` (the per-TTT-step accuracy
+    on held-out data, e.g. `heldout_accuracy`), the start and every `eval_every`-th step are
+    scored by expected acceptance length (`reference.select`) and the best weights are kept: in
+    `keep` (shared across calls, keyed `(label, step)`; the caller restores them), or restored here
+    at the end when no `keep` is given. `max_len`: train on the last `max_len` positions of each
+    sequence (target features still come from the whole sequence): cost grows with length.
 
     AdamW(0.9, 0.95), clip 0.5, linear warmup then cosine to lr/10; `l2sp` pulls the trained
     weights toward their starting values (L2-SP). With `cache_target`, the frozen target runs once
-    per sequence and its features are kept in memory. Runs on the target's device (the drafter
-    must be on it too): batches are built on the CPU and moved there, and the batch order comes
-    from a CPU generator, so a CPU run is the same whatever devices exist.
+    per sequence and its features are kept in memory.
     """
     t0 = time.perf_counter()
     gen = torch.Generator().manual_seed(seed)
@@ -185,9 +211,8 @@ def train_draft(target: TargetModel, drafter: EagleDrafter, sequences: list[list
         frac = (s - warm) / max(1, steps - warm)
         return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
 
-    dev = target.device
     rows = drafter.draft_to_target
-    t2d = torch.zeros(target.vocab_size, dtype=torch.bool, device=dev)
+    t2d = torch.zeros(target.vocab_size, dtype=torch.bool)
     t2d[rows] = True
     cache: dict[int, tuple[Tensor, ...]] = {}
 
@@ -195,23 +220,42 @@ def train_draft(target: TargetModel, drafter: EagleDrafter, sequences: list[list
         for start in range(0, len(sequences), 16):
             chunk = list(range(start, min(start + 16, len(sequences))))
             ids, _ = _pad([sequences[i] for i in chunk])
-            feats = _target_features(target, ids.to(dev), aux_ids, rows, t2d)
+            feats = _target_features(target, ids, aux_ids, rows, t2d)
             for j, i in enumerate(chunk):
                 cache[i] = tuple(f[j, : len(sequences[i])] for f in feats)
 
     def features(batch: list[int]) -> tuple[Tensor, ...]:
         ids, lens = _pad([sequences[i] for i in batch])
-        ids, lens = ids.to(dev), lens.to(dev)
         if not cache_target:
             return (ids, lens, *_target_features(target, ids, aux_ids, rows, t2d))
         t = ids.shape[1]
         padded = [torch.stack([_pad_rows(cache[i][c], t) for i in batch]) for c in range(3)]
         return (ids, lens, *padded)
 
+    if max_len is not None:
+        whole = features
+
+        def features(batch: list[int]) -> tuple[Tensor, ...]:  # the window of `whole`
+            ids, lens, *rest = whole(batch)
+            return _last_positions([ids, *rest], lens, max_len)
+
+    keeper = keep if keep is not None else KeepBest()
+    eal_hist: list[tuple[int, float]] = []
+
+    def score(step: int) -> tuple[float, bool]:
+        drafter.eval()
+        with torch.no_grad():
+            eal = expected_acceptance_length(evaluate(drafter))  # type: ignore[misc]
+        drafter.train()
+        eal_hist.append((step, eal))
+        return eal, keeper.offer(eal, (label, step), drafter)
+
     losses: list[float] = []
     hist: list[list[float]] = []
     window: list[list[float]] = []
     drafter.train()
+    if evaluate is not None and keeper.where is None:
+        score(0)
     for step in range(steps):
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
@@ -227,6 +271,11 @@ def train_draft(target: TargetModel, drafter: EagleDrafter, sequences: list[list
         opt.step()
         losses.append(float(loss.detach()))
         window.append(accs)
+        info = StepInfo(step + 1, steps, losses[-1], lr_at(step), accs)
+        if evaluate is not None and ((step + 1) % max(1, eval_every) == 0 or step == steps - 1):
+            info.eal, info.best = score(step + 1)
+        if on_step is not None:
+            on_step(info)
         if (step + 1) % log_every == 0 or step == steps - 1:
             mean = [sum(a[j] for a in window) / len(window) for j in range(ttt_steps)]
             hist.append(mean)
@@ -235,8 +284,27 @@ def train_draft(target: TargetModel, drafter: EagleDrafter, sequences: list[list
     drafter.eval()
     for p in drafter.parameters():
         p.requires_grad_(False)
+    best = None
+    if evaluate is not None:
+        if keep is None:
+            keeper.restore(drafter)
+        where = keeper.where
+        best = where[1] if isinstance(where, tuple) and where[0] == label else None
     return TrainResult(losses=losses, step_acc=hist[-1] if hist else [], seconds=time.perf_counter() - t0,
-                       acc_history=hist)
+                       acc_history=hist, eal_history=eal_hist, best_step=best,
+                       best_eal=keeper.eal if evaluate is not None else None)
+
+
+def _last_positions(tensors: list[Tensor], lens: Tensor, m: int) -> tuple[Tensor, ...]:
+    """The last `m` valid positions of each row of right-padded [B, T, ...] tensors, right-padded again."""
+    start = (lens - m).clamp_min(0)
+    width = int(min(m, int(lens.max())))
+    idx = (start[:, None] + torch.arange(width, device=lens.device)[None]).clamp(max=tensors[0].shape[1] - 1)
+    out = []
+    for x in tensors:
+        gather = idx.view(*idx.shape, *([1] * (x.dim() - 2))).expand(-1, -1, *x.shape[2:])
+        out.append(x.gather(1, gather))
+    return (out[0], lens - start, *out[1:])
 
 
 def save_draft(drafter: EagleDrafter, config: dict, out_dir: str | Path, *,
@@ -268,12 +336,44 @@ def write_draft(drafter: EagleDrafter, config: dict, folder: Path, *,
             continue
         if n == "d2t":
             continue
-        sd[n] = t.detach().to(dtype).cpu().contiguous()  # a drafter trained on a GPU saves from the CPU
+        sd[n] = t.detach().to(dtype).contiguous()
     if cfg.draft_vocab_size != cfg.vocab_size:
-        sd["d2t"] = drafter.d2t.detach().long().cpu().contiguous()
+        sd["d2t"] = drafter.d2t.detach().long().contiguous()
         t2d = torch.zeros(cfg.vocab_size, dtype=torch.bool)
-        t2d[drafter.draft_to_target.cpu()] = True
-
+        t2d[drafter.draft_to_target] = True
         sd["t2d"] = t2d
     save_file(sd, str(Path(folder) / "model.safetensors"), metadata={"format": "pt"})
     (Path(folder) / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
+def heldout_accuracy(target: TargetModel, drafter: EagleDrafter, sequences: list[list[int]], *,
+                     aux_ids: Sequence[int], ttt_steps: int = 3, loss_decay: float = 0.8,
+                     batch_size: int = 8, max_len: int | None = None) -> Callable[[EagleDrafter], list[float]]:
+    """An `evaluate` for `train_draft`: the token-weighted argmax accuracy per TTT step over
+    `sequences` (teacher-forced tokens, the draft's own fed-back states, as in training; with
+    `max_len`, over the last `max_len` positions, as `train_draft(max_len=)` trains). The frozen
+    target runs once here; each call runs only the drafter."""
+    dev = target.device
+    rows = drafter.draft_to_target
+    t2d = torch.zeros(target.vocab_size, dtype=torch.bool, device=dev)
+    t2d[rows] = True
+    batches = []
+    for start in range(0, len(sequences), batch_size):
+        ids, lens = _pad(sequences[start: start + batch_size])
+        ids, lens = ids.to(dev), lens.to(dev)
+        feats = _target_features(target, ids, aux_ids, rows, t2d)
+        if max_len is not None:
+            ids, lens, *feats = _last_positions([ids, *feats], lens, max_len)
+        batches.append((ids, lens, *feats))
+
+    @torch.no_grad()
+    def evaluate(model: EagleDrafter) -> list[float]:
+        total, weight = [0.0] * ttt_steps, 0
+        for ids, lens, aux, tl, iv in batches:
+            _, accs = ttt_loss(model, ids, lens, aux, tl, ttt_steps=ttt_steps, loss_decay=loss_decay, in_vocab=iv)
+            n = int(lens.sum())
+            total = [t + a * n for t, a in zip(total, accs)]
+            weight += n
+        return [t / max(weight, 1) for t in total]
+
+    return evaluate

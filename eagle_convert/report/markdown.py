@@ -108,14 +108,25 @@ def render_markdown(data: dict[str, Any]) -> str:
     lines += _groups(acc)
     cal = data.get("calibration")
     if cal:
-        lines += ["## Calibration", "", *(f"- {k}: {v}" for k, v in cal.items()), ""]
+        agree = ("" if cal.get("agreement") is None else
+                 f" First-step top-1 agreement with the EAGLE-3 draft on {cal['held_out_prompts']} held-out prompts "
+                 f"({cal['positions']} positions): {100 * cal['agreement']:.1f}% calibrated, "
+                 f"{100 * (cal.get('agreement_identity') or 0):.1f}% identity.")
+        lines += ["## Calibration", "",
+                  f"`fc_norm.{{i}}.weight` = {', '.join(f'{v:.4g}' for v in cal['values'])} (aux layers "
+                  f"{cal['aux_ids']}): the {cal['statistic']}, over {cal['tokens']} tokens of {cal['fit_prompts']} "
+                  f"prompts ({cal['prompts']}), {cal['seconds']:.0f} s on {cal['device']}.{agree}", ""]
     ft = data.get("finetune")
     if ft:
         r = ft["result"]
+        best = r.get("best")
+        kept = (f" Kept {best['stage']} step {best['step']}: held-out expected acceptance length (EAL) "
+                f"{r.get('eal_before', 0):.3f} → {best['eal']:.3f} on {r.get('held_out', '?')} held-out sequences."
+                if best else "")
         lines += ["## Fine-tune", "",
                   f"From `{ft['source']}`: {r['sequences']} sequences, {r['tokens']} tokens, {r['seconds']:.0f} s; "
                   f"teacher-forced loss {r['loss_before']:.3f} → {r['loss_after']:.3f}, step accuracy "
-                  f"{r['step_acc_before']} → {r['step_acc_after']}.", ""]
+                  f"{r['step_acc_before']} → {r['step_acc_after']}.{kept}", ""]
     lines += ["## Variants and their model cards", ""]
     lines += [f"- **{v['name']}**: {v['title']} — `{v['path']}`" + (f", card `{v['card']}`" if v.get("card") else "")
               for v in data["variants"]]

@@ -13,8 +13,9 @@ target alone's. Greedy (T = 0), EOS ignored, so every request decodes the same n
 
 On a CPU these speedups do not predict a GPU's: a GPU decode step of a large target is bound by
 reading its weights, so verifying k + 1 tokens costs about as much as one and accepted drafts are
-nearly free; on a CPU (and with tiny models) the step is compute-bound and drafting costs about
-as much as it saves. `ThroughputReport.note` says so wherever the numbers are shown.
+nearly free; on a CPU a large model's step is compute-bound (verifying k + 1 tokens costs nearly
+k + 1 steps) and a tiny model's is fixed overhead. `ThroughputReport.note` says so wherever the
+numbers are shown.
 """
 
 from __future__ import annotations
@@ -148,10 +149,11 @@ def cpu_note(device: str) -> str | None:
     """The honest caveat for numbers measured without a GPU (module docstring)."""
     if device == "cuda":
         return None
-    return ("measured on a CPU: a CPU decode step is compute-bound, so verifying k+1 tokens costs about k+1 "
-            "times one step and drafting costs about what it saves; on a GPU a large target's decode step is "
-            "bound by reading its weights and accepted drafts are nearly free. These speedups do not predict "
-            "a GPU deployment; the acceptance lengths beside them do carry over.")
+    return ("measured on a CPU: what speculation saves here depends on what one decode step costs on this "
+            "machine (fixed per-step overhead for a tiny model, compute for a large one, where verifying k+1 "
+            "tokens costs nearly k+1 steps), not on a GPU's memory-bound step, where verifying k+1 tokens costs "
+            "about as much as one. These speedups do not predict a GPU deployment; the acceptance lengths "
+            "beside them do carry over.")
 
 
 @dataclass
