@@ -68,6 +68,7 @@ def test_cli_output_inside_input(tmp_path: Path, where: str) -> None:
     (["--steps-fc-norm", "0", "--steps-all", "0"], "every stage has 0 steps: nothing to train"),
     (["--lr-all", "0"], "stage all: steps must be >= 0, lr > 0 and l2sp >= 0"),
     (["--continuation-tokens", "0"], "--continuation-tokens must be at least 1"),
+    (["--max-len", "4"], "--max-len must be at least 5 (TTT depth + 2)"),
 ])
 def test_cli_usage_errors(tmp_path: Path, args: list[str], message: str) -> None:
     draft, target = _folder(tmp_path / "d", {}), _folder(tmp_path / "t", {})
@@ -176,6 +177,15 @@ def test_finetune_recovers_acceptance_of_the_upgrade(tmp_path: Path) -> None:
     assert prov["previous"]["operation"].startswith("upgrade")
     assert [s["steps"] for s in prov["stages"]] == [40, 40]
     assert "fc_norm.0.weight" in prov["stages"][0]["trainable"]
+    # The written weights are the best held-out EAL among the input and every step, not the last step's.
+    sel = prov["selection"]
+    assert sel["held_out_sequences"] == res.held_out == 9 and sel["kept"] == res.best
+    best_eal = max([res.eal_before] + [e for st in res.stages for _, e in st.eal])
+    assert abs(res.best["eal"] - best_eal) < 1e-4 and res.best["eal"] > res.eal_before
+    from huggingface_hub import ModelCard
+
+    card = ModelCard.load(out / "README.md")
+    assert "**finetune (TTT)**" in card.text and "**upgrade EAGLE-3 -> EAGLE-3.1**" in card.text
 
 
 @pytest.mark.slow
@@ -197,6 +207,9 @@ def test_cli_json_and_force(tmp_path: Path) -> None:
     assert data["plan"]["variant"] == "EAGLE-3" and data["plan"]["num_prompts"] == 3
     assert [s["name"] for s in data["result"]["stages"]] == ["fc_norm", "all"]
     assert len(data["result"]["step_acc_after"]) == 3
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors"]
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "config.json", "model.safetensors"]
+    assert data["plan"]["max_len"] == 128 and data["result"]["held_out"] == 1  # 3 prompts: the last is held out
+    assert data["result"]["best"]["stage"] in ("start", "fc_norm", "all")
+    assert [e[0] for e in data["result"]["stages"][0]["eal"]] == [1, 2]  # scored every step
     assert _tree_hash(draft) == before
     assert "finetune: stage fc_norm" in res.stderr

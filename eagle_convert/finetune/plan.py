@@ -11,7 +11,12 @@ new flags. This module runs a two-stage recipe on top of `reference/train.py`:
 * stage B (`all`): every draft weight but the shared embedding and the reduced `lm_head`, at a
   small lr with an L2-SP pull toward the weights the stage starts from (the input's, for every
   tensor stage A did not touch);
-* TTT depth 3 (arXiv 2605.09992: EAGLE-3.1 generalises from short TTT depths).
+* TTT depth 3 (arXiv 2605.09992: EAGLE-3.1 generalises from short TTT depths);
+* every 5th sequence is held out: each step is scored by expected acceptance length on it
+  (EAL = Σ_k Π_{i≤k} acc_i, speculators PR 741) and the best step's weights are written, not the
+  last step's; the start counts too, so a fine-tune that only hurts writes the input back;
+* each training sample is the last `max_len` positions of a sequence (the target still sees the
+  whole sequence): the built-in prompts are long, and cost grows with length.
 
 `plan_finetune` checks everything that can be checked before the expensive part (paths, config,
 target match), without torch; `finetune.run` (`run_finetune`, `finetune_draft`) generates, trains
@@ -23,7 +28,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +37,7 @@ from eagle_convert.io.atomic import check_output_dir
 from eagle_convert.extras import require
 from eagle_convert.smoke.prompts import Prompt, builtin_prompts, load_prompts, resolve_chat_template
 
-__all__ = ["DEFAULT_STAGES", "STAGE_PARAMS", "FinetuneEvent", "FinetunePlan", "FinetuneRefusedError",
+__all__ = ["DEFAULT_CONTINUATION_TOKENS", "DEFAULT_MAX_LEN", "DEFAULT_STAGES", "HOLD_OUT_EVERY", "STAGE_PARAMS", "FinetuneEvent", "FinetunePlan", "FinetuneRefusedError",
            "FinetuneResult", "Progress", "Stage", "StageResult", "plan_finetune"]
 
 LOG = logging.getLogger(__name__)
@@ -56,7 +61,11 @@ class Stage:
 STAGE_PARAMS: dict[str, list[str] | None] = {"fc_norm": ["fc_norm.*", "fc.weight"], "all": None}
 # Frozen in every stage: the target-shared embedding and the reduced head copied from it.
 FROZEN = ("embed_tokens.weight", "lm_head.weight")
+# CPU defaults that finish in a few minutes on the built-in prompts (docs/finetune.md has the measurements).
 DEFAULT_STAGES = (Stage("fc_norm", steps=60, lr=1e-3), Stage("all", steps=60, lr=1e-4, l2sp=1e-3))
+DEFAULT_CONTINUATION_TOKENS = 48
+DEFAULT_MAX_LEN = 128  # positions per training sample (the last ones: prompt tail + continuation)
+HOLD_OUT_EVERY = 5  # every 5th sequence scores the steps (EAL) instead of training
 BATCH_SIZE = 8
 LOSS_DECAY = 0.8
 # The `smoke` extra's modules a fine-tune imports (target, drafter and trainer are torch; the tokenizer).
@@ -65,7 +74,8 @@ FINETUNE_MODULES = ("torch", "transformers", "tokenizers")
 
 @dataclass
 class FinetuneEvent:
-    """One progress report: `kind` is generate | features | stage | step | evaluate | write | done."""
+    """One progress report: `kind` is generate | features | stage | step | evaluate | write | done.
+    A step carries its loss and, when it was scored, its held-out EAL (`best`: kept so far)."""
 
     kind: str
     message: str
@@ -73,6 +83,8 @@ class FinetuneEvent:
     step: int = 0
     total: int = 0
     loss: float | None = None
+    eal: float | None = None
+    best: bool = False
 
 
 Progress = Callable[[FinetuneEvent], None]
@@ -98,6 +110,8 @@ class FinetunePlan:
     seed: int
     force: bool
     batch_size: int = BATCH_SIZE
+    max_len: int | None = DEFAULT_MAX_LEN
+    eval_every: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return {"draft": str(self.draft), "target": str(self.target), "out": str(self.out),
@@ -105,7 +119,8 @@ class FinetunePlan:
                 "stages": [asdict(s) for s in self.stages], "prompts": self.prompts_label,
                 "num_prompts": len(self.prompts), "chat_template": self.template_label,
                 "continuation_tokens": self.continuation_tokens, "ttt_steps": self.ttt_steps,
-                "batch_size": self.batch_size, "seed": self.seed}
+                "batch_size": self.batch_size, "seed": self.seed, "max_len": self.max_len,
+                "eval_every": self.eval_every, "hold_out_every": HOLD_OUT_EVERY}
 
 
 @dataclass
@@ -117,6 +132,8 @@ class StageResult:
     trainable: list[str]
     losses: list[float]
     seconds: float
+    eal: list[tuple[int, float]] = field(default_factory=list)  # (step, held-out EAL); step 0: the start
+    best_step: int | None = None  # this stage's step whose weights were written (None: another stage's)
 
 
 @dataclass
@@ -131,6 +148,9 @@ class FinetuneResult:
     tokens: int
     generate_seconds: float
     seconds: float
+    held_out: int = 0  # sequences that scored the steps
+    eal_before: float | None = None  # held-out EAL of the input
+    best: dict[str, Any] | None = None  # {"stage", "step", "eal"} of the weights written ("start": the input's)
 
     @property
     def losses(self) -> dict[str, list[float]]:
@@ -143,7 +163,10 @@ class FinetuneResult:
                 "loss_after": round(self.loss_after, 4),
                 "step_acc_before": [round(a, 4) for a in self.step_acc_before],
                 "step_acc_after": [round(a, 4) for a in self.step_acc_after],
+                "held_out": self.held_out, "eal_before": None if self.eal_before is None else round(self.eal_before, 4),
+                "best": self.best,
                 "stages": [{**asdict(s), "losses": [round(x, 4) for x in s.losses],
+                            "eal": [[st, round(e, 4)] for st, e in s.eal],
                             "seconds": round(s.seconds, 2)} for s in self.stages]}
 
 
@@ -180,19 +203,26 @@ def _stages(stages: Sequence[str | Stage] | None) -> list[Stage]:
 
 def plan_finetune(draft: str | Path, target: str | Path, out: str | Path, *,
                   prompts: Sequence[Prompt] | str | Path | None = None, chat_template: str | None = None,
-                  continuation_tokens: int = 64, stages: Sequence[str | Stage] | None = None,
-                  ttt_steps: int = 3, seed: int = 0, force: bool = False,
-                  batch_size: int = BATCH_SIZE) -> FinetunePlan:
+                  continuation_tokens: int = DEFAULT_CONTINUATION_TOKENS,
+                  stages: Sequence[str | Stage] | None = None, ttt_steps: int = 3, seed: int = 0,
+                  force: bool = False, batch_size: int = BATCH_SIZE, max_len: int | None = DEFAULT_MAX_LEN,
+                  eval_every: int = 1) -> FinetunePlan:
     """Check paths, the draft's config and its match with the target; no torch work yet.
 
     `prompts`: None (built-in set), a list of `Prompt`s, or a JSONL path (`load_prompts`).
     `stages`: names (defaults of `DEFAULT_STAGES`) or `Stage`s; 0-step stages are dropped.
+    `max_len`: positions per training sample (None: whole sequences). `eval_every`: score the
+    held-out EAL every this many steps (and at each stage's end).
     """
     require("smoke", "finetune", FINETUNE_MODULES)  # the pair check below builds the torch reference drafter
     if continuation_tokens < 1:
         raise UsageError("--continuation-tokens must be at least 1")
     if ttt_steps < 1:
         raise UsageError("--ttt-steps must be at least 1")
+    if max_len is not None and max_len < ttt_steps + 2:
+        raise UsageError(f"--max-len must be at least {ttt_steps + 2} (TTT depth + 2)")
+    if eval_every < 1:
+        raise UsageError("--eval-every must be at least 1")
     plan_stages = _stages(stages)
     dpath, tpath = _folder(draft, "draft", config=False), _folder(target, "target")
     final = check_output_dir(out, {"input draft": dpath, "target": tpath}, force=force)
@@ -224,7 +254,7 @@ def plan_finetune(draft: str | Path, target: str | Path, out: str | Path, *,
     dtype = max(floats, key=floats.__getitem__) if floats else "BF16"
     return FinetunePlan(dpath, tpath, final, config, info.variant, aux_ids, dtype, info.has_embed,
                         plan_stages, items, label, template, template_label, continuation_tokens,
-                        ttt_steps, seed, force, batch_size)
+                        ttt_steps, seed, force, batch_size, max_len, eval_every)
 
 
 def _check_pair(dpath: Path, config: dict[str, Any], tcfg: dict[str, Any]) -> list[int]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from eagle_convert.cli.commands._interrupt import exit_interrupted
-from eagle_convert.finetune.plan import DEFAULT_STAGES
+from eagle_convert.finetune.plan import DEFAULT_CONTINUATION_TOKENS, DEFAULT_MAX_LEN, DEFAULT_STAGES
 
 _A, _B = DEFAULT_STAGES
 
@@ -24,8 +24,13 @@ _A, _B = DEFAULT_STAGES
 @click.option("--chat-template", default=None,
               help="Jinja template (file or literal) replacing the target's; 'none' for raw text. "
                    "Use the template you serve with.")
-@click.option("--continuation-tokens", type=int, default=64, show_default=True,
+@click.option("--continuation-tokens", type=int, default=DEFAULT_CONTINUATION_TOKENS, show_default=True,
               help="Target greedy tokens generated per prompt.")
+@click.option("--max-len", type=click.IntRange(min=1), default=DEFAULT_MAX_LEN, show_default=True,
+              help="Train on the last N positions of each sequence (the target still reads all of it).")
+@click.option("--whole-sequences", is_flag=True, help="Train on whole sequences (slower on long prompts).")
+@click.option("--eval-every", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Score the held-out expected acceptance length every N steps; the best step is written.")
 @click.option("--steps-fc-norm", type=click.IntRange(min=0), default=_A.steps, show_default=True,
               help="Stage A steps (fc_norm.* and fc train); 0 skips the stage.")
 @click.option("--steps-all", type=click.IntRange(min=0), default=_B.steps, show_default=True,
@@ -41,15 +46,17 @@ _A, _B = DEFAULT_STAGES
 @click.option("--json", "as_json", is_flag=True, help="Print the plan and the result as JSON.")
 @click.pass_context
 def finetune_cmd(ctx: click.Context, draft: str, target: str, out: Path, prompts_file: str | None,
-                 chat_template: str | None, continuation_tokens: int, steps_fc_norm: int, steps_all: int,
-                 lr_fc_norm: float, lr_all: float, l2sp: float, ttt_steps: int, seed: int, force: bool,
-                 as_json: bool) -> None:
+                 chat_template: str | None, continuation_tokens: int, max_len: int, whole_sequences: bool,
+                 eval_every: int, steps_fc_norm: int, steps_all: int, lr_fc_norm: float, lr_all: float, l2sp: float,
+                 ttt_steps: int, seed: int, force: bool, as_json: bool) -> None:
     """Fine-tune DRAFT (typically an `upgrade`d EAGLE-3.1 draft) against TARGET into the new folder OUT.
 
     The training data is TARGET's own greedy continuation of each prompt, rendered with the chat
     template, so nothing is downloaded. Stage A trains fc_norm.* and fc, stage B every draft weight
-    but the shared embedding and lm_head (small lr, L2-SP), both with training-time test. DRAFT is
-    never modified; OUT keeps DRAFT's config plus a _eagle_convert provenance entry.
+    but the shared embedding and lm_head (small lr, L2-SP), both with training-time test. Every
+    5th sequence is held out: each step is scored by expected acceptance length on it and the
+    best step (the input included) is written. DRAFT is never modified; OUT keeps DRAFT's config
+    plus a _eagle_convert provenance entry, and gets a model card (README.md).
     """
     from dataclasses import replace
 
@@ -64,7 +71,7 @@ def finetune_cmd(ctx: click.Context, draft: str, target: str, out: Path, prompts
     stages = [replace(_A, steps=steps_fc_norm, lr=lr_fc_norm), replace(_B, steps=steps_all, lr=lr_all, l2sp=l2sp)]
     plan = plan_finetune(draft, target, out, prompts=prompts_file, chat_template=chat_template,
                          continuation_tokens=continuation_tokens, stages=stages, ttt_steps=ttt_steps,
-                         seed=seed, force=force)
+                         seed=seed, force=force, max_len=None if whole_sequences else max_len, eval_every=eval_every)
     screen = console()
     if not as_json:
         render_plan(screen, plan)

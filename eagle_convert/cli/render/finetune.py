@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from eagle_convert.finetune.plan import STAGE_PARAMS, FinetuneEvent, FinetunePlan, FinetuneResult
+from eagle_convert.finetune.plan import HOLD_OUT_EVERY, STAGE_PARAMS, FinetuneEvent, FinetunePlan, FinetuneResult
 
 
 def render_plan(console: Console, plan: FinetunePlan) -> None:
@@ -25,7 +25,10 @@ def render_plan(console: Console, plan: FinetunePlan) -> None:
         what = ", ".join(STAGE_PARAMS[s.name] or ["every weight but embed_tokens / lm_head"])
         l2sp = f", L2-SP {s.l2sp:g}" if s.l2sp else ""
         grid.add_row(f"stage {s.name}", f"{s.steps} steps, lr {s.lr:g}{l2sp}: {escape(what)}")
-    grid.add_row("TTT", f"{plan.ttt_steps} steps, batch {plan.batch_size}, seed {plan.seed}")
+    window = f"last {plan.max_len} positions per sequence" if plan.max_len else "whole sequences"
+    grid.add_row("TTT", f"{plan.ttt_steps} steps, batch {plan.batch_size}, {window}, seed {plan.seed}")
+    grid.add_row("keeps", f"the step with the best held-out expected acceptance length (every {HOLD_OUT_EVERY}th "
+                 f"sequence held out, scored every {plan.eval_every} step{'s' if plan.eval_every > 1 else ''})")
     console.print(grid)
 
 
@@ -37,6 +40,7 @@ class RichProgress:
                                  TextColumn("{task.fields[info]}"), TimeElapsedColumn(),
                                  console=console, transient=False)
         self.tasks: dict[str, TaskID] = {}
+        self.best = float("-inf")
 
     def __enter__(self) -> RichProgress:
         self.progress.__enter__()
@@ -60,8 +64,14 @@ class RichProgress:
             self._task(e.stage, f"stage {e.stage}", e.total)
         elif e.kind == "step" and e.stage:
             t = self._task(e.stage, f"stage {e.stage}", e.total)
-            self.progress.update(t, completed=e.step, info=f"loss {e.loss:.3f}" if e.loss is not None else "")
+            info = f"loss {e.loss:.3f}" if e.loss is not None else ""
+            if e.eal is not None:
+                self.best = max(self.best, e.eal)
+                info += f" EAL {e.eal:.3f} (best {self.best:.3f})"
+            self.progress.update(t, completed=e.step, info=info)
         elif e.kind in ("evaluate", "write"):
+            if e.eal is not None:
+                self.best = max(self.best, e.eal)
             self.progress.console.print(f"[dim]{escape(e.message)}[/dim]")
 
 
@@ -87,11 +97,13 @@ def _acc(values: list[float]) -> str:
 def render_result(console: Console, plan: FinetunePlan, result: FinetuneResult) -> None:
     table = Table(title="stages", title_justify="left")
     for col, justify in (("stage", "left"), ("tensors", "right"), ("steps", "right"), ("lr", "right"),
-                         ("L2-SP", "right"), ("loss first → last", "right"), ("seconds", "right")):
+                         ("L2-SP", "right"), ("loss first → last", "right"), ("held-out EAL first → last (max)", "right"),
+                         ("seconds", "right")):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for s in result.stages:
         loss = f"{s.losses[0]:.3f} → {s.losses[-1]:.3f}" if s.losses else "—"
-        table.add_row(s.name, str(len(s.trainable)), str(s.steps), f"{s.lr:g}", f"{s.l2sp:g}", loss,
+        eal = (f"{s.eal[0][1]:.3f} → {s.eal[-1][1]:.3f} ({max(e for _, e in s.eal):.3f})" if s.eal else "—")
+        table.add_row(s.name, str(len(s.trainable)), str(s.steps), f"{s.lr:g}", f"{s.l2sp:g}", loss, eal,
                       f"{s.seconds:.1f}")
     console.print(table)
     grid = Table.grid(padding=(0, 2))
@@ -102,6 +114,11 @@ def render_result(console: Console, plan: FinetunePlan, result: FinetuneResult) 
     grid.add_row("TTT step accuracy", f"{_acc(result.step_acc_before)} → [bold]{_acc(result.step_acc_after)}[/bold] "
                  "[dim](teacher-forced, per TTT step, training data)[/dim]")
     grid.add_row("TTT loss", f"{result.loss_before:.3f} → {result.loss_after:.3f}")
+    if result.best is not None:
+        kept = "the input (no step beat it)" if result.best["stage"] == "start" else \
+            f"stage {result.best['stage']} step {result.best['step']}"
+        grid.add_row("kept", f"{kept}: held-out EAL {result.eal_before:.3f} → [bold]{result.best['eal']:.3f}[/bold] "
+                     f"[dim](expected accepted drafts per round on {result.held_out} held-out sequences; AL ≈ 1 + EAL)[/dim]")
     grid.add_row("wrote", f"{escape(str(result.out))} in {result.seconds:.1f}s")
     console.print(grid)
     console.print(f"[dim]Measure acceptance: eagle-convert smoke {escape(str(plan.target))} "
