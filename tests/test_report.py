@@ -260,3 +260,20 @@ def test_fixture_report_vllm_per_user_throughput_fewest_engines_and_resume(tmp_p
     again = run_report(draft, target, out, opts)
     assert again.ran == []  # nothing changed: no vLLM engine starts
     assert again.data["acceptance"]["throughput"] == t
+
+
+def test_a_refused_stage_is_named_and_the_finished_ones_stay_recorded(tmp_path: Path, built_fixtures) -> None:
+    """An EAGLE-3.1 input: inspect runs, the upgrade refuses with one line naming the stage (exit 1)."""
+    draft = built_fixtures("vllm-eagle31")
+    out = tmp_path / "r"
+    res = _cli(str(draft), "--target", str(draft.parent / "t"), "--out", str(out), "--engine", "reference")
+    assert res.exit_code == 1 and "no such folder" in res.output  # the target is checked before any stage
+    target = tmp_path / "t"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps({"hidden_size": 64, "vocab_size": 128, "num_hidden_layers": 4}))
+    res = _cli(str(draft), "--target", str(target), "--out", str(out), "--engine", "reference")
+    assert res.exit_code == 1, res.output
+    errors = [ln for ln in res.output.splitlines() if ln.startswith("Error:")]
+    assert len(errors) == 1 and errors[0].startswith("Error: report stage upgrade:identity: ")
+    assert "nothing to upgrade" in errors[0] and "Traceback" not in res.output
+    assert [p.name for p in (out / ".report" / "stages").iterdir()] == ["inspect.json"]

@@ -24,7 +24,15 @@ from eagle_convert.errors import CheckpointNotFoundError, OutputError, UsageErro
 from eagle_convert.extras import require
 from eagle_convert.report.cache import STATE_DIR
 from eagle_convert.report.runner import Runner, StageEvent, Variant
-from eagle_convert.report.stages import ReportOptions, Say, finetune_stage, inspect_stage, upgrade_stage, validate_stage
+from eagle_convert.report.stages import (
+    ReportOptions,
+    Say,
+    finetune_defaults,
+    finetune_stage,
+    inspect_stage,
+    upgrade_stage,
+    validate_stage,
+)
 
 __all__ = ["CALIBRATED", "EAGLE3", "FINETUNED", "IDENTITY", "ReportResult", "run_report"]
 
@@ -126,15 +134,14 @@ def run_report(draft: str | Path, target: str | Path, out: str | Path, options: 
         ft = out / FINETUNED
         ft_opts = {"source": source.name, "continuation_tokens": opts.continuation_tokens,
                    "steps_fc_norm": opts.steps_fc_norm, "steps_all": opts.steps_all, "seed": opts.seed,
-                   "chat_template": opts.chat_template}
+                   "chat_template": opts.chat_template, "defaults": finetune_defaults()}
         r.stage("finetune", ft_opts, {"source": r.digest(source.path), "target": d_target,
                                       "prompts": _file_digest(r, opts.finetune_prompts)},
                 lambda: finetune_stage(source.path, tpath, ft, opts, say), outputs=(FINETUNED,))
         variants.append(Variant(FINETUNED, ft, TITLES[FINETUNED] + f" from {source.name}", "finetune"))
-        if opts.finetune_prompts is None:
-            notes.append("The fine-tune trained on finetune's default prompts (the built-in set); when they "
-                         "overlap the measured prompts, the fine-tuned AL is optimistic: pass --finetune-prompts "
-                         "with data of your own.")
+        if opts.finetune_prompts is None and opts.prompts_file is None:
+            notes.append("The fine-tune trained on the built-in prompts, which the report also measures on, so "
+                         "the fine-tuned AL is optimistic: pass --finetune-prompts with other data.")
 
     digests = {v.name: r.digest(v.path) for v in variants}
     for v in variants:

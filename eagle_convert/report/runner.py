@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert import __version__
+from eagle_convert.errors import EagleConvertError
 from eagle_convert.report.cache import STATE_DIR, HashMemo, StageRecord, StageStore, folder_digest, stage_key
 
 __all__ = ["Runner", "StageEvent", "Variant"]
@@ -72,6 +73,10 @@ class Runner:
             return self.done(rec, "skipped")
         self.say(f"report: {name} ...")
         t0 = time.perf_counter()
-        result, cmd = body()
+        try:
+            result, cmd = body()
+        except EagleConvertError as exc:  # one line that names the stage; earlier stages stay recorded
+            exc.message = f"report stage {name}: {exc.message}"
+            raise
         rec = StageRecord(name, key, result, {o: "" for o in outputs}, time.perf_counter() - t0, cmd)
         return self.done(rec, "ran")

@@ -14,15 +14,8 @@ from typing import Any
 
 from eagle_convert.smoke.prompts import NATURAL, Prompt
 
-__all__ = [
-    "ReportOptions",
-    "command",
-    "finetune_stage",
-    "inspect_stage",
-    "smoke_command",
-    "upgrade_stage",
-    "validate_stage",
-]
+__all__ = ["ReportOptions", "command", "finetune_defaults", "finetune_stage", "inspect_stage", "smoke_command",
+           "smoke_prompts", "upgrade_stage", "validate_stage"]
 
 Say = Callable[[str], None]
 
@@ -124,6 +117,15 @@ def upgrade_stage(draft: Path, out: Path, *, target: Path | None = None, calibra
     result |= {"out": str(out), "bytes": res.total_bytes, "verified": res.verified,
                "config_changes": plan.to_dict()["config_diff"], "additions": plan.to_dict()["additions"]}
     return result, command(*args, "--force")
+
+
+def finetune_defaults() -> str:
+    """finetune's defaults, part of the stage key: a resumed report reruns a fine-tune whose
+    defaults changed with the installed eagle-convert (their values are not in the options)."""
+    from eagle_convert.finetune import plan
+
+    return repr([getattr(plan, n, None) for n in ("DEFAULT_STAGES", "DEFAULT_CONTINUATION_TOKENS", "DEFAULT_MAX_LEN",
+                                                   "HOLD_OUT_EVERY", "BATCH_SIZE", "LOSS_DECAY")])
 
 
 def finetune_stage(source: Path, target: Path, out: Path, opts: ReportOptions, say: Say) -> tuple[dict[str, Any], str]:
