@@ -32,6 +32,7 @@ __all__ = [
     "FORMAT_PT_METADATA",
     "INDEX_FILENAME",
     "MAX_HEADER_BYTES",
+    "COPY_ALIGN_BYTES",
     "PAGE_BYTES",
     "SINGLE_FILENAME",
     "VERIFY_CHUNK_BYTES",
@@ -59,6 +60,13 @@ COPY_CHUNK_BYTES = 64 * MiB
 VERIFY_CHUNK_BYTES = 1 * MiB
 #: Alignment unit for ``write_file(align_data=True)``.
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+#: Unit of the data-start alignment ``write_file(align_data=True)`` pads the header to. Copied bytes
+#: must sit at the same offset modulo 64 KiB in the output as in their source, not only modulo the
+#: page: Linux 6.x copy_file_range moves 64 KiB (a 16-page pipe) per step and writes into large
+#: page-cache folios; with only page congruence a 0.79 GiB copy took 0.40-0.44 s, with 64 KiB
+#: congruence 0.36 s, as fast as `cp` copying the file from offset 0 (ext4, warm cache). Costs at
+#: most 64 KiB of header spaces per file.
+COPY_ALIGN_BYTES = max(PAGE_BYTES, 64 << 10)
 #: The safetensors crate refuses headers above this size.
 MAX_HEADER_BYTES = 100_000_000
 SINGLE_FILENAME = "model.safetensors"
@@ -254,14 +262,14 @@ def encode_header(f: OutFile, *, data_start_residue: int | None = None) -> bytes
     Without ``data_start_residue`` the padding is the crate's (to a multiple of 8), so the
     same tensors in the same order give a byte-identical file. With it (a multiple of 8), the
     padding is extended (spaces, which the format allows) until the data section starts at
-    an offset congruent to ``data_start_residue`` modulo the page size.
+    an offset congruent to ``data_start_residue`` modulo ``COPY_ALIGN_BYTES``.
     """
     body = json.dumps(header_layout(f), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     body += b" " * (-len(body) % 8)
     if data_start_residue is not None:
         if data_start_residue % 8:
             raise WriterError(f"data_start_residue must be a multiple of 8, got {data_start_residue}")
-        body += b" " * ((data_start_residue - 8 - len(body)) % PAGE_BYTES)
+        body += b" " * ((data_start_residue - 8 - len(body)) % COPY_ALIGN_BYTES)
     if len(body) > MAX_HEADER_BYTES:
         raise WriterError(f"{f.filename}: header of {len(body)} bytes exceeds {MAX_HEADER_BYTES}")
     return len(body).to_bytes(8, "little") + body
@@ -276,17 +284,17 @@ def file_header(f: OutFile, *, align_data: bool = True) -> bytes:
 
 
 def _best_residue(f: OutFile) -> int | None:
-    """Data-start offset (mod page size) that puts the most ByteRange bytes page-congruent.
+    """Data-start offset (mod ``COPY_ALIGN_BYTES``) that puts the most ByteRange bytes congruent.
 
     A tensor at data-relative offset ``rel`` copied from absolute source offset ``src`` is
-    congruent when the data section starts at ``src - rel`` (mod page). Only 8-aligned starts
+    congruent when the data section starts at ``src - rel`` (mod the unit). Only 8-aligned starts
     are candidates, so every tensor stays 8-byte aligned as the crate guarantees.
     """
     weight: dict[int, int] = {}
     rel = 0
     for t in f.tensors:
         if isinstance(t.source, ByteRange) and t.nbytes:
-            residue = (t.source.offset - rel) % PAGE_BYTES
+            residue = (t.source.offset - rel) % COPY_ALIGN_BYTES
             if residue % 8 == 0:
                 weight[residue] = weight.get(residue, 0) + t.nbytes
         rel += t.nbytes

@@ -107,8 +107,8 @@ def write_file(
     else a bounded read/write loop); bytes and StreamSource tensors are written directly.
     ``progress(nbytes)`` is called after each chunk of at most ``chunk_bytes`` data bytes.
     ``fsync`` flushes the file to stable storage before returning. ``align_data`` pads the
-    header (at most a page of spaces) so that most copied bytes land at the same offset
-    modulo the page size as in their source: in-kernel copies between page-incongruent
+    header (at most 64 KiB of spaces, ``COPY_ALIGN_BYTES``) so that most copied bytes land at the
+    same offset modulo 64 KiB as in their source: in-kernel copies between incongruent
     offsets measured ~1.5x slower. When the header did not change size the padding is the
     crate's own and the file is byte-identical to what ``safetensors`` would write.
     """
