@@ -69,7 +69,7 @@ def smoke_cmd(target: str, drafts: tuple[str, ...], engine: str, prompts_file: s
                        f"({d.sampling_control.summary()}); its AL at T={temperature:g} measures the engine, "
                        "not the draft" + (f". Cause: {d.sampling_control.cause}" if d.sampling_control.cause else ""),
                        err=True)
-    if report.throughput is not None and report.throughput.note:
+    if as_json and report.throughput is not None and report.throughput.note:  # the table prints it otherwise
         click.echo(f"Note: per-user tokens/s {report.throughput.note}", err=True)
     if plot_path is not None:
         from eagle_convert.smoke.plot import plot_smoke
