@@ -15,8 +15,11 @@ stays cheap: no torch, numpy, vLLM, click or rich until a call needs them)::
     print(ec.validate_checkpoint("path/to/out").errors)    # []: no vLLM loader rule broken
     print([t["name"] for t in ec.diff_checkpoints("path/to/draft", "path/to/out").added])
 
-`run_smoke(target, [draft, ...])` measures acceptance and `finetune_draft(draft, target, out)`
-fine-tunes an upgraded draft; both need the `smoke` extra (torch). Errors derive from
+`run_smoke(target, [draft, ...])` measures acceptance, `finetune_draft(draft, target, out)`
+fine-tunes an upgraded draft and `calibrate_fc_norm(draft, target, aux_ids=...)` measures fc_norm
+values for `plan_upgrade(norm_init=...)`; these need the `smoke` extra (torch).
+`write_model_card(folder, acceptance=...)` (re)writes a draft's README.md and `push_draft(folder,
+"org/name")` uploads a validated draft to the hub. Errors derive from
 `EagleConvertError`; the command line (`eagle_convert.cli`) maps them to exit codes.
 """
 
@@ -54,18 +57,27 @@ _API: dict[str, str] = {
     "plan_finetune": "eagle_convert.finetune.plan",
     "finetune_draft": "eagle_convert.finetune.run",
     "run_finetune": "eagle_convert.finetune.run",
+    "Calibration": "eagle_convert.finetune.calibrate",
+    "calibrate_fc_norm": "eagle_convert.finetune.calibrate",
+    "model_card": "eagle_convert.draft.card",
+    "write_model_card": "eagle_convert.draft.card",
+    "PushResult": "eagle_convert.push",
+    "push_draft": "eagle_convert.push",
 }
 
 __all__ = ["__version__", *_API]
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads these lazily
     from eagle_convert.diff import CheckpointDiff, diff_checkpoints
+    from eagle_convert.draft.card import model_card, write_model_card
     from eagle_convert.draft.checkpoint import Checkpoint, CheckpointRef, open_checkpoint
     from eagle_convert.draft.describe import DraftInfo, describe
     from eagle_convert.draft.report import InspectReport, inspect_checkpoint
     from eagle_convert.errors import EagleConvertError
+    from eagle_convert.finetune.calibrate import Calibration, calibrate_fc_norm
     from eagle_convert.finetune.plan import FinetunePlan, FinetuneResult, plan_finetune
     from eagle_convert.finetune.run import finetune_draft, run_finetune
+    from eagle_convert.push import PushResult, push_draft
     from eagle_convert.smoke.run import SmokeReport, run_smoke
     from eagle_convert.upgrade.apply import UpgradeResult, apply_upgrade
     from eagle_convert.upgrade.plan import UpgradePlan, plan_upgrade
