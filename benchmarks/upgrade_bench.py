@@ -11,8 +11,8 @@ load drifting between rounds), and min/min ratios are shown too.
 
     python -m benchmarks.upgrade_bench [--workdir DIR] [--repeat 5] [--scale 1.0] [--json OUT] [--check]
 
-Targets (`--check` exits 1 when one is missed): upgrade --no-verify wall <= 2x cp -r; upgrade
-(verified) <= 3x cp -r; peak RSS <= 300 MB for both upgrades.
+Targets (`--check` exits 1 when one is missed): upgrade --no-verify wall <= 1.5x cp -r; upgrade
+(verified) <= 2.5x cp -r; peak RSS <= 300 MB for both upgrades (the same as benchmarks/scale_bench.py).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any
 
 from benchmarks.synth import DEFAULT_DIMS, build_synthetic_draft, scaled_dims
 
-TARGETS = {"upgrade --no-verify": 2.0, "upgrade": 3.0}
+TARGETS = {"upgrade --no-verify": 1.5, "upgrade": 2.5}
 RSS_LIMIT_MB = 300.0
 CLI = [sys.executable, "-c", "from eagle_convert.cli.app import main; main()"]
 ROUND_TRIP = """
