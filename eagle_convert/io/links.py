@@ -133,12 +133,14 @@ def same_bytes_cheaply(src: Path, dst: Path, method: str) -> bool | None:
     a, b = os.stat(src), os.stat(dst)
     if method == "hardlink":
         return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
-    if method != "reflink" or a.st_size != b.st_size:
-        return None if method != "reflink" else False
-    ea, eb = _extents(src), _extents(dst)
-    if ea is None or eb is None:
+    if method != "reflink":
         return None
-    if ea != eb or sum(length for _, _, length in ea) < a.st_size:
+    if a.st_size != b.st_size:
+        return False
+    ea, eb = _extents(src), _extents(dst)
+    # Equal extent lists covering the whole file prove equal bytes; anything else (holes, FIEMAP
+    # unsupported, extents not comparable) proves nothing either way: compare the bytes.
+    if ea is None or ea != eb or sum(length for _, _, length in ea) < a.st_size:
         return None
     return True
 
