@@ -19,7 +19,8 @@ stays cheap: no torch, numpy, vLLM, click or rich until a call needs them)::
 fine-tunes an upgraded draft and `calibrate_fc_norm(draft, target, aux_ids=...)` measures fc_norm
 values for `plan_upgrade(norm_init=...)`; these need the `smoke` extra (torch).
 `write_model_card(folder, acceptance=...)` (re)writes a draft's README.md and `push_draft(folder,
-"org/name")` uploads a validated draft to the hub. Errors derive from
+"org/name")` uploads a validated draft to the hub. `run_report(draft, target, out)` runs the whole
+upgrade story side by side (resumable; `ReportOptions` holds its settings). Errors derive from
 `EagleConvertError`; the command line (`eagle_convert.cli`) maps them to exit codes.
 """
 
@@ -63,6 +64,9 @@ _API: dict[str, str] = {
     "write_model_card": "eagle_convert.draft.card",
     "PushResult": "eagle_convert.push",
     "push_draft": "eagle_convert.push",
+    "ReportOptions": "eagle_convert.report.stages",
+    "ReportResult": "eagle_convert.report.run",
+    "run_report": "eagle_convert.report.run",
 }
 
 __all__ = ["__version__", *_API]
@@ -78,6 +82,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from eagle_convert.finetune.plan import FinetunePlan, FinetuneResult, plan_finetune
     from eagle_convert.finetune.run import finetune_draft, run_finetune
     from eagle_convert.push import PushResult, push_draft
+    from eagle_convert.report.run import ReportResult, run_report
+    from eagle_convert.report.stages import ReportOptions
     from eagle_convert.smoke.run import SmokeReport, run_smoke
     from eagle_convert.upgrade.apply import UpgradeResult, apply_upgrade
     from eagle_convert.upgrade.plan import UpgradePlan, plan_upgrade
