@@ -34,23 +34,28 @@ def finetune_draft(draft: str | Path, target: str | Path, out: str | Path, *,
                    continuation_tokens: int = DEFAULT_CONTINUATION_TOKENS,
                    stages: Sequence[str | Stage] | None = None, ttt_steps: int = 3, seed: int = 0, force: bool = False,
                    max_len: int | None = DEFAULT_MAX_LEN, eval_every: int = 1,
-                   progress: Progress | None = None) -> FinetuneResult:
+                   progress: Progress | None = None, device: str | None = None) -> FinetuneResult:
     """Plan, then run: fine-tune `draft` against `target` into the new folder `out`."""
     plan = plan_finetune(draft, target, out, prompts=prompts, chat_template=chat_template,
                          continuation_tokens=continuation_tokens, stages=stages, ttt_steps=ttt_steps,
                          seed=seed, force=force, max_len=max_len, eval_every=eval_every)
-    return run_finetune(plan, progress=progress)
+    return run_finetune(plan, progress=progress, device=device)
 
 
-def run_finetune(plan: FinetunePlan, *, progress: Progress | None = None) -> FinetuneResult:
-    """Generate the data, evaluate, train every stage, evaluate again, write atomically."""
+def run_finetune(plan: FinetunePlan, *, progress: Progress | None = None, device: str | None = None) -> FinetuneResult:
+    """Generate the data, evaluate, train every stage, evaluate again, write atomically.
+
+    `device` ("cpu", "cuda", "cuda:1"; None: the first GPU torch sees, else the CPU) holds the
+    target and the drafter; generation, evaluation and training run there. On the CPU the result
+    is what it was before GPUs were supported, byte for byte (batches are built on the CPU and
+    the batch order comes from a CPU generator either way)."""
     import torch
 
     say = progress or (lambda _e: None)
     t0 = time.perf_counter()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(plan.seed)
-        tgt, drafter, tokenizer = _load_pair(plan)
+        tgt, drafter, tokenizer = _load_pair(plan, device)
         seqs, gen_s = _generate(plan, tgt, tokenizer, say)
         before = _evaluate(plan, tgt, drafter, seqs, say)
         train, held = _split_held_out(seqs)
@@ -100,17 +105,16 @@ def provenance(plan: FinetunePlan, result: FinetuneResult) -> dict[str, Any]:
 # ------------------------------------------------------------------------------- helpers
 
 
-def _load_pair(plan: FinetunePlan) -> tuple[Any, Any, Any]:
+def _load_pair(plan: FinetunePlan, device: str | None) -> tuple[Any, Any, Any]:
     from transformers import AutoTokenizer
 
     from eagle_convert.reference.data import load_drafter
     from eagle_convert.reference.target import TargetModel
 
-    # The TTT trainer runs on CPU; pin both models there even where a GPU is visible.
-    tgt = TargetModel.from_pretrained(plan.target, device="cpu")
+    tgt = TargetModel.from_pretrained(plan.target, device=device)  # None: GPU if torch sees one
     try:
         drafter = load_drafter(plan.draft, target_embed=tgt.embed_weight, target_lm_head=tgt.lm_head_weight,
-                               device="cpu")
+                               device=tgt.device)
     except (ValueError, KeyError, RuntimeError) as exc:
         raise FinetuneRefusedError(f"{plan.draft}: the reference engine cannot load the draft ({exc})") from None
     return tgt, drafter, AutoTokenizer.from_pretrained(str(plan.target))
@@ -174,7 +178,7 @@ def _evaluate(plan: FinetunePlan, tgt: Any, drafter: Any, seqs: list[list[int]],
 
     say(FinetuneEvent("evaluate", "evaluating " + ("before" if features is None else "after") + " training"))
     rows = drafter.draft_to_target
-    in_draft = torch.zeros(tgt.vocab_size, dtype=torch.bool)
+    in_draft = torch.zeros(tgt.vocab_size, dtype=torch.bool, device=tgt.device)
     in_draft[rows] = True
     feats: list[tuple[Any, ...]] = features if features is not None else []
     loss, accs, weight = 0.0, [0.0] * plan.ttt_steps, 0
@@ -186,6 +190,7 @@ def _evaluate(plan: FinetunePlan, tgt: Any, drafter: Any, seqs: list[list[int]],
             ids = torch.zeros(len(batch), int(lens.max()), dtype=torch.long)
             for i, s in enumerate(batch):
                 ids[i, : len(s)] = torch.tensor(s)
+            ids, lens = ids.to(tgt.device), lens.to(tgt.device)
             if features is None:
                 out = tgt.forward(ids, aux_ids=plan.aux_ids)
                 feats.append((out.aux.float(), out.logits[..., rows], in_draft[out.logits.argmax(-1)]))
@@ -271,8 +276,8 @@ def _write(plan: FinetunePlan, drafter: Any, prov: dict[str, Any]) -> None:
             write_draft(drafter, config, tmp, include_embed=plan.include_embed, dtype=dtype)
             (tmp / CARD_FILE).write_text(model_card(config, model_ref=str(plan.out), target=str(plan.target)),
                                          encoding="utf-8")
-            back = load_drafter(tmp, target_embed=drafter.embed_tokens.weight,
-                                target_lm_head=drafter.lm_head.weight).state_dict()
+            back = load_drafter(tmp, target_embed=drafter.embed_tokens.weight, target_lm_head=drafter.lm_head.weight,
+                                device=drafter.embed_tokens.weight.device).state_dict()
             for name, t in drafter.state_dict().items():
                 want = t.to(dtype).to(back[name].dtype) if t.is_floating_point() else t
                 if not torch.equal(back[name], want):

@@ -49,7 +49,7 @@ class TTTSlot:
         k0, v0 = expand_kv(self.ks[0], g), expand_kv(self.vs[0], g)
         t = q.shape[2]
         s0 = (q @ k0.transpose(-1, -2)).float() * scale
-        s0 = s0.masked_fill(~torch.ones(t, t, dtype=torch.bool).tril(), float("-inf"))
+        s0 = s0.masked_fill(~torch.ones(t, t, dtype=torch.bool, device=q.device).tril(), float("-inf"))
         later = [expand_kv(kk, g) for kk in self.ks[1:]]
         diag = [((q * kk).sum(-1, keepdim=True)).float() * scale for kk in later]
         w = torch.softmax(torch.cat([s0, *diag], dim=-1), dim=-1).to(q.dtype)
@@ -150,7 +150,7 @@ def ttt_loss(drafter: EagleDrafter, ids: Tensor, lens: Tensor, aux: Tensor, tlog
     dtype = drafter.norm.weight.dtype
     hidden = drafter.combine_hidden_states(aux.to(dtype))
     slots = [TTTSlot() for _ in drafter.layers]
-    idx = torch.arange(t)
+    idx = torch.arange(t, device=ids.device)
     tprob = torch.softmax(tlogits, dim=-1)
     targ = tlogits.argmax(-1)
     total, accs = hidden.new_zeros((), dtype=torch.float32), []
@@ -191,7 +191,9 @@ def train_draft(target: TargetModel, drafter: EagleDrafter, sequences: list[list
 
     AdamW(0.9, 0.95), clip 0.5, linear warmup then cosine to lr/10; `l2sp` pulls the trained
     weights toward their starting values (L2-SP). With `cache_target`, the frozen target runs once
-    per sequence and its features are kept in memory.
+    per sequence and its features are kept in memory. Runs on the target's device (the drafter
+    must be on it too): batches are built on the CPU and moved there, and the batch order comes
+    from a CPU generator, so a CPU run is the same whatever devices exist.
     """
     t0 = time.perf_counter()
     gen = torch.Generator().manual_seed(seed)
@@ -211,8 +213,9 @@ def train_draft(target: TargetModel, drafter: EagleDrafter, sequences: list[list
         frac = (s - warm) / max(1, steps - warm)
         return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
 
+    dev = target.device
     rows = drafter.draft_to_target
-    t2d = torch.zeros(target.vocab_size, dtype=torch.bool)
+    t2d = torch.zeros(target.vocab_size, dtype=torch.bool, device=dev)
     t2d[rows] = True
     cache: dict[int, tuple[Tensor, ...]] = {}
 
@@ -220,12 +223,13 @@ def train_draft(target: TargetModel, drafter: EagleDrafter, sequences: list[list
         for start in range(0, len(sequences), 16):
             chunk = list(range(start, min(start + 16, len(sequences))))
             ids, _ = _pad([sequences[i] for i in chunk])
-            feats = _target_features(target, ids, aux_ids, rows, t2d)
+            feats = _target_features(target, ids.to(dev), aux_ids, rows, t2d)
             for j, i in enumerate(chunk):
                 cache[i] = tuple(f[j, : len(sequences[i])] for f in feats)
 
     def features(batch: list[int]) -> tuple[Tensor, ...]:
         ids, lens = _pad([sequences[i] for i in batch])
+        ids, lens = ids.to(dev), lens.to(dev)
         if not cache_target:
             return (ids, lens, *_target_features(target, ids, aux_ids, rows, t2d))
         t = ids.shape[1]
@@ -336,11 +340,11 @@ def write_draft(drafter: EagleDrafter, config: dict, folder: Path, *,
             continue
         if n == "d2t":
             continue
-        sd[n] = t.detach().to(dtype).contiguous()
+        sd[n] = t.detach().to(dtype).cpu().contiguous()  # a drafter trained on a GPU saves from the CPU
     if cfg.draft_vocab_size != cfg.vocab_size:
-        sd["d2t"] = drafter.d2t.detach().long().contiguous()
+        sd["d2t"] = drafter.d2t.detach().long().cpu().contiguous()
         t2d = torch.zeros(cfg.vocab_size, dtype=torch.bool)
-        t2d[drafter.draft_to_target] = True
+        t2d[drafter.draft_to_target.cpu()] = True
         sd["t2d"] = t2d
     save_file(sd, str(Path(folder) / "model.safetensors"), metadata={"format": "pt"})
     (Path(folder) / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
