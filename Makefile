@@ -52,7 +52,6 @@ GPU_PY ?= $(shell test -x $(PY) && echo $(PY) || echo $(PYTHON))
 gpu-check:
 	HF_HUB_OFFLINE=1 PYTHONPATH=$(CURDIR) $(GPU_PY) scripts/gpu_check.py
 
-
 test: env
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
 
