@@ -63,7 +63,7 @@ STAGE_PARAMS: dict[str, list[str] | None] = {"fc_norm": ["fc_norm.*", "fc.weight
 FROZEN = ("embed_tokens.weight", "lm_head.weight")
 # CPU defaults that finish in a few minutes on the built-in prompts (docs/finetune.md has the measurements).
 DEFAULT_STAGES = (Stage("fc_norm", steps=60, lr=1e-3), Stage("all", steps=60, lr=1e-4, l2sp=1e-3))
-DEFAULT_CONTINUATION_TOKENS = 48
+DEFAULT_CONTINUATION_TOKENS = 96
 DEFAULT_MAX_LEN = 128  # positions per training sample (the last ones: prompt tail + continuation)
 HOLD_OUT_EVERY = 5  # every 5th sequence scores the steps (EAL) instead of training
 BATCH_SIZE = 8
