@@ -96,10 +96,11 @@ def _corpus_prompts(n: int):
 
 @pytest.mark.slow
 def test_calibrated_drafts_closer_to_eagle3_than_identity(tmp_path: Path) -> None:
-    """Measured (x86-64, 1 thread): agreement 0.95 calibrated vs 0.23-0.30 ones; AL on the
-    built-in prompts 1.93 (EAGLE-3), 1.18 (ones), 1.57 (calibrated), both with norm_output. The
-    bounds leave room for kernels that round differently (AVX2 / AVX-512 / AMX): a flipped argmax
-    moves agreement by 1/positions and AL by about 1/draft rounds, far inside the margins."""
+    """Measured (x86-64, 1 thread): first-step agreement 0.93 calibrated vs 0.26 ones (168
+    positions of 6 held-out corpus prompts); AL on six built-in prompts 2.98 (EAGLE-3), 1.30 (ones),
+    2.07 (calibrated), both with norm_output; first position 0.25 -> 0.6. The bounds leave room for
+    kernels that round differently (AVX2 / AVX-512 / AMX): a flipped argmax moves agreement by
+    1/168 and AL by about 1/draft rounds (~0.01), far inside the margins (0.4 and 0.15)."""
     import torch
 
     from eagle_convert.draft.checkpoint import open_checkpoint
@@ -119,7 +120,7 @@ def test_calibrated_drafts_closer_to_eagle3_than_identity(tmp_path: Path) -> Non
         info = describe(ckpt, read_vocab=False)
         ones = plan_upgrade(ckpt, info)
         cal = calibrate_fc_norm(ckpt, target, aux_ids=ones.aux.ids, prompts=_corpus_prompts(24))
-        assert cal.fit_prompts == 18 and cal.held_out_prompts == 6 and cal.positions > 200
+        assert cal.fit_prompts == 18 and cal.held_out_prompts == 6 and cal.positions > 100  # ~28 tokens each
         # RMS of the fixture's aux states is ~0.1: ones rescale them about tenfold.
         assert all(0.05 < v < 0.2 for v in cal.values)
         assert cal.agreement >= 0.85 and cal.agreement_identity <= 0.5
