@@ -98,7 +98,7 @@ def _corpus_prompts(n: int):
 def test_calibrated_drafts_closer_to_eagle3_than_identity(tmp_path: Path) -> None:
     """Measured (x86-64, 1 thread): first-step agreement 0.93 calibrated vs 0.26 ones (168
     positions of 6 held-out corpus prompts); AL on six built-in prompts 2.98 (EAGLE-3), 1.30 (ones),
-    2.07 (calibrated), both with norm_output; first position 0.25 -> 0.6. The bounds leave room for
+    2.07 (calibrated), both with norm_output. The bounds leave room for
     kernels that round differently (AVX2 / AVX-512 / AMX): a flipped argmax moves agreement by
     1/168 and AL by about 1/draft rounds (~0.01), far inside the margins (0.4 and 0.15)."""
     import torch
