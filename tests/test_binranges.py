@@ -123,4 +123,4 @@ def test_bin_commands_run_without_torch(built_fixtures, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     first = proc.stdout[: proc.stdout.index("\n}") + 2]
     assert json.loads(first)["storage"] == "bin"
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors"]
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "config.json", "model.safetensors"]
