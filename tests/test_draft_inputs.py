@@ -89,9 +89,10 @@ def test_finetune_trains_the_same_for_every_storage(tiny, tmp_path: Path) -> Non
         plan = plan_finetune(drafts[name], target, tmp_path / name, prompts=prompts, continuation_tokens=8,
                              stages=[Stage("fc_norm", 2, 1e-3), Stage("all", 1, 1e-4)], batch_size=2)
         res = run_finetune(plan)
+        assert (tmp_path / name / "README.md").is_file()  # the card names the folder and source: not compared
         written = {p.name: p.read_bytes() if p.name != "config.json" else
                    {k: v for k, v in json.loads(p.read_text()).items() if k != "_eagle_convert"}
-                   for p in (tmp_path / name).iterdir()}
+                   for p in (tmp_path / name).iterdir() if p.name != "README.md"}
         results[name] = (plan.aux_ids, plan.dtype, plan.variant, res.step_acc_before, res.step_acc_after,
                          res.loss_before, res.loss_after, [s.losses for s in res.stages], written)
     for name, got in results.items():
