@@ -143,7 +143,8 @@ def measure_variants(r: Runner, variants: Sequence[Variant], digests: dict[str, 
                                smoke_command(target, [v.path], opts, engine)), "ran")
         if need_base and base is not None:
             assert base_key is not None
-            r.done(StageRecord(BASELINE_STAGE, base_key, base, {}, 0.0, smoke_command(target, [], opts, engine)),
+            drafts = [v.path for v, _ in pending] or [variants[0].path]  # smoke needs a draft; any will do
+            r.done(StageRecord(BASELINE_STAGE, base_key, base, {}, 0.0, smoke_command(target, drafts, opts, engine)),
                    "ran")
     return _combine(r, variants, target, opts, engine, pset, time.perf_counter() - t0)
 
@@ -154,7 +155,7 @@ def _combine(r: Runner, variants: Sequence[Variant], target: Path, opts: ReportO
     for v in variants:
         acc = r.records[f"smoke:{v.name}"].result["acceptance"]
         [d] = read_drafts(acc, f"stage smoke:{v.name}")
-        d.label = v.name
+        d.label, d.path = v.name, str(v.path)  # where it is now (a report folder may have moved)
         drafts.append(d)
         versions.append(acc.get("engine_version"))
     settings = r.records[f"smoke:{variants[0].name}"].result["acceptance"]["settings"]
