@@ -11,7 +11,13 @@ import pytest
 from eagle_convert.errors import UsageError
 from eagle_convert.smoke.prompts import NATURAL, PreparedPrompt, PromptSet
 from eagle_convert.smoke.throughput import (
-    MIN_REQUESTS, NO_SPEC, ThroughputReport, cpu_note, engine_rates, parse_concurrency, throughput_passes,
+    MIN_REQUESTS,
+    NO_SPEC,
+    ThroughputReport,
+    cpu_note,
+    engine_rates,
+    parse_concurrency,
+    throughput_passes,
 )
 from eagle_convert.vllm.session import EngineRun, PassResult
 

@@ -66,7 +66,8 @@ def _grouped(ax: Any, rep: SmokeReport, keys: list[tuple[str, int | None]], labe
     drafts = [d for d in rep.drafts if d.per_request]
     width = 0.8 / max(len(drafts), 1)
     for j, d in enumerate(drafts):
-        vals = [(d.group(c, b).acceptance_length if d.group(c, b) else 0.0) for c, b in keys]
+        groups = [d.group(c, b) for c, b in keys]
+        vals = [g.acceptance_length if g is not None else 0.0 for g in groups]
         xs = [i + (j - (len(drafts) - 1) / 2) * width for i in range(len(keys))]
         bars = ax.bar(xs, vals, width=width * 0.95, label=d.label, color=f"C{j}")
         ax.bar_label(bars, fmt="%.2f", fontsize=6, padding=1)
@@ -83,7 +84,7 @@ def _runs(rep: SmokeReport, category: str, bucket: int | None) -> str:
 
 def _buckets_panel(ax: Any, rep: SmokeReport) -> None:
     bks = rep.buckets
-    keys = [("all", b) for b in bks] if len(bks) > 1 else [("all", None)]
+    keys: list[tuple[str, int | None]] = [("all", b) for b in bks] if len(bks) > 1 else [("all", None)]
     labels = [_bucket(b) + _runs(rep, c, kb) for b, (c, kb) in zip(bks, keys)]
     _grouped(ax, rep, keys, labels, "AL per context length (prompt tokens)")
 

@@ -14,6 +14,7 @@ output is rebuilt, and a changed input reruns exactly the stages that read it.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -146,7 +147,7 @@ def run_report(draft: str | Path, target: str | Path, out: str | Path, options: 
     digests = {v.name: r.digest(v.path) for v in variants}
     for v in variants:
         r.stage(f"validate:{v.name}", {}, {"draft": digests[v.name], "target": d_target},
-                lambda v=v: validate_stage(v.path, tpath))
+                functools.partial(validate_stage, v.path, tpath))
 
     acceptance = measure_variants(r, variants, digests, tpath, d_target, opts, engine)
     files = write_outputs(out, dpath, tpath, variants, r.records, acceptance, opts, engine, notes,

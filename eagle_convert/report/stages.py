@@ -148,7 +148,7 @@ def finetune_stage(source: Path, target: Path, out: Path, opts: ReportOptions, s
             say(f"  finetune: {event.message}")
 
     res = run_finetune(plan, progress=progress)
-    args = ["finetune", source, "--target", target, "--out", out]
+    args: list[str | Path] = ["finetune", source, "--target", target, "--out", out]
     if opts.finetune_prompts:
         args += ["--prompts", Path(opts.finetune_prompts)]
     if opts.chat_template:

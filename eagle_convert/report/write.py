@@ -64,7 +64,7 @@ def _cards(variants: Sequence[Variant], target: Path, acc_dict: dict[str, Any]) 
 
 
 def _commands(records: dict[str, StageRecord], variants: Sequence[Variant], target: Path, opts: ReportOptions,
-              engine: str) -> list[dict[str, str]]:
+              engine: str) -> list[dict[str, str | None]]:
     order = ["inspect", "upgrade:identity", "upgrade:calibrated", "finetune", *(f"validate:{v.name}" for v in variants)]
     out = [{"stage": n, "command": records[n].command} for n in order if n in records and records[n].command]
     out.append({"stage": "smoke (every variant, side by side)",

@@ -156,6 +156,10 @@ def cpu_note(device: str) -> str | None:
             "beside them do carry over.")
 
 
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
+
+
 @dataclass
 class ThroughputReport:
     concurrency: list[int]
@@ -179,8 +183,7 @@ class ThroughputReport:
                 "settings": self.settings, "note": self.note,
                 "metric": "per-user decode tokens/s: median over requests of (tokens - 1) / (last - first token time)",
                 "baseline": self.baseline.to_dict(), "drafts": [d.to_dict() for d in self.drafts],
-                "speedup": {d.label: {str(c): None if self.speedup(d.label, c) is None
-                                      else round(self.speedup(d.label, c), 4) for c in self.concurrency}
+                "speedup": {d.label: {str(c): _round(self.speedup(d.label, c)) for c in self.concurrency}
                             for d in self.drafts}}
 
     @classmethod

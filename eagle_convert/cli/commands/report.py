@@ -94,7 +94,7 @@ def report_cmd(ctx: click.Context, draft: str, target: str, out: Path, engine: s
                          calibration_prompts=calibration_prompts, finetune=finetune, finetune_from=finetune_from,
                          finetune_prompts=finetune_prompts, continuation_tokens=continuation_tokens,
                          steps_fc_norm=steps_fc_norm, steps_all=steps_all)
-    events = []
+    events: list[object] = []
     restore = install_signal_cleanup((signal.SIGTERM, signal.SIGHUP))
     try:
         result = run_report(draft, target, out, opts, progress=lambda m: click.echo(m, err=True),

@@ -18,9 +18,10 @@ def render_report(console: Console, result: ReportResult) -> None:
                   f"{len(data['ran'])} stages ran, {len(data['skipped'])} unchanged and skipped, "
                   f"{data['seconds']:.0f} s[/dim]")
     table = Table(title="Acceptance, side by side (same prompts, buckets and engine)", title_justify="left")
-    for col, justify in (("variant", "left"), ("kind", "left"), ("AL", "right"), ("Δ vs input", "right"),
-                         *((f"pos {i + 1}", "right") for i in range(s["k"])), ("validate", "right")):
-        table.add_column(col, justify=justify)
+    for col in ("variant", "kind"):
+        table.add_column(col)
+    for col in ("AL", "Δ vs input", *(f"pos {i + 1}" for i in range(s["k"])), "validate"):
+        table.add_column(col, justify="right")
     base = acc["drafts"][0]["total"]["acceptance_length"]
     for v, d in zip(data["variants"], acc["drafts"]):
         t = d["total"]
