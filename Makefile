@@ -19,7 +19,7 @@ env: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -e ".[$(VLLM_EXTRA),test]"
+	$(PIP) install --quiet -e ".[$(VLLM_EXTRA),test,quality]"
 	# PyPI's CUDA torchvision breaks every transformers import beside the CPU torch
 	# ("operator torchvision::nms does not exist").
 	$(PIP) uninstall --quiet -y torchvision torchaudio torchcodec || true
@@ -54,6 +54,13 @@ gpu-check:
 
 test: env
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
+
+# Lint, format check and type check (ruff and mypy, pinned in the quality extra).
+QUALITY_PATHS := eagle_convert tests fixtures benchmarks scripts
+quality: env
+	$(VENV)/bin/ruff check $(QUALITY_PATHS)
+	$(VENV)/bin/ruff format --check $(QUALITY_PATHS)
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) $(DEMO) fixtures/.cache

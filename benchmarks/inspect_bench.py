@@ -23,9 +23,14 @@ def measure(folder: Path, repeat: int) -> dict[str, float]:
     from eagle_convert.draft.describe import describe
 
     library = median_seconds(lambda: describe(open_checkpoint(folder)), repeat)
-    cli = median_seconds(lambda: subprocess.run(
-        [sys.executable, "-m", "eagle_convert.cli.app", "inspect", "--json", str(folder)],
-        check=True, capture_output=True), max(3, repeat // 3))
+    cli = median_seconds(
+        lambda: subprocess.run(
+            [sys.executable, "-m", "eagle_convert.cli.app", "inspect", "--json", str(folder)],
+            check=True,
+            capture_output=True,
+        ),
+        max(3, repeat // 3),
+    )
     baseline = median_seconds(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True), 3)
     return {"bytes": folder_bytes(folder), "library_s": library, "cli_s": cli, "python_startup_s": baseline}
 

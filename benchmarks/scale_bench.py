@@ -47,24 +47,51 @@ from benchmarks.upgrade_bench import CLI, LAUNCHER, warm
 # embed_tokens, the size class of the MLA (Kimi / DeepSeek) drafts with full vocabularies.
 SIZES: dict[str, dict[str, Any]] = {
     "1": {"label": "8B draft", "dims": DEFAULT_DIMS, "with_embed": False},
-    "3": {"label": "70B draft", "with_embed": False,
-          "dims": {**DEFAULT_DIMS, "hidden": 8192, "intermediate": 28672, "heads": 64, "kv_heads": 8, "target_layers": 80}},
-    "6": {"label": "70B draft, full vocabulary + embed_tokens", "with_embed": True,
-          "dims": {**DEFAULT_DIMS, "hidden": 8192, "intermediate": 28672, "heads": 64, "kv_heads": 8, "target_layers": 80,
-                   "draft_vocab": 128256}},
+    "3": {
+        "label": "70B draft",
+        "with_embed": False,
+        "dims": {
+            **DEFAULT_DIMS,
+            "hidden": 8192,
+            "intermediate": 28672,
+            "heads": 64,
+            "kv_heads": 8,
+            "target_layers": 80,
+        },
+    },
+    "6": {
+        "label": "70B draft, full vocabulary + embed_tokens",
+        "with_embed": True,
+        "dims": {
+            **DEFAULT_DIMS,
+            "hidden": 8192,
+            "intermediate": 28672,
+            "heads": 64,
+            "kv_heads": 8,
+            "target_layers": 80,
+            "draft_vocab": 128256,
+        },
+    },
 }
 TARGETS = {"upgrade": 2.5, "upgrade --no-verify": 1.5}
 DEEP_TARGET = 0.8
 RSS_LIMIT_MB = 300.0
 
 
-def measure(cmd: list[str], pycache: Path, *, stdout: bool = False, ok: tuple[int, ...] = (0,)) -> tuple[float, float, str]:
+def measure(
+    cmd: list[str], pycache: Path, *, stdout: bool = False, ok: tuple[int, ...] = (0,)
+) -> tuple[float, float, str]:
     """(wall s, peak RSS MB, stdout if asked) of one command, timed by a tiny launcher around fork/exec/wait;
     `ok`: the exit codes that mean it ran (validate exits 1 when it finds errors)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPYCACHEPREFIX": str(pycache)}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed package has its bytecode compiled
-    proc = subprocess.run([sys.executable, "-S", "-c", LAUNCHER, *cmd], env=env, text=True,
-                          stdout=subprocess.PIPE if stdout else subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.run(
+        [sys.executable, "-S", "-c", LAUNCHER, *cmd],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE if stdout else subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     lines = proc.stderr.splitlines()
     if proc.returncode not in ok or not lines or not lines[-1].startswith("@@bench "):
         raise RuntimeError(f"{' '.join(cmd[:5])}... exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
@@ -105,12 +132,16 @@ def bench_size(work: Path, key: str, rounds: int) -> dict[str, Any]:
     for i in range(rounds):
         # Rotate the order: at 6.5 GB input and output no longer both fit beside other jobs in the
         # page cache, and whichever tool runs first after cp -r would find input pages evicted.
-        for tool in names[i % len(names):] + names[: i % len(names)]:
+        for tool in names[i % len(names) :] + names[: i % len(names)]:
             cmd = cmds[tool]
             shutil.rmtree(out, ignore_errors=True)
             os.sync()
-            wall, rss, text = measure(cmd, work / "pycache", stdout=tool in ("validate --deep", "upgrade --link"),
-                                      ok=(0, 1) if tool == "validate --deep" else (0,))
+            wall, rss, text = measure(
+                cmd,
+                work / "pycache",
+                stdout=tool in ("validate --deep", "upgrade --link"),
+                ok=(0, 1) if tool == "validate --deep" else (0,),
+            )
             runs.setdefault(tool, []).append((wall, rss))
             if tool == "validate --deep":
                 extra["deep_scan_s"].append(json.loads(text)["deep"]["seconds"])
@@ -124,15 +155,19 @@ def bench_size(work: Path, key: str, rounds: int) -> dict[str, Any]:
     for tool, samples in runs.items():
         walls = [w for w, _ in samples]
         base = cat if tool == "validate --deep" else cp
-        rows[tool] = {"wall_s": round(statistics.median(walls), 3), "min_s": round(min(walls), 3),
-                      "peak_rss_mb": round(max(r for _, r in samples), 1),
-                      "ratio_to_cp": round(statistics.median(w / c for w, c in zip(walls, cp)), 2),
-                      "ratio_of_best": round(min(walls) / min(base), 2)}
+        rows[tool] = {
+            "wall_s": round(statistics.median(walls), 3),
+            "min_s": round(min(walls), 3),
+            "peak_rss_mb": round(max(r for _, r in samples), 1),
+            "ratio_to_cp": round(statistics.median(w / c for w, c in zip(walls, cp)), 2),
+            "ratio_of_best": round(min(walls) / min(base), 2),
+        }
         if tool == "validate --deep":  # bandwidth as a fraction of cat's: cat time / deep time
             rows[tool]["bandwidth_vs_cat"] = round(statistics.median(c / w for w, c in zip(walls, cat)), 2)
             rows[tool]["scan_s"] = round(statistics.median(extra["deep_scan_s"]), 3)
             rows[tool]["scan_bandwidth_vs_cat"] = round(
-                statistics.median(c / s for s, c in zip(extra["deep_scan_s"], cat)), 2)
+                statistics.median(c / s for s, c in zip(extra["deep_scan_s"], cat)), 2
+            )
     rows["upgrade --link"]["methods"] = extra["link_methods"][-1]
     return {"size": key, "label": spec["label"], "bytes": size, "rounds": rounds, "tools": rows}
 
@@ -156,8 +191,10 @@ def check(results: list[dict[str, Any]]) -> list[str]:
 
 def render(results: list[dict[str, Any]]) -> str:
     """The markdown table docs/upgrade.md shows."""
-    head = ("| draft | `cp -r` | `upgrade --no-verify` | `upgrade` (verified) | `upgrade --link` | `cat` | "
-            "`validate --deep`: command / scan, share of `cat` bandwidth | peak RSS (upgrade / link / deep) |")
+    head = (
+        "| draft | `cp -r` | `upgrade --no-verify` | `upgrade` (verified) | `upgrade --link` | `cat` | "
+        "`validate --deep`: command / scan, share of `cat` bandwidth | peak RSS (upgrade / link / deep) |"
+    )
     lines = [head, "|" + "---|" * 8]
     for res in results:
         t = res["tools"]
@@ -170,7 +207,8 @@ def render(results: list[dict[str, Any]]) -> str:
             f"| {t['cat']['wall_s']:.2f} s | {deep['wall_s']:.2f} s / {deep['scan_s']:.2f} s: "
             f"{deep['bandwidth_vs_cat']:.0%} / {deep['scan_bandwidth_vs_cat']:.0%} "
             f"| {t['upgrade']['peak_rss_mb']:.0f} / {t['upgrade --link']['peak_rss_mb']:.0f} / "
-            f"{deep['peak_rss_mb']:.0f} MB |")
+            f"{deep['peak_rss_mb']:.0f} MB |"
+        )
     return "\n".join(lines)
 
 
@@ -178,9 +216,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.scale_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1,3,6", help=f"comma-separated, of {', '.join(SIZES)} (GB classes)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per size (each runs every tool once)")
-    parser.add_argument("--workdir", type=Path,
-                        help="where drafts are built (default: a temp dir under /tmp, removed after); put it on "
-                             "XFS (reflink=1) or btrfs to measure reflinks instead of hard links")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        help="where drafts are built (default: a temp dir under /tmp, removed after); put it on "
+        "XFS (reflink=1) or btrfs to measure reflinks instead of hard links",
+    )
     parser.add_argument("--keep", action="store_true", help="keep each size's draft (default: delete before the next)")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")

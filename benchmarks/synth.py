@@ -277,8 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     size = sum(p.stat().st_size for p in out.iterdir())
     rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
-        f"{out}: {size / 2**30:.3f} GiB ({size} bytes), dims {dims}, "
-        f"built in {wall:.2f} s, peak RSS {rss_mib:.0f} MiB"
+        f"{out}: {size / 2**30:.3f} GiB ({size} bytes), dims {dims}, built in {wall:.2f} s, peak RSS {rss_mib:.0f} MiB"
     )
     return 0
 

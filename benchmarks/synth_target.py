@@ -37,20 +37,37 @@ def target_layout(dims: dict[str, int] = DEFAULT_DIMS) -> list[tuple[str, tuple[
     out: list[tuple[str, tuple[int, ...]]] = [("model.embed_tokens.weight", (v, h))]
     for k in range(n):
         p = f"model.layers.{k}."
-        out += [(p + "self_attn.q_proj.weight", (h, h)), (p + "self_attn.k_proj.weight", (kv, h)),
-                (p + "self_attn.v_proj.weight", (kv, h)), (p + "self_attn.o_proj.weight", (h, h)),
-                (p + "mlp.gate_proj.weight", (i, h)), (p + "mlp.up_proj.weight", (i, h)),
-                (p + "mlp.down_proj.weight", (h, i)), (p + "input_layernorm.weight", (h,)),
-                (p + "post_attention_layernorm.weight", (h,))]
+        out += [
+            (p + "self_attn.q_proj.weight", (h, h)),
+            (p + "self_attn.k_proj.weight", (kv, h)),
+            (p + "self_attn.v_proj.weight", (kv, h)),
+            (p + "self_attn.o_proj.weight", (h, h)),
+            (p + "mlp.gate_proj.weight", (i, h)),
+            (p + "mlp.up_proj.weight", (i, h)),
+            (p + "mlp.down_proj.weight", (h, i)),
+            (p + "input_layernorm.weight", (h,)),
+            (p + "post_attention_layernorm.weight", (h,)),
+        ]
     return out + [("model.norm.weight", (h,)), ("lm_head.weight", (v, h))]
 
 
 def _config(dims: dict[str, int]) -> dict[str, Any]:
-    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": dims["hidden"],
-            "intermediate_size": dims["intermediate"], "num_attention_heads": dims["heads"],
-            "num_key_value_heads": dims["kv_heads"], "num_hidden_layers": dims["target_layers"],
-            "vocab_size": dims["vocab"], "max_position_embeddings": 131072, "rope_theta": 500000.0,
-            "rms_norm_eps": 1e-05, "hidden_act": "silu", "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": dims["hidden"],
+        "intermediate_size": dims["intermediate"],
+        "num_attention_heads": dims["heads"],
+        "num_key_value_heads": dims["kv_heads"],
+        "num_hidden_layers": dims["target_layers"],
+        "vocab_size": dims["vocab"],
+        "max_position_embeddings": 131072,
+        "rope_theta": 500000.0,
+        "rms_norm_eps": 1e-05,
+        "hidden_act": "silu",
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+    }
 
 
 def build_synthetic_target(out: Path, draft: Path, dims: dict[str, int] = DEFAULT_DIMS) -> Path:
@@ -75,8 +92,11 @@ def build_synthetic_target(out: Path, draft: Path, dims: dict[str, int] = DEFAUL
         embed, head = ckpt.tensors.get("embed_tokens.weight"), ckpt.tensors["lm_head.weight"]
         if embed is not None:  # the draft's embedding is the target's (the usual, frozen case)
             with open(draft / embed.file, "rb") as src:
-                start, left, dst = embed.offset, embed.nbytes, base + header["model.embed_tokens.weight"][
-                    "data_offsets"][0]
+                start, left, dst = (
+                    embed.offset,
+                    embed.nbytes,
+                    base + header["model.embed_tokens.weight"]["data_offsets"][0],
+                )
                 while left:
                     n = os.copy_file_range(src.fileno(), fd, left, start, dst)
                     start, dst, left = start + n, dst + n, left - n

@@ -77,8 +77,13 @@ def measure(cmd: list[str], pycache: Path) -> tuple[float, float, float]:
     """
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPYCACHEPREFIX": str(pycache)}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    proc = subprocess.run([sys.executable, "-S", "-c", LAUNCHER, *cmd], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, env=env, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-S", "-c", LAUNCHER, *cmd],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
     lines = proc.stderr.splitlines()
     if proc.returncode or not lines or not lines[-1].startswith("@@bench "):
         raise RuntimeError(f"{' '.join(cmd[:4])}... exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
@@ -111,8 +116,10 @@ def bench_variant(work: Path, *, with_embed: bool, dims: dict[str, int], repeat:
             shutil.rmtree(work / "out", ignore_errors=True)
             os.sync()
             runs.setdefault(tool, []).append(measure(cmd, work / "pycache"))
-            print(f"[{name}] run {i + 1}/{repeat} {tool}: {runs[tool][-1][0]:.2f}s, "
-                  f"{runs[tool][-1][1]:.0f} MB", file=sys.stderr)
+            print(
+                f"[{name}] run {i + 1}/{repeat} {tool}: {runs[tool][-1][0]:.2f}s, {runs[tool][-1][1]:.0f} MB",
+                file=sys.stderr,
+            )
     shutil.rmtree(work / "out", ignore_errors=True)
     cp = [w for w, _, _ in runs["cp -r"]]
     rows = {}
@@ -120,11 +127,15 @@ def bench_variant(work: Path, *, with_embed: bool, dims: dict[str, int], repeat:
         walls = [w for w, _, _ in samples]
         # Rounds run the tools back to back, so a round's ratio shares that moment's machine load;
         # the median over rounds is robust to the load of a shared machine drifting between rounds.
-        rows[tool] = {"wall_s": round(statistics.median(walls), 3), "min_s": round(min(walls), 3),
-                      "peak_rss_mb": round(max(r for _, r, _ in samples), 1),
-                      "cpu_s": round(statistics.median(c for _, _, c in samples), 3),
-                      "ratio_to_cp": round(statistics.median(w / c for w, c in zip(walls, cp)), 2),
-                      "ratio_of_min": round(min(walls) / min(cp), 2), "samples_s": [round(w, 3) for w in walls]}
+        rows[tool] = {
+            "wall_s": round(statistics.median(walls), 3),
+            "min_s": round(min(walls), 3),
+            "peak_rss_mb": round(max(r for _, r, _ in samples), 1),
+            "cpu_s": round(statistics.median(c for _, _, c in samples), 3),
+            "ratio_to_cp": round(statistics.median(w / c for w, c in zip(walls, cp)), 2),
+            "ratio_of_min": round(min(walls) / min(cp), 2),
+            "samples_s": [round(w, 3) for w in walls],
+        }
     return {"variant": name, "bytes": size, "tools": rows}
 
 
@@ -141,21 +152,29 @@ def check(results: list[dict[str, Any]]) -> list[str]:
 
 
 def render(results: list[dict[str, Any]]) -> str:
-    lines = [f"{'variant':<22} {'size':>9} {'tool':<21} {'median s':>8} {'min s':>6} {'x cp -r':>8} {'min/min':>8} "
-             f"{'peak RSS MB':>12} {'CPU s':>6}"]
+    lines = [
+        f"{'variant':<22} {'size':>9} {'tool':<21} {'median s':>8} {'min s':>6} {'x cp -r':>8} {'min/min':>8} "
+        f"{'peak RSS MB':>12} {'CPU s':>6}"
+    ]
     for res in results:
         for tool, row in res["tools"].items():
-            lines.append(f"{res['variant']:<22} {res['bytes'] / 2**30:>7.2f}GB {tool:<21} {row['wall_s']:>8.2f} "
-                         f"{row['min_s']:>6.2f} {row['ratio_to_cp']:>8.2f} {row['ratio_of_min']:>8.2f} "
-                         f"{row['peak_rss_mb']:>12.0f} {row['cpu_s']:>6.2f}")
+            lines.append(
+                f"{res['variant']:<22} {res['bytes'] / 2**30:>7.2f}GB {tool:<21} {row['wall_s']:>8.2f} "
+                f"{row['min_s']:>6.2f} {row['ratio_to_cp']:>8.2f} {row['ratio_of_min']:>8.2f} "
+                f"{row['peak_rss_mb']:>12.0f} {row['cpu_s']:>6.2f}"
+            )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.upgrade_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", type=Path, help="where drafts are built (default: a temp dir, removed after)")
-    parser.add_argument("--repeat", type=int, default=5,
-                        help="rounds (each runs every tool once); medians of wall time and of per-round ratios")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=5,
+        help="rounds (each runs every tool once); medians of wall time and of per-round ratios",
+    )
     parser.add_argument("--scale", type=float, default=1.0, help="shrink the 8B dimensions (quick smoke runs)")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")

@@ -56,9 +56,18 @@ def _fresh(snippet: str, *args: str, repeat: int) -> dict:
     """Median time and largest peak RSS of `repeat` fresh-process runs of `snippet`."""
     import statistics
 
-    runs = [json.loads(subprocess.run([sys.executable, "-c", snippet, *args], check=True, capture_output=True,
-                                      text=True).stdout.strip().splitlines()[-1]) for _ in range(repeat)]
-    return runs[-1] | {"s": statistics.median(r["s"] for r in runs), "peak_rss_mib": max(r["peak_rss_mib"] for r in runs)}
+    runs = [
+        json.loads(
+            subprocess.run([sys.executable, "-c", snippet, *args], check=True, capture_output=True, text=True)
+            .stdout.strip()
+            .splitlines()[-1]
+        )
+        for _ in range(repeat)
+    ]
+    return runs[-1] | {
+        "s": statistics.median(r["s"] for r in runs),
+        "peak_rss_mib": max(r["peak_rss_mib"] for r in runs),
+    }
 
 
 def measure_target(draft: Path, target: Path, repeat: int, *, deep: bool) -> dict:
@@ -91,15 +100,21 @@ def measure(folder: Path, repeat: int, *, deep: bool) -> dict[str, float]:
     row = {
         "bytes": folder_bytes(folder),
         "library_s": median_seconds(lambda: validate_checkpoint(folder), repeat),
-        "cli_s": median_seconds(lambda: subprocess.run(
-            [sys.executable, "-m", "eagle_convert.cli.app", "validate", "--json", str(folder)],
-            check=True, capture_output=True), max(3, repeat // 3)),
+        "cli_s": median_seconds(
+            lambda: subprocess.run(
+                [sys.executable, "-m", "eagle_convert.cli.app", "validate", "--json", str(folder)],
+                check=True,
+                capture_output=True,
+            ),
+            max(3, repeat // 3),
+        ),
         "python_startup_s": median_seconds(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True), 3),
         "findings": sorted({f.code for f in report.findings}),
     }
     if deep:
-        out = subprocess.run([sys.executable, "-c", _DEEP_SNIPPET, str(folder)], check=True, capture_output=True,
-                             text=True).stdout
+        out = subprocess.run(
+            [sys.executable, "-c", _DEEP_SNIPPET, str(folder)], check=True, capture_output=True, text=True
+        ).stdout
         row |= json.loads(out.strip().splitlines()[-1])
     return row
 
@@ -109,9 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench-out"))
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--deep", action="store_true", help="also time validate --deep (reads every byte)")
-    parser.add_argument("--target", action="store_true",
-                        help="only measure validate --target against a sparse 8B-shaped target (with --deep: also "
-                             "validate --target --deep)")
+    parser.add_argument(
+        "--target",
+        action="store_true",
+        help="only measure validate --target against a sparse 8B-shaped target (with --deep: also "
+        "validate --target --deep)",
+    )
     args = parser.parse_args(argv)
     if args.target:
         from benchmarks.synth_target import build_synthetic_target

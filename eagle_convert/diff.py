@@ -33,8 +33,11 @@ class ConfigDiff:
         return bool(self.added or self.removed or self.changed)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"added": self.added, "removed": self.removed,
-                "changed": {k: {"a": a, "b": b} for k, (a, b) in self.changed.items()}}
+        return {
+            "added": self.added,
+            "removed": self.removed,
+            "changed": {k: {"a": a, "b": b} for k, (a, b) in self.changed.items()},
+        }
 
 
 def config_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> ConfigDiff:
@@ -90,10 +93,15 @@ class CheckpointDiff:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "a": self.a, "b": self.b, "same": self.same, "compared_data": self.compared_data,
-            "added": self.added, "removed": self.removed,
+            "a": self.a,
+            "b": self.b,
+            "same": self.same,
+            "compared_data": self.compared_data,
+            "added": self.added,
+            "removed": self.removed,
             "renamed": [{"a": a, "b": b} for a, b in self.renamed],
-            "changed": [asdict(c) for c in self.changed], "identical": self.identical,
+            "changed": [asdict(c) for c in self.changed],
+            "identical": self.identical,
             "config": self.config.to_dict(),
         }
 
@@ -134,11 +142,15 @@ def diff_checkpoints(a: str | Checkpoint, b: str | Checkpoint, *, compare_data: 
         else:
             changed.append(change)
     return CheckpointDiff(
-        a=ca.description, b=cb.description,
+        a=ca.description,
+        b=cb.description,
         added=[_row(cb.tensors[n]) for n in only_b if n not in matched_b],
         removed=[_row(ca.tensors[n]) for n in only_a if n not in matched_a],
-        renamed=renamed, changed=changed, identical=identical,
-        config=config_diff(ca.config, cb.config), compared_data=compare_data,
+        renamed=renamed,
+        changed=changed,
+        identical=identical,
+        config=config_diff(ca.config, cb.config),
+        compared_data=compare_data,
     )
 
 

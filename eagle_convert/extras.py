@@ -51,5 +51,9 @@ def require(extra: str, what: str, modules: Iterable[str] | None = None) -> None
     """
     missing = missing_modules(extra, modules)
     if missing:
-        raise MissingExtraError(f"{what} needs {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} "
-                                f"not installed: {INSTALL[extra]}", extra=extra, missing=missing)
+        raise MissingExtraError(
+            f"{what} needs {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} "
+            f"not installed: {INSTALL[extra]}",
+            extra=extra,
+            missing=missing,
+        )

@@ -50,11 +50,19 @@ class PushResult:
     validation_warnings: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"repo_id": self.repo_id, "revision": self.revision, "commit_oid": self.commit_oid,
-                "commit_url": self.commit_url, "pr_url": self.pr_url, "files": self.files,
-                "total_bytes": sum(self.files.values()), "card_retargeted": self.card_retargeted,
-                "endpoint": self.endpoint, "validation_errors": self.validation_errors,
-                "validation_warnings": self.validation_warnings}
+        return {
+            "repo_id": self.repo_id,
+            "revision": self.revision,
+            "commit_oid": self.commit_oid,
+            "commit_url": self.commit_url,
+            "pr_url": self.pr_url,
+            "files": self.files,
+            "total_bytes": sum(self.files.values()),
+            "card_retargeted": self.card_retargeted,
+            "endpoint": self.endpoint,
+            "validation_errors": self.validation_errors,
+            "validation_warnings": self.validation_warnings,
+        }
 
 
 def push_files(folder: Path) -> list[str]:
@@ -68,9 +76,18 @@ def push_files(folder: Path) -> list[str]:
     return out
 
 
-def push_draft(folder: str | Path, repo_id: str, *, revision: str | None = None, create_pr: bool = False,
-               private: bool | None = None, force: bool = False, target: str | Path | None = None,
-               token: str | None = None, commit_message: str | None = None) -> PushResult:
+def push_draft(
+    folder: str | Path,
+    repo_id: str,
+    *,
+    revision: str | None = None,
+    create_pr: bool = False,
+    private: bool | None = None,
+    force: bool = False,
+    target: str | Path | None = None,
+    token: str | None = None,
+    commit_message: str | None = None,
+) -> PushResult:
     """Upload `folder` to the model repo `repo_id` (created when missing) in one commit.
 
     `revision`: the branch (created from main when missing); `create_pr`: open a pull request
@@ -86,9 +103,11 @@ def push_draft(folder: str | Path, repo_id: str, *, revision: str | None = None,
     errors = report.errors
     if errors and not force:
         first = errors[0]
-        raise PushRefusedError(f"{folder}: fails validation with {len(errors)} error{'s' * (len(errors) > 1)} "
-                               f"({first.code}: {first.message}); nothing was uploaded",
-                               hint=f"see eagle-convert validate {folder}, or pass --force to push it anyway")
+        raise PushRefusedError(
+            f"{folder}: fails validation with {len(errors)} error{'s' * (len(errors) > 1)} "
+            f"({first.code}: {first.message}); nothing was uploaded",
+            hint=f"see eagle-convert validate {folder}, or pass --force to push it anyway",
+        )
     if offline():
         raise HubOfflineError(f"{repo_id}: cannot push, {OFFLINE_REASON}", hint=OFFLINE_HINT)
     names = push_files(path)
@@ -111,15 +130,25 @@ def push_draft(folder: str | Path, repo_id: str, *, revision: str | None = None,
         api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
         if branch != "main":
             api.create_branch(repo_id, branch=branch, exist_ok=True)
-        info = api.create_commit(repo_id, ops, commit_message=message, revision=branch, create_pr=create_pr,
-                                 repo_type="model")
+        info = api.create_commit(
+            repo_id, ops, commit_message=message, revision=branch, create_pr=create_pr, repo_type="model"
+        )
     except EagleConvertError:
         raise
     except Exception as exc:
         raise _hub_error(exc, repo_id, branch) from exc
-    return PushResult(repo_id=repo_id, revision=branch, commit_oid=info.oid, commit_url=info.commit_url,
-                      pr_url=info.pr_url, files=sizes, card_retargeted=retargeted, endpoint=endpoint_display(),
-                      validation_errors=[f.code for f in errors], validation_warnings=len(report.warnings))
+    return PushResult(
+        repo_id=repo_id,
+        revision=branch,
+        commit_oid=info.oid,
+        commit_url=info.commit_url,
+        pr_url=info.pr_url,
+        files=sizes,
+        card_retargeted=retargeted,
+        endpoint=endpoint_display(),
+        validation_errors=[f.code for f in errors],
+        validation_warnings=len(report.warnings),
+    )
 
 
 def _hub_error(exc: Exception, repo_id: str, branch: str) -> Exception:

@@ -49,8 +49,14 @@ CHECKS = ("reference", "finetune", "vllm")
 ACC_TOLERANCE = 0.1  # per-step accuracy, GPU vs CPU after the same short schedule
 TIE_GAP = 1e-2  # a top-2 logit gap below this is a tie that float kernels may break either way
 # (library modules the checks use: imported before the device check, so a broken install fails early)
-MODULES = ("eagle_convert.smoke.run", "eagle_convert.finetune.run", "eagle_convert.upgrade.apply",
-           "eagle_convert.validate.run", "eagle_convert.reference.loop", "fixtures.trained")
+MODULES = (
+    "eagle_convert.smoke.run",
+    "eagle_convert.finetune.run",
+    "eagle_convert.upgrade.apply",
+    "eagle_convert.validate.run",
+    "eagle_convert.reference.loop",
+    "fixtures.trained",
+)
 
 
 @dataclass
@@ -118,8 +124,10 @@ def environment(device: str) -> tuple[str | None, str]:
     vllm = _vllm_version()
     if device.startswith("cuda"):
         if not torch.cuda.is_available():
-            return (f"gpu-check: no CUDA device (torch {torch.__version__}, CUDA build "
-                    f"{torch.version.cuda or 'none'}): nothing was checked"), ""
+            return (
+                f"gpu-check: no CUDA device (torch {torch.__version__}, CUDA build "
+                f"{torch.version.cuda or 'none'}): nothing was checked"
+            ), ""
         idx = torch.device(device).index or 0
         name = f"{torch.cuda.get_device_name(idx)}, CUDA {torch.version.cuda}"
     else:
@@ -183,12 +191,18 @@ def check_reference(run: Run, target: Path, drafts: list[Path]) -> Outcome:
             if _counts(rc.counts) != _counts(rg.counts):
                 why, tie = _why_differ(run, target, Path(dc.path), cpu.prompts.prompts, rc.prompt_id)
                 status = "WARN" if tie else "FAIL"
-                return Outcome(f"reference engine on {run.device}", status,
-                               f"counters differ from the CPU run's for {dc.label} on request {rc.prompt_id} "
-                               f"({_counts(rc.counts)} vs {_counts(rg.counts)}): {why}")
-    return Outcome(f"reference engine on {run.device}", "PASS",
-                   f"counters equal the CPU run's at T=0 ({len(drafts)} drafts x {n} requests); AL {als} "
-                   f"(EAGLE-3 / EAGLE-3.1 identity upgrade); {gpu.engine_version}")
+                return Outcome(
+                    f"reference engine on {run.device}",
+                    status,
+                    f"counters differ from the CPU run's for {dc.label} on request {rc.prompt_id} "
+                    f"({_counts(rc.counts)} vs {_counts(rg.counts)}): {why}",
+                )
+    return Outcome(
+        f"reference engine on {run.device}",
+        "PASS",
+        f"counters equal the CPU run's at T=0 ({len(drafts)} drafts x {n} requests); AL {als} "
+        f"(EAGLE-3 / EAGLE-3.1 identity upgrade); {gpu.engine_version}",
+    )
 
 
 def _counts(c) -> tuple:  # noqa: ANN001 - smoke Counts or None
@@ -211,16 +225,22 @@ def _why_differ(run: Run, target: Path, draft: Path, prepared, prompt_id: str) -
     a, b = conts["cpu"], conts[run.device]
     j = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
     if j is None:
-        return ("the target decodes the same tokens on both devices, so the drafts' proposals differ "
-                "(drafter float kernels at a near-tie)", True)
+        return (
+            "the target decodes the same tokens on both devices, so the drafts' proposals differ "
+            "(drafter float kernels at a near-tie)",
+            True,
+        )
     tgt = TargetModel.from_pretrained(target, device="cpu")
     with torch.no_grad():
         logits = tgt.forward(torch.tensor([ids + a[:j]]), aux_ids=[]).logits[0, -1].float()
     top = torch.topk(logits, 2).values
     gap = float(top[0] - top[1])
     tie = gap < TIE_GAP
-    return (f"the target's greedy continuation differs at token {j} (CPU top-2 logit gap {gap:.2e}: "
-            f"{'a near-tie that CPU and GPU float kernels break differently' if tie else 'not a tie'})", tie)
+    return (
+        f"the target's greedy continuation differs at token {j} (CPU top-2 logit gap {gap:.2e}: "
+        f"{'a near-tie that CPU and GPU float kernels break differently' if tie else 'not a tie'})",
+        tie,
+    )
 
 
 def check_finetune(run: Run, target: Path, up: Path) -> Outcome:
@@ -231,31 +251,46 @@ def check_finetune(run: Run, target: Path, up: Path) -> Outcome:
     from eagle_convert.validate.run import validate_checkpoint
 
     short = [p for p in prompts() if p.category in ("coding", "chat")]  # the CPU run must stay short too
-    kw = dict(prompts=short, continuation_tokens=16, seed=0, force=True,
-              stages=[Stage("fc_norm", steps=8, lr=1e-3), Stage("all", steps=8, lr=1e-4, l2sp=1e-3)])
+    kw = dict(
+        prompts=short,
+        continuation_tokens=16,
+        seed=0,
+        force=True,
+        stages=[Stage("fc_norm", steps=8, lr=1e-3), Stage("all", steps=8, lr=1e-4, l2sp=1e-3)],
+    )
     cpu = finetune_draft(up, target, run.work / "ft-cpu", device="cpu", **kw)
     if run.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     gpu = finetune_draft(up, target, run.work / "ft-gpu", device=run.device, **kw)
     peak = torch.cuda.max_memory_allocated() / 2**20 if run.device.startswith("cuda") else 0.0
     if run.device.startswith("cuda") and peak <= 0:
-        return Outcome(f"finetune on {run.device}", "FAIL", "the GPU run allocated no CUDA memory: it trained on the CPU")
+        return Outcome(
+            f"finetune on {run.device}", "FAIL", "the GPU run allocated no CUDA memory: it trained on the CPU"
+        )
     gap = max(abs(a - b) for a, b in zip(cpu.step_acc_after, gpu.step_acc_after))
     report = validate_checkpoint(run.work / "ft-gpu")
     fmt = lambda xs: "[" + ", ".join(f"{x:.2f}" for x in xs) + "]"  # noqa: E731
-    detail = (f"step acc {fmt(gpu.step_acc_before)} -> {fmt(gpu.step_acc_after)} in {gpu.seconds:.0f}s "
-              f"(CPU: {fmt(cpu.step_acc_before)} -> {fmt(cpu.step_acc_after)} in {cpu.seconds:.0f}s); "
-              + (f"peak CUDA memory {peak:.0f} MiB; " if run.device.startswith("cuda") else "")
-              + f"written draft validates: {not report.errors}")
+    detail = (
+        f"step acc {fmt(gpu.step_acc_before)} -> {fmt(gpu.step_acc_after)} in {gpu.seconds:.0f}s "
+        f"(CPU: {fmt(cpu.step_acc_before)} -> {fmt(cpu.step_acc_after)} in {cpu.seconds:.0f}s); "
+        + (f"peak CUDA memory {peak:.0f} MiB; " if run.device.startswith("cuda") else "")
+        + f"written draft validates: {not report.errors}"
+    )
     ok = gap <= ACC_TOLERANCE and not report.errors
-    return Outcome(f"finetune on {run.device}", "PASS" if ok else "FAIL",
-                   detail if ok else f"{detail}; largest per-step gap {gap:.3f} > {ACC_TOLERANCE}")
+    return Outcome(
+        f"finetune on {run.device}",
+        "PASS" if ok else "FAIL",
+        detail if ok else f"{detail}; largest per-step gap {gap:.3f} > {ACC_TOLERANCE}",
+    )
 
 
 def check_vllm(run: Run, target: Path, drafts: list[Path]) -> list[Outcome]:
     if _vllm_version() is None:
-        return [Outcome("vllm", "SKIP", "vLLM is not installed here: smoke --engine vllm and "
-                                        "validate --engine vllm not run")]
+        return [
+            Outcome(
+                "vllm", "SKIP", "vLLM is not installed here: smoke --engine vllm and validate --engine vllm not run"
+            )
+        ]
     from eagle_convert.smoke.run import run_smoke
     from eagle_convert.validate.run import validate_checkpoint
 
@@ -265,16 +300,25 @@ def check_vllm(run: Run, target: Path, drafts: list[Path]) -> list[Outcome]:
     applied = engine.get("applied") or {}
     ok = not report.errors and engine.get("ok") and applied.get("fc_norm") is True
     codes = sorted({f.code for f in report.errors})
-    out.append(Outcome("validate --engine vllm", "PASS" if ok else "FAIL",
-                       f"EAGLE-3.1 upgrade {'loads' if engine.get('ok') else 'does not load'} in vLLM "
-                       f"{engine.get('vllm_version')}, fc_norm {applied.get('fc_norm')}, "
-                       f"{len(engine.get('unwritten') or [])} unwritten parameters"
-                       + (f"; errors {codes}" if codes else "")))
+    out.append(
+        Outcome(
+            "validate --engine vllm",
+            "PASS" if ok else "FAIL",
+            f"EAGLE-3.1 upgrade {'loads' if engine.get('ok') else 'does not load'} in vLLM "
+            f"{engine.get('vllm_version')}, fc_norm {applied.get('fc_norm')}, "
+            f"{len(engine.get('unwritten') or [])} unwritten parameters" + (f"; errors {codes}" if codes else ""),
+        )
+    )
     _free_gpu()
     rep = run_smoke(target, drafts, engine="vllm", prompts=prompts(), k=3, max_new_tokens=32, temperature=0.0)
     als = " / ".join(f"{d.total.acceptance_length:.2f}" for d in rep.drafts)
-    out.append(Outcome("smoke --engine vllm", "PASS", f"AL {als} (EAGLE-3 / EAGLE-3.1 identity upgrade), "
-                                                      f"{rep.engine_version}, {rep.seconds:.0f}s"))
+    out.append(
+        Outcome(
+            "smoke --engine vllm",
+            "PASS",
+            f"AL {als} (EAGLE-3 / EAGLE-3.1 identity upgrade), {rep.engine_version}, {rep.seconds:.0f}s",
+        )
+    )
     return out
 
 
@@ -282,25 +326,38 @@ def summary(run: Run, env: str) -> int:
     counts = {s: sum(o.status == s for o in run.outcomes) for s in ("PASS", "WARN", "FAIL", "SKIP")}
     lines = [f"gpu-check summary ({env})"]
     lines += [f"  {o.status:<4} {o.name}: {o.detail}" for o in run.outcomes]
-    lines.append(f"result: {counts['PASS']} passed, {counts['WARN']} passed with a note, {counts['FAIL']} failed, "
-                 f"{counts['SKIP']} skipped in {time.perf_counter() - run.t0:.0f}s")
+    lines.append(
+        f"result: {counts['PASS']} passed, {counts['WARN']} passed with a note, {counts['FAIL']} failed, "
+        f"{counts['SKIP']} skipped in {time.perf_counter() - run.t0:.0f}s"
+    )
     print("\n".join(lines), flush=True)
-    (run.work / "gpu-check.json").write_text(json.dumps(
-        {"environment": env, "outcomes": [o.__dict__ for o in run.outcomes], "counts": counts}, indent=1) + "\n")
+    (run.work / "gpu-check.json").write_text(
+        json.dumps({"environment": env, "outcomes": [o.__dict__ for o in run.outcomes], "counts": counts}, indent=1)
+        + "\n"
+    )
     return EXIT_FAILED if counts["FAIL"] else EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="scripts/gpu_check.py", description=__doc__.splitlines()[0],
-                                 epilog="exit codes: 0 passed, 1 a check failed, 2 nothing checked (no CUDA device, "
-                                        "torch or transformers missing)")
+    ap = argparse.ArgumentParser(
+        prog="scripts/gpu_check.py",
+        description=__doc__.splitlines()[0],
+        epilog="exit codes: 0 passed, 1 a check failed, 2 nothing checked (no CUDA device, "
+        "torch or transformers missing)",
+    )
     ap.add_argument("--device", default="cuda", help="cuda (default), cuda:N, or cpu (self-test without a GPU)")
     ap.add_argument("--only", action="append", choices=CHECKS, help="run only these checks (repeatable)")
     ap.add_argument("--pair", type=Path, help="a folder with target/ and draft/ (default: the trained fixture pair)")
-    ap.add_argument("--work", type=Path, help="where outputs, gpu-check.log and gpu-check.json go (default: a temp dir)")
-    ap.add_argument("--budget-s", type=float, default=420,
-                    help="start no further check after this many seconds (default 420: the whole run stays under 8 "
-                         "minutes on one GPU)")
+    ap.add_argument(
+        "--work", type=Path, help="where outputs, gpu-check.log and gpu-check.json go (default: a temp dir)"
+    )
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=420,
+        help="start no further check after this many seconds (default 420: the whole run stays under 8 "
+        "minutes on one GPU)",
+    )
     args = ap.parse_args(argv)
     try:
         why, env = environment(args.device)

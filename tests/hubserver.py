@@ -40,9 +40,9 @@ import threading
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import parse_qs, unquote, urlsplit
 
 LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
@@ -377,7 +377,7 @@ def _make_handler(server: HubServer) -> type[BaseHTTPRequestHandler]:
             self._check_gated(repo_id)
             path = rev.root / name
             if ".." in Path(name).parts or not path.is_file() or any(p.startswith(".") for p in Path(name).parts):
-                raise _HubError(404, "EntryNotFound", f"{name} does not exist on \"{rev_text}\"", rev.commit)
+                raise _HubError(404, "EntryNotFound", f'{name} does not exist on "{rev_text}"', rev.commit)
             meta = server.file_meta(path, name)
             size = meta["size"]
             etag = meta["lfs"]["sha256"] if "lfs" in meta else meta["blob_id"]

@@ -64,7 +64,7 @@ def handle(handler: Any, server: HubServer, method: str, error: type[Exception])
     if path.endswith(".git/info/lfs/objects/batch"):
         return _lfs_batch(handler, server, json.loads(body or b"{}"))
     if path.startswith("/api/models/"):
-        parts = path[len("/api/models/"):].split("/")
+        parts = path[len("/api/models/") :].split("/")
         if len(parts) >= 4:
             repo = handler._repo("/".join(parts[:2]))
             action, rev = parts[2], unquote("/".join(parts[3:]))
@@ -81,8 +81,12 @@ def _create_repo(handler: Any, server: HubServer, payload: dict, error: type[Exc
     repo_id = f"{payload.get('organization')}/{payload.get('name')}"
     url = f"{server.endpoint}/{repo_id}"
     if repo_id in server.repos:  # the hub's 409 carries the url too: create_repo(exist_ok=True) reads it
-        handler._json(409, {"error": "You already created this model repo", "url": url}, False,
-                      {"X-Error-Message": "You already created this model repo"})
+        handler._json(
+            409,
+            {"error": "You already created this model repo", "url": url},
+            False,
+            {"X-Error-Message": "You already created this model repo"},
+        )
         return
     server.create_repo(repo_id, private=payload.get("visibility") == "private")
     handler._json(200, {"url": url, "name": repo_id, "id": repo_id}, False)
@@ -100,15 +104,26 @@ def _validate_yaml(handler: Any, payload: dict) -> None:
                 errors.append({"message": "metadata is not a YAML mapping between --- lines"})
         except yaml.YAMLError as exc:
             errors.append({"message": f"invalid YAML: {exc}"})
-    handler._json(400 if errors else 200, {"errors": errors, "warnings": []}, False,
-                  {"X-Error-Code": "BadRequest"} if errors else None)
+    handler._json(
+        400 if errors else 200,
+        {"errors": errors, "warnings": []},
+        False,
+        {"X-Error-Code": "BadRequest"} if errors else None,
+    )
 
 
 def _preupload(handler: Any, payload: dict) -> None:
     from hubserver import LFS_SUFFIXES
 
-    files = [{"path": f["path"], "uploadMode": "lfs" if f["path"].endswith(LFS_SUFFIXES) else "regular",
-              "shouldIgnore": False, "oid": None} for f in payload.get("files", [])]
+    files = [
+        {
+            "path": f["path"],
+            "uploadMode": "lfs" if f["path"].endswith(LFS_SUFFIXES) else "regular",
+            "shouldIgnore": False,
+            "oid": None,
+        }
+        for f in payload.get("files", [])
+    ]
     handler._json(200, {"files": files}, False)
 
 
@@ -138,8 +153,9 @@ def _branch(handler: Any, server: HubServer, repo: Any, branch: str, payload: di
     handler._json(200, {}, False)
 
 
-def _commit(handler: Any, server: HubServer, repo: Any, rev: str, body: bytes, create_pr: bool,
-            error: type[Exception]) -> None:
+def _commit(
+    handler: Any, server: HubServer, repo: Any, rev: str, body: bytes, create_pr: bool, error: type[Exception]
+) -> None:
     base = handler._revision(repo, rev)
     lines = [json.loads(line) for line in body.splitlines() if line.strip()]
     header = next((x["value"] for x in lines if x.get("key") == "header"), {})
@@ -166,7 +182,11 @@ def _commit(handler: Any, server: HubServer, repo: Any, rev: str, body: bytes, c
             raise error(400, None, f"unknown commit operation {key!r}")
     branch = f"refs/pr/{server.next_pr(repo.repo_id)}" if create_pr else base.name
     commit = server.add_revision(repo.repo_id, branch, root, summary=header.get("summary", ""))
-    out = {"commitUrl": f"{server.endpoint}/{repo.repo_id}/commit/{commit}", "commitOid": commit,
-           "pullRequestUrl": (f"{server.endpoint}/{repo.repo_id}/discussions/{branch.rsplit('/', 1)[1]}"
-                              if create_pr else None)}
+    out = {
+        "commitUrl": f"{server.endpoint}/{repo.repo_id}/commit/{commit}",
+        "commitOid": commit,
+        "pullRequestUrl": (
+            f"{server.endpoint}/{repo.repo_id}/discussions/{branch.rsplit('/', 1)[1]}" if create_pr else None
+        ),
+    }
     handler._json(200, out, False)

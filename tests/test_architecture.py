@@ -20,14 +20,18 @@ PKG_DIR = Path(__file__).resolve().parent.parent / "eagle_convert"
 # Top-level package (or module) of eagle_convert -> layer. A module may import its own package and
 # lower layers; across packages of one layer only without a cycle. `errors` and `extras` are shared.
 LAYERS: dict[str, int] = {
-    "errors": 0, "extras": 0,
+    "errors": 0,
+    "extras": 0,
     "io": 1,  # bytes only
     "vllm_model": 2,  # how vLLM reads a draft: tables and rules, no I/O of its own
     "draft": 3,  # the checkpoint as a draft model: open, layout, config schema, describe
     "vllm": 4,  # running vLLM itself (its private APIs), in a subprocess
-    "upgrade": 5, "validate": 5, "diff": 5,
+    "upgrade": 5,
+    "validate": 5,
+    "diff": 5,
     "reference": 6,  # the torch reference engine
-    "smoke": 7, "finetune": 7,
+    "smoke": 7,
+    "finetune": 7,
     "check": 7,  # the pre-deployment gate: runs validate, the vLLM worker and smoke's measurements
     "report": 7,  # inspect, upgrade, finetune, validate and smoke of one draft, side by side, resumable
     "push": 7,  # validate, then upload a draft folder to the hub
@@ -81,8 +85,9 @@ def _imports() -> list[Import]:
                 target = _resolve(node.module, node.level, name) or ""
                 for a in node.names:  # `from pkg import module` imports the module
                     sub = f"{target}.{a.name}"
-                    out.append(Import(name, sub if sub in mods else target, (a.name,) if sub not in mods else (),
-                                      node.lineno))
+                    out.append(
+                        Import(name, sub if sub in mods else target, (a.name,) if sub not in mods else (), node.lineno)
+                    )
     return out
 
 
@@ -166,9 +171,11 @@ def test_every_internal_import_names_an_existing_module() -> None:
 
 
 def test_lower_layers_never_import_higher_ones() -> None:
-    bad = [f"{i.importer}:{i.line} imports {i.target} (layer {_layer(i.importer)} -> {_layer(i.target)})"
-           for i in _internal()
-           if not _is_version_import(i) and _package(i.importer) and _layer(i.target) > _layer(i.importer)]
+    bad = [
+        f"{i.importer}:{i.line} imports {i.target} (layer {_layer(i.importer)} -> {_layer(i.target)})"
+        for i in _internal()
+        if not _is_version_import(i) and _package(i.importer) and _layer(i.target) > _layer(i.importer)
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -202,19 +209,30 @@ def test_no_private_names_cross_packages() -> None:
             if isinstance(node, ast.Import):
                 aliases |= {(a.asname or a.name): a.name for a in node.names if a.name.startswith("eagle_convert.")}
             elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("eagle_convert"):
-                aliases |= {(a.asname or a.name): f"{node.module}.{a.name}" for a in node.names
-                            if f"{node.module}.{a.name}" in _modules()}
+                aliases |= {
+                    (a.asname or a.name): f"{node.module}.{a.name}"
+                    for a in node.names
+                    if f"{node.module}.{a.name}" in _modules()
+                }
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
-                    and node.attr.startswith("_") and not node.attr.startswith("__")
-                    and _parent(aliases[node.value.id]) != _parent(name)):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in aliases
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and _parent(aliases[node.value.id]) != _parent(name)
+            ):
                 bad.append(f"{name}:{node.lineno} uses {node.value.id}.{node.attr}")
     assert not bad, "\n".join(bad)
 
 
 def test_only_cli_imports_click_or_rich() -> None:
-    bad = [f"{i.importer}:{i.line} imports {i.target}" for i in _imports()
-           if i.target.split(".")[0] in UI_MODULES and _package(i.importer) != "cli"]
+    bad = [
+        f"{i.importer}:{i.line} imports {i.target}"
+        for i in _imports()
+        if i.target.split(".")[0] in UI_MODULES and _package(i.importer) != "cli"
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -228,8 +246,11 @@ def _defined_names(tree: ast.Module) -> set[str]:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             out |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
         elif isinstance(node, (ast.If, ast.Try)):  # e.g. a fallback definition
-            out |= _defined_names(ast.Module(body=[n for n in ast.walk(node) if isinstance(n, ast.stmt)
-                                                   and n is not node], type_ignores=[]))
+            out |= _defined_names(
+                ast.Module(
+                    body=[n for n in ast.walk(node) if isinstance(n, ast.stmt) and n is not node], type_ignores=[]
+                )
+            )
     return out
 
 
@@ -240,8 +261,11 @@ def test_no_re_export_shims() -> None:
     bad = []
     for i in _internal():
         if i.target in trees and i.target != "eagle_convert":
-            bad += [f"{i.importer}:{i.line} imports {n} from {i.target}, which does not define it"
-                    for n in i.names if n not in _defined_names(trees[i.target])]
+            bad += [
+                f"{i.importer}:{i.line} imports {n} from {i.target}, which does not define it"
+                for n in i.names
+                if n not in _defined_names(trees[i.target])
+            ]
     for name, tree in trees.items():
         exported: set[str] = set()
         for node in tree.body:
@@ -249,20 +273,47 @@ def test_no_re_export_shims() -> None:
                 exported |= {e.value for e in getattr(node.value, "elts", []) if isinstance(e, ast.Constant)}
         for node in tree.body:
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("eagle_convert"):
-                bad += [f"{name}:{node.lineno} re-exports {a.name} from {node.module}" for a in node.names
-                        if a.name != "__version__" and (a.asname == a.name or (a.asname or a.name) in exported)]
+                bad += [
+                    f"{name}:{node.lineno} re-exports {a.name} from {node.module}"
+                    for a in node.names
+                    if a.name != "__version__" and (a.asname == a.name or (a.asname or a.name) in exported)
+                ]
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize("rule", [
-    ("eagle_convert.io.source", "from eagle_convert.draft.layout import x", test_lower_layers_never_import_higher_ones),
-    ("eagle_convert.smoke.run", "import rich", test_only_cli_imports_click_or_rich),
-    ("eagle_convert.smoke.run", "from eagle_convert.cli.output import _x", test_lower_layers_never_import_higher_ones),
-    ("eagle_convert.upgrade.plan", "from eagle_convert.validate.run import _x", test_no_private_names_cross_packages),
-    ("eagle_convert.draft.layout", "from eagle_convert.draft.describe import x", test_no_import_cycles_between_modules),
-    ("eagle_convert.diff", "from eagle_convert.upgrade.plan import x", test_no_import_cycles_between_packages),
-    ("eagle_convert.io.writer", "from eagle_convert.io.outfile import PAGE_BYTES as PAGE_BYTES", test_no_re_export_shims),
-], ids=["layer", "rich", "cli-from-smoke", "private", "module-cycle", "package-cycle", "shim"])
+@pytest.mark.parametrize(
+    "rule",
+    [
+        (
+            "eagle_convert.io.source",
+            "from eagle_convert.draft.layout import x",
+            test_lower_layers_never_import_higher_ones,
+        ),
+        ("eagle_convert.smoke.run", "import rich", test_only_cli_imports_click_or_rich),
+        (
+            "eagle_convert.smoke.run",
+            "from eagle_convert.cli.output import _x",
+            test_lower_layers_never_import_higher_ones,
+        ),
+        (
+            "eagle_convert.upgrade.plan",
+            "from eagle_convert.validate.run import _x",
+            test_no_private_names_cross_packages,
+        ),
+        (
+            "eagle_convert.draft.layout",
+            "from eagle_convert.draft.describe import x",
+            test_no_import_cycles_between_modules,
+        ),
+        ("eagle_convert.diff", "from eagle_convert.upgrade.plan import x", test_no_import_cycles_between_packages),
+        (
+            "eagle_convert.io.writer",
+            "from eagle_convert.io.outfile import PAGE_BYTES as PAGE_BYTES",
+            test_no_re_export_shims,
+        ),
+    ],
+    ids=["layer", "rich", "cli-from-smoke", "private", "module-cycle", "package-cycle", "shim"],
+)
 def test_the_rules_catch_a_violation(rule, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each rule fails when one offending import is added to a real module (so none passes vacuously)."""
     module, line, check = rule

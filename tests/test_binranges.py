@@ -40,8 +40,19 @@ def test_every_tensor_is_the_byte_range_torch_saved(tmp_path: Path) -> None:
     src = LocalSource(tmp_path)
     infos = read_bin_tensors(src, "pytorch_model.bin")
     assert list(infos) == list(state)  # pickle order
-    dtypes = {"bf16": "BF16", "f16": "F16", "i64": "I64", "bool": "BOOL", "f8": "F8_E4M3", "u16": "U16",
-              "param": "F32", "slice": "F32", "whole": "F32", "scalar": "F32", "empty": "F32"}
+    dtypes = {
+        "bf16": "BF16",
+        "f16": "F16",
+        "i64": "I64",
+        "bool": "BOOL",
+        "f8": "F8_E4M3",
+        "u16": "U16",
+        "param": "F32",
+        "slice": "F32",
+        "whole": "F32",
+        "scalar": "F32",
+        "empty": "F32",
+    }
     for name, t in state.items():
         info = infos[name]
         assert (info.dtype, info.shape, info.nbytes) == (dtypes[name], tuple(t.shape), t.numel() * t.element_size())
@@ -51,24 +62,41 @@ def test_every_tensor_is_the_byte_range_torch_saved(tmp_path: Path) -> None:
         assert _raw(back) == _raw(t.detach()), name
 
 
-@pytest.mark.parametrize(("make", "message"), [
-    (lambda p: torch.save({"w": torch.zeros(2, 3).t()}, p),
-     "cannot read PyTorch checkpoint (tensor 'w' is saved as a non-contiguous view) "
-     "(re-save it with torch.save({k: v.contiguous() ...}) or convert it to safetensors)"),
-    (lambda p: torch.save({"w": torch.zeros(2)}, p, _use_new_zipfile_serialization=False),
-     "cannot read PyTorch checkpoint (not a zip archive: truncated, corrupt, or the pre-1.6 torch format) "
-     "(re-download or re-export the file)"),
-    (lambda p: torch.save({"w": torch.zeros(2), "step": 3}, p),
-     "expected a flat dict of tensors (re-save the state dict as plain tensors or convert it to safetensors)"),
-    (lambda p: torch.save({"model": {"w": torch.zeros(2)}}, p),
-     "expected a flat dict of tensors (re-save the state dict as plain tensors or convert it to safetensors)"),
-    (lambda p: torch.save({"w": torch.zeros(2), "opt": torch.optim.SGD([torch.zeros(1, requires_grad=True)])}, p),
-     "refuses to unpickle non-tensor objects (weights_only=True) "
-     "(re-save the state dict as plain tensors or convert it to safetensors)"),
-    (lambda p: p.write_bytes(b"PK\x03\x04 not really a zip"),
-     "cannot read PyTorch checkpoint (not a zip archive: truncated, corrupt, or the pre-1.6 torch format) "
-     "(re-download or re-export the file)"),
-])
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (
+            lambda p: torch.save({"w": torch.zeros(2, 3).t()}, p),
+            "cannot read PyTorch checkpoint (tensor 'w' is saved as a non-contiguous view) "
+            "(re-save it with torch.save({k: v.contiguous() ...}) or convert it to safetensors)",
+        ),
+        (
+            lambda p: torch.save({"w": torch.zeros(2)}, p, _use_new_zipfile_serialization=False),
+            "cannot read PyTorch checkpoint (not a zip archive: truncated, corrupt, or the pre-1.6 torch format) "
+            "(re-download or re-export the file)",
+        ),
+        (
+            lambda p: torch.save({"w": torch.zeros(2), "step": 3}, p),
+            "expected a flat dict of tensors (re-save the state dict as plain tensors or convert it to safetensors)",
+        ),
+        (
+            lambda p: torch.save({"model": {"w": torch.zeros(2)}}, p),
+            "expected a flat dict of tensors (re-save the state dict as plain tensors or convert it to safetensors)",
+        ),
+        (
+            lambda p: torch.save(
+                {"w": torch.zeros(2), "opt": torch.optim.SGD([torch.zeros(1, requires_grad=True)])}, p
+            ),
+            "refuses to unpickle non-tensor objects (weights_only=True) "
+            "(re-save the state dict as plain tensors or convert it to safetensors)",
+        ),
+        (
+            lambda p: p.write_bytes(b"PK\x03\x04 not really a zip"),
+            "cannot read PyTorch checkpoint (not a zip archive: truncated, corrupt, or the pre-1.6 torch format) "
+            "(re-download or re-export the file)",
+        ),
+    ],
+)
 def test_refusals_are_one_line(tmp_path: Path, make, message: str) -> None:
     path = tmp_path / "pytorch_model.bin"
     make(path)

@@ -24,10 +24,14 @@ def test_encode_floats_rounds_as_torch_does(dtype: str) -> None:
     import torch
 
     values = [0.1, 0.087402, 1.0, 3.14159, 1e-3, 0.0999755859375, -2.5]
-    want = torch.tensor(values, dtype=torch.float64).to({"BF16": torch.bfloat16, "F16": torch.float16,
-                                                         "F32": torch.float32}[dtype])
-    assert encode_floats(values, dtype) == want.view(torch.uint8).numpy().tobytes() if dtype != "BF16" else \
-        encode_floats(values, dtype) == want.view(torch.int16).numpy().tobytes()
+    want = torch.tensor(values, dtype=torch.float64).to(
+        {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32}[dtype]
+    )
+    assert (
+        encode_floats(values, dtype) == want.view(torch.uint8).numpy().tobytes()
+        if dtype != "BF16"
+        else encode_floats(values, dtype) == want.view(torch.int16).numpy().tobytes()
+    )
 
 
 def test_norm_bytes_broadcasts_and_checks_shape() -> None:
@@ -44,10 +48,13 @@ def _target_folder(path: Path, **cfg) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--init", "calibrated"], "--init calibrated needs --target (the target model's local folder)"),
-    (["--prompts", "p.jsonl"], "--prompts is for --init calibrated"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--init", "calibrated"], "--init calibrated needs --target (the target model's local folder)"),
+        (["--prompts", "p.jsonl"], "--prompts is for --init calibrated"),
+    ],
+)
 def test_cli_usage(built_fixtures, tmp_path: Path, args: list[str], message: str) -> None:
     res = _cli("upgrade", built_fixtures("vllm-eagle3"), tmp_path / "out", *args)
     assert res.exit_code == 2 and res.stderr == f"Error: {message}\n"
@@ -57,27 +64,51 @@ def test_cli_usage(built_fixtures, tmp_path: Path, args: list[str], message: str
 def test_cli_target_must_be_a_local_model_folder(built_fixtures, tmp_path: Path) -> None:
     target = _target_folder(tmp_path / "t")
     (target / "config.json").rename(tmp_path / "config.json")  # read_target takes a config.json path too
-    res = _cli("upgrade", built_fixtures("vllm-eagle3"), tmp_path / "out", "--init", "calibrated",
-               "--target", tmp_path / "config.json")
+    res = _cli(
+        "upgrade",
+        built_fixtures("vllm-eagle3"),
+        tmp_path / "out",
+        "--init",
+        "calibrated",
+        "--target",
+        tmp_path / "config.json",
+    )
     assert res.exit_code == 1
-    assert res.stderr == (f"Error: target {tmp_path / 'config.json'}: no config.json in a local folder "
-                          "(--init calibrated runs the target: pass its local folder)\n")
+    assert res.stderr == (
+        f"Error: target {tmp_path / 'config.json'}: no config.json in a local folder "
+        "(--init calibrated runs the target: pass its local folder)\n"
+    )
 
 
 def test_cli_existing_output_is_refused_before_calibrating(built_fixtures, tmp_path: Path) -> None:
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "keep.txt").write_text("x")
-    res = _cli("upgrade", built_fixtures("vllm-eagle3"), tmp_path / "out", "--init", "calibrated",
-               "--target", _target_folder(tmp_path / "t"))
+    res = _cli(
+        "upgrade",
+        built_fixtures("vllm-eagle3"),
+        tmp_path / "out",
+        "--init",
+        "calibrated",
+        "--target",
+        _target_folder(tmp_path / "t"),
+    )
     assert res.exit_code == 1
     assert res.stderr == f"Error: {tmp_path / 'out'}: output already exists (pass --force to replace it)\n"
 
 
 def test_cli_target_without_tokenizer(built_fixtures, tmp_path: Path) -> None:
-    res = _cli("upgrade", built_fixtures("vllm-eagle3"), tmp_path / "out", "--init", "calibrated",
-               "--target", _target_folder(tmp_path / "t"))
-    assert res.exit_code == 1 and res.stderr.startswith(f"Error: target {tmp_path / 't'}: transformers cannot load "
-                                                        "its tokenizer (")
+    res = _cli(
+        "upgrade",
+        built_fixtures("vllm-eagle3"),
+        tmp_path / "out",
+        "--init",
+        "calibrated",
+        "--target",
+        _target_folder(tmp_path / "t"),
+    )
+    assert res.exit_code == 1 and res.stderr.startswith(
+        f"Error: target {tmp_path / 't'}: transformers cannot load its tokenizer ("
+    )
     assert res.stderr.endswith("(--init calibrated needs the target's tokenizer files beside its config)\n")
     assert res.stderr.count("\n") == 1 and not (tmp_path / "out").exists()
 
@@ -133,15 +164,23 @@ def test_calibrated_drafts_closer_to_eagle3_than_identity(tmp_path: Path) -> Non
         assert prov["added_init"] == "calibrated" and prov["fc_norm_init"]["tokens"] == cal.tokens
         assert "added init: calibrated" in (tmp_path / "calibrated/README.md").read_text()
 
-        held_out = [p for c in ("coding", "chat", "reasoning")
-                    for p in [q for q in builtin_prompts() if q.category == c][:2]]
-        rep = run_smoke(target, [draft, tmp_path / "identity", tmp_path / "calibrated"], engine="reference",
-                        prompts=held_out, max_new_tokens=32)
+        held_out = [
+            p for c in ("coding", "chat", "reasoning") for p in [q for q in builtin_prompts() if q.category == c][:2]
+        ]
+        rep = run_smoke(
+            target,
+            [draft, tmp_path / "identity", tmp_path / "calibrated"],
+            engine="reference",
+            prompts=held_out,
+            max_new_tokens=32,
+        )
     finally:
         torch.set_num_threads(threads)
     al_e3, al_id, al_cal = (d.total.acceptance_length for d in rep.drafts)
-    print(f"agreement calibrated {cal.agreement:.3f} identity {cal.agreement_identity:.3f}; "
-          f"AL EAGLE-3 {al_e3:.3f} identity {al_id:.3f} calibrated {al_cal:.3f}")
+    print(
+        f"agreement calibrated {cal.agreement:.3f} identity {cal.agreement_identity:.3f}; "
+        f"AL EAGLE-3 {al_e3:.3f} identity {al_id:.3f} calibrated {al_cal:.3f}"
+    )
     assert al_cal >= al_id + 0.15
     # The first draft position is where fc_norm acts; calibrated recovers most of it.
     first = [d.total.per_position[0] for d in rep.drafts]

@@ -66,34 +66,77 @@ def test_without_a_hub_target_there_is_no_base_model(built_fixtures, tmp_path: P
     assert serve_command(str(tmp_path), str(tmp_path / "out")) in plan.readme
 
 
-@pytest.mark.parametrize(("ref", "repo"), [
-    ("org/name", "org/name"), ("hf://org/name@main", "org/name"),
-    ("/cache/hub/models--meta-llama--Llama-3.1-8B/snapshots/abc", "meta-llama/Llama-3.1-8B"),
-    ("./local", None), ("plain", None), (None, None),
-])
+@pytest.mark.parametrize(
+    ("ref", "repo"),
+    [
+        ("org/name", "org/name"),
+        ("hf://org/name@main", "org/name"),
+        ("/cache/hub/models--meta-llama--Llama-3.1-8B/snapshots/abc", "meta-llama/Llama-3.1-8B"),
+        ("./local", None),
+        ("plain", None),
+        (None, None),
+    ],
+)
 def test_hub_repo_id(ref, repo) -> None:
     assert hub_repo_id(ref) == repo
 
 
 def test_provenance_chain_and_acceptance_table(tmp_path: Path) -> None:
-    upgrade = {"tool": "eagle-convert", "version": "0.1.0", "operation": "upgrade EAGLE-3 -> EAGLE-3.1",
-               "source": "org/eagle3", "added_init": "calibrated"}
-    config = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 64,
-              "num_hidden_layers": 1, "vocab_size": 128, "draft_vocab_size": 32, "fc_norm": True,
-              "eagle_aux_hidden_state_layer_ids": [1, 3, 6],
-              PROVENANCE_KEY: {"tool": "eagle-convert", "version": "0.1.0", "operation": "finetune (TTT)",
-                               "source": "/x/eagle31", "target": "org/target",
-                               "stages": [{"name": "fc_norm", "steps": 40, "lr": 0.001}], "previous": upgrade}}
+    upgrade = {
+        "tool": "eagle-convert",
+        "version": "0.1.0",
+        "operation": "upgrade EAGLE-3 -> EAGLE-3.1",
+        "source": "org/eagle3",
+        "added_init": "calibrated",
+    }
+    config = {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "model_type": "llama",
+        "hidden_size": 64,
+        "num_hidden_layers": 1,
+        "vocab_size": 128,
+        "draft_vocab_size": 32,
+        "fc_norm": True,
+        "eagle_aux_hidden_state_layer_ids": [1, 3, 6],
+        PROVENANCE_KEY: {
+            "tool": "eagle-convert",
+            "version": "0.1.0",
+            "operation": "finetune (TTT)",
+            "source": "/x/eagle31",
+            "target": "org/target",
+            "stages": [{"name": "fc_norm", "steps": 40, "lr": 0.001}],
+            "previous": upgrade,
+        },
+    }
     (tmp_path / "config.json").write_text(json.dumps(config))
-    smoke = {"engine": "reference", "engine_version": "torch 2", "settings": {"k": 3, "temperature": 0.0,
-                                                                            "max_new_tokens": 32},
-             "prompts": {"count": 6, "chat_template": "target"},
-             "drafts": [{"label": "eagle3", "path": "/x/eagle3", "total": {"acceptance_length": 1.9271,
-                                                                          "per_position": [0.4, 0.28, 0.25],
-                                                                          "acceptance_rate": 0.31, "requests": 6}},
-                        {"label": "ft", "path": str(tmp_path), "total": {"acceptance_length": 2.01,
-                                                                        "per_position": [0.45, 0.3, 0.26],
-                                                                        "acceptance_rate": 0.34, "requests": 6}}]}
+    smoke = {
+        "engine": "reference",
+        "engine_version": "torch 2",
+        "settings": {"k": 3, "temperature": 0.0, "max_new_tokens": 32},
+        "prompts": {"count": 6, "chat_template": "target"},
+        "drafts": [
+            {
+                "label": "eagle3",
+                "path": "/x/eagle3",
+                "total": {
+                    "acceptance_length": 1.9271,
+                    "per_position": [0.4, 0.28, 0.25],
+                    "acceptance_rate": 0.31,
+                    "requests": 6,
+                },
+            },
+            {
+                "label": "ft",
+                "path": str(tmp_path),
+                "total": {
+                    "acceptance_length": 2.01,
+                    "per_position": [0.45, 0.3, 0.26],
+                    "acceptance_rate": 0.34,
+                    "requests": 6,
+                },
+            },
+        ],
+    }
     table = acceptance_from_smoke(smoke, this=tmp_path)
     assert [r.this for r in table.rows] == [False, True] and table.k == 3
     path = write_model_card(tmp_path, acceptance=table)
@@ -109,10 +152,14 @@ def test_provenance_chain_and_acceptance_table(tmp_path: Path) -> None:
 
 
 def test_retarget_points_the_serve_command_at_the_repo() -> None:
-    text = model_card({"hidden_size": 8, "fc_norm": True}, model_ref='/tmp/a "b"', target="org/t",
-                      acceptance=AcceptanceTable([AcceptanceRow("x", 2.0, [0.5])], 1, "reference", "1 prompt"))
+    text = model_card(
+        {"hidden_size": 8, "fc_norm": True},
+        model_ref='/tmp/a "b"',
+        target="org/t",
+        acceptance=AcceptanceTable([AcceptanceRow("x", 2.0, [0.5])], 1, "reference", "1 prompt"),
+    )
     moved = retarget_card(text, "me/draft")
     assert serve_command("org/t", "me/draft") in moved and "/tmp/a" not in moved
     assert moved.replace(serve_command("org/t", "me/draft"), serve_command("org/t", '/tmp/a "b"')) == text
-    plain = "# not ours\nvllm serve x --speculative-config '{\"model\": \"y\"}'\n"
+    plain = '# not ours\nvllm serve x --speculative-config \'{"model": "y"}\'\n'
     assert retarget_card(plain, "me/draft") == plain and CARD_MARKER in text

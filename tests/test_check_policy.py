@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import tomllib
 from pathlib import Path
 
 import jsonschema
 import pytest
+import tomllib
 from click.testing import CliRunner
 
 from eagle_convert.check.policy import POLICY_FILE, load_policy, validate_policy
@@ -19,25 +19,45 @@ HINT = " (schemas/check-policy.schema.json, docs/check.md)"
 
 BAD = [
     ("[acceptence]\nmin_acceptance_length = 2", "unknown table [acceptence] (did you mean acceptance?)"),
-    ("[acceptance]\nmin_acceptance_lenght = 2", "unknown key [acceptance] min_acceptance_lenght "
-                                                "(did you mean min_acceptance_length?)"),
-    ('[acceptance]\nmin_acceptance_length = "two"',
-     "[acceptance] min_acceptance_length must be a number, not 'two' (string)"),
-    ('[features]\nrequire = ["fc_nrom"]', "[features] require[0] must be one of 'fc_norm', 'norm_output', not 'fc_nrom'"),
+    (
+        "[acceptance]\nmin_acceptance_lenght = 2",
+        "unknown key [acceptance] min_acceptance_lenght (did you mean min_acceptance_length?)",
+    ),
+    (
+        '[acceptance]\nmin_acceptance_length = "two"',
+        "[acceptance] min_acceptance_length must be a number, not 'two' (string)",
+    ),
+    (
+        '[features]\nrequire = ["fc_nrom"]',
+        "[features] require[0] must be one of 'fc_norm', 'norm_output', not 'fc_nrom'",
+    ),
     ("[acceptance]\nmax_new_tokens = 0", "[acceptance] max_new_tokens must be >= 1, not 0"),
-    ('[static]\nallow_warnings = ["E101"]', "[static] allow_warnings[0] must be a warning code such as W307, not 'E101'"),
-    ("[acceptance]\nmin_per_position = [0.6, 0.4, 0.3, 0.2]",
-     "[acceptance] min_per_position has 4 floors but num_speculative_tokens is 3 (one floor per draft position)"),
+    (
+        '[static]\nallow_warnings = ["E101"]',
+        "[static] allow_warnings[0] must be a warning code such as W307, not 'E101'",
+    ),
+    (
+        "[acceptance]\nmin_per_position = [0.6, 0.4, 0.3, 0.2]",
+        "[acceptance] min_per_position has 4 floors but num_speculative_tokens is 3 (one floor per draft position)",
+    ),
     ("[acceptance]\nmin_per_position = [0.6, 1.5]", "[acceptance] min_per_position[1] must be <= 1, not 1.5"),
     ('[acceptance]\nbuckets = ["natural", 8]', "[acceptance] buckets[1] must be >= 16, not 8"),
-    ('[acceptance]\nmin_per_category = "x"', "[acceptance] min_per_category must be a number or a table, not 'x' (string)"),
+    (
+        '[acceptance]\nmin_per_category = "x"',
+        "[acceptance] min_per_category must be a number or a table, not 'x' (string)",
+    ),
     ("[acceptance]\nmin_per_category = {coding = 0.5}", "[acceptance] min_per_category coding must be >= 1, not 0.5"),
     ('[sampling]\ncontrol = "yes"', "[sampling] control must be one of 'auto', true, false, not 'yes'"),
     ("static = 3", "[static] must be a table, not 3 (integer)"),
     ('[engine]\nload = "yes"', "[engine] load must be true or false, not 'yes' (string)"),
-    ("[acceptance]\nmin_acceptance_length = 5",
-     "[acceptance] min_acceptance_length 5 is above k + 1 = 4, the most a draft can reach"),
-    ("[features]\nmin_vllm_version = 'latest'", "[features] min_vllm_version must be a version such as 0.32.0, not 'latest'"),
+    (
+        "[acceptance]\nmin_acceptance_length = 5",
+        "[acceptance] min_acceptance_length 5 is above k + 1 = 4, the most a draft can reach",
+    ),
+    (
+        "[features]\nmin_vllm_version = 'latest'",
+        "[features] min_vllm_version must be a version such as 0.32.0, not 'latest'",
+    ),
     ("[sampling]\ntemperature = 0.5", "[sampling] temperature must be <= 0.1, not 0.5"),
 ]
 
@@ -71,10 +91,14 @@ def test_tables_that_need_acceptance(tmp_path: Path) -> None:
     path.write_text("[output]\nidentity = true\n")
     res = CliRunner().invoke(main, ["check", str(tmp_path), "--policy", str(path)])
     assert (res.exit_code, res.stderr) == (
-        2, f"Error: {path}: [output] needs an [acceptance] table (its prompts and settings)\n")
+        2,
+        f"Error: {path}: [output] needs an [acceptance] table (its prompts and settings)\n",
+    )
     res = CliRunner().invoke(main, ["check", str(tmp_path), "--baseline", str(tmp_path)])
     assert (res.exit_code, res.stderr) == (
-        2, "Error: --baseline needs an [acceptance] table in the policy: the comparison runs there\n")
+        2,
+        "Error: --baseline needs an [acceptance] table in the policy: the comparison runs there\n",
+    )
 
 
 def test_schema_is_valid_and_examples_follow_it() -> None:

@@ -14,8 +14,15 @@ import pytest
 
 from eagle_convert.check import stages as st
 from eagle_convert.check.policy import Policy
-from eagle_convert.smoke.control import (Comparison, SamplingControl, compare_outputs, dtype_of, repetition_loop,
-                                         sampling_margin, ulp)
+from eagle_convert.smoke.control import (
+    Comparison,
+    SamplingControl,
+    compare_outputs,
+    dtype_of,
+    repetition_loop,
+    sampling_margin,
+    ulp,
+)
 from eagle_convert.smoke.prompts import NATURAL, PreparedPrompt, PromptSet
 from eagle_convert.smoke.run import Counts, RequestResult, counts_from_histogram, draft_results
 from eagle_convert.validate.findings import Report, finding
@@ -113,8 +120,13 @@ def test_engine_load_pass_and_unwritten_parameter() -> None:
     ok = SimpleNamespace(loaded=["a", "b"], unwritten=[], unwritten_keys=[], error=None, vllm_version="0.32.0")
     [r] = st.engine_checks([], ok)
     assert r.passed and r.message == "vLLM 0.32.0 loaded 2 parameters, none left unwritten"
-    bad = SimpleNamespace(loaded=["a"], unwritten=["model.layers.0.mlp.down_proj.weight"],
-                          unwritten_keys=["layers.0.mlp.down_proj.weight"], error=None, vllm_version="0.32.0")
+    bad = SimpleNamespace(
+        loaded=["a"],
+        unwritten=["model.layers.0.mlp.down_proj.weight"],
+        unwritten_keys=["layers.0.mlp.down_proj.weight"],
+        error=None,
+        vllm_version="0.32.0",
+    )
     f = finding("E701", "model.layers.0.mlp.down_proj.weight was never written", tensor="layers.0.mlp.down_proj.weight")
     [r] = st.engine_checks([f], bad)
     assert r.passed is False and r.figure == "1 unwritten" and r.details["unwritten"] == bad.unwritten
@@ -139,8 +151,13 @@ def test_per_position_category_and_bucket_floors() -> None:
     d = _draft(HISTS, CATS)
     rates = d.total.per_position  # position i: rounds accepting > i drafts / rounds
     assert rates == pytest.approx([7 / 12, 6 / 12, 3 / 12])
-    pol = _policy(acceptance={"min_per_position": [0.5, 0.5, 0.2], "min_per_category": {"coding": 2.5, "chat": 1.5},
-                              "min_per_bucket": 2.0})
+    pol = _policy(
+        acceptance={
+            "min_per_position": [0.5, 0.5, 0.2],
+            "min_per_category": {"coding": 2.5, "chat": 1.5},
+            "min_per_bucket": 2.0,
+        }
+    )
     pos, *rest = st.acceptance_checks(d, pol)[1:]
     assert pos.passed and pos.figure == "0.583 / 0.500 / 0.250"
     by_name = {r.name: r for r in rest}
@@ -171,8 +188,9 @@ def test_baseline_absolute_and_relative_drop() -> None:
     cand = _draft({"a": [1, 1, 1, 1]}, {"a": "coding"})  # AL 2.5
     base = _draft({"a": [0, 0, 2, 2]}, {"a": "coding"})  # AL 3.5
     base.label = "prod"
-    ab, rel = st.baseline_checks(cand, base, _policy(acceptance={"max_acceptance_length_drop": 0.5,
-                                                                 "max_acceptance_length_drop_relative": 0.3}))
+    ab, rel = st.baseline_checks(
+        cand, base, _policy(acceptance={"max_acceptance_length_drop": 0.5, "max_acceptance_length_drop_relative": 0.3})
+    )
     assert ab.passed is False and ab.figure == pytest.approx(1.0) and ab.threshold == "<= 0.5"
     assert ab.message == "candidate AL 2.5 vs baseline prod AL 3.5: drop 1 (28.6%)"
     assert rel.passed and rel.figure == pytest.approx(1 / 3.5)
@@ -202,8 +220,9 @@ def test_alarms_pass_and_each_kind_fails() -> None:
     loops, high, _ = st.alarm_checks(d, outputs, K, _policy(alarms={"implausible_acceptance_length": 3.5}))
     assert loops.passed is False and loops.message == "1 of 3 outputs end in a loop: a (period 1, last 6 tokens)"
     assert high.passed and high.message == "1 of 3 requests at AL >= 3.5: a (AL 3.5)"  # 1/3 <= 50%
-    _, high, _ = st.alarm_checks(d, outputs, K, _policy(alarms={"implausible_acceptance_length": 2.0,
-                                                               "max_implausible_fraction": 0.5}))
+    _, high, _ = st.alarm_checks(
+        d, outputs, K, _policy(alarms={"implausible_acceptance_length": 2.0, "max_implausible_fraction": 0.5})
+    )
     assert high.passed is False and high.figure == pytest.approx(2 / 3)
 
 
@@ -220,64 +239,85 @@ def test_ulp_and_dtype() -> None:
 def test_identity_near_tie_excused_only_for_the_runner_up() -> None:
     ref = [[5, 6, 7, 8], [1, 2, 3, 4]]
     # Reference top-2 at each generated token: [top1_id, top1_logit, top2_id, top2_logit].
-    top2 = [[[5, 10.0, 9, 8.0], [6, 10.0, 60, 9.9], [7, 10.0, 9, 1.0], [8, 10.0, 9, 1.0]],
-            [[1, 12.0, 9, 2.0], [2, 12.0, 9, 2.0], [3, 12.0, 30, 11.5], [4, 12.0, 9, 2.0]]]
+    top2 = [
+        [[5, 10.0, 9, 8.0], [6, 10.0, 60, 9.9], [7, 10.0, 9, 1.0], [8, 10.0, 9, 1.0]],
+        [[1, 12.0, 9, 2.0], [2, 12.0, 9, 2.0], [3, 12.0, 30, 11.5], [4, 12.0, 9, 2.0]],
+    ]
     same = compare_outputs(["p", "q"], ref, ref, top2)
     assert same.passed and same.identical == 2 and not same.divergences
     tie = compare_outputs(["p", "q"], ref, [[5, 60, 1, 1], [1, 2, 3, 4]], top2)  # margin 0.1 <= 2 ulps (0.125)
     assert tie.passed and len(tie.excused) == 1 and tie.excused[0].position == 1
-    assert tie.excused[0].describe() == ("prompt 'p' token 2: 60 instead of 6 "
-                                         "(near-tie: top-2 margin 0.1 <= tolerance 0.125)")
+    assert tie.excused[0].describe() == (
+        "prompt 'p' token 2: 60 instead of 6 (near-tie: top-2 margin 0.1 <= tolerance 0.125)"
+    )
     third = compare_outputs(["p", "q"], ref, [[5, 61, 1, 1], [1, 2, 3, 4]], top2)  # not the runner-up
     assert not third.passed and third.failures[0].describe() == (
-        "prompt 'p' token 2: 61 instead of 6 (not the runner-up 60, margin 0.1)")
+        "prompt 'p' token 2: 61 instead of 6 (not the runner-up 60, margin 0.1)"
+    )
     real = compare_outputs(["p", "q"], ref, [[5, 6, 7, 8], [1, 2, 30, 4]], top2)  # margin 0.5 > 0.125
     assert not real.passed and real.failures[0].describe() == (
-        "prompt 'q' token 3: 30 instead of 3 (top-2 margin 0.5 > tolerance 0.125)")
+        "prompt 'q' token 3: 30 instead of 3 (top-2 margin 0.5 > tolerance 0.125)"
+    )
     r = st.identity_check("greedy batch", real, "near-ties")
     assert r.passed is False and r.figure == "1 of 2 differ"
     assert r.message.startswith("1 of 2 prompts change: prompt 'q' token 3")
     assert st.identity_check("greedy batch", tie, "near-ties").message == (
         "1 of 2 prompts identical token for token, 1 diverge at a near-tie (prompt 'p' token 2: 60 instead of 6 "
-        "(near-tie: top-2 margin 0.1 <= tolerance 0.125))")
+        "(near-tie: top-2 margin 0.1 <= tolerance 0.125))"
+    )
     assert not compare_outputs(["p"], [[1, 2]], [[1]], None).passed  # a length difference is a divergence
 
 
 def test_sampling_control_pass_and_fail_with_cause() -> None:
     ok = SamplingControl(0.01, Comparison(2, 2), Comparison(2, 2))
     r = st.sampling_check(ok)
-    assert r.passed and r.message == ("with speculation at T=0.01, 2 prompts converge to greedy; "
-                                      "without speculation all 2 equal greedy")
-    bad_cmp = compare_outputs(["p"], [[1, 2, 3]], [[1, 9, 9]], [[[1, 9.0, 5, 1.0], [2, 9.0, 5, 1.0], [3, 9.0, 5, 1.0]]],
-                              min_margin=sampling_margin(0.01))
+    assert r.passed and r.message == (
+        "with speculation at T=0.01, 2 prompts converge to greedy; without speculation all 2 equal greedy"
+    )
+    bad_cmp = compare_outputs(
+        ["p"],
+        [[1, 2, 3]],
+        [[1, 9, 9]],
+        [[[1, 9.0, 5, 1.0], [2, 9.0, 5, 1.0], [3, 9.0, 5, 1.0]]],
+        min_margin=sampling_margin(0.01),
+    )
     bad = SamplingControl(0.01, bad_cmp, Comparison(1, 1), cause="the shim")
     r = st.sampling_check(bad)
     assert r.passed is False and r.figure == "1 of 1 differ" and r.threshold == "0 at T=0.01"
-    assert r.message == ("with speculation at T=0.01, 1 of 1 prompts leave the greedy result; without speculation "
-                         "all 1 equal greedy (first: prompt 'p' token 2: 9 instead of 2 (top-2 margin 8 > tolerance "
-                         "0.1382)). The engine's speculative sampler does not keep the target's distribution. "
-                         "Cause: the shim")
+    assert r.message == (
+        "with speculation at T=0.01, 1 of 1 prompts leave the greedy result; without speculation "
+        "all 1 equal greedy (first: prompt 'p' token 2: 9 instead of 2 (top-2 margin 8 > tolerance "
+        "0.1382)). The engine's speculative sampler does not keep the target's distribution. "
+        "Cause: the shim"
+    )
 
 
 # ------------------------------------------------------------------------------ known issues
 
-SHIM_BUGGY = '''
+SHIM_BUGGY = """
 def _ensure_int64(t):
     return t
 
 def _expand_kernel_impl(output, input_val, cu_num_tokens, replace_from, replace_to, MAX_NUM_TOKENS=None):
     torch.ops._C.expand_kernel_impl(_ensure_int64(output), _ensure_int64(input_val), _ensure_int64(cu_num_tokens),
                                     replace_from, replace_to)
-'''
-SHIM_FIXED = SHIM_BUGGY.replace("                                    replace_from, replace_to)\n",
-                                "                                    replace_from, replace_to)\n"
-                                "    output.copy_(out64)\n")
+"""
+SHIM_FIXED = SHIM_BUGGY.replace(
+    "                                    replace_from, replace_to)\n",
+    "                                    replace_from, replace_to)\n    output.copy_(out64)\n",
+)
 PLATFORM = 'REG = {"vllm.v1.sample.rejection_sampler.expand_kernel": cpu_tl._expand_kernel_impl}\n'
 
 
-@pytest.mark.parametrize("shim, cpu, triton_cpu, found", [
-    (SHIM_BUGGY, True, False, True), (SHIM_FIXED, True, False, False),
-    (SHIM_BUGGY, False, False, False), (SHIM_BUGGY, True, True, False)])
+@pytest.mark.parametrize(
+    "shim, cpu, triton_cpu, found",
+    [
+        (SHIM_BUGGY, True, False, True),
+        (SHIM_FIXED, True, False, False),
+        (SHIM_BUGGY, False, False, False),
+        (SHIM_BUGGY, True, True, False),
+    ],
+)
 def test_known_sampling_issue_detection(tmp_path: Path, shim: str, cpu: bool, triton_cpu: bool, found: bool) -> None:
     (tmp_path / "utils").mkdir()
     (tmp_path / "platforms").mkdir()
@@ -289,8 +329,9 @@ def test_known_sampling_issue_detection(tmp_path: Path, shim: str, cpu: bool, tr
     if found:
         assert issues[0].summary.startswith("vLLM 0.32.0 (CPU): vllm/utils/cpu_triton_utils.py _expand_kernel_impl")
         assert issues[0].summary.endswith("(vllm-project/vllm#55005, fix proposed in #55006)")
-        assert issues[0].evidence.endswith("cpu_triton_utils.py:5 passes _ensure_int64(output) to "
-                                           "torch.ops._C.expand_kernel_impl without a copy-back")
+        assert issues[0].evidence.endswith(
+            "cpu_triton_utils.py:5 passes _ensure_int64(output) to torch.ops._C.expand_kernel_impl without a copy-back"
+        )
 
 
 def test_known_issue_in_the_installed_vllm() -> None:

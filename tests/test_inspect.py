@@ -13,8 +13,12 @@ from fixtures.drafts import EXPECTED, FIXTURE_MATRIX
 
 # Fixture layout name -> what detection must call it. Kimi MLA drafts ship in vLLM-native names.
 LAYOUT_NAMES = {"kimi-mla": "vllm"}
-VARIANT_NAMES = {"eagle3": "EAGLE-3", "eagle31": "EAGLE-3.1", "eagle31-fc-norm-only": "EAGLE-3.1",
-                 "norm_before_fc": "norm_before_fc"}
+VARIANT_NAMES = {
+    "eagle3": "EAGLE-3",
+    "eagle31": "EAGLE-3.1",
+    "eagle31-fc-norm-only": "EAGLE-3.1",
+    "norm_before_fc": "norm_before_fc",
+}
 DTYPES = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}
 
 
@@ -44,15 +48,24 @@ def test_every_layout_is_recognised(name: str, built_fixtures) -> None:
 def test_vocab_mapping_is_read_and_checked(built_fixtures) -> None:
     info = describe(open_checkpoint(built_fixtures("vllm-eagle3")))
     assert info.vocab.reduced
-    assert info.vocab.d2t == {"shape": [128], "dtype": "I64", "min_target_id": 0, "max_target_id": 255,
-                              "unique": True, "increasing": True}
+    assert info.vocab.d2t == {
+        "shape": [128],
+        "dtype": "I64",
+        "min_target_id": 0,
+        "max_target_id": 255,
+        "unique": True,
+        "increasing": True,
+    }
     assert info.vocab.t2d == {"shape": [256], "dtype": "BOOL", "count": 128, "consistent_with_d2t": True}
 
 
 def test_variant_reasons_name_the_rule(built_fixtures) -> None:
     info = describe(open_checkpoint(built_fixtures("specforge-eagle31")))
-    assert info.variant_reasons == ["fc_norm is true (fc_norm)", "norm_output is true (norm_output)",
-                                    "has 3 fc_norm.i tensors"]
+    assert info.variant_reasons == [
+        "fc_norm is true (fc_norm)",
+        "norm_output is true (norm_output)",
+        "has 3 fc_norm.i tensors",
+    ]
     legacy = describe(open_checkpoint(built_fixtures("legacy-aux-norm-eagle31")))
     assert "fc_norm is true (use_aux_norm)" in legacy.variant_reasons
     assert legacy.canonical["aux_norm_low.weight"] == "fc_norm.0.weight"
@@ -85,13 +98,20 @@ def test_report_json_is_stable(built_fixtures) -> None:
     assert data["schema_version"] == 1
     assert set(data) >= {"layout", "variant", "hidden_size", "num_aux", "aux_layer_ids", "tensors", "dtypes"}
     row = next(r for r in data["tensors"] if r["name"] == "fc.weight")
-    assert row == {"name": "fc.weight", "canonical": "fc.weight", "dtype": "BF16", "shape": [64, 192],
-                   "bytes": 64 * 192 * 2, "file": "model.safetensors"}
+    assert row == {
+        "name": "fc.weight",
+        "canonical": "fc.weight",
+        "dtype": "BF16",
+        "shape": [64, 192],
+        "bytes": 64 * 192 * 2,
+        "file": "model.safetensors",
+    }
 
 
 @pytest.mark.parametrize("name", ["vllm-eagle3", "speculators-eagle31", "kimi-mla-eagle3", "safeailab-eagle3"])
 def test_report_matches_published_schema(name: str, built_fixtures) -> None:
     import jsonschema
+
     from eagle_convert.draft import schemas
 
     data = json.loads(json.dumps(inspect_checkpoint(str(built_fixtures(name))).to_dict()))

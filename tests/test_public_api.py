@@ -71,8 +71,9 @@ def test_docstring_example_runs_on_a_fixture(built_fixtures, tmp_path: Path) -> 
     assert "path/to/draft" in example and "path/to/out" in example
     draft, out = built_fixtures("vllm-eagle3"), tmp_path / "eagle31"
     code = example.replace("path/to/draft", str(draft)).replace("path/to/out", str(out))
-    proc = _run(code + "\nimport sys\nprint(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'))\n",
-                cwd=tmp_path)
+    proc = _run(
+        code + "\nimport sys\nprint(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'))\n", cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == "EAGLE-3 LlamaForCausalLMEagle3", lines  # inspect: a Llama EAGLE-3 draft, as built

@@ -59,8 +59,12 @@ def _read_back(repo: str, revision: str, names: list[str], tmp_path: Path) -> di
 
     listed = sorted(HfApi(endpoint=endpoint()).list_repo_files(repo, revision=revision))
     assert listed == sorted(names)
-    return {n: Path(hf_hub_download(repo, n, revision=revision, endpoint=endpoint(),
-                                    cache_dir=tmp_path / "readback")).read_bytes() for n in names}
+    return {
+        n: Path(
+            hf_hub_download(repo, n, revision=revision, endpoint=endpoint(), cache_dir=tmp_path / "readback")
+        ).read_bytes()
+        for n in names
+    }
 
 
 def test_push_uploads_and_the_files_read_back_identical(draft: Path, hub, tmp_path: Path) -> None:
@@ -105,8 +109,12 @@ def test_create_pr_leaves_main_alone(draft: Path, hub, tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["pr_url"] == f"{hub.endpoint}/{REPO}/discussions/1"
-    assert _read_back(REPO, "refs/pr/1", ["README.md", "config.json", "model.safetensors", "notes.txt"],
-                      tmp_path)["notes.txt"] == b"v2\n"
+    assert (
+        _read_back(REPO, "refs/pr/1", ["README.md", "config.json", "model.safetensors", "notes.txt"], tmp_path)[
+            "notes.txt"
+        ]
+        == b"v2\n"
+    )
     _read_back(REPO, "main", ["README.md", "config.json", "model.safetensors"], tmp_path)
 
 
@@ -115,8 +123,10 @@ def test_private_repo_needs_the_token(draft: Path, tmp_path: Path, monkeypatch: 
         monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
         res = _cli("push", draft, REPO, "--private")
         assert res.exit_code == 1
-        assert res.stderr == (f"Error: {REPO}: the hub refused the upload (HTTP 401) (push needs a token with write "
-                              "access to the namespace: set HF_TOKEN or run `hf auth login`)\n")
+        assert res.stderr == (
+            f"Error: {REPO}: the hub refused the upload (HTTP 401) (push needs a token with write "
+            "access to the namespace: set HF_TOKEN or run `hf auth login`)\n"
+        )
         monkeypatch.setenv("HF_TOKEN", "hf_write")
         assert _cli("push", draft, REPO, "--private").exit_code == 0
         assert REPO in server.private
@@ -137,8 +147,9 @@ def test_a_draft_that_fails_validation_is_refused_unless_forced(draft: Path, hub
     res = _cli("push", bad, REPO)
     assert res.exit_code == 1
     assert res.stderr.startswith(f"Error: {bad}: fails validation with 1 error (E104: ")
-    assert res.stderr.endswith(f"; nothing was uploaded (see eagle-convert validate {bad}, or pass --force to push "
-                               "it anyway)\n")
+    assert res.stderr.endswith(
+        f"; nothing was uploaded (see eagle-convert validate {bad}, or pass --force to push it anyway)\n"
+    )
     assert hub.requests == []  # refused before any request
     res = _cli("push", bad, REPO, "--force")
     assert res.exit_code == 0, res.output
@@ -146,9 +157,12 @@ def test_a_draft_that_fails_validation_is_refused_unless_forced(draft: Path, hub
     assert len(hub.commits) == 1
 
 
-@pytest.mark.parametrize(("args", "code", "message"), [
-    (["not-a-repo"], 2, "Error: 'not-a-repo' is not a hub repo id (use org/name (or user/name))\n"),
-])
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["not-a-repo"], 2, "Error: 'not-a-repo' is not a hub repo id (use org/name (or user/name))\n"),
+    ],
+)
 def test_usage(draft: Path, hub, args: list[str], code: int, message: str) -> None:
     res = _cli("push", draft, *args)
     assert res.exit_code == code and res.stderr == message

@@ -45,16 +45,19 @@ def _default_ids(n: int) -> tuple[int, int, int]:
 
 
 # EAGLE-3 drafts without errors whose aux ids are known (configured, or the target's depth is).
-UPGRADABLE = [k for k, rc in REAL_CONFIGS.items()
-              if rc.expect.variant == "EAGLE-3" and k not in EXPECTED_ERRORS
-              and (rc.expect.aux_ids or rc.target.num_hidden_layers)]
+UPGRADABLE = [
+    k
+    for k, rc in REAL_CONFIGS.items()
+    if rc.expect.variant == "EAGLE-3"
+    and k not in EXPECTED_ERRORS
+    and (rc.expect.aux_ids or rc.target.num_hidden_layers)
+]
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
     base = tmp_path_factory.mktemp("realconfigs")
-    return {k: (build(rc, base / k), build_target(rc.target, base / f"{k}.target"))
-            for k, rc in REAL_CONFIGS.items()}
+    return {k: (build(rc, base / k), build_target(rc.target, base / f"{k}.target")) for k, rc in REAL_CONFIGS.items()}
 
 
 def test_real_dimensions_cost_no_disk(built):
@@ -86,13 +89,28 @@ def test_inspect_real_config(built, key):
     rc, draft = REAL_CONFIGS[key], built[key][0]
     info = inspect_checkpoint(draft).info
     e = rc.expect
-    got = {"hidden": info.hidden_size, "target_hidden": info.target_hidden_size, "num_aux": info.num_aux,
-           "aux_ids": tuple(info.aux_layer_ids) if info.aux_layer_ids else None, "vocab": info.vocab_size,
-           "draft_vocab": info.draft_vocab_size, "variant": info.variant, "vllm_class": info.vllm_class,
-           "layers": info.num_layers}
-    want = {"hidden": e.hidden, "target_hidden": e.target_hidden, "num_aux": e.num_aux, "aux_ids": e.aux_ids,
-            "vocab": e.vocab, "draft_vocab": e.draft_vocab, "variant": e.variant, "vllm_class": e.vllm_class,
-            "layers": e.layers}
+    got = {
+        "hidden": info.hidden_size,
+        "target_hidden": info.target_hidden_size,
+        "num_aux": info.num_aux,
+        "aux_ids": tuple(info.aux_layer_ids) if info.aux_layer_ids else None,
+        "vocab": info.vocab_size,
+        "draft_vocab": info.draft_vocab_size,
+        "variant": info.variant,
+        "vllm_class": info.vllm_class,
+        "layers": info.num_layers,
+    }
+    want = {
+        "hidden": e.hidden,
+        "target_hidden": e.target_hidden,
+        "num_aux": e.num_aux,
+        "aux_ids": e.aux_ids,
+        "vocab": e.vocab,
+        "draft_vocab": e.draft_vocab,
+        "variant": e.variant,
+        "vllm_class": e.vllm_class,
+        "layers": e.layers,
+    }
     assert got == want
     if e.draft_vocab < e.vocab:  # the d2t written is read back: ids in range, one per kept token
         d2t, t2d = info.vocab.d2t, info.vocab.t2d
@@ -111,7 +129,8 @@ def test_validate_real_config(built, key):
     want = EXPECTED_ERRORS.get(key, set())
     assert errors == want, (
         f"{key}: validate's errors changed (new {sorted(errors - want)}, gone {sorted(want - errors)}): if a new "
-        "check is right, add it to EXPECTED_ERRORS with its reason and regenerate docs/realconfigs.md")
+        "check is right, add it to EXPECTED_ERRORS with its reason and regenerate docs/realconfigs.md"
+    )
 
 
 def test_docs_list_every_finding(built):
@@ -122,8 +141,11 @@ def test_docs_list_every_finding(built):
     sections = {s.split("`", 1)[0]: s for s in doc.split("### `")[1:]}
     stale = []
     for key, (draft, target) in built.items():
-        codes = {f.code for f in validate_checkpoint(draft, target=target).findings
-                 if not (f.code == "W504" and REAL_CONFIGS[key].target.rope is None)}
+        codes = {
+            f.code
+            for f in validate_checkpoint(draft, target=target).findings
+            if not (f.code == "W504" and REAL_CONFIGS[key].target.rope is None)
+        }
         missing = sorted(c for c in codes if f"`{c}`" not in sections.get(key, ""))
         if missing:
             stale.append(f"{key}: {missing}")
@@ -159,8 +181,11 @@ def test_upgrade_plan_passes_validate(built, key, tmp_path):
     report = validate_checkpoint(out, target=target)
     assert not report.errors, [f"{f.code}: {f.message}" for f in report.errors]
     info = inspect_checkpoint(out).info
-    assert (info.variant, info.num_aux, tuple(info.aux_layer_ids)) == ("EAGLE-3.1", REAL_CONFIGS[key].expect.num_aux,
-                                                                      _expected_ids(key))
+    assert (info.variant, info.num_aux, tuple(info.aux_layer_ids)) == (
+        "EAGLE-3.1",
+        REAL_CONFIGS[key].expect.num_aux,
+        _expected_ids(key),
+    )
 
 
 def test_upgrade_refusals(built):

@@ -63,11 +63,17 @@ def loads(tmp_path_factory):
     config["transformer_layer_config"]["num_aux_hidden_states"] = 4
     (fixed / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
 
-    runs = [("llama", base / "llama-3.1", "specforge-llama3-8b"), ("spec", spec, "speculators-qwen3-235b-4aux"),
-            ("spec-fixed", fixed, "speculators-qwen3-235b-4aux"), ("kimi", base / "kimi-3.1", "torchspec-kimi-k25-mla")]
+    runs = [
+        ("llama", base / "llama-3.1", "specforge-llama3-8b"),
+        ("spec", spec, "speculators-qwen3-235b-4aux"),
+        ("spec-fixed", fixed, "speculators-qwen3-235b-4aux"),
+        ("kimi", base / "kimi-3.1", "torchspec-kimi-k25-mla"),
+    ]
     with EngineSession() as session:
-        return {name: session.load_check([draft], _target(key, base / f"{name}.target"), timeout_s=900)[0]
-                for name, draft, key in runs}
+        return {
+            name: session.load_check([draft], _target(key, base / f"{name}.target"), timeout_s=900)[0]
+            for name, draft, key in runs
+        }
 
 
 def test_specforge_llama31_8b_loads_as_eagle31(loads):
@@ -75,7 +81,11 @@ def test_specforge_llama31_8b_loads_as_eagle31(loads):
     assert r.ok, (r.error, r.unwritten, r.problems)
     a = r.applied
     assert (a["class"], a["fc_norm"], a["norm_output"], a["num_aux_hidden_states"]) == (
-        "Eagle3LlamaForCausalLM", True, True, 3)
+        "Eagle3LlamaForCausalLM",
+        True,
+        True,
+        3,
+    )
     assert a["fc_input_size"] == 3 * 4096 and a["draft_vocab_size"] == 32000 and a["has_d2t_parameter"]
     assert a["aux_layers_used"] == [2, 16, 29]  # vLLM's default for the 32-layer target, now written
 
@@ -85,7 +95,11 @@ def test_torchspec_kimi_mla_loads_as_eagle31(loads):
     assert r.ok, (r.error, r.unwritten, r.problems)
     a = r.applied
     assert (a["class"], a["fc_norm"], a["norm_output"], a["num_aux_hidden_states"]) == (
-        "Eagle3DeepseekV2ForCausalLM", True, True, 3)
+        "Eagle3DeepseekV2ForCausalLM",
+        True,
+        True,
+        3,
+    )
     assert a["draft_vocab_size"] == 163840 and not a["has_d2t_parameter"]  # full vocabulary: no d2t
     assert a["aux_layers_used"] == [1, 29, 57]
 

@@ -27,10 +27,18 @@ TOL = {"atol": 1e-5, "rtol": 1e-5}
 
 
 def _cfg(**kw) -> dict:
-    base = dict(architectures=["LlamaForCausalLMEagle3"], hidden_size=H, num_hidden_layers=1,
-                num_attention_heads=4, num_key_value_heads=2, intermediate_size=64,
-                rms_norm_eps=1e-5, vocab_size=V, draft_vocab_size=VD,
-                eagle_aux_hidden_state_layer_ids=[1, 2, 3])
+    base = dict(
+        architectures=["LlamaForCausalLMEagle3"],
+        hidden_size=H,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=64,
+        rms_norm_eps=1e-5,
+        vocab_size=V,
+        draft_vocab_size=VD,
+        eagle_aux_hidden_state_layer_ids=[1, 2, 3],
+    )
     return {**base, **kw}
 
 
@@ -83,8 +91,7 @@ def test_norm_output_feeds_back_the_normed_state() -> None:
 
 def test_norm_before_residual_changes_the_function() -> None:
     ids, h = torch.randint(0, V, (1, 5)), 3 * torch.randn(1, 5, H)
-    assert not torch.allclose(_run(_drafter(), ids, h)[0],
-                              _run(_drafter(norm_before_residual=True), ids, h)[0])
+    assert not torch.allclose(_run(_drafter(), ids, h)[0], _run(_drafter(norm_before_residual=True), ids, h)[0])
 
 
 def test_incremental_cache_equals_full_sequence() -> None:
@@ -94,7 +101,7 @@ def test_incremental_cache_equals_full_sequence() -> None:
     cache = m.new_cache()
     outs = [m(ids[:, :4], torch.arange(4)[None], h[:, :4], cache.slots)[0]]
     for i in range(4, 9):
-        outs.append(m(ids[:, i:i + 1], torch.tensor([[i]]), h[:, i:i + 1], cache.slots)[0])
+        outs.append(m(ids[:, i : i + 1], torch.tensor([[i]]), h[:, i : i + 1], cache.slots)[0])
     torch.testing.assert_close(torch.cat(outs, 1), full, **TOL)
     cache.truncate(6)  # dropping slots and recomputing them gives the same values
     again = m(ids[:, 6:], torch.arange(6, 9)[None], h[:, 6:], cache.slots)[0]
@@ -116,7 +123,7 @@ def test_compute_logits_scatters_through_d2t_offsets() -> None:
     draft = m.draft_logits(normed)
     full = m.compute_logits(normed)
     assert full.shape == (1, 2, V)
-    torch.testing.assert_close(full[..., 0:2 * VD:2], draft)
+    torch.testing.assert_close(full[..., 0 : 2 * VD : 2], draft)
     assert torch.isinf(full[..., 1::2]).all()
     assert (full.argmax(-1) == 2 * draft.argmax(-1)).all()
 
@@ -124,11 +131,16 @@ def test_compute_logits_scatters_through_d2t_offsets() -> None:
 def test_config_resolution_follows_vllm() -> None:
     c = draft_config_from_dict(_cfg(eagle_aux_hidden_state_layer_ids=[1, 3, 4, 6]))
     assert c.num_aux_hidden_states == 3  # llama path ignores the top-level ids for the count
-    c = draft_config_from_dict(_cfg(architectures=["Qwen3ForCausalLM"],
-                                    eagle_aux_hidden_state_layer_ids=[1, 3, 4, 6]))
+    c = draft_config_from_dict(_cfg(architectures=["Qwen3ForCausalLM"], eagle_aux_hidden_state_layer_ids=[1, 3, 4, 6]))
     assert c.qwen3 and c.num_aux_hidden_states == 4 and c.rope_theta == 1e6
-    c = draft_config_from_dict({"speculators_model_type": "eagle3", "draft_vocab_size": VD,
-                                "transformer_layer_config": _cfg(), "norm_output": True})
+    c = draft_config_from_dict(
+        {
+            "speculators_model_type": "eagle3",
+            "draft_vocab_size": VD,
+            "transformer_layer_config": _cfg(),
+            "norm_output": True,
+        }
+    )
     assert c.norm_before_residual and c.norm_output  # speculators path defaults nbr to True
     c = draft_config_from_dict(_cfg(eagle_config={"norm_before_fc": True}, norm_before_fc=False))
     assert c.norm_before_fc
@@ -138,8 +150,11 @@ def test_save_load_roundtrip_midlayer_and_strictness(tmp_path: Path) -> None:
     from safetensors.torch import save_file
 
     m = _drafter(fc_norm=True)
-    sd = {k.replace("layers.0.", "midlayer."): v.contiguous() for k, v in m.state_dict().items()
-          if k != "embed_tokens.weight"}
+    sd = {
+        k.replace("layers.0.", "midlayer."): v.contiguous()
+        for k, v in m.state_dict().items()
+        if k != "embed_tokens.weight"
+    }
     sd["t2d"] = torch.zeros(V, dtype=torch.bool)
     save_file(sd, str(tmp_path / "model.safetensors"))
     (tmp_path / "config.json").write_text(json.dumps(_cfg(fc_norm=True)))

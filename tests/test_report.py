@@ -69,11 +69,27 @@ def _smoke_dict(tmp_path: Path) -> dict:
     pset = PromptSet([PreparedPrompt("p", "chat", NATURAL, [1, 2])], [], "target")
 
     def draft(label: str, acc: int) -> DraftResult:
-        c = Counts(requests=1, prompt_tokens=2, generated_tokens=8, num_drafts=4, num_draft_tokens=12,
-                   num_accepted=acc, accepted_per_pos=[min(acc, 4), max(acc - 4, 0), 0], target_forwards=5,
-                   seconds=0.5)
-        return DraftResult(label, str(tmp_path / label), "EAGLE-3", c, [Group("chat", NATURAL, c)],
-                           [RequestResult("p", "chat", NATURAL, c)], True, 0.1)
+        c = Counts(
+            requests=1,
+            prompt_tokens=2,
+            generated_tokens=8,
+            num_drafts=4,
+            num_draft_tokens=12,
+            num_accepted=acc,
+            accepted_per_pos=[min(acc, 4), max(acc - 4, 0), 0],
+            target_forwards=5,
+            seconds=0.5,
+        )
+        return DraftResult(
+            label,
+            str(tmp_path / label),
+            "EAGLE-3",
+            c,
+            [Group("chat", NATURAL, c)],
+            [RequestResult("p", "chat", NATURAL, c)],
+            True,
+            0.1,
+        )
 
     drafts = [draft("a", 4), draft("b", 6)]
     settings = {"k": 3, "max_new_tokens": 8, "temperature": 0.0, "seed": 0, "buckets": [0]}
@@ -94,8 +110,9 @@ def test_reader_reads_back_what_smoke_writes_and_names_a_broken_field(tmp_path: 
     with pytest.raises(ConfigError, match="acceptance_length 3.9 disagrees with the counters"):
         read_drafts(lying)
     with pytest.raises(ConfigError, match="missing field 'drafts'"):
-        check_smoke_dict({"target": "t"} | {k: data[k] for k in ("engine", "engine_version", "settings", "prompts",
-                                                                   "deltas")})
+        check_smoke_dict(
+            {"target": "t"} | {k: data[k] for k in ("engine", "engine_version", "settings", "prompts", "deltas")}
+        )
 
 
 # ------------------------------------------------------------------ fast: refusals
@@ -107,8 +124,9 @@ def test_refusals(tmp_path: Path) -> None:
     d = tmp_path / "d"
     d.mkdir()
     (d / "config.json").write_text("{}")
-    res = _cli(str(d), "--target", str(d), "--out", str(tmp_path / "o"), "--engine", "reference",
-               "--concurrency", "1,4")
+    res = _cli(
+        str(d), "--target", str(d), "--out", str(tmp_path / "o"), "--engine", "reference", "--concurrency", "1,4"
+    )
     assert res.exit_code == 2 and "--concurrency measures per-user tokens/s with --engine vllm only" in res.output
     res = _cli(str(tmp_path / "missing"), "--target", str(d), "--out", str(tmp_path / "o"), "--engine", "reference")
     assert res.exit_code == 1 and "missing: no such folder" in res.output
@@ -131,9 +149,17 @@ def _opts(tmp_path: Path, **kw):
     from fixtures.corpus_prompts import write_prompts
 
     prompts = write_prompts(tmp_path / "corpus.jsonl", 8)  # disjoint from the measured built-in prompts
-    base = dict(engine="reference", categories=("coding", "chat"), limit=1, max_new_tokens=16,
-                calibration_prompts=str(prompts), finetune_prompts=str(prompts), continuation_tokens=16,
-                steps_fc_norm=4, steps_all=4)
+    base = dict(
+        engine="reference",
+        categories=("coding", "chat"),
+        limit=1,
+        max_new_tokens=16,
+        calibration_prompts=str(prompts),
+        finetune_prompts=str(prompts),
+        continuation_tokens=16,
+        steps_fc_norm=4,
+        steps_all=4,
+    )
     return ReportOptions(**(base | kw))
 
 
@@ -148,8 +174,13 @@ def _stable(data: dict) -> dict:
     for x in acc["deltas"]:
         x.pop("tokens_per_s_ratio")
     acc.pop("seconds")
-    return {"acceptance": acc, "variants": data["variants"], "checks": data["checks"],
-            "commands": data["commands"], "calibration": data["calibration"]}
+    return {
+        "acceptance": acc,
+        "variants": data["variants"],
+        "checks": data["checks"],
+        "commands": data["commands"],
+        "calibration": data["calibration"],
+    }
 
 
 @pytest.mark.slow
@@ -179,8 +210,13 @@ def test_fixture_report_every_variant_resume_and_rebuild(tmp_path: Path) -> None
 
         first = run_report(draft, target, out, opts)  # resumes: the four finished stages are skipped
         assert first.skipped == seen
-        assert sorted(first.ran) == sorted([f"{s}:{v}" for s in ("validate", "smoke") for v in
-                                            ("eagle3", "eagle31-identity", "eagle31-calibrated", "eagle31-finetuned")])
+        assert sorted(first.ran) == sorted(
+            [
+                f"{s}:{v}"
+                for s in ("validate", "smoke")
+                for v in ("eagle3", "eagle31-identity", "eagle31-calibrated", "eagle31-finetuned")
+            ]
+        )
 
         # An edited output is rebuilt; it comes back byte-identical, so nothing that reads it reruns.
         weights = out / "eagle31-identity" / "model.safetensors"
@@ -191,19 +227,25 @@ def test_fixture_report_every_variant_resume_and_rebuild(tmp_path: Path) -> None
         assert second.ran == ["upgrade:identity"]
         # A changed option reruns only what it feeds (the measurements), nothing upstream.
         third = run_report(draft, target, out, _opts(tmp_path, max_new_tokens=12))
-        assert sorted(third.ran) == sorted(f"smoke:{v}" for v in ("eagle3", "eagle31-identity", "eagle31-calibrated",
-                                                                  "eagle31-finetuned"))
+        assert sorted(third.ran) == sorted(
+            f"smoke:{v}" for v in ("eagle3", "eagle31-identity", "eagle31-calibrated", "eagle31-finetuned")
+        )
         fourth = run_report(draft, target, out, opts)
-        assert fourth.ran == [f"smoke:{v}" for v in ("eagle3", "eagle31-identity", "eagle31-calibrated",
-                                                     "eagle31-finetuned")]
+        assert fourth.ran == [
+            f"smoke:{v}" for v in ("eagle3", "eagle31-identity", "eagle31-calibrated", "eagle31-finetuned")
+        ]
         smoke = CliRunner().invoke(main, shlex.split(fourth.data["commands"][-1]["command"])[1:])
     finally:
         torch.set_num_threads(threads)
     assert _stable(fourth.data) == _stable(first.data) == _stable(second.data)
 
     data = json.loads((out / "report.json").read_text())
-    assert [v["name"] for v in data["variants"]] == ["eagle3", "eagle31-identity", "eagle31-calibrated",
-                                                     "eagle31-finetuned"]
+    assert [v["name"] for v in data["variants"]] == [
+        "eagle3",
+        "eagle31-identity",
+        "eagle31-calibrated",
+        "eagle31-finetuned",
+    ]
     assert [v["variant"] for v in data["variants"]] == ["EAGLE-3", "EAGLE-3.1", "EAGLE-3.1", "EAGLE-3.1"]
     # The same reader reads report.json's acceptance and smoke --json.
     drafts = read_drafts(data["acceptance"], "report.json acceptance")
@@ -211,8 +253,9 @@ def test_fixture_report_every_variant_resume_and_rebuild(tmp_path: Path) -> None
     assert smoke.exit_code == 0, smoke.output
     direct = read_drafts(json.loads(smoke.stdout), "smoke --json")
     # The report's smoke command reproduces its counters exactly (same engine, prompts, seed).
-    assert [(d.total.num_drafts, d.total.num_accepted) for d in direct] == \
-        [(d.total.num_drafts, d.total.num_accepted) for d in drafts]
+    assert [(d.total.num_drafts, d.total.num_accepted) for d in direct] == [
+        (d.total.num_drafts, d.total.num_accepted) for d in drafts
+    ]
     # Calibrated fc_norm: much closer to the EAGLE-3 draft than ones (first-step agreement, held out).
     cal = data["calibration"]
     assert cal["agreement"] > cal["agreement_identity"] + 0.3
@@ -236,8 +279,7 @@ def test_fixture_report_vllm_per_user_throughput_fewest_engines_and_resume(tmp_p
 
     target, draft = build_trained_pair(log=lambda _m: None)
     out = tmp_path / "report"
-    opts = _opts(tmp_path, engine="vllm", calibrate=False, finetune=False, categories=("chat",),
-                 concurrency=(1, 4))
+    opts = _opts(tmp_path, engine="vllm", calibrate=False, finetune=False, categories=("chat",), concurrency=(1, 4))
     first = run_report(draft, target, out, opts)
     acc = first.data["acceptance"]
     assert [d["label"] for d in acc["drafts"]] == ["eagle3", "eagle31-identity"]

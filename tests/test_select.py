@@ -16,16 +16,32 @@ def _target() -> TargetModel:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=V, hidden_size=H, intermediate_size=64, num_hidden_layers=4,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    cfg = LlamaConfig(
+        vocab_size=V,
+        hidden_size=H,
+        intermediate_size=64,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+    )
     return TargetModel(LlamaForCausalLM(cfg))
 
 
 def _config() -> dict:
-    return {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": H, "num_hidden_layers": 1,
-            "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 64,
-            "rms_norm_eps": 1e-5, "vocab_size": V, "draft_vocab_size": 48,
-            "eagle_aux_hidden_state_layer_ids": list(AUX), "torch_dtype": "float32"}
+    return {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "hidden_size": H,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 64,
+        "rms_norm_eps": 1e-5,
+        "vocab_size": V,
+        "draft_vocab_size": 48,
+        "eagle_aux_hidden_state_layer_ids": list(AUX),
+        "torch_dtype": "float32",
+    }
 
 
 def test_eal_is_the_sum_of_running_products() -> None:
@@ -82,8 +98,19 @@ def test_training_keeps_the_step_with_the_best_eal() -> None:
         seen.append(info)
         snapshots[info.step] = {n: p.detach().clone() for n, p in drafter.named_parameters()}
 
-    res = train_draft(target, drafter, seqs, aux_ids=AUX, steps=8, lr=3e-3, seed=0, batch_size=4,
-                      evaluate=evaluate, eval_every=2, on_step=on_step)
+    res = train_draft(
+        target,
+        drafter,
+        seqs,
+        aux_ids=AUX,
+        steps=8,
+        lr=3e-3,
+        seed=0,
+        batch_size=4,
+        evaluate=evaluate,
+        eval_every=2,
+        on_step=on_step,
+    )
     assert [i.step for i in seen] == list(range(1, 9)) and all(i.steps == 8 for i in seen)
     assert [i.eal is not None for i in seen] == [False, True] * 4
     assert [s for s, _ in res.eal_history] == [0, 2, 4, 6, 8]

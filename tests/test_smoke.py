@@ -23,8 +23,10 @@ from eagle_convert.smoke.prompts import NATURAL, Prompt
 from eagle_convert.smoke.run import Counts, counts_from_histogram, run_smoke
 
 K = 3
-PROMPTS = [Prompt("c1", "coding", text="def main(argv=None):"),
-           Prompt("q1", "chat", messages=({"role": "user", "content": "The quick brown fox"},))]
+PROMPTS = [
+    Prompt("c1", "coding", text="def main(argv=None):"),
+    Prompt("q1", "chat", messages=({"role": "user", "content": "The quick brown fox"},)),
+]
 
 
 def _zero_lm_head(folder: Path) -> None:
@@ -68,8 +70,15 @@ def test_counts_from_vllm_histogram() -> None:
 
 
 def test_reference_perfect_draft_reaches_k_plus_1(models) -> None:
-    rep = run_smoke(models["zero_target"], [models["perfect"], models["random"]], engine="reference",
-                    prompts=PROMPTS, k=K, max_new_tokens=9, buckets=[NATURAL, 64])
+    rep = run_smoke(
+        models["zero_target"],
+        [models["perfect"], models["random"]],
+        engine="reference",
+        prompts=PROMPTS,
+        k=K,
+        max_new_tokens=9,
+        buckets=[NATURAL, 64],
+    )
     perfect, rnd = rep.drafts
     assert perfect.total.acceptance_length == K + 1
     assert perfect.total.per_position == [1.0] * K
@@ -84,8 +93,7 @@ def test_reference_perfect_draft_reaches_k_plus_1(models) -> None:
 
 
 def test_reference_random_draft_and_report_shape(models, tmp_path: Path) -> None:
-    rep = run_smoke(models["target"], [models["random"]], engine="reference", prompts=PROMPTS, k=K,
-                    max_new_tokens=12)
+    rep = run_smoke(models["target"], [models["random"]], engine="reference", prompts=PROMPTS, k=K, max_new_tokens=12)
     [d] = rep.drafts
     assert d.total.acceptance_length < 1.2 and d.variant == "EAGLE-3" and d.per_request
     assert d.total.generated_tokens == 24 and d.total.tokens_per_s > 0
@@ -117,34 +125,73 @@ def _cli(*args: str):
 
 def test_cli_side_by_side_json_and_plot(models, tmp_path: Path) -> None:
     prompts = tmp_path / "p.jsonl"
-    prompts.write_text("\n".join(json.dumps({"prompt": p.text or p.messages[0]["content"], "category": p.category})
-                                 for p in PROMPTS) + "\n")
+    prompts.write_text(
+        "\n".join(json.dumps({"prompt": p.text or p.messages[0]["content"], "category": p.category}) for p in PROMPTS)
+        + "\n"
+    )
     png = tmp_path / "out" / "smoke.png"
-    res = _cli(str(models["zero_target"]), "-d", str(models["perfect"]), "-d", str(models["random"]),
-               "--engine", "reference", "--prompts", str(prompts), "-k", "3", "--max-new-tokens", "5",
-               "--plot", str(png))
+    res = _cli(
+        str(models["zero_target"]),
+        "-d",
+        str(models["perfect"]),
+        "-d",
+        str(models["random"]),
+        "--engine",
+        "reference",
+        "--prompts",
+        str(prompts),
+        "-k",
+        "3",
+        "--max-new-tokens",
+        "5",
+        "--plot",
+        str(png),
+    )
     assert res.exit_code == 0, res.output
     out = res.stdout
     assert "acceptance length (AL)" in out and "perfect-draft" in out and "random-draft" in out
     assert "Δ random-draft" in out and "AL by category" in out and "4.00" in out
     assert png.is_file() and f"plot: {png}" in out
-    res = _cli(str(models["zero_target"]), "-d", str(models["perfect"]), "--engine", "reference",
-               "--prompts", str(prompts), "--max-new-tokens", "5", "--json")
+    res = _cli(
+        str(models["zero_target"]),
+        "-d",
+        str(models["perfect"]),
+        "--engine",
+        "reference",
+        "--prompts",
+        str(prompts),
+        "--max-new-tokens",
+        "5",
+        "--json",
+    )
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     assert data["drafts"][0]["total"]["acceptance_length"] == 4.0
     assert data["drafts"][0]["total"]["per_position"] == [1.0, 1.0, 1.0]
 
 
-@pytest.mark.parametrize("args, code, message", [
-    (["--buckets", "natural,huge"], 2, "Error: --buckets: 'huge' is not a token count (use e.g. natural,256,1024)\n"),
-    (["--plot", "x.svg"], 2, "Error: --plot: x.svg must end in .png\n"),
-    (["--category", "poetry"], 2,
-     "Error: --category: no prompts in poetry (available: chat, coding, long-document, reasoning)\n"),
-    (["--temperature", "-1"], 2, "Error: --temperature must be >= 0\n"),
-    (["--buckets", "5000"], 2,
-     "Error: --buckets: 5000 tokens leave no room for generation (at most 4028 prompt tokens fit the target's context)\n"),
-])
+@pytest.mark.parametrize(
+    "args, code, message",
+    [
+        (
+            ["--buckets", "natural,huge"],
+            2,
+            "Error: --buckets: 'huge' is not a token count (use e.g. natural,256,1024)\n",
+        ),
+        (["--plot", "x.svg"], 2, "Error: --plot: x.svg must end in .png\n"),
+        (
+            ["--category", "poetry"],
+            2,
+            "Error: --category: no prompts in poetry (available: chat, coding, long-document, reasoning)\n",
+        ),
+        (["--temperature", "-1"], 2, "Error: --temperature must be >= 0\n"),
+        (
+            ["--buckets", "5000"],
+            2,
+            "Error: --buckets: 5000 tokens leave no room for generation (at most 4028 prompt tokens fit the target's context)\n",
+        ),
+    ],
+)
 def test_cli_usage_errors(models, args: list[str], code: int, message: str) -> None:
     res = _cli(str(models["target"]), "-d", str(models["random"]), "--engine", "reference", *args)
     assert (res.exit_code, res.stderr) == (code, message)
@@ -170,8 +217,15 @@ def test_vllm_controls(models) -> None:
 
     if not vllm_available():
         pytest.skip("vLLM is not installed")
-    perfect = run_smoke(models["zero_target"], [models["perfect"]], engine="vllm", prompts=PROMPTS, k=K,
-                        max_new_tokens=13, buckets=[NATURAL, 64])
+    perfect = run_smoke(
+        models["zero_target"],
+        [models["perfect"]],
+        engine="vllm",
+        prompts=PROMPTS,
+        k=K,
+        max_new_tokens=13,
+        buckets=[NATURAL, 64],
+    )
     [d] = perfect.drafts
     assert d.total.acceptance_length == K + 1 and d.total.per_position == [1.0] * K
     assert d.total.num_drafts == 3 * 4  # 13 tokens = prefill + 3 rounds of 4, per request
@@ -197,21 +251,37 @@ def test_render_and_plot_totals_only(tmp_path: Path) -> None:
     """A vLLM run without per-request statistics: totals side by side, no category table."""
     from rich.console import Console
 
+    from eagle_convert.cli.render.smoke import render_smoke
     from eagle_convert.smoke.plot import plot_smoke
     from eagle_convert.smoke.prompts import PreparedPrompt, PromptSet
-    from eagle_convert.cli.render.smoke import render_smoke
     from eagle_convert.smoke.run import DraftResult, RequestResult, SmokeReport, _deltas
 
     pset = PromptSet([PreparedPrompt("a", "chat", NATURAL, [1, 2, 3])], [], "target")
 
     def draft(label: str, accepted: list[int]) -> DraftResult:
-        total = Counts(requests=1, prompt_tokens=3, generated_tokens=30, num_drafts=10, num_draft_tokens=30,
-                       num_accepted=sum(accepted), accepted_per_pos=accepted, target_forwards=11, seconds=2.0)
+        total = Counts(
+            requests=1,
+            prompt_tokens=3,
+            generated_tokens=30,
+            num_drafts=10,
+            num_draft_tokens=30,
+            num_accepted=sum(accepted),
+            accepted_per_pos=accepted,
+            target_forwards=11,
+            seconds=2.0,
+        )
         return DraftResult(label, f"/m/{label}", "EAGLE-3", total, [], [RequestResult("a", "chat", 0, None)], False)
 
     drafts = [draft("eagle3", [6, 3, 1]), draft("eagle31", [7, 5, 3])]
-    rep = SmokeReport("/m/target", "vllm", "vllm 0.32.0", {"k": 3, "max_new_tokens": 30, "temperature": 0.0,
-                      "seed": 0, "tensor_parallel_size": 1}, pset, drafts, _deltas(drafts))
+    rep = SmokeReport(
+        "/m/target",
+        "vllm",
+        "vllm 0.32.0",
+        {"k": 3, "max_new_tokens": 30, "temperature": 0.0, "seed": 0, "tensor_parallel_size": 1},
+        pset,
+        drafts,
+        _deltas(drafts),
+    )
     console = Console(record=True, width=160)
     render_smoke(console, rep)
     text = console.export_text()
@@ -221,13 +291,14 @@ def test_render_and_plot_totals_only(tmp_path: Path) -> None:
     assert plot_smoke(rep, tmp_path / "t.png").stat().st_size > 1000
 
 
-@pytest.mark.parametrize("has_vllm, has_cuda, expected", [
-    (False, True, "reference"), (True, False, "reference"), (True, True, "vllm")])
+@pytest.mark.parametrize(
+    "has_vllm, has_cuda, expected", [(False, True, "reference"), (True, False, "reference"), (True, True, "vllm")]
+)
 def test_default_engine(monkeypatch: pytest.MonkeyPatch, has_vllm: bool, has_cuda: bool, expected: str) -> None:
     import torch
 
-    from eagle_convert.vllm_model import features as vllm_compat
     from eagle_convert.smoke.run import default_engine
+    from eagle_convert.vllm_model import features as vllm_compat
 
     monkeypatch.setattr(vllm_compat, "vllm_available", lambda: has_vllm)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: has_cuda)
@@ -244,8 +315,25 @@ def test_cli_trained_pair_eagle3_vs_upgrade(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, ["upgrade", str(draft), str(up)])
     assert res.exit_code == 0, res.output
     png = tmp_path / "smoke.png"
-    args = [str(target), "-d", str(draft), "-d", str(up), "--engine", "reference", "--limit", "1",
-            "--category", "coding", "--category", "chat", "--max-new-tokens", "16", "--buckets", "natural,512"]
+    args = [
+        str(target),
+        "-d",
+        str(draft),
+        "-d",
+        str(up),
+        "--engine",
+        "reference",
+        "--limit",
+        "1",
+        "--category",
+        "coding",
+        "--category",
+        "chat",
+        "--max-new-tokens",
+        "16",
+        "--buckets",
+        "natural,512",
+    ]
     res = _cli(*args, "--json", "--plot", str(png))
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
@@ -257,5 +345,6 @@ def test_cli_trained_pair_eagle3_vs_upgrade(tmp_path: Path) -> None:
     assert natural["acceptance_length"] >= 2.0
     [delta] = data["deltas"]
     assert delta["acceptance_length"] == pytest.approx(  # --json rounds ALs to 4 decimals
-        b["total"]["acceptance_length"] - a["total"]["acceptance_length"], abs=1e-3)
+        b["total"]["acceptance_length"] - a["total"]["acceptance_length"], abs=1e-3
+    )
     assert png.read_bytes()[:4] == b"\x89PNG"

@@ -43,8 +43,7 @@ def fake_engine(monkeypatch: pytest.MonkeyPatch):
             outputs = [state["eps"] if p.temperature == 0.01 else greedy for _ in idx]
             top2 = [[[t, 10.0, 99, 2.0] for t in greedy] for _ in idx] if p.logprobs else None
             hist = [{"acceptance_histogram": [0, 1, 0, 1], "num_draft_tokens": 6}] * len(idx)
-            out[p.name] = PassResult(idx, outputs, top2, 2 * len(idx), 6 * len(idx), 4 * len(idx), [2, 1, 1],
-                                     0.1, hist)
+            out[p.name] = PassResult(idx, outputs, top2, 2 * len(idx), 6 * len(idx), 4 * len(idx), [2, 1, 1], 0.1, hist)
         return EngineRun(str(draft), "0.32.0", out, {"engine_start_s": 1.0, "total_s": 2.0})
 
     monkeypatch.setattr(EngineSession, "engine", engine)
@@ -53,8 +52,22 @@ def fake_engine(monkeypatch: pytest.MonkeyPatch):
 
 
 def _smoke(models, *args: str):
-    return CliRunner().invoke(main, ["smoke", str(models["target"]), "-d", str(models["draft"]), "--engine", "vllm",
-                                     "--limit", "1", "--max-new-tokens", str(GEN), *args])
+    return CliRunner().invoke(
+        main,
+        [
+            "smoke",
+            str(models["target"]),
+            "-d",
+            str(models["draft"]),
+            "--engine",
+            "vllm",
+            "--limit",
+            "1",
+            "--max-new-tokens",
+            str(GEN),
+            *args,
+        ],
+    )
 
 
 def test_t0_runs_no_control(models, fake_engine) -> None:
@@ -71,7 +84,10 @@ def test_sampling_control_passes_quietly(models, fake_engine) -> None:
     assert res.exit_code == 0, res.output
     [passes] = calls
     assert [(p.name, p.temperature, p.prompts, p.logprobs) for p in passes] == [
-        ("main", 0.7, None, 0), ("control-greedy", 0.0, (0, 1), 2), ("control-eps", 0.01, (0, 1), 0)]
+        ("main", 0.7, None, 0),
+        ("control-greedy", 0.0, (0, 1), 2),
+        ("control-eps", 0.01, (0, 1), 0),
+    ]
     control = json.loads(res.stdout)["drafts"][0]["sampling_control"]
     assert control["passed"] and control["cause"] is None
     assert "WARNING" not in res.stderr

@@ -9,7 +9,13 @@ import pytest
 
 from eagle_convert.errors import ConfigError, UsageError
 from eagle_convert.smoke.prompts import (
-    NATURAL, Prompt, builtin_prompts, filler_text, load_prompts, parse_buckets, prepare_prompts,
+    NATURAL,
+    Prompt,
+    builtin_prompts,
+    filler_text,
+    load_prompts,
+    parse_buckets,
+    prepare_prompts,
     resolve_chat_template,
 )
 
@@ -31,9 +37,12 @@ def _write(tmp_path: Path, *lines: str) -> Path:
 
 
 def test_load_prompts_plain_and_chat(tmp_path: Path) -> None:
-    path = _write(tmp_path, json.dumps({"prompt": "hi", "category": "x"}), "",
-                  json.dumps({"id": "m", "messages": [{"role": "system", "content": "s"},
-                                                      {"role": "user", "content": "u"}]}))
+    path = _write(
+        tmp_path,
+        json.dumps({"prompt": "hi", "category": "x"}),
+        "",
+        json.dumps({"id": "m", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]}),
+    )
     a, b = load_prompts(path)
     assert (a.id, a.category, a.text) == ("p1", "x", "hi")
     assert (b.id, b.category, b.messages[1]["content"]) == ("m", "custom", "u")
@@ -41,17 +50,22 @@ def test_load_prompts_plain_and_chat(tmp_path: Path) -> None:
     assert a.as_messages() == [{"role": "user", "content": "hi"}]
 
 
-@pytest.mark.parametrize("line, message", [
-    ("{not json", "p.jsonl:2: not valid JSON (Expecting property name enclosed in double quotes)"),
-    ('["a"]', "p.jsonl:2: expected a JSON object with 'prompt' or 'messages'"),
-    ('{"category": "x"}', "p.jsonl:2: needs exactly one of 'prompt' or 'messages'"),
-    ('{"prompt": "a", "messages": []}', "p.jsonl:2: needs exactly one of 'prompt' or 'messages'"),
-    ('{"prompt": ""}', "p.jsonl:2: 'prompt' must be a non-empty string"),
-    ('{"messages": [{"role": "robot", "content": "x"}]}',
-     "p.jsonl:2: messages[0] has unknown role 'robot' (expected one of system, user, assistant, tool)"),
-    ('{"messages": [{"role": "system", "content": "x"}]}', "p.jsonl:2: 'messages' has no user message"),
-    ('{"id": "p1", "prompt": "again"}', "p.jsonl:2: duplicate id 'p1'"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("{not json", "p.jsonl:2: not valid JSON (Expecting property name enclosed in double quotes)"),
+        ('["a"]', "p.jsonl:2: expected a JSON object with 'prompt' or 'messages'"),
+        ('{"category": "x"}', "p.jsonl:2: needs exactly one of 'prompt' or 'messages'"),
+        ('{"prompt": "a", "messages": []}', "p.jsonl:2: needs exactly one of 'prompt' or 'messages'"),
+        ('{"prompt": ""}', "p.jsonl:2: 'prompt' must be a non-empty string"),
+        (
+            '{"messages": [{"role": "robot", "content": "x"}]}',
+            "p.jsonl:2: messages[0] has unknown role 'robot' (expected one of system, user, assistant, tool)",
+        ),
+        ('{"messages": [{"role": "system", "content": "x"}]}', "p.jsonl:2: 'messages' has no user message"),
+        ('{"id": "p1", "prompt": "again"}', "p.jsonl:2: duplicate id 'p1'"),
+    ],
+)
 def test_load_prompts_errors_name_the_line(tmp_path: Path, line: str, message: str) -> None:
     path = _write(tmp_path, '{"prompt": "ok"}', line)
     with pytest.raises(ConfigError) as err:

@@ -8,9 +8,8 @@ import pytest
 import torch
 from numerics import assert_same_greedy_text
 
-from eagle_convert.reference.loop import greedy_generate, speculative_generate, summarize
+from eagle_convert.reference.loop import _accept, greedy_generate, speculative_generate, summarize
 from eagle_convert.reference.target import TargetModel
-from eagle_convert.reference.loop import _accept
 from eagle_convert.reference.train import init_drafter
 
 torch.set_num_threads(1)
@@ -21,8 +20,15 @@ def _target(seed: int = 0, zero_lm_head: bool = False) -> TargetModel:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=V, hidden_size=H, intermediate_size=64, num_hidden_layers=4,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    cfg = LlamaConfig(
+        vocab_size=V,
+        hidden_size=H,
+        intermediate_size=64,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+    )
     model = LlamaForCausalLM(cfg)
     with torch.no_grad():
         model.model.embed_tokens.weight.normal_(0, 1.0)
@@ -33,9 +39,18 @@ def _target(seed: int = 0, zero_lm_head: bool = False) -> TargetModel:
 
 
 def _draft(target: TargetModel, seed: int = 0, zero_lm_head: bool = False):
-    cfg = dict(architectures=["LlamaForCausalLMEagle3"], hidden_size=H, num_hidden_layers=1,
-               num_attention_heads=4, num_key_value_heads=2, intermediate_size=64, rms_norm_eps=1e-5,
-               vocab_size=V, draft_vocab_size=VD, eagle_aux_hidden_state_layer_ids=list(AUX))
+    cfg = dict(
+        architectures=["LlamaForCausalLMEagle3"],
+        hidden_size=H,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=64,
+        rms_norm_eps=1e-5,
+        vocab_size=V,
+        draft_vocab_size=VD,
+        eagle_aux_hidden_state_layer_ids=list(AUX),
+    )
     d2t = torch.arange(VD)  # draft id i -> target id 2i
     drafter = init_drafter(cfg, target, seed=seed, d2t=d2t)
     if zero_lm_head:
@@ -113,8 +128,7 @@ def test_eos_stops_generation(target: TargetModel) -> None:
     ref = greedy_generate(target, prompt, 20)
     eos = ref[4]
     stop = ref.index(eos) + 1
-    res = speculative_generate(target, _draft(target), prompt, k=2, max_new_tokens=20,
-                               aux_ids=AUX, eos_token_id=eos)
+    res = speculative_generate(target, _draft(target), prompt, k=2, max_new_tokens=20, aux_ids=AUX, eos_token_id=eos)
     assert_same_greedy_text(target, prompt, res.tokens, ref[:stop])
     assert greedy_generate(target, prompt, 20, eos_token_id=eos) == ref[:stop]  # same kernels, same shapes
 

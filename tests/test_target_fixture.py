@@ -54,9 +54,7 @@ def test_transformers_loads_tokenizes_and_generates(target: Path):
     assert tok.bos_token == "<|begin_of_text|>" and tok.eos_token == "<|eot_id|>"
     text = "The quick brown fox jumps over the lazy dog."
     assert tok.decode(tok(text).input_ids) == text
-    chat = tok.apply_chat_template(
-        [{"role": "user", "content": "Hello"}], add_generation_prompt=True, tokenize=False
-    )
+    chat = tok.apply_chat_template([{"role": "user", "content": "Hello"}], add_generation_prompt=True, tokenize=False)
     assert chat == (
         "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|>"
         "<|start_header_id|>assistant<|end_header_id|>\n\n"
@@ -77,8 +75,7 @@ def test_zero_lm_head_emits_token_zero(tmp_path: Path):
     path = build_target(tmp_path / "zero", num_layers=2, zero_lm_head=True)
     model = AutoModelForCausalLM.from_pretrained(path)
     assert not model.lm_head.weight.any()
-    out = model.generate(torch.tensor([[10, 11, 12]]), max_new_tokens=4, do_sample=False,
-                         eos_token_id=None)
+    out = model.generate(torch.tensor([[10, 11, 12]]), max_new_tokens=4, do_sample=False, eos_token_id=None)
     assert out[0, 3:].tolist() == [0, 0, 0, 0]
 
 
@@ -86,7 +83,10 @@ def test_cli(tmp_path: Path):
     out = tmp_path / "cli"
     r = subprocess.run(
         [sys.executable, "-m", "fixtures.target", str(out), "--layers", "2"],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == str(out)

@@ -50,18 +50,37 @@ def test_passes_cover_each_level_with_enough_requests_on_natural_prompts() -> No
 
 def _pass(decode_s: list[float], tokens: int = 33, *, drafts: int = 0, accepted: int = 0) -> PassResult:
     timing = [{"ttft_s": 0.01, "decode_s": d, "tokens": tokens} for d in decode_s]
-    return PassResult(list(range(len(decode_s))), [[0] * tokens] * len(decode_s), None, drafts, drafts * 3,
-                      accepted, [], sum(decode_s), None, False, timing)
+    return PassResult(
+        list(range(len(decode_s))),
+        [[0] * tokens] * len(decode_s),
+        None,
+        drafts,
+        drafts * 3,
+        accepted,
+        [],
+        sum(decode_s),
+        None,
+        False,
+        timing,
+    )
 
 
 def test_rates_are_medians_of_decode_rates_and_speedup_is_their_ratio() -> None:
     # 32 decode tokens per request: 1 s -> 32 tok/s; the median of 4 requests at c=1.
-    spec = EngineRun("d", "0.32.0", {"tput-c1-r0": _pass([1.0], drafts=8, accepted=16),
-                                     "tput-c1-r1": _pass([0.5], drafts=8, accepted=8),
-                                     "tput-c1-r2": _pass([2.0]), "tput-c1-r3": _pass([1.0]),
-                                     "tput-c4-r0": _pass([2.0, 2.0, 4.0, 1.0])})
-    base = EngineRun(None, "0.32.0", {f"tput-c1-r{i}": _pass([2.0]) for i in range(4)}
-                     | {"tput-c4-r0": _pass([4.0] * 4)})
+    spec = EngineRun(
+        "d",
+        "0.32.0",
+        {
+            "tput-c1-r0": _pass([1.0], drafts=8, accepted=16),
+            "tput-c1-r1": _pass([0.5], drafts=8, accepted=8),
+            "tput-c1-r2": _pass([2.0]),
+            "tput-c1-r3": _pass([1.0]),
+            "tput-c4-r0": _pass([2.0, 2.0, 4.0, 1.0]),
+        },
+    )
+    base = EngineRun(
+        None, "0.32.0", {f"tput-c1-r{i}": _pass([2.0]) for i in range(4)} | {"tput-c4-r0": _pass([4.0] * 4)}
+    )
     d = engine_rates(spec, [1, 4], "eagle3", "/x")
     b = engine_rates(base, [1, 4], NO_SPEC, None)
     c1 = d.level(1)

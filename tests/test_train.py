@@ -33,8 +33,15 @@ def _target() -> TargetModel:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=V, hidden_size=H, intermediate_size=64, num_hidden_layers=4,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    cfg = LlamaConfig(
+        vocab_size=V,
+        hidden_size=H,
+        intermediate_size=64,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+    )
     model = LlamaForCausalLM(cfg)
     with torch.no_grad():  # peaked next-token distributions, so there is something to learn
         model.model.embed_tokens.weight.normal_(0, 1.0)
@@ -43,10 +50,20 @@ def _target() -> TargetModel:
 
 
 def _config(**kw) -> dict:
-    return {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": H, "num_hidden_layers": 1,
-            "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 64,
-            "rms_norm_eps": 1e-5, "vocab_size": V, "draft_vocab_size": VD,
-            "eagle_aux_hidden_state_layer_ids": list(AUX), "torch_dtype": "float32", **kw}
+    return {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "hidden_size": H,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 64,
+        "rms_norm_eps": 1e-5,
+        "vocab_size": V,
+        "draft_vocab_size": VD,
+        "eagle_aux_hidden_state_layer_ids": list(AUX),
+        "torch_dtype": "float32",
+        **kw,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -66,21 +83,20 @@ def test_ttt_steps_equal_the_inference_chain(target: TargetModel, extra: dict) -
     slots = [TTTSlot() for _ in drafter.layers]
     ttt, h = [], hidden
     for j in range(3):
-        tok = torch.cat([ids[:, j + 1:], torch.zeros(1, j + 1, dtype=torch.long)], 1)
+        tok = torch.cat([ids[:, j + 1 :], torch.zeros(1, j + 1, dtype=torch.long)], 1)
         normed, h = drafter(tok, torch.arange(j, 12 + j)[None], h, slots)
         ttt.append(normed)
     for i in (0, 4, 8):
         cache = drafter.new_cache()
-        normed, fed = drafter(ids[:, 1:i + 2], torch.arange(i + 1)[None], hidden[:, :i + 1], cache.slots)
+        normed, fed = drafter(ids[:, 1 : i + 2], torch.arange(i + 1)[None], hidden[:, : i + 1], cache.slots)
         torch.testing.assert_close(normed[:, -1], ttt[0][:, i], **CHAIN_TOL)
         fed = fed[:, -1:]
         for j in (1, 2):
-            normed, fed = drafter(ids[:, i + j + 1:i + j + 2], torch.tensor([[i + j]]), fed, cache.slots)
+            normed, fed = drafter(ids[:, i + j + 1 : i + j + 2], torch.tensor([[i + j]]), fed, cache.slots)
             torch.testing.assert_close(normed[:, 0], ttt[j][:, i], **CHAIN_TOL)
 
 
-def test_training_lowers_the_loss_and_exports_a_loadable_draft(target: TargetModel,
-                                                               tmp_path: Path) -> None:
+def test_training_lowers_the_loss_and_exports_a_loadable_draft(target: TargetModel, tmp_path: Path) -> None:
     torch.manual_seed(0)
     seqs = [torch.randint(0, V, (int(n),)).tolist() for n in torch.randint(10, 24, (16,))]
     config = _config(fc_norm=True, norm_output=True)
@@ -101,8 +117,10 @@ def test_training_lowers_the_loss_and_exports_a_loadable_draft(target: TargetMod
     back = load_drafter(out, target_embed=target.embed_weight)
     ids, h = torch.randint(0, V, (1, 5)), torch.randn(1, 5, H)
     # fp32 weights saved and loaded unchanged, same kernels, same process: equal (default fp32 tolerance).
-    torch.testing.assert_close(back(ids, torch.arange(5)[None], h, back.new_cache().slots)[0],
-                               drafter(ids, torch.arange(5)[None], h, drafter.new_cache().slots)[0])
+    torch.testing.assert_close(
+        back(ids, torch.arange(5)[None], h, back.new_cache().slots)[0],
+        drafter(ids, torch.arange(5)[None], h, drafter.new_cache().slots)[0],
+    )
 
 
 def test_save_draft_is_atomic(target: TargetModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -186,6 +204,5 @@ def test_trained_pair_has_meaningful_acceptance() -> None:
     assert summarize(runs).acceptance_length >= 2.0
     with torch.no_grad():
         drafter.fc.weight.zero_()
-    blind = summarize([speculative_generate(target, drafter, p, k=3, max_new_tokens=32, aux_ids=aux)
-                       for p in prompts])
+    blind = summarize([speculative_generate(target, drafter, p, k=3, max_new_tokens=32, aux_ids=aux) for p in prompts])
     assert blind.acceptance_length < summarize(runs).acceptance_length - 0.5

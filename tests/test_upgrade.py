@@ -17,16 +17,19 @@ import torch
 from safetensors import safe_open
 
 from eagle_convert.draft.checkpoint import open_checkpoint
-from eagle_convert.upgrade.configgen import TargetInfo
 from eagle_convert.draft.describe import describe
-from eagle_convert.upgrade.plan import plan_upgrade
 from eagle_convert.upgrade.apply import apply_upgrade
+from eagle_convert.upgrade.configgen import TargetInfo
+from eagle_convert.upgrade.plan import plan_upgrade
 from eagle_convert.vllm_model.features import vllm_package_dir
 from fixtures.drafts import EXPECTED, FIXTURE_MATRIX, draft_state
 
 UPGRADABLE = sorted(n for n, e in EXPECTED.items() if e["variant"] == "eagle3")
-ARCH = {"llama": {"LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM"}, "qwen3": {"Eagle3Qwen3ForCausalLM"},
-        "mla": {"Eagle3DeepseekV2ForCausalLM"}}
+ARCH = {
+    "llama": {"LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM"},
+    "qwen3": {"Eagle3Qwen3ForCausalLM"},
+    "mla": {"Eagle3DeepseekV2ForCausalLM"},
+}
 TORCH_DTYPE = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
 
@@ -72,7 +75,8 @@ def vllm_reads(cfg: dict) -> dict:
     """
     if "speculators_config" in cfg and "model_type" not in cfg:
         spec = importlib.util.spec_from_file_location(
-            "_algos", vllm_package_dir() / "transformers_utils/configs/speculators/algos.py")
+            "_algos", vllm_package_dir() / "transformers_utils/configs/speculators/algos.py"
+        )
         algos = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(algos)
         flat = json.loads(json.dumps(cfg["transformer_layer_config"]))
@@ -84,11 +88,18 @@ def vllm_reads(cfg: dict) -> dict:
     llama_a = cfg.get("num_aux_hidden_states") or len(eagle.get("eagle_aux_hidden_state_layer_ids") or [0] * 3)
     qwen3_ids = cfg.get("eagle_aux_hidden_state_layer_ids") or eagle.get("eagle_aux_hidden_state_layer_ids")
     qwen3_a = cfg.get("num_aux_layers") or cfg.get("num_aux_hidden_states") or (len(qwen3_ids) if qwen3_ids else 3)
-    return {"v1_ids": v1, "v2_ids": v2, "llama_A": llama_a, "qwen3_A": qwen3_a, "mla_A": llama_a,
-            "fc_norm": cfg.get("fc_norm", False), "norm_output": cfg.get("norm_output", False),
-            "norm_before_fc": bool(eagle.get("norm_before_fc", cfg.get("norm_before_fc", False))),
-            "norm_before_residual": cfg.get("norm_before_residual", False),
-            "architectures": cfg.get("architectures")}
+    return {
+        "v1_ids": v1,
+        "v2_ids": v2,
+        "llama_A": llama_a,
+        "qwen3_A": qwen3_a,
+        "mla_A": llama_a,
+        "fc_norm": cfg.get("fc_norm", False),
+        "norm_output": cfg.get("norm_output", False),
+        "norm_before_fc": bool(eagle.get("norm_before_fc", cfg.get("norm_before_fc", False))),
+        "norm_before_residual": cfg.get("norm_before_residual", False),
+        "architectures": cfg.get("architectures"),
+    }
 
 
 @pytest.mark.parametrize("name", UPGRADABLE)
@@ -135,9 +146,17 @@ def test_upgrade_every_layout_to_vllm(name: str, built_fixtures, tmp_path: Path)
     info = describe(open_checkpoint(out))
     assert info.variant == "EAGLE-3.1" and info.num_aux == exp["A"]
     assert all(k == c for k, c in info.canonical.items())  # already vLLM-native names
-    expected_files = {"config.json", "README.md", "model.safetensors"} if exp["storage"] != "sharded" else {
-        "config.json", "README.md", "model.safetensors.index.json", "model-00001-of-00002.safetensors",
-        "model-00002-of-00002.safetensors"}
+    expected_files = (
+        {"config.json", "README.md", "model.safetensors"}
+        if exp["storage"] != "sharded"
+        else {
+            "config.json",
+            "README.md",
+            "model.safetensors.index.json",
+            "model-00001-of-00002.safetensors",
+            "model-00002-of-00002.safetensors",
+        }
+    )
     assert {p.name for p in out.iterdir()} == expected_files
     assert not list(tmp_path.glob(".out.*"))  # no temp dir left
 
@@ -209,8 +228,8 @@ def test_no_norm_output_adds_only_the_norms(built_fixtures, tmp_path: Path) -> N
 def test_bin_in_safetensors_out_is_byte_copied(built_fixtures, tmp_path: Path) -> None:
     plan, _ = upgrade(built_fixtures("vllm-eagle3-fp16-bin"), tmp_path / "out")
     assert [f.filename for f in plan.files] == ["model.safetensors"]
-    from eagle_convert.upgrade.apply import _out_files
     from eagle_convert.io.outfile import ByteRange
+    from eagle_convert.upgrade.apply import _out_files
 
     sources = [t.source for f in _out_files(plan) for t in f.tensors]
     assert sum(isinstance(s, ByteRange) for s in sources) == len(plan.carried)  # no tensor decoded
@@ -255,8 +274,9 @@ def test_read_target_accepts_a_folder_a_config_file_and_nested_text_config(tmp_p
     from eagle_convert.upgrade.configgen import read_target
 
     (tmp_path / "t").mkdir()
-    (tmp_path / "t/config.json").write_text(json.dumps({"text_config": {"num_hidden_layers": 48, "hidden_size": 8},
-                                                        "architectures": ["X"]}))
+    (tmp_path / "t/config.json").write_text(
+        json.dumps({"text_config": {"num_hidden_layers": 48, "hidden_size": 8}, "architectures": ["X"]})
+    )
     for ref in (tmp_path / "t", tmp_path / "t/config.json"):
         t = read_target(str(ref))
         assert (t.num_layers, t.hidden_size, t.architectures) == (48, 8, ("X",))

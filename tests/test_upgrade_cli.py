@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from eagle_convert.upgrade import apply as upgrade_mod
 from eagle_convert.cli.app import main
+from eagle_convert.upgrade import apply as upgrade_mod
 from fixtures.drafts import EXPECTED, FIXTURE_MATRIX
 
 try:
@@ -53,8 +53,15 @@ def test_dry_run_writes_nothing_and_prints_the_plan(built_fixtures, tmp_path: Pa
     res = run("upgrade", src, tmp_path / "out", "--dry-run")
     assert res.exit_code == 0, res.output
     assert list(tmp_path.iterdir()) == [] and sha_tree(src) == before
-    for text in ("renames (10)", "midlayer.self_attn.q_proj.weight", "layers.0.self_attn.q_proj.weight",
-                 "fc_norm.2.weight", "norm_before_residual", "model.safetensors", "dry run: nothing was written"):
+    for text in (
+        "renames (10)",
+        "midlayer.self_attn.q_proj.weight",
+        "layers.0.self_attn.q_proj.weight",
+        "fc_norm.2.weight",
+        "norm_before_residual",
+        "model.safetensors",
+        "dry run: nothing was written",
+    ):
         assert text in res.output, text
 
 
@@ -85,61 +92,81 @@ def test_already_31_is_refused(name: str, built_fixtures, tmp_path: Path) -> Non
 def test_already_31_message(built_fixtures, tmp_path: Path) -> None:
     src = built_fixtures("legacy-aux-norm-eagle31")
     res = run("upgrade", src, tmp_path / "out")
-    assert res.output == (f"Error: {src}: already EAGLE-3.1: fc_norm is true (use_aux_norm); norm_output is true "
-                          "(norm_output); has 3 fc_norm.i tensors (nothing to upgrade)\n")
+    assert res.output == (
+        f"Error: {src}: already EAGLE-3.1: fc_norm is true (use_aux_norm); norm_output is true "
+        "(norm_output); has 3 fc_norm.i tensors (nothing to upgrade)\n"
+    )
 
 
 @pytest.mark.parametrize("name", NORM_BEFORE_FC)
 def test_norm_before_fc_is_refused(name: str, built_fixtures, tmp_path: Path) -> None:
     src = built_fixtures(name)
     res = run("upgrade", src, tmp_path / "out")
-    where = {"modelopt": "eagle_config.norm_before_fc",
-             "speculators": "norm_before_fc, transformer_layer_config.norm_before_fc"}.get(EXPECTED[name]["layout"],
-                                                                                            "norm_before_fc")
+    where = {
+        "modelopt": "eagle_config.norm_before_fc",
+        "speculators": "norm_before_fc, transformer_layer_config.norm_before_fc",
+    }.get(EXPECTED[name]["layout"], "norm_before_fc")
     assert res.exit_code == 1
-    assert res.output == (f"Error: {src}: is a norm_before_fc draft (input_norm.weight; norm_before_fc set in "
-                          f"{where}): adding fc_norm would normalise the aux states twice "
-                          "(only plain EAGLE-3 drafts upgrade)\n")
+    assert res.output == (
+        f"Error: {src}: is a norm_before_fc draft (input_norm.weight; norm_before_fc set in "
+        f"{where}): adding fc_norm would normalise the aux states twice "
+        "(only plain EAGLE-3 drafts upgrade)\n"
+    )
 
 
-@pytest.mark.parametrize(("edits", "what"), [
-    ({"fc_norm": True}, "fc_norm is true (fc_norm) but there is no fc_norm.0.weight"),
-    ({"num_aux_hidden_states": 4},
-     "num_aux_hidden_states is 4 but fc.weight width 192 / target_hidden_size 64 gives A=3"),
-    ({"eagle_aux_hidden_state_layer_ids": [1, 2, 3, 4], "eagle_config": None},
-     "config eagle_aux_hidden_state_layer_ids lists 4 aux layer ids but fc.weight takes A=3"),
-])
+@pytest.mark.parametrize(
+    ("edits", "what"),
+    [
+        ({"fc_norm": True}, "fc_norm is true (fc_norm) but there is no fc_norm.0.weight"),
+        (
+            {"num_aux_hidden_states": 4},
+            "num_aux_hidden_states is 4 but fc.weight width 192 / target_hidden_size 64 gives A=3",
+        ),
+        (
+            {"eagle_aux_hidden_state_layer_ids": [1, 2, 3, 4], "eagle_config": None},
+            "config eagle_aux_hidden_state_layer_ids lists 4 aux layer ids but fc.weight takes A=3",
+        ),
+    ],
+)
 def test_flags_and_tensors_that_disagree_are_refused(edits, what, built_fixtures, tmp_path: Path) -> None:
     src = copy_fixture(built_fixtures, "vllm-eagle3", tmp_path / "in", **edits)
     res = run("upgrade", src, tmp_path / "out")
     assert res.exit_code == 1
-    hint = ("pass --aux-layer-ids with the ids the draft was trained on" if "lists" in what
-            else "fix config.json or the weights first; see eagle-convert inspect")
+    hint = (
+        "pass --aux-layer-ids with the ids the draft was trained on"
+        if "lists" in what
+        else "fix config.json or the weights first; see eagle-convert inspect"
+    )
     assert res.output == f"Error: {src}: flags and tensors disagree: {what} ({hint})\n"
 
 
 def test_norm_tensor_without_its_flag_is_refused(built_fixtures, tmp_path: Path) -> None:
     src = copy_fixture(built_fixtures, "vllm-eagle31", tmp_path / "in", fc_norm=False, norm_output=False)
     res = run("upgrade", src, tmp_path / "out")
-    assert res.output == (f"Error: {src}: flags and tensors disagree: fc_norm.0.weight exists but fc_norm is false "
-                          "(fc_norm) (fix config.json or the weights first; see eagle-convert inspect)\n")
+    assert res.output == (
+        f"Error: {src}: flags and tensors disagree: fc_norm.0.weight exists but fc_norm is false "
+        "(fc_norm) (fix config.json or the weights first; see eagle-convert inspect)\n"
+    )
 
 
 def test_draft_without_aux_states_is_refused(built_fixtures, tmp_path: Path) -> None:
-    src = copy_fixture(built_fixtures, "vllm-eagle3", tmp_path / "in",
-                       eagle_config={"use_aux_hidden_state": False})
+    src = copy_fixture(built_fixtures, "vllm-eagle3", tmp_path / "in", eagle_config={"use_aux_hidden_state": False})
     res = run("upgrade", src, tmp_path / "out")
     assert res.exit_code == 1
-    assert res.output == (f"Error: {src}: eagle_config.use_aux_hidden_state is false: the draft fuses no aux hidden "
-                          "states, so there is nothing for fc_norm to normalise\n")
+    assert res.output == (
+        f"Error: {src}: eagle_config.use_aux_hidden_state is false: the draft fuses no aux hidden "
+        "states, so there is nothing for fc_norm to normalise\n"
+    )
 
 
 def test_missing_aux_ids_is_a_usage_error_naming_the_fix(built_fixtures, tmp_path: Path) -> None:
     src = built_fixtures("safeailab-eagle3")
     res = run("upgrade", src, tmp_path / "out")
     assert res.exit_code == 2
-    assert res.output == (f"Error: {src}: config.json has no aux layer ids (pass --aux-layer-ids (e.g. 2,16,29) or "
-                          "--target TARGET to use vLLM's default (2, N//2, N-3))\n")
+    assert res.output == (
+        f"Error: {src}: config.json has no aux layer ids (pass --aux-layer-ids (e.g. 2,16,29) or "
+        "--target TARGET to use vLLM's default (2, N//2, N-3))\n"
+    )
 
 
 def test_target_gives_vllms_default_ids_and_says_so(built_fixtures, tmp_path: Path) -> None:
@@ -163,11 +190,14 @@ def test_colliding_default_ids_are_never_written(built_fixtures, tmp_path: Path)
     assert "aux layer ids [2, 2, 1]" in res.output and "collide" in res.output
 
 
-@pytest.mark.parametrize(("ids", "message"), [
-    ("1,2", "Error: --aux-layer-ids gives 2 ids but the draft has A=3 (pass 3 ids)\n"),
-    ("1,1,2", "aux layer ids [1, 1, 2] (--aux-layer-ids) collide or are negative"),
-    ("a,b", "Invalid value for '--aux-layer-ids': 'a,b' is not a comma-separated list of integers"),
-])
+@pytest.mark.parametrize(
+    ("ids", "message"),
+    [
+        ("1,2", "Error: --aux-layer-ids gives 2 ids but the draft has A=3 (pass 3 ids)\n"),
+        ("1,1,2", "aux layer ids [1, 1, 2] (--aux-layer-ids) collide or are negative"),
+        ("a,b", "Invalid value for '--aux-layer-ids': 'a,b' is not a comma-separated list of integers"),
+    ],
+)
 def test_bad_aux_layer_ids_are_usage_errors(ids: str, message: str, built_fixtures, tmp_path: Path) -> None:
     res = run("upgrade", built_fixtures("safeailab-eagle3"), tmp_path / "out", "--aux-layer-ids", ids)
     assert res.exit_code == 2 and message in res.output
@@ -177,8 +207,10 @@ def test_speculators_layout_needs_a_verifier(built_fixtures, tmp_path: Path) -> 
     src = built_fixtures("vllm-eagle3")
     res = run("upgrade", src, tmp_path / "out", "--layout", "speculators")
     assert res.exit_code == 2
-    assert res.output == (f"Error: --layout speculators needs --target for {src} "
-                          "(it is written as speculators_config.verifier.name_or_path)\n")
+    assert res.output == (
+        f"Error: --layout speculators needs --target for {src} "
+        "(it is written as speculators_config.verifier.name_or_path)\n"
+    )
 
 
 def test_existing_output_is_refused_unless_force(built_fixtures, tmp_path: Path) -> None:
@@ -223,8 +255,10 @@ def test_failed_verification_leaves_nothing(built_fixtures, tmp_path: Path, monk
     src = built_fixtures("vllm-eagle3")
     res = run("upgrade", src, tmp_path / "out")
     assert res.exit_code == 1
-    assert res.stderr == (f"Error: {src}: upgraded output failed verification: model.safetensors: t2d: bytes differ "
-                          "from source at tensor byte 255 (nothing was written; report this as a bug)\n")
+    assert res.stderr == (
+        f"Error: {src}: upgraded output failed verification: model.safetensors: t2d: bytes differ "
+        "from source at tensor byte 255 (nothing was written; report this as a bug)\n"
+    )
     assert list(tmp_path.iterdir()) == []
     monkeypatch.setattr(upgrade_mod, "write_file", corrupting)
     assert run("upgrade", src, tmp_path / "out", "--no-verify").exit_code == 0  # --no-verify skips the check

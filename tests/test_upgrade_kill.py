@@ -47,8 +47,14 @@ def big_draft(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def start(src: Path, out: Path) -> subprocess.Popen:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-c", SLOW_CLI, "upgrade", str(src), str(out)], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", SLOW_CLI, "upgrade", str(src), str(out)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def wait_for_partial(proc: subprocess.Popen, out: Path, timeout: float = 60.0) -> Path:
@@ -89,8 +95,13 @@ def test_sigkill_leaves_only_a_hidden_temp_that_the_next_run_removes(big_draft: 
     assert not out.exists() and tmp.exists()  # SIGKILL runs no cleanup; the temp is hidden, never `out`
     assert sha_tree(big_draft) == before
     cli = [sys.executable, "-c", "from eagle_convert.cli.app import main; main()"]
-    done = subprocess.run([*cli, "upgrade", str(big_draft), str(out)], cwd=ROOT,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True)
+    done = subprocess.run(
+        [*cli, "upgrade", str(big_draft), str(out)],
+        cwd=ROOT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # stale temp removed, output complete
     assert sha_tree(big_draft) == before

@@ -52,11 +52,19 @@ def same_output(copied: Path, linked: Path) -> None:
     assert a == b
 
 
-@pytest.mark.parametrize(("name", "layout"), [("vllm-eagle3", "vllm"), ("vllm-eagle3-sharded", "keep"),
-                                              ("specforge-eagle3", "keep"), ("speculators-eagle3", "keep"),
-                                              ("vllm-qwen3-eagle3", "vllm")])
-def test_link_equals_the_copied_upgrade_tensor_for_tensor(name: str, layout: str, built_fixtures,
-                                                           tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("name", "layout"),
+    [
+        ("vllm-eagle3", "vllm"),
+        ("vllm-eagle3-sharded", "keep"),
+        ("specforge-eagle3", "keep"),
+        ("speculators-eagle3", "keep"),
+        ("vllm-qwen3-eagle3", "vllm"),
+    ],
+)
+def test_link_equals_the_copied_upgrade_tensor_for_tensor(
+    name: str, layout: str, built_fixtures, tmp_path: Path
+) -> None:
     src = built_fixtures(name)
     before = sha_tree(src)
     assert run("upgrade", src, tmp_path / "copy", "--layout", layout).exit_code == 0
@@ -77,8 +85,13 @@ def test_dry_run_shows_what_the_real_run_links(built_fixtures, tmp_path: Path) -
     res = run("upgrade", src, tmp_path / "out", "--link", "--dry-run")
     assert res.exit_code == 0, res.output
     assert not (tmp_path / "out").exists()
-    for text in ("link to input model-00001-of-00002.safetensors", NORM_SHARD, "model.safetensors.index.json",
-                 "when every link works", "share the inode"):
+    for text in (
+        "link to input model-00001-of-00002.safetensors",
+        NORM_SHARD,
+        "model.safetensors.index.json",
+        "when every link works",
+        "share the inode",
+    ):
         assert text in flat(res.output), text
     plan = json.loads(run("upgrade", src, tmp_path / "out", "--link", "--dry-run", "--json").output)
     real = json.loads(run("upgrade", src, tmp_path / "out", "--link", "--json").output)
@@ -96,8 +109,9 @@ def test_dry_run_shows_what_the_real_run_links(built_fixtures, tmp_path: Path) -
     ("safeailab-eagle3", ["--aux-layer-ids", "2,4,5"], "pytorch_model.bin is a PyTorch pickle"),
     ("vllm-eagle3-fp16-bin", [], "upgrade converts it to safetensors, so there is no file to link"),
 ])  # fmt: skip
-def test_link_refuses_inputs_whose_names_vllm_would_not_read(name: str, args: list[str], reason: str,
-                                                            built_fixtures, tmp_path: Path) -> None:
+def test_link_refuses_inputs_whose_names_vllm_would_not_read(
+    name: str, args: list[str], reason: str, built_fixtures, tmp_path: Path
+) -> None:
     res = run("upgrade", built_fixtures(name), tmp_path / "out", "--link", *args)
     assert res.exit_code == 1 and "cannot --link" in res.output and reason in flat(res.output), res.output
     assert len(res.output.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
@@ -110,8 +124,10 @@ def test_copy_fallback_when_no_link_is_possible(built_fixtures, tmp_path: Path, 
         monkeypatch.setattr(links_mod, f"_try_{method}", lambda *a, m=method: "Invalid cross-device link")
     res = run("upgrade", src, tmp_path / "link", "--link", "--layout", "keep")
     assert res.exit_code == 0, res.output
-    assert "copied model-00001-of-00002.safetensors: no link was possible (reflink: Invalid cross-device link; " \
-           "hardlink: Invalid cross-device link)" in flat(res.output)
+    assert (
+        "copied model-00001-of-00002.safetensors: no link was possible (reflink: Invalid cross-device link; "
+        "hardlink: Invalid cross-device link)" in flat(res.output)
+    )
     for w in (tmp_path / "link").glob("model-*.safetensors"):
         assert w.stat().st_nlink == 1 and not os.path.samefile(w, src / w.name)
     assert run("upgrade", src, tmp_path / "copy", "--layout", "keep").exit_code == 0
@@ -126,7 +142,11 @@ def test_real_cross_device_link_falls_back_to_a_copy(built_fixtures, tmp_path: P
     out = shm / f"eagle-link-test-{os.getpid()}"
     try:
         outcome = links_mod.link_or_copy(built_fixtures("vllm-eagle3") / "model.safetensors", out)
-        assert outcome.method == "copy" and "reflink:" in outcome.why and "hardlink: Invalid cross-device link" in outcome.why
+        assert (
+            outcome.method == "copy"
+            and "reflink:" in outcome.why
+            and "hardlink: Invalid cross-device link" in outcome.why
+        )
         assert out.read_bytes() == (built_fixtures("vllm-eagle3") / "model.safetensors").read_bytes()
     finally:
         out.unlink(missing_ok=True)
@@ -248,10 +268,10 @@ def test_a_linked_output_loads_in_vllm_as_eagle31(tmp_path: Path) -> None:
     """The real loader reads the linked files, the new shard and the index: fc_norm is built and written."""
     from dataclasses import replace
 
-    from fixtures.drafts import VLLM_TINY, build_draft
-    from fixtures.target import build_target
     from eagle_convert.vllm.check import check_with_vllm
     from eagle_convert.vllm_model.features import vllm_available
+    from fixtures.drafts import VLLM_TINY, build_draft
+    from fixtures.target import build_target
 
     if not vllm_available():
         pytest.skip("vLLM is not installed")

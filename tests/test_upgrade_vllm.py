@@ -64,12 +64,15 @@ def test_vllm_runs_eagle3_spec_decode_with_an_upgraded_draft(setup) -> None:
     from eagle_convert.vllm.smoke import run_vllm_spec_decode
 
     target, drafts = setup
-    run = run_vllm_spec_decode(target, drafts["vllm"][0], PROMPTS, num_speculative_tokens=K, max_new_tokens=32,
-                               timeout_s=900)
+    run = run_vllm_spec_decode(
+        target, drafts["vllm"][0], PROMPTS, num_speculative_tokens=K, max_new_tokens=32, timeout_s=900
+    )
     assert [len(o) for o in run.outputs] == [32, 32, 32]
     assert all(0 <= t < 4096 for o in run.outputs for t in o)
     assert run.num_drafts > 0 and run.num_draft_tokens == K * run.num_drafts
     assert len(run.accepted_per_pos) == K and sum(run.accepted_per_pos) == run.num_accepted
     assert 1.0 <= run.acceptance_length <= K + 1
-    print(f"upgraded random-weight draft: AL {run.acceptance_length:.2f}, per position {run.per_position_rate}, "
-          f"engine start {run.engine_start_s} s, generate {run.seconds:.1f} s")
+    print(
+        f"upgraded random-weight draft: AL {run.acceptance_length:.2f}, per position {run.per_position_rate}, "
+        f"engine start {run.engine_start_s} s, generate {run.seconds:.1f} s"
+    )

@@ -8,15 +8,16 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from test_validate_codes import _drop, _pop, write_draft
 
 from eagle_convert.cli.app import main
-from test_validate_codes import _drop, _pop, write_draft
 
 
 @pytest.fixture()
 def run():
     def invoke(*args: str):
         return CliRunner().invoke(main, ["validate", *map(str, args)], catch_exceptions=False)
+
     return invoke
 
 
@@ -70,15 +71,17 @@ def test_unknown_engine_is_a_usage_error(run, built_fixtures) -> None:
 def test_missing_checkpoint_exits_1(run, tmp_path: Path) -> None:
     res = run(tmp_path / "nope")
     assert res.exit_code == 1
-    assert res.stderr == (f"Error: {tmp_path / 'nope'}: no such file or directory "
-                          "(check the path or pass a hub repo id as org/name)\n")
+    assert res.stderr == (
+        f"Error: {tmp_path / 'nope'}: no such file or directory (check the path or pass a hub repo id as org/name)\n"
+    )
 
 
 def test_target_without_config_exits_1(run, built_fixtures, tmp_path: Path) -> None:
     res = run(built_fixtures("vllm-eagle3"), "--target", tmp_path)
     assert res.exit_code == 1
-    assert res.stderr == (f"Error: {tmp_path}: no config.json (needed by --target) "
-                          "(pass the target model's folder or hub repo id)\n")
+    assert res.stderr == (
+        f"Error: {tmp_path}: no config.json (needed by --target) (pass the target model's folder or hub repo id)\n"
+    )
 
 
 def test_json_output(run, broken: Path) -> None:
@@ -89,10 +92,15 @@ def test_json_output(run, broken: Path) -> None:
     assert data["vllm_class"] == "Eagle3LlamaForCausalLM" and data["layout"] == "vllm"
     [hit] = data["findings"]
     assert hit == {
-        "code": "E101", "slug": "missing-tensor", "level": "error", "tensor": "layers.0.mlp.down_proj.weight",
-        "field": None, "fix": hit["fix"],
-        "message": ("layers.0.mlp.down_proj.weight is missing: vLLM keeps uninitialised memory and loads without "
-                    "an error"),
+        "code": "E101",
+        "slug": "missing-tensor",
+        "level": "error",
+        "tensor": "layers.0.mlp.down_proj.weight",
+        "field": None,
+        "fix": hit["fix"],
+        "message": (
+            "layers.0.mlp.down_proj.weight is missing: vLLM keeps uninitialised memory and loads without an error"
+        ),
     }
 
 

@@ -26,8 +26,13 @@ from fixtures.producer_bugs import TWINS
 State = dict[str, torch.Tensor]
 
 
-def write_draft(out: Path, spec: DraftSpec | str = "vllm-eagle3", *, tensors: Callable[[State], Any] | None = None,
-                config: Callable[[dict], Any] | None = None) -> Path:
+def write_draft(
+    out: Path,
+    spec: DraftSpec | str = "vllm-eagle3",
+    *,
+    tensors: Callable[[State], Any] | None = None,
+    config: Callable[[dict], Any] | None = None,
+) -> Path:
     """Build a fixture draft into `out`, then edit its canonical tensors and/or its config in place.
 
     Tensor edits need a single-file safetensors fixture; names are canonical and mapped to the
@@ -40,8 +45,11 @@ def write_draft(out: Path, spec: DraftSpec | str = "vllm-eagle3", *, tensors: Ca
         assert spec.storage == "single", "tensor edits need a single-file fixture"
         state = draft_state(spec, strict=False)
         tensors(state)
-        write_safetensors(out / "model.safetensors", {spec.layout_row.to_disk(k): v for k, v in state.items()},
-                          dict(spec.layout_row.st_metadata))
+        write_safetensors(
+            out / "model.safetensors",
+            {spec.layout_row.to_disk(k): v for k, v in state.items()},
+            dict(spec.layout_row.st_metadata),
+        )
     if config is not None:
         cfg = json.loads((out / "config.json").read_text())
         config(cfg)
@@ -51,8 +59,15 @@ def write_draft(out: Path, spec: DraftSpec | str = "vllm-eagle3", *, tensors: Ca
 
 def target_config(out: Path, **fields: Any) -> Path:
     """A folder holding only a target config.json (all --target reads), matching vllm-eagle3 by default."""
-    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "vocab_size": 256,
-           "num_hidden_layers": 8, "max_position_embeddings": 2048, "rope_theta": 10000.0} | fields
+    cfg = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 64,
+        "vocab_size": 256,
+        "num_hidden_layers": 8,
+        "max_position_embeddings": 2048,
+        "rope_theta": 10000.0,
+    } | fields
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(cfg))
     return out
@@ -66,6 +81,7 @@ def _pop(*keys: str) -> Callable[[dict], None]:
             for part in path:
                 node = node[part]
             node.pop(last)
+
     return edit
 
 
@@ -81,6 +97,7 @@ def _ids(top: list | None, nested: list | None = None) -> Callable[[dict], None]
             cfg["eagle_aux_hidden_state_layer_ids"] = top
         if nested is not None:
             cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = nested
+
     return edit
 
 
@@ -91,6 +108,7 @@ def _drop(*names: str) -> Callable[[State], None]:
 def _put(name: str, value: Callable[[State], torch.Tensor]) -> Callable[[State], None]:
     def edit(s: State) -> None:
         s[name] = value(s)
+
     return edit
 
 
@@ -113,6 +131,7 @@ def _nan(name: str) -> Callable[[State], None]:
     def edit(s: State) -> None:
         s[name] = s[name].clone()
         s[name].view(-1)[3] = float("nan")
+
     return edit
 
 
@@ -154,8 +173,9 @@ CASES: dict[str, Case] = {
     "E106": Case(edit(replace(BASE, target_hidden=96))),
     "W107": Case(edit(tensors=_put("layers.0.self_attn.o_proj.bias", lambda s: torch.zeros(64, dtype=torch.bfloat16)))),
     "E201": Case(edit(config=_set(intermediate_size=100))),
-    "E202": Case(edit("vllm-eagle3-a4",
-                      config=_pop("num_aux_hidden_states", "eagle_config.eagle_aux_hidden_state_layer_ids"))),
+    "E202": Case(
+        edit("vllm-eagle3-a4", config=_pop("num_aux_hidden_states", "eagle_config.eagle_aux_hidden_state_layer_ids"))
+    ),
     "E203": Case(edit(tensors=_put("fc.weight", lambda s: torch.ones(64, 192, dtype=torch.int64)))),
     "W204": Case(edit("vllm-eagle31-sharded-fp32")),
     "E301": Case(edit(config=_set(architectures=["LlamaEagle3DraftModel"]))),
@@ -168,8 +188,12 @@ CASES: dict[str, Case] = {
     "W308": Case(edit("speculators-eagle31", config=_pop("transformer_layer_config.fc_norm"))),
     "W309": Case(edit("vllm-eagle31", config=_set(use_aux_norm=True))),
     "W310": Case(edit(), kwargs={"serving_context": 8192}),
-    "W311": Case(edit(config=_set(quantization_config={"quant_method": "fp8"}),
-                      tensors=_put("layers.0.mlp.down_proj.weight_scale", lambda s: torch.ones(1)))),
+    "W311": Case(
+        edit(
+            config=_set(quantization_config={"quant_method": "fp8"}),
+            tensors=_put("layers.0.mlp.down_proj.weight_scale", lambda s: torch.ones(1)),
+        )
+    ),
     "W320": Case(edit(config=_ids(None))),
     "E321": Case(edit(config=_ids([2, 2, 5], [2, 2, 5]))),
     "E322": Case(edit(config=_ids([2, 4, 9], [2, 4, 9])), target={}),
@@ -193,10 +217,18 @@ CASES: dict[str, Case] = {
     "E801": Case(edit(tensors=_nan("layers.0.mlp.up_proj.weight")), kwargs={"deep": True}),
     "E802": Case(edit(tensors=_put("fc.weight", lambda s: torch.zeros_like(s["fc.weight"]))), kwargs={"deep": True}),
     "W803": Case(edit(tensors=_scaled("norm.weight", 1000.0)), kwargs={"deep": True}),
-    "I804": Case(edit("vllm-eagle31", tensors=lambda s: [s.__setitem__(f"fc_norm.{i}.weight", torch.ones(
-        64, dtype=torch.bfloat16)) for i in range(3)]), kwargs={"deep": True}),
-    "W805": Case(edit(tensors=_put("fc.weight", lambda s: torch.full_like(s["fc.weight"], 1e5))),
-                 kwargs={"deep": True}),
+    "I804": Case(
+        edit(
+            "vllm-eagle31",
+            tensors=lambda s: [
+                s.__setitem__(f"fc_norm.{i}.weight", torch.ones(64, dtype=torch.bfloat16)) for i in range(3)
+            ],
+        ),
+        kwargs={"deep": True},
+    ),
+    "W805": Case(
+        edit(tensors=_put("fc.weight", lambda s: torch.full_like(s["fc.weight"], 1e5))), kwargs={"deep": True}
+    ),
 }
 # The issue-10 producer bugs: the failing half of each twin (tests/test_validate_producer_bugs.py runs both).
 CASES |= {code: Case(bad.draft, bad.kwargs, target_build=bad.target) for code, (bad, _good) in TWINS.items()}
@@ -228,8 +260,9 @@ def test_missing_tensor_names_the_tensor(tmp_path: Path) -> None:
     report = validate_checkpoint(CASES["E101"].build(tmp_path / "d"))
     [hit] = [f for f in report.findings if f.code == "E101"]
     assert hit.tensor == "layers.0.mlp.down_proj.weight"
-    assert hit.message == ("layers.0.mlp.down_proj.weight is missing: vLLM keeps uninitialised memory and loads "
-                           "without an error")
+    assert hit.message == (
+        "layers.0.mlp.down_proj.weight is missing: vLLM keeps uninitialised memory and loads without an error"
+    )
 
 
 def test_fc_norm_flag_without_tensors_is_missing_tensor(tmp_path: Path) -> None:
@@ -249,16 +282,28 @@ def test_aux_id_beyond_target_layers_only_with_target(tmp_path: Path) -> None:
 
 
 def _engine_report(**kw: Any) -> SimpleNamespace:
-    base = {"ok": False, "vllm_version": "0.32.0", "features": None, "loaded": [], "unwritten": [], "error": None,
-            "seconds": 1.0, "unwritten_keys": [], "shared_from_target": [], "stage": None}
+    base = {
+        "ok": False,
+        "vllm_version": "0.32.0",
+        "features": None,
+        "loaded": [],
+        "unwritten": [],
+        "error": None,
+        "seconds": 1.0,
+        "unwritten_keys": [],
+        "shared_from_target": [],
+        "stage": None,
+    }
     return SimpleNamespace(**(base | kw))
 
 
 def test_e701_unwritten_parameter_from_engine_report() -> None:
     from eagle_convert.validate.rules.engine import from_engine
 
-    rep = _engine_report(unwritten=["model.layers.0.mlp.down_proj.weight", "model.layers.1.hidden_norm.weight"],
-                         unwritten_keys=["layers.0.mlp.down_proj.weight", "layers.1.hidden_norm.weight"])
+    rep = _engine_report(
+        unwritten=["model.layers.0.mlp.down_proj.weight", "model.layers.1.hidden_norm.weight"],
+        unwritten_keys=["layers.0.mlp.down_proj.weight", "layers.1.hidden_norm.weight"],
+    )
     [hit] = from_engine(rep)  # hidden_norm of layer >= 1 is built but never used by vLLM: allowed
     assert (hit.code, hit.tensor) == ("E701", "layers.0.mlp.down_proj.weight")
 
@@ -266,8 +311,9 @@ def test_e701_unwritten_parameter_from_engine_report() -> None:
 def test_e702_engine_load_failed_from_engine_report() -> None:
     from eagle_convert.validate.rules.engine import from_engine
 
-    [hit] = from_engine(_engine_report(error="ValueError: There is no module or parameter named 'model.bogus'",
-                                       stage="load"))
+    [hit] = from_engine(
+        _engine_report(error="ValueError: There is no module or parameter named 'model.bogus'", stage="load")
+    )
     assert hit.code == "E702" and "model.bogus" in hit.message
 
 
@@ -279,8 +325,9 @@ def test_e703_feature_missing_from_installed_vllm(tmp_path: Path) -> None:
 
     ckpt = open_checkpoint(build_draft(tmp_path / "d", FIXTURE_MATRIX["speculators-eagle31"]))
     ctx = build_context(ckpt, describe(ckpt, read_vocab=False))
-    old = SimpleNamespace(version="0.21.0", fc_norm=False, norm_output=False, speculators_propagates_31_flags=False,
-                          evidence={})
+    old = SimpleNamespace(
+        version="0.21.0", fc_norm=False, norm_output=False, speculators_propagates_31_flags=False, evidence={}
+    )
     hits = feature_findings(ctx, old)
     assert [f.code for f in hits] == ["E703"] * 3
     assert "PR #46488" in hits[2].message and "0.21.0" in hits[0].message

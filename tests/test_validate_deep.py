@@ -6,11 +6,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from test_validate_codes import _nan, write_draft
 
 from eagle_convert.draft.checkpoint import open_checkpoint
 from eagle_convert.validate.deep import scan
 from eagle_convert.validate.run import validate_checkpoint
-from test_validate_codes import _nan, write_draft
 
 
 @pytest.mark.parametrize("name", ["vllm-eagle3-sharded", "vllm-eagle3-fp16-bin", "vllm-eagle31-sharded-fp32"])
@@ -44,7 +44,8 @@ def test_a_remote_source_is_read_through_one_bounded_buffer(built_fixtures) -> N
     assert max(reads) <= 256 and sum(reads) == summary.bytes_read == local.total_bytes
     by_name = {s.name: s for s in scan(local, chunk_bytes=256).stats}
     assert [(s.name, s.all_zero, s.max_abs) for s in summary.stats] == [
-        (s.name, by_name[s.name].all_zero, by_name[s.name].max_abs) for s in summary.stats]
+        (s.name, by_name[s.name].all_zero, by_name[s.name].max_abs) for s in summary.stats
+    ]
 
 
 def test_a_file_shorter_than_its_header_says_is_an_error_not_a_crash(built_fixtures, tmp_path: Path) -> None:
@@ -68,11 +69,17 @@ def test_chunk_size_does_not_change_the_stats(built_fixtures) -> None:
     assert small.keys() == whole.keys()
     for name, s in whole.items():
         t = small[name]
-        assert (t.nonfinite, t.all_zero, t.ones, t.negatives, t.max_abs) == (s.nonfinite, s.all_zero, s.ones,
-                                                                              s.negatives, s.max_abs)
+        assert (t.nonfinite, t.all_zero, t.ones, t.negatives, t.max_abs) == (
+            s.nonfinite,
+            s.all_zero,
+            s.ones,
+            s.negatives,
+            s.max_abs,
+        )
         # float64 sums of the same values in another grouping: equal to ~1e-12 relative.
-        assert (t.abs_sum is None) == (s.abs_sum is None) and (s.abs_sum is None or t.abs_sum == pytest.approx(
-            s.abs_sum, rel=1e-9))
+        assert (t.abs_sum is None) == (s.abs_sum is None) and (
+            s.abs_sum is None or t.abs_sum == pytest.approx(s.abs_sum, rel=1e-9)
+        )
 
 
 @pytest.mark.parametrize("dtype", ["BF16", "F16", "F32", "F64"])

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eagle_convert.validate.findings import code_table
-from eagle_convert.cli.render.validate import MARK_END, MARK_START, findings_markdown
-
 import pytest
+
+from eagle_convert.cli.render.validate import MARK_END, MARK_START, findings_markdown
+from eagle_convert.validate.findings import code_table
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "docs" / "validate.md", ROOT / "README.md"]
@@ -28,8 +28,17 @@ def test_every_code_is_documented_once(doc: Path) -> None:
 
 
 def test_codes_are_well_formed() -> None:
-    families = {"0": "files", "1": "keys", "2": "shapes", "3": "config", "4": "vocab", "5": "target", "6": "producer",
-                "7": "engine", "8": "deep"}
+    families = {
+        "0": "files",
+        "1": "keys",
+        "2": "shapes",
+        "3": "config",
+        "4": "vocab",
+        "5": "target",
+        "6": "producer",
+        "7": "engine",
+        "8": "deep",
+    }
     for code, info in code_table().items():
         assert len(code) == 4 and code[1:].isdigit()
         assert families[code[1]] == info.family, code

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from eagle_convert.draft.checkpoint import open_checkpoint
 from eagle_convert.cli.app import main
+from eagle_convert.draft.checkpoint import open_checkpoint
 from fixtures.drafts import DraftSpec, build_draft
 from fixtures.target_weights import build_target_for
 
@@ -33,8 +33,9 @@ def hub(built_fixtures, tmp_path: Path, hf_env, monkeypatch: pytest.MonkeyPatch)
     config_only = tmp_path / "target-config"
     config_only.mkdir()
     shutil.copy(target / "config.json", config_only / "config.json")
-    with hub_server({DRAFT: draft, TARGET: target, CONFIG_ONLY: config_only,
-                     DRAFT_AS_TARGET: built_fixtures("vllm-eagle3")}) as server:
+    with hub_server(
+        {DRAFT: draft, TARGET: target, CONFIG_ONLY: config_only, DRAFT_AS_TARGET: built_fixtures("vllm-eagle3")}
+    ) as server:
         monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
         yield server, draft, target
 
@@ -69,14 +70,16 @@ def test_hub_target_reads_only_the_rows_a_check_needs(hub) -> None:
     served = server.served(TARGET, "model.safetensors")
     # 32 sampled slots, each with its own and 8 neighbouring mapped ids (rows closer than 64 KiB are read
     # in one range): a quarter of the lm_head at most, and nothing of the embedding.
-    assert _header_bytes(target / "model.safetensors") < served <= _header_bytes(target / "model.safetensors") + \
-        head.nbytes // 4
+    assert (
+        _header_bytes(target / "model.safetensors")
+        < served
+        <= _header_bytes(target / "model.safetensors") + head.nbytes // 4
+    )
 
 
 def test_hub_target_deep_reads_the_whole_lm_head(hub) -> None:
     server, _draft, target = hub
-    res = CliRunner().invoke(main, ["validate", DRAFT, "--target", TARGET, "--deep", "--json"],
-                             catch_exceptions=False)
+    res = CliRunner().invoke(main, ["validate", DRAFT, "--target", TARGET, "--deep", "--json"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     assert "every row" in json.loads(res.stdout)["notes"]["target_weights"]
     info = open_checkpoint(target).tensors

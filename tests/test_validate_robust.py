@@ -10,16 +10,36 @@ import json
 from pathlib import Path
 
 import pytest
+from test_validate_codes import target_config
 
 from eagle_convert.validate.run import validate_checkpoint
 from fixtures.drafts import FIXTURE_MATRIX, build_draft
-from test_validate_codes import target_config
 
-FIELDS = ("hidden_size", "num_hidden_layers", "vocab_size", "draft_vocab_size", "target_hidden_size",
-          "eagle_aux_hidden_state_layer_ids", "eagle_config", "architectures", "num_aux_hidden_states", "rms_norm_eps",
-          "hidden_act", "max_position_embeddings", "fc_norm", "rope_theta", "head_dim", "num_attention_heads",
-          "num_key_value_heads", "intermediate_size", "model_type", "quantization_config", "rope_scaling",
-          "transformer_layer_config", "speculators_model_type")
+FIELDS = (
+    "hidden_size",
+    "num_hidden_layers",
+    "vocab_size",
+    "draft_vocab_size",
+    "target_hidden_size",
+    "eagle_aux_hidden_state_layer_ids",
+    "eagle_config",
+    "architectures",
+    "num_aux_hidden_states",
+    "rms_norm_eps",
+    "hidden_act",
+    "max_position_embeddings",
+    "fc_norm",
+    "rope_theta",
+    "head_dim",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "intermediate_size",
+    "model_type",
+    "quantization_config",
+    "rope_scaling",
+    "transformer_layer_config",
+    "speculators_model_type",
+)
 VALUES = (None, "x", -1, 0, 1.5, [], {}, True, [1, "a"], {"a": 1}, 10**12)
 
 
@@ -41,7 +61,8 @@ def test_absurd_layer_count_is_reported_not_expanded(tmp_path: Path) -> None:
     (draft / "config.json").write_text(json.dumps(cfg | {"num_hidden_layers": 10**9}))
     report = validate_checkpoint(draft)
     assert [f.message for f in report.findings if f.code == "E304"] == [
-        "num_hidden_layers is 1000000000: not a plausible draft (at most 1024)"]
+        "num_hidden_layers is 1000000000: not a plausible draft (at most 1024)"
+    ]
 
 
 def test_declared_layers_missing_from_the_checkpoint_are_one_finding(tmp_path: Path) -> None:

@@ -50,10 +50,19 @@ def test_tiny_drafts_pass_against_the_tiny_target_config(tmp_path: Path) -> None
     target = tmp_path / "target"
     target.mkdir()
     # The tiny target's config.json as transformers 5 writes it (rope in rope_parameters).
-    (target / "config.json").write_text(json.dumps({
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256, "num_hidden_layers": 8,
-        "vocab_size": 4096, "max_position_embeddings": 4096,
-        "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"}}))
+    (target / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["LlamaForCausalLM"],
+                "model_type": "llama",
+                "hidden_size": 256,
+                "num_hidden_layers": 8,
+                "vocab_size": 4096,
+                "max_position_embeddings": 4096,
+                "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"},
+            }
+        )
+    )
     draft = build_draft(tmp_path / "draft", VLLM_TINY)
     report = validate_checkpoint(draft, target=target)
     assert report.findings == [] and "target" in report.families_run
@@ -61,16 +70,20 @@ def test_tiny_drafts_pass_against_the_tiny_target_config(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("name", ["vllm-eagle31", "speculators-eagle31", "nemo-eagle31-sharded", "kimi-mla-eagle31"])
 def test_static_validate_never_imports_torch(name: str, built_fixtures) -> None:
-    code = ("import sys; from eagle_convert.validate.run import validate_checkpoint; "
-            f"r = validate_checkpoint({str(built_fixtures(name))!r}); "
-            "assert 'torch' not in sys.modules, 'torch imported'; print(len(r.findings))")
+    code = (
+        "import sys; from eagle_convert.validate.run import validate_checkpoint; "
+        f"r = validate_checkpoint({str(built_fixtures(name))!r}); "
+        "assert 'torch' not in sys.modules, 'torch imported'; print(len(r.findings))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
 
 
 def test_deep_scan_never_imports_torch_for_safetensors(built_fixtures) -> None:
-    code = ("import sys; from eagle_convert.validate.run import validate_checkpoint; "
-            f"validate_checkpoint({str(built_fixtures('vllm-eagle31-sharded-fp32'))!r}, deep=True); "
-            "assert 'torch' not in sys.modules")
+    code = (
+        "import sys; from eagle_convert.validate.run import validate_checkpoint; "
+        f"validate_checkpoint({str(built_fixtures('vllm-eagle31-sharded-fp32'))!r}, deep=True); "
+        "assert 'torch' not in sys.modules"
+    )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -39,8 +39,8 @@ def target(work: Path) -> Path:
 def _upgrade(src: Path, out: Path) -> Path:
     from eagle_convert.draft.checkpoint import open_checkpoint
     from eagle_convert.draft.describe import describe
-    from eagle_convert.upgrade.plan import plan_upgrade
     from eagle_convert.upgrade.apply import apply_upgrade
+    from eagle_convert.upgrade.plan import plan_upgrade
 
     ckpt = open_checkpoint(src)
     apply_upgrade(plan_upgrade(ckpt, describe(ckpt)), out)
@@ -50,20 +50,24 @@ def _upgrade(src: Path, out: Path) -> Path:
 @pytest.fixture(scope="module")
 def drafts(work: Path) -> dict[str, Path]:
     import torch
+    from test_validate_codes import _drop, _put, write_draft
 
     from fixtures.drafts import VLLM_TINY
-    from test_validate_codes import _drop, _put, write_draft
 
     eagle31 = replace(VLLM_TINY, variant="eagle31")
     d = {"eagle3": write_draft(work / "eagle3", VLLM_TINY)}
     d["eagle31"] = write_draft(work / "eagle31", eagle31)
     d["upgraded_eagle31"] = _upgrade(d["eagle3"], work / "upgraded_eagle31")
     d["no_down_proj"] = write_draft(work / "no_down_proj", VLLM_TINY, tensors=_drop("layers.0.mlp.down_proj.weight"))
-    d["eagle31_no_fc_norm"] = write_draft(work / "eagle31_no_fc_norm", eagle31,
-                                          tensors=_drop(*(f"fc_norm.{i}.weight" for i in range(3))))
+    d["eagle31_no_fc_norm"] = write_draft(
+        work / "eagle31_no_fc_norm", eagle31, tensors=_drop(*(f"fc_norm.{i}.weight" for i in range(3)))
+    )
     d["no_d2t"] = write_draft(work / "no_d2t", VLLM_TINY, tensors=_drop("d2t"))
-    d["extra_tensor"] = write_draft(work / "extra_tensor", VLLM_TINY, tensors=_put(
-        "layers.0.bogus.weight", lambda s: torch.ones(4, dtype=torch.bfloat16)))
+    d["extra_tensor"] = write_draft(
+        work / "extra_tensor",
+        VLLM_TINY,
+        tensors=_put("layers.0.bogus.weight", lambda s: torch.ones(4, dtype=torch.bfloat16)),
+    )
     return d
 
 
@@ -93,11 +97,14 @@ def test_vllm_itself_loads_the_broken_draft_silently(name: str, engine_reports) 
     assert rep.error is None and not rep.ok and rep.unwritten
 
 
-@pytest.mark.parametrize("name, tensors", [
-    ("no_down_proj", ["layers.0.mlp.down_proj.weight"]),
-    ("eagle31_no_fc_norm", [f"fc_norm.{i}.weight" for i in range(3)]),
-    ("no_d2t", ["d2t"]),
-])
+@pytest.mark.parametrize(
+    "name, tensors",
+    [
+        ("no_down_proj", ["layers.0.mlp.down_proj.weight"]),
+        ("eagle31_no_fc_norm", [f"fc_norm.{i}.weight" for i in range(3)]),
+        ("no_d2t", ["d2t"]),
+    ],
+)
 def test_engine_check_fails_what_vllm_accepts(name: str, tensors: list[str], validate_with_engine) -> None:
     report = validate_with_engine(name)
     assert report.failed()
@@ -130,8 +137,11 @@ def test_engine_load_error_is_e702(validate_with_engine) -> None:
 def test_cli_end_to_end_with_real_vllm(drafts, target) -> None:
     from eagle_convert.cli.app import main
 
-    res = CliRunner().invoke(main, ["validate", str(drafts["no_down_proj"]), "--target", str(target), "--engine",
-                                    "vllm", "--json"], catch_exceptions=False)
+    res = CliRunner().invoke(
+        main,
+        ["validate", str(drafts["no_down_proj"]), "--target", str(target), "--engine", "vllm", "--json"],
+        catch_exceptions=False,
+    )
     assert res.exit_code == 1, res.output
     data = json.loads(res.stdout)
     codes = [f["code"] for f in data["findings"]]

@@ -94,12 +94,12 @@ def drafts(work: Path) -> dict[str, Path]:
         _build(work / "full_vocab_d2t", vocab="full"), set_={"d2t": torch.zeros(4096, dtype=torch.int64)}
     )
     d["extra_tensor"] = _edit(_build(work / "extra_tensor"), set_={"layers.0.bogus.weight": torch.ones(4)})
-    d["unregistered_arch"] = _edit_config(_build(work / "unregistered_arch"),
-                                          architectures=["LlamaEagle3DraftModel"])
+    d["unregistered_arch"] = _edit_config(_build(work / "unregistered_arch"), architectures=["LlamaEagle3DraftModel"])
     # Loads fine, but the target taps only 2 distinct layers for a 3-state fc
     # (vLLM 0.32.0 `EagleModelMixin._maybe_add_hidden_state` records one state per layer index).
-    d["aux_ids_collide"] = _edit_config(_build(work / "aux_ids_collide"),
-                                        eagle_aux_hidden_state_layer_ids=[2, 2, 5], eagle_config=None)
+    d["aux_ids_collide"] = _edit_config(
+        _build(work / "aux_ids_collide"), eagle_aux_hidden_state_layer_ids=[2, 2, 5], eagle_config=None
+    )
     # Real multi-layer drafts ship no layers.1.hidden_norm: vLLM builds it but never reads it.
     d["two_layers"] = _build(work / "two_layers", num_layers=2)
     d["speculators_eagle31"] = _build(work / "speculators_eagle31", variant="eagle31", layout="speculators")
@@ -115,8 +115,12 @@ def test_detect_features_installed_vllm():
     assert f.fc_norm and f.norm_output and f.num_aux_hidden_states
     assert f.speculators_propagates_31_flags and f.reads_eagle_config_aux_ids
     assert f.qwen3_eagle3 and f.mla_eagle3 and f.loader_is_lenient
-    assert {"LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Qwen3ForCausalLM",
-            "Eagle3DeepseekV3ForCausalLM"} <= set(f.registered_eagle3_archs)
+    assert {
+        "LlamaForCausalLMEagle3",
+        "Eagle3LlamaForCausalLM",
+        "Eagle3Qwen3ForCausalLM",
+        "Eagle3DeepseekV3ForCausalLM",
+    } <= set(f.registered_eagle3_archs)
     assert "llama_eagle3.py:" in f.evidence["fc_norm"]
     json.dumps(f.to_dict())  # plain data
 
@@ -125,8 +129,13 @@ def test_detect_features_older_source_tree(tmp_path: Path):
     """Detection reads source, not versions: strip the 3.1 features from a copy of vLLM's files."""
     src = detect_features().package_dir
     fake = tmp_path / "vllm"
-    for rel in ("_version.py", "model_executor/models/llama_eagle3.py", "model_executor/models/registry.py",
-                "transformers_utils/configs/speculators/algos.py", "v1/worker/gpu_model_runner.py"):
+    for rel in (
+        "_version.py",
+        "model_executor/models/llama_eagle3.py",
+        "model_executor/models/registry.py",
+        "transformers_utils/configs/speculators/algos.py",
+        "v1/worker/gpu_model_runner.py",
+    ):
         (fake / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(Path(src) / rel, fake / rel)
     llama = fake / "model_executor/models/llama_eagle3.py"
@@ -159,8 +168,12 @@ def test_check_with_vllm_passes_valid_eagle3(drafts, target):
     assert r.ok, r
     assert r.error is None and r.unwritten == [] and r.unwritten_keys == []
     assert r.shared_from_target == ["model.embed_tokens.weight"]
-    assert {"model.fc.weight", "lm_head.weight", "draft_id_to_target_id",
-            "model.layers.0.self_attn.qkv_proj.weight"} <= set(r.loaded)
+    assert {
+        "model.fc.weight",
+        "lm_head.weight",
+        "draft_id_to_target_id",
+        "model.layers.0.self_attn.qkv_proj.weight",
+    } <= set(r.loaded)
     assert r.vllm_version == HERE_VLLM and r.features.fc_norm
     assert r.applied["class"] == "Eagle3LlamaForCausalLM" and not r.applied["fc_norm"]
     assert r.seconds > 0 and "load_s" in r.timings
@@ -187,8 +200,10 @@ def test_check_predicts_colliding_aux_layers(checks):
     r = checks["aux_ids_collide"]
     assert r.error is None and r.unwritten == [] and not r.ok
     assert r.applied["aux_layers_v1"] == [2, 2, 5]
-    assert r.problems == ["fc expects 3 aux hidden states but vLLM taps 2 target layer(s) [2, 5] "
-                          "for ids [2, 2, 5]: the first draft step fails"]
+    assert r.problems == [
+        "fc expects 3 aux hidden states but vLLM taps 2 target layer(s) [2, 5] "
+        "for ids [2, 2, 5]: the first draft step fails"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -196,8 +211,11 @@ def test_check_predicts_colliding_aux_layers(checks):
     [
         ("no_down_proj", ["model.layers.0.mlp.down_proj.weight"], ["layers.0.mlp.down_proj.weight"]),
         ("no_k_proj", ["model.layers.0.self_attn.qkv_proj.weight[k_proj]"], ["layers.0.self_attn.k_proj.weight"]),
-        ("eagle31_no_fc_norm", [f"model.fc_norm.{i}.weight" for i in range(3)],
-         [f"fc_norm.{i}.weight" for i in range(3)]),
+        (
+            "eagle31_no_fc_norm",
+            [f"model.fc_norm.{i}.weight" for i in range(3)],
+            [f"fc_norm.{i}.weight" for i in range(3)],
+        ),
         ("no_d2t", ["draft_id_to_target_id"], ["d2t"]),
     ],
 )
@@ -230,8 +248,8 @@ def test_check_maps_config_errors_to_one_line(checks):
 
 
 def test_worker_timeout_kills_and_raises(drafts, target):
-    from eagle_convert.vllm.check import check_with_vllm
     from eagle_convert.errors import EngineError
+    from eagle_convert.vllm.check import check_with_vllm
 
     with pytest.raises(EngineError, match="timed out after 1 s"):
         check_with_vllm(drafts["eagle3"], target, timeout_s=1)

@@ -128,8 +128,16 @@ def test_conditional_and_architecture_rewrites() -> None:
     assert read_config({"model_type": "exaone4_5_text", "architectures": ["X"]}).mtp_rewrite
     assert read_config({"architectures": ["Glm4MoeForCausalLM"]}).mtp_rewrite == "architectures 'Glm4MoeForCausalLM'"
     # speculators configs build from the inner llama/qwen3 config: the outer model_type is not read
-    assert read_config({"speculators_model_type": "eagle3", "model_type": "deepseek_v3",
-                        "transformer_layer_config": {"model_type": "llama"}}).mtp_rewrite is None
+    assert (
+        read_config(
+            {
+                "speculators_model_type": "eagle3",
+                "model_type": "deepseek_v3",
+                "transformer_layer_config": {"model_type": "llama"},
+            }
+        ).mtp_rewrite
+        is None
+    )
 
 
 def test_both_config_paths() -> None:
@@ -137,15 +145,24 @@ def test_both_config_paths() -> None:
     assert plain.architecture == "Eagle3LlamaForCausalLM" and plain.flags["norm_before_residual"] is False
     assert (plain.aux_ids_v1, plain.aux_ids_v2, plain.aux_ids_v2_where) == (None, [1, 2, 3], "eagle_config.layer_ids")
     assert plain.runtime_aux_ids(32) == (2, 16, 29) and plain.runtime_aux_ids(32, runner="v2") == (1, 2, 3)
-    spec = read_config({"speculators_model_type": "eagle3", "fc_norm": True,
-                        "transformer_layer_config": {"model_type": "qwen3", "num_aux_hidden_states": 4}})
+    spec = read_config(
+        {
+            "speculators_model_type": "eagle3",
+            "fc_norm": True,
+            "transformer_layer_config": {"model_type": "qwen3", "num_aux_hidden_states": 4},
+        }
+    )
     assert spec.draft_class is not None and spec.draft_class.attention == "qwen3"
     assert spec.flags["norm_before_residual"] is True and spec.flags["fc_norm"] and spec.aux_count == 4
     peagle = read_config({"speculators_model_type": "peagle", "fc_norm": True, "transformer_layer_config": {}})
     assert peagle.architecture == "PeagleLlamaForCausalLM" and not peagle.flags["fc_norm"]  # update_peagle drops it
-    llama_ids = read_config({"architectures": ["LlamaForCausalLMEagle3"], "eagle_aux_hidden_state_layer_ids": [1, 2, 3, 4]})
+    llama_ids = read_config(
+        {"architectures": ["LlamaForCausalLMEagle3"], "eagle_aux_hidden_state_layer_ids": [1, 2, 3, 4]}
+    )
     assert llama_ids.aux_count == 3  # llama_eagle3 never counts the top-level ids
-    qwen_ids = read_config({"architectures": ["Eagle3Qwen3ForCausalLM"], "eagle_aux_hidden_state_layer_ids": [1, 2, 3, 4]})
+    qwen_ids = read_config(
+        {"architectures": ["Eagle3Qwen3ForCausalLM"], "eagle_aux_hidden_state_layer_ids": [1, 2, 3, 4]}
+    )
     assert qwen_ids.aux_count == 4  # qwen3_eagle3 does
 
 
@@ -154,6 +171,7 @@ def test_both_config_paths() -> None:
 
 def _variants(config: dict, ids: list[int]) -> dict[str, dict]:
     """Config variants of one draft: each aux-id placement, plus an MTP model_type where plain."""
+
     def with_ids(place: str | None) -> dict:
         cfg = copy.deepcopy(config)
         if "speculators_model_type" in cfg:
@@ -176,12 +194,17 @@ def _variants(config: dict, ids: list[int]) -> dict[str, dict]:
             cfg["eagle_config"] = eagle
         return cfg
 
-    places = ("top", "inner", None) if "speculators_model_type" in config else (
-        "top", "eagle_config", "eagle_config.layer_ids", None)
+    places = (
+        ("top", "inner", None)
+        if "speculators_model_type" in config
+        else ("top", "eagle_config", "eagle_config.layer_ids", None)
+    )
     out = {f"ids-{p or 'none'}": with_ids(p) for p in places}
     if "speculators_model_type" not in config:
-        out["mtp-model-type"] = {**with_ids("top"), "model_type": "qwen3_next" if "q_lora_rank" not in str(config)
-                                 else "deepseek_v3"}
+        out["mtp-model-type"] = {
+            **with_ids("top"),
+            "model_type": "qwen3_next" if "q_lora_rank" not in str(config) else "deepseek_v3",
+        }
     return out
 
 
@@ -194,7 +217,8 @@ def _agreement(out: Path) -> None:
     assert (ctx.view.aux_ids_v1, ctx.aux_count, ctx.flags) == (view.aux_ids_v1, view.aux_count, view.flags)
     assert info.num_aux == view.aux_count, "fc width and vLLM's aux count disagree"
     assert info.aux_layer_ids == view.aux_ids_v1 and {f: info.flags[f].vllm for f in FLAGS} == {
-        f: view.flags[f] for f in FLAGS}
+        f: view.flags[f] for f in FLAGS
+    }
     assert view.builds_eagle3 and info.vllm_class == view.draft_class.name
     if view.attention != "mla":
         from eagle_convert.reference.drafter import draft_config_from_dict
@@ -247,11 +271,23 @@ def test_upgrade_output_validates_and_every_reader_agrees(built_fixtures, tmp_pa
                 _agreement(out)
                 upgraded.append(work.name)
     # EAGLE-3 inputs upgrade; only 3.1 / norm_before_fc inputs are refused.
-    assert upgraded and all(n.split("-ids-")[0].split("-mtp-")[0] not in (
-        "specforge-eagle3", "speculators-eagle3-a4", "vllm-tiny") for n, _ in refused), refused
-    assert {n for n, _ in refused} <= {f"{n}-{v}" for n, s in FIXTURE_MATRIX.items() if s.variant != "eagle3"
-                                       for v in ("ids-top", "ids-inner", "ids-none", "ids-eagle_config",
-                                                 "ids-eagle_config.layer_ids", "mtp-model-type")}, refused
+    assert upgraded and all(
+        n.split("-ids-")[0].split("-mtp-")[0] not in ("specforge-eagle3", "speculators-eagle3-a4", "vllm-tiny")
+        for n, _ in refused
+    ), refused
+    assert {n for n, _ in refused} <= {
+        f"{n}-{v}"
+        for n, s in FIXTURE_MATRIX.items()
+        if s.variant != "eagle3"
+        for v in (
+            "ids-top",
+            "ids-inner",
+            "ids-none",
+            "ids-eagle_config",
+            "ids-eagle_config.layer_ids",
+            "mtp-model-type",
+        )
+    }, refused
 
 
 @pytest.mark.parametrize("model_type", sorted(tables.MTP_MODEL_TYPES))
@@ -280,8 +316,9 @@ def test_mtp_model_type_is_rewritten_by_upgrade(built_fixtures, tmp_path: Path) 
     (work / "config.json").write_text(json.dumps(cfg))
     assert describe(open_checkpoint(work)).vllm_class is None  # inspect no longer names an EAGLE-3 class
     ckpt = open_checkpoint(work)
-    plan = plan_upgrade(ckpt, describe(ckpt), aux_layer_ids=None if cfg.get("eagle_aux_hidden_state_layer_ids")
-                        else [2, 4, 5])
+    plan = plan_upgrade(
+        ckpt, describe(ckpt), aux_layer_ids=None if cfg.get("eagle_aux_hidden_state_layer_ids") else [2, 4, 5]
+    )
     assert plan.config_after["model_type"] == "kimi_k2"
     assert any("'deepseek_v3' makes vLLM rewrite the draft into an MTP model" in w for w in plan.warnings)
     apply_upgrade(plan, tmp_path / "out")
@@ -295,9 +332,9 @@ def test_mtp_model_type_is_rewritten_by_upgrade(built_fixtures, tmp_path: Path) 
 @pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed")
 def test_vllm_loader_agrees_with_the_model(tmp_path: Path) -> None:
     """One loader worker, several upgraded variants: vLLM's applied flags, aux count and taps equal ours."""
+    from eagle_convert.vllm.check import check_many_with_vllm
     from fixtures.drafts import VLLM_TINY, build_draft
     from fixtures.target import build_target
-    from eagle_convert.vllm.check import check_many_with_vllm
 
     target = build_target(tmp_path / "target")
     specs = {

@@ -23,26 +23,47 @@ from eagle_convert.vllm_model.tables import ROPE_KEYS
 from fixtures.producer_bugs import BASE, EMBED, edit_draft, regenerate_d2t
 from fixtures.target_weights import build_target_for
 
-YARN = {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096, "beta_fast": 32.0,
-        "beta_slow": 1.0, "truncate": False}
+YARN = {
+    "rope_type": "yarn",
+    "factor": 32.0,
+    "original_max_position_embeddings": 4096,
+    "beta_fast": 32.0,
+    "beta_slow": 1.0,
+    "truncate": False,
+}
 ROPE_CASES: dict[str, dict[str, Any]] = {
     "theta only": {"rope_theta": 500000.0},
     "nothing": {},
-    "parameters beat rope_theta": {"rope_theta": 10000.0, "rope_parameters": {"rope_type": "default",
-                                                                             "rope_theta": 500000.0}},
+    "parameters beat rope_theta": {
+        "rope_theta": 10000.0,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0},
+    },
     "rope_theta fills parameters": {"rope_theta": 500000.0, "rope_parameters": {"rope_type": "default"}},
     "legacy yarn": {"rope_theta": 150000.0, "rope_scaling": YARN},
-    "yarn without original max": {"rope_theta": 150000.0, "max_position_embeddings": 2048,
-                                  "rope_scaling": {"rope_type": "yarn", "factor": 32.0}},
-    "legacy type key": {"rope_theta": 500000.0, "rope_scaling": {"type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                                                                  "high_freq_factor": 4.0,
-                                                                  "original_max_position_embeddings": 8192}},
-    "rope_scaling beats rope_parameters": {"rope_scaling": {"rope_type": "yarn", "factor": 4.0,
-                                                            "original_max_position_embeddings": 4096},
-                                           "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}},
-    "top-level original max ignored": {"max_position_embeddings": 8192, "original_max_position_embeddings": 1024,
-                                    "rope_parameters": {"rope_type": "yarn", "factor": 4.0,
-                                                        "original_max_position_embeddings": 4096}},
+    "yarn without original max": {
+        "rope_theta": 150000.0,
+        "max_position_embeddings": 2048,
+        "rope_scaling": {"rope_type": "yarn", "factor": 32.0},
+    },
+    "legacy type key": {
+        "rope_theta": 500000.0,
+        "rope_scaling": {
+            "type": "llama3",
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+        },
+    },
+    "rope_scaling beats rope_parameters": {
+        "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096},
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+    },
+    "top-level original max ignored": {
+        "max_position_embeddings": 8192,
+        "original_max_position_embeddings": 1024,
+        "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096},
+    },
     "null scaling": {"rope_theta": 1e6, "rope_scaling": None},
 }
 
@@ -60,13 +81,16 @@ def test_rope_parameters_match_transformers(name: str) -> None:
     assert {k: ours.get(k) for k in ROPE_KEYS} == {k: theirs.get(k) for k in ROPE_KEYS}
 
 
-@pytest.mark.parametrize("fields", [
-    {"use_sliding_window": True, "sliding_window": 512, "max_window_layers": 0},
-    {"use_sliding_window": True, "sliding_window": 512},  # max_window_layers 28 by default: no window
-    {"use_sliding_window": False, "sliding_window": 512, "max_window_layers": 0},
-    {"layer_types": ["sliding_attention"], "sliding_window": 256},  # use_sliding_window false: no window
-    {"layer_types": ["sliding_attention"], "sliding_window": 256, "use_sliding_window": True},
-])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"use_sliding_window": True, "sliding_window": 512, "max_window_layers": 0},
+        {"use_sliding_window": True, "sliding_window": 512},  # max_window_layers 28 by default: no window
+        {"use_sliding_window": False, "sliding_window": 512, "max_window_layers": 0},
+        {"layer_types": ["sliding_attention"], "sliding_window": 256},  # use_sliding_window false: no window
+        {"layer_types": ["sliding_attention"], "sliding_window": 256, "use_sliding_window": True},
+    ],
+)
 def test_qwen3_sliding_window_matches_transformers(fields: dict[str, Any]) -> None:
     from transformers import Qwen3Config
 
@@ -104,8 +128,10 @@ def _target(tmp_path: Path, draft: Path, **kw: Any) -> Path:
 def test_yarn_schedule_is_compared_key_by_key(tmp_path: Path) -> None:
     """A gpt-oss-like target: YaRN factor 32 over 4096 positions. A draft that copies only rope_type and
     factor gets original_max_position_embeddings from its own max_position_embeddings (2048)."""
-    draft = edit_draft(tmp_path / "d", config=lambda c: c.update(rope_theta=150000.0, rope_scaling={
-        "rope_type": "yarn", "factor": 32.0}))
+    draft = edit_draft(
+        tmp_path / "d",
+        config=lambda c: c.update(rope_theta=150000.0, rope_scaling={"rope_type": "yarn", "factor": 32.0}),
+    )
     target = _target(tmp_path, draft, rope_theta=150000.0, rope_scaling=YARN)
     [hit] = [f for f in validate_checkpoint(draft, target=target).findings if f.code == "W504"]
     assert "original_max_position_embeddings 2048 vs the target's 4096" in hit.message
@@ -121,10 +147,13 @@ def test_draft_without_rope_theta_gets_vllms_default(tmp_path: Path) -> None:
     assert "rope_theta 10000.0 vs the target's 150000.0" in hit.message and "vLLM uses 10000" in hit.message
 
 
-@pytest.mark.parametrize(("edit", "words"), [
-    (lambda e: e * 8.0, "scaled by 0.125"),
-    (lambda e: e.index_fill(0, torch.tensor([4]), float("nan")), "holds NaN/Inf in 1 of"),  # a sampled row
-])
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        (lambda e: e * 8.0, "scaled by 0.125"),
+        (lambda e: e.index_fill(0, torch.tensor([4]), float("nan")), "holds NaN/Inf in 1 of"),  # a sampled row
+    ],
+)
 def test_embed_rescaled_or_nan(edit, words: str, tmp_path: Path) -> None:
     draft = edit_draft(tmp_path / "d", EMBED)
     if "NaN" in words:  # the NaN is in the draft; the target keeps the clean rows
@@ -172,14 +201,20 @@ def test_target_class_architecture_per_path(tmp_path: Path) -> None:
     path decides without one; a speculators config ignores `architectures` (its model_type picks the class)."""
     from fixtures.drafts import FIXTURE_MATRIX
 
-    qwen = edit_draft(tmp_path / "Qwen3-8B_eagle3", FIXTURE_MATRIX["vllm-qwen3-eagle3"],
-                      config=lambda c: c.update(architectures=["Qwen3ForCausalLM"]))
+    qwen = edit_draft(
+        tmp_path / "Qwen3-8B_eagle3",
+        FIXTURE_MATRIX["vllm-qwen3-eagle3"],
+        config=lambda c: c.update(architectures=["Qwen3ForCausalLM"]),
+    )
     [hit] = [f for f in validate_checkpoint(qwen).findings if f.code == "W312"]
     assert "EAGLEConfig renames it Eagle3Qwen3ForCausalLM" in hit.message and "gives eagle3" in hit.message
     assert hit.fix == 'Set architectures to ["Eagle3Qwen3ForCausalLM"] and serve with "method": "eagle3".'
     target = _target(tmp_path, qwen, architectures=["Qwen3ForCausalLM"], model_type="qwen3", rope_theta=1e6)
     [hit] = [f for f in validate_checkpoint(qwen, target=target).findings if f.code == "W312"]
     assert "is the target's class" in hit.message
-    spec = edit_draft(tmp_path / "spec", FIXTURE_MATRIX["speculators-eagle3"],
-                      config=lambda c: c.update(architectures=["LlamaForCausalLM"]))
+    spec = edit_draft(
+        tmp_path / "spec",
+        FIXTURE_MATRIX["speculators-eagle3"],
+        config=lambda c: c.update(architectures=["LlamaForCausalLM"]),
+    )
     assert "W312" not in validate_checkpoint(spec).codes()

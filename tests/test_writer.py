@@ -16,8 +16,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from eagle_convert.io import atomic
-from eagle_convert.io import writer
+from eagle_convert.io import atomic, outfile, writer
 from eagle_convert.io.atomic import (
     OutputExistsError,
     TerminatedBySignal,
@@ -25,7 +24,6 @@ from eagle_convert.io.atomic import (
     cleanup_stale_temps,
     install_signal_cleanup,
 )
-from eagle_convert.io import outfile
 from eagle_convert.io.outfile import INDEX_FILENAME, ByteRange, OutFile, OutTensor, StreamSource, WriterError
 from eagle_convert.io.verify import verify_file
 from eagle_convert.io.writer import plan_shards, write_file, write_index

@@ -22,15 +22,17 @@ def to_junit(report: CheckReport) -> str:
     """The report as a JUnit XML document (a string)."""
     cases, failures, skips = [], 0, 0
     for r in report.results:
-        case = ET.Element("testcase", classname=f"check.{r.stage}", name=f"{TITLES[r.stage]}: {r.name}",
-                          time=f"{r.seconds:.3f}")
+        case = ET.Element(
+            "testcase", classname=f"check.{r.stage}", name=f"{TITLES[r.stage]}: {r.name}", time=f"{r.seconds:.3f}"
+        )
         props = ET.SubElement(case, "properties")
         ET.SubElement(props, "property", name="figure", value=_text(r.figure))
         ET.SubElement(props, "property", name="threshold", value=_text(r.threshold))
         if r.passed is False:
             failures += 1
-            ET.SubElement(case, "failure", message=r.message, type="threshold").text = (
-                f"figure: {_text(r.figure)}\nthreshold: {_text(r.threshold)}\n{r.message}")
+            ET.SubElement(
+                case, "failure", message=r.message, type="threshold"
+            ).text = f"figure: {_text(r.figure)}\nthreshold: {_text(r.threshold)}\n{r.message}"
         elif r.passed is None:
             skips += 1
             ET.SubElement(case, "skipped", message=r.message)
@@ -39,12 +41,18 @@ def to_junit(report: CheckReport) -> str:
         cases.append(case)
     n, total_s = str(len(cases)), f"{report.seconds:.3f}"
     root = ET.Element("testsuites", name=SUITE, tests=n, failures=str(failures), time=total_s)
-    suite = ET.SubElement(root, "testsuite", name=SUITE, tests=n, failures=str(failures), errors="0",
-                          skipped=str(skips), time=total_s)
+    suite = ET.SubElement(
+        root, "testsuite", name=SUITE, tests=n, failures=str(failures), errors="0", skipped=str(skips), time=total_s
+    )
     props = ET.SubElement(suite, "properties")
-    for name, value in (("draft", report.draft), ("target", report.target), ("baseline", report.baseline),
-                        ("policy", report.policy.source), ("vllm_version", report.vllm_version),
-                        ("engine_starts", report.engine_starts)):
+    for name, value in (
+        ("draft", report.draft),
+        ("target", report.target),
+        ("baseline", report.baseline),
+        ("policy", report.policy.source),
+        ("vllm_version", report.vllm_version),
+        ("engine_starts", report.engine_starts),
+    ):
         ET.SubElement(props, "property", name=name, value=_text(value))
     suite.extend(cases)
     ET.indent(root)

@@ -33,8 +33,9 @@ def local_folder(ref: str, what: str) -> Path:
         path = Path(parsed.local or ref).expanduser()
         folder = path if path.is_dir() else path.parent
         if not (folder / "config.json").is_file():
-            raise CheckpointNotFoundError(f"{what} {ref}: no config.json in {folder}",
-                                          hint="give the checkpoint folder (vLLM loads folders)")
+            raise CheckpointNotFoundError(
+                f"{what} {ref}: no config.json in {folder}", hint="give the checkpoint folder (vLLM loads folders)"
+            )
         return folder.resolve()
     from eagle_convert.io.hub import HubSource
 
@@ -60,8 +61,16 @@ class Plan:
     baseline: list[PassSpec]
 
 
-def plan_passes(*, temperature: float, seed: int, identity: bool, mixed: float | None, control: float | None,
-                control_prompts: int, n_prompts: int) -> Plan:
+def plan_passes(
+    *,
+    temperature: float,
+    seed: int,
+    identity: bool,
+    mixed: float | None,
+    control: float | None,
+    control_prompts: int,
+    n_prompts: int,
+) -> Plan:
     """Candidate: the measuring pass (greedy at T = 0, with top-2 logits), a greedy pass too when
     T > 0 and identity or the control needs one, T = eps on the control prompts, the mixed batch.
     Target alone (identity): greedy with top-2 logits, and T = eps when the control runs.
@@ -107,16 +116,44 @@ class Engines:
     def _prompts_key(prompts: list[list[int]]) -> str:
         return hashlib.sha256(json.dumps(prompts).encode()).hexdigest()[:16]
 
-    def passes(self, role: str, target: Path, draft: Path | None, prompts: list[list[int]], specs: list[PassSpec],
-               *, k: int, max_new_tokens: int, max_model_len: int, seed: int, timeout_s: float) -> dict[str, PassResult]:
+    def passes(
+        self,
+        role: str,
+        target: Path,
+        draft: Path | None,
+        prompts: list[list[int]],
+        specs: list[PassSpec],
+        *,
+        k: int,
+        max_new_tokens: int,
+        max_model_len: int,
+        seed: int,
+        timeout_s: float,
+    ) -> dict[str, PassResult]:
         """The results of `specs` on the engine (target, draft); starts it only for uncached passes."""
-        base = ("pass", str(target), str(draft) if draft else None, k, max_new_tokens, max_model_len, seed,
-                self._prompts_key(prompts))
+        base = (
+            "pass",
+            str(target),
+            str(draft) if draft else None,
+            k,
+            max_new_tokens,
+            max_model_len,
+            seed,
+            self._prompts_key(prompts),
+        )
         missing = [s for s in specs if (*base, s) not in self.cache]
         if missing:
-            run = self._session().engine(target, draft, prompts, missing, num_speculative_tokens=k,
-                                         max_new_tokens=max_new_tokens, max_model_len=max_model_len, seed=seed,
-                                         timeout_s=timeout_s)
+            run = self._session().engine(
+                target,
+                draft,
+                prompts,
+                missing,
+                num_speculative_tokens=k,
+                max_new_tokens=max_new_tokens,
+                max_model_len=max_model_len,
+                seed=seed,
+                timeout_s=timeout_s,
+            )
             self.engine_starts += 1
             self.vllm_version = run.vllm_version or self.vllm_version
             self.seconds[role] = self.seconds.get(role, 0.0) + run.seconds

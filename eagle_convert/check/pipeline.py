@@ -61,9 +61,12 @@ def why_skipped(stage: str, s: State) -> str:
         return "needs --target" if s.target is None else "vLLM is not installed"
     if not need.acceptance:
         return "the policy has no [acceptance] table"
-    return {"baseline": "no --baseline given", "identity": "off: [output] identity = false",
-            "alarms": "off: [alarms] enabled = false",
-            "sampling": "off: [sampling] control (auto runs it when [acceptance] temperature > 0)"}[stage]
+    return {
+        "baseline": "no --baseline given",
+        "identity": "off: [output] identity = false",
+        "alarms": "off: [alarms] enabled = false",
+        "sampling": "off: [sampling] control (auto runs it when [acceptance] temperature > 0)",
+    }[stage]
 
 
 def _unmeasured(s: State, stage: str) -> list[CheckResult] | None:
@@ -79,8 +82,12 @@ def _unmeasured(s: State, stage: str) -> list[CheckResult] | None:
 def static(s: State) -> list[CheckResult]:
     from eagle_convert.validate.run import validate_checkpoint
 
-    s.report = validate_checkpoint(s.draft, target=s.target, deep=bool(s.policy.get("static", "deep")),
-                                   serving_context=s.policy.get("static", "max_model_len"))
+    s.report = validate_checkpoint(
+        s.draft,
+        target=s.target,
+        deep=bool(s.policy.get("static", "deep")),
+        serving_context=s.policy.get("static", "max_model_len"),
+    )
     return st.static_checks(s.report, list(s.policy.get("static", "allow_warnings", [])))
 
 
@@ -108,12 +115,14 @@ def engine(s: State) -> list[CheckResult]:
     from eagle_convert.validate.rules.target import load_target_config
 
     draft, target = s.folder("draft"), s.folder("target")
-    result = s.engines.load_check(draft, target, k=s.k if s.policy.has("acceptance") else 3,
-                                  timeout_s=float(s.policy.get("engine", "timeout")))
+    result = s.engines.load_check(
+        draft, target, k=s.k if s.policy.has("acceptance") else 3, timeout_s=float(s.policy.get("engine", "timeout"))
+    )
     ckpt = open_checkpoint(draft)
     desc, cfg = load_target_config(str(target))
-    ctx = build_context(ckpt, _info(s), target=cfg, target_source=desc,
-                        serving_context=s.policy.get("static", "max_model_len"))
+    ctx = build_context(
+        ckpt, _info(s), target=cfg, target_source=desc, serving_context=s.policy.get("static", "max_model_len")
+    )
     return st.engine_checks(feature_findings(ctx, result.features) + from_engine(result), result)
 
 
@@ -130,8 +139,10 @@ def _prompts(s: State) -> Any:
         if unknown:
             from eagle_convert.errors import UsageError
 
-            raise UsageError(f"{s.policy.source}: [acceptance] categories: no prompts in {', '.join(unknown)} "
-                             f"(available: {', '.join(known)})")
+            raise UsageError(
+                f"{s.policy.source}: [acceptance] categories: no prompts in {', '.join(unknown)} "
+                f"(available: {', '.join(known)})"
+            )
         prompts = [p for p in prompts if p.category in cats]
     limit = s.acc("limit")
     if limit:  # the first `limit` prompts of each category, in file order
@@ -143,28 +154,47 @@ def _prompts(s: State) -> Any:
                 kept.append(p)
         prompts = kept
     buckets = [NATURAL if b == "natural" else int(b) for b in s.acc("buckets")]
-    return prepare_smoke_prompts(s.folder("target"), prompts, k=s.k, max_new_tokens=int(s.acc("max_new_tokens")),
-                                 buckets=buckets, chat_template=s.acc("chat_template"))
+    return prepare_smoke_prompts(
+        s.folder("target"),
+        prompts,
+        k=s.k,
+        max_new_tokens=int(s.acc("max_new_tokens")),
+        buckets=buckets,
+        chat_template=s.acc("chat_template"),
+    )
 
 
 def _run(s: State, role: str, draft: Path | None, specs: list) -> dict[str, Any]:
     from eagle_convert.smoke.vllm_run import max_model_len_for
 
     n = int(s.acc("max_new_tokens"))
-    out = s.engines.passes(role, s.folder("target"), draft, [p.token_ids for p in s.pset.prompts], specs, k=s.k,
-                           max_new_tokens=n, max_model_len=max_model_len_for(s.folder("target"), s.pset, n, s.k),
-                           seed=int(s.acc("seed")), timeout_s=float(s.acc("timeout")))
+    out = s.engines.passes(
+        role,
+        s.folder("target"),
+        draft,
+        [p.token_ids for p in s.pset.prompts],
+        specs,
+        k=s.k,
+        max_new_tokens=n,
+        max_model_len=max_model_len_for(s.folder("target"), s.pset, n, s.k),
+        seed=int(s.acc("seed")),
+        timeout_s=float(s.acc("timeout")),
+    )
     s.passes[role] = out
     return out
 
 
 def _plan(s: State):
     out = s.policy.get("output", "mixed_batch")
-    return plan_passes(temperature=float(s.acc("temperature")), seed=int(s.acc("seed")),
-                       identity=s.need.identity,
-                       mixed=float(s.policy.get("output", "companion_temperature")) if (s.need.identity and out) else None,
-                       control=s.need.control, control_prompts=int(s.policy.get("sampling", "prompts")),
-                       n_prompts=len(s.pset.prompts))
+    return plan_passes(
+        temperature=float(s.acc("temperature")),
+        seed=int(s.acc("seed")),
+        identity=s.need.identity,
+        mixed=float(s.policy.get("output", "companion_temperature")) if (s.need.identity and out) else None,
+        control=s.need.control,
+        control_prompts=int(s.policy.get("sampling", "prompts")),
+        n_prompts=len(s.pset.prompts),
+    )
 
 
 def _draft_result(s: State, path: Path, pr: Any, label: str) -> Any:
@@ -177,8 +207,14 @@ def _draft_result(s: State, path: Path, pr: Any, label: str) -> Any:
 
 def acceptance(s: State) -> list[CheckResult]:
     s.pset = _prompts(s)
-    s.settings = {"k": s.k, "max_new_tokens": int(s.acc("max_new_tokens")), "temperature": float(s.acc("temperature")),
-                  "seed": int(s.acc("seed")), "prompts": len(s.pset.prompts), "chat_template": s.pset.chat_template}
+    s.settings = {
+        "k": s.k,
+        "max_new_tokens": int(s.acc("max_new_tokens")),
+        "temperature": float(s.acc("temperature")),
+        "seed": int(s.acc("seed")),
+        "prompts": len(s.pset.prompts),
+        "chat_template": s.pset.chat_template,
+    }
     out = _run(s, "candidate", s.folder("draft"), _plan(s).candidate)
     s.candidate = _draft_result(s, s.folder("draft"), out[MAIN], "candidate")
     return st.acceptance_checks(s.candidate, s.policy)
@@ -220,12 +256,20 @@ def identity(s: State) -> list[CheckResult]:
     ulps, dtype = float(s.policy.get("output", "near_tie_ulps")), _dtype(s)
     ids = [s.pset.prompts[i].id for i in ref.prompts]
     tol = f"near-ties excused: top-2 logits within {ulps:g} {dtype} ulps"
-    out = [st.identity_check("greedy batch", compare_outputs(ids, ref.outputs, _greedy(s).outputs, ref.top2,
-                                                            dtype=dtype, tie_ulps=ulps), tol)]
+    out = [
+        st.identity_check(
+            "greedy batch",
+            compare_outputs(ids, ref.outputs, _greedy(s).outputs, ref.top2, dtype=dtype, tie_ulps=ulps),
+            tol,
+        )
+    ]
     mixed = s.passes["candidate"].get(MIXED)
     if mixed is not None:
-        r = st.identity_check("mixed batch (greedy next to sampled requests)",
-                              compare_outputs(ids, ref.outputs, mixed.outputs, ref.top2, dtype=dtype, tie_ulps=ulps), tol)
+        r = st.identity_check(
+            "mixed batch (greedy next to sampled requests)",
+            compare_outputs(ids, ref.outputs, mixed.outputs, ref.top2, dtype=dtype, tie_ulps=ulps),
+            tol,
+        )
         if not r.passed:
             from eagle_convert.vllm.known_issues import sampling_issues
 
@@ -242,6 +286,7 @@ def sampling(s: State) -> list[CheckResult]:
         return skip
     alone = s.passes.get("target alone", {})
     pair = (alone[GREEDY], alone[EPS]) if EPS in alone else None
-    control = sampling_control(_greedy(s), s.passes["candidate"][EPS], s.pset, _dtype(s),
-                               float(s.need.control), alone=pair)
+    control = sampling_control(
+        _greedy(s), s.passes["candidate"][EPS], s.pset, _dtype(s), float(s.need.control), alone=pair
+    )
     return [st.sampling_check(control)]

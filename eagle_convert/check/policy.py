@@ -69,8 +69,9 @@ def _where(path: list[str | int]) -> str:
 
 
 def _type_name(value: Any) -> str:
-    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "array",
-            dict: "table"}.get(type(value), type(value).__name__)
+    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "table"}.get(
+        type(value), type(value).__name__
+    )
 
 
 def _fmt(value: Any) -> str:
@@ -130,8 +131,11 @@ def _check(value: Any, schema: dict[str, Any], path: list[str | int]) -> str | N
             if problem:
                 return problem
     if t in ("number", "integer"):
-        for key, ok, word in (("minimum", lambda v, m: v >= m, ">="), ("maximum", lambda v, m: v <= m, "<="),
-                              ("exclusiveMinimum", lambda v, m: v > m, ">")):
+        for key, ok, word in (
+            ("minimum", lambda v, m: v >= m, ">="),
+            ("maximum", lambda v, m: v <= m, "<="),
+            ("exclusiveMinimum", lambda v, m: v > m, ">"),
+        ):
             if key in schema and not ok(value, schema[key]):
                 return f"{where} must be {word} {_fmt(schema[key])}, not {_fmt(value)}"
     if t == "string" and "pattern" in schema:
@@ -146,8 +150,14 @@ def _describe(schema: dict[str, Any]) -> str:
     if "const" in schema:
         return _fmt(schema["const"])
     t = schema.get("type", "a value")
-    return {"object": "a table", "array": "an array", "integer": "an integer", "number": "a number",
-            "string": "a string", "boolean": "true or false"}.get(t, t)
+    return {
+        "object": "a table",
+        "array": "an array",
+        "integer": "an integer",
+        "number": "a number",
+        "string": "a string",
+        "boolean": "true or false",
+    }.get(t, t)
 
 
 def validate_policy(data: dict[str, Any]) -> str | None:
@@ -159,8 +169,10 @@ def validate_policy(data: dict[str, Any]) -> str | None:
     k = acc.get("num_speculative_tokens", 3)
     floors = acc.get("min_per_position")
     if floors is not None and len(floors) > k:
-        return (f"[acceptance] min_per_position has {len(floors)} floors but num_speculative_tokens is {k} "
-                "(one floor per draft position)")
+        return (
+            f"[acceptance] min_per_position has {len(floors)} floors but num_speculative_tokens is {k} "
+            "(one floor per draft position)"
+        )
     al = acc.get("min_acceptance_length")
     if al is not None and al > k + 1:
         return f"[acceptance] min_acceptance_length {al} is above k + 1 = {k + 1}, the most a draft can reach"

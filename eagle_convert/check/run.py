@@ -57,13 +57,29 @@ class CheckReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema_version": SCHEMA_VERSION, "draft": self.draft, "target": self.target, "baseline": self.baseline,
-            "passed": self.passed, "policy": self.policy.to_dict(), "stopped_after": self.stopped_after,
-            "stages": [{"stage": s, "title": TITLES[s], "status": self.stage_status(s),
-                        "seconds": round(self.stage_seconds.get(s, 0.0), 3)} for s in STAGES],
+            "schema_version": SCHEMA_VERSION,
+            "draft": self.draft,
+            "target": self.target,
+            "baseline": self.baseline,
+            "passed": self.passed,
+            "policy": self.policy.to_dict(),
+            "stopped_after": self.stopped_after,
+            "stages": [
+                {
+                    "stage": s,
+                    "title": TITLES[s],
+                    "status": self.stage_status(s),
+                    "seconds": round(self.stage_seconds.get(s, 0.0), 3),
+                }
+                for s in STAGES
+            ],
             "checks": [r.to_dict() for r in self.results],
-            "engine_starts": self.engine_starts, "load_checks": self.load_checks, "worker_starts": self.worker_starts,
-            "vllm_version": self.vllm_version, "seconds": round(self.seconds, 3), "settings": self.settings,
+            "engine_starts": self.engine_starts,
+            "load_checks": self.load_checks,
+            "worker_starts": self.worker_starts,
+            "vllm_version": self.vllm_version,
+            "seconds": round(self.seconds, 3),
+            "settings": self.settings,
         }
 
 
@@ -90,8 +106,15 @@ def needs(policy: Policy, *, target: str | None, baseline: str | None, vllm: boo
     if baseline is not None and not acc:
         raise UsageError("--baseline needs an [acceptance] table in the policy: the comparison runs there")
     load = policy.get("engine", "load")
-    wants_vllm = [why for why, on in (("[engine] load = true", load is True), ("[acceptance]", acc),
-                                      ("[features]", policy.has("features"))) if on]
+    wants_vllm = [
+        why
+        for why, on in (
+            ("[engine] load = true", load is True),
+            ("[acceptance]", acc),
+            ("[features]", policy.has("features")),
+        )
+        if on
+    ]
     if wants_vllm:
         require("vllm", f"check (the policy's {', '.join(wants_vllm)})")
     if (load is True or acc) and target is None:
@@ -100,17 +123,28 @@ def needs(policy: Policy, *, target: str | None, baseline: str | None, vllm: boo
     control = policy.get("sampling", "control")
     runs_control = acc and (control is True or (control == "auto" and temperature > 0))
     return _Needs(
-        static=bool(policy.get("static", "enabled")), features=policy.has("features") or vllm,
-        engine=load is True or (load is None and vllm and target is not None), acceptance=acc,
-        identity=acc and bool(policy.get("output", "identity")), alarms=acc and bool(policy.get("alarms", "enabled")),
+        static=bool(policy.get("static", "enabled")),
+        features=policy.has("features") or vllm,
+        engine=load is True or (load is None and vllm and target is not None),
+        acceptance=acc,
+        identity=acc and bool(policy.get("output", "identity")),
+        alarms=acc and bool(policy.get("alarms", "enabled")),
         baseline=acc and baseline is not None,
-        control=float(policy.get("sampling", "temperature")) if runs_control else None)
+        control=float(policy.get("sampling", "temperature")) if runs_control else None,
+    )
 
 
-def run_check(draft: str | Path, *, target: str | Path | None = None, baseline: str | Path | None = None,
-              policy: Policy | None = None, keep_going: bool = False,
-              progress: Callable[[str], None] | None = None, cache: dict | None = None,
-              session: Any = None) -> CheckReport:
+def run_check(
+    draft: str | Path,
+    *,
+    target: str | Path | None = None,
+    baseline: str | Path | None = None,
+    policy: Policy | None = None,
+    keep_going: bool = False,
+    progress: Callable[[str], None] | None = None,
+    cache: dict | None = None,
+    session: Any = None,
+) -> CheckReport:
     """Run the gate on `draft` (folder or hub repo); see the module docstring. `cache` shares engine
     runs between checks in one process (check/measure.py); `session` (a `vllm.session.EngineSession`,
     left open) shares one vLLM worker between them."""
@@ -128,18 +162,28 @@ def run_check(draft: str | Path, *, target: str | Path | None = None, baseline: 
     engines = Engines(cache if cache is not None else {}, session)
     state = pipeline.State(str(draft), target_s, baseline_s, policy, need, engines)
     state.worker_starts_before = engines.worker_starts
-    plan = [("static", need.static, pipeline.static), ("features", need.features, pipeline.features),
-            ("engine", need.engine, pipeline.engine), ("acceptance", need.acceptance, pipeline.acceptance),
-            ("alarms", need.alarms, pipeline.alarms), ("baseline", need.baseline, pipeline.baseline),
-            ("identity", need.identity, pipeline.identity), ("sampling", need.control is not None, pipeline.sampling)]
+    plan = [
+        ("static", need.static, pipeline.static),
+        ("features", need.features, pipeline.features),
+        ("engine", need.engine, pipeline.engine),
+        ("acceptance", need.acceptance, pipeline.acceptance),
+        ("alarms", need.alarms, pipeline.alarms),
+        ("baseline", need.baseline, pipeline.baseline),
+        ("identity", need.identity, pipeline.identity),
+        ("sampling", need.control is not None, pipeline.sampling),
+    ]
     try:
         for stage, wanted, fn in plan:
             if not wanted:
                 report.results.append(skipped(stage, pipeline.why_skipped(stage, state)))
                 continue
             if report.stopped_after is not None:
-                report.results.append(skipped(stage, f"not run: the {TITLES[report.stopped_after]} stage failed "
-                                                     "(--keep-going runs every stage)"))
+                report.results.append(
+                    skipped(
+                        stage,
+                        f"not run: the {TITLES[report.stopped_after]} stage failed (--keep-going runs every stage)",
+                    )
+                )
                 continue
             say(f"check: {TITLES[stage]} ...")
             t1 = time.perf_counter()

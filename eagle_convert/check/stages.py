@@ -16,9 +16,16 @@ from eagle_convert.smoke.control import Comparison, SamplingControl, repetition_
 from eagle_convert.smoke.prompts import NATURAL
 
 STAGES = ("static", "features", "engine", "acceptance", "alarms", "baseline", "identity", "sampling")
-TITLES = {"static": "static validation", "features": "EAGLE-3.1 features", "engine": "engine load",
-          "acceptance": "acceptance", "alarms": "output alarms", "baseline": "baseline comparison",
-          "identity": "output identity (T=0)", "sampling": "sampling sanity (T->0)"}
+TITLES = {
+    "static": "static validation",
+    "features": "EAGLE-3.1 features",
+    "engine": "engine load",
+    "acceptance": "acceptance",
+    "alarms": "output alarms",
+    "baseline": "baseline comparison",
+    "identity": "output identity (T=0)",
+    "sampling": "sampling sanity (T->0)",
+}
 
 
 @dataclass
@@ -39,10 +46,17 @@ class CheckResult:
         return "skip" if self.passed is None else "pass" if self.passed else "fail"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "stage": self.stage, "status": self.status, "passed": self.passed,
-                "figure": round(self.figure, 4) if isinstance(self.figure, float) else self.figure,
-                "threshold": self.threshold, "message": self.message, "seconds": round(self.seconds, 3),
-                "details": self.details}
+        return {
+            "name": self.name,
+            "stage": self.stage,
+            "status": self.status,
+            "passed": self.passed,
+            "figure": round(self.figure, 4) if isinstance(self.figure, float) else self.figure,
+            "threshold": self.threshold,
+            "message": self.message,
+            "seconds": round(self.seconds, 3),
+            "details": self.details,
+        }
 
 
 def skipped(stage: str, why: str) -> CheckResult:
@@ -66,15 +80,34 @@ def static_checks(report: Any, allow_warnings: list[str]) -> list[CheckResult]:
         shown = "; ".join(f"{f.code} {f.slug}: {f.message}" for f in fs[:3])
         return shown + (f"; and {len(fs) - 3} more" if len(fs) > 3 else "")
 
-    out = [CheckResult("static: errors", "static", not errors, len(errors), "0",
-                       lines(errors) if errors else f"no errors ({', '.join(report.families_run)} checked)",
-                       details={"codes": sorted({f.code for f in errors})})]
-    msg = lines(warnings) if warnings else "no warnings" + (
-        f" ({len(allowed)} allowed: {', '.join(sorted({w.code for w in allowed}))})" if allowed else "")
-    out.append(CheckResult("static: warnings", "static", not warnings, len(warnings),
-                           "0" + (f" (allowed: {', '.join(allow_warnings)})" if allow_warnings else ""), msg,
-                           details={"codes": sorted({f.code for f in warnings}),
-                                    "allowed": sorted({f.code for f in allowed})}))
+    out = [
+        CheckResult(
+            "static: errors",
+            "static",
+            not errors,
+            len(errors),
+            "0",
+            lines(errors) if errors else f"no errors ({', '.join(report.families_run)} checked)",
+            details={"codes": sorted({f.code for f in errors})},
+        )
+    ]
+    msg = (
+        lines(warnings)
+        if warnings
+        else "no warnings"
+        + (f" ({len(allowed)} allowed: {', '.join(sorted({w.code for w in allowed}))})" if allowed else "")
+    )
+    out.append(
+        CheckResult(
+            "static: warnings",
+            "static",
+            not warnings,
+            len(warnings),
+            "0" + (f" (allowed: {', '.join(allow_warnings)})" if allow_warnings else ""),
+            msg,
+            details={"codes": sorted({f.code for f in warnings}), "allowed": sorted({f.code for f in allowed})},
+        )
+    )
     return out
 
 
@@ -100,25 +133,58 @@ def feature_checks(info: Any, features: Any, policy: Policy) -> list[CheckResult
         if name in require and not in_draft:
             problems.append(f"the draft does not enable {name} (config.json)")
         if not in_vllm:
-            problems.append(f"vLLM {version or '(not installed)'} does not build {name}: {evidence}"
-                            + ("; the engine would silently ignore it" if in_draft else ""))
-        out.append(CheckResult(f"feature {name}", "features", not problems,
-                               f"draft: {'yes' if in_draft else 'no'}, vLLM: {'yes' if in_vllm else 'no'}",
-                               "required" if name in require else "used by the draft",
-                               "; ".join(problems) or f"draft enables it; {evidence}"))
+            problems.append(
+                f"vLLM {version or '(not installed)'} does not build {name}: {evidence}"
+                + ("; the engine would silently ignore it" if in_draft else "")
+            )
+        out.append(
+            CheckResult(
+                f"feature {name}",
+                "features",
+                not problems,
+                f"draft: {'yes' if in_draft else 'no'}, vLLM: {'yes' if in_vllm else 'no'}",
+                "required" if name in require else "used by the draft",
+                "; ".join(problems) or f"draft enables it; {evidence}",
+            )
+        )
     minimum = policy.get("features", "min_vllm_version")
     if minimum:
         ok = version is not None and _version_tuple(version) >= _version_tuple(minimum)
-        out.append(CheckResult("vLLM version", "features", ok, version or "not installed", f">= {minimum}",
-                               f"installed vLLM {version} " + ("meets" if ok else "is below") + f" {minimum}"
-                               if version else "vLLM is not installed"))
+        out.append(
+            CheckResult(
+                "vLLM version",
+                "features",
+                ok,
+                version or "not installed",
+                f">= {minimum}",
+                f"installed vLLM {version} " + ("meets" if ok else "is below") + f" {minimum}"
+                if version
+                else "vLLM is not installed",
+            )
+        )
     for flag in policy.get("features", "vllm_features", []):
         ok = bool(features is not None and getattr(features, flag, False))
-        out.append(CheckResult(f"vLLM feature {flag}", "features", ok, "yes" if ok else "no", "yes",
-                               features.evidence.get(flag, "") if features else "vLLM is not installed"))
+        out.append(
+            CheckResult(
+                f"vLLM feature {flag}",
+                "features",
+                ok,
+                "yes" if ok else "no",
+                "yes",
+                features.evidence.get(flag, "") if features else "vLLM is not installed",
+            )
+        )
     if not out:
-        out.append(CheckResult("features", "features", True, None, None,
-                               "the draft enables no EAGLE-3.1 feature and the policy requires none"))
+        out.append(
+            CheckResult(
+                "features",
+                "features",
+                True,
+                None,
+                None,
+                "the draft enables no EAGLE-3.1 feature and the policy requires none",
+            )
+        )
     return out
 
 
@@ -134,10 +200,22 @@ def engine_checks(findings: list, result: Any) -> list[CheckResult]:
         msg = "; ".join(f"{f.code} {f.slug}: {f.message}" for f in errors[:3])
     else:
         msg = f"vLLM {result.vllm_version} loaded {loaded} parameters, none left unwritten"
-    return [CheckResult("engine load (strict)", "engine", not errors, f"{len(unwritten)} unwritten", "0 unwritten",
-                        msg, details={"codes": sorted({f.code for f in errors}), "unwritten": list(unwritten),
-                                      "unwritten_keys": list(result.unwritten_keys) if result else [],
-                                      "error": result.error if result else None})]
+    return [
+        CheckResult(
+            "engine load (strict)",
+            "engine",
+            not errors,
+            f"{len(unwritten)} unwritten",
+            "0 unwritten",
+            msg,
+            details={
+                "codes": sorted({f.code for f in errors}),
+                "unwritten": list(unwritten),
+                "unwritten_keys": list(result.unwritten_keys) if result else [],
+                "error": result.error if result else None,
+            },
+        )
+    ]
 
 
 # -------------------------------------------------------------------------------- acceptance
@@ -162,8 +240,10 @@ def _category_and_bucket_groups(cand: Any) -> tuple[list, list]:
 
     ids = {g.bucket for g in cand.groups if g.bucket is not None}
     if len(ids) > 1:
-        return ([g for g in cand.groups if g.category != "all" and g.bucket is None],
-                [g for g in cand.groups if g.category == "all" and g.bucket is not None])
+        return (
+            [g for g in cand.groups if g.category != "all" and g.bucket is None],
+            [g for g in cand.groups if g.category == "all" and g.bucket is not None],
+        )
     cats = [g for g in cand.groups if g.category != "all"]
     return cats, [Group("all", b, cand.total) for b in ids]
 
@@ -174,23 +254,40 @@ def acceptance_checks(cand: Any, policy: Policy) -> list[CheckResult]:
     total = cand.total
     al = total.acceptance_length
     floor = policy.get("acceptance", "min_acceptance_length")
-    out.append(CheckResult("mean acceptance length", "acceptance", None if floor is None else al >= floor, al,
-                           None if floor is None else f">= {_f(floor)}",
-                           f"AL {_f(al)} over {total.requests} requests ({total.num_drafts} draft rounds)"
-                           + ("" if floor is None else f"; floor {_f(floor)}" + ("" if al >= floor else
-                              f": {_f(floor - al)} short"))))
+    out.append(
+        CheckResult(
+            "mean acceptance length",
+            "acceptance",
+            None if floor is None else al >= floor,
+            al,
+            None if floor is None else f">= {_f(floor)}",
+            f"AL {_f(al)} over {total.requests} requests ({total.num_drafts} draft rounds)"
+            + ("" if floor is None else f"; floor {_f(floor)}" + ("" if al >= floor else f": {_f(floor - al)} short")),
+        )
+    )
     pos_floors = policy.get("acceptance", "min_per_position")
     if pos_floors:
         rates = total.per_position
-        bad = [f"position {i + 1}: {rates[i]:.3f} < {f_:.3f}" for i, f_ in enumerate(pos_floors)
-               if i >= len(rates) or rates[i] < f_]
-        out.append(CheckResult("per-position acceptance", "acceptance", not bad,
-                               " / ".join(f"{r:.3f}" for r in rates[:len(pos_floors)]),
-                               ">= " + " / ".join(_f(x) for x in pos_floors),
-                               "; ".join(bad) if bad else "every position meets its floor"))
+        bad = [
+            f"position {i + 1}: {rates[i]:.3f} < {f_:.3f}"
+            for i, f_ in enumerate(pos_floors)
+            if i >= len(rates) or rates[i] < f_
+        ]
+        out.append(
+            CheckResult(
+                "per-position acceptance",
+                "acceptance",
+                not bad,
+                " / ".join(f"{r:.3f}" for r in rates[: len(pos_floors)]),
+                ">= " + " / ".join(_f(x) for x in pos_floors),
+                "; ".join(bad) if bad else "every position meets its floor",
+            )
+        )
     cats, buckets = _category_and_bucket_groups(cand)
-    for key, groups, label in (("min_per_category", cats, lambda g: g.category),
-                               ("min_per_bucket", buckets, lambda g: bucket_label(g.bucket))):
+    for key, groups, label in (
+        ("min_per_category", cats, lambda g: g.category),
+        ("min_per_bucket", buckets, lambda g: bucket_label(g.bucket)),
+    ):
         spec = policy.get("acceptance", key)
         if spec is None:
             continue
@@ -198,20 +295,44 @@ def acceptance_checks(cand: Any, policy: Policy) -> list[CheckResult]:
         floors = _floors(spec, names)
         what = "category" if key == "min_per_category" else "bucket"
         if not cand.per_request:
-            out.append(CheckResult(f"AL per {what}", "acceptance", False, None, str(spec),
-                                   f"this vLLM gives no per-request counters, so {key} cannot be checked"))
+            out.append(
+                CheckResult(
+                    f"AL per {what}",
+                    "acceptance",
+                    False,
+                    None,
+                    str(spec),
+                    f"this vLLM gives no per-request counters, so {key} cannot be checked",
+                )
+            )
             continue
         missing = [n for n in floors if n not in names]
         for g in groups:
             if label(g) not in floors:
                 continue
             v, fl = g.counts.acceptance_length, floors[label(g)]
-            out.append(CheckResult(f"AL {what} {label(g)}", "acceptance", v >= fl, v, f">= {_f(fl)}",
-                                   f"AL {_f(v)} over {g.counts.requests} requests" + ("" if v >= fl else
-                                                                                     f"; {_f(fl - v)} below the floor")))
+            out.append(
+                CheckResult(
+                    f"AL {what} {label(g)}",
+                    "acceptance",
+                    v >= fl,
+                    v,
+                    f">= {_f(fl)}",
+                    f"AL {_f(v)} over {g.counts.requests} requests"
+                    + ("" if v >= fl else f"; {_f(fl - v)} below the floor"),
+                )
+            )
         for n in missing:
-            out.append(CheckResult(f"AL {what} {n}", "acceptance", False, None, f">= {_f(floors[n])}",
-                                   f"no measured {what} {n!r} (measured: {', '.join(names) or 'none'})"))
+            out.append(
+                CheckResult(
+                    f"AL {what} {n}",
+                    "acceptance",
+                    False,
+                    None,
+                    f">= {_f(floors[n])}",
+                    f"no measured {what} {n!r} (measured: {', '.join(names) or 'none'})",
+                )
+            )
     return out
 
 
@@ -224,14 +345,16 @@ def baseline_checks(cand: Any, base: Any, policy: Policy) -> list[CheckResult]:
     absolute = policy.get("acceptance", "max_acceptance_length_drop")
     relative = policy.get("acceptance", "max_acceptance_length_drop_relative")
     msg = f"candidate AL {_f(a)} vs baseline {base.label} AL {_f(b)}: " + (
-        f"drop {_f(drop)} ({rel:.1%})" if drop > 0 else f"gain {_f(-drop)} ({-rel:.1%})")
+        f"drop {_f(drop)} ({rel:.1%})" if drop > 0 else f"gain {_f(-drop)} ({-rel:.1%})"
+    )
     if absolute is None and relative is None:
         out.append(CheckResult("AL vs baseline", "baseline", None, drop, None, msg + " (no allowance in the policy)"))
     if absolute is not None:
         out.append(CheckResult("AL drop vs baseline", "baseline", drop <= absolute, drop, f"<= {_f(absolute)}", msg))
     if relative is not None:
-        out.append(CheckResult("relative AL drop vs baseline", "baseline", rel <= relative, rel,
-                               f"<= {relative:.1%}", msg))
+        out.append(
+            CheckResult("relative AL drop vs baseline", "baseline", rel <= relative, rel, f"<= {relative:.1%}", msg)
+        )
     return out
 
 
@@ -255,16 +378,20 @@ def alarm_checks(cand: Any, outputs: list[list[int]], k: int, policy: Policy) ->
     low = [f"{pid} (AL {_f(al)})" for pid, al in per if al <= low_at]
     out = []
     for name, hits, limit, what, denom in (
-            ("repetition loops", loops, g("max_loop_fraction"), "outputs end in a loop", n),
-            ("implausibly high AL", high, g("max_implausible_fraction"), f"requests at AL >= {_f(high_at)}", len(per)),
-            ("AL about 1", low, g("max_garbage_fraction"), f"requests at AL <= {_f(low_at)}", len(per))):
+        ("repetition loops", loops, g("max_loop_fraction"), "outputs end in a loop", n),
+        ("implausibly high AL", high, g("max_implausible_fraction"), f"requests at AL >= {_f(high_at)}", len(per)),
+        ("AL about 1", low, g("max_garbage_fraction"), f"requests at AL <= {_f(low_at)}", len(per)),
+    ):
         if not denom:
             out.append(CheckResult(name, "alarms", None, None, None, "no per-request counters from this engine"))
             continue
         frac = len(hits) / denom
         msg = f"{len(hits)} of {denom} {what}" + (f": {', '.join(hits[:4])}" if hits else "")
-        out.append(CheckResult(name, "alarms", frac <= limit, frac, f"<= {limit:.0%} of requests", msg,
-                               details={"requests": hits}))
+        out.append(
+            CheckResult(
+                name, "alarms", frac <= limit, frac, f"<= {limit:.0%} of requests", msg, details={"requests": hits}
+            )
+        )
     return out
 
 
@@ -278,9 +405,17 @@ def identity_check(name: str, cmp: Comparison, tolerance: str) -> CheckResult:
         msg = f"{len(bad)} of {cmp.compared} prompts change: " + "; ".join(d.describe() for d in bad[:2])
     else:
         msg = f"{cmp.identical} of {cmp.compared} prompts identical token for token" + (
-            f", {len(excused)} diverge at a near-tie ({excused[0].describe()})" if excused else "")
-    return CheckResult(name, "identity", not bad and cmp.compared > 0, f"{len(bad)} of {cmp.compared} differ",
-                       f"0 ({tolerance})", msg, details=cmp.to_dict())
+            f", {len(excused)} diverge at a near-tie ({excused[0].describe()})" if excused else ""
+        )
+    return CheckResult(
+        name,
+        "identity",
+        not bad and cmp.compared > 0,
+        f"{len(bad)} of {cmp.compared} differ",
+        f"0 ({tolerance})",
+        msg,
+        details=cmp.to_dict(),
+    )
 
 
 def sampling_check(control: SamplingControl) -> CheckResult:
@@ -290,5 +425,12 @@ def sampling_check(control: SamplingControl) -> CheckResult:
         msg += ". The engine's speculative sampler does not keep the target's distribution"
         msg += f". Cause: {control.cause}" if control.cause else "; no known cause in this vLLM's source"
     w = control.with_speculation
-    return CheckResult("T->0 converges to greedy", "sampling", control.passed, f"{len(w.failures)} of {w.compared} differ",
-                       f"0 at T={control.temperature:g}", msg, details=control.to_dict())
+    return CheckResult(
+        "T->0 converges to greedy",
+        "sampling",
+        control.passed,
+        f"{len(w.failures)} of {w.compared} differ",
+        f"0 at T={control.temperature:g}",
+        msg,
+        details=control.to_dict(),
+    )

@@ -26,15 +26,18 @@ def to_markdown(report: CheckReport) -> str:
         facts.append(f"vLLM {report.vllm_version}")
     facts.append(f"{report.engine_starts} engine start{'s' if report.engine_starts != 1 else ''}")
     facts.append(f"{report.seconds:.1f} s")
-    lines = [f"## eagle-convert check: {verdict}", "",
-             f"`{report.draft}`{against}{base} · " + " · ".join(facts), ""]
+    lines = [f"## eagle-convert check: {verdict}", "", f"`{report.draft}`{against}{base} · " + " · ".join(facts), ""]
     if report.stopped_after:
-        lines += [f"Stopped after the failing **{TITLES[report.stopped_after]}** stage "
-                  "(`--keep-going` runs every stage).", ""]
+        lines += [
+            f"Stopped after the failing **{TITLES[report.stopped_after]}** stage (`--keep-going` runs every stage).",
+            "",
+        ]
     lines += ["| stage | check | result | figure | threshold | details |", "|---|---|---|---|---|---|"]
     for r in report.results:
-        lines.append(f"| {TITLES[r.stage]} | {_cell(r.name)} | {MARK[r.status]} | {_cell(r.figure)} | "
-                     f"{_cell(r.threshold)} | {_cell(r.message)} |")
+        lines.append(
+            f"| {TITLES[r.stage]} | {_cell(r.name)} | {MARK[r.status]} | {_cell(r.figure)} | "
+            f"{_cell(r.threshold)} | {_cell(r.message)} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -58,7 +58,9 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="eagle-convert")
-@click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors (or set EAGLE_CONVERT_DEBUG=1).")
+@click.option(
+    "--debug", is_flag=True, help="Show tracebacks instead of one-line errors (or set EAGLE_CONVERT_DEBUG=1)."
+)
 @click.pass_context
 def main(ctx: click.Context, debug: bool) -> None:
     """Inspect, upgrade (EAGLE-3 to EAGLE-3.1), validate and smoke-test EAGLE-3 draft checkpoints."""

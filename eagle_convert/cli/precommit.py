@@ -30,8 +30,13 @@ class _Command(click.Command):
 @click.command("eagle-convert-pre-commit", cls=_Command)
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--strict", is_flag=True, help="Warnings fail too (unless the policy allows their code).")
-@click.option("--policy", "policy_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
-              help="Policy whose [static] allow_warnings applies (default: ./eagle-check.toml when present).")
+@click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Policy whose [static] allow_warnings applies (default: ./eagle-check.toml when present).",
+)
 @click.option("--target", metavar="PATH_OR_REPO", help="Cross-check every draft against this target's config.")
 def precommit_cmd(files: tuple[Path, ...], strict: bool, policy_file: Path | None, target: str | None) -> None:
     """Validate the draft folders that FILES belong to."""
@@ -53,8 +58,9 @@ def precommit_cmd(files: tuple[Path, ...], strict: bool, policy_file: Path | Non
         if bad:
             failed += 1
         else:
-            click.echo(f"ok   {folder}: {report.info.variant if report.info else 'draft'}, "
-                       f"{len(report.warnings)} warning(s)")
+            click.echo(
+                f"ok   {folder}: {report.info.variant if report.info else 'draft'}, {len(report.warnings)} warning(s)"
+            )
     if failed:
         click.echo(f"{failed} draft folder(s) failed validation (eagle-convert validate FOLDER for details)", err=True)
         click.get_current_context().exit(1)

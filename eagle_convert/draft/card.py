@@ -24,8 +24,20 @@ from typing import Any
 from eagle_convert.vllm_model.config import read_config
 from eagle_convert.vllm_model.versions import TESTED_VERSION
 
-__all__ = ["CARD_FILE", "CARD_MARKER", "PROVENANCE_KEY", "AcceptanceRow", "AcceptanceTable", "acceptance_from_smoke",
-           "hub_repo_id", "model_card", "provenance_chain", "retarget_card", "serve_command", "write_model_card"]
+__all__ = [
+    "CARD_FILE",
+    "CARD_MARKER",
+    "PROVENANCE_KEY",
+    "AcceptanceRow",
+    "AcceptanceTable",
+    "acceptance_from_smoke",
+    "hub_repo_id",
+    "model_card",
+    "provenance_chain",
+    "retarget_card",
+    "serve_command",
+    "write_model_card",
+]
 
 CARD_FILE = "README.md"
 PROVENANCE_KEY = "_eagle_convert"  # the config.json entry where eagle-convert records what it did
@@ -115,8 +127,13 @@ def _target_of(config: dict[str, Any], chain: list[dict[str, Any]]) -> str | Non
 def _metadata(base_model: str | None, variant: str) -> str:
     from huggingface_hub import ModelCardData
 
-    tags = ["eagle3", *(["eagle3.1"] if variant == "EAGLE-3.1" else []), "speculative-decoding", "draft-model",
-            "eagle-convert"]
+    tags = [
+        "eagle3",
+        *(["eagle3.1"] if variant == "EAGLE-3.1" else []),
+        "speculative-decoding",
+        "draft-model",
+        "eagle-convert",
+    ]
     data = ModelCardData(base_model=base_model, library_name=LIBRARY_NAME, tags=tags)
     return f"---\n{data.to_yaml()}\n---\n"
 
@@ -146,14 +163,17 @@ def _entry_lines(entry: dict[str, Any]) -> list[str]:
         if key in skip or value in (None, [], {}):
             continue
         if key == "stages" and isinstance(value, list):
-            value = "; ".join(f"{s.get('name')} {s.get('steps')} steps, lr {_fmt(s.get('lr'))}" for s in value
-                              if isinstance(s, dict))
+            value = "; ".join(
+                f"{s.get('name')} {s.get('steps')} steps, lr {_fmt(s.get('lr'))}" for s in value if isinstance(s, dict)
+            )
         elif key == "data" and isinstance(value, dict):
             value = ", ".join(f"{k} {_fmt(v)}" for k, v in value.items())
         elif isinstance(value, dict):
-            value = "; ".join(f"{k.replace('_', ' ')} " + (", ".join(f"{a} {_fmt(b)}" for a, b in v.items())
-                                                         if isinstance(v, dict) else _fmt(v))
-                              for k, v in value.items())
+            value = "; ".join(
+                f"{k.replace('_', ' ')} "
+                + (", ".join(f"{a} {_fmt(b)}" for a, b in v.items()) if isinstance(v, dict) else _fmt(v))
+                for k, v in value.items()
+            )
         out.append(f"  - {key.replace('_', ' ')}: {_fmt(value)}")
     return out
 
@@ -168,16 +188,28 @@ def _acceptance_lines(table: AcceptanceTable) -> list[str]:
         label = f"**{r.label}** (this draft)" if r.this else r.label
         lines.append("| " + " | ".join([label, f"{r.acceptance_length:.3f}", *pos, rate]) + " |")
     version = f" ({table.engine_version})" if table.engine_version else ""
-    where = f"{table.engine} engine{version}, k = {table.k}, {table.prompts}" + (f", {table.settings}"
-                                                                                if table.settings else "")
-    lines += ["", (f"Measured with `eagle-convert smoke` ({where}). AL = 1 + accepted / draft rounds; position i = "
-                   "share of rounds whose first i drafts were all accepted (vLLM's definitions).")]
+    where = f"{table.engine} engine{version}, k = {table.k}, {table.prompts}" + (
+        f", {table.settings}" if table.settings else ""
+    )
+    lines += [
+        "",
+        (
+            f"Measured with `eagle-convert smoke` ({where}). AL = 1 + accepted / draft rounds; position i = "
+            "share of rounds whose first i drafts were all accepted (vLLM's definitions)."
+        ),
+    ]
     lines += [f"{n}" for n in table.notes]
     return lines
 
 
-def model_card(config: dict[str, Any], *, model_ref: str, target: str | None = None,
-               acceptance: AcceptanceTable | None = None, title: str | None = None) -> str:
+def model_card(
+    config: dict[str, Any],
+    *,
+    model_ref: str,
+    target: str | None = None,
+    acceptance: AcceptanceTable | None = None,
+    title: str | None = None,
+) -> str:
     """README.md text for the draft whose config.json is `config`.
 
     `model_ref` is what `vllm serve` loads (the output folder, or the hub repo after `push`);
@@ -194,24 +226,45 @@ def model_card(config: dict[str, Any], *, model_ref: str, target: str | None = N
     name = title or Path(model_ref.rstrip("/")).name or model_ref
 
     lines = [_metadata(base_model, variant), CARD_MARKER, "", f"# {name}", ""]
-    lines.append(f"An **{variant}** speculative-decoding draft for "
-                 + (f"**{shown_target}**" if shown_target else "its target model (not recorded)")
-                 + ". It is not a language model on its own: vLLM runs it beside the target, it proposes "
-                   f"{NUM_SPECULATIVE_TOKENS} tokens per step from the target's hidden states, and the target "
-                   "verifies them in one forward pass, so the output is exactly the target's.")
-    lines += ["", "## Serve with vLLM", "", "```bash", serve_command(shown_target, model_ref), "```", "",
-              ("Before serving, `eagle-convert validate DRAFT --target TARGET` checks the draft against vLLM's "
-               f"loader rules (read from vLLM {TESTED_VERSION}) and the target.")]
+    lines.append(
+        f"An **{variant}** speculative-decoding draft for "
+        + (f"**{shown_target}**" if shown_target else "its target model (not recorded)")
+        + ". It is not a language model on its own: vLLM runs it beside the target, it proposes "
+        f"{NUM_SPECULATIVE_TOKENS} tokens per step from the target's hidden states, and the target "
+        "verifies them in one forward pass, so the output is exactly the target's."
+    )
+    lines += [
+        "",
+        "## Serve with vLLM",
+        "",
+        "```bash",
+        serve_command(shown_target, model_ref),
+        "```",
+        "",
+        (
+            "Before serving, `eagle-convert validate DRAFT --target TARGET` checks the draft against vLLM's "
+            f"loader rules (read from vLLM {TESTED_VERSION}) and the target."
+        ),
+    ]
 
     hidden, th = cfg.get("hidden_size"), cfg.get("target_hidden_size") or cfg.get("hidden_size")
     ids = view.aux_ids_v1
-    rows = [("variant", variant), ("architecture", view.architecture or "not set"),
-            ("vLLM class", view.draft_class.name if view.draft_class else "none (not a registered EAGLE-3 draft)"),
-            ("draft layers", cfg.get("num_hidden_layers")), ("hidden size", f"{hidden} (target {th})"),
-            ("aux hidden states", f"{view.aux_count}, target layer ids {ids if ids else 'vLLM default (2, N//2, N-3)'}"),
-            ("vocabulary", (f"{_fmt(cfg.get('vocab_size'))} target, "
-                            f"{_fmt(cfg.get('draft_vocab_size') or cfg.get('vocab_size'))} draft")),
-            ("dtype", cfg.get("torch_dtype") or cfg.get("dtype") or "not set")]
+    rows = [
+        ("variant", variant),
+        ("architecture", view.architecture or "not set"),
+        ("vLLM class", view.draft_class.name if view.draft_class else "none (not a registered EAGLE-3 draft)"),
+        ("draft layers", cfg.get("num_hidden_layers")),
+        ("hidden size", f"{hidden} (target {th})"),
+        ("aux hidden states", f"{view.aux_count}, target layer ids {ids if ids else 'vLLM default (2, N//2, N-3)'}"),
+        (
+            "vocabulary",
+            (
+                f"{_fmt(cfg.get('vocab_size'))} target, "
+                f"{_fmt(cfg.get('draft_vocab_size') or cfg.get('vocab_size'))} draft"
+            ),
+        ),
+        ("dtype", cfg.get("torch_dtype") or cfg.get("dtype") or "not set"),
+    ]
     lines += ["", "## What it is", "", "| | |", "|---|---|"]
     lines += [f"| {k} | {_fmt(v)} |" for k, v in rows]
     lines += ["", "## Flags", "", "| flag | value | effect |", "|---|---|---|"]
@@ -243,8 +296,13 @@ def retarget_card(text: str, model_ref: str) -> str:
     return "".join(out)
 
 
-def write_model_card(folder: str | Path, *, model_ref: str | None = None, target: str | None = None,
-                     acceptance: AcceptanceTable | None = None) -> Path:
+def write_model_card(
+    folder: str | Path,
+    *,
+    model_ref: str | None = None,
+    target: str | None = None,
+    acceptance: AcceptanceTable | None = None,
+) -> Path:
     """(Re)write `folder/README.md` from `folder/config.json` (replace-by-rename, never half-written)."""
     folder = Path(folder)
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
@@ -266,15 +324,25 @@ def acceptance_from_smoke(data: dict[str, Any], *, this: str | Path | None = Non
     for d in data.get("drafts") or []:
         total = d.get("total") or {}
         path = d.get("path")
-        rows.append(AcceptanceRow(
-            label=str(d.get("label")), acceptance_length=float(total.get("acceptance_length", 1.0)),
-            per_position=[float(p) for p in total.get("per_position") or []],
-            acceptance_rate=total.get("acceptance_rate"), requests=total.get("requests"),
-            this=mine is not None and path is not None and Path(path).resolve() == mine))
-    bits = [f"T={settings['temperature']}" if "temperature" in settings else "",
-            f"{settings['max_new_tokens']} new tokens per prompt" if "max_new_tokens" in settings else ""]
+        rows.append(
+            AcceptanceRow(
+                label=str(d.get("label")),
+                acceptance_length=float(total.get("acceptance_length", 1.0)),
+                per_position=[float(p) for p in total.get("per_position") or []],
+                acceptance_rate=total.get("acceptance_rate"),
+                requests=total.get("requests"),
+                this=mine is not None and path is not None and Path(path).resolve() == mine,
+            )
+        )
+    bits = [
+        f"T={settings['temperature']}" if "temperature" in settings else "",
+        f"{settings['max_new_tokens']} new tokens per prompt" if "max_new_tokens" in settings else "",
+    ]
     return AcceptanceTable(
-        rows=rows, k=int(settings.get("k") or max((len(r.per_position) for r in rows), default=0)),
-        engine=str(data.get("engine") or "?"), engine_version=data.get("engine_version"),
+        rows=rows,
+        k=int(settings.get("k") or max((len(r.per_position) for r in rows), default=0)),
+        engine=str(data.get("engine") or "?"),
+        engine_version=data.get("engine_version"),
         prompts=f"{prompts.get('count', '?')} prompts, chat template {prompts.get('chat_template', '?')}",
-        settings=", ".join(b for b in bits if b))
+        settings=", ".join(b for b in bits if b),
+    )

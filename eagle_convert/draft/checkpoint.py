@@ -104,7 +104,9 @@ def load_from_source(source: Source, *, require_config: bool = False) -> Checkpo
     cfg_name = _join(prefix, CONFIG_FNAME) if _join(prefix, CONFIG_FNAME) in fileset else CONFIG_FNAME
     has_config = cfg_name in fileset
     if not has_config and require_config:
-        raise ConfigError(f"{source.description}: no config.json", hint="copy the draft's config.json next to the weights")
+        raise ConfigError(
+            f"{source.description}: no config.json", hint="copy the draft's config.json next to the weights"
+        )
     config = read_json(source, cfg_name) if has_config else {}
     tensors: dict[str, TensorInfo] = {}
     metadata: dict[str, dict[str, str]] = {}
@@ -118,7 +120,8 @@ def load_from_source(source: Source, *, require_config: bool = False) -> Checkpo
             for name, info in header.tensors.items():
                 if name in tensors:
                     raise CheckpointReadError(
-                        f"{source.description}: tensor {name!r} appears in both {tensors[name].file} and {fname}")
+                        f"{source.description}: tensor {name!r} appears in both {tensors[name].file} and {fname}"
+                    )
                 tensors[name] = info
         if storage == "sharded":
             _check_index(source, prefix, tensors, fileset)
@@ -142,14 +145,17 @@ def _resolve_weights(source: Source, fileset: set[str]) -> tuple[str, str, list[
         if index in fileset:
             weight_map = read_json(source, index).get("weight_map")
             if not isinstance(weight_map, dict) or not weight_map:
-                raise CheckpointReadError(f"{source.description}/{index}: missing or empty 'weight_map'",
-                                          hint="regenerate the index or merge the shards")
+                raise CheckpointReadError(
+                    f"{source.description}/{index}: missing or empty 'weight_map'",
+                    hint="regenerate the index or merge the shards",
+                )
             shards = sorted({_join(prefix, str(f)) for f in weight_map.values()})
             missing = [s for s in shards if s not in fileset]
             if missing:
                 raise CheckpointNotFoundError(
                     f"{source.description}/{missing[0]}: listed in {SAFETENSORS_INDEX_FNAME} but missing",
-                    hint="download every shard")
+                    hint="download every shard",
+                )
             return prefix, "sharded", shards
         level = sorted(f for f in fileset if f.endswith(".safetensors") and f.rpartition("/")[0] == prefix)
         if len(level) == 1:
@@ -161,7 +167,8 @@ def _resolve_weights(source: Source, fileset: set[str]) -> tuple[str, str, list[
             return prefix, "bin", bins
     raise CheckpointNotFoundError(
         f"{source.description}: no weights found",
-        hint=f"expected {SAFETENSORS_FNAME}, {SAFETENSORS_INDEX_FNAME} with shards, or {BIN_FNAME}")
+        hint=f"expected {SAFETENSORS_FNAME}, {SAFETENSORS_INDEX_FNAME} with shards, or {BIN_FNAME}",
+    )
 
 
 def _check_index(source: Source, prefix: str, tensors: dict[str, TensorInfo], fileset: set[str]) -> None:
@@ -174,9 +181,11 @@ def _check_index(source: Source, prefix: str, tensors: dict[str, TensorInfo], fi
         if info is None or info.file != _join(prefix, fname):
             raise CheckpointReadError(
                 f"{source.description}/{index}: tensor {name!r} is mapped to {fname} but is not in that file",
-                hint="regenerate the index")
+                hint="regenerate the index",
+            )
     extra = sorted(set(tensors) - set(weight_map))
     if extra:
         raise CheckpointReadError(
             f"{source.description}/{index}: tensor {extra[0]!r} is in a shard but missing from weight_map",
-            hint="regenerate the index")
+            hint="regenerate the index",
+        )

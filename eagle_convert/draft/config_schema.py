@@ -22,8 +22,15 @@ _TYPES = {
     "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
     "null": lambda v: v is None,
 }
-_NAMES = {"object": "an object", "array": "a list", "string": "a string", "boolean": "true or false",
-          "integer": "an integer", "number": "a number", "null": "null"}
+_NAMES = {
+    "object": "an object",
+    "array": "a list",
+    "string": "a string",
+    "boolean": "true or false",
+    "integer": "an integer",
+    "number": "a number",
+    "null": "null",
+}
 
 
 def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:

@@ -94,8 +94,11 @@ def _flag_locations(config: dict[str, Any], flag: str) -> list[str]:
 def _aux_ids(config: dict[str, Any], view: VllmDraftConfig) -> tuple[list[int] | None, list[str]]:
     """The ids vLLM's V1 runner uses (else the V2 runner's), and every location that holds ids."""
     where = [p for p in AUX_ID_LOCATIONS if isinstance(v := config_get(config, p), list) and v]
-    used, used_where = ((view.aux_ids_v1, view.aux_ids_v1_where) if view.aux_ids_v1 is not None
-                        else (view.aux_ids_v2, view.aux_ids_v2_where))
+    used, used_where = (
+        (view.aux_ids_v1, view.aux_ids_v1_where)
+        if view.aux_ids_v1 is not None
+        else (view.aux_ids_v2, view.aux_ids_v2_where)
+    )
     if used is None or not all(isinstance(i, int) and not isinstance(i, bool) for i in used):
         return None, where
     if used_where in where:  # the one vLLM uses first
@@ -125,15 +128,15 @@ def describe(ckpt: Checkpoint, *, read_vocab: bool = True) -> DraftInfo:
     check_config(ckpt.config, ckpt.config_where)
     ensure_draft(ckpt)  # a target, MTP head, Medusa, DFlash ... is refused before any layout guess
     keys = list(ckpt.tensors)
-    layout = detect_layout(keys, ckpt.config, metadata=ckpt.file_metadata, storage=ckpt.storage,
-                           where=ckpt.description)
+    layout = detect_layout(keys, ckpt.config, metadata=ckpt.file_metadata, storage=ckpt.storage, where=ckpt.description)
     canon = canonical_map(keys)
     by_canon = {c: ckpt.tensors[k] for k, c in canon.items()}
     attention, attention_reason = detect_attention(canon.values())
     view = read_config(ckpt.config)
     eff = view.vcfg
-    flags = {f: Flag(_declared(ckpt.config, view, f), _flag_locations(ckpt.config, f), view.flags[f])
-             for f in FLAG_NAMES}
+    flags = {
+        f: Flag(_declared(ckpt.config, view, f), _flag_locations(ckpt.config, f), view.flags[f]) for f in FLAG_NAMES
+    }
 
     hidden = _dim(eff, "hidden_size")
     if hidden is None and "norm.weight" in by_canon:
@@ -154,26 +157,42 @@ def describe(ckpt: Checkpoint, *, read_vocab: bool = True) -> DraftInfo:
     variant, variant_reasons = _variant(flags, fc_norms, "input_norm.weight" in by_canon)
     layers = {int(m.group(1)) for c in by_canon if (m := _LAYER_RE.match(c))}
     return DraftInfo(
-        layout=layout.id, producer=layout.producer, layout_reasons=list(layout.reasons),
-        attention=attention, attention_reason=attention_reason,
+        layout=layout.id,
+        producer=layout.producer,
+        layout_reasons=list(layout.reasons),
+        attention=attention,
+        attention_reason=attention_reason,
         architectures=list(ckpt.config.get("architectures") or []),
         vllm_architecture=None if view.mtp_rewrite else view.architecture,
         vllm_class=view.draft_class.name if view.builds_eagle3 and view.draft_class else None,
         vllm_note=_vllm_note(view),
         model_type=eff.get("model_type"),
-        variant=variant, variant_reasons=variant_reasons, flags=flags,
-        hidden_size=hidden, target_hidden_size=target_hidden, num_aux=num_aux, num_aux_source=num_aux_source,
-        aux_layer_ids=aux_ids, aux_layer_ids_where=aux_where, num_layers=len(layers),
-        vocab_size=vocab_size, draft_vocab_size=draft_vocab, vocab=vocab,
+        variant=variant,
+        variant_reasons=variant_reasons,
+        flags=flags,
+        hidden_size=hidden,
+        target_hidden_size=target_hidden,
+        num_aux=num_aux,
+        num_aux_source=num_aux_source,
+        aux_layer_ids=aux_ids,
+        aux_layer_ids_where=aux_where,
+        num_layers=len(layers),
+        vocab_size=vocab_size,
+        draft_vocab_size=draft_vocab,
+        vocab=vocab,
         has_embed="embed_tokens.weight" in by_canon,
         dtypes=dict(Counter(t.dtype for t in ckpt.tensors.values())),
-        num_tensors=len(ckpt.tensors), total_bytes=ckpt.total_bytes, storage=ckpt.storage,
-        files=list(ckpt.weight_files), canonical=canon,
+        num_tensors=len(ckpt.tensors),
+        total_bytes=ckpt.total_bytes,
+        storage=ckpt.storage,
+        files=list(ckpt.weight_files),
+        canonical=canon,
     )
 
 
-def _num_aux(eff: dict[str, Any], fc: Any, target_hidden: int | None, aux_ids: list[int] | None,
-             fc_norms: list[int]) -> tuple[int | None, str]:
+def _num_aux(
+    eff: dict[str, Any], fc: Any, target_hidden: int | None, aux_ids: list[int] | None, fc_norms: list[int]
+) -> tuple[int | None, str]:
     if fc is not None and target_hidden and len(fc.shape) == 2 and fc.shape[1] % target_hidden == 0:
         return fc.shape[1] // target_hidden, f"fc.weight width {fc.shape[1]} / target_hidden_size {target_hidden}"
     if _dim(eff, "num_aux_hidden_states"):
@@ -203,8 +222,9 @@ def _variant(flags: dict[str, Flag], fc_norms: list[int], has_input_norm: bool) 
     return "EAGLE-3", ["no fc_norm / norm_output flags or tensors, no input_norm"]
 
 
-def _vocab_mapping(ckpt: Checkpoint, canon: dict[str, str], vocab_size: int | None, draft_vocab: int | None,
-                   read: bool) -> VocabMapping:
+def _vocab_mapping(
+    ckpt: Checkpoint, canon: dict[str, str], vocab_size: int | None, draft_vocab: int | None, read: bool
+) -> VocabMapping:
     inv = {c: k for k, c in canon.items()}
     mapping = VocabMapping(reduced=bool(vocab_size and draft_vocab and draft_vocab < vocab_size))
     d2t_key, t2d_key = inv.get("d2t"), inv.get("t2d")
@@ -237,7 +257,9 @@ def _vocab_mapping(ckpt: Checkpoint, canon: dict[str, str], vocab_size: int | No
                 import numpy as np
 
                 targets = np.arange(len(d2t_arr)) + d2t_arr
-                ok = bool(np.all((targets >= 0) & (targets < len(t2d_arr))) and t2d_arr[
-                    np.clip(targets, 0, len(t2d_arr) - 1)].all())
+                ok = bool(
+                    np.all((targets >= 0) & (targets < len(t2d_arr)))
+                    and t2d_arr[np.clip(targets, 0, len(t2d_arr) - 1)].all()
+                )
                 mapping.t2d["consistent_with_d2t"] = ok
     return mapping

@@ -49,8 +49,9 @@ class DraftKind:
         return f"{where}: this looks like {self.what}, not an EAGLE-3 draft ({'; '.join(self.reasons)}): {hint}"
 
 
-def detect_kind(keys: Iterable[str], config: Mapping[str, Any], *,
-                shapes: Mapping[str, tuple[int, ...]] | None = None) -> DraftKind | None:
+def detect_kind(
+    keys: Iterable[str], config: Mapping[str, Any], *, shapes: Mapping[str, tuple[int, ...]] | None = None
+) -> DraftKind | None:
     """The first `not_drafts` rule whose every condition holds, or None for an ordinary EAGLE-3 draft."""
     keys = list(keys)
     facts = dict(keys=keys, config=config, metadata={}, storage="")
@@ -59,13 +60,15 @@ def detect_kind(keys: Iterable[str], config: Mapping[str, Any], *,
         if reasons is None:
             continue
         extra = [f"{k} {list(s)}" for k, s in sorted((shapes or {}).items()) if k.endswith(_SHOW_SUFFIXES)][:2]
-        reasons = tuple(r for r in reasons if not any(r == f"has {k!r}" for k in shapes or {} if k.endswith(
-            _SHOW_SUFFIXES)))
+        reasons = tuple(
+            r for r in reasons if not any(r == f"has {k!r}" for k in shapes or {} if k.endswith(_SHOW_SUFFIXES))
+        )
         archs = config.get("architectures")
         if rule["id"] == "causal-lm" and isinstance(archs, list) and archs and isinstance(archs[0], str):
             extra.append(f"architectures {archs[0]!r}")
-        return DraftKind(rule["id"], rule["what"], rule["hint"], (*reasons, *extra),
-                         tuple(rule.get("unsupported_by", ())))
+        return DraftKind(
+            rule["id"], rule["what"], rule["hint"], (*reasons, *extra), tuple(rule.get("unsupported_by", ()))
+        )
     return None
 
 
@@ -83,8 +86,9 @@ def ensure_draft(ckpt: Any, command: str | None = None, *, swap: str = SWAP) -> 
 def ensure_target_config(config: Mapping[str, Any], where: str, *, swap: str = SWAP) -> None:
     """Raise NotADraftError when the config given as the target's is an EAGLE-3 draft's."""
     if why := looks_like_draft(config):
-        raise NotADraftError(f"{where}: this looks like an EAGLE-3 draft, not the target model ({why}): {swap}",
-                             kind="eagle3-draft")
+        raise NotADraftError(
+            f"{where}: this looks like an EAGLE-3 draft, not the target model ({why}): {swap}", kind="eagle3-draft"
+        )
 
 
 def looks_like_draft(config: Mapping[str, Any]) -> str | None:

@@ -42,8 +42,15 @@ def _has(config: Mapping[str, Any], dotted: str) -> bool:
     return _lookup(config, dotted) is not _MISSING
 
 
-def _check(kind: str, arg: Any, *, keys: Iterable[str], config: Mapping[str, Any],
-           metadata: Mapping[str, Mapping[str, str]], storage: str) -> str | None:
+def _check(
+    kind: str,
+    arg: Any,
+    *,
+    keys: Iterable[str],
+    config: Mapping[str, Any],
+    metadata: Mapping[str, Mapping[str, str]],
+    storage: str,
+) -> str | None:
     """Reason string when the condition holds, else None."""
     keys = list(keys)
     if kind == "key_prefix":
@@ -85,8 +92,10 @@ def _check(kind: str, arg: Any, *, keys: Iterable[str], config: Mapping[str, Any
 
         archs = config.get("architectures")
         declared = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
-        name = next((n for n in (declared, read_config(dict(config)).architecture)
-                     if n in PARALLEL_DRAFTING_ARCHITECTURES), None)
+        name = next(
+            (n for n in (declared, read_config(dict(config)).architecture) if n in PARALLEL_DRAFTING_ARCHITECTURES),
+            None,
+        )
         return f"{name!r} is a parallel-drafting (P-EAGLE) architecture in vLLM's registry" if name and arg else None
     raise ValueError(f"schemas/layouts.json: unknown condition kind {kind!r}")
 
@@ -101,9 +110,14 @@ def _match(rule: Mapping[str, Any], **facts: Any) -> tuple[str, ...] | None:
     return tuple(reasons)
 
 
-def detect_layout(keys: Iterable[str], config: Mapping[str, Any], *,
-                  metadata: Mapping[str, Mapping[str, str]] | None = None, storage: str = "single",
-                  where: str = "checkpoint") -> LayoutMatch:
+def detect_layout(
+    keys: Iterable[str],
+    config: Mapping[str, Any],
+    *,
+    metadata: Mapping[str, Mapping[str, str]] | None = None,
+    storage: str = "single",
+    where: str = "checkpoint",
+) -> LayoutMatch:
     """First rule of `schemas/layouts.json` whose every condition holds, with the reasons."""
     keys = list(keys)
     facts = dict(keys=keys, config=config, metadata=metadata or {}, storage=storage)
@@ -114,7 +128,8 @@ def detect_layout(keys: Iterable[str], config: Mapping[str, Any], *,
     sample = ", ".join(sorted(keys)[:3]) or "no tensors"
     raise UnknownLayoutError(
         f"{where}: tensors match no known EAGLE-3 layout (first names: {sample})",
-        hint="expected midlayer.*, layers.0.*, model.* or a speculators config; see README 'Supported layouts'")
+        hint="expected midlayer.*, layers.0.*, model.* or a speculators config; see README 'Supported layouts'",
+    )
 
 
 def detect_attention(keys: Iterable[str]) -> tuple[str, str]:
@@ -135,7 +150,7 @@ def canonical_name(name: str) -> str:
         changed = False
         for rule in rules:
             if name.startswith(rule["from"]):
-                name = rule["to"] + name[len(rule["from"]):]
+                name = rule["to"] + name[len(rule["from"]) :]
                 changed = True
     return name
 
@@ -147,8 +162,9 @@ def canonical_map(keys: Iterable[str]) -> dict[str, str]:
     for key in keys:
         canon = canonical_name(key)
         if canon in seen:
-            raise UnknownLayoutError(f"tensors {seen[canon]!r} and {key!r} both map to {canon!r}",
-                                     hint="remove the duplicate tensor")
+            raise UnknownLayoutError(
+                f"tensors {seen[canon]!r} and {key!r} both map to {canon!r}", hint="remove the duplicate tensor"
+            )
         seen[canon] = key
         out[key] = canon
     return out

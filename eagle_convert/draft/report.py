@@ -28,14 +28,26 @@ class InspectReport:
 
     def tensor_rows(self) -> list[dict[str, Any]]:
         return [
-            {"name": t.name, "canonical": self.info.canonical[t.name], "dtype": t.dtype,
-             "shape": list(t.shape), "bytes": t.nbytes, "file": t.file}
+            {
+                "name": t.name,
+                "canonical": self.info.canonical[t.name],
+                "dtype": t.dtype,
+                "shape": list(t.shape),
+                "bytes": t.nbytes,
+                "file": t.file,
+            }
             for t in self.checkpoint.tensors.values()
         ]
 
     def to_dict(self, *, tensors: bool = True) -> dict[str, Any]:
-        data: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "source": self.source, "is_hub": self.is_hub,
-                                "has_config": self.has_config, **self.info.to_dict(), "vllm": self.vllm.to_dict()}
+        data: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "source": self.source,
+            "is_hub": self.is_hub,
+            "has_config": self.has_config,
+            **self.info.to_dict(),
+            "vllm": self.vllm.to_dict(),
+        }
         if tensors:
             data["tensors"] = self.tensor_rows()
         return data

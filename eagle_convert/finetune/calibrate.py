@@ -66,21 +66,33 @@ class Calibration:
 
     def norm_init(self) -> NormInit:
         """The values as the upgrade plan's fc_norm data, with the record kept in the provenance."""
-        record = {"statistic": STATISTIC, "values": [round(v, 6) for v in self.values], "aux_layer_ids": self.aux_ids,
-                  "target": self.target, "prompts": self.prompts, "chat_template": self.chat_template,
-                  "fit_prompts": self.fit_prompts, "tokens": self.tokens}
+        record = {
+            "statistic": STATISTIC,
+            "values": [round(v, 6) for v in self.values],
+            "aux_layer_ids": self.aux_ids,
+            "target": self.target,
+            "prompts": self.prompts,
+            "chat_template": self.chat_template,
+            "fit_prompts": self.fit_prompts,
+            "tokens": self.tokens,
+        }
         if self.agreement is not None:
             record["first_step_top1_agreement_with_eagle3"] = {
-                "calibrated": round(self.agreement, 4), "identity": round(self.agreement_identity or 0.0, 4),
-                "held_out_prompts": self.held_out_prompts, "positions": self.positions}
+                "calibrated": round(self.agreement, 4),
+                "identity": round(self.agreement_identity or 0.0, 4),
+                "held_out_prompts": self.held_out_prompts,
+                "positions": self.positions,
+            }
         return NormInit("calibrated", tuple((v,) for v in self.values), record)
 
 
 def _target_folder(target: str | Path) -> Path:
     p = Path(target).expanduser()
     if not (p / "config.json").is_file():
-        raise CheckpointNotFoundError(f"target {target}: no config.json in a local folder "
-                                      "(--init calibrated runs the target: pass its local folder)")
+        raise CheckpointNotFoundError(
+            f"target {target}: no config.json in a local folder "
+            "(--init calibrated runs the target: pass its local folder)"
+        )
     return p.resolve()
 
 
@@ -92,10 +104,16 @@ def _prompt_items(prompts: Sequence[Prompt] | str | Path | None) -> tuple[list[P
     return list(prompts), "custom"
 
 
-def calibrate_fc_norm(draft: str | Path | CheckpointRef | Checkpoint, target: str | Path, *,
-                      aux_ids: Sequence[int], prompts: Sequence[Prompt] | str | Path | None = None,
-                      chat_template: str | None = None, device: str | None = None,
-                      say: Callable[[str], None] | None = None) -> Calibration:
+def calibrate_fc_norm(
+    draft: str | Path | CheckpointRef | Checkpoint,
+    target: str | Path,
+    *,
+    aux_ids: Sequence[int],
+    prompts: Sequence[Prompt] | str | Path | None = None,
+    chat_template: str | None = None,
+    device: str | None = None,
+    say: Callable[[str], None] | None = None,
+) -> Calibration:
     """Measure fc_norm weights for the EAGLE-3 `draft` on `target` (a local folder).
 
     `aux_ids`: the ids the upgraded draft will use (the plan's). `prompts`: None (the built-in
@@ -129,16 +147,25 @@ def calibrate_fc_norm(draft: str | Path | CheckpointRef | Checkpoint, target: st
     tcfg = json.loads((tdir / "config.json").read_text())
     tcfg = tcfg.get("text_config", tcfg)
     if tcfg.get("hidden_size") != cfg.target_hidden_size:
-        raise UpgradeRefusedError(f"target {target}: hidden size {tcfg.get('hidden_size')} != the draft's "
-                                  f"target_hidden_size {cfg.target_hidden_size}: this draft was not trained for it")
+        raise UpgradeRefusedError(
+            f"target {target}: hidden size {tcfg.get('hidden_size')} != the draft's "
+            f"target_hidden_size {cfg.target_hidden_size}: this draft was not trained for it"
+        )
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(tdir))
     except (OSError, ValueError) as exc:
-        raise CheckpointReadError(f"target {target}: transformers cannot load its tokenizer ({exc})".split("\n")[0],
-                                  hint="--init calibrated needs the target's tokenizer files beside its config") from None
+        raise CheckpointReadError(
+            f"target {target}: transformers cannot load its tokenizer ({exc})".split("\n")[0],
+            hint="--init calibrated needs the target's tokenizer files beside its config",
+        ) from None
     ctx = tcfg.get("max_position_embeddings")
-    pset = prepare_prompts(items, tokenizer, chat_template=template, template_label=template_label,
-                           max_prompt_tokens=int(ctx) if ctx else None)
+    pset = prepare_prompts(
+        items,
+        tokenizer,
+        chat_template=template,
+        template_label=template_label,
+        max_prompt_tokens=int(ctx) if ctx else None,
+    )
     seqs = [p.token_ids for p in pset.prompts]
     if not seqs:
         raise UsageError("no calibration prompt fits the target's context")
@@ -159,22 +186,35 @@ def calibrate_fc_norm(draft: str | Path | CheckpointRef | Checkpoint, target: st
     # Rounded to the dtype the upgrade writes them in (fc.weight's), so the agreement is the output's.
     fc_dtype = next((ckpt.tensors[n].dtype for n, c in canonical_map(ckpt.tensors).items() if c == "fc.weight"), "F32")
     values = [float(torch.tensor(v).to(dtypes.get(fc_dtype, torch.float32))) for v in fc_norm_values(rms)]
-    stats = [{"median": v, "mean": float(col.mean()), "p10": float(col.quantile(0.1)),
-              "p90": float(col.quantile(0.9))} for v, col in zip(values, rms.T)]
+    stats = [
+        {"median": v, "mean": float(col.mean()), "p10": float(col.quantile(0.1)), "p90": float(col.quantile(0.9))}
+        for v, col in zip(values, rms.T)
+    ]
     agreement = agreement_id = None
     positions = 0
     if held:
         say(f"calibrate: first-step agreement with the EAGLE-3 draft on {len(held)} held-out prompts")
         try:
-            base = load_drafter(ckpt, target_embed=tgt.embed_weight, target_lm_head=tgt.lm_head_weight,
-                                device=tgt.device)
+            base = load_drafter(
+                ckpt, target_embed=tgt.embed_weight, target_lm_head=tgt.lm_head_weight, device=tgt.device
+            )
         except (ValueError, KeyError, RuntimeError, NotImplementedError) as exc:
             raise EngineError(f"{ckpt.description}: the reference engine cannot load the draft ({exc})") from None
-        cands = [drafter_with_fc_norm(base, [[v] for v in values]),
-                 drafter_with_fc_norm(base, [[1.0]] * len(values))]
+        cands = [drafter_with_fc_norm(base, [[v] for v in values]), drafter_with_fc_norm(base, [[1.0]] * len(values))]
         (agreement, agreement_id), positions = first_position_agreement(tgt, base, cands, held, ids)
     return Calibration(
-        values=values, rms=stats, aux_ids=ids, target=str(target), prompts=label, chat_template=template_label,
-        fit_prompts=len(fit), tokens=int(rms.shape[0]), held_out_prompts=len(held), positions=positions,
-        agreement=agreement, agreement_identity=agreement_id, device=str(tgt.device),
-        seconds=time.perf_counter() - t0)
+        values=values,
+        rms=stats,
+        aux_ids=ids,
+        target=str(target),
+        prompts=label,
+        chat_template=template_label,
+        fit_prompts=len(fit),
+        tokens=int(rms.shape[0]),
+        held_out_prompts=len(held),
+        positions=positions,
+        agreement=agreement,
+        agreement_identity=agreement_id,
+        device=str(tgt.device),
+        seconds=time.perf_counter() - t0,
+    )

@@ -33,12 +33,25 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.errors import CheckpointNotFoundError, EagleConvertError, UsageError
-from eagle_convert.io.atomic import check_output_dir
 from eagle_convert.extras import require
+from eagle_convert.io.atomic import check_output_dir
 from eagle_convert.smoke.prompts import Prompt, builtin_prompts, load_prompts, resolve_chat_template
 
-__all__ = ["DEFAULT_CONTINUATION_TOKENS", "DEFAULT_MAX_LEN", "DEFAULT_STAGES", "HOLD_OUT_EVERY", "STAGE_PARAMS", "FinetuneEvent", "FinetunePlan", "FinetuneRefusedError",
-           "FinetuneResult", "Progress", "Stage", "StageResult", "plan_finetune"]
+__all__ = [
+    "DEFAULT_CONTINUATION_TOKENS",
+    "DEFAULT_MAX_LEN",
+    "DEFAULT_STAGES",
+    "HOLD_OUT_EVERY",
+    "STAGE_PARAMS",
+    "FinetuneEvent",
+    "FinetunePlan",
+    "FinetuneRefusedError",
+    "FinetuneResult",
+    "Progress",
+    "Stage",
+    "StageResult",
+    "plan_finetune",
+]
 
 LOG = logging.getLogger(__name__)
 
@@ -114,13 +127,25 @@ class FinetunePlan:
     eval_every: int = 1
 
     def to_dict(self) -> dict[str, Any]:
-        return {"draft": str(self.draft), "target": str(self.target), "out": str(self.out),
-                "variant": self.variant, "aux_layer_ids": self.aux_ids, "dtype": self.dtype,
-                "stages": [asdict(s) for s in self.stages], "prompts": self.prompts_label,
-                "num_prompts": len(self.prompts), "chat_template": self.template_label,
-                "continuation_tokens": self.continuation_tokens, "ttt_steps": self.ttt_steps,
-                "batch_size": self.batch_size, "seed": self.seed, "max_len": self.max_len,
-                "eval_every": self.eval_every, "hold_out_every": HOLD_OUT_EVERY}
+        return {
+            "draft": str(self.draft),
+            "target": str(self.target),
+            "out": str(self.out),
+            "variant": self.variant,
+            "aux_layer_ids": self.aux_ids,
+            "dtype": self.dtype,
+            "stages": [asdict(s) for s in self.stages],
+            "prompts": self.prompts_label,
+            "num_prompts": len(self.prompts),
+            "chat_template": self.template_label,
+            "continuation_tokens": self.continuation_tokens,
+            "ttt_steps": self.ttt_steps,
+            "batch_size": self.batch_size,
+            "seed": self.seed,
+            "max_len": self.max_len,
+            "eval_every": self.eval_every,
+            "hold_out_every": HOLD_OUT_EVERY,
+        }
 
 
 @dataclass
@@ -157,17 +182,29 @@ class FinetuneResult:
         return {s.name: s.losses for s in self.stages}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"out": str(self.out), "seconds": round(self.seconds, 2),
-                "generate_seconds": round(self.generate_seconds, 2), "sequences": self.sequences,
-                "tokens": self.tokens, "loss_before": round(self.loss_before, 4),
-                "loss_after": round(self.loss_after, 4),
-                "step_acc_before": [round(a, 4) for a in self.step_acc_before],
-                "step_acc_after": [round(a, 4) for a in self.step_acc_after],
-                "held_out": self.held_out, "eal_before": None if self.eal_before is None else round(self.eal_before, 4),
-                "best": self.best,
-                "stages": [{**asdict(s), "losses": [round(x, 4) for x in s.losses],
-                            "eal": [[st, round(e, 4)] for st, e in s.eal],
-                            "seconds": round(s.seconds, 2)} for s in self.stages]}
+        return {
+            "out": str(self.out),
+            "seconds": round(self.seconds, 2),
+            "generate_seconds": round(self.generate_seconds, 2),
+            "sequences": self.sequences,
+            "tokens": self.tokens,
+            "loss_before": round(self.loss_before, 4),
+            "loss_after": round(self.loss_after, 4),
+            "step_acc_before": [round(a, 4) for a in self.step_acc_before],
+            "step_acc_after": [round(a, 4) for a in self.step_acc_after],
+            "held_out": self.held_out,
+            "eal_before": None if self.eal_before is None else round(self.eal_before, 4),
+            "best": self.best,
+            "stages": [
+                {
+                    **asdict(s),
+                    "losses": [round(x, 4) for x in s.losses],
+                    "eal": [[st, round(e, 4)] for st, e in s.eal],
+                    "seconds": round(s.seconds, 2),
+                }
+                for s in self.stages
+            ],
+        }
 
 
 # ------------------------------------------------------------------------------- planning
@@ -201,12 +238,22 @@ def _stages(stages: Sequence[str | Stage] | None) -> list[Stage]:
     return out
 
 
-def plan_finetune(draft: str | Path, target: str | Path, out: str | Path, *,
-                  prompts: Sequence[Prompt] | str | Path | None = None, chat_template: str | None = None,
-                  continuation_tokens: int = DEFAULT_CONTINUATION_TOKENS,
-                  stages: Sequence[str | Stage] | None = None, ttt_steps: int = 3, seed: int = 0,
-                  force: bool = False, batch_size: int = BATCH_SIZE, max_len: int | None = DEFAULT_MAX_LEN,
-                  eval_every: int = 1) -> FinetunePlan:
+def plan_finetune(
+    draft: str | Path,
+    target: str | Path,
+    out: str | Path,
+    *,
+    prompts: Sequence[Prompt] | str | Path | None = None,
+    chat_template: str | None = None,
+    continuation_tokens: int = DEFAULT_CONTINUATION_TOKENS,
+    stages: Sequence[str | Stage] | None = None,
+    ttt_steps: int = 3,
+    seed: int = 0,
+    force: bool = False,
+    batch_size: int = BATCH_SIZE,
+    max_len: int | None = DEFAULT_MAX_LEN,
+    eval_every: int = 1,
+) -> FinetunePlan:
     """Check paths, the draft's config and its match with the target; no torch work yet.
 
     `prompts`: None (built-in set), a list of `Prompt`s, or a JSONL path (`load_prompts`).
@@ -238,7 +285,6 @@ def plan_finetune(draft: str | Path, target: str | Path, out: str | Path, *,
 
     from eagle_convert.draft.checkpoint import open_checkpoint
     from eagle_convert.draft.describe import describe
-
     from eagle_convert.draft.kind import ensure_draft, ensure_target_config
 
     ckpt = open_checkpoint(dpath)  # the reader every command uses: shards, .bin, NeMo sub-folders
@@ -252,9 +298,28 @@ def plan_finetune(draft: str | Path, target: str | Path, out: str | Path, *,
     aux_ids = _check_pair(dpath, config, tcfg)
     floats = {k: v for k, v in info.dtypes.items() if k in ("F32", "BF16", "F16")}
     dtype = max(floats, key=floats.__getitem__) if floats else "BF16"
-    return FinetunePlan(dpath, tpath, final, config, info.variant, aux_ids, dtype, info.has_embed,
-                        plan_stages, items, label, template, template_label, continuation_tokens,
-                        ttt_steps, seed, force, batch_size, max_len, eval_every)
+    return FinetunePlan(
+        dpath,
+        tpath,
+        final,
+        config,
+        info.variant,
+        aux_ids,
+        dtype,
+        info.has_embed,
+        plan_stages,
+        items,
+        label,
+        template,
+        template_label,
+        continuation_tokens,
+        ttt_steps,
+        seed,
+        force,
+        batch_size,
+        max_len,
+        eval_every,
+    )
 
 
 def _check_pair(dpath: Path, config: dict[str, Any], tcfg: dict[str, Any]) -> list[int]:
@@ -266,18 +331,23 @@ def _check_pair(dpath: Path, config: dict[str, Any], tcfg: dict[str, Any]) -> li
         cfg = draft_config_from_dict(config)
     except NotImplementedError as exc:
         what = "MLA drafts" if "MLA" in str(exc) else str(exc)
-        raise FinetuneRefusedError(f"{dpath}: {what} cannot be fine-tuned: the reference engine "
-                                   "has no implementation for them") from None
+        raise FinetuneRefusedError(
+            f"{dpath}: {what} cannot be fine-tuned: the reference engine has no implementation for them"
+        ) from None
     except (KeyError, ValueError, TypeError) as exc:
         raise FinetuneRefusedError(f"{dpath}: the reference engine cannot read config.json ({exc})") from None
     tcfg = tcfg.get("text_config", tcfg)
     t_hidden, t_vocab, t_layers = (tcfg.get(k) for k in ("hidden_size", "vocab_size", "num_hidden_layers"))
     if t_hidden != cfg.target_hidden_size:
-        raise FinetuneRefusedError(f"target hidden size {t_hidden} != the draft's target_hidden_size "
-                                   f"{cfg.target_hidden_size}: this draft was not trained for this target")
+        raise FinetuneRefusedError(
+            f"target hidden size {t_hidden} != the draft's target_hidden_size "
+            f"{cfg.target_hidden_size}: this draft was not trained for this target"
+        )
     if t_vocab != cfg.vocab_size:
-        raise FinetuneRefusedError(f"target vocab_size {t_vocab} != the draft's vocab_size {cfg.vocab_size}: "
-                                   "this draft was not trained for this target")
+        raise FinetuneRefusedError(
+            f"target vocab_size {t_vocab} != the draft's vocab_size {cfg.vocab_size}: "
+            "this draft was not trained for this target"
+        )
     ids = list(cfg.aux_layer_ids or default_aux_ids(int(t_layers)))
     if any(i < 0 or i > int(t_layers) for i in ids):
         raise FinetuneRefusedError(f"draft aux layer ids {ids} lie outside the target's 0..{t_layers} layers")

@@ -14,11 +14,23 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert import __version__
-from eagle_convert.errors import EagleConvertError, UsageError
 from eagle_convert.draft.card import CARD_FILE, model_card
+from eagle_convert.errors import EagleConvertError, UsageError
 from eagle_convert.finetune.plan import (
-    DEFAULT_CONTINUATION_TOKENS, DEFAULT_MAX_LEN, FROZEN, HOLD_OUT_EVERY, LOSS_DECAY, STAGE_PARAMS, FinetuneEvent,
-    FinetunePlan, FinetuneRefusedError, FinetuneResult, Progress, Stage, StageResult, plan_finetune,
+    DEFAULT_CONTINUATION_TOKENS,
+    DEFAULT_MAX_LEN,
+    FROZEN,
+    HOLD_OUT_EVERY,
+    LOSS_DECAY,
+    STAGE_PARAMS,
+    FinetuneEvent,
+    FinetunePlan,
+    FinetuneRefusedError,
+    FinetuneResult,
+    Progress,
+    Stage,
+    StageResult,
+    plan_finetune,
 )
 from eagle_convert.smoke.prompts import Prompt
 from eagle_convert.upgrade.plan import PROVENANCE_KEY
@@ -29,16 +41,38 @@ LOG = logging.getLogger(__name__)
 GENERATE_BATCH = 8  # prompts the target continues in one `generate` call
 
 
-def finetune_draft(draft: str | Path, target: str | Path, out: str | Path, *,
-                   prompts: Sequence[Prompt] | str | Path | None = None, chat_template: str | None = None,
-                   continuation_tokens: int = DEFAULT_CONTINUATION_TOKENS,
-                   stages: Sequence[str | Stage] | None = None, ttt_steps: int = 3, seed: int = 0, force: bool = False,
-                   max_len: int | None = DEFAULT_MAX_LEN, eval_every: int = 1,
-                   progress: Progress | None = None, device: str | None = None) -> FinetuneResult:
+def finetune_draft(
+    draft: str | Path,
+    target: str | Path,
+    out: str | Path,
+    *,
+    prompts: Sequence[Prompt] | str | Path | None = None,
+    chat_template: str | None = None,
+    continuation_tokens: int = DEFAULT_CONTINUATION_TOKENS,
+    stages: Sequence[str | Stage] | None = None,
+    ttt_steps: int = 3,
+    seed: int = 0,
+    force: bool = False,
+    max_len: int | None = DEFAULT_MAX_LEN,
+    eval_every: int = 1,
+    progress: Progress | None = None,
+    device: str | None = None,
+) -> FinetuneResult:
     """Plan, then run: fine-tune `draft` against `target` into the new folder `out`."""
-    plan = plan_finetune(draft, target, out, prompts=prompts, chat_template=chat_template,
-                         continuation_tokens=continuation_tokens, stages=stages, ttt_steps=ttt_steps,
-                         seed=seed, force=force, max_len=max_len, eval_every=eval_every)
+    plan = plan_finetune(
+        draft,
+        target,
+        out,
+        prompts=prompts,
+        chat_template=chat_template,
+        continuation_tokens=continuation_tokens,
+        stages=stages,
+        ttt_steps=ttt_steps,
+        seed=seed,
+        force=force,
+        max_len=max_len,
+        eval_every=eval_every,
+    )
     return run_finetune(plan, progress=progress, device=device)
 
 
@@ -67,9 +101,21 @@ def run_finetune(plan: FinetunePlan, *, progress: Progress | None = None, device
             best = {"stage": keep.where[0], "step": keep.where[1], "eal": round(keep.eal, 4)}
             say(FinetuneEvent("evaluate", f"keeping {best['stage']} step {best['step']} (held-out EAL {keep.eal:.3f})"))
         after = _evaluate(plan, tgt, drafter, seqs, say, features=before.features)
-    result = FinetuneResult(plan.out, stages, before.step_acc, after.step_acc, before.loss, after.loss,
-                            len(seqs), sum(map(len, seqs)), gen_s, 0.0, held_out=len(held),
-                            eal_before=eal0, best=best)
+    result = FinetuneResult(
+        plan.out,
+        stages,
+        before.step_acc,
+        after.step_acc,
+        before.loss,
+        after.loss,
+        len(seqs),
+        sum(map(len, seqs)),
+        gen_s,
+        0.0,
+        held_out=len(held),
+        eal_before=eal0,
+        best=best,
+    )
     say(FinetuneEvent("write", f"writing {plan.out}"))
     _write(plan, drafter, provenance(plan, result))
     result.seconds = time.perf_counter() - t0
@@ -80,22 +126,38 @@ def run_finetune(plan: FinetunePlan, *, progress: Progress | None = None, device
 def provenance(plan: FinetunePlan, result: FinetuneResult) -> dict[str, Any]:
     """The `_eagle_convert` entry: what was trained, how, on what; the input's entry nests as `previous`."""
     prov: dict[str, Any] = {
-        "tool": "eagle-convert", "version": __version__, "operation": "finetune (TTT)",
-        "source": str(plan.draft), "source_variant": plan.variant, "target": str(plan.target),
-        "stages": [{"name": s.name, "trainable": s.trainable, "steps": s.steps, "lr": s.lr, "l2sp": s.l2sp}
-                   for s in result.stages],
-        "frozen": list(FROZEN), "ttt_steps": plan.ttt_steps, "loss_decay": LOSS_DECAY,
-        "batch_size": plan.batch_size, "seed": plan.seed,
-        "data": {"prompts": plan.prompts_label, "count": len(plan.prompts), "sequences": result.sequences,
-                 "tokens": result.tokens, "chat_template": plan.template_label,
-                 "continuation": f"target greedy, {plan.continuation_tokens} tokens"},
+        "tool": "eagle-convert",
+        "version": __version__,
+        "operation": "finetune (TTT)",
+        "source": str(plan.draft),
+        "source_variant": plan.variant,
+        "target": str(plan.target),
+        "stages": [
+            {"name": s.name, "trainable": s.trainable, "steps": s.steps, "lr": s.lr, "l2sp": s.l2sp}
+            for s in result.stages
+        ],
+        "frozen": list(FROZEN),
+        "ttt_steps": plan.ttt_steps,
+        "loss_decay": LOSS_DECAY,
+        "batch_size": plan.batch_size,
+        "seed": plan.seed,
+        "data": {
+            "prompts": plan.prompts_label,
+            "count": len(plan.prompts),
+            "sequences": result.sequences,
+            "tokens": result.tokens,
+            "chat_template": plan.template_label,
+            "continuation": f"target greedy, {plan.continuation_tokens} tokens",
+        },
         "step_acc_before": [round(a, 4) for a in result.step_acc_before],
         "step_acc_after": [round(a, 4) for a in result.step_acc_after],
         "max_len": plan.max_len,
-        "selection": {"metric": "held-out expected acceptance length, sum_k prod_{i<=k} acc_i (speculators PR 741)",
-                      "held_out_sequences": result.held_out,
-                      "eal_before": None if result.eal_before is None else round(result.eal_before, 4),
-                      "kept": result.best},
+        "selection": {
+            "metric": "held-out expected acceptance length, sum_k prod_{i<=k} acc_i (speculators PR 741)",
+            "held_out_sequences": result.held_out,
+            "eal_before": None if result.eal_before is None else round(result.eal_before, 4),
+            "kept": result.best,
+        },
     }
     if PROVENANCE_KEY in plan.config:
         prov["previous"] = plan.config[PROVENANCE_KEY]
@@ -113,8 +175,9 @@ def _load_pair(plan: FinetunePlan, device: str | None) -> tuple[Any, Any, Any]:
 
     tgt = TargetModel.from_pretrained(plan.target, device=device)  # None: GPU if torch sees one
     try:
-        drafter = load_drafter(plan.draft, target_embed=tgt.embed_weight, target_lm_head=tgt.lm_head_weight,
-                               device=tgt.device)
+        drafter = load_drafter(
+            plan.draft, target_embed=tgt.embed_weight, target_lm_head=tgt.lm_head_weight, device=tgt.device
+        )
     except (ValueError, KeyError, RuntimeError) as exc:
         raise FinetuneRefusedError(f"{plan.draft}: the reference engine cannot load the draft ({exc})") from None
     return tgt, drafter, AutoTokenizer.from_pretrained(str(plan.target))
@@ -127,8 +190,13 @@ def _generate(plan: FinetunePlan, tgt: Any, tokenizer: Any, say: Progress) -> tu
     t0 = time.perf_counter()
     ctx = getattr(tgt.model.config, "max_position_embeddings", None)
     room = None if ctx is None else int(ctx) - plan.continuation_tokens - plan.ttt_steps - 1
-    pset = prepare_prompts(plan.prompts, tokenizer, chat_template=plan.chat_template,
-                           template_label=plan.template_label, max_prompt_tokens=room)
+    pset = prepare_prompts(
+        plan.prompts,
+        tokenizer,
+        chat_template=plan.chat_template,
+        template_label=plan.template_label,
+        max_prompt_tokens=room,
+    )
     if not pset.prompts:
         raise UsageError("no prompt fits the target's context with --continuation-tokens")
     prompts = [p.token_ids for p in pset.prompts]
@@ -136,7 +204,7 @@ def _generate(plan: FinetunePlan, tgt: Any, tokenizer: Any, say: Progress) -> tu
     seqs: list[list[int]] = [[] for _ in prompts]
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))  # similar lengths share a batch
     for start in range(0, len(order), GENERATE_BATCH):
-        idx = order[start: start + GENERATE_BATCH]
+        idx = order[start : start + GENERATE_BATCH]
         for i, cont in zip(idx, _greedy_batch(tgt, [prompts[i] for i in idx], plan.continuation_tokens, pad)):
             seqs[i] = prompts[i] + cont
         done = min(start + GENERATE_BATCH, len(order))
@@ -153,11 +221,17 @@ def _greedy_batch(tgt: Any, prompts: list[list[int]], n: int, pad: int) -> list[
     ids = torch.full((len(prompts), t), pad, dtype=torch.long)
     mask = torch.zeros(len(prompts), t, dtype=torch.long)
     for j, p in enumerate(prompts):
-        ids[j, t - len(p):] = torch.tensor(p)
-        mask[j, t - len(p):] = 1
+        ids[j, t - len(p) :] = torch.tensor(p)
+        mask[j, t - len(p) :] = 1
     with torch.no_grad():
-        out = tgt.model.generate(input_ids=ids.to(tgt.device), attention_mask=mask.to(tgt.device), max_new_tokens=n,
-                                 min_new_tokens=n, do_sample=False, pad_token_id=pad)
+        out = tgt.model.generate(
+            input_ids=ids.to(tgt.device),
+            attention_mask=mask.to(tgt.device),
+            max_new_tokens=n,
+            min_new_tokens=n,
+            do_sample=False,
+            pad_token_id=pad,
+        )
     return out[:, t:].tolist()
 
 
@@ -168,8 +242,14 @@ class _Eval:
     features: list[tuple[Any, ...]]
 
 
-def _evaluate(plan: FinetunePlan, tgt: Any, drafter: Any, seqs: list[list[int]], say: Progress,
-              features: list[tuple[Any, ...]] | None = None) -> _Eval:
+def _evaluate(
+    plan: FinetunePlan,
+    tgt: Any,
+    drafter: Any,
+    seqs: list[list[int]],
+    say: Progress,
+    features: list[tuple[Any, ...]] | None = None,
+) -> _Eval:
     """Teacher-forced TTT loss and per-step accuracy over all data (token-weighted over batches);
     the target features are computed once and reused for the after-training evaluation."""
     import torch
@@ -185,7 +265,7 @@ def _evaluate(plan: FinetunePlan, tgt: Any, drafter: Any, seqs: list[list[int]],
     drafter.eval()
     with torch.no_grad():
         for b, start in enumerate(range(0, len(seqs), plan.batch_size)):
-            batch = seqs[start: start + plan.batch_size]
+            batch = seqs[start : start + plan.batch_size]
             lens = torch.tensor([len(s) for s in batch])
             ids = torch.zeros(len(batch), int(lens.max()), dtype=torch.long)
             for i, s in enumerate(batch):
@@ -195,8 +275,9 @@ def _evaluate(plan: FinetunePlan, tgt: Any, drafter: Any, seqs: list[list[int]],
                 out = tgt.forward(ids, aux_ids=plan.aux_ids)
                 feats.append((out.aux.float(), out.logits[..., rows], in_draft[out.logits.argmax(-1)]))
             aux, tlogits, in_vocab = feats[b]
-            lb, ab = ttt_loss(drafter, ids, lens, aux, tlogits, ttt_steps=plan.ttt_steps,
-                              loss_decay=LOSS_DECAY, in_vocab=in_vocab)
+            lb, ab = ttt_loss(
+                drafter, ids, lens, aux, tlogits, ttt_steps=plan.ttt_steps, loss_decay=LOSS_DECAY, in_vocab=in_vocab
+            )
             n = int(lens.sum())
             loss += float(lb) * n
             accs = [a + x * n for a, x in zip(accs, ab)]
@@ -213,8 +294,9 @@ def _split_held_out(seqs: list[list[int]]) -> tuple[list[list[int]], list[list[i
     return ([s for i, s in enumerate(seqs) if i not in held_idx], [s for i, s in enumerate(seqs) if i in held_idx])
 
 
-def _selection(plan: FinetunePlan, tgt: Any, drafter: Any, held: list[list[int]],
-               say: Progress) -> tuple[Any, Any, float | None]:
+def _selection(
+    plan: FinetunePlan, tgt: Any, drafter: Any, held: list[list[int]], say: Progress
+) -> tuple[Any, Any, float | None]:
     """(KeepBest holding the input's weights, the held-out evaluator, the input's EAL); all None
     without held-out data."""
     from eagle_convert.reference.select import KeepBest, expected_acceptance_length
@@ -222,8 +304,16 @@ def _selection(plan: FinetunePlan, tgt: Any, drafter: Any, held: list[list[int]]
 
     if not held:
         return None, None, None
-    score = heldout_accuracy(tgt, drafter, held, aux_ids=plan.aux_ids, ttt_steps=plan.ttt_steps,
-                             loss_decay=LOSS_DECAY, batch_size=plan.batch_size, max_len=plan.max_len)
+    score = heldout_accuracy(
+        tgt,
+        drafter,
+        held,
+        aux_ids=plan.aux_ids,
+        ttt_steps=plan.ttt_steps,
+        loss_decay=LOSS_DECAY,
+        batch_size=plan.batch_size,
+        max_len=plan.max_len,
+    )
     keep = KeepBest()
     eal = expected_acceptance_length(score(drafter))
     keep.offer(eal, ("start", 0), drafter)
@@ -231,8 +321,17 @@ def _selection(plan: FinetunePlan, tgt: Any, drafter: Any, held: list[list[int]]
     return keep, score, eal
 
 
-def _train_stage(plan: FinetunePlan, stage: Stage, index: int, tgt: Any, drafter: Any,
-                 seqs: list[list[int]], say: Progress, score: Any = None, keep: Any = None) -> StageResult:
+def _train_stage(
+    plan: FinetunePlan,
+    stage: Stage,
+    index: int,
+    tgt: Any,
+    drafter: Any,
+    seqs: list[list[int]],
+    say: Progress,
+    score: Any = None,
+    keep: Any = None,
+) -> StageResult:
     from eagle_convert.reference.train import StepInfo, train_draft, trainable_names
 
     pats = STAGE_PARAMS[stage.name]
@@ -242,29 +341,70 @@ def _train_stage(plan: FinetunePlan, stage: Stage, index: int, tgt: Any, drafter
         names = []
     if not names:
         raise FinetuneRefusedError(f"stage {stage.name}: the draft has no parameter matching {pats}")
-    say(FinetuneEvent("stage", f"stage {stage.name}: {stage.steps} steps, lr {stage.lr:g}, "
-                      f"{len(names)} tensors", stage=stage.name, total=stage.steps))
+    say(
+        FinetuneEvent(
+            "stage",
+            f"stage {stage.name}: {stage.steps} steps, lr {stage.lr:g}, {len(names)} tensors",
+            stage=stage.name,
+            total=stage.steps,
+        )
+    )
+
     def on_step(info: StepInfo) -> None:
         eal = "" if info.eal is None else f" EAL {info.eal:.3f}" + (" (best)" if info.best else "")
-        say(FinetuneEvent("step", f"{stage.name}: step {info.step}/{info.steps} loss {info.loss:.3f}{eal}",
-                          stage=stage.name, step=info.step, total=info.steps, loss=info.loss, eal=info.eal,
-                          best=info.best))
+        say(
+            FinetuneEvent(
+                "step",
+                f"{stage.name}: step {info.step}/{info.steps} loss {info.loss:.3f}{eal}",
+                stage=stage.name,
+                step=info.step,
+                total=info.steps,
+                loss=info.loss,
+                eal=info.eal,
+                best=info.best,
+            )
+        )
 
-    res = train_draft(tgt, drafter, seqs, aux_ids=plan.aux_ids, ttt_steps=plan.ttt_steps,
-                      steps=stage.steps, lr=stage.lr, seed=plan.seed + index, trainable=names,
-                      l2sp=stage.l2sp, log_every=max(1, stage.steps // 50),
-                      batch_size=plan.batch_size, loss_decay=LOSS_DECAY, on_step=on_step, evaluate=score,
-                      eval_every=plan.eval_every, keep=keep, label=stage.name, max_len=plan.max_len)
-    return StageResult(stage.name, stage.steps, stage.lr, stage.l2sp, names, res.losses, res.seconds,
-                       eal=res.eal_history, best_step=res.best_step)
+    res = train_draft(
+        tgt,
+        drafter,
+        seqs,
+        aux_ids=plan.aux_ids,
+        ttt_steps=plan.ttt_steps,
+        steps=stage.steps,
+        lr=stage.lr,
+        seed=plan.seed + index,
+        trainable=names,
+        l2sp=stage.l2sp,
+        log_every=max(1, stage.steps // 50),
+        batch_size=plan.batch_size,
+        loss_decay=LOSS_DECAY,
+        on_step=on_step,
+        evaluate=score,
+        eval_every=plan.eval_every,
+        keep=keep,
+        label=stage.name,
+        max_len=plan.max_len,
+    )
+    return StageResult(
+        stage.name,
+        stage.steps,
+        stage.lr,
+        stage.l2sp,
+        names,
+        res.losses,
+        res.seconds,
+        eal=res.eal_history,
+        best_step=res.best_step,
+    )
 
 
 def _write(plan: FinetunePlan, drafter: Any, prov: dict[str, Any]) -> None:
     """vLLM layout via `write_draft`, inside an atomic output dir; the written draft must reload."""
     import torch
 
-    from eagle_convert.io.atomic import OutputExistsError, atomic_output_dir, cleanup_stale_temps
     from eagle_convert.errors import OutputError
+    from eagle_convert.io.atomic import OutputExistsError, atomic_output_dir, cleanup_stale_temps
     from eagle_convert.reference.data import load_drafter
     from eagle_convert.reference.train import write_draft
 
@@ -274,10 +414,15 @@ def _write(plan: FinetunePlan, drafter: Any, prov: dict[str, Any]) -> None:
     try:
         with atomic_output_dir(plan.out, force=plan.force) as tmp:
             write_draft(drafter, config, tmp, include_embed=plan.include_embed, dtype=dtype)
-            (tmp / CARD_FILE).write_text(model_card(config, model_ref=str(plan.out), target=str(plan.target)),
-                                         encoding="utf-8")
-            back = load_drafter(tmp, target_embed=drafter.embed_tokens.weight, target_lm_head=drafter.lm_head.weight,
-                                device=drafter.embed_tokens.weight.device).state_dict()
+            (tmp / CARD_FILE).write_text(
+                model_card(config, model_ref=str(plan.out), target=str(plan.target)), encoding="utf-8"
+            )
+            back = load_drafter(
+                tmp,
+                target_embed=drafter.embed_tokens.weight,
+                target_lm_head=drafter.lm_head.weight,
+                device=drafter.embed_tokens.weight.device,
+            ).state_dict()
             for name, t in drafter.state_dict().items():
                 want = t.to(dtype).to(back[name].dtype) if t.is_floating_point() else t
                 if not torch.equal(back[name], want):
@@ -285,5 +430,7 @@ def _write(plan: FinetunePlan, drafter: Any, prov: dict[str, Any]) -> None:
     except OutputExistsError as exc:
         raise OutputError(f"{plan.out}: output already exists", hint="pass --force to replace it") from exc
     except OSError as exc:
-        raise OutputError(f"{exc.filename or plan.out}: cannot write the output ({exc.strerror or exc})",
-                          hint="check free space and permissions") from exc
+        raise OutputError(
+            f"{exc.filename or plan.out}: cannot write the output ({exc.strerror or exc})",
+            hint="check free space and permissions",
+        ) from exc

@@ -233,11 +233,13 @@ def check_output_dir(out: str | Path, inputs: Mapping[str, Path | None], *, forc
             continue
         root = Path(root).resolve()
         if resolved == root or root in resolved.parents:
-            raise OutputError(f"{out}: output is the {what} {root} or inside it",
-                              hint="choose an output folder outside the input")
+            raise OutputError(
+                f"{out}: output is the {what} {root} or inside it", hint="choose an output folder outside the input"
+            )
         if resolved in root.parents:
-            raise OutputError(f"{out}: output contains the {what} {root}",
-                              hint="choose an output folder outside the input")
+            raise OutputError(
+                f"{out}: output contains the {what} {root}", hint="choose an output folder outside the input"
+            )
     if final.exists() and not final.is_dir():
         raise OutputError(f"{out}: exists and is not a folder", hint="choose another output path")
     if (final.exists() or final.is_symlink()) and not force and not (final.is_dir() and not any(final.iterdir())):

@@ -36,18 +36,41 @@ __all__ = ["read_bin_tensors"]
 # torch dtype name -> (safetensors dtype, bytes per element); the storage classes of the
 # legacy typed-storage path map onto the same pairs.
 _DTYPES = {
-    "bfloat16": ("BF16", 2), "float16": ("F16", 2), "half": ("F16", 2), "float32": ("F32", 4),
-    "float": ("F32", 4), "float64": ("F64", 8), "double": ("F64", 8), "int64": ("I64", 8),
-    "long": ("I64", 8), "int32": ("I32", 4), "int": ("I32", 4), "int16": ("I16", 2),
-    "short": ("I16", 2), "int8": ("I8", 1), "uint8": ("U8", 1), "bool": ("BOOL", 1),
-    "uint16": ("U16", 2), "uint32": ("U32", 4), "uint64": ("U64", 8),
-    "float8_e4m3fn": ("F8_E4M3", 1), "float8_e5m2": ("F8_E5M2", 1), "float8_e8m0fnu": ("F8_E8M0", 1),
+    "bfloat16": ("BF16", 2),
+    "float16": ("F16", 2),
+    "half": ("F16", 2),
+    "float32": ("F32", 4),
+    "float": ("F32", 4),
+    "float64": ("F64", 8),
+    "double": ("F64", 8),
+    "int64": ("I64", 8),
+    "long": ("I64", 8),
+    "int32": ("I32", 4),
+    "int": ("I32", 4),
+    "int16": ("I16", 2),
+    "short": ("I16", 2),
+    "int8": ("I8", 1),
+    "uint8": ("U8", 1),
+    "bool": ("BOOL", 1),
+    "uint16": ("U16", 2),
+    "uint32": ("U32", 4),
+    "uint64": ("U64", 8),
+    "float8_e4m3fn": ("F8_E4M3", 1),
+    "float8_e5m2": ("F8_E5M2", 1),
+    "float8_e8m0fnu": ("F8_E8M0", 1),
 }
 _STORAGES = {
-    "BFloat16Storage": _DTYPES["bfloat16"], "HalfStorage": _DTYPES["float16"], "FloatStorage": _DTYPES["float32"],
-    "DoubleStorage": _DTYPES["float64"], "LongStorage": _DTYPES["int64"], "IntStorage": _DTYPES["int32"],
-    "ShortStorage": _DTYPES["int16"], "CharStorage": _DTYPES["int8"], "ByteStorage": _DTYPES["uint8"],
-    "BoolStorage": _DTYPES["bool"], "UntypedStorage": _DTYPES["uint8"],
+    "BFloat16Storage": _DTYPES["bfloat16"],
+    "HalfStorage": _DTYPES["float16"],
+    "FloatStorage": _DTYPES["float32"],
+    "DoubleStorage": _DTYPES["float64"],
+    "LongStorage": _DTYPES["int64"],
+    "IntStorage": _DTYPES["int32"],
+    "ShortStorage": _DTYPES["int16"],
+    "CharStorage": _DTYPES["int8"],
+    "ByteStorage": _DTYPES["uint8"],
+    "BoolStorage": _DTYPES["bool"],
+    "UntypedStorage": _DTYPES["uint8"],
 }
 
 
@@ -97,8 +120,9 @@ def _rebuild_tensor_v2(storage: _Storage, offset: int, size: tuple, stride: tupl
     return _TensorRef(storage, storage.dtype, int(offset), _ints(size), _ints(stride))
 
 
-def _rebuild_tensor_v3(storage: _Storage, offset: int, size: tuple, stride: tuple, _grad: Any, _hooks: Any,
-                       dtype: _Dtype, *_: Any) -> _TensorRef:
+def _rebuild_tensor_v3(
+    storage: _Storage, offset: int, size: tuple, stride: tuple, _grad: Any, _hooks: Any, dtype: _Dtype, *_: Any
+) -> _TensorRef:
     """Dtypes without a typed storage class (float8, uint16...): untyped bytes plus a dtype."""
     if not isinstance(dtype, _Dtype):
         raise _Refused(f"unexpected dtype argument {dtype!r}")
@@ -160,8 +184,9 @@ def _ranges(fh: Any, fname: str) -> dict[str, TensorInfo]:
         if f"{prefix}/byteorder" in names and zf.read(f"{prefix}/byteorder").strip() != b"little":
             raise _Unreadable("big-endian byte order")
         state = _Unpickler(zf.open(f"{prefix}/data.pkl")).load()
-        if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, _TensorRef)
-                                                  for k, v in state.items()):
+        if not isinstance(state, dict) or not all(
+            isinstance(k, str) and isinstance(v, _TensorRef) for k, v in state.items()
+        ):
             raise _NotFlat("expected a flat dict of tensors")
         out: dict[str, TensorInfo] = {}
         for name, ref in state.items():
@@ -191,18 +216,32 @@ def read_bin_tensors(source: Source, fname: str) -> dict[str, TensorInfo]:
     except _Refused as exc:
         raise CheckpointReadError(
             f"{shown}: refuses to unpickle non-tensor objects (weights_only=True)",
-            hint="re-save the state dict as plain tensors or convert it to safetensors") from exc
+            hint="re-save the state dict as plain tensors or convert it to safetensors",
+        ) from exc
     except _NotFlat as exc:
-        raise CheckpointReadError(f"{shown}: expected a flat dict of tensors",
-                                  hint="re-save the state dict as plain tensors or convert it to safetensors") from exc
+        raise CheckpointReadError(
+            f"{shown}: expected a flat dict of tensors",
+            hint="re-save the state dict as plain tensors or convert it to safetensors",
+        ) from exc
     except _Unreadable as exc:
-        raise CheckpointReadError(f"{shown}: cannot read PyTorch checkpoint ({exc})",
-                                  hint="re-save it with torch.save({k: v.contiguous() ...}) or convert it "
-                                       "to safetensors") from exc
-    except (zipfile.BadZipFile, pickle.UnpicklingError, KeyError, ValueError, TypeError, EOFError, OSError,
-            AttributeError, IndexError) as exc:
+        raise CheckpointReadError(
+            f"{shown}: cannot read PyTorch checkpoint ({exc})",
+            hint="re-save it with torch.save({k: v.contiguous() ...}) or convert it to safetensors",
+        ) from exc
+    except (
+        zipfile.BadZipFile,
+        pickle.UnpicklingError,
+        KeyError,
+        ValueError,
+        TypeError,
+        EOFError,
+        OSError,
+        AttributeError,
+        IndexError,
+    ) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if isinstance(exc, zipfile.BadZipFile):
             reason = "not a zip archive: truncated, corrupt, or the pre-1.6 torch format"
-        raise CheckpointReadError(f"{shown}: cannot read PyTorch checkpoint ({reason})",
-                                  hint="re-download or re-export the file") from exc
+        raise CheckpointReadError(
+            f"{shown}: cannot read PyTorch checkpoint ({reason})", hint="re-download or re-export the file"
+        ) from exc

@@ -47,8 +47,7 @@ from eagle_convert.io.hub_env import default_cache_dir as _default_cache_dir
 from eagle_convert.io.hub_env import endpoint as _endpoint
 from eagle_convert.io.hub_env import endpoint_display as _endpoint_display
 from eagle_convert.io.hub_env import offline as _offline
-from eagle_convert.io.hub_errors import OFFLINE_HINT
-from eagle_convert.io.hub_errors import file_not_found, not_cached, translated, unreachable_errors
+from eagle_convert.io.hub_errors import OFFLINE_HINT, file_not_found, not_cached, translated, unreachable_errors
 
 #: Files at most this large that are not weights are downloaded whole (and cached) on first read.
 SMALL_FILE_BYTES = 4 << 20
@@ -74,9 +73,7 @@ def parse_hub_ref(text: str) -> tuple[str, str | None] | None:
     if match is not None and _valid_repo_id(match.group("repo")):
         return match.group("repo"), match.group("rev")
     if explicit:
-        raise UsageError(
-            f"{text}: not a valid hub reference", hint="use hf://org/name or hf://org/name@revision"
-        )
+        raise UsageError(f"{text}: not a valid hub reference", hint="use hf://org/name or hf://org/name@revision")
     return None
 
 

@@ -110,9 +110,7 @@ def translate(
     if isinstance(exc, RepositoryNotFoundError):
         return HubNotFoundError(f"{repo_id}: repository not found on the hub", hint=NOT_FOUND_HINT)
     if isinstance(exc, RevisionNotFoundError):
-        return HubNotFoundError(
-            f"{repo_id}@{revision or 'main'}: revision not found on the hub", hint=NOT_FOUND_HINT
-        )
+        return HubNotFoundError(f"{repo_id}@{revision or 'main'}: revision not found on the hub", hint=NOT_FOUND_HINT)
     if isinstance(exc, DisabledRepoError):
         return HubNotFoundError(f"{repo_id}: repository is disabled on the hub")
     if isinstance(exc, LocalEntryNotFoundError) or isinstance(exc, OfflineModeIsEnabled):

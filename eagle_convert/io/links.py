@@ -35,10 +35,29 @@ _FIEMAP_EXTENTS_PER_CALL = 256
 #: In order of preference; "copy" is the fallback, not a link.
 LINK_METHODS = ("reflink", "hardlink", "copy")
 # errno values meaning "this kind of link is impossible here" (as opposed to a real I/O error).
-_NO_REFLINK = frozenset({errno.EOPNOTSUPP, errno.ENOTTY, errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EPERM,
-                         errno.EBADF, getattr(errno, "ENOTSUP", errno.EOPNOTSUPP)})
-_NO_HARDLINK = frozenset({errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.EACCES, errno.ENOSYS,
-                          getattr(errno, "ENOTSUP", errno.EOPNOTSUPP)})
+_NO_REFLINK = frozenset(
+    {
+        errno.EOPNOTSUPP,
+        errno.ENOTTY,
+        errno.EXDEV,
+        errno.EINVAL,
+        errno.ENOSYS,
+        errno.EPERM,
+        errno.EBADF,
+        getattr(errno, "ENOTSUP", errno.EOPNOTSUPP),
+    }
+)
+_NO_HARDLINK = frozenset(
+    {
+        errno.EXDEV,
+        errno.EPERM,
+        errno.EMLINK,
+        errno.EOPNOTSUPP,
+        errno.EACCES,
+        errno.ENOSYS,
+        getattr(errno, "ENOTSUP", errno.EOPNOTSUPP),
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -58,8 +77,9 @@ def _reason(exc: OSError) -> str:
     return exc.strerror or errno.errorcode.get(exc.errno or 0, str(exc))
 
 
-def link_or_copy(src: Path, dst: Path, *, progress: Callable[[int], None] | None = None,
-                 methods: tuple[str, ...] = LINK_METHODS) -> LinkOutcome:
+def link_or_copy(
+    src: Path, dst: Path, *, progress: Callable[[int], None] | None = None, methods: tuple[str, ...] = LINK_METHODS
+) -> LinkOutcome:
     """Create `dst` (which must not exist) holding `src`'s bytes by the first of `methods` that works.
 
     Raises OSError for real failures (no space, permissions on the output folder, `dst` exists).
@@ -117,8 +137,9 @@ def _copy(src_fd: int, src: Path, dst: Path, progress: Callable[[int], None] | N
     size = os.fstat(src_fd).st_size
     dst_fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
     try:
-        copy_range(RangeCopier(COPY_CHUNK_BYTES), src_fd, ByteRange(src, 0, size), dst_fd, dst.name,
-                   COPY_CHUNK_BYTES, progress)
+        copy_range(
+            RangeCopier(COPY_CHUNK_BYTES), src_fd, ByteRange(src, 0, size), dst_fd, dst.name, COPY_CHUNK_BYTES, progress
+        )
     except BaseException:
         os.close(dst_fd)
         os.unlink(dst)

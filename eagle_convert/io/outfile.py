@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from math import prod
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Union
+from typing import Any
 
 from eagle_convert.errors import EagleConvertError
 
@@ -75,28 +75,30 @@ INDEX_FILENAME = "model.safetensors.index.json"
 FORMAT_PT_METADATA: Mapping[str, str] = MappingProxyType({"format": "pt"})
 
 #: Bits per element of every safetensors dtype (sub-byte float formats included).
-DTYPE_BITS: Mapping[str, int] = MappingProxyType({
-    "BOOL": 8,
-    "U8": 8,
-    "I8": 8,
-    "F8_E5M2": 8,
-    "F8_E4M3": 8,
-    "F8_E8M0": 8,
-    "I16": 16,
-    "U16": 16,
-    "F16": 16,
-    "BF16": 16,
-    "I32": 32,
-    "U32": 32,
-    "F32": 32,
-    "C64": 64,
-    "F64": 64,
-    "I64": 64,
-    "U64": 64,
-    "F4": 4,
-    "F6_E2M3": 6,
-    "F6_E3M2": 6,
-})
+DTYPE_BITS: Mapping[str, int] = MappingProxyType(
+    {
+        "BOOL": 8,
+        "U8": 8,
+        "I8": 8,
+        "F8_E5M2": 8,
+        "F8_E4M3": 8,
+        "F8_E8M0": 8,
+        "I16": 16,
+        "U16": 16,
+        "F16": 16,
+        "BF16": 16,
+        "I32": 32,
+        "U32": 32,
+        "F32": 32,
+        "C64": 64,
+        "F64": 64,
+        "I64": 64,
+        "U64": 64,
+        "F4": 4,
+        "F6_E2M3": 6,
+        "F6_E3M2": 6,
+    }
+)
 
 
 class WriterError(EagleConvertError, ValueError):
@@ -117,10 +119,7 @@ class ByteRange:
         for field_name in ("offset", "nbytes"):
             value = getattr(self, field_name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise WriterError(
-                    f"ByteRange {field_name} must be a non-negative int, got {value!r} "
-                    f"({self.path})"
-                )
+                raise WriterError(f"ByteRange {field_name} must be a non-negative int, got {value!r} ({self.path})")
 
 
 @dataclass(frozen=True)
@@ -139,7 +138,7 @@ class StreamSource:
             raise WriterError(f"StreamSource nbytes must be a non-negative int, got {self.nbytes!r}")
 
 
-Source = Union[ByteRange, bytes, StreamSource]
+Source = ByteRange | bytes | StreamSource
 
 
 def source_nbytes(source: Source) -> int:
@@ -154,9 +153,7 @@ def tensor_nbytes(dtype: str, shape: tuple[int, ...]) -> int:
     try:
         bits = DTYPE_BITS[dtype]
     except KeyError:
-        raise WriterError(
-            f"unknown safetensors dtype {dtype!r} (known: {', '.join(sorted(DTYPE_BITS))})"
-        ) from None
+        raise WriterError(f"unknown safetensors dtype {dtype!r} (known: {', '.join(sorted(DTYPE_BITS))})") from None
     total_bits = prod(shape) * bits
     if total_bits % 8:
         raise WriterError(f"{dtype} tensor of shape {list(shape)} does not fill whole bytes")
@@ -191,16 +188,12 @@ class OutTensor:
             object.__setattr__(self, "source", bytes(self.source))
         elif not isinstance(self.source, (ByteRange, bytes, StreamSource)):
             raise WriterError(
-                f"{self.name}: source must be ByteRange, bytes or StreamSource, "
-                f"got {type(self.source).__name__}"
+                f"{self.name}: source must be ByteRange, bytes or StreamSource, got {type(self.source).__name__}"
             )
         expected = tensor_nbytes(self.dtype, shape)
         got = source_nbytes(self.source)
         if got != expected:
-            raise WriterError(
-                f"{self.name}: {self.dtype}{list(shape)} needs {expected} bytes, "
-                f"source provides {got}"
-            )
+            raise WriterError(f"{self.name}: {self.dtype}{list(shape)} needs {expected} bytes, source provides {got}")
 
     @property
     def nbytes(self) -> int:

@@ -61,7 +61,7 @@ class RowReader:
                 end += 1
             first, last = wanted[start], wanted[end]
             block = self.span(first, last - first + 1)
-            for i in wanted[start:end + 1]:
+            for i in wanted[start : end + 1]:
                 got[i] = block[i - first]
             start = end + 1
         out = np.empty((len(ids), self.cols), dtype=np.float32)
@@ -81,6 +81,8 @@ def read_rows(source: Source, info: TensorInfo, ids: Sequence[int]) -> np.ndarra
     return RowReader(source, info).read(ids)
 
 
-def iter_row_blocks(source: Source, info: TensorInfo, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[int, np.ndarray]]:
+def iter_row_blocks(
+    source: Source, info: TensorInfo, block_bytes: int = BLOCK_BYTES
+) -> Iterator[tuple[int, np.ndarray]]:
     """Every row of a 2-D tensor in bounded blocks (see `RowReader.blocks`)."""
     return RowReader(source, info).blocks(block_bytes)

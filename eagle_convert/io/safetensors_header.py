@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from eagle_convert.errors import CheckpointReadError
 from eagle_convert.io.outfile import DTYPE_BITS, MAX_HEADER_BYTES, WriterError, tensor_nbytes
-from eagle_convert.io.source import Source, where as _where
+from eagle_convert.io.source import Source
+from eagle_convert.io.source import where as _where
 
 # One home for dtype widths and the header cap: the writer's (outfile.py) tables.
 DTYPE_BYTES: dict[str, int] = {d: bits // 8 for d, bits in DTYPE_BITS.items() if bits % 8 == 0}
@@ -57,8 +58,9 @@ def read_header(source: Source, name: str) -> SafetensorsHeader:
     where = _where(source, name)
     size = source.file_size(name)
     if size < 8:
-        raise CheckpointReadError(f"{where}: truncated ({size} bytes), not a safetensors file",
-                                  hint="re-download or re-export the file")
+        raise CheckpointReadError(
+            f"{where}: truncated ({size} bytes), not a safetensors file", hint="re-download or re-export the file"
+        )
     (n,) = struct.unpack("<Q", source.read_range(name, 0, 8))
     if n > MAX_HEADER_BYTES or 8 + n > size:
         raise CheckpointReadError(
@@ -69,8 +71,9 @@ def read_header(source: Source, name: str) -> SafetensorsHeader:
     try:
         header = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointReadError(f"{where}: corrupt safetensors header (not JSON)",
-                                  hint="re-download or re-export the file") from exc
+        raise CheckpointReadError(
+            f"{where}: corrupt safetensors header (not JSON)", hint="re-download or re-export the file"
+        ) from exc
     if not isinstance(header, dict):
         raise CheckpointReadError(f"{where}: corrupt safetensors header (not a JSON object)")
     metadata = header.pop("__metadata__", None) or {}
@@ -92,7 +95,8 @@ def read_header(source: Source, name: str) -> SafetensorsHeader:
             expected = -1
         if nbytes != expected or begin < 0:
             raise CheckpointReadError(
-                f"{where}: tensor {tname!r} offsets {begin}..{end} do not match {dtype}{list(shape)}")
+                f"{where}: tensor {tname!r} offsets {begin}..{end} do not match {dtype}{list(shape)}"
+            )
         if base + end > size:
             raise CheckpointReadError(
                 f"{where}: truncated: tensor {tname!r} ends at byte {base + end}, file has {size}",

@@ -49,8 +49,9 @@ class RangeComparer:
         self._memcmp, self._ctypes = fn, ctypes
         return True
 
-    def equal(self, fd_a: int, off_a: int, fd_b: int, off_b: int, n: int,
-              progress: Callable[[int], None] | None = None) -> bool | None:
+    def equal(
+        self, fd_a: int, off_a: int, fd_b: int, off_b: int, n: int, progress: Callable[[int], None] | None = None
+    ) -> bool | None:
         """Whether the `n` bytes at `off_a` of `fd_a` equal those at `off_b` of `fd_b`."""
         if not self.available:
             return None
@@ -76,8 +77,9 @@ class RangeComparer:
                 base = off - off % _GRAIN
                 # Private + writable only so ctypes can take the address; nothing is written, so no
                 # page is ever copied.
-                m = mmap.mmap(fd, off - base + n, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE,
-                              offset=base)
+                m = mmap.mmap(
+                    fd, off - base + n, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE, offset=base
+                )
                 maps.append(m)
                 if hasattr(m, "madvise"):
                     m.madvise(mmap.MADV_SEQUENTIAL)

@@ -28,17 +28,40 @@ class TensorSet(Protocol):
     @property
     def tensors(self) -> Mapping[str, TensorInfo]: ...
 
+
 __all__ = ["TensorSet", "decode", "read_array", "tensor_array", "tensor_bytes", "tensor_torch"]
 
 _NUMPY_DTYPES = {
-    "BOOL": "bool", "U8": "<u1", "I8": "<i1", "I16": "<i2", "U16": "<u2", "I32": "<i4", "U32": "<u4",
-    "I64": "<i8", "U64": "<u8", "F16": "<f2", "F32": "<f4", "F64": "<f8",
+    "BOOL": "bool",
+    "U8": "<u1",
+    "I8": "<i1",
+    "I16": "<i2",
+    "U16": "<u2",
+    "I32": "<i4",
+    "U32": "<u4",
+    "I64": "<i8",
+    "U64": "<u8",
+    "F16": "<f2",
+    "F32": "<f4",
+    "F64": "<f8",
 }
 # safetensors dtype -> torch dtype attribute name (float8 and uint16+ need a recent torch).
 _TORCH_DTYPES = {
-    "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16", "I32": "int32",
-    "U32": "uint32", "I64": "int64", "U64": "uint64", "F16": "float16", "BF16": "bfloat16",
-    "F32": "float32", "F64": "float64", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
+    "BOOL": "bool",
+    "U8": "uint8",
+    "I8": "int8",
+    "I16": "int16",
+    "U16": "uint16",
+    "I32": "int32",
+    "U32": "uint32",
+    "I64": "int64",
+    "U64": "uint64",
+    "F16": "float16",
+    "BF16": "bfloat16",
+    "F32": "float32",
+    "F64": "float64",
+    "F8_E4M3": "float8_e4m3fn",
+    "F8_E5M2": "float8_e5m2",
     "F8_E8M0": "float8_e8m0fnu",
 }
 

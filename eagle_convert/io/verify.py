@@ -150,9 +150,7 @@ def verify_file(
 def _compare_header(path: Path, actual: dict[str, Any], expected: dict[str, Any]) -> list[str]:
     problems = []
     if actual.get("__metadata__") != expected.get("__metadata__"):
-        problems.append(
-            f"{path}: metadata {actual.get('__metadata__')!r}, expected {expected.get('__metadata__')!r}"
-        )
+        problems.append(f"{path}: metadata {actual.get('__metadata__')!r}, expected {expected.get('__metadata__')!r}")
     a_names = [k for k in actual if k != "__metadata__"]
     e_names = [k for k in expected if k != "__metadata__"]
     missing = sorted(set(e_names) - set(a_names))
@@ -237,9 +235,7 @@ def _verify_tensor(
     return None
 
 
-def verify_same_bytes(
-    path: Path, source: Path, *, progress: Callable[[int], None] | None = None
-) -> list[str]:
+def verify_same_bytes(path: Path, source: Path, *, progress: Callable[[int], None] | None = None) -> list[str]:
     """Problems (empty when none) comparing the whole file ``path`` with the file ``source``."""
     try:
         size, want = os.stat(path).st_size, os.stat(source).st_size
@@ -251,8 +247,7 @@ def verify_same_bytes(
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     src_fds: dict[Path, int] = {}
     try:
-        problem = _verify_tensor(fd, 0, f.tensors[0], _Comparer(VERIFY_CHUNK_BYTES), src_fds, progress,
-                                 RangeComparer())
+        problem = _verify_tensor(fd, 0, f.tensors[0], _Comparer(VERIFY_CHUNK_BYTES), src_fds, progress, RangeComparer())
     finally:
         os.close(fd)
         for sfd in src_fds.values():

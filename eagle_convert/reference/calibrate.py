@@ -38,8 +38,7 @@ __all__ = ["aux_rms", "drafter_with_fc_norm", "fc_norm_values", "first_pass_argm
 
 
 @torch.no_grad()
-def aux_rms(target: TargetModel, sequences: Sequence[Sequence[int]], aux_ids: Sequence[int],
-            eps: float) -> Tensor:
+def aux_rms(target: TargetModel, sequences: Sequence[Sequence[int]], aux_ids: Sequence[int], eps: float) -> Tensor:
     """[tokens, A] fp32: sqrt(mean(x_i^2) + eps) of each aux state at every token of `sequences`
     (chunks in ascending layer-id order, as vLLM concatenates them)."""
     a = len(set(aux_ids))
@@ -56,8 +55,9 @@ def fc_norm_values(rms: Tensor) -> list[float]:
     return [float(v) for v in rms.median(dim=0).values]
 
 
-def drafter_with_fc_norm(base: EagleDrafter, values: Sequence[Sequence[float]], *,
-                         norm_output: bool | None = None) -> EagleDrafter:
+def drafter_with_fc_norm(
+    base: EagleDrafter, values: Sequence[Sequence[float]], *, norm_output: bool | None = None
+) -> EagleDrafter:
     """`base` (an EAGLE-3 drafter) with fc_norm on and `fc_norm.{i}.weight` = values[i] (length 1:
     broadcast); `norm_output` None keeps base's. Weights are copied; `base` is not changed."""
     cfg = replace(base.cfg, fc_norm=True, norm_output=base.cfg.norm_output if norm_output is None else norm_output)
@@ -80,14 +80,23 @@ def first_pass_argmax(drafter: EagleDrafter, sequence: Sequence[int], aux: Tenso
     seq = list(sequence)
     dev = aux.device
     hidden = drafter.combine_hidden_states(aux[:, :-1].to(drafter.norm.weight.dtype))
-    normed, _ = drafter(torch.tensor([seq[1:]], device=dev), torch.arange(len(seq) - 1, device=dev)[None],
-                        hidden, drafter.new_cache().slots)
+    normed, _ = drafter(
+        torch.tensor([seq[1:]], device=dev),
+        torch.arange(len(seq) - 1, device=dev)[None],
+        hidden,
+        drafter.new_cache().slots,
+    )
     return drafter.draft_logits(normed)[0].argmax(-1).cpu()
 
 
 @torch.no_grad()
-def first_position_agreement(target: TargetModel, reference: EagleDrafter, candidates: Sequence[EagleDrafter],
-                             sequences: Sequence[Sequence[int]], aux_ids: Sequence[int]) -> tuple[list[float], int]:
+def first_position_agreement(
+    target: TargetModel,
+    reference: EagleDrafter,
+    candidates: Sequence[EagleDrafter],
+    sequences: Sequence[Sequence[int]],
+    aux_ids: Sequence[int],
+) -> tuple[list[float], int]:
     """Top-1 agreement of each candidate's first draft step with `reference`'s over every position
     of `sequences` (teacher-forced), and the number of positions compared."""
     hits = [0] * len(candidates)

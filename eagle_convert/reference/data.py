@@ -27,29 +27,37 @@ __all__ = ["drafter_from_state_dict", "load_drafter", "load_state"]
 def load_state(ckpt: Checkpoint) -> dict[str, Tensor]:
     """Every tensor of the checkpoint under its vLLM-native name (`midlayer.` -> `layers.0.`,
     NeMo's `model.` prefix, legacy `aux_norm_*`), read by byte range with its stored dtype."""
-    return {canon: tensor_torch(ckpt.source, ckpt.tensors[name])
-            for name, canon in canonical_map(ckpt.tensors).items()}
+    return {canon: tensor_torch(ckpt.source, ckpt.tensors[name]) for name, canon in canonical_map(ckpt.tensors).items()}
 
 
-def load_drafter(path: str | Path | CheckpointRef | Checkpoint, *, target_embed: Tensor | None = None,
-                 target_lm_head: Tensor | None = None, dtype: torch.dtype = torch.float32,
-                 device: str | torch.device | None = None) -> EagleDrafter:
+def load_drafter(
+    path: str | Path | CheckpointRef | Checkpoint,
+    *,
+    target_embed: Tensor | None = None,
+    target_lm_head: Tensor | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device | None = None,
+) -> EagleDrafter:
     """Build the drafter from anything `open_checkpoint` reads (or an opened `Checkpoint`).
     Without `embed_tokens.weight` (or `lm_head`) the target's tensor is shared, as vLLM does.
     `device` None: `default_device()` (put the drafter where the target is)."""
     ckpt = path if isinstance(path, Checkpoint) else open_checkpoint(path, require_config=True)
     cfg = draft_config_from_dict(ckpt.config)
     sd = load_state(ckpt)
-    return drafter_from_state_dict(cfg, sd, target_embed=target_embed,
-                                   target_lm_head=target_lm_head, dtype=dtype,
-                                   device=resolve_device(device))
+    return drafter_from_state_dict(
+        cfg, sd, target_embed=target_embed, target_lm_head=target_lm_head, dtype=dtype, device=resolve_device(device)
+    )
 
 
-def drafter_from_state_dict(cfg: DraftConfig, sd: dict[str, Tensor], *,
-                            target_embed: Tensor | None = None,
-                            target_lm_head: Tensor | None = None,
-                            dtype: torch.dtype = torch.float32,
-                            device: str | torch.device | None = None) -> EagleDrafter:
+def drafter_from_state_dict(
+    cfg: DraftConfig,
+    sd: dict[str, Tensor],
+    *,
+    target_embed: Tensor | None = None,
+    target_lm_head: Tensor | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device | None = None,
+) -> EagleDrafter:
     """Strict load: unexpected names raise (as in vLLM); `t2d` is dropped, d2t defaults to zeros.
     The model is built on CPU and moved to `device` when one is given (None: stays on CPU, what
     the CPU-only trainer relies on)."""
@@ -70,8 +78,11 @@ def drafter_from_state_dict(cfg: DraftConfig, sd: dict[str, Tensor], *,
     unexpected = sorted(k for k in sd if k not in own and not k.endswith(".bias"))
     if unexpected:
         raise ValueError(f"There is no module or parameter named {unexpected}")
-    missing = sorted(k for k in own if k not in sd and k != "d2t"
-                     and not (k.endswith("hidden_norm.weight") and not k.startswith("layers.0.")))
+    missing = sorted(
+        k
+        for k in own
+        if k not in sd and k != "d2t" and not (k.endswith("hidden_norm.weight") and not k.startswith("layers.0."))
+    )
     if missing:
         raise ValueError(f"checkpoint lacks {missing}")
     with torch.no_grad():

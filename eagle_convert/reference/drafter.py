@@ -19,10 +19,14 @@ from torch import Tensor, nn
 from eagle_convert.vllm_model.config import read_config
 
 __all__ = [
-    "DraftConfig", "EagleDrafter", "DraftCache", "KVSlot", "draft_config_from_dict", "rms_norm",
+    "DraftConfig",
+    "EagleDrafter",
+    "DraftCache",
+    "KVSlot",
+    "draft_config_from_dict",
+    "rms_norm",
     "fused_add_rms_norm",
 ]
-
 
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
@@ -233,7 +237,7 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        out = slot.attend(q, k, v, self.hd ** -0.5)
+        out = slot.attend(q, k, v, self.hd**-0.5)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, self.nh * self.hd))
 
 
@@ -263,8 +267,9 @@ class DecoderLayer(nn.Module):
         self.hidden_norm = RMSNorm(h, cfg.rms_norm_eps)  # built in every layer, used in layer 0
         self.post_attention_layernorm = RMSNorm(h, cfg.rms_norm_eps)
 
-    def forward(self, embeds: Tensor, hidden: Tensor, residual: Tensor | None,
-                cos: Tensor, sin: Tensor, slot: KVSlot) -> tuple[Tensor, Tensor]:
+    def forward(
+        self, embeds: Tensor, hidden: Tensor, residual: Tensor | None, cos: Tensor, sin: Tensor, slot: KVSlot
+    ) -> tuple[Tensor, Tensor]:
         if self.idx == 0:
             embeds = self.input_layernorm(embeds)
             if self.norm_before_residual:
@@ -326,8 +331,9 @@ class EagleDrafter(nn.Module):
         cos, sin = freqs.cos()[:, None], freqs.sin()[:, None]  # [B, 1, T, d/2]
         return cos, sin
 
-    def forward(self, input_ids: Tensor, positions: Tensor, hidden: Tensor,
-                slots: list[KVSlot]) -> tuple[Tensor, Tensor]:
+    def forward(
+        self, input_ids: Tensor, positions: Tensor, hidden: Tensor, slots: list[KVSlot]
+    ) -> tuple[Tensor, Tensor]:
         """One draft pass over `[B, T]` tokens. Returns (normed, aux): normed feeds `lm_head`,
         aux is fed back as the next hidden state (prenorm, or normed with `norm_output`)."""
         embeds = self.embed_tokens(input_ids)

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from eagle_convert.vllm_model.acceptance import AcceptanceMetrics
 from eagle_convert.reference.drafter import EagleDrafter
 from eagle_convert.reference.target import TargetModel
+from eagle_convert.vllm_model.acceptance import AcceptanceMetrics
 
 __all__ = ["SpecResult", "speculative_generate", "greedy_generate", "summarize"]
 
@@ -77,8 +77,9 @@ def _finish(out: list[int], new: list[int], max_new: int, eos: int | None) -> bo
 
 
 @torch.no_grad()
-def greedy_generate(target: TargetModel, prompt_ids: Sequence[int], max_new_tokens: int,
-                    *, eos_token_id: int | None = None) -> list[int]:
+def greedy_generate(
+    target: TargetModel, prompt_ids: Sequence[int], max_new_tokens: int, *, eos_token_id: int | None = None
+) -> list[int]:
     """Plain target decoding with a KV cache (the no-speculation baseline)."""
     cache, dev = target.new_cache(), target.device
     logits = target.forward(torch.tensor([list(prompt_ids)], device=dev), cache=cache).logits[0, -1]
@@ -90,8 +91,9 @@ def greedy_generate(target: TargetModel, prompt_ids: Sequence[int], max_new_toke
         logits = target.forward(torch.tensor([[tok]], device=dev), cache=cache).logits[0, -1]
 
 
-def _accept(drafts: list[int], qs: list[Tensor | None], logits: Tensor, temperature: float,
-            gen: torch.Generator) -> tuple[int, int]:
+def _accept(
+    drafts: list[int], qs: list[Tensor | None], logits: Tensor, temperature: float, gen: torch.Generator
+) -> tuple[int, int]:
     """(accepted count, bonus/recovered token) for one verification. `logits`: [k+1, V]."""
     if temperature <= 0:
         target_ids = logits.argmax(-1).tolist()
@@ -118,10 +120,19 @@ def _accept(drafts: list[int], qs: list[Tensor | None], logits: Tensor, temperat
 
 
 @torch.no_grad()
-def speculative_generate(target: TargetModel, drafter: EagleDrafter, prompt_ids: Sequence[int],
-                         *, k: int, max_new_tokens: int, temperature: float = 0.0, seed: int = 0,
-                         aux_ids: Sequence[int], draft_sample: str = "greedy",
-                         eos_token_id: int | None = None) -> SpecResult:
+def speculative_generate(
+    target: TargetModel,
+    drafter: EagleDrafter,
+    prompt_ids: Sequence[int],
+    *,
+    k: int,
+    max_new_tokens: int,
+    temperature: float = 0.0,
+    seed: int = 0,
+    aux_ids: Sequence[int],
+    draft_sample: str = "greedy",
+    eos_token_id: int | None = None,
+) -> SpecResult:
     """Generate with k-token chain drafts verified by one target forward each.
 
     `draft_sample="greedy"` is vLLM's default (`draft_sample_method`): drafts are argmax and, at
@@ -142,8 +153,7 @@ def speculative_generate(target: TargetModel, drafter: EagleDrafter, prompt_ids:
 
     pre = target.forward(torch.tensor([ids], device=dev), cache=tcache, aux_ids=aux_ids)
     res.target_forwards = 1
-    done = _finish(res.tokens, [_next_token(pre.logits[0, -1], temperature, gen)],
-                   max_new_tokens, eos_token_id)
+    done = _finish(res.tokens, [_next_token(pre.logits[0, -1], temperature, gen)], max_new_tokens, eos_token_id)
     # Pending first pass of the drafter: positions [start, start + len(tokens)).
     start, pend_tokens, pend_aux = 0, ids[1:] + [res.tokens[-1]], pre.aux
     while not done:
@@ -166,8 +176,9 @@ def speculative_generate(target: TargetModel, drafter: EagleDrafter, prompt_ids:
                 qs.append(None)
             if j < k - 1:
                 p += 1
-                normed, fed = drafter(torch.tensor([[drafts[-1]]], device=dev),
-                                      torch.tensor([[p]], device=dev), fed, dcache.slots)
+                normed, fed = drafter(
+                    torch.tensor([[drafts[-1]]], device=dev), torch.tensor([[p]], device=dev), fed, dcache.slots
+                )
         start = len(ids) + len(res.tokens) - 1  # position of `last` in the target sequence
         ver = target.forward(torch.tensor([[last] + drafts], device=dev), cache=tcache, aux_ids=aux_ids)
         res.target_forwards += 1

@@ -59,8 +59,9 @@ class TargetModel:
         return self.embed_weight.device
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, *, dtype: torch.dtype = torch.float32,
-                        device: str | torch.device | None = None) -> TargetModel:
+    def from_pretrained(
+        cls, path: str | Path, *, dtype: torch.dtype = torch.float32, device: str | torch.device | None = None
+    ) -> TargetModel:
         """Load an HF checkpoint in `dtype` on `device` (None: `default_device()`)."""
         from transformers import AutoModelForCausalLM
 
@@ -74,6 +75,7 @@ class TargetModel:
         def hook(_module, _inputs, output):
             if self._capture is not None and aux_id in self._wanted:
                 self._capture[aux_id] = output[0] if isinstance(output, tuple) else output
+
         return hook
 
     def new_cache(self):
@@ -93,16 +95,23 @@ class TargetModel:
             cache.crop(-extra)
 
     @torch.no_grad()
-    def forward(self, input_ids: Tensor, *, cache=None, aux_ids: Sequence[int] | None = None,
-                attention_mask: Tensor | None = None) -> TargetOutput:
+    def forward(
+        self,
+        input_ids: Tensor,
+        *,
+        cache=None,
+        aux_ids: Sequence[int] | None = None,
+        attention_mask: Tensor | None = None,
+    ) -> TargetOutput:
         """Run `[B, T]` tokens (continuing `cache` when given); return fp32 logits and aux states."""
         ids = sorted(set(aux_ids)) if aux_ids else []
         if any(i < 0 or i > self.num_layers for i in ids):
             raise ValueError(f"aux ids {ids} outside 0..{self.num_layers}")
         self._capture, self._wanted = {}, set(ids)
         try:
-            out = self.model(input_ids=input_ids, past_key_values=cache, use_cache=cache is not None,
-                             attention_mask=attention_mask)
+            out = self.model(
+                input_ids=input_ids, past_key_values=cache, use_cache=cache is not None, attention_mask=attention_mask
+            )
             aux = torch.cat([self._capture[i] for i in ids], dim=-1) if ids else None
         finally:
             self._capture, self._wanted = None, set()

@@ -30,8 +30,16 @@ from eagle_convert.reference.drafter import EagleDrafter, draft_config_from_dict
 from eagle_convert.reference.select import KeepBest, expected_acceptance_length
 from eagle_convert.reference.target import TargetModel
 
-__all__ = ["StepInfo", "TrainResult", "heldout_accuracy", "init_drafter", "save_draft", "train_draft",
-           "trainable_names", "write_draft"]
+__all__ = [
+    "StepInfo",
+    "TrainResult",
+    "heldout_accuracy",
+    "init_drafter",
+    "save_draft",
+    "train_draft",
+    "trainable_names",
+    "write_draft",
+]
 LOG = logging.getLogger(__name__)
 
 
@@ -55,7 +63,7 @@ class TTTSlot:
         w = torch.softmax(torch.cat([s0, *diag], dim=-1), dim=-1).to(q.dtype)
         out = w[..., :t] @ v0
         for s, vv in enumerate(self.vs[1:]):
-            out = out + w[..., t + s: t + s + 1] * expand_kv(vv, g)
+            out = out + w[..., t + s : t + s + 1] * expand_kv(vv, g)
         return out
 
 
@@ -89,16 +97,14 @@ def trainable_names(drafter: EagleDrafter, trainable: str | Sequence[str]) -> li
     names = [n for n, _ in drafter.named_parameters()]
     if trainable == "all":
         return [n for n in names if n != "embed_tokens.weight"]
-    pats = ["fc_norm.*"] if trainable == "fc_norm" else [trainable] if isinstance(trainable, str) \
-        else list(trainable)
+    pats = ["fc_norm.*"] if trainable == "fc_norm" else [trainable] if isinstance(trainable, str) else list(trainable)
     picked = [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in pats)]
     if not picked:
         raise ValueError(f"no draft parameter matches {pats}")
     return picked
 
 
-def init_drafter(config: dict, target: TargetModel, *, seed: int = 0,
-                 d2t: Tensor | None = None) -> EagleDrafter:
+def init_drafter(config: dict, target: TargetModel, *, seed: int = 0, d2t: Tensor | None = None) -> EagleDrafter:
     """A fresh draft: HF-style N(0, 0.02) weights, unit norms, the target's embedding, and the
     target's lm_head rows for the draft vocabulary (as speculators initialises it)."""
     cfg = draft_config_from_dict(config)
@@ -135,16 +141,26 @@ def _pad_rows(x: Tensor, t: int) -> Tensor:
     return out
 
 
-def _target_features(target: TargetModel, ids: Tensor, aux_ids: Sequence[int], rows: Tensor,
-                     t2d: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def _target_features(
+    target: TargetModel, ids: Tensor, aux_ids: Sequence[int], rows: Tensor, t2d: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
     """(aux [B,T,A*H] fp32, target logits on the draft vocab [B,T,Vd], target argmax in the draft
     vocab [B,T]). Right padding needs no mask: padded positions come after every real one."""
     out = target.forward(ids, aux_ids=aux_ids)
     return out.aux.float(), out.logits[..., rows], t2d[out.logits.argmax(-1)]
 
 
-def ttt_loss(drafter: EagleDrafter, ids: Tensor, lens: Tensor, aux: Tensor, tlogits: Tensor, *,
-             ttt_steps: int, loss_decay: float, in_vocab: Tensor) -> tuple[Tensor, list[float]]:
+def ttt_loss(
+    drafter: EagleDrafter,
+    ids: Tensor,
+    lens: Tensor,
+    aux: Tensor,
+    tlogits: Tensor,
+    *,
+    ttt_steps: int,
+    loss_decay: float,
+    in_vocab: Tensor,
+) -> tuple[Tensor, list[float]]:
     """Weighted TTT loss over a right-padded batch, and per-step argmax accuracy."""
     b, t = ids.shape
     dtype = drafter.norm.weight.dtype
@@ -166,20 +182,36 @@ def ttt_loss(drafter: EagleDrafter, ids: Tensor, lens: Tensor, aux: Tensor, tlog
         mask = (valid & in_vocab.gather(1, gather)).float()
         denom = mask.sum().clamp_min(1.0)
         ce = -(p * logp).sum(-1)
-        total = total + loss_decay ** j * (ce * mask).sum() / denom
+        total = total + loss_decay**j * (ce * mask).sum() / denom
         hit = (logp.argmax(-1) == targ.gather(1, gather)).float()
         accs.append(float((hit * mask).sum() / denom))
     return total, accs
 
 
-def train_draft(target: TargetModel, drafter: EagleDrafter, sequences: list[list[int]], *,
-                aux_ids: Sequence[int], ttt_steps: int = 3, steps: int, lr: float, seed: int = 0,
-                trainable: str | Sequence[str] = "all", l2sp: float = 0.0,
-                log_every: int = 10, batch_size: int = 8, loss_decay: float = 0.8,
-                warmup: int | None = None, cache_target: bool = True,
-                on_step: Callable[[StepInfo], None] | None = None,
-                evaluate: Callable[[EagleDrafter], Sequence[float]] | None = None, eval_every: int = 1,
-                keep: KeepBest | None = None, label: str = "", max_len: int | None = None) -> TrainResult:
+def train_draft(
+    target: TargetModel,
+    drafter: EagleDrafter,
+    sequences: list[list[int]],
+    *,
+    aux_ids: Sequence[int],
+    ttt_steps: int = 3,
+    steps: int,
+    lr: float,
+    seed: int = 0,
+    trainable: str | Sequence[str] = "all",
+    l2sp: float = 0.0,
+    log_every: int = 10,
+    batch_size: int = 8,
+    loss_decay: float = 0.8,
+    warmup: int | None = None,
+    cache_target: bool = True,
+    on_step: Callable[[StepInfo], None] | None = None,
+    evaluate: Callable[[EagleDrafter], Sequence[float]] | None = None,
+    eval_every: int = 1,
+    keep: KeepBest | None = None,
+    label: str = "",
+    max_len: int | None = None,
+) -> TrainResult:
     """Train `drafter` in place with TTT on the target's own distributions over `sequences`.
 
     `on_step(StepInfo)` is called after every step. With `evaluate` (the per-TTT-step accuracy
@@ -265,8 +297,7 @@ def train_draft(target: TargetModel, drafter: EagleDrafter, sequences: list[list
             g["lr"] = lr_at(step)
         batch = torch.randperm(len(sequences), generator=gen)[:batch_size].tolist()
         ids, lens, aux, tl, iv = features(batch)
-        loss, accs = ttt_loss(drafter, ids, lens, aux, tl, ttt_steps=ttt_steps,
-                              loss_decay=loss_decay, in_vocab=iv)
+        loss, accs = ttt_loss(drafter, ids, lens, aux, tl, ttt_steps=ttt_steps, loss_decay=loss_decay, in_vocab=iv)
         if anchor:
             loss = loss + l2sp * sum(((p - anchor[n]) ** 2).sum() for n, p in params)
         opt.zero_grad(set_to_none=True)
@@ -294,9 +325,15 @@ def train_draft(target: TargetModel, drafter: EagleDrafter, sequences: list[list
             keeper.restore(drafter)
         where = keeper.where
         best = where[1] if isinstance(where, tuple) and where[0] == label else None
-    return TrainResult(losses=losses, step_acc=hist[-1] if hist else [], seconds=time.perf_counter() - t0,
-                       acc_history=hist, eal_history=eal_hist, best_step=best,
-                       best_eal=keeper.eal if evaluate is not None else None)
+    return TrainResult(
+        losses=losses,
+        step_acc=hist[-1] if hist else [],
+        seconds=time.perf_counter() - t0,
+        acc_history=hist,
+        eal_history=eal_hist,
+        best_step=best,
+        best_eal=keeper.eal if evaluate is not None else None,
+    )
 
 
 def _last_positions(tensors: list[Tensor], lens: Tensor, m: int) -> tuple[Tensor, ...]:
@@ -311,8 +348,14 @@ def _last_positions(tensors: list[Tensor], lens: Tensor, m: int) -> tuple[Tensor
     return (out[0], lens - start, *out[1:])
 
 
-def save_draft(drafter: EagleDrafter, config: dict, out_dir: str | Path, *,
-               include_embed: bool = False, dtype: torch.dtype | None = None) -> Path:
+def save_draft(
+    drafter: EagleDrafter,
+    config: dict,
+    out_dir: str | Path,
+    *,
+    include_embed: bool = False,
+    dtype: torch.dtype | None = None,
+) -> Path:
     """Write the draft into `out_dir` atomically, replacing it if it exists: `io.atomic`'s temp
     sibling and one rename, as upgrade and finetune write (same permissions, temp removed on
     error, Ctrl-C or SIGTERM, a killed run's leftovers removed by the next one)."""
@@ -325,8 +368,9 @@ def save_draft(drafter: EagleDrafter, config: dict, out_dir: str | Path, *,
     return out_dir
 
 
-def write_draft(drafter: EagleDrafter, config: dict, folder: Path, *,
-                include_embed: bool = False, dtype: torch.dtype | None = None) -> None:
+def write_draft(
+    drafter: EagleDrafter, config: dict, folder: Path, *, include_embed: bool = False, dtype: torch.dtype | None = None
+) -> None:
     """`config.json` + `model.safetensors` into the existing `folder` (canonical names, vLLM
     layout, d2t/t2d when the vocabularies differ); callers make it atomic."""
     from safetensors.torch import save_file
@@ -350,9 +394,17 @@ def write_draft(drafter: EagleDrafter, config: dict, folder: Path, *,
     (Path(folder) / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
-def heldout_accuracy(target: TargetModel, drafter: EagleDrafter, sequences: list[list[int]], *,
-                     aux_ids: Sequence[int], ttt_steps: int = 3, loss_decay: float = 0.8,
-                     batch_size: int = 8, max_len: int | None = None) -> Callable[[EagleDrafter], list[float]]:
+def heldout_accuracy(
+    target: TargetModel,
+    drafter: EagleDrafter,
+    sequences: list[list[int]],
+    *,
+    aux_ids: Sequence[int],
+    ttt_steps: int = 3,
+    loss_decay: float = 0.8,
+    batch_size: int = 8,
+    max_len: int | None = None,
+) -> Callable[[EagleDrafter], list[float]]:
     """An `evaluate` for `train_draft`: the token-weighted argmax accuracy per TTT step over
     `sequences` (teacher-forced tokens, the draft's own fed-back states, as in training; with
     `max_len`, over the last `max_len` positions, as `train_draft(max_len=)` trains). The frozen
@@ -363,7 +415,7 @@ def heldout_accuracy(target: TargetModel, drafter: EagleDrafter, sequences: list
     t2d[rows] = True
     batches = []
     for start in range(0, len(sequences), batch_size):
-        ids, lens = _pad(sequences[start: start + batch_size])
+        ids, lens = _pad(sequences[start : start + batch_size])
         ids, lens = ids.to(dev), lens.to(dev)
         feats = _target_features(target, ids, aux_ids, rows, t2d)
         if max_len is not None:

@@ -103,8 +103,14 @@ class StageRecord:
     command: str | None = None  # the eagle-convert command that reproduces the stage
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "key": self.key, "result": self.result, "outputs": self.outputs,
-                "seconds": round(self.seconds, 3), "command": self.command}
+        return {
+            "name": self.name,
+            "key": self.key,
+            "result": self.result,
+            "outputs": self.outputs,
+            "seconds": round(self.seconds, 3),
+            "command": self.command,
+        }
 
 
 class StageStore:
@@ -123,8 +129,9 @@ class StageStore:
         path = self._path(name)
         try:
             d = json.loads(path.read_text(encoding="utf-8"))
-            rec = StageRecord(d["name"], d["key"], d["result"], d.get("outputs") or {}, d.get("seconds", 0.0),
-                              d.get("command"))
+            rec = StageRecord(
+                d["name"], d["key"], d["result"], d.get("outputs") or {}, d.get("seconds", 0.0), d.get("command")
+            )
         except (OSError, ValueError, KeyError, TypeError):
             return None
         if rec.key != key:

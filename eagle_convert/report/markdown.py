@@ -31,12 +31,28 @@ def _summary(data: dict[str, Any]) -> list[str]:
         t, v = d["total"], by.get(d["label"], {})
         val = v.get("validate") or {}
         delta = t["acceptance_length"] - base
-        rows.append([f"**{d['label']}**", d.get("variant") or "?", f"{t['acceptance_length']:.3f}",
-                     "—" if d is acc["drafts"][0] else f"{delta:+.3f}", f"{100 * t['acceptance_rate']:.1f}%",
-                     *(f"{100 * p:.1f}%" for p in t["per_position"]),
-                     f"{val.get('errors', '?')} / {val.get('warnings', '?')}", f"`{v.get('path', d['path'])}`"])
-    head = ["variant", "kind", "AL", "Δ AL vs input", "acceptance rate", *(f"pos {i + 1}" for i in range(k)),
-            "validate errors / warnings", "folder"]
+        rows.append(
+            [
+                f"**{d['label']}**",
+                d.get("variant") or "?",
+                f"{t['acceptance_length']:.3f}",
+                "—" if d is acc["drafts"][0] else f"{delta:+.3f}",
+                f"{100 * t['acceptance_rate']:.1f}%",
+                *(f"{100 * p:.1f}%" for p in t["per_position"]),
+                f"{val.get('errors', '?')} / {val.get('warnings', '?')}",
+                f"`{v.get('path', d['path'])}`",
+            ]
+        )
+    head = [
+        "variant",
+        "kind",
+        "AL",
+        "Δ AL vs input",
+        "acceptance rate",
+        *(f"pos {i + 1}" for i in range(k)),
+        "validate errors / warnings",
+        "folder",
+    ]
     return _table(head, rows)
 
 
@@ -59,8 +75,13 @@ def _groups(acc: dict[str, Any]) -> list[str]:
 
 def _throughput(t: dict[str, Any], al: dict[str, float]) -> list[str]:
     cs = t["concurrency"]
-    rows = [[f"{t['baseline']['label']} (target alone)", "1.00",
-             *(f"{lv['per_user_tokens_per_s']:.1f}" for lv in t["baseline"]["levels"])]]
+    rows = [
+        [
+            f"{t['baseline']['label']} (target alone)",
+            "1.00",
+            *(f"{lv['per_user_tokens_per_s']:.1f}" for lv in t["baseline"]["levels"]),
+        ]
+    ]
     for d in t["drafts"]:
         cells = []
         for lv in d["levels"]:
@@ -69,9 +90,12 @@ def _throughput(t: dict[str, Any], al: dict[str, float]) -> list[str]:
         rows.append([d["label"], f"{al.get(d['label'], 0):.2f}", *cells])
     s = t["settings"]
     out = _table(["draft", "AL", *(f"concurrency {c}: tokens/s per user (speedup)" for c in cs)], rows)
-    out += [f"{t['engine_version']} on {t['device']}, greedy, {s.get('max_new_tokens')} tokens per request, "
-            f"max_num_seqs {s.get('max_num_seqs')}; {t['metric']}. Every row ran in the same vLLM worker "
-            "with the same engine arguments.", ""]
+    out += [
+        f"{t['engine_version']} on {t['device']}, greedy, {s.get('max_new_tokens')} tokens per request, "
+        f"max_num_seqs {s.get('max_num_seqs')}; {t['metric']}. Every row ran in the same vLLM worker "
+        "with the same engine arguments.",
+        "",
+    ]
     if t.get("note"):
         out += [f"> **Read this before the speedups:** {t['note']}", ""]
     return out
@@ -80,18 +104,27 @@ def _throughput(t: dict[str, Any], al: dict[str, float]) -> list[str]:
 def render_markdown(data: dict[str, Any]) -> str:
     acc = data["acceptance"]
     s = acc["settings"]
-    lines = [f"# eagle-convert report: `{data['draft_name']}` from EAGLE-3 to EAGLE-3.1", "",
-             f"- draft: `{data['draft']}`", f"- target: `{data['target']}`",
-             f"- engine: {acc['engine']} ({acc.get('engine_version') or '?'}); k = {s['k']}, temperature "
-             f"{s['temperature']}, {s['max_new_tokens']} new tokens per prompt (EOS ignored), seed {s['seed']}",
-             f"- prompts: {acc['prompts']['count']} runs (prompt x context bucket), chat template "
-             f"{acc['prompts']['chat_template']}, buckets {', '.join(_bucket(b) for b in s['buckets'])}",
-             f"- eagle-convert {data['eagle_convert']}; {data['seconds']:.0f} s this run "
-             f"({len(data['ran'])} stages ran, {len(data['skipped'])} unchanged and skipped)", "",
-             "![overview](report.png)", "", "## Acceptance, side by side", "",
-             "AL = 1 + accepted draft tokens per draft round (at most k + 1); position i = share of rounds whose "
-             "first i drafts were all accepted (vLLM 0.32.0's definitions). Same prompts, buckets and engine "
-             "for every row.", ""]
+    lines = [
+        f"# eagle-convert report: `{data['draft_name']}` from EAGLE-3 to EAGLE-3.1",
+        "",
+        f"- draft: `{data['draft']}`",
+        f"- target: `{data['target']}`",
+        f"- engine: {acc['engine']} ({acc.get('engine_version') or '?'}); k = {s['k']}, temperature "
+        f"{s['temperature']}, {s['max_new_tokens']} new tokens per prompt (EOS ignored), seed {s['seed']}",
+        f"- prompts: {acc['prompts']['count']} runs (prompt x context bucket), chat template "
+        f"{acc['prompts']['chat_template']}, buckets {', '.join(_bucket(b) for b in s['buckets'])}",
+        f"- eagle-convert {data['eagle_convert']}; {data['seconds']:.0f} s this run "
+        f"({len(data['ran'])} stages ran, {len(data['skipped'])} unchanged and skipped)",
+        "",
+        "![overview](report.png)",
+        "",
+        "## Acceptance, side by side",
+        "",
+        "AL = 1 + accepted draft tokens per draft round (at most k + 1); position i = share of rounds whose "
+        "first i drafts were all accepted (vLLM 0.32.0's definitions). Same prompts, buckets and engine "
+        "for every row.",
+        "",
+    ]
     lines += _summary(data)
     if data["checks"]:
         lines += ["## Checks", ""]
@@ -108,34 +141,57 @@ def render_markdown(data: dict[str, Any]) -> str:
     lines += _groups(acc)
     cal = data.get("calibration")
     if cal:
-        agree = ("" if cal.get("agreement") is None else
-                 f" First-step top-1 agreement with the EAGLE-3 draft on {cal['held_out_prompts']} held-out prompts "
-                 f"({cal['positions']} positions): {100 * cal['agreement']:.1f}% calibrated, "
-                 f"{100 * (cal.get('agreement_identity') or 0):.1f}% identity.")
-        lines += ["## Calibration", "",
-                  f"`fc_norm.{{i}}.weight` = {', '.join(f'{v:.4g}' for v in cal['values'])} (aux layers "
-                  f"{cal['aux_ids']}): the {cal['statistic']}, over {cal['tokens']} tokens of {cal['fit_prompts']} "
-                  f"prompts ({cal['prompts']}), {cal['seconds']:.0f} s on {cal['device']}.{agree}", ""]
+        agree = (
+            ""
+            if cal.get("agreement") is None
+            else f" First-step top-1 agreement with the EAGLE-3 draft on {cal['held_out_prompts']} held-out prompts "
+            f"({cal['positions']} positions): {100 * cal['agreement']:.1f}% calibrated, "
+            f"{100 * (cal.get('agreement_identity') or 0):.1f}% identity."
+        )
+        lines += [
+            "## Calibration",
+            "",
+            f"`fc_norm.{{i}}.weight` = {', '.join(f'{v:.4g}' for v in cal['values'])} (aux layers "
+            f"{cal['aux_ids']}): the {cal['statistic']}, over {cal['tokens']} tokens of {cal['fit_prompts']} "
+            f"prompts ({cal['prompts']}), {cal['seconds']:.0f} s on {cal['device']}.{agree}",
+            "",
+        ]
     ft = data.get("finetune")
     if ft:
         r = ft["result"]
         best = r.get("best")
-        kept = (f" Kept {best['stage']} step {best['step']}: held-out expected acceptance length (EAL) "
-                f"{r.get('eal_before', 0):.3f} → {best['eal']:.3f} on {r.get('held_out', '?')} held-out sequences."
-                if best else "")
-        lines += ["## Fine-tune", "",
-                  f"From `{ft['source']}`: {r['sequences']} sequences, {r['tokens']} tokens, {r['seconds']:.0f} s; "
-                  f"teacher-forced loss {r['loss_before']:.3f} → {r['loss_after']:.3f}, step accuracy "
-                  f"{r['step_acc_before']} → {r['step_acc_after']}.{kept}", ""]
+        kept = (
+            f" Kept {best['stage']} step {best['step']}: held-out expected acceptance length (EAL) "
+            f"{r.get('eal_before', 0):.3f} → {best['eal']:.3f} on {r.get('held_out', '?')} held-out sequences."
+            if best
+            else ""
+        )
+        lines += [
+            "## Fine-tune",
+            "",
+            f"From `{ft['source']}`: {r['sequences']} sequences, {r['tokens']} tokens, {r['seconds']:.0f} s; "
+            f"teacher-forced loss {r['loss_before']:.3f} → {r['loss_after']:.3f}, step accuracy "
+            f"{r['step_acc_before']} → {r['step_acc_after']}.{kept}",
+            "",
+        ]
     lines += ["## Variants and their model cards", ""]
-    lines += [f"- **{v['name']}**: {v['title']} — `{v['path']}`" + (f", card `{v['card']}`" if v.get("card") else "")
-              for v in data["variants"]]
+    lines += [
+        f"- **{v['name']}**: {v['title']} — `{v['path']}`" + (f", card `{v['card']}`" if v.get("card") else "")
+        for v in data["variants"]
+    ]
     lines += ["", "## Stages", ""]
-    lines += _table(["stage", "this run", "seconds"],
-                    [[st["name"], st["status"], f"{st['seconds']:.1f}" if st["status"] == "ran" else "—"]
-                     for st in data["stages"]])
-    lines += ["## Reproduce each step", "", "Also in `commands.sh`. Re-running the same `eagle-convert report` "
-              "command skips every stage whose inputs (content hashes) and options did not change.", "", "```bash"]
+    lines += _table(
+        ["stage", "this run", "seconds"],
+        [[st["name"], st["status"], f"{st['seconds']:.1f}" if st["status"] == "ran" else "—"] for st in data["stages"]],
+    )
+    lines += [
+        "## Reproduce each step",
+        "",
+        "Also in `commands.sh`. Re-running the same `eagle-convert report` "
+        "command skips every stage whose inputs (content hashes) and options did not change.",
+        "",
+        "```bash",
+    ]
     lines += [c["command"] for c in data["commands"]]
     lines += ["```", ""]
     if data["notes"]:

@@ -58,70 +58,142 @@ def _prompts_digest(pset: PromptSet) -> str:
 
 def _settings(opts: ReportOptions, pset: PromptSet) -> dict[str, Any]:
     """The `settings` block exactly as `run_smoke` writes it."""
-    return {"k": opts.k, "max_new_tokens": opts.max_new_tokens, "temperature": opts.temperature, "seed": opts.seed,
-            "buckets": list(opts.buckets), "chat_template": pset.chat_template,
-            "tensor_parallel_size": opts.tensor_parallel_size, "ignore_eos": True}
+    return {
+        "k": opts.k,
+        "max_new_tokens": opts.max_new_tokens,
+        "temperature": opts.temperature,
+        "seed": opts.seed,
+        "buckets": list(opts.buckets),
+        "chat_template": pset.chat_template,
+        "tensor_parallel_size": opts.tensor_parallel_size,
+        "ignore_eos": True,
+    }
 
 
-def _single(target: Path, engine: str, version: str | None, settings: dict[str, Any], pset: PromptSet,
-            d: DraftResult, seconds: float) -> dict[str, Any]:
+def _single(
+    target: Path,
+    engine: str,
+    version: str | None,
+    settings: dict[str, Any],
+    pset: PromptSet,
+    d: DraftResult,
+    seconds: float,
+) -> dict[str, Any]:
     return SmokeReport(str(target), engine, version, settings, pset, [d], [], seconds).to_dict()
 
 
-def _run_reference(pending: Sequence[tuple[Variant, str]], target: Path, opts: ReportOptions, pset: PromptSet,
-                   say: Any) -> list[tuple[dict[str, Any], float]]:
+def _run_reference(
+    pending: Sequence[tuple[Variant, str]], target: Path, opts: ReportOptions, pset: PromptSet, say: Any
+) -> list[tuple[dict[str, Any], float]]:
     from eagle_convert.smoke.run import run_smoke
 
-    rep = run_smoke(target, [v.path for v, _ in pending], engine="reference", prompts=smoke_prompts(opts), k=opts.k,
-                    max_new_tokens=opts.max_new_tokens, temperature=opts.temperature, seed=opts.seed,
-                    buckets=opts.buckets, chat_template=opts.chat_template, progress=say)
+    rep = run_smoke(
+        target,
+        [v.path for v, _ in pending],
+        engine="reference",
+        prompts=smoke_prompts(opts),
+        k=opts.k,
+        max_new_tokens=opts.max_new_tokens,
+        temperature=opts.temperature,
+        seed=opts.seed,
+        buckets=opts.buckets,
+        chat_template=opts.chat_template,
+        progress=say,
+    )
     out = []
     for (v, _), d in zip(pending, rep.drafts):
         d.label = v.name
         seconds = (d.total.seconds or 0.0) + (d.load_seconds or 0.0)
-        out.append(({"acceptance": _single(target, "reference", rep.engine_version, rep.settings, pset, d, seconds),
-                     "rates": None}, seconds))
+        out.append(
+            (
+                {
+                    "acceptance": _single(target, "reference", rep.engine_version, rep.settings, pset, d, seconds),
+                    "rates": None,
+                },
+                seconds,
+            )
+        )
     return out
 
 
-def _run_vllm(pending: Sequence[tuple[Variant, str]], target: Path, opts: ReportOptions, pset: PromptSet,
-              baseline: bool, say: Any) -> tuple[list[tuple[dict[str, Any], float]], dict[str, Any] | None]:
+def _run_vllm(
+    pending: Sequence[tuple[Variant, str]], target: Path, opts: ReportOptions, pset: PromptSet, baseline: bool, say: Any
+) -> tuple[list[tuple[dict[str, Any], float]], dict[str, Any] | None]:
     from eagle_convert.smoke.vllm_measure import engine_device, measure_vllm
 
     t0 = time.perf_counter()
-    m = measure_vllm(target, [v.path for v, _ in pending], pset, k=opts.k, max_new_tokens=opts.max_new_tokens,
-                     temperature=opts.temperature, seed=opts.seed, tensor_parallel_size=opts.tensor_parallel_size,
-                     concurrency=opts.concurrency, labels=[v.name for v, _ in pending], baseline=baseline, say=say)
+    m = measure_vllm(
+        target,
+        [v.path for v, _ in pending],
+        pset,
+        k=opts.k,
+        max_new_tokens=opts.max_new_tokens,
+        temperature=opts.temperature,
+        seed=opts.seed,
+        tensor_parallel_size=opts.tensor_parallel_size,
+        concurrency=opts.concurrency,
+        labels=[v.name for v, _ in pending],
+        baseline=baseline,
+        say=say,
+    )
     settings = _settings(opts, pset)
     per = (time.perf_counter() - t0) / max(len(pending) + int(baseline), 1)
     out = []
     for (v, _), dm in zip(pending, m.drafts):
-        [d] = draft_results([dm.path], [(*counts_from_pass(dm.main, pset, opts.k), dm.start_seconds)], pset,
-                            labels=[v.name])
+        [d] = draft_results(
+            [dm.path], [(*counts_from_pass(dm.main, pset, opts.k), dm.start_seconds)], pset, labels=[v.name]
+        )
         d.sampling_control = dm.control
-        out.append(({"acceptance": _single(target, "vllm", m.version, settings, pset, d, per),
-                     "rates": dm.rates.to_dict() if dm.rates else None,
-                     "engine_starts": m.engine_starts}, per))  # of the whole measuring run
+        out.append(
+            (
+                {
+                    "acceptance": _single(target, "vllm", m.version, settings, pset, d, per),
+                    "rates": dm.rates.to_dict() if dm.rates else None,
+                    "engine_starts": m.engine_starts,
+                },
+                per,
+            )
+        )  # of the whole measuring run
     base = None
     if m.baseline is not None:
-        base = {"rates": m.baseline.to_dict(), "engine_version": m.version, "device": engine_device(),
-                "settings": {**m.settings, "engine_starts": m.engine_starts}}
+        base = {
+            "rates": m.baseline.to_dict(),
+            "engine_version": m.version,
+            "device": engine_device(),
+            "settings": {**m.settings, "engine_starts": m.engine_starts},
+        }
     return out, base
 
 
-def measure_variants(r: Runner, variants: Sequence[Variant], digests: dict[str, str], target: Path,
-                     d_target: str, opts: ReportOptions, engine: str) -> SmokeReport:
+def measure_variants(
+    r: Runner,
+    variants: Sequence[Variant],
+    digests: dict[str, str],
+    target: Path,
+    d_target: str,
+    opts: ReportOptions,
+    engine: str,
+) -> SmokeReport:
     """Measure the variants whose inputs changed; return every variant's acceptance side by side."""
     t0 = time.perf_counter()
-    pset = prepare_smoke_prompts(target, smoke_prompts(opts), k=opts.k, max_new_tokens=opts.max_new_tokens,
-                                 buckets=opts.buckets, chat_template=opts.chat_template)
-    options = {**opts.smoke_options(), "engine": engine, "build": engine_build(engine),
-               "concurrency": list(opts.concurrency)}
+    pset = prepare_smoke_prompts(
+        target,
+        smoke_prompts(opts),
+        k=opts.k,
+        max_new_tokens=opts.max_new_tokens,
+        buckets=opts.buckets,
+        chat_template=opts.chat_template,
+    )
+    options = {
+        **opts.smoke_options(),
+        "engine": engine,
+        "build": engine_build(engine),
+        "concurrency": list(opts.concurrency),
+    }
     pdig = _prompts_digest(pset)
     pending: list[tuple[Variant, str]] = []
     for v in variants:
-        key, rec = r.cached(f"smoke:{v.name}", options, {"draft": digests[v.name], "target": d_target,
-                                                         "prompts": pdig})
+        key, rec = r.cached(f"smoke:{v.name}", options, {"draft": digests[v.name], "target": d_target, "prompts": pdig})
         if rec is not None:
             r.done(rec, "skipped")
         else:
@@ -139,18 +211,28 @@ def measure_variants(r: Runner, variants: Sequence[Variant], digests: dict[str, 
         else:
             results, base = _run_vllm(pending, target, opts, pset, need_base, r.say)
         for (v, key), (result, seconds) in zip(pending, results):
-            r.done(StageRecord(f"smoke:{v.name}", key, result, {}, seconds,
-                               smoke_command(target, [v.path], opts, engine)), "ran")
+            r.done(
+                StageRecord(f"smoke:{v.name}", key, result, {}, seconds, smoke_command(target, [v.path], opts, engine)),
+                "ran",
+            )
         if need_base and base is not None:
             assert base_key is not None
             drafts = [v.path for v, _ in pending] or [variants[0].path]  # smoke needs a draft; any will do
-            r.done(StageRecord(BASELINE_STAGE, base_key, base, {}, 0.0, smoke_command(target, drafts, opts, engine)),
-                   "ran")
+            r.done(
+                StageRecord(BASELINE_STAGE, base_key, base, {}, 0.0, smoke_command(target, drafts, opts, engine)), "ran"
+            )
     return _combine(r, variants, target, opts, engine, pset, time.perf_counter() - t0)
 
 
-def _combine(r: Runner, variants: Sequence[Variant], target: Path, opts: ReportOptions, engine: str,
-             pset: PromptSet, seconds: float) -> SmokeReport:
+def _combine(
+    r: Runner,
+    variants: Sequence[Variant],
+    target: Path,
+    opts: ReportOptions,
+    engine: str,
+    pset: PromptSet,
+    seconds: float,
+) -> SmokeReport:
     drafts, versions = [], []
     for v in variants:
         acc = r.records[f"smoke:{v.name}"].result["acceptance"]
@@ -163,8 +245,14 @@ def _combine(r: Runner, variants: Sequence[Variant], target: Path, opts: ReportO
     base = r.records.get(BASELINE_STAGE)
     if base is not None:
         rates = [EngineRates.from_dict(r.records[f"smoke:{v.name}"].result["rates"]) for v in variants]
-        tput = ThroughputReport(list(opts.concurrency), EngineRates.from_dict(base.result["rates"]), rates,
-                                base.result["device"], base.result["engine_version"], base.result["settings"])
+        tput = ThroughputReport(
+            list(opts.concurrency),
+            EngineRates.from_dict(base.result["rates"]),
+            rates,
+            base.result["device"],
+            base.result["engine_version"],
+            base.result["settings"],
+        )
         assert tput.baseline.label == NO_SPEC
     version = versions[0] if len(set(versions)) == 1 else " / ".join(dict.fromkeys(str(x) for x in versions))
     return SmokeReport(str(target), engine, version, settings, pset, drafts, deltas(drafts), seconds, tput)

@@ -50,8 +50,15 @@ def _positions_panel(ax: Any, rep: SmokeReport) -> None:
         ys = [100 * r for r in d.total.per_position] or [0.0] * k
         ax.plot(xs, ys, marker="o", linewidth=2, color=f"C{j}", label=f"{d.label}: AL {d.total.acceptance_length:.2f}")
         for x, y in zip(xs, ys):
-            ax.annotate(f"{y:.0f}%", (x, y), textcoords="offset points", xytext=((j - (len(rep.drafts) - 1) / 2) * 15, 6),
-                        ha="center", fontsize=7, color=f"C{j}")
+            ax.annotate(
+                f"{y:.0f}%",
+                (x, y),
+                textcoords="offset points",
+                xytext=((j - (len(rep.drafts) - 1) / 2) * 15, 6),
+                ha="center",
+                fontsize=7,
+                color=f"C{j}",
+            )
     ax.set_xticks(xs)
     ax.set_xlim(0.6, k + 0.4)
     ax.set_ylim(0, 110)
@@ -108,16 +115,21 @@ def _speedup_panel(ax: Any, rep: SmokeReport) -> None:
     ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
     ax.set_xticks(range(len(t.concurrency)), [f"concurrency {c}" for c in t.concurrency], fontsize=8)
     ax.set_ylabel("per-user decode tokens/s over no speculation")
-    ax.set_title(f"Speedup ({t.engine_version or 'vllm'} on {t.device})"
-                 + ("\nCPU: does not predict a GPU's speedup" if t.note else ""), fontsize=10)
+    ax.set_title(
+        f"Speedup ({t.engine_version or 'vllm'} on {t.device})"
+        + ("\nCPU: does not predict a GPU's speedup" if t.note else ""),
+        fontsize=10,
+    )
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7, loc="upper right")
 
 
 def _suptitle(rep: SmokeReport) -> str:
     s = rep.settings
-    return (f"eagle-convert report — target: {Path(rep.target).name}, engine: {rep.engine}, k={s['k']}, "
-            f"T={s['temperature']}, {s['max_new_tokens']} new tokens, {len(rep.prompts.prompts)} runs")
+    return (
+        f"eagle-convert report — target: {Path(rep.target).name}, engine: {rep.engine}, k={s['k']}, "
+        f"T={s['temperature']}, {s['max_new_tokens']} new tokens, {len(rep.prompts.prompts)} runs"
+    )
 
 
 def _save(fig: Any, path: Path) -> Path:
@@ -140,8 +152,11 @@ def plot_report(rep: SmokeReport, folder: str | Path) -> dict[str, Path]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     out: dict[str, Path] = {}
-    single = [("al.png", _al_panel, (5.5, 4.4)), ("positions.png", _positions_panel, (6, 4.4)),
-              ("buckets.png", _buckets_panel, (6.5, 4.4))]
+    single = [
+        ("al.png", _al_panel, (5.5, 4.4)),
+        ("positions.png", _positions_panel, (6, 4.4)),
+        ("buckets.png", _buckets_panel, (6.5, 4.4)),
+    ]
     if rep.throughput is not None:
         single.append(("speedup.png", _speedup_panel, (6.5, 4.4)))
     for name, panel, size in single:
@@ -157,7 +172,7 @@ def plot_report(rep: SmokeReport, folder: str | Path) -> dict[str, Path]:
     fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols, 4.6 * rows), squeeze=False)
     for ax, panel in zip(axes.flat, panels):
         panel(ax, rep)
-    for ax in list(axes.flat)[len(panels):]:
+    for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     fig.suptitle(_suptitle(rep), fontsize=11)
     out["report.png"] = _save(fig, folder / "report.png")

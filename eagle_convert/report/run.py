@@ -38,9 +38,12 @@ from eagle_convert.report.stages import (
 __all__ = ["CALIBRATED", "EAGLE3", "FINETUNED", "IDENTITY", "ReportResult", "run_report"]
 
 EAGLE3, IDENTITY, CALIBRATED, FINETUNED = "eagle3", "eagle31-identity", "eagle31-calibrated", "eagle31-finetuned"
-TITLES = {EAGLE3: "EAGLE-3 (the input)", IDENTITY: "EAGLE-3.1, identity fc_norm (upgrade)",
-          CALIBRATED: "EAGLE-3.1, calibrated fc_norm (upgrade --init calibrated)",
-          FINETUNED: "EAGLE-3.1, fine-tuned (finetune)"}
+TITLES = {
+    EAGLE3: "EAGLE-3 (the input)",
+    IDENTITY: "EAGLE-3.1, identity fc_norm (upgrade)",
+    CALIBRATED: "EAGLE-3.1, calibrated fc_norm (upgrade --init calibrated)",
+    FINETUNED: "EAGLE-3.1, fine-tuned (finetune)",
+}
 
 
 @dataclass
@@ -76,8 +79,10 @@ def _check_out(out: Path, inputs: dict[str, Path]) -> Path:
     if out.exists() and not out.is_dir():
         raise OutputError(f"{out}: exists and is not a folder")
     if out.is_dir() and any(out.iterdir()) and not (out / STATE_DIR).is_dir():
-        raise OutputError(f"{out}: exists, is not empty and is not a report folder",
-                          hint="choose a new --out, or the folder of an earlier report to resume it")
+        raise OutputError(
+            f"{out}: exists, is not empty and is not a report folder",
+            hint="choose a new --out, or the folder of an earlier report to resume it",
+        )
     return out
 
 
@@ -85,8 +90,15 @@ def _file_digest(r: Runner, path: str | None) -> str:
     return "built-in" if path is None else r.memo.file(Path(path))
 
 
-def run_report(draft: str | Path, target: str | Path, out: str | Path, options: ReportOptions | None = None, *,
-               progress: Say | None = None, on_stage: Callable[[StageEvent], None] | None = None) -> ReportResult:
+def run_report(
+    draft: str | Path,
+    target: str | Path,
+    out: str | Path,
+    options: ReportOptions | None = None,
+    *,
+    progress: Say | None = None,
+    on_stage: Callable[[StageEvent], None] | None = None,
+) -> ReportResult:
     """Build (or resume) the report of `draft` against `target` in the folder `out`.
 
     `progress` receives one line per stage; `on_stage` a `StageEvent` after each stage (raising
@@ -123,36 +135,61 @@ def run_report(draft: str | Path, target: str | Path, out: str | Path, options: 
 
     if opts.calibrate:
         cal = out / CALIBRATED
-        r.stage("upgrade:calibrated", {"prompts": opts.calibration_prompts is not None},
-                {"draft": d_draft, "target": d_target, "prompts": _file_digest(r, opts.calibration_prompts)},
-                lambda: upgrade_stage(dpath, cal, target=tpath, calibrate=True, prompts=opts.calibration_prompts,
-                                      say=lambda m: say(f"  calibrate: {m}")),
-                outputs=(CALIBRATED,))
+        r.stage(
+            "upgrade:calibrated",
+            {"prompts": opts.calibration_prompts is not None},
+            {"draft": d_draft, "target": d_target, "prompts": _file_digest(r, opts.calibration_prompts)},
+            lambda: upgrade_stage(
+                dpath,
+                cal,
+                target=tpath,
+                calibrate=True,
+                prompts=opts.calibration_prompts,
+                say=lambda m: say(f"  calibrate: {m}"),
+            ),
+            outputs=(CALIBRATED,),
+        )
         variants.append(Variant(CALIBRATED, cal, TITLES[CALIBRATED], "upgrade:calibrated"))
 
     if opts.finetune:
         source = next((v for v in variants if v.name.endswith(opts.finetune_from)), variants[1])
         ft = out / FINETUNED
-        ft_opts = {"source": source.name, "continuation_tokens": opts.continuation_tokens,
-                   "steps_fc_norm": opts.steps_fc_norm, "steps_all": opts.steps_all, "seed": opts.seed,
-                   "chat_template": opts.chat_template, "defaults": finetune_defaults()}
-        r.stage("finetune", ft_opts, {"source": r.digest(source.path), "target": d_target,
-                                      "prompts": _file_digest(r, opts.finetune_prompts)},
-                lambda: finetune_stage(source.path, tpath, ft, opts, say), outputs=(FINETUNED,))
+        ft_opts = {
+            "source": source.name,
+            "continuation_tokens": opts.continuation_tokens,
+            "steps_fc_norm": opts.steps_fc_norm,
+            "steps_all": opts.steps_all,
+            "seed": opts.seed,
+            "chat_template": opts.chat_template,
+            "defaults": finetune_defaults(),
+        }
+        r.stage(
+            "finetune",
+            ft_opts,
+            {"source": r.digest(source.path), "target": d_target, "prompts": _file_digest(r, opts.finetune_prompts)},
+            lambda: finetune_stage(source.path, tpath, ft, opts, say),
+            outputs=(FINETUNED,),
+        )
         variants.append(Variant(FINETUNED, ft, TITLES[FINETUNED] + f" from {source.name}", "finetune"))
         if opts.finetune_prompts is None and opts.prompts_file is None:
-            notes.append("The fine-tune trained on the built-in prompts, which the report also measures on, so "
-                         "the fine-tuned AL is optimistic: pass --finetune-prompts with other data.")
+            notes.append(
+                "The fine-tune trained on the built-in prompts, which the report also measures on, so "
+                "the fine-tuned AL is optimistic: pass --finetune-prompts with other data."
+            )
 
     digests = {v.name: r.digest(v.path) for v in variants}
     for v in variants:
-        r.stage(f"validate:{v.name}", {}, {"draft": digests[v.name], "target": d_target},
-                functools.partial(validate_stage, v.path, tpath))
+        r.stage(
+            f"validate:{v.name}",
+            {},
+            {"draft": digests[v.name], "target": d_target},
+            functools.partial(validate_stage, v.path, tpath),
+        )
 
     acceptance = measure_variants(r, variants, digests, tpath, d_target, opts, engine)
-    files = write_outputs(out, dpath, tpath, variants, r.records, acceptance, opts, engine, notes,
-                          time.perf_counter() - t0, r.events)
+    files = write_outputs(
+        out, dpath, tpath, variants, r.records, acceptance, opts, engine, notes, time.perf_counter() - t0, r.events
+    )
     r.memo.save()
     data = files.pop("data")
     return ReportResult(out, data, r.events, files)
-

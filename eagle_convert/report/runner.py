@@ -35,7 +35,6 @@ class StageEvent:
     command: str | None = None
 
 
-
 class Runner:
     """Runs or skips stages against one report folder's records."""
 
@@ -60,14 +59,19 @@ class Runner:
             self.memo.save()
         ev = StageEvent(rec.name, status, rec.seconds if status == "ran" else 0.0, rec.command)
         self.events.append(ev)
-        self.say(f"report: {rec.name}: " + (f"done in {rec.seconds:.1f}s" if status == "ran"
-                                            else "unchanged, skipped"))
+        self.say(f"report: {rec.name}: " + (f"done in {rec.seconds:.1f}s" if status == "ran" else "unchanged, skipped"))
         if self.on_stage is not None:
             self.on_stage(ev)
         return rec
 
-    def stage(self, name: str, options: dict[str, Any], inputs: dict[str, str],
-              body: Callable[[], tuple[dict[str, Any], str]], outputs: tuple[str, ...] = ()) -> StageRecord:
+    def stage(
+        self,
+        name: str,
+        options: dict[str, Any],
+        inputs: dict[str, str],
+        body: Callable[[], tuple[dict[str, Any], str]],
+        outputs: tuple[str, ...] = (),
+    ) -> StageRecord:
         key, rec = self.cached(name, options, inputs)
         if rec is not None:
             return self.done(rec, "skipped")

@@ -14,8 +14,17 @@ from typing import Any
 
 from eagle_convert.smoke.prompts import NATURAL, Prompt
 
-__all__ = ["ReportOptions", "command", "finetune_defaults", "finetune_stage", "inspect_stage", "smoke_command",
-           "smoke_prompts", "upgrade_stage", "validate_stage"]
+__all__ = [
+    "ReportOptions",
+    "command",
+    "finetune_defaults",
+    "finetune_stage",
+    "inspect_stage",
+    "smoke_command",
+    "smoke_prompts",
+    "upgrade_stage",
+    "validate_stage",
+]
 
 Say = Callable[[str], None]
 
@@ -47,10 +56,18 @@ class ReportOptions:
     extra: dict[str, Any] = field(default_factory=dict)  # recorded, not interpreted
 
     def smoke_options(self) -> dict[str, Any]:
-        return {"engine": self.engine, "k": self.k, "max_new_tokens": self.max_new_tokens,
-                "temperature": self.temperature, "seed": self.seed, "buckets": list(self.buckets),
-                "chat_template": self.chat_template, "tensor_parallel_size": self.tensor_parallel_size,
-                "categories": list(self.categories), "limit": self.limit}
+        return {
+            "engine": self.engine,
+            "k": self.k,
+            "max_new_tokens": self.max_new_tokens,
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "buckets": list(self.buckets),
+            "chat_template": self.chat_template,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "categories": list(self.categories),
+            "limit": self.limit,
+        }
 
 
 def q(path: str | Path) -> str:
@@ -69,9 +86,27 @@ def inspect_stage(draft: Path) -> tuple[dict[str, Any], str]:
     from eagle_convert.draft.report import inspect_checkpoint
 
     rep = inspect_checkpoint(str(draft)).to_dict(tensors=False)
-    keep = ("producer", "layout", "variant", "variant_reasons", "attention", "hidden_size", "target_hidden_size",
-            "num_aux", "aux_layer_ids", "num_layers", "vocab_size", "draft_vocab_size", "has_embed", "dtypes",
-            "num_tensors", "total_bytes", "storage", "vllm_architecture", "vllm_class")
+    keep = (
+        "producer",
+        "layout",
+        "variant",
+        "variant_reasons",
+        "attention",
+        "hidden_size",
+        "target_hidden_size",
+        "num_aux",
+        "aux_layer_ids",
+        "num_layers",
+        "vocab_size",
+        "draft_vocab_size",
+        "has_embed",
+        "dtypes",
+        "num_tensors",
+        "total_bytes",
+        "storage",
+        "vllm_architecture",
+        "vllm_class",
+    )
     return {k: rep[k] for k in keep if k in rep}, command("inspect", draft)
 
 
@@ -80,13 +115,28 @@ def validate_stage(folder: Path, target: Path) -> tuple[dict[str, Any], str]:
 
     rep = validate_checkpoint(folder, target=target).to_dict()
     findings = [{"code": f["code"], "level": f["level"], "message": f.get("message")} for f in rep["findings"]]
-    return ({"ok": rep["ok"], "errors": rep["errors"], "warnings": rep["warnings"], "infos": rep["infos"],
-             "variant": rep["variant"], "findings": findings},
-            command("validate", folder, "--target", target))
+    return (
+        {
+            "ok": rep["ok"],
+            "errors": rep["errors"],
+            "warnings": rep["warnings"],
+            "infos": rep["infos"],
+            "variant": rep["variant"],
+            "findings": findings,
+        },
+        command("validate", folder, "--target", target),
+    )
 
 
-def upgrade_stage(draft: Path, out: Path, *, target: Path | None = None, calibrate: bool = False,
-                  prompts: str | None = None, say: Say | None = None) -> tuple[dict[str, Any], str]:
+def upgrade_stage(
+    draft: Path,
+    out: Path,
+    *,
+    target: Path | None = None,
+    calibrate: bool = False,
+    prompts: str | None = None,
+    say: Say | None = None,
+) -> tuple[dict[str, Any], str]:
     """`upgrade DRAFT OUT --force` (identity fc_norm), or with `calibrate`
     `upgrade DRAFT OUT --init calibrated --target TARGET [--prompts FILE] --force`."""
     from eagle_convert.draft.checkpoint import open_checkpoint
@@ -114,8 +164,13 @@ def upgrade_stage(draft: Path, out: Path, *, target: Path | None = None, calibra
     if prompts:
         args += ["--prompts", Path(prompts)]
     res = apply_upgrade(plan, out, force=True)
-    result |= {"out": str(out), "bytes": res.total_bytes, "verified": res.verified,
-               "config_changes": plan.to_dict()["config_diff"], "additions": plan.to_dict()["additions"]}
+    result |= {
+        "out": str(out),
+        "bytes": res.total_bytes,
+        "verified": res.verified,
+        "config_changes": plan.to_dict()["config_diff"],
+        "additions": plan.to_dict()["additions"],
+    }
     return result, command(*args, "--force")
 
 
@@ -124,8 +179,19 @@ def finetune_defaults() -> str:
     defaults changed with the installed eagle-convert (their values are not in the options)."""
     from eagle_convert.finetune import plan
 
-    return repr([getattr(plan, n, None) for n in ("DEFAULT_STAGES", "DEFAULT_CONTINUATION_TOKENS", "DEFAULT_MAX_LEN",
-                                                   "HOLD_OUT_EVERY", "BATCH_SIZE", "LOSS_DECAY")])
+    return repr(
+        [
+            getattr(plan, n, None)
+            for n in (
+                "DEFAULT_STAGES",
+                "DEFAULT_CONTINUATION_TOKENS",
+                "DEFAULT_MAX_LEN",
+                "HOLD_OUT_EVERY",
+                "BATCH_SIZE",
+                "LOSS_DECAY",
+            )
+        ]
+    )
 
 
 def finetune_stage(source: Path, target: Path, out: Path, opts: ReportOptions, say: Say) -> tuple[dict[str, Any], str]:
@@ -136,13 +202,25 @@ def finetune_stage(source: Path, target: Path, out: Path, opts: ReportOptions, s
     from eagle_convert.finetune.run import run_finetune
 
     a, b = DEFAULT_STAGES
-    stages = [replace(a, steps=opts.steps_fc_norm if opts.steps_fc_norm is not None else a.steps),
-              replace(b, steps=opts.steps_all if opts.steps_all is not None else b.steps)]
+    stages = [
+        replace(a, steps=opts.steps_fc_norm if opts.steps_fc_norm is not None else a.steps),
+        replace(b, steps=opts.steps_all if opts.steps_all is not None else b.steps),
+    ]
     kw: dict[str, Any] = {}
     if opts.continuation_tokens is not None:
         kw["continuation_tokens"] = opts.continuation_tokens
-    plan = plan_finetune(source, target, out, prompts=opts.finetune_prompts, chat_template=opts.chat_template,
-                         stages=stages, seed=opts.seed, force=True, **kw)
+    plan = plan_finetune(
+        source,
+        target,
+        out,
+        prompts=opts.finetune_prompts,
+        chat_template=opts.chat_template,
+        stages=stages,
+        seed=opts.seed,
+        force=True,
+        **kw,
+    )
+
     def progress(event: Any) -> None:  # every stage and phase, but only the first and last of a series
         if event.kind not in ("generate", "step") or event.step in (1, event.total):
             say(f"  finetune: {event.message}")
@@ -155,8 +233,15 @@ def finetune_stage(source: Path, target: Path, out: Path, opts: ReportOptions, s
         args += ["--chat-template", q(opts.chat_template)]
     if opts.continuation_tokens is not None:
         args += ["--continuation-tokens", str(opts.continuation_tokens)]
-    args += ["--steps-fc-norm", str(stages[0].steps), "--steps-all", str(stages[1].steps), "--seed", str(opts.seed),
-             "--force"]
+    args += [
+        "--steps-fc-norm",
+        str(stages[0].steps),
+        "--steps-all",
+        str(stages[1].steps),
+        "--seed",
+        str(opts.seed),
+        "--force",
+    ]
     return {"plan": plan.to_dict(), "result": res.to_dict(), "source": str(source)}, command(*args)
 
 
@@ -172,8 +257,18 @@ def smoke_command(target: Path, drafts: Sequence[Path], opts: ReportOptions, eng
         args += ["--category", q(c)]
     if opts.limit:
         args += ["--limit", str(opts.limit)]
-    args += ["-k", str(opts.k), "--max-new-tokens", str(opts.max_new_tokens), "--temperature", f"{opts.temperature:g}",
-             "--seed", str(opts.seed), "--buckets", ",".join("natural" if b == NATURAL else str(b) for b in opts.buckets)]
+    args += [
+        "-k",
+        str(opts.k),
+        "--max-new-tokens",
+        str(opts.max_new_tokens),
+        "--temperature",
+        f"{opts.temperature:g}",
+        "--seed",
+        str(opts.seed),
+        "--buckets",
+        ",".join("natural" if b == NATURAL else str(b) for b in opts.buckets),
+    ]
     if opts.chat_template:
         args += ["--chat-template", q(opts.chat_template)]
     if opts.tensor_parallel_size != 1:

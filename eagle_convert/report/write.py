@@ -38,14 +38,24 @@ def checks(acc: SmokeReport) -> list[dict[str, Any]]:
     out = []
     ft, e3 = al.get("eagle31-finetuned"), al.get("eagle3")
     if ft is not None and e3 is not None:
-        out.append({"claim": f"fine-tuned EAGLE-3.1 keeps the input's AL (>= AL(EAGLE-3) - {AL_TOLERANCE})",
-                    "holds": ft >= e3 - AL_TOLERANCE, "value": round(ft - e3, 4),
-                    "detail": f"AL {ft:.3f} vs {e3:.3f} ({ft - e3:+.3f})"})
+        out.append(
+            {
+                "claim": f"fine-tuned EAGLE-3.1 keeps the input's AL (>= AL(EAGLE-3) - {AL_TOLERANCE})",
+                "holds": ft >= e3 - AL_TOLERANCE,
+                "value": round(ft - e3, 4),
+                "detail": f"AL {ft:.3f} vs {e3:.3f} ({ft - e3:+.3f})",
+            }
+        )
     cal, ident = al.get("eagle31-calibrated"), al.get("eagle31-identity")
     if cal is not None and ident is not None:
-        out.append({"claim": "calibrated fc_norm drafts at least as well as identity before fine-tuning",
-                    "holds": cal >= ident, "value": round(cal - ident, 4),
-                    "detail": f"AL {cal:.3f} vs {ident:.3f} ({cal - ident:+.3f})"})
+        out.append(
+            {
+                "claim": "calibrated fc_norm drafts at least as well as identity before fine-tuning",
+                "holds": cal >= ident,
+                "value": round(cal - ident, 4),
+                "detail": f"AL {cal:.3f} vs {ident:.3f} ({cal - ident:+.3f})",
+            }
+        )
     return out
 
 
@@ -63,18 +73,33 @@ def _cards(variants: Sequence[Variant], target: Path, acc_dict: dict[str, Any]) 
     return cards
 
 
-def _commands(records: dict[str, StageRecord], variants: Sequence[Variant], target: Path, opts: ReportOptions,
-              engine: str) -> list[dict[str, str | None]]:
+def _commands(
+    records: dict[str, StageRecord], variants: Sequence[Variant], target: Path, opts: ReportOptions, engine: str
+) -> list[dict[str, str | None]]:
     order = ["inspect", "upgrade:identity", "upgrade:calibrated", "finetune", *(f"validate:{v.name}" for v in variants)]
     out = [{"stage": n, "command": records[n].command} for n in order if n in records and records[n].command]
-    out.append({"stage": "smoke (every variant, side by side)",
-                "command": smoke_command(target, [v.path for v in variants], opts, engine)})
+    out.append(
+        {
+            "stage": "smoke (every variant, side by side)",
+            "command": smoke_command(target, [v.path for v in variants], opts, engine),
+        }
+    )
     return out
 
 
-def write_outputs(out: Path, draft: Path, target: Path, variants: Sequence[Variant], records: dict[str, StageRecord],
-                  acc: SmokeReport, opts: ReportOptions, engine: str, notes: list[str], seconds: float,
-                  events: Sequence[StageEvent]) -> dict[str, Any]:
+def write_outputs(
+    out: Path,
+    draft: Path,
+    target: Path,
+    variants: Sequence[Variant],
+    records: dict[str, StageRecord],
+    acc: SmokeReport,
+    opts: ReportOptions,
+    engine: str,
+    notes: list[str],
+    seconds: float,
+    events: Sequence[StageEvent],
+) -> dict[str, Any]:
     """Write everything; returns the file paths and, under "data", report.json's content."""
     from eagle_convert.report.plots import plot_report
 
@@ -85,26 +110,42 @@ def write_outputs(out: Path, draft: Path, target: Path, variants: Sequence[Varia
     variant_rows = []
     for v in variants:
         val = records[f"validate:{v.name}"].result
-        variant_rows.append({"name": v.name, "title": v.title, "path": str(v.path), "stage": v.stage,
-                             "variant": by_label[v.name].variant, "card": cards.get(v.name),
-                             "acceptance_length": round(by_label[v.name].total.acceptance_length, 4),
-                             "validate": {k: val[k] for k in ("ok", "errors", "warnings", "infos")}})
+        variant_rows.append(
+            {
+                "name": v.name,
+                "title": v.title,
+                "path": str(v.path),
+                "stage": v.stage,
+                "variant": by_label[v.name].variant,
+                "card": cards.get(v.name),
+                "acceptance_length": round(by_label[v.name].total.acceptance_length, 4),
+                "validate": {k: val[k] for k in ("ok", "errors", "warnings", "infos")},
+            }
+        )
     if engine != "vllm":
-        tnote = ("Not measured: per-user tokens/s by concurrency needs `--engine vllm` (the reference engine "
-                 "decodes one request at a time in PyTorch and says nothing about serving throughput).")
+        tnote = (
+            "Not measured: per-user tokens/s by concurrency needs `--engine vllm` (the reference engine "
+            "decodes one request at a time in PyTorch and says nothing about serving throughput)."
+        )
     elif not opts.concurrency:
         tnote = "Not measured: `--concurrency` was turned off."
     else:
         tnote = ""
     cal = records.get("upgrade:calibrated")
     data: dict[str, Any] = {
-        "report_version": REPORT_VERSION, "eagle_convert": __version__, "draft": str(draft),
-        "draft_name": draft.name, "target": str(target), "out": str(out), "engine": engine,
+        "report_version": REPORT_VERSION,
+        "eagle_convert": __version__,
+        "draft": str(draft),
+        "draft_name": draft.name,
+        "target": str(target),
+        "out": str(out),
+        "engine": engine,
         "seconds": round(seconds, 2),
         "options": {k: v for k, v in vars(opts).items() if k != "extra"},
         "variants": variant_rows,
-        "stages": [{"name": e.name, "status": e.status, "seconds": round(e.seconds, 2), "command": e.command}
-                   for e in events],
+        "stages": [
+            {"name": e.name, "status": e.status, "seconds": round(e.seconds, 2), "command": e.command} for e in events
+        ],
         "ran": [e.name for e in events if e.status == "ran"],
         "skipped": [e.name for e in events if e.status == "skipped"],
         "inspect": records["inspect"].result,
@@ -121,8 +162,12 @@ def write_outputs(out: Path, draft: Path, target: Path, variants: Sequence[Varia
     files = {"report.json": out / "report.json", "report.md": out / "report.md", "commands.sh": out / "commands.sh"}
     write_json_atomic(files["report.json"], data)
     _write_text(files["report.md"], render_markdown(data))
-    script = ["#!/usr/bin/env bash", "# The eagle-convert commands that reproduce each stage of this report.",
-              "set -euo pipefail", *(f"# {c['stage']}\n{c['command']}" for c in data["commands"])]
+    script = [
+        "#!/usr/bin/env bash",
+        "# The eagle-convert commands that reproduce each stage of this report.",
+        "set -euo pipefail",
+        *(f"# {c['stage']}\n{c['command']}" for c in data["commands"]),
+    ]
     _write_text(files["commands.sh"], "\n".join(script) + "\n")
     files["commands.sh"].chmod(0o755)
     return {**files, **{name: p for name, p in plots.items()}, "data": json.loads(json.dumps(data, default=str))}

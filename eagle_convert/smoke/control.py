@@ -39,8 +39,9 @@ def ulp(x: float, dtype: str = "bfloat16") -> float:
 def dtype_of(config: dict[str, Any]) -> str:
     """The dtype vLLM computes a target in with ``dtype="auto"``: its config's (dtype/torch_dtype)."""
     raw = str(config.get("dtype") or config.get("torch_dtype") or "bfloat16").removeprefix("torch.")
-    return {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "float": "float32",
-            "fp32": "float32"}.get(raw, raw if raw in SIGNIFICAND_BITS else "bfloat16")
+    return {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "float": "float32", "fp32": "float32"}.get(
+        raw, raw if raw in SIGNIFICAND_BITS else "bfloat16"
+    )
 
 
 @dataclass
@@ -90,8 +91,12 @@ class Comparison:
         return self.compared > 0 and not self.failures
 
     def to_dict(self) -> dict[str, Any]:
-        return {"compared": self.compared, "identical": self.identical, "passed": self.passed,
-                "divergences": [asdict(d) | {"text": d.describe()} for d in self.divergences]}
+        return {
+            "compared": self.compared,
+            "identical": self.identical,
+            "passed": self.passed,
+            "divergences": [asdict(d) | {"text": d.describe()} for d in self.divergences],
+        }
 
 
 def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
@@ -102,9 +107,16 @@ def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def compare_outputs(ids: Sequence[str], reference: Sequence[Sequence[int]], other: Sequence[Sequence[int]],
-                    reference_top2: Sequence[Sequence[Sequence[float]]] | None, *, dtype: str = "bfloat16",
-                    tie_ulps: float = DEFAULT_TIE_ULPS, min_margin: float = 0.0) -> Comparison:
+def compare_outputs(
+    ids: Sequence[str],
+    reference: Sequence[Sequence[int]],
+    other: Sequence[Sequence[int]],
+    reference_top2: Sequence[Sequence[Sequence[float]]] | None,
+    *,
+    dtype: str = "bfloat16",
+    tie_ulps: float = DEFAULT_TIE_ULPS,
+    min_margin: float = 0.0,
+) -> Comparison:
     """Compare `other` with `reference` prompt by prompt, excusing near-ties (module docstring).
 
     `reference_top2[p][i]` is [top1_id, top1_logit, top2_id, top2_logit] of the reference at
@@ -153,22 +165,32 @@ class SamplingControl:
 
     def summary(self) -> str:
         w = self.with_speculation
-        head = (f"with speculation at T={self.temperature:g}, {len(w.failures)} of {w.compared} prompts leave the "
-                f"greedy result" if w.failures else
-                f"with speculation at T={self.temperature:g}, {w.compared} prompts converge to greedy")
+        head = (
+            f"with speculation at T={self.temperature:g}, {len(w.failures)} of {w.compared} prompts leave the "
+            f"greedy result"
+            if w.failures
+            else f"with speculation at T={self.temperature:g}, {w.compared} prompts converge to greedy"
+        )
         if self.without_speculation is not None:
             wo = self.without_speculation
-            head += (f"; without speculation {len(wo.failures)} of {wo.compared} do" if wo.failures else
-                     f"; without speculation all {wo.compared} equal greedy")
+            head += (
+                f"; without speculation {len(wo.failures)} of {wo.compared} do"
+                if wo.failures
+                else f"; without speculation all {wo.compared} equal greedy"
+            )
         if w.failures:
             head += f" (first: {w.failures[0].describe()})"
         return head
 
     def to_dict(self) -> dict[str, Any]:
-        return {"temperature": self.temperature, "passed": self.passed, "summary": self.summary(),
-                "with_speculation": self.with_speculation.to_dict(),
-                "without_speculation": self.without_speculation.to_dict() if self.without_speculation else None,
-                "cause": self.cause}
+        return {
+            "temperature": self.temperature,
+            "passed": self.passed,
+            "summary": self.summary(),
+            "with_speculation": self.with_speculation.to_dict(),
+            "without_speculation": self.without_speculation.to_dict() if self.without_speculation else None,
+            "cause": self.cause,
+        }
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,9 @@ def _bars(ax, report: SmokeReport, keys: list[tuple[str, int | None]], labels: l
     ax.axhline(k + 1, color="grey", linestyle="--", linewidth=1)
     ax.axhline(1, color="grey", linestyle=":", linewidth=1)
     ax.text(-0.45, k + 1, f"max {k + 1}", va="bottom", ha="left", fontsize=8, color="grey")
-    ax.set_xticks(range(len(keys)), labels, rotation=20 if len(keys) > 4 else 0, ha="right" if len(keys) > 4 else "center")
+    ax.set_xticks(
+        range(len(keys)), labels, rotation=20 if len(keys) > 4 else 0, ha="right" if len(keys) > 4 else "center"
+    )
     ax.set_ylim(0, k + 1.5)
     ax.set_ylabel("acceptance length (AL)")
     ax.set_title(title)
@@ -64,12 +66,19 @@ def plot_smoke(report: SmokeReport, path: str | Path) -> Path:
     for j, d in enumerate(report.drafts):
         rates = [100 * r for r in d.total.per_position] or [0.0] * k
         name = f"{d.label}" + (f" ({d.variant})" if d.variant else "")
-        ax.plot(positions, rates, marker="o", linewidth=2, color=f"C{j}",
-                label=f"{name}: AL {d.total.acceptance_length:.2f}")
+        ax.plot(
+            positions,
+            rates,
+            marker="o",
+            linewidth=2,
+            color=f"C{j}",
+            label=f"{name}: AL {d.total.acceptance_length:.2f}",
+        )
         for x, y in zip(positions, rates):
             dx = (j - (len(report.drafts) - 1) / 2) * 16  # side by side where lines meet
-            ax.annotate(f"{y:.0f}%", (x, y), textcoords="offset points", xytext=(dx, 7), ha="center",
-                        fontsize=8, color=f"C{j}")
+            ax.annotate(
+                f"{y:.0f}%", (x, y), textcoords="offset points", xytext=(dx, 7), ha="center", fontsize=8, color=f"C{j}"
+            )
     ax.set_xticks(positions)
     ax.set_xlim(0.6, k + 0.4)
     ax.set_ylim(0, 108)
@@ -81,16 +90,23 @@ def plot_smoke(report: SmokeReport, path: str | Path) -> Path:
     if grouped:
         cats = report.categories
         bucket = None if multi else report.buckets[0]
-        _bars(axes[0][1], report, [(c, bucket) for c in cats], cats,
-              "AL by prompt category" + (" (all context lengths)" if multi else ""))
+        _bars(
+            axes[0][1],
+            report,
+            [(c, bucket) for c in cats],
+            cats,
+            "AL by prompt category" + (" (all context lengths)" if multi else ""),
+        )
         axes[0][1].legend(fontsize=8, loc="upper right")
     if multi:
         bks = report.buckets
         _bars(axes[0][2], report, [("all", b) for b in bks], [_bucket(b) for b in bks], "AL by context length")
     s = report.settings
-    fig.suptitle(f"eagle-convert smoke — {Path(report.target).name}, engine {report.engine}, k={k}, "
-                 f"T={s['temperature']}, {s['max_new_tokens']} new tokens, {len(report.prompts.prompts)} runs",
-                 fontsize=10)
+    fig.suptitle(
+        f"eagle-convert smoke — {Path(report.target).name}, engine {report.engine}, k={k}, "
+        f"T={s['temperature']}, {s['max_new_tokens']} new tokens, {len(report.prompts.prompts)} runs",
+        fontsize=10,
+    )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)

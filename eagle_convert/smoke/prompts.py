@@ -20,8 +20,18 @@ from typing import Any
 from eagle_convert.errors import ConfigError, UsageError
 
 __all__ = [
-    "NATURAL", "Prompt", "PreparedPrompt", "SkippedPrompt", "PromptSet", "builtin_prompts",
-    "filler_text", "load_prompts", "parse_buckets", "resolve_chat_template", "prepare_prompts", "select_prompts",
+    "NATURAL",
+    "Prompt",
+    "PreparedPrompt",
+    "SkippedPrompt",
+    "PromptSet",
+    "builtin_prompts",
+    "filler_text",
+    "load_prompts",
+    "parse_buckets",
+    "resolve_chat_template",
+    "prepare_prompts",
+    "select_prompts",
 ]
 
 NATURAL = 0  # bucket id of unpadded prompts
@@ -153,7 +163,9 @@ def _prompt_from(obj: Any, where: str, *, default_id: str) -> Prompt:
         if not (isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)):
             raise ConfigError(f"{where}: messages[{i}] needs string 'role' and 'content'")
         if m["role"] not in _ROLES:
-            raise ConfigError(f"{where}: messages[{i}] has unknown role {m['role']!r} (expected one of {', '.join(_ROLES)})")
+            raise ConfigError(
+                f"{where}: messages[{i}] has unknown role {m['role']!r} (expected one of {', '.join(_ROLES)})"
+            )
     if not any(m["role"] == "user" for m in msgs):
         raise ConfigError(f"{where}: 'messages' has no user message")
     return Prompt(pid, category, messages=tuple({"role": m["role"], "content": m["content"]} for m in msgs))
@@ -234,8 +246,9 @@ class _Renderer:
             text = msgs[0]["content"] if len(msgs) == 1 else "\n\n".join(f"{m['role']}: {m['content']}" for m in msgs)
             return list(self.tok(text, add_special_tokens=True)["input_ids"])
         try:
-            text = self.tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True,
-                                                chat_template=self.template)
+            text = self.tok.apply_chat_template(
+                msgs, tokenize=False, add_generation_prompt=True, chat_template=self.template
+            )
         except Exception as exc:  # jinja errors of a user template
             raise ConfigError(f"chat template failed on prompt {prompt.id!r}: {exc}") from None
         return list(self.tok(text, add_special_tokens=False)["input_ids"])
@@ -249,9 +262,15 @@ def _filler_prefix(words: list[str], n: int) -> str:
     return _FILLER_LEAD + " ".join(chosen) + _FILLER_SEP
 
 
-def prepare_prompts(prompts: Sequence[Prompt], tokenizer: Any, *, buckets: Sequence[int] = (NATURAL,),
-                    chat_template: str | None = None, template_label: str = "target",
-                    max_prompt_tokens: int | None = None) -> PromptSet:
+def prepare_prompts(
+    prompts: Sequence[Prompt],
+    tokenizer: Any,
+    *,
+    buckets: Sequence[int] = (NATURAL,),
+    chat_template: str | None = None,
+    template_label: str = "target",
+    max_prompt_tokens: int | None = None,
+) -> PromptSet:
     """Render and tokenize every prompt once per bucket.
 
     A bucket N pads the prompt with filler words to the largest length <= N tokens (binary search on
@@ -264,14 +283,18 @@ def prepare_prompts(prompts: Sequence[Prompt], tokenizer: Any, *, buckets: Seque
     skipped: list[SkippedPrompt] = []
     for bucket in buckets:
         if max_prompt_tokens is not None and bucket > max_prompt_tokens:
-            raise UsageError(f"--buckets: {bucket} tokens leave no room for generation "
-                             f"(at most {max_prompt_tokens} prompt tokens fit the target's context)")
+            raise UsageError(
+                f"--buckets: {bucket} tokens leave no room for generation "
+                f"(at most {max_prompt_tokens} prompt tokens fit the target's context)"
+            )
     for p in prompts:
         base = render.encode(p)
         for bucket in buckets:
             limit = max_prompt_tokens if bucket == NATURAL else bucket
             if limit is not None and len(base) > limit:
-                why = "longer than the target's context allows" if bucket == NATURAL else "already longer than the bucket"
+                why = (
+                    "longer than the target's context allows" if bucket == NATURAL else "already longer than the bucket"
+                )
                 skipped.append(SkippedPrompt(p.id, p.category, bucket, f"{len(base)} tokens, {why}"))
                 continue
             if bucket == NATURAL:

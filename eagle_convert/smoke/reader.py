@@ -19,8 +19,15 @@ from eagle_convert.smoke.run import Counts, DraftResult, Group, RequestResult
 __all__ = ["check_smoke_dict", "counts_from_dict", "read_drafts"]
 
 _TOP = ("target", "engine", "engine_version", "settings", "prompts", "drafts", "deltas")
-_COUNTERS = ("requests", "prompt_tokens", "generated_tokens", "num_drafts", "num_draft_tokens", "num_accepted",
-             "target_forwards")
+_COUNTERS = (
+    "requests",
+    "prompt_tokens",
+    "generated_tokens",
+    "num_drafts",
+    "num_draft_tokens",
+    "num_accepted",
+    "target_forwards",
+)
 _DRAFT = ("label", "path", "variant", "per_request", "total", "groups", "requests")
 # Derived values written next to the counters; checked against them (to 4 decimals, as written).
 _DERIVED = ("acceptance_length", "acceptance_rate")
@@ -39,8 +46,11 @@ def counts_from_dict(d: Any, where: str = "counts") -> Counts:
     """A `Counts` from `Counts.to_dict()`; its AL and rate must agree with its counters."""
     d = _need(d, (*_COUNTERS, "accepted_per_pos", *_DERIVED), where)
     try:
-        c = Counts(**{k: int(d[k]) for k in _COUNTERS}, accepted_per_pos=[int(x) for x in d["accepted_per_pos"]],
-                   seconds=None if d.get("seconds") is None else float(d["seconds"]))
+        c = Counts(
+            **{k: int(d[k]) for k in _COUNTERS},
+            accepted_per_pos=[int(x) for x in d["accepted_per_pos"]],
+            seconds=None if d.get("seconds") is None else float(d["seconds"]),
+        )
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{where}: a counter is not a number ({exc})") from None
     for name in _DERIVED:
@@ -64,8 +74,12 @@ def _control(d: Any, where: str) -> SamplingControl | None:
 
     with_spec = comparison(d["with_speculation"], f"{where}.with_speculation")
     assert with_spec is not None
-    return SamplingControl(float(d["temperature"]), with_spec,
-                           comparison(d.get("without_speculation"), f"{where}.without_speculation"), d.get("cause"))
+    return SamplingControl(
+        float(d["temperature"]),
+        with_spec,
+        comparison(d.get("without_speculation"), f"{where}.without_speculation"),
+        d.get("cause"),
+    )
 
 
 def read_drafts(data: Any, where: str = "smoke report") -> list[DraftResult]:
@@ -85,9 +99,19 @@ def read_drafts(data: Any, where: str = "smoke report") -> list[DraftResult]:
             r = _need(r, ("id", "category", "bucket"), f"{w}.requests[{j}]")
             counts = counts_from_dict(r, f"{w}.requests[{j}]") if "num_drafts" in r else None
             reqs.append(RequestResult(str(r["id"]), str(r["category"]), int(r["bucket"]), counts))
-        out.append(DraftResult(str(d["label"]), str(d["path"]), d["variant"], counts_from_dict(d["total"], f"{w}.total"),
-                               groups, reqs, bool(d["per_request"]), d.get("load_seconds"),
-                               _control(d.get("sampling_control"), f"{w}.sampling_control")))
+        out.append(
+            DraftResult(
+                str(d["label"]),
+                str(d["path"]),
+                d["variant"],
+                counts_from_dict(d["total"], f"{w}.total"),
+                groups,
+                reqs,
+                bool(d["per_request"]),
+                d.get("load_seconds"),
+                _control(d.get("sampling_control"), f"{w}.sampling_control"),
+            )
+        )
     return out
 
 

@@ -20,14 +20,34 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.vllm_model.acceptance import AcceptanceMetrics
 from eagle_convert.errors import CheckpointNotFoundError, EngineError, UsageError
 from eagle_convert.extras import require
-from eagle_convert.smoke.prompts import NATURAL, PromptSet, Prompt, builtin_prompts, prepare_prompts, resolve_chat_template
+from eagle_convert.smoke.prompts import (
+    NATURAL,
+    Prompt,
+    PromptSet,
+    builtin_prompts,
+    prepare_prompts,
+    resolve_chat_template,
+)
+from eagle_convert.vllm_model.acceptance import AcceptanceMetrics
 
-__all__ = ["ENGINES", "Counts", "Group", "RequestResult", "DraftResult", "Delta", "SmokeReport",
-           "default_engine", "run_smoke", "counts_from_histogram", "prepare_smoke_prompts", "draft_results",
-           "deltas", "counts_from_pass"]
+__all__ = [
+    "ENGINES",
+    "Counts",
+    "Group",
+    "RequestResult",
+    "DraftResult",
+    "Delta",
+    "SmokeReport",
+    "default_engine",
+    "run_smoke",
+    "counts_from_histogram",
+    "prepare_smoke_prompts",
+    "draft_results",
+    "deltas",
+    "counts_from_pass",
+]
 
 LOG = logging.getLogger(__name__)
 ENGINES = ("reference", "vllm")
@@ -74,10 +94,14 @@ class Counts(AcceptanceMetrics):
             "acceptance_length": round(self.acceptance_length, 4),
             "acceptance_rate": round(self.acceptance_rate, 4),
             "per_position": [round(r, 4) for r in self.per_position],
-            "requests": self.requests, "prompt_tokens": self.prompt_tokens,
-            "generated_tokens": self.generated_tokens, "num_drafts": self.num_drafts,
-            "num_draft_tokens": self.num_draft_tokens, "num_accepted": self.num_accepted,
-            "accepted_per_pos": list(self.accepted_per_pos), "target_forwards": self.target_forwards,
+            "requests": self.requests,
+            "prompt_tokens": self.prompt_tokens,
+            "generated_tokens": self.generated_tokens,
+            "num_drafts": self.num_drafts,
+            "num_draft_tokens": self.num_draft_tokens,
+            "num_accepted": self.num_accepted,
+            "accepted_per_pos": list(self.accepted_per_pos),
+            "target_forwards": self.target_forwards,
             "tokens_per_forward": round(self.tokens_per_forward, 4),
             "seconds": None if self.seconds is None else round(self.seconds, 4),
             "tokens_per_s": None if self.tokens_per_s is None else round(self.tokens_per_s, 2),
@@ -89,10 +113,14 @@ def counts_from_histogram(histogram: Sequence[int], num_draft_tokens: int, *, k:
     round). In a chain, position i is accepted in every round that accepted more than i drafts."""
     rounds = sum(histogram)
     return Counts(
-        requests=1, num_drafts=rounds, num_draft_tokens=int(num_draft_tokens),
+        requests=1,
+        num_drafts=rounds,
+        num_draft_tokens=int(num_draft_tokens),
         num_accepted=sum(j * c for j, c in enumerate(histogram)),
-        accepted_per_pos=[sum(histogram[i + 1:]) for i in range(k)],
-        target_forwards=rounds + 1, seconds=None)
+        accepted_per_pos=[sum(histogram[i + 1 :]) for i in range(k)],
+        target_forwards=rounds + 1,
+        seconds=None,
+    )
 
 
 @dataclass
@@ -164,32 +192,60 @@ class SmokeReport:
             return {"category": g.category, "bucket": g.bucket, **g.counts.to_dict()}
 
         return {
-            "target": self.target, "engine": self.engine, "engine_version": self.engine_version,
-            "settings": self.settings, "seconds": round(self.seconds, 3),
+            "target": self.target,
+            "engine": self.engine,
+            "engine_version": self.engine_version,
+            "settings": self.settings,
+            "seconds": round(self.seconds, 3),
             "prompts": {
                 "chat_template": self.prompts.chat_template,
                 "count": len(self.prompts.prompts),
-                "items": [{"id": p.id, "category": p.category, "bucket": p.bucket,
-                           "prompt_tokens": p.num_tokens, "filler_words": p.filler_words}
-                          for p in self.prompts.prompts],
+                "items": [
+                    {
+                        "id": p.id,
+                        "category": p.category,
+                        "bucket": p.bucket,
+                        "prompt_tokens": p.num_tokens,
+                        "filler_words": p.filler_words,
+                    }
+                    for p in self.prompts.prompts
+                ],
                 "skipped": [vars(s) for s in self.prompts.skipped],
             },
-            "drafts": [{
-                "label": d.label, "path": d.path, "variant": d.variant, "per_request": d.per_request,
-                "load_seconds": d.load_seconds, "total": d.total.to_dict(),
-                "sampling_control": d.sampling_control.to_dict() if d.sampling_control is not None else None,
-                "groups": [grp(g) for g in d.groups],
-                "requests": [{"id": r.prompt_id, "category": r.category, "bucket": r.bucket,
-                              **(r.counts.to_dict() if r.counts else {})} for r in d.requests],
-            } for d in self.drafts],
-            "deltas": [{
-                "draft": x.draft, "baseline": x.baseline,
-                "acceptance_length": round(x.acceptance_length, 4),
-                "acceptance_rate": round(x.acceptance_rate, 4),
-                "per_position": [round(v, 4) for v in x.per_position],
-                "tokens_per_s_ratio": None if x.tokens_per_s_ratio is None else round(x.tokens_per_s_ratio, 3),
-                "groups": [{"category": c, "bucket": b, "acceptance_length": round(v, 4)} for c, b, v in x.groups],
-            } for x in self.deltas],
+            "drafts": [
+                {
+                    "label": d.label,
+                    "path": d.path,
+                    "variant": d.variant,
+                    "per_request": d.per_request,
+                    "load_seconds": d.load_seconds,
+                    "total": d.total.to_dict(),
+                    "sampling_control": d.sampling_control.to_dict() if d.sampling_control is not None else None,
+                    "groups": [grp(g) for g in d.groups],
+                    "requests": [
+                        {
+                            "id": r.prompt_id,
+                            "category": r.category,
+                            "bucket": r.bucket,
+                            **(r.counts.to_dict() if r.counts else {}),
+                        }
+                        for r in d.requests
+                    ],
+                }
+                for d in self.drafts
+            ],
+            "deltas": [
+                {
+                    "draft": x.draft,
+                    "baseline": x.baseline,
+                    "acceptance_length": round(x.acceptance_length, 4),
+                    "acceptance_rate": round(x.acceptance_rate, 4),
+                    "per_position": [round(v, 4) for v in x.per_position],
+                    "tokens_per_s_ratio": None if x.tokens_per_s_ratio is None else round(x.tokens_per_s_ratio, 3),
+                    "groups": [{"category": c, "bucket": b, "acceptance_length": round(v, 4)} for c, b, v in x.groups],
+                }
+                for x in self.deltas
+            ],
             "throughput": self.throughput.to_dict() if self.throughput is not None else None,
         }
 
@@ -261,8 +317,11 @@ def _group(d_requests: list[RequestResult], categories: list[str], buckets: list
     if len(buckets) > 1:  # otherwise these repeat the rows above and the draft total
         keys += [(c, None) for c in categories] + [("all", b) for b in buckets]
     for cat, bucket in keys:
-        sel = [r.counts for r in d_requests if r.counts is not None
-               and cat in ("all", r.category) and bucket in (None, r.bucket)]
+        sel = [
+            r.counts
+            for r in d_requests
+            if r.counts is not None and cat in ("all", r.category) and bucket in (None, r.bucket)
+        ]
         if sel:
             total = Counts(accepted_per_pos=[])
             for c in sel:
@@ -271,8 +330,9 @@ def _group(d_requests: list[RequestResult], categories: list[str], buckets: list
     return groups
 
 
-def draft_results(paths: Sequence[Path], raw: _EngineOut, pset: PromptSet,
-                  labels: Sequence[str] | None = None) -> list[DraftResult]:
+def draft_results(
+    paths: Sequence[Path], raw: _EngineOut, pset: PromptSet, labels: Sequence[str] | None = None
+) -> list[DraftResult]:
     """One DraftResult per draft from an engine's request results and totals (groups where the
     engine gave per-request counters)."""
     categories = list(dict.fromkeys(p.category for p in pset.prompts))
@@ -299,9 +359,17 @@ def deltas(drafts: list[DraftResult]) -> list[Delta]:
             if b is not None:
                 groups.append((g.category, g.bucket, g.counts.acceptance_length - b.acceptance_length))
         pp = [x - y for x, y in zip(d.total.per_position, base.total.per_position)]
-        out.append(Delta(d.label, base.label, d.total.acceptance_length - base.total.acceptance_length,
-                         d.total.acceptance_rate - base.total.acceptance_rate, pp,
-                         tps_d / tps_b if tps_b and tps_d else None, groups))
+        out.append(
+            Delta(
+                d.label,
+                base.label,
+                d.total.acceptance_length - base.total.acceptance_length,
+                d.total.acceptance_rate - base.total.acceptance_rate,
+                pp,
+                tps_d / tps_b if tps_b and tps_d else None,
+                groups,
+            )
+        )
     return out
 
 
@@ -314,9 +382,18 @@ _deltas = deltas  # the name tests/test_smoke.py imports
 _EngineOut = list[tuple[list[RequestResult], Counts, float | None]]
 
 
-def _run_reference(target: Path, drafts: list[Path], prompts: PromptSet, *, k: int, max_new_tokens: int,
-                   temperature: float, seed: int, say: Callable[[str], None], device: str | None = None
-                   ) -> tuple[_EngineOut, str]:
+def _run_reference(
+    target: Path,
+    drafts: list[Path],
+    prompts: PromptSet,
+    *,
+    k: int,
+    max_new_tokens: int,
+    temperature: float,
+    seed: int,
+    say: Callable[[str], None],
+    device: str | None = None,
+) -> tuple[_EngineOut, str]:
     import torch
 
     from eagle_convert.reference.data import load_drafter
@@ -330,8 +407,9 @@ def _run_reference(target: Path, drafts: list[Path], prompts: PromptSet, *, k: i
         say(f"smoke: {path.name}: {len(prompts.prompts)} runs x {max_new_tokens} tokens (reference engine)")
         t0 = time.perf_counter()
         try:
-            drafter = load_drafter(path, target_embed=tgt.embed_weight, target_lm_head=tgt.lm_head_weight,
-                                   device=tgt.device)
+            drafter = load_drafter(
+                path, target_embed=tgt.embed_weight, target_lm_head=tgt.lm_head_weight, device=tgt.device
+            )
         except (ValueError, KeyError, RuntimeError) as exc:
             raise EngineError(f"reference engine cannot load draft {path}: {exc}") from None
         cfg = getattr(drafter, "cfg", None)
@@ -339,35 +417,68 @@ def _run_reference(target: Path, drafts: list[Path], prompts: PromptSet, *, k: i
         load_s = time.perf_counter() - t0
         # Warm-up (lazy torch init, first-call allocations) so the first prompt's tokens/s is not skewed.
         first = prompts.prompts[0].token_ids
-        speculative_generate(tgt, drafter, first[:32], k=k, max_new_tokens=2, temperature=temperature,
-                             seed=seed, aux_ids=aux)
+        speculative_generate(
+            tgt, drafter, first[:32], k=k, max_new_tokens=2, temperature=temperature, seed=seed, aux_ids=aux
+        )
         reqs, total = [], Counts(accepted_per_pos=[0] * k)
         for p in prompts.prompts:
             try:
-                r = speculative_generate(tgt, drafter, p.token_ids, k=k, max_new_tokens=max_new_tokens,
-                                         temperature=temperature, seed=seed, aux_ids=aux)
+                r = speculative_generate(
+                    tgt,
+                    drafter,
+                    p.token_ids,
+                    k=k,
+                    max_new_tokens=max_new_tokens,
+                    temperature=temperature,
+                    seed=seed,
+                    aux_ids=aux,
+                )
             except (ValueError, RuntimeError, IndexError) as exc:  # shape mismatches with the target
                 raise EngineError(f"reference engine failed on draft {path}, prompt {p.id!r}: {exc}") from None
-            c = Counts(requests=1, prompt_tokens=p.num_tokens, generated_tokens=len(r.tokens),
-                       num_drafts=r.num_drafts, num_draft_tokens=r.num_draft_tokens,
-                       num_accepted=r.num_accepted, accepted_per_pos=list(r.accepted_per_pos),
-                       target_forwards=r.target_forwards, seconds=r.seconds)
+            c = Counts(
+                requests=1,
+                prompt_tokens=p.num_tokens,
+                generated_tokens=len(r.tokens),
+                num_drafts=r.num_drafts,
+                num_draft_tokens=r.num_draft_tokens,
+                num_accepted=r.num_accepted,
+                accepted_per_pos=list(r.accepted_per_pos),
+                target_forwards=r.target_forwards,
+                seconds=r.seconds,
+            )
             total.add(c)
             reqs.append(RequestResult(p.id, p.category, p.bucket, c))
         results.append((reqs, total, load_s))
     return results, f"torch {torch.__version__} on {tgt.device.type}"
 
 
-def _run_vllm(target: Path, drafts: list[Path], prompts: PromptSet, *, k: int, max_new_tokens: int,
-              temperature: float, seed: int, tensor_parallel_size: int, say: Callable[[str], None]
-              ) -> tuple[_EngineOut, str, list]:
+def _run_vllm(
+    target: Path,
+    drafts: list[Path],
+    prompts: PromptSet,
+    *,
+    k: int,
+    max_new_tokens: int,
+    temperature: float,
+    seed: int,
+    tensor_parallel_size: int,
+    say: Callable[[str], None],
+) -> tuple[_EngineOut, str, list]:
     """One vLLM worker, one engine start per draft; at T > 0 each engine also runs the T -> 0
     sampling control (smoke/vllm_run.py)."""
     from eagle_convert.smoke.vllm_run import run_vllm_drafts
 
-    runs, version, controls = run_vllm_drafts(target, drafts, prompts, k=k, max_new_tokens=max_new_tokens,
-                                              temperature=temperature, seed=seed,
-                                              tensor_parallel_size=tensor_parallel_size, say=say)
+    runs, version, controls = run_vllm_drafts(
+        target,
+        drafts,
+        prompts,
+        k=k,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        seed=seed,
+        tensor_parallel_size=tensor_parallel_size,
+        say=say,
+    )
     return [(*counts_from_pass(pr, prompts, k), start_s) for pr, start_s in runs], version, controls
 
 
@@ -375,17 +486,25 @@ def counts_from_pass(pr: Any, pset: PromptSet, k: int) -> tuple[list[RequestResu
     """Engine totals and per-request counters (vLLM's per-request histograms) of one vLLM pass
     (`vllm.session.PassResult`)."""
     prompts = [pset.prompts[i] for i in pr.prompts]
-    total = Counts(requests=len(pr.outputs), prompt_tokens=sum(p.num_tokens for p in prompts),
-                   generated_tokens=sum(len(o) for o in pr.outputs), num_drafts=pr.num_drafts,
-                   num_draft_tokens=pr.num_draft_tokens, num_accepted=pr.num_accepted,
-                   accepted_per_pos=list(pr.accepted_per_pos) or [0] * k,
-                   target_forwards=pr.num_drafts + len(pr.outputs), seconds=pr.seconds)
+    total = Counts(
+        requests=len(pr.outputs),
+        prompt_tokens=sum(p.num_tokens for p in prompts),
+        generated_tokens=sum(len(o) for o in pr.outputs),
+        num_drafts=pr.num_drafts,
+        num_draft_tokens=pr.num_draft_tokens,
+        num_accepted=pr.num_accepted,
+        accepted_per_pos=list(pr.accepted_per_pos) or [0] * k,
+        target_forwards=pr.num_drafts + len(pr.outputs),
+        seconds=pr.seconds,
+    )
     reqs = []
     for i, p in enumerate(prompts):
         m = pr.per_request[i] if pr.per_request and i < len(pr.per_request) else None
         c = None
         if m:
-            c = counts_from_histogram(m.get("acceptance_histogram", m.get("histogram")), m.get("num_draft_tokens", 0), k=k)
+            c = counts_from_histogram(
+                m.get("acceptance_histogram", m.get("histogram")), m.get("num_draft_tokens", 0), k=k
+            )
             c.prompt_tokens, c.generated_tokens = p.num_tokens, len(pr.outputs[i])
         reqs.append(RequestResult(p.id, p.category, p.bucket, c))
     return reqs, total
@@ -394,8 +513,15 @@ def counts_from_pass(pr: Any, pset: PromptSet, k: int) -> tuple[list[RequestResu
 # ---------------------------------------------------------------------------------- main
 
 
-def prepare_smoke_prompts(target_dir: Path, prompts: Sequence[Prompt] | None, *, k: int, max_new_tokens: int,
-                          buckets: Sequence[int] = (NATURAL,), chat_template: str | None = None) -> PromptSet:
+def prepare_smoke_prompts(
+    target_dir: Path,
+    prompts: Sequence[Prompt] | None,
+    *,
+    k: int,
+    max_new_tokens: int,
+    buckets: Sequence[int] = (NATURAL,),
+    chat_template: str | None = None,
+) -> PromptSet:
     """Render and tokenize `prompts` (None: the built-in set) with the target's tokenizer, leaving
     room for `max_new_tokens` and one draft round in its context."""
     from transformers import AutoTokenizer
@@ -405,20 +531,39 @@ def prepare_smoke_prompts(target_dir: Path, prompts: Sequence[Prompt] | None, *,
     ctx = _target_context(target_dir)
     room = None if ctx is None else ctx - max_new_tokens - k - 1
     if room is not None and room < 16:
-        raise UsageError(f"--max-new-tokens {max_new_tokens} leaves no room for a prompt in the target's context ({ctx})")
-    pset = prepare_prompts(list(prompts) if prompts is not None else builtin_prompts(), tokenizer,
-                           buckets=buckets, chat_template=template, template_label=label, max_prompt_tokens=room)
+        raise UsageError(
+            f"--max-new-tokens {max_new_tokens} leaves no room for a prompt in the target's context ({ctx})"
+        )
+    pset = prepare_prompts(
+        list(prompts) if prompts is not None else builtin_prompts(),
+        tokenizer,
+        buckets=buckets,
+        chat_template=template,
+        template_label=label,
+        max_prompt_tokens=room,
+    )
     if not pset.prompts:
         raise UsageError("no prompt fits the requested buckets (see --buckets)")
     return pset
 
 
-def run_smoke(target: str | Path, drafts: Sequence[str | Path], *, engine: str | None = None,
-              prompts: Sequence[Prompt] | None = None, k: int = 3, max_new_tokens: int = 64,
-              temperature: float = 0.0, seed: int = 0, buckets: Sequence[int] = (NATURAL,),
-              chat_template: str | None = None, tensor_parallel_size: int = 1,
-              progress: Callable[[str], None] | None = None, device: str | None = None,
-              concurrency: Sequence[int] = ()) -> SmokeReport:
+def run_smoke(
+    target: str | Path,
+    drafts: Sequence[str | Path],
+    *,
+    engine: str | None = None,
+    prompts: Sequence[Prompt] | None = None,
+    k: int = 3,
+    max_new_tokens: int = 64,
+    temperature: float = 0.0,
+    seed: int = 0,
+    buckets: Sequence[int] = (NATURAL,),
+    chat_template: str | None = None,
+    tensor_parallel_size: int = 1,
+    progress: Callable[[str], None] | None = None,
+    device: str | None = None,
+    concurrency: Sequence[int] = (),
+) -> SmokeReport:
     """Measure every draft on the same tokenized prompts; the first draft is the baseline of the
     differences. `engine` None picks `default_engine()`; `chat_template` is a --chat-template value;
     `progress` receives one line per draft started; `device` ("cpu", "cuda", ...) places the
@@ -445,8 +590,9 @@ def run_smoke(target: str | Path, drafts: Sequence[str | Path], *, engine: str |
     tdir = _local_dir(target, "target")
     dpaths = [_local_dir(d, "draft") for d in drafts]
 
-    pset = prepare_smoke_prompts(tdir, prompts, k=k, max_new_tokens=max_new_tokens, buckets=buckets,
-                                 chat_template=chat_template)
+    pset = prepare_smoke_prompts(
+        tdir, prompts, k=k, max_new_tokens=max_new_tokens, buckets=buckets, chat_template=chat_template
+    )
     label = pset.chat_template
 
     say = progress or (lambda _msg: None)
@@ -459,8 +605,14 @@ def run_smoke(target: str | Path, drafts: Sequence[str | Path], *, engine: str |
         from eagle_convert.smoke.vllm_measure import measure_for_smoke
 
         runs, version, controls, throughput = measure_for_smoke(
-            tdir, dpaths, pset, labels=_labels(dpaths), concurrency=concurrency,
-            tensor_parallel_size=tensor_parallel_size, **kw)
+            tdir,
+            dpaths,
+            pset,
+            labels=_labels(dpaths),
+            concurrency=concurrency,
+            tensor_parallel_size=tensor_parallel_size,
+            **kw,
+        )
         raw = [(*counts_from_pass(pr, pset, k), start_s) for pr, start_s in runs]
     else:
         raw, version, controls = _run_vllm(tdir, dpaths, pset, tensor_parallel_size=tensor_parallel_size, **kw)
@@ -468,8 +620,16 @@ def run_smoke(target: str | Path, drafts: Sequence[str | Path], *, engine: str |
     results = draft_results(dpaths, raw, pset)
     for d, control in zip(results, controls):
         d.sampling_control = control
-    settings = {"k": k, "max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed,
-                "buckets": list(buckets), "chat_template": label, "tensor_parallel_size": tensor_parallel_size,
-                "ignore_eos": True}
-    return SmokeReport(str(tdir), engine, version, settings, pset, results, deltas(results),
-                       time.perf_counter() - t0, throughput)
+    settings = {
+        "k": k,
+        "max_new_tokens": max_new_tokens,
+        "temperature": temperature,
+        "seed": seed,
+        "buckets": list(buckets),
+        "chat_template": label,
+        "tensor_parallel_size": tensor_parallel_size,
+        "ignore_eos": True,
+    }
+    return SmokeReport(
+        str(tdir), engine, version, settings, pset, results, deltas(results), time.perf_counter() - t0, throughput
+    )

@@ -31,8 +31,16 @@ from eagle_convert.smoke.prompts import NATURAL, PromptSet
 if TYPE_CHECKING:
     from eagle_convert.vllm.session import EngineRun, PassResult, PassSpec
 
-__all__ = ["DEFAULT_CONCURRENCY", "EngineRates", "LevelRate", "ThroughputReport", "cpu_note", "engine_rates",
-           "parse_concurrency", "throughput_passes"]
+__all__ = [
+    "DEFAULT_CONCURRENCY",
+    "EngineRates",
+    "LevelRate",
+    "ThroughputReport",
+    "cpu_note",
+    "engine_rates",
+    "parse_concurrency",
+    "throughput_passes",
+]
 
 DEFAULT_CONCURRENCY = (1, 4, 16)
 MIN_REQUESTS = 4  # requests measured per concurrency level (c = 1 runs 4 rounds of one)
@@ -94,17 +102,27 @@ class LevelRate:
     acceptance_length: float | None  # over these passes (None without a draft)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"concurrency": self.concurrency, "requests": self.requests,
-                "per_user_tokens_per_s": round(self.tokens_per_s, 3),
-                "min_per_user_tokens_per_s": round(self.min_tokens_per_s, 3),
-                "max_per_user_tokens_per_s": round(self.max_tokens_per_s, 3), "ttft_s": round(self.ttft_s, 4),
-                "acceptance_length": None if self.acceptance_length is None else round(self.acceptance_length, 4)}
+        return {
+            "concurrency": self.concurrency,
+            "requests": self.requests,
+            "per_user_tokens_per_s": round(self.tokens_per_s, 3),
+            "min_per_user_tokens_per_s": round(self.min_tokens_per_s, 3),
+            "max_per_user_tokens_per_s": round(self.max_tokens_per_s, 3),
+            "ttft_s": round(self.ttft_s, 4),
+            "acceptance_length": None if self.acceptance_length is None else round(self.acceptance_length, 4),
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> LevelRate:
-        return cls(int(d["concurrency"]), int(d["requests"]), float(d["per_user_tokens_per_s"]),
-                   float(d["min_per_user_tokens_per_s"]), float(d["max_per_user_tokens_per_s"]), float(d["ttft_s"]),
-                   d.get("acceptance_length"))
+        return cls(
+            int(d["concurrency"]),
+            int(d["requests"]),
+            float(d["per_user_tokens_per_s"]),
+            float(d["min_per_user_tokens_per_s"]),
+            float(d["max_per_user_tokens_per_s"]),
+            float(d["ttft_s"]),
+            d.get("acceptance_length"),
+        )
 
 
 @dataclass
@@ -140,8 +158,17 @@ def engine_rates(run: EngineRun, concurrency: Sequence[int], label: str, path: s
         drafts = sum(pr.num_drafts for pr in prs)
         al = 1 + sum(pr.num_accepted for pr in prs) / drafts if drafts else None
         tps = [r for r, _ in rates]
-        levels.append(LevelRate(c, len(rates), statistics.median(tps), min(tps), max(tps),
-                                statistics.median(t for _, t in rates), al if path is not None else None))
+        levels.append(
+            LevelRate(
+                c,
+                len(rates),
+                statistics.median(tps),
+                min(tps),
+                max(tps),
+                statistics.median(t for _, t in rates),
+                al if path is not None else None,
+            )
+        )
     return EngineRates(label, path, levels)
 
 
@@ -149,11 +176,13 @@ def cpu_note(device: str) -> str | None:
     """The honest caveat for numbers measured without a GPU (module docstring)."""
     if device == "cuda":
         return None
-    return ("measured on a CPU: what speculation saves here depends on what one decode step costs on this "
-            "machine (fixed per-step overhead for a tiny model, compute for a large one, where verifying k+1 "
-            "tokens costs nearly k+1 steps), not on a GPU's memory-bound step, where verifying k+1 tokens costs "
-            "about as much as one. These speedups do not predict a GPU deployment; the acceptance lengths "
-            "beside them do carry over.")
+    return (
+        "measured on a CPU: what speculation saves here depends on what one decode step costs on this "
+        "machine (fixed per-step overhead for a tiny model, compute for a large one, where verifying k+1 "
+        "tokens costs nearly k+1 steps), not on a GPU's memory-bound step, where verifying k+1 tokens costs "
+        "about as much as one. These speedups do not predict a GPU deployment; the acceptance lengths "
+        "beside them do carry over."
+    )
 
 
 def _round(x: float | None) -> float | None:
@@ -179,16 +208,27 @@ class ThroughputReport:
         return a.tokens_per_s / b.tokens_per_s if a and b and b.tokens_per_s else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"concurrency": self.concurrency, "device": self.device, "engine_version": self.engine_version,
-                "settings": self.settings, "note": self.note,
-                "metric": "per-user decode tokens/s: median over requests of (tokens - 1) / (last - first token time)",
-                "baseline": self.baseline.to_dict(), "drafts": [d.to_dict() for d in self.drafts],
-                "speedup": {d.label: {str(c): _round(self.speedup(d.label, c)) for c in self.concurrency}
-                            for d in self.drafts}}
+        return {
+            "concurrency": self.concurrency,
+            "device": self.device,
+            "engine_version": self.engine_version,
+            "settings": self.settings,
+            "note": self.note,
+            "metric": "per-user decode tokens/s: median over requests of (tokens - 1) / (last - first token time)",
+            "baseline": self.baseline.to_dict(),
+            "drafts": [d.to_dict() for d in self.drafts],
+            "speedup": {
+                d.label: {str(c): _round(self.speedup(d.label, c)) for c in self.concurrency} for d in self.drafts
+            },
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ThroughputReport:
-        return cls([int(c) for c in d["concurrency"]], EngineRates.from_dict(d["baseline"]),
-                   [EngineRates.from_dict(x) for x in d["drafts"]], str(d["device"]), d.get("engine_version"),
-                   dict(d.get("settings") or {}))
-
+        return cls(
+            [int(c) for c in d["concurrency"]],
+            EngineRates.from_dict(d["baseline"]),
+            [EngineRates.from_dict(x) for x in d["drafts"]],
+            str(d["device"]),
+            d.get("engine_version"),
+            dict(d.get("settings") or {}),
+        )

@@ -68,10 +68,22 @@ def engine_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def measure_vllm(target: Path, drafts: Sequence[Path], pset: PromptSet, *, k: int, max_new_tokens: int,
-                 temperature: float, seed: int, tensor_parallel_size: int = 1, concurrency: Sequence[int] = (),
-                 labels: Sequence[str] | None = None, baseline: bool = True, say: Callable[[str], None] = print,
-                 session: EngineSession | None = None) -> Measurement:
+def measure_vllm(
+    target: Path,
+    drafts: Sequence[Path],
+    pset: PromptSet,
+    *,
+    k: int,
+    max_new_tokens: int,
+    temperature: float,
+    seed: int,
+    tensor_parallel_size: int = 1,
+    concurrency: Sequence[int] = (),
+    labels: Sequence[str] | None = None,
+    baseline: bool = True,
+    say: Callable[[str], None] = print,
+    session: EngineSession | None = None,
+) -> Measurement:
     """Run every draft (and, with `concurrency` and `baseline`, the target alone) in one worker."""
     from eagle_convert.vllm.session import EngineSession, PassSpec
 
@@ -84,8 +96,14 @@ def measure_vllm(target: Path, drafts: Sequence[Path], pset: PromptSet, *, k: in
     seqs = max(MIN_MAX_NUM_SEQS, *concurrency) if concurrency else MIN_MAX_NUM_SEQS
     prompts = [p.token_ids for p in pset.prompts]
     tput = throughput_passes(concurrency, pset, seed) if concurrency else []
-    kw: dict[str, Any] = dict(num_speculative_tokens=k, max_new_tokens=max_new_tokens, max_model_len=mml, seed=seed,
-              tensor_parallel_size=tensor_parallel_size, max_num_seqs=seqs)
+    kw: dict[str, Any] = dict(
+        num_speculative_tokens=k,
+        max_new_tokens=max_new_tokens,
+        max_model_len=mml,
+        seed=seed,
+        tensor_parallel_size=tensor_parallel_size,
+        max_num_seqs=seqs,
+    )
     out: list[DraftMeasurement] = []
     version = None
     names = list(labels) if labels is not None else [p.name for p in drafts]
@@ -94,17 +112,21 @@ def measure_vllm(target: Path, drafts: Sequence[Path], pset: PromptSet, *, k: in
             passes = [PassSpec(MAIN, temperature, seed)]
             if temperature > 0:
                 passes += control_passes(CONTROL_TEMPERATURE, len(prompts), seed)
-            say(f"vLLM: {label}: {len(prompts)} runs x {max_new_tokens} tokens"
-                + (f", then per-user tokens/s at concurrency {','.join(map(str, concurrency))}" if tput else ""))
+            say(
+                f"vLLM: {label}: {len(prompts)} runs x {max_new_tokens} tokens"
+                + (f", then per-user tokens/s at concurrency {','.join(map(str, concurrency))}" if tput else "")
+            )
             run = session.engine(target, path, prompts, passes + tput, **kw)
             version = run.vllm_version or version
-            control = (sampling_control(run.passes[GREEDY], run.passes[EPS], pset, dtype) if temperature > 0 else None)
+            control = sampling_control(run.passes[GREEDY], run.passes[EPS], pset, dtype) if temperature > 0 else None
             rates = engine_rates(run, concurrency, label, str(path)) if tput else None
             out.append(DraftMeasurement(path, run.passes[MAIN], run.timings.get("engine_start_s"), control, rates))
         base = None
         if tput and baseline:
-            say(f"vLLM: the target alone ({NO_SPEC}): per-user tokens/s at concurrency "
-                f"{','.join(map(str, concurrency))}")
+            say(
+                f"vLLM: the target alone ({NO_SPEC}): per-user tokens/s at concurrency "
+                f"{','.join(map(str, concurrency))}"
+            )
             run = session.engine(target, None, prompts, tput, **kw)
             version = run.vllm_version or version
             base = engine_rates(run, concurrency, NO_SPEC, None)
@@ -112,19 +134,54 @@ def measure_vllm(target: Path, drafts: Sequence[Path], pset: PromptSet, *, k: in
     finally:
         if own:
             session.close()
-    settings = {"max_new_tokens": max_new_tokens, "max_model_len": mml, "max_num_seqs": seqs, "k": k,
-                "temperature": 0.0, "enforce_eager": True, "tensor_parallel_size": tensor_parallel_size}
+    settings = {
+        "max_new_tokens": max_new_tokens,
+        "max_model_len": mml,
+        "max_num_seqs": seqs,
+        "k": k,
+        "temperature": 0.0,
+        "enforce_eager": True,
+        "tensor_parallel_size": tensor_parallel_size,
+    }
     return Measurement(out, base, f"vllm {version}" if version else "vllm", settings, starts)
 
 
-def measure_for_smoke(target: Path, drafts: Sequence[Path], pset: PromptSet, *, labels: Sequence[str],
-                      concurrency: Sequence[int], k: int, max_new_tokens: int, temperature: float, seed: int,
-                      tensor_parallel_size: int, say: Callable[[str], None]) -> tuple[list, str, list, ThroughputReport]:
+def measure_for_smoke(
+    target: Path,
+    drafts: Sequence[Path],
+    pset: PromptSet,
+    *,
+    labels: Sequence[str],
+    concurrency: Sequence[int],
+    k: int,
+    max_new_tokens: int,
+    temperature: float,
+    seed: int,
+    tensor_parallel_size: int,
+    say: Callable[[str], None],
+) -> tuple[list, str, list, ThroughputReport]:
     """`smoke --engine vllm --concurrency`: per draft (acceptance pass, engine start seconds), the
     version, the sampling controls, and the throughput table with the target alone as baseline."""
-    m = measure_vllm(target, drafts, pset, k=k, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
-                     tensor_parallel_size=tensor_parallel_size, concurrency=concurrency, labels=labels, say=say)
+    m = measure_vllm(
+        target,
+        drafts,
+        pset,
+        k=k,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        seed=seed,
+        tensor_parallel_size=tensor_parallel_size,
+        concurrency=concurrency,
+        labels=labels,
+        say=say,
+    )
     assert m.baseline is not None
-    tput = ThroughputReport(parse_concurrency(concurrency), m.baseline, [d.rates for d in m.drafts if d.rates is not None],
-                            engine_device(), m.version, {**m.settings, "engine_starts": m.engine_starts})
+    tput = ThroughputReport(
+        parse_concurrency(concurrency),
+        m.baseline,
+        [d.rates for d in m.drafts if d.rates is not None],
+        engine_device(),
+        m.version,
+        {**m.settings, "engine_starts": m.engine_starts},
+    )
     return [(d.main, d.start_seconds) for d in m.drafts], m.version, [d.control for d in m.drafts], tput

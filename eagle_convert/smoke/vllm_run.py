@@ -50,18 +50,31 @@ def control_passes(temperature: float, n_prompts: int, seed: int) -> list:
 def _compare(greedy: PassResult, eps: PassResult, pset: PromptSet, dtype: str, temperature: float):
     pos = {p: i for i, p in enumerate(greedy.prompts)}
     rows = [pos[p] for p in eps.prompts]
-    return compare_outputs([pset.prompts[p].id for p in eps.prompts], [greedy.outputs[r] for r in rows], eps.outputs,
-                           [greedy.top2[r] for r in rows] if greedy.top2 else None, dtype=dtype,
-                           min_margin=sampling_margin(temperature))
+    return compare_outputs(
+        [pset.prompts[p].id for p in eps.prompts],
+        [greedy.outputs[r] for r in rows],
+        eps.outputs,
+        [greedy.top2[r] for r in rows] if greedy.top2 else None,
+        dtype=dtype,
+        min_margin=sampling_margin(temperature),
+    )
 
 
-def sampling_control(greedy: PassResult, eps: PassResult, pset: PromptSet, dtype: str,
-                     temperature: float = CONTROL_TEMPERATURE, alone: tuple[PassResult, PassResult] | None = None,
-                     ) -> SamplingControl:
+def sampling_control(
+    greedy: PassResult,
+    eps: PassResult,
+    pset: PromptSet,
+    dtype: str,
+    temperature: float = CONTROL_TEMPERATURE,
+    alone: tuple[PassResult, PassResult] | None = None,
+) -> SamplingControl:
     """Compare the T = eps pass with the greedy pass of the same engine (and, with `alone`, the
     target alone's greedy and T = eps passes); a failure gets the known cause, when there is one."""
-    control = SamplingControl(temperature, _compare(greedy, eps, pset, dtype, temperature),
-                              _compare(*alone, pset, dtype, temperature) if alone else None)
+    control = SamplingControl(
+        temperature,
+        _compare(greedy, eps, pset, dtype, temperature),
+        _compare(*alone, pset, dtype, temperature) if alone else None,
+    )
     if not control.passed:
         from eagle_convert.vllm.known_issues import sampling_issues
 
@@ -70,9 +83,19 @@ def sampling_control(greedy: PassResult, eps: PassResult, pset: PromptSet, dtype
     return control
 
 
-def run_vllm_drafts(target: Path, drafts: list[Path], pset: PromptSet, *, k: int, max_new_tokens: int,
-                    temperature: float, seed: int, tensor_parallel_size: int, say: Callable[[str], None],
-                    session: EngineSession | None = None):
+def run_vllm_drafts(
+    target: Path,
+    drafts: list[Path],
+    pset: PromptSet,
+    *,
+    k: int,
+    max_new_tokens: int,
+    temperature: float,
+    seed: int,
+    tensor_parallel_size: int,
+    say: Callable[[str], None],
+    session: EngineSession | None = None,
+):
     """Per draft: (its measuring pass, engine start seconds), the version string, and per draft the
     sampling control (None at T = 0)."""
     from eagle_convert.vllm.session import EngineSession, PassSpec
@@ -88,14 +111,26 @@ def run_vllm_drafts(target: Path, drafts: list[Path], pset: PromptSet, *, k: int
             passes = [PassSpec(MAIN, temperature, seed)]
             if temperature > 0:
                 passes += control_passes(CONTROL_TEMPERATURE, len(prompts), seed)
-            say(f"smoke: {path.name}: {len(prompts)} runs x {max_new_tokens} tokens (vLLM, one engine start"
-                + (", with the T->0 sampling control)" if temperature > 0 else ")"))
-            run = session.engine(target, path, prompts, passes, num_speculative_tokens=k, max_new_tokens=max_new_tokens,
-                                 max_model_len=mml, seed=seed, tensor_parallel_size=tensor_parallel_size)
+            say(
+                f"smoke: {path.name}: {len(prompts)} runs x {max_new_tokens} tokens (vLLM, one engine start"
+                + (", with the T->0 sampling control)" if temperature > 0 else ")")
+            )
+            run = session.engine(
+                target,
+                path,
+                prompts,
+                passes,
+                num_speculative_tokens=k,
+                max_new_tokens=max_new_tokens,
+                max_model_len=mml,
+                seed=seed,
+                tensor_parallel_size=tensor_parallel_size,
+            )
             version = run.vllm_version or version
             results.append((run.passes[MAIN], run.timings.get("engine_start_s")))
-            controls.append(sampling_control(run.passes[GREEDY], run.passes[EPS], pset, dtype)
-                            if temperature > 0 else None)
+            controls.append(
+                sampling_control(run.passes[GREEDY], run.passes[EPS], pset, dtype) if temperature > 0 else None
+            )
     finally:
         if own:
             session.close()

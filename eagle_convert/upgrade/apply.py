@@ -15,15 +15,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-from eagle_convert.io.atomic import OutputExistsError, atomic_output_dir, check_output_dir, cleanup_stale_temps
 from eagle_convert.draft.card import CARD_FILE
 from eagle_convert.draft.checkpoint import SAFETENSORS_INDEX_FNAME, open_checkpoint
 from eagle_convert.draft.describe import describe
 from eagle_convert.errors import CheckpointReadError, EagleConvertError, OutputError, VerificationError
-from eagle_convert.upgrade.plan import UpgradePlan, index_json
+from eagle_convert.io.atomic import OutputExistsError, atomic_output_dir, check_output_dir, cleanup_stale_temps
 from eagle_convert.io.outfile import ByteRange, OutFile, OutTensor, WriterError
 from eagle_convert.io.verify import verify_file
 from eagle_convert.io.writer import write_file, write_index
+from eagle_convert.upgrade.plan import UpgradePlan, index_json
 
 __all__ = ["Progress", "UpgradeResult", "apply_upgrade", "check_output"]
 
@@ -53,8 +53,14 @@ class UpgradeResult:
         return sum(self.files.values())
 
     def to_dict(self) -> dict[str, object]:
-        data = {"out": str(self.out), "files": self.files, "total_bytes": self.total_bytes, "verified": self.verified,
-                "write_seconds": round(self.write_seconds, 3), "verify_seconds": round(self.verify_seconds, 3)}
+        data = {
+            "out": str(self.out),
+            "files": self.files,
+            "total_bytes": self.total_bytes,
+            "verified": self.verified,
+            "write_seconds": round(self.write_seconds, 3),
+            "verify_seconds": round(self.verify_seconds, 3),
+        }
         if self.links:
             data |= {"links": self.links, "link_notes": self.link_notes}
         return data
@@ -66,8 +72,9 @@ def check_output(plan: UpgradePlan, out: Path, *, force: bool = False) -> Path:
     return check_output_dir(out, {"input checkpoint": root}, force=force)
 
 
-def apply_upgrade(plan: UpgradePlan, out: str | Path, *, force: bool = False, verify: bool = True,
-                  progress: Progress | None = None) -> UpgradeResult:
+def apply_upgrade(
+    plan: UpgradePlan, out: str | Path, *, force: bool = False, verify: bool = True, progress: Progress | None = None
+) -> UpgradeResult:
     """Write the plan to `out` (atomically) and, unless `verify=False`, check it before publishing."""
     final = check_output(plan, Path(out), force=force)
     files = _out_files(plan)
@@ -99,8 +106,9 @@ def apply_upgrade(plan: UpgradePlan, out: str | Path, *, force: bool = False, ve
         raise
     except OSError as exc:
         where = exc.filename or out
-        raise OutputError(f"{where}: cannot write the output ({exc.strerror or exc})",
-                          hint="check free space and permissions") from exc
+        raise OutputError(
+            f"{where}: cannot write the output ({exc.strerror or exc})", hint="check free space and permissions"
+        ) from exc
     return UpgradeResult(final, written, verify, t1 - t0, t2 - t1)
 
 
@@ -118,8 +126,9 @@ def _out_files(plan: UpgradePlan) -> list[OutFile]:
     return [OutFile(f.filename, [local(t) for t in f.tensors], f.metadata) for f in plan.files]
 
 
-def _verify(plan: UpgradePlan, tmp: Path, files: list[OutFile], written: dict[str, int],
-            progress: Progress | None) -> None:
+def _verify(
+    plan: UpgradePlan, tmp: Path, files: list[OutFile], written: dict[str, int], progress: Progress | None
+) -> None:
     """Every byte of every file, the index and the config against the plan; then re-describe the output."""
     if progress:
         progress.start("verify", sum(f.data_bytes for f in files))
@@ -139,22 +148,34 @@ def _verify(plan: UpgradePlan, tmp: Path, files: list[OutFile], written: dict[st
         problems += _recheck(plan, tmp)
     problems = [p.replace(f"{tmp}/", "") for p in problems]  # name output files, not the temp dir
     if problems:
-        raise VerificationError(f"{plan.source}: upgraded output failed verification: {problems[0]}"
-                                + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""),
-                                hint="nothing was written; report this as a bug")
+        raise VerificationError(
+            f"{plan.source}: upgraded output failed verification: {problems[0]}"
+            + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""),
+            hint="nothing was written; report this as a bug",
+        )
 
 
 def _recheck(plan: UpgradePlan, tmp: Path) -> list[str]:
     """Describe the written output like any input: it must now be EAGLE-3.1 as planned."""
     info = describe(open_checkpoint(tmp), read_vocab=False)
-    want = {"variant": "EAGLE-3.1", "num_aux": plan.num_aux, "fc_norm": True, "norm_output": plan.norm_output,
-            "norm_before_fc": False, "aux_layer_ids": list(plan.aux.ids)}
-    got = {"variant": info.variant, "num_aux": info.num_aux, "fc_norm": info.flags["fc_norm"].value,
-           "norm_output": info.flags["norm_output"].value, "norm_before_fc": info.flags["norm_before_fc"].value,
-           "aux_layer_ids": info.aux_layer_ids}
+    want = {
+        "variant": "EAGLE-3.1",
+        "num_aux": plan.num_aux,
+        "fc_norm": True,
+        "norm_output": plan.norm_output,
+        "norm_before_fc": False,
+        "aux_layer_ids": list(plan.aux.ids),
+    }
+    got = {
+        "variant": info.variant,
+        "num_aux": info.num_aux,
+        "fc_norm": info.flags["fc_norm"].value,
+        "norm_output": info.flags["norm_output"].value,
+        "norm_before_fc": info.flags["norm_before_fc"].value,
+        "aux_layer_ids": info.aux_layer_ids,
+    }
     problems = [f"{k} is {got[k]!r}, plan said {v!r}" for k, v in want.items() if got[k] != v]
     planned = {t.name for f in plan.files for t in f.tensors}
     if set(info.canonical) != planned:
         problems.append(f"tensor names differ from the plan: {sorted(set(info.canonical) ^ planned)[:3]}")
     return problems
-

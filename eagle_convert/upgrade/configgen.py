@@ -12,8 +12,8 @@ from typing import Any
 
 from eagle_convert.draft import schemas
 from eagle_convert.draft.checkpoint import CheckpointRef
-from eagle_convert.errors import ConfigError, UsageError
 from eagle_convert.draft.layout import config_get
+from eagle_convert.errors import ConfigError, UsageError
 from eagle_convert.io.source import LocalSource, read_json
 from eagle_convert.vllm_model.config import flatten_speculators, mtp_rewrite
 from eagle_convert.vllm_model.tables import (
@@ -25,8 +25,15 @@ from eagle_convert.vllm_model.tables import (
     WRITE_ARCHITECTURE,
 )
 
-__all__ = ["TargetInfo", "apply_rules", "choose_architectures", "choose_model_type", "read_target", "to_native",
-           "to_speculators"]
+__all__ = [
+    "TargetInfo",
+    "apply_rules",
+    "choose_architectures",
+    "choose_model_type",
+    "read_target",
+    "to_native",
+    "to_speculators",
+]
 
 _MISSING = object()
 
@@ -65,7 +72,8 @@ def read_target(ref: str) -> TargetInfo:
     if not isinstance(layers, int) or isinstance(layers, bool) or layers <= 0:
         raise ConfigError(f"{ref}/config.json: no positive num_hidden_layers", hint="pass --aux-layer-ids instead")
     return TargetInfo(
-        ref=ref, num_layers=layers,
+        ref=ref,
+        num_layers=layers,
         hidden_size=config.get("hidden_size", text.get("hidden_size")),
         vocab_size=config.get("vocab_size", text.get("vocab_size")),
         architectures=tuple(config.get("architectures") or ()),
@@ -112,8 +120,11 @@ def to_speculators(config: dict[str, Any], attention: str, verifier: str) -> dic
     data = schemas.load("upgrade-config.json")
     model_type = attention if attention in SPECULATORS_ARCHITECTURES["eagle3"] else None
     if model_type is None:
-        raise UsageError(f"--layout speculators has no {attention} draft: vLLM maps transformer_layer_config."
-                         f"model_type to llama or qwen3 only", hint="use --layout vllm")
+        raise UsageError(
+            f"--layout speculators has no {attention} draft: vLLM maps transformer_layer_config."
+            f"model_type to llama or qwen3 only",
+            hint="use --layout vllm",
+        )
     inner = {k: copy.deepcopy(v) for k, v in config.items() if k not in data["native_only_keys"]}
     inner = {"model_type": model_type, **inner}
     out = copy.deepcopy(data["speculators_skeleton"])

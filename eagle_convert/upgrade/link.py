@@ -29,8 +29,9 @@ from eagle_convert.upgrade.linkplan import CARD, INDEX, LinkPlan
 __all__ = ["apply_link"]
 
 
-def apply_link(lp: LinkPlan, out: str | Path, *, force: bool = False, verify: bool = True,
-               progress: Progress | None = None) -> UpgradeResult:
+def apply_link(
+    lp: LinkPlan, out: str | Path, *, force: bool = False, verify: bool = True, progress: Progress | None = None
+) -> UpgradeResult:
     """Write `lp` to `out` (atomically) and, unless `verify=False`, check it before publishing."""
     plan = lp.plan
     final = check_output(plan, Path(out), force=force)
@@ -45,8 +46,9 @@ def apply_link(lp: LinkPlan, out: str | Path, *, force: bool = False, verify: bo
             if progress:
                 progress.start("write", lp.linked_bytes + shard.data_bytes)
             for f in lp.linked:
-                links[f.filename] = link_or_copy(paths[f.filename], tmp / f.filename,
-                                                 progress=progress.advance if progress else None)
+                links[f.filename] = link_or_copy(
+                    paths[f.filename], tmp / f.filename, progress=progress.advance if progress else None
+                )
                 if progress and links[f.filename].method != "copy":
                     progress.advance(f.bytes)
                 written[f.filename] = (tmp / f.filename).stat().st_size
@@ -69,18 +71,35 @@ def apply_link(lp: LinkPlan, out: str | Path, *, force: bool = False, verify: bo
         raise
     except OSError as exc:
         where = exc.filename or out
-        raise OutputError(f"{where}: cannot write the output ({exc.strerror or exc})",
-                          hint="check free space and permissions") from exc
-    return UpgradeResult(final, written, verify, t1 - t0, t2 - t1, links={k: v.method for k, v in links.items()},
-                         link_notes={k: v.why for k, v in links.items() if v.why})
+        raise OutputError(
+            f"{where}: cannot write the output ({exc.strerror or exc})", hint="check free space and permissions"
+        ) from exc
+    return UpgradeResult(
+        final,
+        written,
+        verify,
+        t1 - t0,
+        t2 - t1,
+        links={k: v.method for k, v in links.items()},
+        link_notes={k: v.why for k, v in links.items() if v.why},
+    )
 
 
-def _verify(lp: LinkPlan, tmp: Path, shard: OutFile, paths: dict[str, Path], links: dict[str, LinkOutcome],
-            written: dict[str, int], progress: Progress | None) -> None:
+def _verify(
+    lp: LinkPlan,
+    tmp: Path,
+    shard: OutFile,
+    paths: dict[str, Path],
+    links: dict[str, LinkOutcome],
+    written: dict[str, int],
+    progress: Progress | None,
+) -> None:
     """Linked files by inode or extents (bytes only where neither proves it), the new shard byte for
     byte, index and config against the plan; then re-describe the output."""
     problems: list[str] = []
-    compare = {name: paths[name] for name, o in links.items() if not same_bytes_cheaply(paths[name], tmp / name, o.method)}
+    compare = {
+        name: paths[name] for name, o in links.items() if not same_bytes_cheaply(paths[name], tmp / name, o.method)
+    }
     if progress:
         progress.start("verify", sum(written[n] for n in compare) + shard.data_bytes)
     for name, src in compare.items():
@@ -99,6 +118,8 @@ def _verify(lp: LinkPlan, tmp: Path, shard: OutFile, paths: dict[str, Path], lin
         problems += _recheck(lp.plan, tmp)
     problems = [p.replace(f"{tmp}/", "") for p in problems]
     if problems:
-        raise VerificationError(f"{lp.plan.source}: linked output failed verification: {problems[0]}"
-                                + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""),
-                                hint="nothing was written; report this as a bug")
+        raise VerificationError(
+            f"{lp.plan.source}: linked output failed verification: {problems[0]}"
+            + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""),
+            hint="nothing was written; report this as a bug",
+        )

@@ -86,11 +86,18 @@ class LinkPlan:
     def to_dict(self) -> dict[str, Any]:
         return {
             "methods": ["reflink", "hardlink", "copy"],
-            "linked": [{"filename": f.filename, "source": f.source, "bytes": f.bytes, "tensors": f.tensors}
-                       for f in self.linked],
-            "new_shard": {"filename": self.shard.filename, "bytes": self.shard.total_bytes,
-                          "tensors": [t.name for t in self.shard.tensors]},
-            "output_files": self.output_files, "linked_bytes": self.linked_bytes, "new_bytes": self.new_bytes,
+            "linked": [
+                {"filename": f.filename, "source": f.source, "bytes": f.bytes, "tensors": f.tensors}
+                for f in self.linked
+            ],
+            "new_shard": {
+                "filename": self.shard.filename,
+                "bytes": self.shard.total_bytes,
+                "tensors": [t.name for t in self.shard.tensors],
+            },
+            "output_files": self.output_files,
+            "linked_bytes": self.linked_bytes,
+            "new_bytes": self.new_bytes,
             "config_after": self.config_after,
         }
 
@@ -108,12 +115,15 @@ def plan_link(plan: UpgradePlan) -> LinkPlan:
     counts = {src: 0 for src in ckpt.weight_files}
     for t in ckpt.tensors.values():
         counts[t.file] += 1
-    linked = [LinkedFile(name, src, ckpt.source.file_size(src), counts[src]) for name, src in zip(names, ckpt.weight_files)]
+    linked = [
+        LinkedFile(name, src, ckpt.source.file_size(src), counts[src]) for name, src in zip(names, ckpt.weight_files)
+    ]
     tensors = sorted(plan.additions, key=lambda t: -DTYPE_BYTES[t.dtype])
     meta = {"format": "pt"}
     shard = PlannedFile(shard_name, tensors, meta, len(file_header(OutFile(shard_name, tensors, meta))))
-    where = {name: out for out, src in zip(names, ckpt.weight_files) for name, t in ckpt.tensors.items()
-             if t.file == src}
+    where = {
+        name: out for out, src in zip(names, ckpt.weight_files) for name, t in ckpt.tensors.items() if t.file == src
+    }
     where |= {t.name: shard_name for t in tensors}
     total = sum(t.nbytes for t in ckpt.tensors.values()) + shard.data_bytes
     index = json.dumps({"metadata": {"total_size": total}, "weight_map": dict(sorted(where.items()))}, indent=2) + "\n"
@@ -131,21 +141,29 @@ def _check_linkable(plan: UpgradePlan) -> None:
         return UpgradeRefusedError(f"{ckpt.description}: cannot --link: {why}", hint=hint)
 
     if ckpt.storage == "bin":
-        raise refuse(f"{ckpt.weight_files[0]} is a PyTorch pickle; upgrade converts it to safetensors, "
-                     "so there is no file to link")
+        raise refuse(
+            f"{ckpt.weight_files[0]} is a PyTorch pickle; upgrade converts it to safetensors, "
+            "so there is no file to link"
+        )
     # What vLLM's load_weights makes of each on-disk name must be the parameter it belongs to.
     for name in sorted(ckpt.tensors):
         loads_as, wanted = vllm_name(name), canonical_name(name)
         if loads_as is not None and loads_as != wanted:
-            raise refuse(f"vLLM loads {name!r} as {'model.' + loads_as!r}, not as {wanted!r} (it adds 'model.' "
-                         "itself), and a linked file keeps its tensor names")
+            raise refuse(
+                f"vLLM loads {name!r} as {'model.' + loads_as!r}, not as {wanted!r} (it adds 'model.' "
+                "itself), and a linked file keeps its tensor names"
+            )
     if plan.renames:
         first, to = next(iter(plan.renames.items()))
         if all(a.replace("midlayer.", "layers.0.", 1) == b for a, b in plan.renames.items()):
-            raise refuse(f"--layout {plan.layout} renames {len(plan.renames)} tensors (e.g. {first!r} -> {to!r}), "
-                         "and a linked file keeps its tensor names",
-                         hint="use --layout keep --link: vLLM renames midlayer. to layers.0. itself")
-        raise refuse(f"--layout {plan.layout} renames {len(plan.renames)} tensors (e.g. {first!r} -> {to!r}), "
-                     "and a linked file keeps its tensor names")
+            raise refuse(
+                f"--layout {plan.layout} renames {len(plan.renames)} tensors (e.g. {first!r} -> {to!r}), "
+                "and a linked file keeps its tensor names",
+                hint="use --layout keep --link: vLLM renames midlayer. to layers.0. itself",
+            )
+        raise refuse(
+            f"--layout {plan.layout} renames {len(plan.renames)} tensors (e.g. {first!r} -> {to!r}), "
+            "and a linked file keeps its tensor names"
+        )
     if len(plan.files) != len(ckpt.weight_files):
         raise refuse(f"the plan writes {len(plan.files)} files for {len(ckpt.weight_files)} input files")

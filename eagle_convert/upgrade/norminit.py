@@ -51,7 +51,9 @@ def norm_bytes(init: NormInit | None, i: int, num_aux: int, ht: int, dtype: str)
     if init is None:
         return _ONE[dtype] * ht
     if len(init.values) != num_aux or any(len(v) not in (1, ht) for v in init.values):
-        raise UsageError(f"fc_norm init {init.method!r} gives {[len(v) for v in init.values]} values per aux state; "
-                         f"the draft needs {num_aux} of length 1 or {ht}")
+        raise UsageError(
+            f"fc_norm init {init.method!r} gives {[len(v) for v in init.values]} values per aux state; "
+            f"the draft needs {num_aux} of length 1 or {ht}"
+        )
     v = init.values[i]
     return encode_floats(list(v) * ht if len(v) == 1 else v, dtype)

@@ -16,8 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert import __version__
+from eagle_convert.diff import config_diff
 from eagle_convert.draft.card import CARD_FILE, model_card
 from eagle_convert.draft.checkpoint import SAFETENSORS_FNAME, SAFETENSORS_INDEX_FNAME, Checkpoint
+from eagle_convert.draft.describe import DraftInfo
+from eagle_convert.draft.layout import canonical_name, config_get
+from eagle_convert.errors import UpgradeRefusedError, UsageError
+from eagle_convert.io.outfile import ByteRange, OutFile, OutTensor, file_header
+from eagle_convert.io.safetensors_header import DTYPE_BYTES, TensorInfo
 from eagle_convert.upgrade.configgen import (
     TargetInfo,
     apply_rules,
@@ -26,15 +32,9 @@ from eagle_convert.upgrade.configgen import (
     to_native,
     to_speculators,
 )
-from eagle_convert.draft.describe import DraftInfo
+from eagle_convert.upgrade.norminit import NormInit, norm_bytes
 from eagle_convert.vllm_model.config import read_config
 from eagle_convert.vllm_model.tables import default_aux_ids
-from eagle_convert.diff import config_diff
-from eagle_convert.errors import UpgradeRefusedError, UsageError
-from eagle_convert.draft.layout import canonical_name, config_get
-from eagle_convert.io.safetensors_header import DTYPE_BYTES, TensorInfo
-from eagle_convert.io.outfile import ByteRange, OutFile, OutTensor, file_header
-from eagle_convert.upgrade.norminit import NormInit, norm_bytes
 
 __all__ = ["LAYOUTS", "AuxIds", "PlannedFile", "UpgradePlan", "plan_upgrade"]
 
@@ -123,19 +123,29 @@ class UpgradePlan:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "source": self.source, "source_layout": self.source_layout, "storage": self.storage,
-            "layout": self.layout, "config_format": self.config_format, "attention": self.attention,
-            "num_aux": self.num_aux, "target_hidden_size": self.target_hidden_size, "norm_dtype": self.norm_dtype,
+            "source": self.source,
+            "source_layout": self.source_layout,
+            "storage": self.storage,
+            "layout": self.layout,
+            "config_format": self.config_format,
+            "attention": self.attention,
+            "num_aux": self.num_aux,
+            "target_hidden_size": self.target_hidden_size,
+            "norm_dtype": self.norm_dtype,
             "norm_output": self.norm_output,
             "aux_layer_ids": {"ids": list(self.aux.ids), "origin": self.aux.origin, "detail": self.aux.detail},
             "renames": self.renames,
-            "additions": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape), **self._init(i)}
-                          for i, t in enumerate(self.additions)],
+            "additions": [
+                {"name": t.name, "dtype": t.dtype, "shape": list(t.shape), **self._init(i)}
+                for i, t in enumerate(self.additions)
+            ],
             "config_diff": config_diff(self.config_before, self.config_after).to_dict(),
             "config_after": self.config_after,
             "files": [{"filename": f.filename, "bytes": f.total_bytes, "tensors": len(f.tensors)} for f in self.files],
-            "output_files": self.output_files, "total_bytes": self.total_bytes,
-            "warnings": self.warnings, "not_carried": self.not_carried,
+            "output_files": self.output_files,
+            "total_bytes": self.total_bytes,
+            "warnings": self.warnings,
+            "not_carried": self.not_carried,
         }
 
     def _init(self, i: int) -> dict[str, Any]:
@@ -148,14 +158,24 @@ class UpgradePlan:
 def index_json(files: list[PlannedFile]) -> str:
     """The model.safetensors.index.json text `writer.write_index` produces for these files."""
     weight_map = {t.name: f.filename for f in files for t in f.tensors}
-    index = {"metadata": {"total_size": sum(f.data_bytes for f in files)},
-             "weight_map": dict(sorted(weight_map.items()))}
+    index = {
+        "metadata": {"total_size": sum(f.data_bytes for f in files)},
+        "weight_map": dict(sorted(weight_map.items())),
+    }
     return json.dumps(index, indent=2) + "\n"
 
 
-def plan_upgrade(ckpt: Checkpoint, info: DraftInfo, *, layout: str = "vllm", norm_output: bool = True,
-                 aux_layer_ids: list[int] | None = None, target: TargetInfo | None = None,
-                 norm_init: NormInit | None = None, out: str | Path | None = None) -> UpgradePlan:
+def plan_upgrade(
+    ckpt: Checkpoint,
+    info: DraftInfo,
+    *,
+    layout: str = "vllm",
+    norm_output: bool = True,
+    aux_layer_ids: list[int] | None = None,
+    target: TargetInfo | None = None,
+    norm_init: NormInit | None = None,
+    out: str | Path | None = None,
+) -> UpgradePlan:
     """The upgrade of `ckpt` to EAGLE-3.1 in output `layout`; raises on anything it must refuse.
 
     `norm_init`: the fc_norm values (default ones). `out`: the output folder, which the model
@@ -169,8 +189,10 @@ def plan_upgrade(ckpt: Checkpoint, info: DraftInfo, *, layout: str = "vllm", nor
     aux = _resolve_aux(ckpt, info, num_aux, aux_layer_ids, target, warnings)
 
     rename = (lambda n: n) if layout == "keep" else (lambda n: info.canonical[n])
-    additions = [OutTensor(_norm_name(i, fc_name, layout), fc.dtype, (ht,),
-                           norm_bytes(norm_init, i, num_aux, ht, fc.dtype)) for i in range(num_aux)]
+    additions = [
+        OutTensor(_norm_name(i, fc_name, layout), fc.dtype, (ht,), norm_bytes(norm_init, i, num_aux, ht, fc.dtype))
+        for i in range(num_aux)
+    ]
     taken = {rename(n) for n in ckpt.tensors}
     for t in additions:
         if t.name in taken:
@@ -179,28 +201,58 @@ def plan_upgrade(ckpt: Checkpoint, info: DraftInfo, *, layout: str = "vllm", nor
     renames = {n: rename(n) for n in ckpt.tensors if rename(n) != n}
 
     config_format, after = _plan_config(ckpt, info, layout, target)
-    after = apply_rules(after, config_format, layout,
-                        {"provenance": {}, **_values(after, info, norm_output, aux, num_aux, config_format)})
+    after = apply_rules(
+        after,
+        config_format,
+        layout,
+        {"provenance": {}, **_values(after, info, norm_output, aux, num_aux, config_format)},
+    )
     changed = config_diff(ckpt.config, {k: v for k, v in after.items() if k != PROVENANCE_KEY}).paths()
     after[PROVENANCE_KEY] = _provenance(ckpt, info, layout, aux, additions, renames, changed, norm_init)
     if after.get("model_type") != config_get(ckpt.config, "model_type") and config_format == "native":
-        warnings.append(f"model_type {ckpt.config.get('model_type')!r} makes vLLM rewrite the draft into an MTP model "
-                        f"(SpeculativeConfig.hf_config_override); written as {after.get('model_type')!r}")
+        warnings.append(
+            f"model_type {ckpt.config.get('model_type')!r} makes vLLM rewrite the draft into an MTP model "
+            f"(SpeculativeConfig.hf_config_override); written as {after.get('model_type')!r}"
+        )
     if target is not None:
         if target.hidden_size is not None and target.hidden_size != ht:
             warnings.append(f"target hidden_size {target.hidden_size} != draft target_hidden_size {ht}")
         if target.vocab_size is not None and info.vocab_size is not None and target.vocab_size != info.vocab_size:
             warnings.append(f"target vocab_size {target.vocab_size} != draft vocab_size {info.vocab_size}")
-    used = {*ckpt.weight_files, SAFETENSORS_INDEX_FNAME, f"{ckpt.prefix}/{SAFETENSORS_INDEX_FNAME}", "config.json",
-            f"{ckpt.prefix}/config.json"}
-    readme = model_card(after, model_ref=str(out) if out is not None else CARD_PLACEHOLDER,
-                        target=target.ref if target is not None else None)
+    used = {
+        *ckpt.weight_files,
+        SAFETENSORS_INDEX_FNAME,
+        f"{ckpt.prefix}/{SAFETENSORS_INDEX_FNAME}",
+        "config.json",
+        f"{ckpt.prefix}/config.json",
+    }
+    readme = model_card(
+        after,
+        model_ref=str(out) if out is not None else CARD_PLACEHOLDER,
+        target=target.ref if target is not None else None,
+    )
     return UpgradePlan(
-        checkpoint=ckpt, source=ckpt.description, source_layout=info.layout, storage=ckpt.storage, layout=layout,
-        config_format=config_format, attention=info.attention, num_aux=num_aux, target_hidden_size=ht,
-        norm_dtype=fc.dtype, norm_output=norm_output, aux=aux, files=files, renames=renames, additions=additions,
-        config_before=ckpt.config, config_after=after, warnings=warnings,
-        not_carried=[f for f in ckpt.source.list_files() if f not in used], norm_init=norm_init, readme=readme,
+        checkpoint=ckpt,
+        source=ckpt.description,
+        source_layout=info.layout,
+        storage=ckpt.storage,
+        layout=layout,
+        config_format=config_format,
+        attention=info.attention,
+        num_aux=num_aux,
+        target_hidden_size=ht,
+        norm_dtype=fc.dtype,
+        norm_output=norm_output,
+        aux=aux,
+        files=files,
+        renames=renames,
+        additions=additions,
+        config_before=ckpt.config,
+        config_after=after,
+        warnings=warnings,
+        not_carried=[f for f in ckpt.source.list_files() if f not in used],
+        norm_init=norm_init,
+        readme=readme,
     )
 
 
@@ -214,15 +266,24 @@ def _check_upgradable(ckpt: Checkpoint, info: DraftInfo) -> tuple[str, int, int]
     fc_name = inv.get("fc.weight")
     vcfg = read_config(ckpt.config)
     if not vcfg.flags["use_aux"]:
-        raise _refuse(ckpt, "eagle_config.use_aux_hidden_state is false: the draft fuses no aux hidden states, "
-                            "so there is nothing for fc_norm to normalise")
+        raise _refuse(
+            ckpt,
+            "eagle_config.use_aux_hidden_state is false: the draft fuses no aux hidden states, "
+            "so there is nothing for fc_norm to normalise",
+        )
     if fc_name is None:
-        raise _refuse(ckpt, "no fc.weight tensor, so there is nothing for fc_norm to normalise",
-                      hint="upgrade needs an EAGLE-3 draft")
+        raise _refuse(
+            ckpt,
+            "no fc.weight tensor, so there is nothing for fc_norm to normalise",
+            hint="upgrade needs an EAGLE-3 draft",
+        )
     fc, ht = ckpt.tensors[fc_name], info.target_hidden_size
     if len(fc.shape) != 2 or not ht or fc.shape[1] % ht or info.num_aux is None:
-        raise _refuse(ckpt, f"{fc_name} {list(fc.shape)} is not [H, A x target_hidden_size ({ht})]",
-                      hint="fix target_hidden_size in config.json")
+        raise _refuse(
+            ckpt,
+            f"{fc_name} {list(fc.shape)} is not [H, A x target_hidden_size ({ht})]",
+            hint="fix target_hidden_size in config.json",
+        )
     num_aux = fc.shape[1] // ht
     flags = info.flags
     fc_norms = sorted(k for k, c in info.canonical.items() if c.startswith("fc_norm."))
@@ -243,15 +304,22 @@ def _check_upgradable(ckpt: Checkpoint, info: DraftInfo) -> tuple[str, int, int]
         for key in ("num_aux_hidden_states", "num_aux_layers"):
             declared = vcfg.vcfg.get(key)
             if isinstance(declared, int) and declared != num_aux:
-                disagree = (f"{key} is {declared} but {fc_name} width {fc.shape[1]} / target_hidden_size {ht} "
-                            f"gives A={num_aux}")
+                disagree = (
+                    f"{key} is {declared} but {fc_name} width {fc.shape[1]} / target_hidden_size {ht} gives A={num_aux}"
+                )
     if disagree:
-        raise _refuse(ckpt, f"flags and tensors disagree: {disagree}",
-                      hint="fix config.json or the weights first; see eagle-convert inspect")
+        raise _refuse(
+            ckpt,
+            f"flags and tensors disagree: {disagree}",
+            hint="fix config.json or the weights first; see eagle-convert inspect",
+        )
     if flags["norm_before_fc"].value:
-        raise _refuse(ckpt, f"is a norm_before_fc draft (input_norm.weight; norm_before_fc set in "
-                            f"{where('norm_before_fc')}): adding fc_norm would normalise the aux states twice",
-                      hint="only plain EAGLE-3 drafts upgrade")
+        raise _refuse(
+            ckpt,
+            f"is a norm_before_fc draft (input_norm.weight; norm_before_fc set in "
+            f"{where('norm_before_fc')}): adding fc_norm would normalise the aux states twice",
+            hint="only plain EAGLE-3 drafts upgrade",
+        )
     if info.variant == "EAGLE-3.1":
         raise _refuse(ckpt, f"already EAGLE-3.1: {'; '.join(info.variant_reasons)}", hint="nothing to upgrade")
     if fc.dtype not in ONES:
@@ -259,8 +327,14 @@ def _check_upgradable(ckpt: Checkpoint, info: DraftInfo) -> tuple[str, int, int]
     return fc_name, num_aux, ht
 
 
-def _resolve_aux(ckpt: Checkpoint, info: DraftInfo, num_aux: int, option: list[int] | None,
-                 target: TargetInfo | None, warnings: list[str]) -> AuxIds:
+def _resolve_aux(
+    ckpt: Checkpoint,
+    info: DraftInfo,
+    num_aux: int,
+    option: list[int] | None,
+    target: TargetInfo | None,
+    warnings: list[str],
+) -> AuxIds:
     config_ids = info.aux_layer_ids
     if option is not None:
         ids, origin = list(option), "option"
@@ -273,31 +347,43 @@ def _resolve_aux(ckpt: Checkpoint, info: DraftInfo, num_aux: int, option: list[i
         others = {p: config_get(ckpt.config, p) for p in info.aux_layer_ids_where[1:]}
         for path, value in others.items():
             if [int(x) for x in value] != ids:
-                warnings.append(f"config {path} is {value} but vLLM reads {info.aux_layer_ids_where[0]} {ids}; "
-                                f"writing {ids} everywhere")
+                warnings.append(
+                    f"config {path} is {value} but vLLM reads {info.aux_layer_ids_where[0]} {ids}; "
+                    f"writing {ids} everywhere"
+                )
     elif target is not None:
         n = target.num_layers
         if num_aux != 3:
-            raise UsageError(f"{ckpt.description}: config.json has no aux layer ids and vLLM's default (2, N//2, N-3) "
-                             f"gives 3, but this draft has A={num_aux}",
-                             hint=f"pass --aux-layer-ids with {num_aux} ids")
+            raise UsageError(
+                f"{ckpt.description}: config.json has no aux layer ids and vLLM's default (2, N//2, N-3) "
+                f"gives 3, but this draft has A={num_aux}",
+                hint=f"pass --aux-layer-ids with {num_aux} ids",
+            )
         ids, origin = list(default_aux_ids(n)), "target-default"
         detail = f"vLLM's default (2, N//2, N-3) for --target {target.ref} (N={n})"
     else:
-        raise UsageError(f"{ckpt.description}: config.json has no aux layer ids",
-                         hint="pass --aux-layer-ids (e.g. 2,16,29) or --target TARGET to use vLLM's default "
-                              "(2, N//2, N-3)")
+        raise UsageError(
+            f"{ckpt.description}: config.json has no aux layer ids",
+            hint="pass --aux-layer-ids (e.g. 2,16,29) or --target TARGET to use vLLM's default (2, N//2, N-3)",
+        )
     err = UpgradeRefusedError if origin == "config" else UsageError
     where = detail if origin != "option" else "--aux-layer-ids"
     if len(set(ids)) != len(ids) or any(i < 0 for i in ids):
-        raise err(f"{ckpt.description}: aux layer ids {ids} ({where}) collide or are negative; vLLM captures each "
-                  "target layer once", hint="pass distinct non-negative --aux-layer-ids")
+        raise err(
+            f"{ckpt.description}: aux layer ids {ids} ({where}) collide or are negative; vLLM captures each "
+            "target layer once",
+            hint="pass distinct non-negative --aux-layer-ids",
+        )
     if len(ids) != num_aux:
         if origin == "config":
-            raise _refuse(ckpt, f"flags and tensors disagree: {where} lists {len(ids)} aux layer ids but fc.weight "
-                                f"takes A={num_aux}", hint="pass --aux-layer-ids with the ids the draft was trained on")
-        raise UsageError(f"--aux-layer-ids gives {len(ids)} ids but the draft has A={num_aux}",
-                         hint=f"pass {num_aux} ids")
+            raise _refuse(
+                ckpt,
+                f"flags and tensors disagree: {where} lists {len(ids)} aux layer ids but fc.weight takes A={num_aux}",
+                hint="pass --aux-layer-ids with the ids the draft was trained on",
+            )
+        raise UsageError(
+            f"--aux-layer-ids gives {len(ids)} ids but the draft has A={num_aux}", hint=f"pass {num_aux} ids"
+        )
     if target is not None and max(ids) > target.num_layers:
         msg = f"aux layer id {max(ids)} ({where}) is beyond the target's {target.num_layers} layers"
         if origin == "option":
@@ -346,8 +432,9 @@ def _plan_files(ckpt: Checkpoint, rename: Any, fc_name: str, additions: list[Out
     return out
 
 
-def _plan_config(ckpt: Checkpoint, info: DraftInfo, layout: str,
-                 target: TargetInfo | None) -> tuple[str, dict[str, Any]]:
+def _plan_config(
+    ckpt: Checkpoint, info: DraftInfo, layout: str, target: TargetInfo | None
+) -> tuple[str, dict[str, Any]]:
     """(output config format, the config the rules are applied to)."""
     speculators_in = info.layout == "speculators"
     if layout == "keep":
@@ -357,36 +444,62 @@ def _plan_config(ckpt: Checkpoint, info: DraftInfo, layout: str,
     if speculators_in:
         return "speculators", ckpt.config
     if target is None:
-        raise UsageError(f"--layout speculators needs --target for {ckpt.description}",
-                         hint="it is written as speculators_config.verifier.name_or_path")
+        raise UsageError(
+            f"--layout speculators needs --target for {ckpt.description}",
+            hint="it is written as speculators_config.verifier.name_or_path",
+        )
     return "speculators", to_speculators(ckpt.config, info.attention, target.ref)
 
 
-def _values(config: dict[str, Any], info: DraftInfo, norm_output: bool, aux: AuxIds, num_aux: int,
-            fmt: str) -> dict[str, Any]:
+def _values(
+    config: dict[str, Any], info: DraftInfo, norm_output: bool, aux: AuxIds, num_aux: int, fmt: str
+) -> dict[str, Any]:
     return {
         "architectures": choose_architectures(list(config.get("architectures") or []), info.attention)
-        if fmt == "native" else config.get("architectures"),
+        if fmt == "native"
+        else config.get("architectures"),
         "model_type": choose_model_type(config, info.attention) if fmt == "native" else config.get("model_type"),
-        "fc_norm": True, "norm_output": norm_output, "norm_before_fc": False,
+        "fc_norm": True,
+        "norm_output": norm_output,
+        "norm_before_fc": False,
         # The value the draft was trained with = what vLLM applies to the input today (defaults differ per path).
         "norm_before_residual": info.flags["norm_before_residual"].value,
-        "aux_layer_ids": list(aux.ids), "num_aux": num_aux,
+        "aux_layer_ids": list(aux.ids),
+        "num_aux": num_aux,
     }
 
 
-def _provenance(ckpt: Checkpoint, info: DraftInfo, layout: str, aux: AuxIds, additions: list[OutTensor],
-                renames: dict[str, str], config_changes: list[str], norm_init: NormInit | None) -> dict[str, Any]:
+def _provenance(
+    ckpt: Checkpoint,
+    info: DraftInfo,
+    layout: str,
+    aux: AuxIds,
+    additions: list[OutTensor],
+    renames: dict[str, str],
+    config_changes: list[str],
+    norm_init: NormInit | None,
+) -> dict[str, Any]:
     commit = getattr(ckpt.source, "commit", None)
-    prov: dict[str, Any] = {"tool": "eagle-convert", "version": __version__,
-                            "operation": "upgrade EAGLE-3 -> EAGLE-3.1", "source": ckpt.description}
+    prov: dict[str, Any] = {
+        "tool": "eagle-convert",
+        "version": __version__,
+        "operation": "upgrade EAGLE-3 -> EAGLE-3.1",
+        "source": ckpt.description,
+    }
     if commit:
         prov["source_revision"] = commit
-    prov.update({
-        "source_layout": info.layout, "source_storage": ckpt.storage, "output_layout": layout,
-        "added_tensors": [t.name for t in additions], "added_init": norm_init.method if norm_init else "ones",
-        "renamed_tensors": len(renames), "aux_layer_ids_from": aux.detail, "config_changes": config_changes,
-    })
+    prov.update(
+        {
+            "source_layout": info.layout,
+            "source_storage": ckpt.storage,
+            "output_layout": layout,
+            "added_tensors": [t.name for t in additions],
+            "added_init": norm_init.method if norm_init else "ones",
+            "renamed_tensors": len(renames),
+            "aux_layer_ids_from": aux.detail,
+            "config_changes": config_changes,
+        }
+    )
     if norm_init is not None:
         prov["fc_norm_init"] = norm_init.record
     return prov

@@ -39,8 +39,12 @@ FLOAT_DTYPES = {"F16", "BF16", "F32", "F64"}
 NORM_MEAN_ABS = (1e-2, 50.0)  # plausible mean |w| of a trained RMSNorm weight
 EXTREME = 1e4  # |w| beyond this overflows fp16 activations
 # dtype -> (signed view, unsigned view, magnitude bits at and above which a value is Inf/NaN)
-_BITS = {"BF16": ("<i2", "<u2", 0x7F80), "F16": ("<i2", "<u2", 0x7C00),
-         "F32": ("<i4", "<u4", 0x7F800000), "F64": ("<i8", "<u8", 0x7FF0000000000000)}
+_BITS = {
+    "BF16": ("<i2", "<u2", 0x7F80),
+    "F16": ("<i2", "<u2", 0x7C00),
+    "F32": ("<i4", "<u4", 0x7F800000),
+    "F64": ("<i8", "<u8", 0x7FF0000000000000),
+}
 
 Progress = Callable[[int, int, str], None]  # (bytes done, bytes total, current tensor)
 
@@ -120,8 +124,10 @@ class _Reader:
             raise CheckpointReadError(f"{path}: cannot read ({exc.strerror})") from exc
         end = info.offset + info.nbytes
         if end > size:  # checked first: touching a mapped page beyond the end of a file raises SIGBUS
-            raise CheckpointReadError(f"{path}: truncated (wanted bytes {info.offset}..{end}, file has {size})",
-                                      hint="re-download or re-export the file")
+            raise CheckpointReadError(
+                f"{path}: truncated (wanted bytes {info.offset}..{end}, file has {size})",
+                hint="re-download or re-export the file",
+            )
         pos = info.offset
         while pos < end:
             n = min(self.window, end - pos)
@@ -135,7 +141,7 @@ class _Reader:
             view = memoryview(m)
             try:
                 for a in range(pos - base, pos - base + n, self.step):
-                    piece = view[a:min(a + self.step, pos - base + n)]
+                    piece = view[a : min(a + self.step, pos - base + n)]
                     yield piece
                     piece.release()
             finally:
@@ -147,8 +153,14 @@ class _Reader:
             pos += n
 
 
-def scan_tensor(ckpt: Checkpoint, info: TensorInfo, *, chunk_bytes: int = CHUNK_BYTES,
-                on_bytes: Callable[[int], None] | None = None, reader: _Reader | None = None) -> TensorStats:
+def scan_tensor(
+    ckpt: Checkpoint,
+    info: TensorInfo,
+    *,
+    chunk_bytes: int = CHUNK_BYTES,
+    on_bytes: Callable[[int], None] | None = None,
+    reader: _Reader | None = None,
+) -> TensorStats:
     own = reader is None
     reader = reader or _Reader(ckpt, chunk_bytes)
     try:
@@ -228,6 +240,7 @@ def scan(ckpt: Checkpoint, *, chunk_bytes: int = CHUNK_BYTES, progress: Progress
     reader = _Reader(ckpt, chunk_bytes)
     try:
         for info in sorted(ckpt.tensors.values(), key=lambda t: (t.file, t.offset)):
+
             def tick(n: int, name: str = info.name) -> None:
                 nonlocal done
                 done += n
@@ -268,8 +281,14 @@ def findings_from(summary: DeepSummary, kinds: dict[str, str]) -> list[Finding]:
             elif not NORM_MEAN_ABS[0] <= s.mean_abs <= NORM_MEAN_ABS[1] or s.negatives * 2 > s.numel:
                 neg = f", {100 * s.negatives / s.numel:.0f}% negative" if s.negatives else ""
                 plausible = f"{NORM_MEAN_ABS[0]:g}..{NORM_MEAN_ABS[1]:g}"
-                out.append(finding("W803", f"{s.name}: mean |w| {s.mean_abs:.3g}, max |w| {s.max_abs:.3g}{neg}; "
-                                           f"trained RMSNorm weights sit roughly in {plausible}", tensor=s.name))
+                out.append(
+                    finding(
+                        "W803",
+                        f"{s.name}: mean |w| {s.mean_abs:.3g}, max |w| {s.max_abs:.3g}{neg}; "
+                        f"trained RMSNorm weights sit roughly in {plausible}",
+                        tensor=s.name,
+                    )
+                )
         elif s.max_abs > EXTREME:
             out.append(finding("W805", f"{s.name}: max |w| is {s.max_abs:.3g}", tensor=s.name))
     return out

@@ -63,8 +63,9 @@ class Finding:
         return asdict(self)
 
 
-def finding(code: str, message: str, *, tensor: str | None = None, field: str | None = None,
-            fix: str | None = None) -> Finding:
+def finding(
+    code: str, message: str, *, tensor: str | None = None, field: str | None = None, fix: str | None = None
+) -> Finding:
     """A Finding for `code`; level and slug come from the table, `fix` defaults to the table's."""
     info = code_table()[code]
     return Finding(code, info.slug, info.level, message, fix or info.fix, tensor, field)
@@ -118,7 +119,8 @@ class Report:
             if bad:
                 failures += 1
                 ET.SubElement(case, "failure", message=f"{len(bad)} finding(s)", type="findings").text = "\n".join(
-                    f"{f.code} {f.slug}: {f.message}" for f in bad)
+                    f"{f.code} {f.slug}: {f.message}" for f in bad
+                )
             cases.append(case)
         for f in self.sorted_findings():
             name = f"{f.code} {f.slug}" + (f": {f.where}" if f.where else "")
@@ -130,8 +132,9 @@ class Report:
                 ET.SubElement(case, "system-out").text = f"[{f.level}] {f.message}\nfix: {f.fix}"
             cases.append(case)
         root = ET.Element("testsuites", name=suite, tests=str(len(cases)), failures=str(failures))
-        ts = ET.SubElement(root, "testsuite", name=suite, tests=str(len(cases)), failures=str(failures),
-                           errors="0", skipped="0")
+        ts = ET.SubElement(
+            root, "testsuite", name=suite, tests=str(len(cases)), failures=str(failures), errors="0", skipped="0"
+        )
         ET.SubElement(ET.SubElement(ts, "properties"), "property", name="source", value=self.source)
         ts.extend(cases)
         ET.indent(root)

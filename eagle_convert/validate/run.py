@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.draft.checkpoint import CheckpointRef, open_checkpoint
-from eagle_convert.validate.deep import DeepSummary, Progress
 from eagle_convert.draft.describe import DraftInfo, describe
 from eagle_convert.errors import ConfigError, NotADraftError, UnknownLayoutError, UsageError
 from eagle_convert.extras import require
+from eagle_convert.validate.deep import DeepSummary, Progress
 from eagle_convert.validate.findings import Report, finding
 from eagle_convert.vllm_model.versions import VllmVersionStatus, installed_status
 
@@ -76,10 +76,17 @@ def _check_args(engine: str | None, target: Any) -> None:
         require("vllm", "validate --engine vllm")  # before the static checks, not after them
 
 
-def validate_checkpoint(ref: str | Path | CheckpointRef, *, target: str | Path | None = None,
-                        deep: bool = False, engine: str | None = None, serving_context: int | None = None,
-                        progress: Progress | None = None, engine_timeout_s: float = 600,
-                        chunk_bytes: int | None = None) -> ValidationReport:
+def validate_checkpoint(
+    ref: str | Path | CheckpointRef,
+    *,
+    target: str | Path | None = None,
+    deep: bool = False,
+    engine: str | None = None,
+    serving_context: int | None = None,
+    progress: Progress | None = None,
+    engine_timeout_s: float = 600,
+    chunk_bytes: int | None = None,
+) -> ValidationReport:
     """Validate one draft; see the module docstring. Raises EagleConvertError for unreadable inputs."""
     _check_args(engine, target)
     t0 = time.perf_counter()
@@ -111,8 +118,15 @@ def validate_checkpoint(ref: str | Path | CheckpointRef, *, target: str | Path |
 
     tgt = load_target(target) if target is not None else None
     report.target = tgt.description if tgt else None
-    ctx = build_context(ckpt, info, target=tgt.config if tgt else None, target_source=report.target,
-                        serving_context=serving_context, target_model=tgt, deep=deep)
+    ctx = build_context(
+        ckpt,
+        info,
+        target=tgt.config if tgt else None,
+        target_source=report.target,
+        serving_context=serving_context,
+        target_model=tgt,
+        deep=deep,
+    )
     report.vllm_class = ctx.impl
     t1 = time.perf_counter()
     static, families = run_static(ctx)
@@ -150,14 +164,16 @@ def _version_findings(report: ValidationReport) -> list:
 
 
 def _engine(report: ValidationReport, ctx: Any, ckpt: Any, target: str | Path | None, timeout_s: float) -> list:
-    from eagle_convert.vllm.check import check_with_vllm
-    from eagle_convert.validate.rules.engine import feature_findings, from_engine
     from eagle_convert.io.source import LocalSource
+    from eagle_convert.validate.rules.engine import feature_findings, from_engine
+    from eagle_convert.vllm.check import check_with_vllm
 
     target_ref = CheckpointRef.parse(str(target))
     if not isinstance(ckpt.source, LocalSource) or target_ref.is_hub:
-        raise UsageError("--engine vllm needs a local draft folder and a local target folder",
-                         hint="download both first (huggingface-cli download ...)")
+        raise UsageError(
+            "--engine vllm needs a local draft folder and a local target folder",
+            hint="download both first (huggingface-cli download ...)",
+        )
     target_dir = target_ref.local if target_ref.local and target_ref.local.is_dir() else target_ref.local.parent
     t0 = time.perf_counter()
     result = check_with_vllm(Path(ckpt.source.root), target_dir, timeout_s=timeout_s)

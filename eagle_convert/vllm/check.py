@@ -75,9 +75,7 @@ class EngineReport:
 def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """Environment for the worker: the caller's, plus what vLLM needs to run quietly here."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (_PKG_PARENT, env.get("PYTHONPATH", "")) if p
-    )
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_PKG_PARENT, env.get("PYTHONPATH", "")) if p)
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     env.setdefault("VLLM_NO_USAGE_STATS", "1")
@@ -104,8 +102,12 @@ def run_worker(
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [python or sys.executable, "-m", "eagle_convert.vllm.worker", mode],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env=worker_env(env), start_new_session=True, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=worker_env(env),
+        start_new_session=True,
+        text=True,
     )
     try:
         stdout, stderr = proc.communicate(json.dumps(request), timeout=timeout_s)
@@ -128,8 +130,7 @@ def run_worker(
             except ValueError:
                 continue
     raise EngineError(
-        f"vLLM worker ({mode}) exited with code {proc.returncode} without an answer: "
-        f"{_last_line(stderr)}"
+        f"vLLM worker ({mode}) exited with code {proc.returncode} without an answer: {_last_line(stderr)}"
     )
 
 
@@ -191,8 +192,14 @@ def check_with_vllm(
     when vLLM is missing, EngineError when the worker times out or dies without answering.
     """
     return check_many_with_vllm(
-        [draft], target, timeout_s=timeout_s, num_speculative_tokens=num_speculative_tokens,
-        dtype=dtype, max_model_len=max_model_len, python=python, env=env,
+        [draft],
+        target,
+        timeout_s=timeout_s,
+        num_speculative_tokens=num_speculative_tokens,
+        dtype=dtype,
+        max_model_len=max_model_len,
+        python=python,
+        env=env,
     )[0]
 
 

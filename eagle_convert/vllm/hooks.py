@@ -51,7 +51,7 @@ def _checkpoint_key(vllm_name: str) -> str:
     if vllm_name == "draft_id_to_target_id":
         return "d2t"
     if vllm_name.startswith("model."):
-        return vllm_name[len("model."):]
+        return vllm_name[len("model.") :]
     return vllm_name
 
 
@@ -88,7 +88,7 @@ def scan_unwritten(model) -> tuple[list[str], list[tuple[str, list[str]]], list[
             if shards and len(sizes) == len(shards) and p.dim() >= 1 and p.shape[0] == sum(sizes):
                 missing, start = [], 0
                 for shard, size in zip(shards, sizes):
-                    if bool(mask[start:start + size].any()):
+                    if bool(mask[start : start + size].any()):
                         missing.append(shard)
                     start += size
                 keys = [_checkpoint_key(f"{parent}.{s}.{pname}") for s in missing]

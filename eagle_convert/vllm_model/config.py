@@ -15,25 +15,24 @@ from eagle_convert.vllm_model.tables import (
     ARCHITECTURES,
     AUX_IDS_V1,
     AUX_IDS_V2,
+    DEFAULT_ROPE_THETA,
     DRAFT_CLASSES,
     EAGLE3_PREFIX,
     FLAG_NAMES,
+    METHOD_ARCH_PREFIX,
+    METHOD_DEFAULT,
+    METHOD_FROM_PATH,
     MTP_ARCHITECTURES,
     MTP_MODEL_TYPE_SUBSTRINGS,
     MTP_MODEL_TYPES,
     MTP_MODEL_TYPES_WITH_NEXTN,
-    METHOD_ARCH_PREFIX,
-    METHOD_DEFAULT,
-    METHOD_FROM_PATH,
     PLAIN_FLAG_DEFAULTS,
     QWEN3_MAX_WINDOW_LAYERS,
+    REWRITTEN_ARCHITECTURES,
     ROPE_TYPES_WITH_ORIGINAL_MAX,
     SLIDING_WINDOW_FIELDS,
-    REWRITTEN_ARCHITECTURES,
     SPECULATORS_ARCHITECTURES,
-    SPECULATORS_COPIED_FIELDS,
     SPECULATORS_FLAG_DEFAULTS,
-    DEFAULT_ROPE_THETA,
     DraftClass,
     default_aux_ids,
 )
@@ -200,10 +199,20 @@ def read_config(config: dict[str, Any]) -> VllmDraftConfig:
     v1, v1_where = _aux_ids(vcfg, AUX_IDS_V1)
     v2, v2_where = _aux_ids(vcfg, AUX_IDS_V2)
     return VllmDraftConfig(
-        config=config, vcfg=vcfg, speculators=speculators, speculators_kind=kind if isinstance(kind, str) else None,
-        architecture=architecture, draft_class=cls, mtp_rewrite=None if speculators else mtp_rewrite(config),
-        flags=flags, aux_ids_v1=v1, aux_ids_v1_where=v1_where, aux_ids_v2=v2, aux_ids_v2_where=v2_where,
-        aux_count=count, aux_count_source=count_src,
+        config=config,
+        vcfg=vcfg,
+        speculators=speculators,
+        speculators_kind=kind if isinstance(kind, str) else None,
+        architecture=architecture,
+        draft_class=cls,
+        mtp_rewrite=None if speculators else mtp_rewrite(config),
+        flags=flags,
+        aux_ids_v1=v1,
+        aux_ids_v1_where=v1_where,
+        aux_ids_v2=v2,
+        aux_ids_v2_where=v2_where,
+        aux_count=count,
+        aux_count_source=count_src,
     )
 
 
@@ -253,8 +262,12 @@ def sliding_windows(view: VllmDraftConfig) -> list[int | None]:
         window = window if vcfg.get("use_sliding_window") else None
         if not isinstance(types, list):
             first = vcfg.get("max_window_layers", QWEN3_MAX_WINDOW_LAYERS)
-            types = ["sliding_attention" if window is not None and isinstance(first, int) and k >= first
-                     else "full_attention" for k in range(layers)]
+            types = [
+                "sliding_attention"
+                if window is not None and isinstance(first, int) and k >= first
+                else "full_attention"
+                for k in range(layers)
+            ]
     if not isinstance(types, list):
         return [None] * layers
     return [window if k < len(types) and types[k] == "sliding_attention" else None for k in range(layers)]

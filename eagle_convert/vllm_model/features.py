@@ -116,9 +116,7 @@ class _Source:
         for part in qualname.split("."):
             found = None
             for child in ast.iter_child_nodes(node):
-                if isinstance(child, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and (
-                    child.name == part
-                ):
+                if isinstance(child, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and (child.name == part):
                     found = child
             if found is None:
                 return None
@@ -165,12 +163,12 @@ class _Source:
         if self.tree is None:
             return None
         for node in self.tree.body:
-            targets = node.targets if isinstance(node, ast.Assign) else (
-                [node.target] if isinstance(node, ast.AnnAssign) else []
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else ([node.target] if isinstance(node, ast.AnnAssign) else [])
             )
-            if any(isinstance(t, ast.Name) and t.id == name for t in targets) and isinstance(
-                node.value, ast.Dict
-            ):
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets) and isinstance(node.value, ast.Dict):
                 out = {}
                 for k, v in zip(node.value.keys, node.value.values):
                     try:
@@ -193,8 +191,12 @@ def _get_call_line(node: ast.AST | None, key: str) -> int | None:
         return None
     for c in ast.walk(node):
         if (
-            isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "get"
-            and c.args and isinstance(c.args[0], ast.Constant) and c.args[0].value == key
+            isinstance(c, ast.Call)
+            and isinstance(c.func, ast.Attribute)
+            and c.func.attr == "get"
+            and c.args
+            and isinstance(c.args[0], ast.Constant)
+            and c.args[0].value == key
         ):
             return c.lineno
     return None
@@ -214,15 +216,19 @@ def _detect(pkg: str) -> VllmFeatures:
         return line is not None
 
     fc_norm = check("fc_norm", llama, "LlamaModel.__init__", "fc_norm", "reads config 'fc_norm'")
-    norm_output = check(
-        "norm_output", llama, "LlamaModel.__init__", "norm_output", "reads config 'norm_output'"
-    )
+    norm_output = check("norm_output", llama, "LlamaModel.__init__", "norm_output", "reads config 'norm_output'")
     num_aux = check(
-        "num_aux_hidden_states", llama, "LlamaModel.__init__", "num_aux_hidden_states",
+        "num_aux_hidden_states",
+        llama,
+        "LlamaModel.__init__",
+        "num_aux_hidden_states",
         "reads config 'num_aux_hidden_states'",
     )
     norm_before_fc = check(
-        "norm_before_fc", llama, "LlamaModel.__init__", "norm_before_fc",
+        "norm_before_fc",
+        llama,
+        "LlamaModel.__init__",
+        "norm_before_fc",
         "reads config 'norm_before_fc'",
     )
     l_fc = algos.string_line("update_eagle3", "fc_norm")
@@ -243,17 +249,16 @@ def _detect(pkg: str) -> VllmFeatures:
         f"{_V2_EAGLE3}: get_eagle3_aux_layers_from_config "
         + ("reads" if v2_reads else "does not read")
         + " eagle_config.get('eagle_aux_hidden_state_layer_ids')"
-        if fn is not None else f"{_V2_EAGLE3}: missing (no V2 runner)"
+        if fn is not None
+        else f"{_V2_EAGLE3}: missing (no V2 runner)"
     )
 
     spec_models = registry.dict_literal("_SPECULATIVE_DECODING_MODELS") or {}
     archs = sorted(
-        k for k, v in spec_models.items()
-        if isinstance(v, tuple) and len(v) == 2 and v[1] in EAGLE3_IMPL_CLASSES
+        k for k, v in spec_models.items() if isinstance(v, tuple) and len(v) == 2 and v[1] in EAGLE3_IMPL_CLASSES
     )
     ev["registered_eagle3_archs"] = (
-        f"{_REGISTRY}: _SPECULATIVE_DECODING_MODELS, {len(archs)} keys mapping to "
-        + "/".join(EAGLE3_IMPL_CLASSES)
+        f"{_REGISTRY}: _SPECULATIVE_DECODING_MODELS, {len(archs)} keys mapping to " + "/".join(EAGLE3_IMPL_CLASSES)
     )
 
     def registered(cls: str, src: _Source, key: str) -> bool:
@@ -262,29 +267,36 @@ def _detect(pkg: str) -> VllmFeatures:
         ev[key] = (
             f"{_REGISTRY}: {', '.join(keys)} -> {cls}; {src.rel} "
             + ("defines it" if src.find(cls) is not None else "missing")
-            if keys else f"{_REGISTRY}: no entry for {cls}"
+            if keys
+            else f"{_REGISTRY}: no entry for {cls}"
         )
         return ok
 
     qwen = registered("Eagle3Qwen3ForCausalLM", qwen3, "qwen3_eagle3")
     mla_ok = registered("Eagle3DeepseekV2ForCausalLM", mla, "mla_eagle3")
     mla_applied = check(
-        "mla_fc_norm_applied", mla, "Eagle3DeepseekV2ForCausalLM.combine_hidden_states", "fc_norm",
-        "uses model.fc_norm", attr=True,
+        "mla_fc_norm_applied",
+        mla,
+        "Eagle3DeepseekV2ForCausalLM.combine_hidden_states",
+        "fc_norm",
+        "uses model.fc_norm",
+        attr=True,
     )
     lenient = llama.returns_value("Eagle3LlamaForCausalLM.load_weights") is False
-    ev["loader_is_lenient"] = (
-        f"{_LLAMA}: Eagle3LlamaForCausalLM.load_weights "
-        + ("returns None: the default loader skips its strict missing-weight check"
-           if lenient else "returns the loaded names (strict check active)")
+    ev["loader_is_lenient"] = f"{_LLAMA}: Eagle3LlamaForCausalLM.load_weights " + (
+        "returns None: the default loader skips its strict missing-weight check"
+        if lenient
+        else "returns the loaded names (strict check active)"
     )
     eargs = _Source(p, _ENGINE_ARGS)
     line = None
     node = eargs.find("EngineArgs")
     if node is not None:
         for stmt in node.body:
-            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and (
-                stmt.target.id == "per_request_spec_decode_metrics"
+            if (
+                isinstance(stmt, ast.AnnAssign)
+                and isinstance(stmt.target, ast.Name)
+                and (stmt.target.id == "per_request_spec_decode_metrics")
             ):
                 line = stmt.lineno
     per_req = line is not None

@@ -29,14 +29,37 @@ class DraftClass:
 # model_executor/models/llama_eagle3.py LlamaModel.__init__, qwen3_eagle3.py Qwen3Model.__init__,
 # deepseek_eagle3.py DeepseekV2Model.__init__ (the MLA class always builds fc, never input_norm).
 DRAFT_CLASSES: dict[str, DraftClass] = {
-    c.name: c for c in (
-        DraftClass("Eagle3LlamaForCausalLM", "llama_eagle3", "llama",
-                   ("num_aux_hidden_states", "eagle_config.eagle_aux_hidden_state_layer_ids"), True, True),
-        DraftClass("Eagle3Qwen3ForCausalLM", "qwen3_eagle3", "qwen3",
-                   ("num_aux_layers", "num_aux_hidden_states", "eagle_aux_hidden_state_layer_ids",
-                    "eagle_config.eagle_aux_hidden_state_layer_ids"), True, True),
-        DraftClass("Eagle3DeepseekV2ForCausalLM", "deepseek_eagle3", "mla",
-                   ("num_aux_hidden_states", "eagle_config.eagle_aux_hidden_state_layer_ids"), False, False),
+    c.name: c
+    for c in (
+        DraftClass(
+            "Eagle3LlamaForCausalLM",
+            "llama_eagle3",
+            "llama",
+            ("num_aux_hidden_states", "eagle_config.eagle_aux_hidden_state_layer_ids"),
+            True,
+            True,
+        ),
+        DraftClass(
+            "Eagle3Qwen3ForCausalLM",
+            "qwen3_eagle3",
+            "qwen3",
+            (
+                "num_aux_layers",
+                "num_aux_hidden_states",
+                "eagle_aux_hidden_state_layer_ids",
+                "eagle_config.eagle_aux_hidden_state_layer_ids",
+            ),
+            True,
+            True,
+        ),
+        DraftClass(
+            "Eagle3DeepseekV2ForCausalLM",
+            "deepseek_eagle3",
+            "mla",
+            ("num_aux_hidden_states", "eagle_config.eagle_aux_hidden_state_layer_ids"),
+            False,
+            False,
+        ),
     )
 }
 
@@ -85,7 +108,10 @@ PLAIN_FLAG_DEFAULTS: dict[str, bool] = dict.fromkeys(FLAG_NAMES, False)
 AUX_IDS_V1 = ("eagle_aux_hidden_state_layer_ids", "eagle_config.eagle_aux_hidden_state_layer_ids")
 AUX_IDS_V2 = ("eagle_aux_hidden_state_layer_ids", "eagle_config.layer_ids")
 # Every place a producer writes aux ids (the two above plus speculators' inner copy).
-AUX_ID_LOCATIONS = (*dict.fromkeys((*AUX_IDS_V1, *AUX_IDS_V2)), "transformer_layer_config.eagle_aux_hidden_state_layer_ids")
+AUX_ID_LOCATIONS = (
+    *dict.fromkeys((*AUX_IDS_V1, *AUX_IDS_V2)),
+    "transformer_layer_config.eagle_aux_hidden_state_layer_ids",
+)
 
 
 def default_aux_ids(num_target_layers: int) -> tuple[int, int, int]:
@@ -101,24 +127,72 @@ def default_aux_ids(num_target_layers: int) -> tuple[int, int, int]:
 # (installed by `compose_draft_hf_overrides`) before the EAGLE-3 class is chosen: these model types
 # and architectures are rewritten into MTP (or other) drafts, so an EAGLE-3 draft carrying one of
 # them is no longer built as EAGLE-3.
-MTP_MODEL_TYPES = frozenset({
-    "dots3_note", "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "deepseek_mtp", "deepseek_v4", "deepseek_v41",
-    "pangu_ultra_moe", "pangu_ultra_moe_mtp", "kimi_k3", "ernie4_5_moe", "ernie_mtp", "nemotron_h_mtp",
-    "qwen3_next", "qwen3_next_mtp", "qwen4_exp", "qwen4_exp_text", "qwen4_exp_mtp", "bailing_hybrid",
-    "bailing_hybrid_mtp", "bailing_hybrid_v3_mtp", "exaone_moe", "exaone_moe_mtp", "qwen3_5", "qwen3_5_moe",
-    "qwen3_5_text", "qwen3_5_moe_text", "intern_s2_preview", "interns2_mobius", "longcat_flash", "step3p5",
-    "step3p7", "hy_v3", "hy_v4", "inkling_mm_model", "inkling_model", "gemma4_assistant",
-    "gemma4_unified_assistant", "minimax_m3_vl", "minimax_m3_mtp", "glm5_next",
-})
+MTP_MODEL_TYPES = frozenset(
+    {
+        "dots3_note",
+        "deepseek_v3",
+        "deepseek_v32",
+        "glm_moe_dsa",
+        "deepseek_mtp",
+        "deepseek_v4",
+        "deepseek_v41",
+        "pangu_ultra_moe",
+        "pangu_ultra_moe_mtp",
+        "kimi_k3",
+        "ernie4_5_moe",
+        "ernie_mtp",
+        "nemotron_h_mtp",
+        "qwen3_next",
+        "qwen3_next_mtp",
+        "qwen4_exp",
+        "qwen4_exp_text",
+        "qwen4_exp_mtp",
+        "bailing_hybrid",
+        "bailing_hybrid_mtp",
+        "bailing_hybrid_v3_mtp",
+        "exaone_moe",
+        "exaone_moe_mtp",
+        "qwen3_5",
+        "qwen3_5_moe",
+        "qwen3_5_text",
+        "qwen3_5_moe_text",
+        "intern_s2_preview",
+        "interns2_mobius",
+        "longcat_flash",
+        "step3p5",
+        "step3p7",
+        "hy_v3",
+        "hy_v4",
+        "inkling_mm_model",
+        "inkling_model",
+        "gemma4_assistant",
+        "gemma4_unified_assistant",
+        "minimax_m3_vl",
+        "minimax_m3_mtp",
+        "glm5_next",
+    }
+)
 MTP_MODEL_TYPE_SUBSTRINGS = ("exaone4_5",)  # `if "exaone4_5" in hf_config.model_type`
 # Rewritten only when the config also has num_nextn_predict_layers > 0.
 MTP_MODEL_TYPES_WITH_NEXTN = frozenset({"nemotron_h", "nemotron_h_puzzle"})
-MTP_ARCHITECTURES = frozenset({
-    "MiMoForCausalLM", "MiMoV2ForCausalLM", "MiMoV2OmniForCausalLM", "MiMoV2FlashForCausalLM", "Glm4MoeForCausalLM",
-    "Glm4MoeLiteForCausalLM", "GlmOcrForConditionalGeneration", "BailingMoeV3ForCausalLM",
-    "BailingMoeV3VLForConditionalGeneration", "BailingMoeV2_5ForCausalLM", "Step3p5ForCausalLM",
-    "Step3p7ForConditionalGeneration", "MiniMaxM3SparseForConditionalGeneration", "MiniMaxM3MTP",
-})
+MTP_ARCHITECTURES = frozenset(
+    {
+        "MiMoForCausalLM",
+        "MiMoV2ForCausalLM",
+        "MiMoV2OmniForCausalLM",
+        "MiMoV2FlashForCausalLM",
+        "Glm4MoeForCausalLM",
+        "Glm4MoeLiteForCausalLM",
+        "GlmOcrForConditionalGeneration",
+        "BailingMoeV3ForCausalLM",
+        "BailingMoeV3VLForConditionalGeneration",
+        "BailingMoeV2_5ForCausalLM",
+        "Step3p5ForCausalLM",
+        "Step3p7ForConditionalGeneration",
+        "MiniMaxM3SparseForConditionalGeneration",
+        "MiniMaxM3MTP",
+    }
+)
 # Not MTP, but rewritten all the same (to an EAGLE-1 class, which method eagle3 cannot use).
 REWRITTEN_ARCHITECTURES = {"MistralLarge3ForCausalLM": "EagleMistralLarge3ForCausalLM"}
 
@@ -126,8 +200,11 @@ REWRITTEN_ARCHITECTURES = {"MistralLarge3ForCausalLM": "EagleMistralLarge3ForCau
 
 # The registered architecture eagle-convert writes (upgrade) and recommends (validate) per attention
 # kind; each must be a key of ARCHITECTURES whose class has that attention.
-WRITE_ARCHITECTURE = {"llama": "LlamaForCausalLMEagle3", "qwen3": "Eagle3Qwen3ForCausalLM",
-                      "mla": "Eagle3DeepseekV2ForCausalLM"}
+WRITE_ARCHITECTURE = {
+    "llama": "LlamaForCausalLMEagle3",
+    "qwen3": "Eagle3Qwen3ForCausalLM",
+    "mla": "Eagle3DeepseekV2ForCausalLM",
+}
 # A model_type no hf_config_override rule touches, per attention kind, for configs whose own model_type
 # vLLM would rewrite into MTP. Published MLA drafts use kimi_k2 (transformers_utils/config.py maps it
 # to DeepseekV3Config).
@@ -147,9 +224,22 @@ METHOD_ARCH_PREFIX = {"eagle": "Eagle", "eagle3": EAGLE3_PREFIX, "dflash": "DFla
 # The rope keys that change vLLM's rotary embedding (model_executor/layers/rotary_embedding/__init__.py
 # `get_rope`: rope_theta, rope_type and the keys each scaling type reads, e.g. YaRN's
 # extra_kwargs), compared between draft and target.
-ROPE_KEYS = ("rope_theta", "rope_type", "factor", "original_max_position_embeddings", "beta_fast", "beta_slow",
-             "mscale", "mscale_all_dim", "attention_factor", "truncate", "low_freq_factor", "high_freq_factor",
-             "partial_rotary_factor", "rope_dim")
+ROPE_KEYS = (
+    "rope_theta",
+    "rope_type",
+    "factor",
+    "original_max_position_embeddings",
+    "beta_fast",
+    "beta_slow",
+    "mscale",
+    "mscale_all_dim",
+    "attention_factor",
+    "truncate",
+    "low_freq_factor",
+    "high_freq_factor",
+    "partial_rotary_factor",
+    "rope_dim",
+)
 # Values vLLM uses for a key the rope dict leaves out: rotary_embedding/__init__.py `get_rope`
 # (partial_rotary_factor 1.0) and yarn_scaling_rope.py `YaRNScalingRotaryEmbedding.__init__`.
 ROPE_DEFAULTS = {"partial_rotary_factor": 1.0, "beta_fast": 32, "beta_slow": 1, "truncate": True}
@@ -167,17 +257,21 @@ ROPE_TYPES_WITH_ORIGINAL_MAX = ("llama3", "yarn", "longrope")
 # Qwen3Config derives from max_window_layers when absent, and its sliding_window is None unless
 # use_sliding_window is true;
 # deepseek_eagle3.py builds DeepseekV2 attention, which reads none of them.
-SLIDING_WINDOW_FIELDS = {"Eagle3LlamaForCausalLM": ("layer_types",),
-                         "Eagle3Qwen3ForCausalLM": ("layer_types", "use_sliding_window", "max_window_layers"),
-                         "Eagle3DeepseekV2ForCausalLM": ()}
+SLIDING_WINDOW_FIELDS = {
+    "Eagle3LlamaForCausalLM": ("layer_types",),
+    "Eagle3Qwen3ForCausalLM": ("layer_types", "use_sliding_window", "max_window_layers"),
+    "Eagle3DeepseekV2ForCausalLM": (),
+}
 QWEN3_MAX_WINDOW_LAYERS = 28  # transformers Qwen3Config.max_window_layers default
 
 # v1/spec_decode/llm_base_proposer.py `_maybe_share_embeddings` (pipeline parallel size 1): an EAGLE
 # draft without embed_tokens, or with one `torch.equal` to the target's, shares the target's (widths
 # permitting); any other shipped embed_tokens is kept and used as the draft's own. With pipeline
 # parallelism vLLM always keeps the draft's own. `_maybe_share_lm_head` does the same for lm_head.
-EMBED_SHARING = ("vLLM shares the target's embedding only when the draft ships none or a bit-identical one, "
-                 "and otherwise drafts with the draft's own")
+EMBED_SHARING = (
+    "vLLM shares the target's embedding only when the draft ships none or a bit-identical one, "
+    "and otherwise drafts with the draft's own"
+)
 
 # model_executor/models/utils.py `get_draft_quant_config` (vLLM PRs #25883, #26590, #28435): every
 # EAGLE-3 draft layer takes the quantization config of the draft's own ModelConfig, which

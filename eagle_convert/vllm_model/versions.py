@@ -26,13 +26,16 @@ TESTED_RANGE = ">=0.32.0,<0.33"  # PEP 440 specifier: what `pip install 'eagle-c
 # the installed vLLM itself and hold for any version.)
 VERSIONED_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("architecture -> draft class (model_executor/models/registry.py)", ("E301",)),
-    ("model types and architectures rewritten into MTP drafts (config/speculative.py hf_config_override)",
-     ("E302",)),
-    ("config fields and flag defaults each draft class and the speculators path read "
-     "(llama_eagle3.py, qwen3_eagle3.py, deepseek_eagle3.py, speculators/algos.py)",
-     ("E304", "E305", "E306", "W307", "W308", "W309")),
-    ("aux layer ids and their count per model runner (v1/worker/gpu_model_runner.py, eagle3_utils.py)",
-     ("E202", "W320", "W323", "W324", "I325", "E503")),
+    ("model types and architectures rewritten into MTP drafts (config/speculative.py hf_config_override)", ("E302",)),
+    (
+        "config fields and flag defaults each draft class and the speculators path read "
+        "(llama_eagle3.py, qwen3_eagle3.py, deepseek_eagle3.py, speculators/algos.py)",
+        ("E304", "E305", "E306", "W307", "W308", "W309"),
+    ),
+    (
+        "aux layer ids and their count per model runner (v1/worker/gpu_model_runner.py, eagle3_utils.py)",
+        ("E202", "W320", "W323", "W324", "I325", "E503"),
+    ),
     ("tensor names the draft classes load, skip or reject (load_weights)", ("E101", "E102", "E104", "E106", "W107")),
 )
 
@@ -59,13 +62,20 @@ class VllmVersionStatus:
         """One sentence for inspect / validate when the installed vLLM is outside the range, else None."""
         if not self.outside:
             return None
-        return (f"vLLM {self.installed} is installed, outside the range eagle-convert's rules were checked against "
-                f"({self.tested_range}); these may differ: {'; '.join(self.may_differ)}")
+        return (
+            f"vLLM {self.installed} is installed, outside the range eagle-convert's rules were checked against "
+            f"({self.tested_range}); these may differ: {'; '.join(self.may_differ)}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"installed": self.installed, "tested_range": self.tested_range, "rules_from": self.rules_from,
-                "in_tested_range": self.in_tested_range, "may_differ": list(self.may_differ),
-                "codes": self.codes()}
+        return {
+            "installed": self.installed,
+            "tested_range": self.tested_range,
+            "rules_from": self.rules_from,
+            "in_tested_range": self.in_tested_range,
+            "may_differ": list(self.may_differ),
+            "codes": self.codes(),
+        }
 
 
 def in_tested_range(version: str) -> bool:

@@ -13,20 +13,46 @@ import click
 @click.command("check")
 @click.argument("draft")
 @click.option("--target", metavar="PATH_OR_REPO", help="The target model (folder or hub repo org/name[@rev]).")
-@click.option("--baseline", metavar="DRAFT0", help="The draft in production: measured on the same prompts in the "
-              "same engine build; the gate fails when the AL drop exceeds the policy's allowance.")
-@click.option("--policy", "policy_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
-              help="Policy file (default: ./eagle-check.toml, else the defaults: static validation, plus the "
-                   "engine load when vLLM is installed).")
+@click.option(
+    "--baseline",
+    metavar="DRAFT0",
+    help="The draft in production: measured on the same prompts in the "
+    "same engine build; the gate fails when the AL drop exceeds the policy's allowance.",
+)
+@click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Policy file (default: ./eagle-check.toml, else the defaults: static validation, plus the "
+    "engine load when vLLM is installed).",
+)
 @click.option("--keep-going", is_flag=True, help="Run every stage even after one fails.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option("--junit", type=click.Path(dir_okay=False, writable=True, path_type=Path), metavar="FILE",
-              help="Also write JUnit XML: one testcase per check, with its figure and threshold.")
-@click.option("--summary", type=click.Path(dir_okay=False, writable=True, path_type=Path), metavar="FILE",
-              help="Also write a Markdown summary (appended to $GITHUB_STEP_SUMMARY when that is set).")
+@click.option(
+    "--junit",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    metavar="FILE",
+    help="Also write JUnit XML: one testcase per check, with its figure and threshold.",
+)
+@click.option(
+    "--summary",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    metavar="FILE",
+    help="Also write a Markdown summary (appended to $GITHUB_STEP_SUMMARY when that is set).",
+)
 @click.pass_context
-def check_cmd(ctx: click.Context, draft: str, target: str | None, baseline: str | None, policy_file: Path | None,
-              keep_going: bool, as_json: bool, junit: Path | None, summary: Path | None) -> None:
+def check_cmd(
+    ctx: click.Context,
+    draft: str,
+    target: str | None,
+    baseline: str | None,
+    policy_file: Path | None,
+    keep_going: bool,
+    as_json: bool,
+    junit: Path | None,
+    summary: Path | None,
+) -> None:
     """Gate DRAFT (folder or hub repo) before deployment: static validation, EAGLE-3.1 features, the
     strict load in vLLM, acceptance floors, output identity and sampling sanity, as the policy
     (eagle-check.toml) asks. Stages run cheapest first and stop at the first failure.
@@ -38,9 +64,16 @@ def check_cmd(ctx: click.Context, draft: str, target: str | None, baseline: str 
 
     policy = load_policy(policy_file)
     shared = ctx.find_root().obj or {}  # in-process callers (tests) may share engine runs and the vLLM worker
-    report = run_check(draft, target=target, baseline=baseline, policy=policy, keep_going=keep_going,
-                       progress=lambda msg: click.echo(msg, err=True), cache=shared.get("check_cache"),
-                       session=shared.get("check_session"))
+    report = run_check(
+        draft,
+        target=target,
+        baseline=baseline,
+        policy=policy,
+        keep_going=keep_going,
+        progress=lambda msg: click.echo(msg, err=True),
+        cache=shared.get("check_cache"),
+        session=shared.get("check_session"),
+    )
     for path in (junit, summary):  # CI paths such as reports/check.xml: create the folder
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)

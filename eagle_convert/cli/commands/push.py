@@ -10,18 +10,38 @@ import click
 @click.command("push")
 @click.argument("folder", type=click.Path(path_type=Path))
 @click.argument("repo_id", metavar="ORG/NAME")
-@click.option("--revision", metavar="BRANCH", default=None,
-              help="Branch to commit to (created from main when missing). Default: main.")
+@click.option(
+    "--revision",
+    metavar="BRANCH",
+    default=None,
+    help="Branch to commit to (created from main when missing). Default: main.",
+)
 @click.option("--create-pr", is_flag=True, help="Open a pull request against the branch instead of committing to it.")
-@click.option("--private", is_flag=True, default=None,
-              help="Create the repo private (an existing repo keeps its visibility).")
-@click.option("--target", metavar="PATH_OR_REPO", default=None,
-              help="Also cross-check the draft against its target while validating.")
+@click.option(
+    "--private", is_flag=True, default=None, help="Create the repo private (an existing repo keeps its visibility)."
+)
+@click.option(
+    "--target",
+    metavar="PATH_OR_REPO",
+    default=None,
+    help="Also cross-check the draft against its target while validating.",
+)
 @click.option("--force", is_flag=True, help="Push a draft that fails validation anyway.")
-@click.option("--message", "commit_message", default=None, help="Commit message (default: Upload FOLDER with eagle-convert).")
+@click.option(
+    "--message", "commit_message", default=None, help="Commit message (default: Upload FOLDER with eagle-convert)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def push_cmd(folder: Path, repo_id: str, revision: str | None, create_pr: bool, private: bool | None,
-             target: str | None, force: bool, commit_message: str | None, as_json: bool) -> None:
+def push_cmd(
+    folder: Path,
+    repo_id: str,
+    revision: str | None,
+    create_pr: bool,
+    private: bool | None,
+    target: str | None,
+    force: bool,
+    commit_message: str | None,
+    as_json: bool,
+) -> None:
     """Upload the draft FOLDER to the hub model repo ORG/NAME in one commit (or one pull request).
 
     The draft is validated first (eagle-convert validate) and refused when it has errors, unless
@@ -32,8 +52,16 @@ def push_cmd(folder: Path, repo_id: str, revision: str | None, create_pr: bool, 
     from eagle_convert.cli.output import console, echo_json
     from eagle_convert.push import push_draft
 
-    result = push_draft(folder, repo_id, revision=revision, create_pr=create_pr, private=private, force=force,
-                        target=target, commit_message=commit_message)
+    result = push_draft(
+        folder,
+        repo_id,
+        revision=revision,
+        create_pr=create_pr,
+        private=private,
+        force=force,
+        target=target,
+        commit_message=commit_message,
+    )
     if as_json:
         echo_json(result.to_dict())
         return

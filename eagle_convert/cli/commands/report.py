@@ -14,53 +14,135 @@ ENGINE_CHOICES = ("auto", "reference", "vllm")
 @click.command("report")
 @click.argument("draft")
 @click.option("--target", required=True, metavar="TARGET", help="The target model folder the draft speculates for.")
-@click.option("--out", "out", required=True, type=click.Path(path_type=Path), metavar="DIR",
-              help="Report folder: new, or an earlier report's folder to resume it (unchanged stages are skipped).")
-@click.option("--engine", type=click.Choice(ENGINE_CHOICES), default="auto", show_default=True,
-              help="Engine for every measurement: auto = vllm when it is importable and a GPU is present, "
-                   "else reference (torch).")
-@click.option("--prompts", "prompts_file", type=click.Path(dir_okay=False), default=None,
-              help="JSONL prompts to measure on (as smoke --prompts). Default: the built-in set.")
+@click.option(
+    "--out",
+    "out",
+    required=True,
+    type=click.Path(path_type=Path),
+    metavar="DIR",
+    help="Report folder: new, or an earlier report's folder to resume it (unchanged stages are skipped).",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(ENGINE_CHOICES),
+    default="auto",
+    show_default=True,
+    help="Engine for every measurement: auto = vllm when it is importable and a GPU is present, "
+    "else reference (torch).",
+)
+@click.option(
+    "--prompts",
+    "prompts_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="JSONL prompts to measure on (as smoke --prompts). Default: the built-in set.",
+)
 @click.option("--category", "categories", multiple=True, help="Only prompts of this category (repeatable).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N prompts per category.")
-@click.option("--num-speculative-tokens", "-k", "k", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Draft tokens per round (k).")
-@click.option("--max-new-tokens", type=click.IntRange(min=1), default=64, show_default=True,
-              help="Tokens generated per prompt (EOS ignored).")
+@click.option(
+    "--num-speculative-tokens",
+    "-k",
+    "k",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="Draft tokens per round (k).",
+)
+@click.option(
+    "--max-new-tokens",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="Tokens generated per prompt (EOS ignored).",
+)
 @click.option("--temperature", type=click.FloatRange(min=0), default=0.0, show_default=True, help="0 is greedy.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Sampling and fine-tune seed.")
-@click.option("--buckets", default="natural,1024", show_default=True,
-              help="Context lengths to measure (as smoke --buckets): prompts padded with filler text to ~N tokens.")
-@click.option("--chat-template", default=None,
-              help="Jinja template (file or literal) replacing the target's; 'none' sends raw text. Used for "
-                   "measuring and for the fine-tune's data.")
-@click.option("--tensor-parallel-size", type=click.IntRange(min=1), default=1, show_default=True,
-              help="vLLM tensor parallelism.")
-@click.option("--concurrency", default=None, metavar="LEVELS",
-              help="vLLM only: per-user decode tokens/s with each variant and with the target alone at these "
-                   "concurrencies. Default with --engine vllm: 1,4,16; 'none' turns it off.")
-@click.option("--calibrated/--no-calibrated", default=True, show_default=True,
-              help="Also build the calibrated upgrade (upgrade --init calibrated).")
-@click.option("--calibration-prompts", type=click.Path(dir_okay=False), default=None,
-              help="JSONL prompts the calibration measures the target's aux hidden states on.")
+@click.option(
+    "--buckets",
+    default="natural,1024",
+    show_default=True,
+    help="Context lengths to measure (as smoke --buckets): prompts padded with filler text to ~N tokens.",
+)
+@click.option(
+    "--chat-template",
+    default=None,
+    help="Jinja template (file or literal) replacing the target's; 'none' sends raw text. Used for "
+    "measuring and for the fine-tune's data.",
+)
+@click.option(
+    "--tensor-parallel-size", type=click.IntRange(min=1), default=1, show_default=True, help="vLLM tensor parallelism."
+)
+@click.option(
+    "--concurrency",
+    default=None,
+    metavar="LEVELS",
+    help="vLLM only: per-user decode tokens/s with each variant and with the target alone at these "
+    "concurrencies. Default with --engine vllm: 1,4,16; 'none' turns it off.",
+)
+@click.option(
+    "--calibrated/--no-calibrated",
+    default=True,
+    show_default=True,
+    help="Also build the calibrated upgrade (upgrade --init calibrated).",
+)
+@click.option(
+    "--calibration-prompts",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="JSONL prompts the calibration measures the target's aux hidden states on.",
+)
 @click.option("--finetune/--no-finetune", default=True, show_default=True, help="Build the fine-tuned variant.")
-@click.option("--finetune-from", type=click.Choice(["calibrated", "identity"]), default="calibrated",
-              show_default=True, help="Which upgrade the fine-tune starts from (identity when there is no calibrated).")
-@click.option("--finetune-prompts", type=click.Path(dir_okay=False), default=None,
-              help="JSONL prompts the target continues to make the fine-tune's data (finetune --prompts); keep "
-                   "them apart from the measured prompts.")
-@click.option("--continuation-tokens", type=click.IntRange(min=1), default=None,
-              help="Fine-tune: target tokens per prompt (default: finetune's).")
+@click.option(
+    "--finetune-from",
+    type=click.Choice(["calibrated", "identity"]),
+    default="calibrated",
+    show_default=True,
+    help="Which upgrade the fine-tune starts from (identity when there is no calibrated).",
+)
+@click.option(
+    "--finetune-prompts",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="JSONL prompts the target continues to make the fine-tune's data (finetune --prompts); keep "
+    "them apart from the measured prompts.",
+)
+@click.option(
+    "--continuation-tokens",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Fine-tune: target tokens per prompt (default: finetune's).",
+)
 @click.option("--steps-fc-norm", type=click.IntRange(min=0), default=None, help="Fine-tune stage A steps.")
 @click.option("--steps-all", type=click.IntRange(min=0), default=None, help="Fine-tune stage B steps.")
 @click.option("--json", "as_json", is_flag=True, help="Print report.json to stdout.")
 @click.pass_context
-def report_cmd(ctx: click.Context, draft: str, target: str, out: Path, engine: str, prompts_file: str | None,
-               categories: tuple[str, ...], limit: int | None, k: int, max_new_tokens: int, temperature: float,
-               seed: int, buckets: str, chat_template: str | None, tensor_parallel_size: int, concurrency: str | None,
-               calibrated: bool, calibration_prompts: str | None, finetune: bool, finetune_from: str,
-               finetune_prompts: str | None, continuation_tokens: int | None, steps_fc_norm: int | None,
-               steps_all: int | None, as_json: bool) -> None:
+def report_cmd(
+    ctx: click.Context,
+    draft: str,
+    target: str,
+    out: Path,
+    engine: str,
+    prompts_file: str | None,
+    categories: tuple[str, ...],
+    limit: int | None,
+    k: int,
+    max_new_tokens: int,
+    temperature: float,
+    seed: int,
+    buckets: str,
+    chat_template: str | None,
+    tensor_parallel_size: int,
+    concurrency: str | None,
+    calibrated: bool,
+    calibration_prompts: str | None,
+    finetune: bool,
+    finetune_from: str,
+    finetune_prompts: str | None,
+    continuation_tokens: int | None,
+    steps_fc_norm: int | None,
+    steps_all: int | None,
+    as_json: bool,
+) -> None:
     """Inspect DRAFT, upgrade it to EAGLE-3.1 (identity and calibrated fc_norm), fine-tune, validate,
     and measure every variant against TARGET on the same prompts, buckets and engine.
 
@@ -87,22 +169,41 @@ def report_cmd(ctx: click.Context, draft: str, target: str, out: Path, engine: s
         levels = list(DEFAULT_CONCURRENCY) if (chosen or default_engine()) == "vllm" else []
     if levels and (chosen or default_engine()) != "vllm":
         raise UsageError("--concurrency measures per-user tokens/s with --engine vllm only")
-    opts = ReportOptions(engine=chosen, prompts_file=prompts_file, categories=categories, limit=limit, k=k,
-                         max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
-                         buckets=tuple(parse_buckets(buckets)), chat_template=chat_template,
-                         tensor_parallel_size=tensor_parallel_size, concurrency=tuple(levels), calibrate=calibrated,
-                         calibration_prompts=calibration_prompts, finetune=finetune, finetune_from=finetune_from,
-                         finetune_prompts=finetune_prompts, continuation_tokens=continuation_tokens,
-                         steps_fc_norm=steps_fc_norm, steps_all=steps_all)
+    opts = ReportOptions(
+        engine=chosen,
+        prompts_file=prompts_file,
+        categories=categories,
+        limit=limit,
+        k=k,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        seed=seed,
+        buckets=tuple(parse_buckets(buckets)),
+        chat_template=chat_template,
+        tensor_parallel_size=tensor_parallel_size,
+        concurrency=tuple(levels),
+        calibrate=calibrated,
+        calibration_prompts=calibration_prompts,
+        finetune=finetune,
+        finetune_from=finetune_from,
+        finetune_prompts=finetune_prompts,
+        continuation_tokens=continuation_tokens,
+        steps_fc_norm=steps_fc_norm,
+        steps_all=steps_all,
+    )
     events: list[object] = []
     restore = install_signal_cleanup((signal.SIGTERM, signal.SIGHUP))
     try:
-        result = run_report(draft, target, out, opts, progress=lambda m: click.echo(m, err=True),
-                            on_stage=events.append)
+        result = run_report(
+            draft, target, out, opts, progress=lambda m: click.echo(m, err=True), on_stage=events.append
+        )
     except KeyboardInterrupt as exc:
         name = signal.Signals(exc.signum).name if isinstance(exc, TerminatedBySignal) else "SIGINT"
-        click.echo(f"Error: interrupted ({name}) after {len(events)} finished stages, which are recorded in "
-                   f"{out}; run the same command again to resume", err=True)
+        click.echo(
+            f"Error: interrupted ({name}) after {len(events)} finished stages, which are recorded in "
+            f"{out}; run the same command again to resume",
+            err=True,
+        )
         sys.stderr.flush()
         ctx.exit(exc.exit_code if isinstance(exc, TerminatedBySignal) else 130)
     finally:

@@ -9,37 +9,93 @@ ENGINE_CHOICES = ("auto", "reference", "vllm")
 
 @click.command("smoke")
 @click.argument("target")
-@click.option("--draft", "-d", "drafts", multiple=True, required=True, metavar="DRAFT",
-              help="Draft checkpoint folder; repeat to compare (the first is the baseline of the differences).")
-@click.option("--engine", type=click.Choice(ENGINE_CHOICES), default="auto", show_default=True,
-              help="auto: vllm when it is importable and a GPU is present, else reference (torch).")
-@click.option("--prompts", "prompts_file", type=click.Path(dir_okay=False), default=None,
-              help="JSONL file, one object per line: {\"prompt\": ...} or {\"messages\": [...]}, "
-                   "optional \"category\" and \"id\". Default: the built-in set.")
+@click.option(
+    "--draft",
+    "-d",
+    "drafts",
+    multiple=True,
+    required=True,
+    metavar="DRAFT",
+    help="Draft checkpoint folder; repeat to compare (the first is the baseline of the differences).",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(ENGINE_CHOICES),
+    default="auto",
+    show_default=True,
+    help="auto: vllm when it is importable and a GPU is present, else reference (torch).",
+)
+@click.option(
+    "--prompts",
+    "prompts_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help='JSONL file, one object per line: {"prompt": ...} or {"messages": [...]}, '
+    'optional "category" and "id". Default: the built-in set.',
+)
 @click.option("--category", "categories", multiple=True, help="Only prompts of this category (repeatable).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N prompts per category.")
-@click.option("--num-speculative-tokens", "-k", "k", type=int, default=3, show_default=True,
-              help="Draft tokens per round (k); AL is at most k + 1.")
-@click.option("--max-new-tokens", type=int, default=64, show_default=True, help="Tokens generated per prompt (EOS ignored).")
+@click.option(
+    "--num-speculative-tokens",
+    "-k",
+    "k",
+    type=int,
+    default=3,
+    show_default=True,
+    help="Draft tokens per round (k); AL is at most k + 1.",
+)
+@click.option(
+    "--max-new-tokens", type=int, default=64, show_default=True, help="Tokens generated per prompt (EOS ignored)."
+)
 @click.option("--temperature", type=float, default=0.0, show_default=True, help="0 is greedy.")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--buckets", default="natural", show_default=True,
-              help="Context lengths to measure, e.g. natural,256,1024: prompts are padded with neutral filler "
-                   "text to about N tokens; prompts already longer are skipped for that bucket.")
-@click.option("--chat-template", default=None,
-              help="Jinja template (file or literal) replacing the target's; 'none' sends raw text.")
+@click.option(
+    "--buckets",
+    default="natural",
+    show_default=True,
+    help="Context lengths to measure, e.g. natural,256,1024: prompts are padded with neutral filler "
+    "text to about N tokens; prompts already longer are skipped for that bucket.",
+)
+@click.option(
+    "--chat-template",
+    default=None,
+    help="Jinja template (file or literal) replacing the target's; 'none' sends raw text.",
+)
 @click.option("--tensor-parallel-size", type=int, default=1, show_default=True, help="vLLM tensor parallelism.")
-@click.option("--concurrency", default=None, metavar="LEVELS",
-              help="With --engine vllm: also measure per-user decode tokens/s at these concurrencies (e.g. 1,4,16) "
-                   "with each draft and with the target alone (no speculation), in one vLLM build, and show the "
-                   "speedups beside AL. On a CPU the speedups do not predict a GPU's (see docs/smoke.md).")
+@click.option(
+    "--concurrency",
+    default=None,
+    metavar="LEVELS",
+    help="With --engine vllm: also measure per-user decode tokens/s at these concurrencies (e.g. 1,4,16) "
+    "with each draft and with the target alone (no speculation), in one vLLM build, and show the "
+    "speedups beside AL. On a CPU the speedups do not predict a GPU's (see docs/smoke.md).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
-              help="Write a PNG: acceptance by position per draft, AL per category and bucket.")
-def smoke_cmd(target: str, drafts: tuple[str, ...], engine: str, prompts_file: str | None,
-              categories: tuple[str, ...], limit: int | None, k: int, max_new_tokens: int, temperature: float,
-              seed: int, buckets: str, chat_template: str | None, tensor_parallel_size: int,
-              concurrency: str | None, as_json: bool, plot_path: str | None) -> None:
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write a PNG: acceptance by position per draft, AL per category and bucket.",
+)
+def smoke_cmd(
+    target: str,
+    drafts: tuple[str, ...],
+    engine: str,
+    prompts_file: str | None,
+    categories: tuple[str, ...],
+    limit: int | None,
+    k: int,
+    max_new_tokens: int,
+    temperature: float,
+    seed: int,
+    buckets: str,
+    chat_template: str | None,
+    tensor_parallel_size: int,
+    concurrency: str | None,
+    as_json: bool,
+    plot_path: str | None,
+) -> None:
     """Measure acceptance length (AL = 1 + accepted draft tokens per draft round) and per-position
     acceptance of one or more DRAFTs against TARGET, per prompt category and context bucket.
 
@@ -59,16 +115,28 @@ def smoke_cmd(target: str, drafts: tuple[str, ...], engine: str, prompts_file: s
         require_plot()
     prompts = select_prompts(load_prompts(prompts_file) if prompts_file else builtin_prompts(), categories, limit)
     report = run_smoke(
-        target, list(drafts), engine=None if engine == "auto" else engine, prompts=prompts, k=k,
-        max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, buckets=parse_buckets(buckets),
-        chat_template=chat_template, tensor_parallel_size=tensor_parallel_size,
-        progress=lambda msg: click.echo(msg, err=True), concurrency=parse_concurrency(concurrency))
+        target,
+        list(drafts),
+        engine=None if engine == "auto" else engine,
+        prompts=prompts,
+        k=k,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        seed=seed,
+        buckets=parse_buckets(buckets),
+        chat_template=chat_template,
+        tensor_parallel_size=tensor_parallel_size,
+        progress=lambda msg: click.echo(msg, err=True),
+        concurrency=parse_concurrency(concurrency),
+    )
     for d in report.drafts:  # loud on stderr too, so --json consumers see it
         if d.sampling_control is not None and not d.sampling_control.passed:
-            click.echo(f"WARNING: {d.label}: the engine failed the T->0 sampling control "
-                       f"({d.sampling_control.summary()}); its AL at T={temperature:g} measures the engine, "
-                       "not the draft" + (f". Cause: {d.sampling_control.cause}" if d.sampling_control.cause else ""),
-                       err=True)
+            click.echo(
+                f"WARNING: {d.label}: the engine failed the T->0 sampling control "
+                f"({d.sampling_control.summary()}); its AL at T={temperature:g} measures the engine, "
+                "not the draft" + (f". Cause: {d.sampling_control.cause}" if d.sampling_control.cause else ""),
+                err=True,
+            )
     if as_json and report.throughput is not None and report.throughput.note:  # the table prints it otherwise
         click.echo(f"Note: per-user tokens/s {report.throughput.note}", err=True)
     if plot_path is not None:

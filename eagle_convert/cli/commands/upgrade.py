@@ -15,8 +15,8 @@ from eagle_convert.upgrade.plan import LAYOUTS
 if TYPE_CHECKING:
     from eagle_convert.draft.checkpoint import Checkpoint
     from eagle_convert.finetune.calibrate import Calibration
-    from eagle_convert.upgrade.plan import UpgradePlan
     from eagle_convert.upgrade.apply import UpgradeResult
+    from eagle_convert.upgrade.plan import UpgradePlan
 
 INITS = ("ones", "calibrated")
 PROGRESS_MIN_BYTES = 64 << 20  # smaller checkpoints finish before a bar is worth drawing
@@ -37,38 +37,86 @@ def parse_ids(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 @click.command("upgrade")
 @click.argument("checkpoint")
 @click.argument("output", type=click.Path(path_type=Path))
-@click.option("--layout", type=click.Choice(LAYOUTS), default="vllm", show_default=True,
-              help="Output tensor names and config format: vllm (canonical names vLLM and SGLang load), "
-                   "keep (the input's names, only additions), speculators (speculators config format).")
-@click.option("--norm-output/--no-norm-output", default=True, show_default=True,
-              help="Also set norm_output (post-norm feedback); --no-norm-output adds only the fc_norm weights.")
-@click.option("--aux-layer-ids", callback=parse_ids, metavar="IDS",
-              help="Comma-separated aux layer ids in vLLM's convention (outputs of k target layers), "
-                   "for drafts whose config has none.")
-@click.option("--target", metavar="TARGET",
-              help="Target model (folder, config.json or org/name): its layer count gives vLLM's default aux ids "
-                   "(2, N//2, N-3); it is also the verifier written by --layout speculators.")
-@click.option("--dry-run", is_flag=True,
-              help="Print the plan (renames, additions, config diff, files, bytes); write nothing.")
+@click.option(
+    "--layout",
+    type=click.Choice(LAYOUTS),
+    default="vllm",
+    show_default=True,
+    help="Output tensor names and config format: vllm (canonical names vLLM and SGLang load), "
+    "keep (the input's names, only additions), speculators (speculators config format).",
+)
+@click.option(
+    "--norm-output/--no-norm-output",
+    default=True,
+    show_default=True,
+    help="Also set norm_output (post-norm feedback); --no-norm-output adds only the fc_norm weights.",
+)
+@click.option(
+    "--aux-layer-ids",
+    callback=parse_ids,
+    metavar="IDS",
+    help="Comma-separated aux layer ids in vLLM's convention (outputs of k target layers), "
+    "for drafts whose config has none.",
+)
+@click.option(
+    "--target",
+    metavar="TARGET",
+    help="Target model (folder, config.json or org/name): its layer count gives vLLM's default aux ids "
+    "(2, N//2, N-3); it is also the verifier written by --layout speculators.",
+)
+@click.option(
+    "--dry-run", is_flag=True, help="Print the plan (renames, additions, config diff, files, bytes); write nothing."
+)
 @click.option("--force", is_flag=True, help="Replace an existing OUTPUT (atomically).")
-@click.option("--verify/--no-verify", default=True, show_default=True,
-              help="Re-read the output and check every byte and the config against the plan before publishing it.")
-@click.option("--link", is_flag=True,
-              help="Reflink (else hard-link, else copy) the input's weight files instead of copying them, and add "
-                   "one small shard with the fc_norm weights: flat in checkpoint size. Only for tensor names vLLM "
-                   "loads as they are (e.g. --layout keep).")
-@click.option("--init", "init", type=click.Choice(INITS), default="ones", show_default=True,
-              help="fc_norm weights: ones (the identity in weight space only), or calibrated: run --target (a local "
-                   "folder) over calibration prompts and set each fc_norm.{i} to the median RMS of aux state i, so "
-                   "the first draft step matches the EAGLE-3 draft's (needs the smoke extra).")
-@click.option("--prompts", "prompts_file", type=click.Path(dir_okay=False), default=None,
-              help="JSONL calibration prompts for --init calibrated ({\"prompt\": ...} or {\"messages\": [...]} per "
-                   "line). Default: the built-in set.")
+@click.option(
+    "--verify/--no-verify",
+    default=True,
+    show_default=True,
+    help="Re-read the output and check every byte and the config against the plan before publishing it.",
+)
+@click.option(
+    "--link",
+    is_flag=True,
+    help="Reflink (else hard-link, else copy) the input's weight files instead of copying them, and add "
+    "one small shard with the fc_norm weights: flat in checkpoint size. Only for tensor names vLLM "
+    "loads as they are (e.g. --layout keep).",
+)
+@click.option(
+    "--init",
+    "init",
+    type=click.Choice(INITS),
+    default="ones",
+    show_default=True,
+    help="fc_norm weights: ones (the identity in weight space only), or calibrated: run --target (a local "
+    "folder) over calibration prompts and set each fc_norm.{i} to the median RMS of aux state i, so "
+    "the first draft step matches the EAGLE-3 draft's (needs the smoke extra).",
+)
+@click.option(
+    "--prompts",
+    "prompts_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help='JSONL calibration prompts for --init calibrated ({"prompt": ...} or {"messages": [...]} per '
+    "line). Default: the built-in set.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the plan (and result) as JSON.")
 @click.pass_context
-def upgrade_cmd(ctx: click.Context, checkpoint: str, output: Path, layout: str, norm_output: bool,
-                aux_layer_ids: list[int] | None, target: str | None, dry_run: bool, force: bool, verify: bool,
-                link: bool, as_json: bool, init: str = "ones", prompts_file: str | None = None) -> None:
+def upgrade_cmd(
+    ctx: click.Context,
+    checkpoint: str,
+    output: Path,
+    layout: str,
+    norm_output: bool,
+    aux_layer_ids: list[int] | None,
+    target: str | None,
+    dry_run: bool,
+    force: bool,
+    verify: bool,
+    link: bool,
+    as_json: bool,
+    init: str = "ones",
+    prompts_file: str | None = None,
+) -> None:
     """Upgrade the EAGLE-3 draft CHECKPOINT to EAGLE-3.1 into the new folder OUTPUT.
 
     Adds one RMSNorm weight per aux hidden state (fc_norm.{i}.weight, ones, fc.weight's dtype), sets
@@ -77,26 +125,34 @@ def upgrade_cmd(ctx: click.Context, checkpoint: str, output: Path, layout: str, 
     modified. CHECKPOINT is a folder, a .safetensors/.bin file, or a hub repo (org/name[@revision]),
     of which only config, index and weight files are downloaded.
     """
-    from eagle_convert.draft.checkpoint import open_checkpoint
     from eagle_convert.cli.output import console, echo_json
-    from eagle_convert.upgrade.configgen import read_target
+    from eagle_convert.draft.checkpoint import open_checkpoint
     from eagle_convert.draft.describe import describe
-    from eagle_convert.upgrade.plan import plan_upgrade
-    from eagle_convert.upgrade.apply import apply_upgrade, check_output
-
     from eagle_convert.draft.kind import ensure_draft
+    from eagle_convert.upgrade.apply import apply_upgrade, check_output
+    from eagle_convert.upgrade.configgen import read_target
+    from eagle_convert.upgrade.plan import plan_upgrade
 
     ckpt = open_checkpoint(checkpoint)
     ensure_draft(ckpt, "upgrade")  # also P-EAGLE, which the EAGLE-3.1 config writer cannot express
     info = describe(ckpt, read_vocab=False)
     target_info = read_target(target) if target else None
-    plan = plan_upgrade(ckpt, info, layout=layout, norm_output=norm_output, aux_layer_ids=aux_layer_ids,
-                        target=target_info, out=output)
+    plan = plan_upgrade(
+        ckpt, info, layout=layout, norm_output=norm_output, aux_layer_ids=aux_layer_ids, target=target_info, out=output
+    )
     if init == "calibrated" or prompts_file is not None:
         check_output(plan, output, force=force)  # refuse before the slow part
         calibration = _calibrate(ckpt, target, plan, prompts_file, init, quiet=as_json)
-        plan = plan_upgrade(ckpt, info, layout=layout, norm_output=norm_output, aux_layer_ids=aux_layer_ids,
-                            target=target_info, out=output, norm_init=calibration.norm_init())
+        plan = plan_upgrade(
+            ckpt,
+            info,
+            layout=layout,
+            norm_output=norm_output,
+            aux_layer_ids=aux_layer_ids,
+            target=target_info,
+            out=output,
+            norm_init=calibration.norm_init(),
+        )
     lplan = None
     if link:
         from eagle_convert.upgrade.linkplan import plan_link
@@ -120,8 +176,9 @@ def upgrade_cmd(ctx: click.Context, checkpoint: str, output: Path, layout: str, 
     if lplan is not None:
         from eagle_convert.upgrade.link import apply_link
 
-        result = _apply(ctx, plan, output, force=force, verify=verify,
-                        apply=lambda _p, out, **kw: apply_link(lplan, out, **kw))
+        result = _apply(
+            ctx, plan, output, force=force, verify=verify, apply=lambda _p, out, **kw: apply_link(lplan, out, **kw)
+        )
     else:
         result = _apply(ctx, plan, output, force=force, verify=verify, apply=apply_upgrade)
     if as_json:
@@ -132,15 +189,22 @@ def upgrade_cmd(ctx: click.Context, checkpoint: str, output: Path, layout: str, 
         render_result(screen, plan, result)
 
 
-def _apply(ctx: click.Context, plan: UpgradePlan, output: Path, *, force: bool, verify: bool,
-           apply: Callable[..., UpgradeResult]) -> UpgradeResult:
+def _apply(
+    ctx: click.Context,
+    plan: UpgradePlan,
+    output: Path,
+    *,
+    force: bool,
+    verify: bool,
+    apply: Callable[..., UpgradeResult],
+) -> UpgradeResult:
     """Run `apply` with SIGTERM/SIGHUP turned into a clean abort and a progress bar on a terminal."""
     from contextlib import nullcontext
 
     from rich.console import Console
 
-    from eagle_convert.io.atomic import install_signal_cleanup
     from eagle_convert.cli.render.upgrade import RichProgress
+    from eagle_convert.io.atomic import install_signal_cleanup
 
     err = Console(stderr=True)
     show = err.is_terminal and plan.total_bytes >= PROGRESS_MIN_BYTES
@@ -154,8 +218,9 @@ def _apply(ctx: click.Context, plan: UpgradePlan, output: Path, *, force: bool, 
         restore()
 
 
-def _calibrate(ckpt: Checkpoint, target: str | None, plan: UpgradePlan, prompts_file: str | None, init: str,
-               *, quiet: bool) -> Calibration:
+def _calibrate(
+    ckpt: Checkpoint, target: str | None, plan: UpgradePlan, prompts_file: str | None, init: str, *, quiet: bool
+) -> Calibration:
     """--init calibrated: measure the fc_norm values on the target (finetune.calibrate)."""
     from eagle_convert.errors import UsageError
     from eagle_convert.finetune.calibrate import calibrate_fc_norm
@@ -164,8 +229,13 @@ def _calibrate(ckpt: Checkpoint, target: str | None, plan: UpgradePlan, prompts_
         raise UsageError("--prompts is for --init calibrated")
     if target is None:
         raise UsageError("--init calibrated needs --target (the target model's local folder)")
-    cal = calibrate_fc_norm(ckpt, target, aux_ids=plan.aux.ids, prompts=prompts_file,
-                            say=None if quiet else (lambda m: click.echo(m, err=True)))
+    cal = calibrate_fc_norm(
+        ckpt,
+        target,
+        aux_ids=plan.aux.ids,
+        prompts=prompts_file,
+        say=None if quiet else (lambda m: click.echo(m, err=True)),
+    )
     if not quiet:
         from eagle_convert.cli.output import console
         from eagle_convert.cli.render.calibrate import render_calibration

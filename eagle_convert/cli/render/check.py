@@ -33,8 +33,9 @@ def render_check(console: Console, report: CheckReport) -> None:
     for col in ("stage", "check", "result", "figure", "threshold", "details"):
         table.add_column(col, overflow="fold")
     for r in report.results:
-        table.add_row(TITLES[r.stage], escape(r.name), _STATUS[r.status], _cell(r.figure), _cell(r.threshold),
-                      escape(r.message))
+        table.add_row(
+            TITLES[r.stage], escape(r.name), _STATUS[r.status], _cell(r.figure), _cell(r.threshold), escape(r.message)
+        )
     console.print(table)
     times = ", ".join(f"{TITLES[s]} {report.stage_seconds[s]:.1f} s" for s in STAGES if s in report.stage_seconds)
     starts = f"{report.engine_starts} engine start(s), {report.load_checks} load check(s)"

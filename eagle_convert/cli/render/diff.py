@@ -20,8 +20,7 @@ def short(value: Any) -> str:
     return escape(text if len(text) <= 60 else text[:57] + "...")
 
 
-def config_table(cfg: ConfigDiff, *, headers: tuple[str, str, str] = ("key", "a", "b"),
-                 removed: str = ABSENT) -> Table:
+def config_table(cfg: ConfigDiff, *, headers: tuple[str, str, str] = ("key", "a", "b"), removed: str = ABSENT) -> Table:
     """One row per differing config path: added, removed (`removed` in the right column), changed."""
     table = Table(title="config.json", title_justify="left")
     for col in headers:
@@ -70,6 +69,8 @@ def render_diff(console: Console, d: CheckpointDiff) -> None:
     if cfg:
         console.print(config_table(cfg))
     what = "identical" if d.compared_data else "same dtype and shape (data not compared)"
-    summary = (f"{len(d.added)} added, {len(d.removed)} removed, {len(d.renamed)} renamed, {len(d.changed)} changed, "
-               f"{d.identical} {what}; config: {len(cfg.paths())} keys differ")
+    summary = (
+        f"{len(d.added)} added, {len(d.removed)} removed, {len(d.renamed)} renamed, {len(d.changed)} changed, "
+        f"{d.identical} {what}; config: {len(cfg.paths())} keys differ"
+    )
     console.print(("[green]no differences[/green]; " if d.same else "") + summary)

@@ -16,19 +16,26 @@ def render_plan(console: Console, plan: FinetunePlan) -> None:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
-    grid.add_row("finetune", f"{escape(str(plan.draft))} [dim]({plan.variant}, {plan.dtype})[/dim] "
-                 f"→ {escape(str(plan.out))}")
+    grid.add_row(
+        "finetune", f"{escape(str(plan.draft))} [dim]({plan.variant}, {plan.dtype})[/dim] → {escape(str(plan.out))}"
+    )
     grid.add_row("target", escape(str(plan.target)) + f" [dim](aux layer ids {plan.aux_ids})[/dim]")
-    grid.add_row("data", f"{len(plan.prompts)} prompts ({escape(plan.prompts_label)}), chat template "
-                 f"{escape(plan.template_label)}, + {plan.continuation_tokens} target greedy tokens each")
+    grid.add_row(
+        "data",
+        f"{len(plan.prompts)} prompts ({escape(plan.prompts_label)}), chat template "
+        f"{escape(plan.template_label)}, + {plan.continuation_tokens} target greedy tokens each",
+    )
     for s in plan.stages:
         what = ", ".join(STAGE_PARAMS[s.name] or ["every weight but embed_tokens / lm_head"])
         l2sp = f", L2-SP {s.l2sp:g}" if s.l2sp else ""
         grid.add_row(f"stage {s.name}", f"{s.steps} steps, lr {s.lr:g}{l2sp}: {escape(what)}")
     window = f"last {plan.max_len} positions per sequence" if plan.max_len else "whole sequences"
     grid.add_row("TTT", f"{plan.ttt_steps} steps, batch {plan.batch_size}, {window}, seed {plan.seed}")
-    grid.add_row("keeps", f"the step with the best held-out expected acceptance length (every {HOLD_OUT_EVERY}th "
-                 f"sequence held out, scored every {plan.eval_every} step{'s' if plan.eval_every > 1 else ''})")
+    grid.add_row(
+        "keeps",
+        f"the step with the best held-out expected acceptance length (every {HOLD_OUT_EVERY}th "
+        f"sequence held out, scored every {plan.eval_every} step{'s' if plan.eval_every > 1 else ''})",
+    )
     console.print(grid)
 
 
@@ -36,9 +43,15 @@ class RichProgress:
     """A progress bar per phase (generation, each stage) fed by `FinetuneEvent`s."""
 
     def __init__(self, console: Console) -> None:
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("{task.fields[info]}"), TimeElapsedColumn(),
-                                 console=console, transient=False)
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[info]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
         self.tasks: dict[str, TaskID] = {}
         self.best = float("-inf")
 
@@ -96,30 +109,50 @@ def _acc(values: list[float]) -> str:
 
 def render_result(console: Console, plan: FinetunePlan, result: FinetuneResult) -> None:
     table = Table(title="stages", title_justify="left")
-    for col, justify in (("stage", "left"), ("tensors", "right"), ("steps", "right"), ("lr", "right"),
-                         ("L2-SP", "right"), ("loss first → last", "right"), ("held-out EAL first → last (max)", "right"),
-                         ("seconds", "right")):
+    for col, justify in (
+        ("stage", "left"),
+        ("tensors", "right"),
+        ("steps", "right"),
+        ("lr", "right"),
+        ("L2-SP", "right"),
+        ("loss first → last", "right"),
+        ("held-out EAL first → last (max)", "right"),
+        ("seconds", "right"),
+    ):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for s in result.stages:
         loss = f"{s.losses[0]:.3f} → {s.losses[-1]:.3f}" if s.losses else "—"
-        eal = (f"{s.eal[0][1]:.3f} → {s.eal[-1][1]:.3f} ({max(e for _, e in s.eal):.3f})" if s.eal else "—")
-        table.add_row(s.name, str(len(s.trainable)), str(s.steps), f"{s.lr:g}", f"{s.l2sp:g}", loss, eal,
-                      f"{s.seconds:.1f}")
+        eal = f"{s.eal[0][1]:.3f} → {s.eal[-1][1]:.3f} ({max(e for _, e in s.eal):.3f})" if s.eal else "—"
+        table.add_row(
+            s.name, str(len(s.trainable)), str(s.steps), f"{s.lr:g}", f"{s.l2sp:g}", loss, eal, f"{s.seconds:.1f}"
+        )
     console.print(table)
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
-    grid.add_row("data", f"{result.sequences} sequences, {result.tokens} tokens "
-                 f"(generated in {result.generate_seconds:.1f}s)")
-    grid.add_row("TTT step accuracy", f"{_acc(result.step_acc_before)} → [bold]{_acc(result.step_acc_after)}[/bold] "
-                 "[dim](teacher-forced, per TTT step, training data)[/dim]")
+    grid.add_row(
+        "data", f"{result.sequences} sequences, {result.tokens} tokens (generated in {result.generate_seconds:.1f}s)"
+    )
+    grid.add_row(
+        "TTT step accuracy",
+        f"{_acc(result.step_acc_before)} → [bold]{_acc(result.step_acc_after)}[/bold] "
+        "[dim](teacher-forced, per TTT step, training data)[/dim]",
+    )
     grid.add_row("TTT loss", f"{result.loss_before:.3f} → {result.loss_after:.3f}")
     if result.best is not None:
-        kept = "the input (no step beat it)" if result.best["stage"] == "start" else \
-            f"stage {result.best['stage']} step {result.best['step']}"
-        grid.add_row("kept", f"{kept}: held-out EAL {result.eal_before:.3f} → [bold]{result.best['eal']:.3f}[/bold] "
-                     f"[dim](expected accepted drafts per round on {result.held_out} held-out sequences; AL ≈ 1 + EAL)[/dim]")
+        kept = (
+            "the input (no step beat it)"
+            if result.best["stage"] == "start"
+            else f"stage {result.best['stage']} step {result.best['step']}"
+        )
+        grid.add_row(
+            "kept",
+            f"{kept}: held-out EAL {result.eal_before:.3f} → [bold]{result.best['eal']:.3f}[/bold] "
+            f"[dim](expected accepted drafts per round on {result.held_out} held-out sequences; AL ≈ 1 + EAL)[/dim]",
+        )
     grid.add_row("wrote", f"{escape(str(result.out))} in {result.seconds:.1f}s")
     console.print(grid)
-    console.print(f"[dim]Measure acceptance: eagle-convert smoke {escape(str(plan.target))} "
-                  f"-d {escape(str(plan.draft))} -d {escape(str(result.out))}[/dim]")
+    console.print(
+        f"[dim]Measure acceptance: eagle-convert smoke {escape(str(plan.target))} "
+        f"-d {escape(str(plan.draft))} -d {escape(str(result.out))}[/dim]"
+    )

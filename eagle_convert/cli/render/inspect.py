@@ -34,20 +34,35 @@ def render_inspect(console: Console, report: InspectReport, *, tensors: bool) ->
         summary.add_row("", f"[yellow]{escape(info.vllm_note)}[/yellow]")
     summary.add_row("attention", f"{info.attention} [dim]({info.attention_reason})[/dim]")
     flags = ", ".join(
-        f"{name}={'true' if f.value else 'false'}" + (f" [dim]({', '.join(f.where)})[/dim]" if f.where else " [dim](default)[/dim]")
+        f"{name}={'true' if f.value else 'false'}"
+        + (f" [dim]({', '.join(f.where)})[/dim]" if f.where else " [dim](default)[/dim]")
         + ("" if f.vllm == f.value else f" [yellow](vLLM reads {'true' if f.vllm else 'false'})[/yellow]")
-        for name, f in info.flags.items())
+        for name, f in info.flags.items()
+    )
     summary.add_row("flags", flags)
-    summary.add_row("hidden", f"H={info.hidden_size}  target H={info.target_hidden_size}  draft layers={info.num_layers}")
+    summary.add_row(
+        "hidden", f"H={info.hidden_size}  target H={info.target_hidden_size}  draft layers={info.num_layers}"
+    )
     summary.add_row("aux layers", f"A={info.num_aux} [dim]({info.num_aux_source})[/dim]")
     ids = info.aux_layer_ids
-    summary.add_row("aux layer ids", f"{ids} [dim]({', '.join(info.aux_layer_ids_where)})[/dim]" if ids else "[yellow]not set[/yellow] (vLLM falls back to (2, N//2, N-3))")
-    summary.add_row("vocab", f"V={info.vocab_size}  draft V={info.draft_vocab_size}  {'reduced' if info.vocab.reduced else 'full'}"
-                    + ("  embed_tokens: yes" if info.has_embed else "  embed_tokens: no (shared from target)"))
+    summary.add_row(
+        "aux layer ids",
+        f"{ids} [dim]({', '.join(info.aux_layer_ids_where)})[/dim]"
+        if ids
+        else "[yellow]not set[/yellow] (vLLM falls back to (2, N//2, N-3))",
+    )
+    summary.add_row(
+        "vocab",
+        f"V={info.vocab_size}  draft V={info.draft_vocab_size}  {'reduced' if info.vocab.reduced else 'full'}"
+        + ("  embed_tokens: yes" if info.has_embed else "  embed_tokens: no (shared from target)"),
+    )
     summary.add_row("d2t", _describe_map(info.vocab.d2t))
     summary.add_row("t2d", _describe_map(info.vocab.t2d))
     dtypes = ", ".join(f"{d}×{n}" for d, n in sorted(info.dtypes.items()))
-    summary.add_row("tensors", f"{info.num_tensors} ({dtypes}), {human_bytes(info.total_bytes)}, {info.storage}: {', '.join(info.files)}")
+    summary.add_row(
+        "tensors",
+        f"{info.num_tensors} ({dtypes}), {human_bytes(info.total_bytes)}, {info.storage}: {', '.join(info.files)}",
+    )
     if not report.has_config:
         summary.add_row("config", "[yellow]no config.json found[/yellow]")
     if (line := report.vllm.line()) is not None:

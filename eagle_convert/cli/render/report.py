@@ -13,10 +13,12 @@ def render_report(console: Console, result: ReportResult) -> None:
     acc = data["acceptance"]
     s = acc["settings"]
     console.print(f"[bold]eagle-convert report[/bold] {data['draft']} → EAGLE-3.1, target {data['target']}")
-    console.print(f"[dim]engine {acc['engine']} ({acc.get('engine_version') or '?'}), k={s['k']}, "
-                  f"T={s['temperature']}, {s['max_new_tokens']} new tokens, {acc['prompts']['count']} runs; "
-                  f"{len(data['ran'])} stages ran, {len(data['skipped'])} unchanged and skipped, "
-                  f"{data['seconds']:.0f} s[/dim]")
+    console.print(
+        f"[dim]engine {acc['engine']} ({acc.get('engine_version') or '?'}), k={s['k']}, "
+        f"T={s['temperature']}, {s['max_new_tokens']} new tokens, {acc['prompts']['count']} runs; "
+        f"{len(data['ran'])} stages ran, {len(data['skipped'])} unchanged and skipped, "
+        f"{data['seconds']:.0f} s[/dim]"
+    )
     table = Table(title="Acceptance, side by side (same prompts, buckets and engine)", title_justify="left")
     for col in ("variant", "kind"):
         table.add_column(col)
@@ -28,10 +30,14 @@ def render_report(console: Console, result: ReportResult) -> None:
         delta = t["acceptance_length"] - base
         colour = "green" if delta > 0 else "red" if delta < 0 else "dim"
         val = v["validate"]
-        table.add_row(d["label"], d.get("variant") or "?", f"{t['acceptance_length']:.2f}",
-                      "—" if d is acc["drafts"][0] else f"[{colour}]{delta:+.2f}[/{colour}]",
-                      *(f"{100 * p:.0f}%" for p in t["per_position"]),
-                      "[green]ok[/green]" if val["ok"] else f"[red]{val['errors']} errors[/red]")
+        table.add_row(
+            d["label"],
+            d.get("variant") or "?",
+            f"{t['acceptance_length']:.2f}",
+            "—" if d is acc["drafts"][0] else f"[{colour}]{delta:+.2f}[/{colour}]",
+            *(f"{100 * p:.0f}%" for p in t["per_position"]),
+            "[green]ok[/green]" if val["ok"] else f"[red]{val['errors']} errors[/red]",
+        )
     console.print(table)
     for c in data["checks"]:
         mark = "[green]✓[/green]" if c["holds"] else "[red]✗[/red]"
@@ -41,8 +47,11 @@ def render_report(console: Console, result: ReportResult) -> None:
         from eagle_convert.smoke.throughput import ThroughputReport
 
         console.print()
-        render_throughput(console, ThroughputReport.from_dict(acc["throughput"]),
-                          {d["label"]: d["total"]["acceptance_length"] for d in acc["drafts"]})
+        render_throughput(
+            console,
+            ThroughputReport.from_dict(acc["throughput"]),
+            {d["label"]: d["total"]["acceptance_length"] for d in acc["drafts"]},
+        )
     else:
         console.print(f"[dim]{data['throughput_note']}[/dim]")
     for n in data["notes"]:

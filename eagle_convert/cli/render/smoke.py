@@ -38,19 +38,35 @@ def _header(console: Console, r: SmokeReport) -> None:
     grid.add_column(style="bold")
     grid.add_column()
     grid.add_row("target", r.target)
-    grid.add_row("engine", f"{r.engine} [dim]({r.engine_version or '?'})[/dim]"
-                 + (f"  tensor parallel {s['tensor_parallel_size']}" if r.engine == "vllm" else ""))
-    grid.add_row("decoding", f"k={s['k']} speculative tokens, temperature {s['temperature']}, "
-                 f"{s['max_new_tokens']} new tokens per prompt (ignore EOS), seed {s['seed']}")
+    grid.add_row(
+        "engine",
+        f"{r.engine} [dim]({r.engine_version or '?'})[/dim]"
+        + (f"  tensor parallel {s['tensor_parallel_size']}" if r.engine == "vllm" else ""),
+    )
+    grid.add_row(
+        "decoding",
+        f"k={s['k']} speculative tokens, temperature {s['temperature']}, "
+        f"{s['max_new_tokens']} new tokens per prompt (ignore EOS), seed {s['seed']}",
+    )
     cats = Counter(p.category for p in r.prompts.prompts)
-    grid.add_row("prompts", f"{len(r.prompts.prompts)} runs: " + ", ".join(f"{c} {n}" for c, n in cats.items())
-                 + f"; chat template: {r.prompts.chat_template}")
-    grid.add_row("buckets", ", ".join(bucket_name(b) for b in r.buckets)
-                 + " [dim](context lengths in prompt tokens; padded with filler text)[/dim]")
+    grid.add_row(
+        "prompts",
+        f"{len(r.prompts.prompts)} runs: "
+        + ", ".join(f"{c} {n}" for c, n in cats.items())
+        + f"; chat template: {r.prompts.chat_template}",
+    )
+    grid.add_row(
+        "buckets",
+        ", ".join(bucket_name(b) for b in r.buckets)
+        + " [dim](context lengths in prompt tokens; padded with filler text)[/dim]",
+    )
     if r.prompts.skipped:
-        grid.add_row("skipped", f"[yellow]{len(r.prompts.skipped)}[/yellow] prompt×bucket runs "
-                     f"[dim](e.g. {r.prompts.skipped[0].id} @ {bucket_name(r.prompts.skipped[0].bucket)}: "
-                     f"{r.prompts.skipped[0].reason})[/dim]")
+        grid.add_row(
+            "skipped",
+            f"[yellow]{len(r.prompts.skipped)}[/yellow] prompt×bucket runs "
+            f"[dim](e.g. {r.prompts.skipped[0].id} @ {bucket_name(r.prompts.skipped[0].bucket)}: "
+            f"{r.prompts.skipped[0].reason})[/dim]",
+        )
     console.print(grid)
 
 
@@ -72,23 +88,36 @@ def _summary(console: Console, r: SmokeReport) -> None:
         table.add_row(name, *values, *(deltas if deltas is not None else [""] * len(r.deltas)))
 
     base_al = totals[0].acceptance_length
-    row("acceptance length (AL)", [f"[bold]{c.acceptance_length:.2f}[/bold]" for c in totals],
-        [_signed(x.acceptance_length) + (f" ({100 * x.acceptance_length / base_al:+.1f}%)" if base_al else "")
-         for x in r.deltas])
-    row("draft acceptance rate", [_pct(c.acceptance_rate) for c in totals],
-        [_signed(100 * x.acceptance_rate, "{:+.1f} pp") for x in r.deltas])
+    row(
+        "acceptance length (AL)",
+        [f"[bold]{c.acceptance_length:.2f}[/bold]" for c in totals],
+        [
+            _signed(x.acceptance_length) + (f" ({100 * x.acceptance_length / base_al:+.1f}%)" if base_al else "")
+            for x in r.deltas
+        ],
+    )
+    row(
+        "draft acceptance rate",
+        [_pct(c.acceptance_rate) for c in totals],
+        [_signed(100 * x.acceptance_rate, "{:+.1f} pp") for x in r.deltas],
+    )
     for i in range(k):
-        row(f"  accepted at position {i + 1}", [_pct(c.per_position[i]) if i < len(c.per_position) else "—"
-                                               for c in totals],
-            [_signed(100 * x.per_position[i], "{:+.1f} pp") if i < len(x.per_position) else "—" for x in r.deltas])
+        row(
+            f"  accepted at position {i + 1}",
+            [_pct(c.per_position[i]) if i < len(c.per_position) else "—" for c in totals],
+            [_signed(100 * x.per_position[i], "{:+.1f} pp") if i < len(x.per_position) else "—" for x in r.deltas],
+        )
     row("draft rounds", [str(c.num_drafts) for c in totals])
     row("draft tokens", [str(c.num_draft_tokens) for c in totals])
     row("accepted tokens", [str(c.num_accepted) for c in totals])
     row("target forward passes", [str(c.target_forwards) for c in totals])
     row("generated tokens", [str(c.generated_tokens) for c in totals])
     row("tokens per target forward", [f"{c.tokens_per_forward:.2f}" for c in totals])
-    row("tokens/s", [_tps(c) for c in totals],
-        [("—" if x.tokens_per_s_ratio is None else f"×{x.tokens_per_s_ratio:.2f}") for x in r.deltas])
+    row(
+        "tokens/s",
+        [_tps(c) for c in totals],
+        [("—" if x.tokens_per_s_ratio is None else f"×{x.tokens_per_s_ratio:.2f}") for x in r.deltas],
+    )
     load = "engine start s" if r.engine == "vllm" else "draft load s"
     row(load, ["—" if d.load_seconds is None else f"{d.load_seconds:.1f}" for d in r.drafts])
     console.print(table)
@@ -97,8 +126,10 @@ def _summary(console: Console, r: SmokeReport) -> None:
 def _groups(console: Console, r: SmokeReport) -> None:
     with_groups = [d for d in r.drafts if d.per_request]
     if not with_groups:
-        console.print("[dim]Per-category / per-bucket numbers are not available: this vLLM returned only "
-                      "engine-wide counters (see docs/smoke.md).[/dim]")
+        console.print(
+            "[dim]Per-category / per-bucket numbers are not available: this vLLM returned only "
+            "engine-wide counters (see docs/smoke.md).[/dim]"
+        )
         return
     multi = len(r.buckets) > 1
     table = Table(title="AL by category" + (" and context bucket" if multi else ""), title_justify="left")
@@ -132,10 +163,20 @@ def _groups(console: Console, r: SmokeReport) -> None:
         for x in r.deltas:
             v = next((v for c, b, v in x.groups if c == cat and b == bucket), None)
             deltas.append("—" if v is None else _signed(v))
-        extra = [" / ".join(_tps(d.group(cat, bucket) or Counts()) for d in with_groups)] if r.engine == "reference" else []
+        extra = (
+            [" / ".join(_tps(d.group(cat, bucket) or Counts()) for d in with_groups)] if r.engine == "reference" else []
+        )
         style = "dim" if cat == "all" else None
-        table.add_row(cat, bucket_name(bucket), str(base.requests), str(base.prompt_tokens // max(base.requests, 1)),
-                      *cells, *deltas, *extra, style=style)
+        table.add_row(
+            cat,
+            bucket_name(bucket),
+            str(base.requests),
+            str(base.prompt_tokens // max(base.requests, 1)),
+            *cells,
+            *deltas,
+            *extra,
+            style=style,
+        )
     console.print(table)
 
 
@@ -162,7 +203,9 @@ def _sampling_warnings(console: Console, r: SmokeReport) -> None:
             continue
         console.print()
         console.print(f"[bold red]WARNING: the engine failed the sampling control for {d.label}[/]: {c.summary()}.")
-        console.print(f"[bold red]Its AL at T={r.settings.get('temperature')} measures a broken speculative sampler, "
-                      "not the draft; compare drafts at T=0 or with --engine reference.[/]")
+        console.print(
+            f"[bold red]Its AL at T={r.settings.get('temperature')} measures a broken speculative sampler, "
+            "not the draft; compare drafts at T=0 or with --engine reference.[/]"
+        )
         if c.cause:
             console.print(f"[red]Cause: {c.cause}[/]")

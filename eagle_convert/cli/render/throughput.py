@@ -12,8 +12,7 @@ from eagle_convert.smoke.throughput import ThroughputReport
 
 def render_throughput(console: Console, t: ThroughputReport, al: Mapping[str, float] | None = None) -> None:
     """One row per draft and one for the target alone; `al` maps a draft label to its AL."""
-    table = Table(title="Per-user decode tokens/s by concurrency (speedup over no speculation)",
-                  title_justify="left")
+    table = Table(title="Per-user decode tokens/s by concurrency (speedup over no speculation)", title_justify="left")
     table.add_column("draft")
     table.add_column("AL", justify="right")
     for c in t.concurrency:
@@ -35,9 +34,11 @@ def render_throughput(console: Console, t: ThroughputReport, al: Mapping[str, fl
         table.add_row(*row)
     console.print(table)
     s = t.settings
-    console.print(f"[dim]{t.engine_version or 'vllm'} on {t.device}; greedy, {s.get('max_new_tokens')} tokens per "
-                  f"request, max_num_seqs {s.get('max_num_seqs')}; median over "
-                  f"{min((lv.requests for d in [t.baseline, *t.drafts] for lv in d.levels), default=0)}+ requests "
-                  "per level, one vLLM build for every row[/dim]")
+    console.print(
+        f"[dim]{t.engine_version or 'vllm'} on {t.device}; greedy, {s.get('max_new_tokens')} tokens per "
+        f"request, max_num_seqs {s.get('max_num_seqs')}; median over "
+        f"{min((lv.requests for d in [t.baseline, *t.drafts] for lv in d.levels), default=0)}+ requests "
+        "per level, one vLLM build for every row[/dim]"
+    )
     if t.note:
         console.print(f"[yellow]Note: {t.note}[/yellow]")

@@ -10,16 +10,18 @@ from rich.markup import escape
 from rich.table import Table
 
 from eagle_convert.cli.render.diff import ABSENT, config_table
-from eagle_convert.diff import config_diff
-from eagle_convert.upgrade.plan import PROVENANCE_KEY, UpgradePlan
-from eagle_convert.upgrade.apply import UpgradeResult
 from eagle_convert.cli.render.inspect import human_bytes
+from eagle_convert.diff import config_diff
+from eagle_convert.upgrade.apply import UpgradeResult
+from eagle_convert.upgrade.plan import PROVENANCE_KEY, UpgradePlan
 
 if TYPE_CHECKING:
     from eagle_convert.upgrade.linkplan import LinkPlan
 
-HARDLINK_NOTE = ("hard links share the inode with the input: a program that writes into either file in place "
-                 "changes both (eagle-convert never does; deleting either folder is safe)")
+HARDLINK_NOTE = (
+    "hard links share the inode with the input: a program that writes into either file in place "
+    "changes both (eagle-convert never does; deleting either folder is safe)"
+)
 
 
 def render_plan(console: Console, plan: UpgradePlan, out: Path, *, dry_run: bool, link: LinkPlan | None = None) -> None:
@@ -27,17 +29,24 @@ def render_plan(console: Console, plan: UpgradePlan, out: Path, *, dry_run: bool
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
-    grid.add_row("upgrade", f"{escape(plan.source)} [dim]({plan.source_layout}, {plan.storage})[/dim] "
-                 f"→ {escape(str(out))}")
+    grid.add_row(
+        "upgrade", f"{escape(plan.source)} [dim]({plan.source_layout}, {plan.storage})[/dim] → {escape(str(out))}"
+    )
     storage = "linked input files + a new shard, indexed" if link else "sharded" if plan.sharded else "single file"
     grid.add_row("output", f"layout {plan.layout}, {plan.config_format} config, {storage}, safetensors")
-    grid.add_row("adds", f"{plan.num_aux} × fc_norm.i.weight [{plan.target_hidden_size}] {plan.norm_dtype}, "
-                 f"{plan.norm_init.method if plan.norm_init else 'ones'}; "
-                 f"fc_norm=true, norm_output={'true' if plan.norm_output else 'false'}")
+    grid.add_row(
+        "adds",
+        f"{plan.num_aux} × fc_norm.i.weight [{plan.target_hidden_size}] {plan.norm_dtype}, "
+        f"{plan.norm_init.method if plan.norm_init else 'ones'}; "
+        f"fc_norm=true, norm_output={'true' if plan.norm_output else 'false'}",
+    )
     grid.add_row("aux layer ids", f"{list(plan.aux.ids)} [dim](from {escape(plan.aux.detail)})[/dim]")
     if link is not None:
-        grid.add_row("weights", f"{len(link.linked)} input files ({human_bytes(link.linked_bytes)}) linked, not copied: "
-                     f"reflink, else hard link, else copy; fc_norm weights in {link.shard.filename}; new index")
+        grid.add_row(
+            "weights",
+            f"{len(link.linked)} input files ({human_bytes(link.linked_bytes)}) linked, not copied: "
+            f"reflink, else hard link, else copy; fc_norm weights in {link.shard.filename}; new index",
+        )
     console.print(grid)
     if not dry_run:
         _notes(console, plan)
@@ -73,8 +82,11 @@ def render_plan(console: Console, plan: UpgradePlan, out: Path, *, dry_run: bool
         counts = {f.filename: str(len(f.tensors)) for f in plan.files}
         for name, size in plan.output_files.items():
             table.add_row(name, counts.get(name, ""), f"{size:,}")
-        table.add_row("[bold]total[/bold]", str(sum(len(f.tensors) for f in plan.files)),
-                      f"[bold]{plan.total_bytes:,}[/bold] ({human_bytes(plan.total_bytes)})")
+        table.add_row(
+            "[bold]total[/bold]",
+            str(sum(len(f.tensors) for f in plan.files)),
+            f"[bold]{plan.total_bytes:,}[/bold] ({human_bytes(plan.total_bytes)})",
+        )
         console.print(table)
     _notes(console, plan)
     console.print("[bold]dry run:[/bold] nothing was written")
@@ -90,11 +102,17 @@ def _link_files(console: Console, link: LinkPlan) -> None:
     for name in ("model.safetensors.index.json", "config.json", "README.md"):
         if name in link.output_files:
             table.add_row(name, "new", "", f"{link.output_files[name]:,}")
-    table.add_row("[bold]written[/bold]", "", "", f"[bold]{link.new_bytes:,}[/bold] ({human_bytes(link.new_bytes)}) "
-                  f"when every link works")
+    table.add_row(
+        "[bold]written[/bold]",
+        "",
+        "",
+        f"[bold]{link.new_bytes:,}[/bold] ({human_bytes(link.new_bytes)}) when every link works",
+    )
     console.print(table)
-    console.print(f"[dim]links: a reflink is an independent copy-on-write file; {HARDLINK_NOTE}; "
-                  "where neither is possible the file is copied[/dim]")
+    console.print(
+        f"[dim]links: a reflink is an independent copy-on-write file; {HARDLINK_NOTE}; "
+        "where neither is possible the file is copied[/dim]"
+    )
 
 
 def _notes(console: Console, plan: UpgradePlan) -> None:
@@ -109,8 +127,10 @@ def render_result(console: Console, plan: UpgradePlan, result: UpgradeResult) ->
         if method == "hardlink":
             console.print(f"[yellow]hard link:[/yellow] {escape(name)}: {HARDLINK_NOTE}")
         elif method == "copy":
-            console.print(f"[yellow]copied[/yellow] {escape(name)}: no link was possible "
-                          f"({escape(result.link_notes.get(name, ''))})")
+            console.print(
+                f"[yellow]copied[/yellow] {escape(name)}: no link was possible "
+                f"({escape(result.link_notes.get(name, ''))})"
+            )
         else:
             console.print(f"reflinked {escape(name)} (copy-on-write: independent of the input)")
     check = "verified byte-for-byte" if result.verified else "[yellow]not verified (--no-verify)[/yellow]"
@@ -118,9 +138,11 @@ def render_result(console: Console, plan: UpgradePlan, result: UpgradeResult) ->
         check = "verified (links by inode or extents, new files byte-for-byte)"
     new = sum(n for f, n in result.files.items() if result.links.get(f, "copy") == "copy")
     size = human_bytes(result.total_bytes) + (f" ({human_bytes(new)} written)" if result.links else "")
-    console.print(f"[green]wrote[/green] {escape(str(result.out))}: {len(result.files)} files, "
-                  f"{size} in {result.write_seconds:.2f}s; {check}"
-                  + (f" in {result.verify_seconds:.2f}s" if result.verified else ""))
+    console.print(
+        f"[green]wrote[/green] {escape(str(result.out))}: {len(result.files)} files, "
+        f"{size} in {result.write_seconds:.2f}s; {check}"
+        + (f" in {result.verify_seconds:.2f}s" if result.verified else "")
+    )
 
 
 class RichProgress:
@@ -139,8 +161,13 @@ class RichProgress:
         )
 
         self._progress = Progress(
-            TextColumn("{task.description:>9}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-            TimeRemainingColumn(), console=console, transient=False,
+            TextColumn("{task.description:>9}"),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
         )
         self._task: Any = None
 

@@ -1,6 +1,6 @@
 """Render a `ValidationReport` with rich, and the finding-code table as Markdown for the docs.
 
-    python -m eagle_convert.cli.render.validate --markdown   # the table between the markers in docs/validate.md
+python -m eagle_convert.cli.render.validate --markdown   # the table between the markers in docs/validate.md
 """
 
 from __future__ import annotations
@@ -44,8 +44,9 @@ def render_validate(console: Console, report: ValidationReport, *, strict: bool 
             table.add_column(col, overflow="fold")
         for f in report.sorted_findings():
             style = _STYLE[f.level]
-            table.add_row(f"[{style}]{f.level}[/{style}]", f"{f.code} {f.slug}", escape(f.where), escape(f.message),
-                          escape(f.fix))
+            table.add_row(
+                f"[{style}]{f.level}[/{style}]", f"{f.code} {f.slug}", escape(f.where), escape(f.message), escape(f.fix)
+            )
         console.print(table)
     counts = report.counts()
     summary = f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} info"
@@ -58,8 +59,17 @@ def render_validate(console: Console, report: ValidationReport, *, strict: bool 
 
 def _engine_line(engine: dict) -> str:
     features = engine.get("features") or {}
-    names = ("fc_norm", "norm_output", "speculators_propagates_31_flags", "reads_eagle_config_aux_ids",
-             "num_aux_hidden_states", "qwen3_eagle3", "mla_eagle3", "mla_fc_norm_applied", "norm_before_fc")
+    names = (
+        "fc_norm",
+        "norm_output",
+        "speculators_propagates_31_flags",
+        "reads_eagle_config_aux_ids",
+        "num_aux_hidden_states",
+        "qwen3_eagle3",
+        "mla_eagle3",
+        "mla_fc_norm_applied",
+        "norm_before_fc",
+    )
     feats = " ".join(f"{n}={'yes' if features.get(n) else 'no'}" for n in names if n in features)
     status = "loaded" if not engine.get("error") else "load failed"
     return f"{engine.get('vllm_version') or '?'} ({status} in {engine.get('seconds', 0):.1f} s); {feats}"

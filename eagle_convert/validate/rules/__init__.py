@@ -10,7 +10,16 @@ from collections.abc import Callable
 
 from eagle_convert.validate.findings import Finding
 from eagle_convert.validate.rules import (
-    auxids, config, files, keys, producer, served, shapes, target, targetweights, vocab,
+    auxids,
+    config,
+    files,
+    keys,
+    producer,
+    served,
+    shapes,
+    target,
+    targetweights,
+    vocab,
 )
 from eagle_convert.validate.rules.context import Context
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules.context import Context
+from eagle_convert.validate.rules.shapes import weights_aux_count
 from eagle_convert.vllm_model.config import as_list, eagle_section
 from eagle_convert.vllm_model.tables import default_aux_ids
-from eagle_convert.validate.rules.shapes import weights_aux_count
 
 
 def target_layers(ctx: Context) -> int | None:
@@ -37,21 +37,42 @@ def check(ctx: Context) -> list[Finding]:
         default = default_aux_ids(n) if n else None
         trained = " (SafeAILab drafts are trained on exactly these)" if ctx.info.layout == "safeailab" else ""
         layers = f"{default} for this {n}-layer target" if default else "(2, N//2, N-3)"
-        out.append(finding("W320", f"no eagle_aux_hidden_state_layer_ids: vLLM taps {layers}{trained}",
-                           field="eagle_aux_hidden_state_layer_ids"))
+        out.append(
+            finding(
+                "W320",
+                f"no eagle_aux_hidden_state_layer_ids: vLLM taps {layers}{trained}",
+                field="eagle_aux_hidden_state_layer_ids",
+            )
+        )
         if default and (len(set(default)) < 3 or min(default) < 0):
-            out.append(finding("E503", f"vLLM's default aux ids {default} collide or go negative for a {n}-layer "
-                                       "target: fewer states than fc expects arrive and the first decode crashes",
-                               field="eagle_aux_hidden_state_layer_ids"))
+            out.append(
+                finding(
+                    "E503",
+                    f"vLLM's default aux ids {default} collide or go negative for a {n}-layer "
+                    "target: fewer states than fc expects arrive and the first decode crashes",
+                    field="eagle_aux_hidden_state_layer_ids",
+                )
+            )
         elif a is not None and a != 3:
-            out.append(finding("E202", f"no aux ids, so vLLM captures its 3 default layers, but fc expects {a} aux "
-                                       "states: the first decode crashes", field="eagle_aux_hidden_state_layer_ids",
-                               fix=f"Write {a} explicit eagle_aux_hidden_state_layer_ids."))
+            out.append(
+                finding(
+                    "E202",
+                    f"no aux ids, so vLLM captures its 3 default layers, but fc expects {a} aux "
+                    "states: the first decode crashes",
+                    field="eagle_aux_hidden_state_layer_ids",
+                    fix=f"Write {a} explicit eagle_aux_hidden_state_layer_ids.",
+                )
+            )
     else:
         out += _check_ids(ctx, ids, where, n, a)
     if a is not None and a != 3:
-        out.append(finding("I325", f"the draft uses {a} aux hidden states; vLLM before 0.22 (PR #42764) builds fc for "
-                                   "3", field="num_aux_hidden_states"))
+        out.append(
+            finding(
+                "I325",
+                f"the draft uses {a} aux hidden states; vLLM before 0.22 (PR #42764) builds fc for 3",
+                field="num_aux_hidden_states",
+            )
+        )
     return out
 
 
@@ -60,23 +81,52 @@ def _check_ids(ctx: Context, ids: list[Any], where: str, n: int | None, a: int |
     bad = [i for i in ids if not _is_id(i) or (n is not None and i > n)]
     if bad:
         limit = f"[0, {n}] for this {n}-layer target" if n is not None else "non-negative integers"
-        out.append(finding("E322", f"{where} = {ids}: {bad} outside {limit}; vLLM never captures such a layer and the "
-                                   "first decode crashes", field=where))
+        out.append(
+            finding(
+                "E322",
+                f"{where} = {ids}: {bad} outside {limit}; vLLM never captures such a layer and the "
+                "first decode crashes",
+                field=where,
+            )
+        )
     if len({repr(i) for i in ids}) != len(ids):
-        out.append(finding("E321", f"{where} = {ids} repeats ids: vLLM captures each layer once, so fewer states than "
-                                   "fc expects arrive and the first decode crashes", field=where))
+        out.append(
+            finding(
+                "E321",
+                f"{where} = {ids} repeats ids: vLLM captures each layer once, so fewer states than "
+                "fc expects arrive and the first decode crashes",
+                field=where,
+            )
+        )
     elif a is not None and len(ids) != a:
-        out.append(finding("E202", f"{where} lists {len(ids)} layers but fc expects {a} aux states "
-                                   f"({ctx.aux_count_source}): the first decode crashes", field=where,
-                           fix=f"List exactly {a} aux layer ids (or fix num_aux_hidden_states)."))
+        out.append(
+            finding(
+                "E202",
+                f"{where} lists {len(ids)} layers but fc expects {a} aux states "
+                f"({ctx.aux_count_source}): the first decode crashes",
+                field=where,
+                fix=f"List exactly {a} aux layer ids (or fix num_aux_hidden_states).",
+            )
+        )
     top = ctx.vcfg.get("eagle_aux_hidden_state_layer_ids")
     nested = eagle_section(ctx.vcfg).get("eagle_aux_hidden_state_layer_ids")
     if ctx.view.aux_ids_v2 is None:
-        out.append(finding("W323", f"aux ids only in {where}: vLLM's V2 model runner (GPU default for dense targets) "
-                                   "reads top-level ids and eagle_config.layer_ids only and falls back to "
-                                   "(2, N//2, N-3)", field=where,
-                           fix=f"Also write eagle_aux_hidden_state_layer_ids: {ids} at the top level."))
+        out.append(
+            finding(
+                "W323",
+                f"aux ids only in {where}: vLLM's V2 model runner (GPU default for dense targets) "
+                "reads top-level ids and eagle_config.layer_ids only and falls back to "
+                "(2, N//2, N-3)",
+                field=where,
+                fix=f"Also write eagle_aux_hidden_state_layer_ids: {ids} at the top level.",
+            )
+        )
     if top and nested and sorted(map(repr, as_list(top))) != sorted(map(repr, as_list(nested))):
-        out.append(finding("W324", f"top-level aux ids {top} differ from eagle_config's {nested}; vLLM uses the "
-                                   "top-level list", field="eagle_config.eagle_aux_hidden_state_layer_ids"))
+        out.append(
+            finding(
+                "W324",
+                f"top-level aux ids {top} differ from eagle_config's {nested}; vLLM uses the top-level list",
+                field="eagle_config.eagle_aux_hidden_state_layer_ids",
+            )
+        )
     return out

@@ -16,8 +16,14 @@ from eagle_convert.vllm_model.tables import FLAG_NAMES, SPECULATORS_ARCHITECTURE
 
 REQUIRED_FIELDS = ("hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size", "vocab_size")
 MLA_FIELDS = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
-OPTIONAL_POSITIVE = ("target_hidden_size", "draft_vocab_size", "num_aux_hidden_states", "num_key_value_heads",
-                     "head_dim", "q_lora_rank")
+OPTIONAL_POSITIVE = (
+    "target_hidden_size",
+    "draft_vocab_size",
+    "num_aux_hidden_states",
+    "num_key_value_heads",
+    "head_dim",
+    "q_lora_rank",
+)
 _SPECULATORS_TOP = {"draft_vocab_size", "target_hidden_size", "eagle_aux_hidden_state_layer_ids", *FLAG_NAMES}
 
 
@@ -36,34 +42,73 @@ def _architecture(ctx: Context) -> list[Finding]:
         inner_type = ctx.vcfg.get("model_type", "llama")
         kind = cfg.get("speculators_model_type")
         if kind not in ("eagle3", "peagle"):
-            out.append(finding("E301", f"speculators_model_type is {kind!r}: not an EAGLE-3 draft (vLLM serves it "
-                                       "with another method, or raises)", field="speculators_model_type"))
+            out.append(
+                finding(
+                    "E301",
+                    f"speculators_model_type is {kind!r}: not an EAGLE-3 draft (vLLM serves it "
+                    "with another method, or raises)",
+                    field="speculators_model_type",
+                )
+            )
         elif inner_type not in SPECULATORS_ARCHITECTURES[kind]:
-            out.append(finding("E301", f"transformer_layer_config.model_type is {inner_type!r}: vLLM raises "
-                                       f"`Unsupported model_type {inner_type} for Eagle3 speculator` "
-                                       "(llama, qwen3 only)",
-                               field="transformer_layer_config.model_type"))
+            out.append(
+                finding(
+                    "E301",
+                    f"transformer_layer_config.model_type is {inner_type!r}: vLLM raises "
+                    f"`Unsupported model_type {inner_type} for Eagle3 speculator` "
+                    "(llama, qwen3 only)",
+                    field="transformer_layer_config.model_type",
+                )
+            )
     elif not ctx.arch:
-        out.append(finding("E301", "config.json has no architectures: vLLM cannot pick a draft class",
-                           field="architectures", fix=f'Set architectures to ["{recommended}"].'))
+        out.append(
+            finding(
+                "E301",
+                "config.json has no architectures: vLLM cannot pick a draft class",
+                field="architectures",
+                fix=f'Set architectures to ["{recommended}"].',
+            )
+        )
     elif ctx.impl is None:
         declared = (cfg.get("architectures") or [""])[0]
         how = f"{declared!r} becomes {ctx.arch!r} under method eagle3" if declared != ctx.arch else repr(declared)
-        out.append(finding("E301", f"architectures[0] {how}, which vLLM does not register as an EAGLE-3 draft",
-                           field="architectures", fix=f'Set architectures to ["{recommended}"].'))
+        out.append(
+            finding(
+                "E301",
+                f"architectures[0] {how}, which vLLM does not register as an EAGLE-3 draft",
+                field="architectures",
+                fix=f'Set architectures to ["{recommended}"].',
+            )
+        )
     if ctx.impl and ctx.info.attention != ctx.attention:
-        out.append(finding("E301", f"the tensors hold {ctx.info.attention} attention ({ctx.info.attention_reason}) but "
-                                   f"{ctx.arch} builds {ctx.impl} with {ctx.attention} attention",
-                           field="architectures", fix=f'Set architectures to ["{recommended}"].'))
+        out.append(
+            finding(
+                "E301",
+                f"the tensors hold {ctx.info.attention} attention ({ctx.info.attention_reason}) but "
+                f"{ctx.arch} builds {ctx.impl} with {ctx.attention} attention",
+                field="architectures",
+                fix=f'Set architectures to ["{recommended}"].',
+            )
+        )
     if ctx.view.mtp_rewrite:
         what = ctx.view.mtp_rewrite
-        out.append(finding("E302", f"{what}: vLLM's SpeculativeConfig.hf_config_override rewrites the draft into "
-                                   "an MTP model before the EAGLE-3 class is chosen",
-                           field="model_type" if what.startswith("model_type") else "architectures"))
+        out.append(
+            finding(
+                "E302",
+                f"{what}: vLLM's SpeculativeConfig.hf_config_override rewrites the draft into "
+                "an MTP model before the EAGLE-3 class is chosen",
+                field="model_type" if what.startswith("model_type") else "architectures",
+            )
+        )
     act = ctx.vcfg.get("hidden_act", "silu")
     if act != "silu":
-        out.append(finding("E303", f"hidden_act is {act!r}: vLLM's draft MLP raises `Unsupported activation: {act}`",
-                           field=_field(ctx, "hidden_act")))
+        out.append(
+            finding(
+                "E303",
+                f"hidden_act is {act!r}: vLLM's draft MLP raises `Unsupported activation: {act}`",
+                field=_field(ctx, "hidden_act"),
+            )
+        )
     return out
 
 
@@ -78,24 +123,47 @@ def _fields(ctx: Context) -> list[Finding]:
     for name in required:
         value = vcfg.get(name)
         if value is None:
-            out.append(finding("E304", f"{_field(ctx, name)} is missing: vLLM would use a config-class default, "
-                                       "not the draft's size", field=_field(ctx, name)))
+            out.append(
+                finding(
+                    "E304",
+                    f"{_field(ctx, name)} is missing: vLLM would use a config-class default, not the draft's size",
+                    field=_field(ctx, name),
+                )
+            )
         elif not _positive_int(value):
-            out.append(finding("E304", f"{_field(ctx, name)} is {value!r}, expected a positive integer",
-                               field=_field(ctx, name)))
+            out.append(
+                finding(
+                    "E304", f"{_field(ctx, name)} is {value!r}, expected a positive integer", field=_field(ctx, name)
+                )
+            )
     for name in OPTIONAL_POSITIVE:
         if name in vcfg and not _positive_int(vcfg[name]) and not (vcfg[name] is None and name != "target_hidden_size"):
             crash = " (vLLM multiplies it by the aux count and crashes)" if name == "target_hidden_size" else ""
-            out.append(finding("E304", f"{_field(ctx, name)} is {vcfg[name]!r}, expected a positive integer{crash}",
-                               field=_field(ctx, name)))
+            out.append(
+                finding(
+                    "E304",
+                    f"{_field(ctx, name)} is {vcfg[name]!r}, expected a positive integer{crash}",
+                    field=_field(ctx, name),
+                )
+            )
     for name in ("num_hidden_layers", "num_aux_hidden_states"):
         if _positive_int(vcfg.get(name)) and vcfg[name] > MAX_COUNT:
-            out.append(finding("E304", f"{_field(ctx, name)} is {vcfg[name]}: not a plausible draft (at most "
-                                       f"{MAX_COUNT})", field=_field(ctx, name)))
+            out.append(
+                finding(
+                    "E304",
+                    f"{_field(ctx, name)} is {vcfg[name]}: not a plausible draft (at most {MAX_COUNT})",
+                    field=_field(ctx, name),
+                )
+            )
     eps = vcfg.get("rms_norm_eps")
     if eps is not None and not (isinstance(eps, (int, float)) and not isinstance(eps, bool) and 0 < eps < 1):
-        out.append(finding("E304", f"{_field(ctx, 'rms_norm_eps')} is {eps!r}, expected a small positive number",
-                           field=_field(ctx, "rms_norm_eps")))
+        out.append(
+            finding(
+                "E304",
+                f"{_field(ctx, 'rms_norm_eps')} is {eps!r}, expected a small positive number",
+                field=_field(ctx, "rms_norm_eps"),
+            )
+        )
     if "eagle_config" in vcfg and not isinstance(vcfg["eagle_config"], dict):
         out.append(finding("E304", "eagle_config is not a JSON object: vLLM ignores it", field="eagle_config"))
     return out
@@ -105,29 +173,63 @@ def _flags(ctx: Context) -> list[Finding]:
     cfg, out = ctx.config, []
     eagle = eagle_section(ctx.vcfg)
     if ctx.flags["fc_norm"] and ctx.flags["norm_before_fc"]:
-        out.append(finding("E305", "fc_norm and norm_before_fc are both on: vLLM would apply input_norm and then "
-                                   "every fc_norm, a combination no producer trains", field="fc_norm"))
+        out.append(
+            finding(
+                "E305",
+                "fc_norm and norm_before_fc are both on: vLLM would apply input_norm and then "
+                "every fc_norm, a combination no producer trains",
+                field="fc_norm",
+            )
+        )
     if ctx.attention == "mla":
         if eagle.get("norm_before_fc", ctx.vcfg.get("norm_before_fc")):
-            out.append(finding("E306", "norm_before_fc is on but vLLM's MLA draft class has no input_norm and ignores "
-                                       "the flag", field="norm_before_fc"))
+            out.append(
+                finding(
+                    "E306",
+                    "norm_before_fc is on but vLLM's MLA draft class has no input_norm and ignores the flag",
+                    field="norm_before_fc",
+                )
+            )
         if eagle.get("use_aux_hidden_state") is False:
-            out.append(finding("E306", "eagle_config.use_aux_hidden_state is false but vLLM's MLA draft class always "
-                                       "builds fc over the aux states", field="eagle_config.use_aux_hidden_state"))
+            out.append(
+                finding(
+                    "E306",
+                    "eagle_config.use_aux_hidden_state is false but vLLM's MLA draft class always "
+                    "builds fc over the aux states",
+                    field="eagle_config.use_aux_hidden_state",
+                )
+            )
     if "norm_before_residual" not in cfg:
         default = "true (speculators path)" if ctx.speculators else "false (plain config path)"
-        out.append(finding("W307", f"norm_before_residual is not written; vLLM assumes {default}, and the other path "
-                                   "assumes the opposite", field="norm_before_residual"))
+        out.append(
+            finding(
+                "W307",
+                f"norm_before_residual is not written; vLLM assumes {default}, and the other path assumes the opposite",
+                field="norm_before_residual",
+            )
+        )
     if ctx.speculators:
         inner = cfg.get("transformer_layer_config") or {}
         lost = [f for f in FLAG_NAMES if (f in cfg or f in inner) and (f not in inner or inner.get(f) != cfg.get(f))]
         if lost:
-            out.append(finding("W308", f"{', '.join(lost)}: top-level and transformer_layer_config disagree or one is "
-                                       "missing; vLLM before PR #46488 reads only the inner value, newer vLLM only the "
-                                       "top-level one", field=lost[0]))
+            out.append(
+                finding(
+                    "W308",
+                    f"{', '.join(lost)}: top-level and transformer_layer_config disagree or one is "
+                    "missing; vLLM before PR #46488 reads only the inner value, newer vLLM only the "
+                    "top-level one",
+                    field=lost[0],
+                )
+            )
     if "use_aux_norm" in cfg:
-        out.append(finding("W309", f"use_aux_norm is {cfg['use_aux_norm']!r} but vLLM reads only fc_norm "
-                                   f"(fc_norm is {'on' if ctx.flags['fc_norm'] else 'off'})", field="use_aux_norm"))
+        out.append(
+            finding(
+                "W309",
+                f"use_aux_norm is {cfg['use_aux_norm']!r} but vLLM reads only fc_norm "
+                f"(fc_norm is {'on' if ctx.flags['fc_norm'] else 'off'})",
+                field="use_aux_norm",
+            )
+        )
     return out
 
 
@@ -138,9 +240,14 @@ def _context_length(ctx: Context) -> list[Finding]:
         serving, source = ctx.target["max_position_embeddings"], "the target's max_position_embeddings"
     draft = ctx.vcfg.get("max_position_embeddings")
     if serving and _positive_int(draft) and draft < serving:
-        return [finding("W310", f"max_position_embeddings is {draft} but the serving context is {serving} ({source}): "
-                                "vLLM raises the draft's limit to the target's max_model_len (SpeculativeConfig."
-                                "_maybe_override_draft_max_position_embeddings) but the draft has not seen positions "
-                                "past its own",
-                        field=_field(ctx, "max_position_embeddings"))]
+        return [
+            finding(
+                "W310",
+                f"max_position_embeddings is {draft} but the serving context is {serving} ({source}): "
+                "vLLM raises the draft's limit to the target's max_model_len (SpeculativeConfig."
+                "_maybe_override_draft_max_position_embeddings) but the draft has not seen positions "
+                "past its own",
+                field=_field(ctx, "max_position_embeddings"),
+            )
+        ]
     return []

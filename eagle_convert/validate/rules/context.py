@@ -82,19 +82,37 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def build_context(ckpt: Checkpoint, info: DraftInfo, *, target: dict[str, Any] | None = None,
-                  target_source: str | None = None, serving_context: int | None = None,
-                  target_model: Any = None, deep: bool = False) -> Context:
+def build_context(
+    ckpt: Checkpoint,
+    info: DraftInfo,
+    *,
+    target: dict[str, Any] | None = None,
+    target_source: str | None = None,
+    serving_context: int | None = None,
+    target_model: Any = None,
+    deep: bool = False,
+) -> Context:
     view = read_config(ckpt.config)
     env = _symbols(view.vcfg, view.flags, view.aux_count, target)
-    ctx = Context(ckpt, info, view, view.attention or info.attention, env, target, target_source, serving_context,
-                  target_model=target_model, deep=deep)
+    ctx = Context(
+        ckpt,
+        info,
+        view,
+        view.attention or info.attention,
+        env,
+        target,
+        target_source,
+        serving_context,
+        target_model=target_model,
+        deep=deep,
+    )
     ctx.vnames = {name: vllm_name(name) for name in ckpt.tensors}
     return ctx
 
 
-def _symbols(vcfg: dict[str, Any], flags: dict[str, bool], a: int | None,
-             target: dict[str, Any] | None) -> dict[str, Any]:
+def _symbols(
+    vcfg: dict[str, Any], flags: dict[str, bool], a: int | None, target: dict[str, Any] | None
+) -> dict[str, Any]:
     h, n_heads = _int(vcfg.get("hidden_size")), _int(vcfg.get("num_attention_heads"))
     t = _int(vcfg["target_hidden_size"]) if "target_hidden_size" in vcfg else h
     v = _int(vcfg.get("vocab_size"))
@@ -104,16 +122,31 @@ def _symbols(vcfg: dict[str, Any], flags: dict[str, bool], a: int | None,
     hd = _int(vcfg.get("head_dim")) or (h // n_heads if h and n_heads else None)
     q_lora = vcfg.get("q_lora_rank")
     return {
-        "H": h, "T": t, "A": a, "V": v, "Vd": vd, "TV": tv or v, "TH": th or t,
+        "H": h,
+        "T": t,
+        "A": a,
+        "V": v,
+        "Vd": vd,
+        "TV": tv or v,
+        "TH": th or t,
         "L": layers if (layers := _int(vcfg.get("num_hidden_layers"))) is None or layers <= MAX_COUNT else None,
-        "I": _int(vcfg.get("intermediate_size")), "nH": n_heads,
-        "nKV": _int(vcfg.get("num_key_value_heads")) or n_heads, "hd": hd,
-        "qr": _int(q_lora), "kvr": _int(vcfg.get("kv_lora_rank")), "nope": _int(vcfg.get("qk_nope_head_dim")),
-        "rope": _int(vcfg.get("qk_rope_head_dim")), "vh": _int(vcfg.get("v_head_dim")),
-        "use_aux": flags["use_aux"], "fc_norm": flags["fc_norm"], "norm_before_fc": flags["norm_before_fc"],
+        "I": _int(vcfg.get("intermediate_size")),
+        "nH": n_heads,
+        "nKV": _int(vcfg.get("num_key_value_heads")) or n_heads,
+        "hd": hd,
+        "qr": _int(q_lora),
+        "kvr": _int(vcfg.get("kv_lora_rank")),
+        "nope": _int(vcfg.get("qk_nope_head_dim")),
+        "rope": _int(vcfg.get("qk_rope_head_dim")),
+        "vh": _int(vcfg.get("v_head_dim")),
+        "use_aux": flags["use_aux"],
+        "fc_norm": flags["fc_norm"],
+        "norm_before_fc": flags["norm_before_fc"],
         "reduced": (vd != (tv or v)) if vd and (tv or v) else None,
         "attention_bias": bool(vcfg.get("attention_bias", False)),
         "o_bias": bool(vcfg.get("attention_bias", False) or vcfg.get("bias", False)),
-        "mlp_bias": bool(vcfg.get("mlp_bias", False)), "has_q_lora": q_lora is not None,
-        "k": None, "in0": None,
+        "mlp_bias": bool(vcfg.get("mlp_bias", False)),
+        "has_q_lora": q_lora is not None,
+        "k": None,
+        "in0": None,
     }

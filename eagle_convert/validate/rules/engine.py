@@ -34,8 +34,14 @@ def from_engine(report: Any) -> list[Finding]:
             continue
         key = keys[i] if i < len(keys) and len(keys) == len(report.unwritten) else None
         fills = f" (checkpoint tensor {key})" if key else ""
-        out.append(finding("E701", f"vLLM parameter {name} was never written by the checkpoint{fills}; vLLM itself "
-                                   "loads this draft without complaint", tensor=key or name))
+        out.append(
+            finding(
+                "E701",
+                f"vLLM parameter {name} was never written by the checkpoint{fills}; vLLM itself "
+                "loads this draft without complaint",
+                tensor=key or name,
+            )
+        )
     return out
 
 
@@ -47,17 +53,24 @@ def feature_findings(ctx: Context, features: Any) -> list[Finding]:
     has_fc_norm = ctx.flags["fc_norm"] or any(n.startswith(("fc_norm.", "model.fc_norm.")) for n in ctx.tensors)
     a = ctx.aux_count
     ids_nested_only = ctx.vcfg.get("eagle_aux_hidden_state_layer_ids") is None and bool(
-        (ctx.vcfg.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids"))
+        (ctx.vcfg.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
+    )
     needs += [
         (has_fc_norm and ctx.attention != "mla", "fc_norm", "fc_norm (EAGLE-3.1, PR #42764)"),
         (ctx.flags["norm_output"], "norm_output", "norm_output (EAGLE-3.1, PR #42764)"),
-        (ctx.speculators and (ctx.flags["fc_norm"] or ctx.flags["norm_output"]), "speculators_propagates_31_flags",
-         "fc_norm / norm_output from speculators configs (PR #46488)"),
+        (
+            ctx.speculators and (ctx.flags["fc_norm"] or ctx.flags["norm_output"]),
+            "speculators_propagates_31_flags",
+            "fc_norm / norm_output from speculators configs (PR #46488)",
+        ),
         (ctx.impl == "Eagle3Qwen3ForCausalLM", "qwen3_eagle3", "the Qwen3-arch EAGLE-3 draft class (PR #43132)"),
         (ctx.impl == "Eagle3DeepseekV2ForCausalLM", "mla_eagle3", "the MLA EAGLE-3 draft class (PR #36361)"),
         (ctx.attention == "mla" and has_fc_norm, "mla_fc_norm_applied", "fc_norm applied in MLA drafts (PR #43482)"),
-        (a is not None and a != 3, "num_aux_hidden_states",
-         f"{a} aux hidden states (num_aux_hidden_states, PR #42764)"),
+        (
+            a is not None and a != 3,
+            "num_aux_hidden_states",
+            f"{a} aux hidden states (num_aux_hidden_states, PR #42764)",
+        ),
         (ctx.flags["norm_before_fc"], "norm_before_fc", "norm_before_fc / input_norm (PR #36545)"),
         (ids_nested_only, "reads_eagle_config_aux_ids", "aux ids read from eagle_config (PR #42764)"),
     ]

@@ -15,8 +15,14 @@ from functools import cache
 from typing import Any
 
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv}
-_CMPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-         ast.Gt: operator.gt, ast.GtE: operator.ge}
+_CMPS = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+}
 
 
 class _Unknown(Exception):
@@ -27,8 +33,21 @@ class _Unknown(Exception):
 def _parse(text: str) -> ast.expr:
     tree = ast.parse(text, mode="eval").body
     for node in ast.walk(tree):
-        allowed = (ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.BinOp, ast.Compare, ast.Name,
-                   ast.Load, ast.Constant, *_BINOPS, *_CMPS)
+        allowed = (
+            ast.BoolOp,
+            ast.And,
+            ast.Or,
+            ast.UnaryOp,
+            ast.Not,
+            ast.USub,
+            ast.BinOp,
+            ast.Compare,
+            ast.Name,
+            ast.Load,
+            ast.Constant,
+            *_BINOPS,
+            *_CMPS,
+        )
         if not isinstance(node, allowed):
             raise ValueError(f"schemas/tensors.json: {type(node).__name__} not allowed in {text!r}")
     return tree

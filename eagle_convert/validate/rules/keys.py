@@ -11,15 +11,23 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.draft.layout import canonical_name
+from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules.context import Context
 from eagle_convert.validate.rules.tensorspec import Expected, expected_tensors
 
 _FC_NORM_RE = re.compile(r"^fc_norm\.(\d+)\.weight$")
 _ROTARY = ("rotary_pos_emb.inv_freq", "rotary_emb.inv_freq", "rotary_emb.cos_cached", "rotary_emb.sin_cached")
-_QUANT_SUFFIXES = ("_scale", ".weight_packed", ".weight_shape", ".weight_zero_point", ".g_idx", ".qweight",
-                   ".qzeros", ".scales")
+_QUANT_SUFFIXES = (
+    "_scale",
+    ".weight_packed",
+    ".weight_shape",
+    ".weight_zero_point",
+    ".g_idx",
+    ".qweight",
+    ".qzeros",
+    ".scales",
+)
 
 
 def check(ctx: Context) -> list[Finding]:
@@ -31,8 +39,11 @@ def check(ctx: Context) -> list[Finding]:
     for name, vname in ctx.vnames.items():
         if vname is None:
             if name != "t2d":
-                why = ("vLLM uses mask_hidden only with parallel drafting (P-EAGLE)" if "mask_hidden" in name
-                       else "vLLM drops every tensor whose name contains 't2d'")
+                why = (
+                    "vLLM uses mask_hidden only with parallel drafting (P-EAGLE)"
+                    if "mask_hidden" in name
+                    else "vLLM drops every tensor whose name contains 't2d'"
+                )
                 out.append(finding("W107", f"{name} is ignored: {why}", tensor=name))
             continue
         if name.startswith("model.") and not name.startswith("model.model."):
@@ -50,8 +61,13 @@ def check(ctx: Context) -> list[Finding]:
         if _FC_NORM_RE.match(vname) and not ctx.flags["fc_norm"]:
             grouped["E104"].append(name)
         elif vname.endswith(".bias"):
-            out.append(finding("W107", f"{name} is ignored: vLLM has no bias here and drops unknown .bias tensors "
-                                       "silently", tensor=name))
+            out.append(
+                finding(
+                    "W107",
+                    f"{name} is ignored: vLLM has no bias here and drops unknown .bias tensors silently",
+                    tensor=name,
+                )
+            )
         elif exp is not None:
             out.append(_unexpected(ctx, name, exp))
         elif vname.endswith(_ROTARY):
@@ -77,18 +93,26 @@ def _missing_layers(ctx: Context, missing: list[Expected], present: set[str]) ->
     if not absent:
         return []
     shown = ", ".join(f"layers.{k}.*" for k in absent[:3]) + (f" and {len(absent) - 3} more" if len(absent) > 3 else "")
-    return [finding("E101", f"{shown} missing: num_hidden_layers is {ctx.env.get('L')} but the checkpoint has "
-                            f"{len(present)} decoder layer(s); vLLM builds the missing layers from uninitialised "
-                            "memory", tensor=f"layers.{absent[0]}.*", field="num_hidden_layers",
-                    fix="Set num_hidden_layers to the number of layers the checkpoint holds, or ship the missing "
-                        "layers.")]
+    return [
+        finding(
+            "E101",
+            f"{shown} missing: num_hidden_layers is {ctx.env.get('L')} but the checkpoint has "
+            f"{len(present)} decoder layer(s); vLLM builds the missing layers from uninitialised "
+            "memory",
+            tensor=f"layers.{absent[0]}.*",
+            field="num_hidden_layers",
+            fix="Set num_hidden_layers to the number of layers the checkpoint holds, or ship the missing layers.",
+        )
+    ]
 
 
 def _unknown_reason(ctx: Context, vname: str) -> str:
     cls = ctx.impl or "the draft class"
     if m := _FC_NORM_RE.match(vname):
-        return (f"vLLM builds fc_norm.0..{(ctx.aux_count or 0) - 1} only (A={ctx.aux_count} from "
-                f"{ctx.aux_count_source}); fc_norm.{m.group(1)} makes it raise")
+        return (
+            f"vLLM builds fc_norm.0..{(ctx.aux_count or 0) - 1} only (A={ctx.aux_count} from "
+            f"{ctx.aux_count_source}); fc_norm.{m.group(1)} makes it raise"
+        )
     if m := re.match(r"^layers\.(\d+)\.", vname):
         layers = ctx.env.get("L")
         if layers is not None and int(m.group(1)) >= layers:
@@ -98,37 +122,70 @@ def _unknown_reason(ctx: Context, vname: str) -> str:
 
 def _unexpected(ctx: Context, name: str, exp: Expected) -> Finding:
     if exp.unexpected == "E403":
-        vd = (f"draft_vocab_size {ctx.env['Vd']}" if ctx.vcfg.get("draft_vocab_size") is not None
-              else f"draft_vocab_size is not set, so vLLM uses vocab_size {ctx.env['Vd']}, which")
-        return finding("E403", f"{name} is present but {vd} equals the target vocabulary {ctx.env['TV']}: vLLM "
-                               "creates no draft_id_to_target_id and fails with `There is no module or parameter "
-                               "named 'draft_id_to_target_id'`", tensor=name, field="draft_vocab_size")
+        vd = (
+            f"draft_vocab_size {ctx.env['Vd']}"
+            if ctx.vcfg.get("draft_vocab_size") is not None
+            else f"draft_vocab_size is not set, so vLLM uses vocab_size {ctx.env['Vd']}, which"
+        )
+        return finding(
+            "E403",
+            f"{name} is present but {vd} equals the target vocabulary {ctx.env['TV']}: vLLM "
+            "creates no draft_id_to_target_id and fails with `There is no module or parameter "
+            "named 'draft_id_to_target_id'`",
+            tensor=name,
+            field="draft_vocab_size",
+        )
     if exp.name == "input_norm.weight":
         if ctx.attention == "mla":
             msg = f"{name} is present but vLLM's MLA draft class has no input_norm: loading fails"
         else:
-            msg = (f"{name} is present but norm_before_fc is off ({_where(ctx, 'norm_before_fc')}): vLLM drops it "
-                   "silently and serves the draft without the norm it was trained with")
+            msg = (
+                f"{name} is present but norm_before_fc is off ({_where(ctx, 'norm_before_fc')}): vLLM drops it "
+                "silently and serves the draft without the norm it was trained with"
+            )
         return finding(exp.unexpected, msg, tensor=name, field="norm_before_fc")
     if exp.name == "fc.weight":
-        return finding(exp.unexpected, f"{name} is present but eagle_config.use_aux_hidden_state is false: vLLM drops "
-                                       "it and feeds the target's last hidden state in directly", tensor=name,
-                       field="eagle_config.use_aux_hidden_state")
+        return finding(
+            exp.unexpected,
+            f"{name} is present but eagle_config.use_aux_hidden_state is false: vLLM drops "
+            "it and feeds the target's last hidden state in directly",
+            tensor=name,
+            field="eagle_config.use_aux_hidden_state",
+        )
     return finding(exp.unexpected, f"{name}: vLLM has no parameter for it with this config", tensor=name)
 
 
 def _grouped(ctx: Context, grouped: dict[str, list[str]]) -> list[Finding]:
     out = []
     if names := grouped.get("E103"):
-        out.append(finding("E103", f"{len(names)} tensor names start with 'model.' (e.g. {names[0]!r}); vLLM adds its "
-                                   "own prefix, looks for 'model.model.*' and fails to load", tensor=names[0]))
+        out.append(
+            finding(
+                "E103",
+                f"{len(names)} tensor names start with 'model.' (e.g. {names[0]!r}); vLLM adds its "
+                "own prefix, looks for 'model.model.*' and fails to load",
+                tensor=names[0],
+            )
+        )
     if names := grouped.get("E105"):
-        out.append(finding("E105", f"pre-release EAGLE-3.1 names {', '.join(sorted(names))}: vLLM only knows "
-                                   "fc_norm.{0,1,2}.weight and rejects them", tensor=sorted(names)[0]))
+        out.append(
+            finding(
+                "E105",
+                f"pre-release EAGLE-3.1 names {', '.join(sorted(names))}: vLLM only knows "
+                "fc_norm.{0,1,2}.weight and rejects them",
+                tensor=sorted(names)[0],
+            )
+        )
     if names := grouped.get("E104"):
         alias = " (the legacy use_aux_norm is set, but vLLM does not read it)" if "use_aux_norm" in ctx.config else ""
-        out.append(finding("E104", f"{len(names)} fc_norm.* tensors but fc_norm is off{alias}: vLLM raises `There is "
-                                   "no module or parameter named 'fc_norm'`", tensor=sorted(names)[0], field="fc_norm"))
+        out.append(
+            finding(
+                "E104",
+                f"{len(names)} fc_norm.* tensors but fc_norm is off{alias}: vLLM raises `There is "
+                "no module or parameter named 'fc_norm'`",
+                tensor=sorted(names)[0],
+                field="fc_norm",
+            )
+        )
     return out
 
 
@@ -140,18 +197,30 @@ def _where(ctx: Context, flag: str) -> str:
 def _missing(ctx: Context, exp: Expected) -> Finding:
     env = ctx.env
     if exp.missing == "E401":
-        return finding("E401", f"d2t is missing with a reduced vocabulary (draft_vocab_size {env['Vd']} < "
-                               f"{env['TV']}): vLLM maps draft id i to target id i and acceptance collapses silently",
-                       tensor="d2t")
+        return finding(
+            "E401",
+            f"d2t is missing with a reduced vocabulary (draft_vocab_size {env['Vd']} < "
+            f"{env['TV']}): vLLM maps draft id i to target id i and acceptance collapses silently",
+            tensor="d2t",
+        )
     if exp.missing == "E402":
-        why = (f"a reduced vocabulary (draft_vocab_size {env['Vd']} < {env['TV']})" if env.get("reduced")
-               else f"hidden_size {env['H']} differs from the target's {env['TH']}")
-        return finding("E402", f"lm_head.weight is missing with {why}: vLLM shares the target's head and the "
-                               "logits come out wrong", tensor="lm_head.weight")
+        why = (
+            f"a reduced vocabulary (draft_vocab_size {env['Vd']} < {env['TV']})"
+            if env.get("reduced")
+            else f"hidden_size {env['H']} differs from the target's {env['TH']}"
+        )
+        return finding(
+            "E402",
+            f"lm_head.weight is missing with {why}: vLLM shares the target's head and the logits come out wrong",
+            tensor="lm_head.weight",
+        )
     if exp.missing == "E106":
-        return finding("E106", f"embed_tokens.weight is missing and hidden_size {env['H']} differs from the target's "
-                               f"{env['TH']}: vLLM cannot share the target's embedding, so the draft's stays unloaded",
-                       tensor="embed_tokens.weight")
+        return finding(
+            "E106",
+            f"embed_tokens.weight is missing and hidden_size {env['H']} differs from the target's "
+            f"{env['TH']}: vLLM cannot share the target's embedding, so the draft's stays unloaded",
+            tensor="embed_tokens.weight",
+        )
     what = "keeps weight 1.0" if exp.kind == "norm" else "keeps uninitialised memory"
     msg = f"{exp.name} is missing: vLLM {what} and loads without an error"
     fix = None

@@ -18,16 +18,28 @@ _EAGLE31_HINT = re.compile(r"eagle[-_ .]?3[._]1|eagle31", re.IGNORECASE)
 def check(ctx: Context) -> list[Finding]:
     out: list[Finding] = aux_convention(ctx)
     if ctx.info.layout == "specforge" and ctx.flags["norm_output"]:
-        out.append(finding("W601", "SpecForge draft with norm_output: true; SpecForge before PR #879 (2026-09-15) "
-                                   "trained with pre-norm feedback whatever the flag said, so vLLM's post-norm "
-                                   "feedback would not match training", field="norm_output"))
+        out.append(
+            finding(
+                "W601",
+                "SpecForge draft with norm_output: true; SpecForge before PR #879 (2026-09-15) "
+                "trained with pre-norm feedback whatever the flag said, so vLLM's post-norm "
+                "feedback would not match training",
+                field="norm_output",
+            )
+        )
     nemo = ctx.info.layout == "nemo" or "LlamaEagle3DraftModel" in (ctx.config.get("architectures") or [])
     if nemo and not (ctx.flags["fc_norm"] or ctx.flags["norm_output"]):
         text = f"{ctx.ckpt.description} {json.dumps(ctx.config)}"
         if m := _EAGLE31_HINT.search(text):
-            out.append(finding("W602", f"NeMo Automodel draft named like EAGLE-3.1 ({m.group(0)!r}) but without "
-                                       "fc_norm / norm_output: NeMo's 3.1 recipes trained plain EAGLE-3 until PR #2897 "
-                                       "(2026-07-03)", field="fc_norm"))
+            out.append(
+                finding(
+                    "W602",
+                    f"NeMo Automodel draft named like EAGLE-3.1 ({m.group(0)!r}) but without "
+                    "fc_norm / norm_output: NeMo's 3.1 recipes trained plain EAGLE-3 until PR #2897 "
+                    "(2026-07-03)",
+                    field="fc_norm",
+                )
+            )
     return out
 
 
@@ -39,11 +51,22 @@ def aux_convention(ctx: Context) -> list[Finding]:
         return []
     out = []
     if sorted(ids) == [1, n // 2 - 1, n - 4]:
-        out.append(finding("W603", f"{where} = {ids} is (1, N//2-1, N-4) for this {n}-layer target: SGLang / ModelOpt "
-                                   f"convention for vLLM's ({2}, {n // 2}, {n - 3}); vLLM taps each layer one lower",
-                           field=where, fix=f"If the draft was trained on SGLang/ModelOpt ids, write "
-                                            f"{[i + 1 for i in ids]} (vLLM convention)."))
+        out.append(
+            finding(
+                "W603",
+                f"{where} = {ids} is (1, N//2-1, N-4) for this {n}-layer target: SGLang / ModelOpt "
+                f"convention for vLLM's ({2}, {n // 2}, {n - 3}); vLLM taps each layer one lower",
+                field=where,
+                fix=f"If the draft was trained on SGLang/ModelOpt ids, write {[i + 1 for i in ids]} (vLLM convention).",
+            )
+        )
     if (ctx.target or {}).get("model_type") == "minimax_m2":
-        out.append(finding("W603", f"MiniMax-M2 target: vLLM's aux ids are one lower than the draft's training "
-                                   f"layers (vLLM PR #43671, open); check {where} = {ids}", field=where))
+        out.append(
+            finding(
+                "W603",
+                f"MiniMax-M2 target: vLLM's aux ids are one lower than the draft's training "
+                f"layers (vLLM PR #43671, open); check {where} = {ids}",
+                field=where,
+            )
+        )
     return out

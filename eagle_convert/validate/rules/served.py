@@ -45,17 +45,26 @@ def _architecture(ctx: Context) -> list[Finding]:
         "eagle3": f"the same {ctx.impl}",
         "eagle": f"the EAGLE-1 class {built}, which cannot load EAGLE-3 weights",
         "draft_model": f"a standalone {built} from the draft's one layer, which has no parameter for fc or the "
-                       "aux states and fails to load",
+        "aux states and fails to load",
     }.get(method, f"{built} (method {method})")
     target = (ctx.target or {}).get("architectures")
-    whose = "the target's class" if isinstance(target, list) and target and target[0] == declared else \
-        "a plain causal-LM class"
+    whose = (
+        "the target's class"
+        if isinstance(target, list) and target and target[0] == declared
+        else "a plain causal-LM class"
+    )
     recommended = WRITE_ARCHITECTURE.get(ctx.attention, WRITE_ARCHITECTURE["llama"])
-    return [finding("W312", f"architectures[0] {declared!r} is {whose}: vLLM builds {ctx.impl} only when served "
-                            f"with method eagle3 (EAGLEConfig renames it {ctx.arch}); without a method vLLM guesses "
-                            f"one from the model path ({path!r} gives {method}, i.e. {consequence}), and SGLang "
-                            "builds the full model (sglang #9135)", field="architectures",
-                    fix=f'Set architectures to ["{recommended}"] and serve with "method": "eagle3".')]
+    return [
+        finding(
+            "W312",
+            f"architectures[0] {declared!r} is {whose}: vLLM builds {ctx.impl} only when served "
+            f"with method eagle3 (EAGLEConfig renames it {ctx.arch}); without a method vLLM guesses "
+            f"one from the model path ({path!r} gives {method}, i.e. {consequence}), and SGLang "
+            "builds the full model (sglang #9135)",
+            field="architectures",
+            fix=f'Set architectures to ["{recommended}"] and serve with "method": "eagle3".',
+        )
+    ]
 
 
 def _is_quantized(name: str, dtype: str) -> bool:
@@ -72,14 +81,24 @@ def _quantization(ctx: Context) -> list[Finding]:
         tq = (ctx.target or {}).get(DRAFT_QUANT_SOURCE)
         if isinstance(tq, dict) and tq == qcfg:
             copied = " (it is the target's quantization_config, copied)"
-        return [finding("E313", f"quantization_config ({method}) is set but no tensor is quantized{copied}: vLLM "
-                                "0.32 builds the draft's layers quantized from the draft's own config "
-                                "(get_draft_quant_config) and loads float weights into them",
-                        field="quantization_config")]
+        return [
+            finding(
+                "E313",
+                f"quantization_config ({method}) is set but no tensor is quantized{copied}: vLLM "
+                "0.32 builds the draft's layers quantized from the draft's own config "
+                "(get_draft_quant_config) and loads float weights into them",
+                field="quantization_config",
+            )
+        ]
     if quantized and qcfg:
-        return [finding("W311", f"quantized draft ({method}; {len(quantized)} quantized or scale tensors, e.g. "
-                                f"{min(quantized)}): static checks cover names and unquantised shapes only",
-                        field="quantization_config")]
+        return [
+            finding(
+                "W311",
+                f"quantized draft ({method}; {len(quantized)} quantized or scale tensors, e.g. "
+                f"{min(quantized)}): static checks cover names and unquantised shapes only",
+                field="quantization_config",
+            )
+        ]
     return []
 
 
@@ -92,17 +111,31 @@ def _rope_fields(ctx: Context) -> list[Finding]:
     top, inner = cfg.get("rope_theta"), params.get("rope_theta")
     legacy = cfg.get("rope_scaling") if isinstance(cfg.get("rope_scaling"), dict) else None
     if top is not None and inner is not None and float(top) != float(inner) and not (legacy and "rope_theta" in legacy):
-        out.append(finding("W315", f"rope_theta is {top!r} but rope_parameters.rope_theta is {inner!r}: vLLM 0.32 "
-                                   f"(Transformers 5) uses {inner!r}, readers of rope_theta use {top!r}",
-                           field="rope_theta"))
+        out.append(
+            finding(
+                "W315",
+                f"rope_theta is {top!r} but rope_parameters.rope_theta is {inner!r}: vLLM 0.32 "
+                f"(Transformers 5) uses {inner!r}, readers of rope_theta use {top!r}",
+                field="rope_theta",
+            )
+        )
     if legacy:
         strip = ("rope_theta", "type")
-        a = {k: v for k, v in legacy.items() if k not in strip} | {"rope_type": legacy.get("rope_type", legacy.get("type"))}
-        b = {k: v for k, v in params.items() if k not in strip} | {"rope_type": params.get("rope_type", params.get("type"))}
+        a = {k: v for k, v in legacy.items() if k not in strip} | {
+            "rope_type": legacy.get("rope_type", legacy.get("type"))
+        }
+        b = {k: v for k, v in params.items() if k not in strip} | {
+            "rope_type": params.get("rope_type", params.get("type"))
+        }
         if a != b:
-            out.append(finding("W315", f"rope_scaling {legacy} and rope_parameters {params} differ: vLLM 0.32 "
-                                       "(Transformers 5) uses rope_scaling and drops rope_parameters",
-                               field="rope_scaling"))
+            out.append(
+                finding(
+                    "W315",
+                    f"rope_scaling {legacy} and rope_parameters {params} differ: vLLM 0.32 "
+                    "(Transformers 5) uses rope_scaling and drops rope_parameters",
+                    field="rope_scaling",
+                )
+            )
     return out
 
 
@@ -123,9 +156,14 @@ def _sliding_window(ctx: Context) -> list[Finding]:
     if not asks or any(w is not None for w in sliding_windows(ctx.view)):
         return []
     reads = ", ".join(SLIDING_WINDOW_FIELDS.get(cls.name, ())) or "none of the sliding-window fields"
-    return [finding("W316", f"the config asks for a sliding window ({'; '.join(asks)}) but vLLM's {cls.name} reads "
-                            f"{reads}, and by them every draft layer gets full attention",
-                    field="sliding_window" if "sliding_window" in cfg else "use_sliding_window")]
+    return [
+        finding(
+            "W316",
+            f"the config asks for a sliding window ({'; '.join(asks)}) but vLLM's {cls.name} reads "
+            f"{reads}, and by them every draft layer gets full attention",
+            field="sliding_window" if "sliding_window" in cfg else "use_sliding_window",
+        )
+    ]
 
 
 def _ids(value: Any) -> list[int]:
@@ -138,13 +176,23 @@ def _special_ids(ctx: Context) -> list[Finding]:
     v = ctx.env.get("V") or ctx.env.get("TV")
     if not v:
         return []
-    bad = [(k, i) for k in ("bos_token_id", "eos_token_id", "pad_token_id") for i in _ids(ctx.vcfg.get(k))
-           if not 0 <= i < v]
+    bad = [
+        (k, i)
+        for k in ("bos_token_id", "eos_token_id", "pad_token_id")
+        for i in _ids(ctx.vcfg.get(k))
+        if not 0 <= i < v
+    ]
     if not bad:
         return []
     listed = ", ".join(f"{k} {i}" for k, i in bad)
     target = ctx.target or {}
     theirs = ", ".join(f"{k} {target[k]}" for k, _ in bad if k in target)
-    return [finding("W317", f"{listed} outside the vocabulary [0, {v}): the config was copied from another model "
-                            f"family{f' (the target has {theirs})' if theirs else ''}; vLLM takes special tokens "
-                            "from the target and never reads these", field=bad[0][0])]
+    return [
+        finding(
+            "W317",
+            f"{listed} outside the vocabulary [0, {v}): the config was copied from another model "
+            f"family{f' (the target has {theirs})' if theirs else ''}; vLLM takes special tokens "
+            "from the target and never reads these",
+            field=bad[0][0],
+        )
+    ]

@@ -8,18 +8,30 @@ that are easy to get wrong (it ignores the top-level aux ids for Llama drafts).
 
 from __future__ import annotations
 
-from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.draft.layout import canonical_name
+from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules.context import Context
 from eagle_convert.validate.rules.tensorspec import expected_tensors
 
 FLOATS = {"F16", "BF16", "F32", "F64"}
 FP8 = {"F8_E4M3", "F8_E5M2", "F8_E8M0"}
 INTS = {"I8", "I16", "I32", "I64", "U8", "U16", "U32", "U64"}
-_SYMBOL_FIELDS = {"H": "hidden_size", "T": "target_hidden_size", "A": "num_aux_hidden_states", "V": "vocab_size",
-                  "Vd": "draft_vocab_size", "I": "intermediate_size", "nH": "num_attention_heads",
-                  "nKV": "num_key_value_heads", "hd": "head_dim", "qr": "q_lora_rank", "kvr": "kv_lora_rank",
-                  "nope": "qk_nope_head_dim", "rope": "qk_rope_head_dim", "vh": "v_head_dim"}
+_SYMBOL_FIELDS = {
+    "H": "hidden_size",
+    "T": "target_hidden_size",
+    "A": "num_aux_hidden_states",
+    "V": "vocab_size",
+    "Vd": "draft_vocab_size",
+    "I": "intermediate_size",
+    "nH": "num_attention_heads",
+    "nKV": "num_key_value_heads",
+    "hd": "head_dim",
+    "qr": "q_lora_rank",
+    "kvr": "kv_lora_rank",
+    "nope": "qk_nope_head_dim",
+    "rope": "qk_rope_head_dim",
+    "vh": "v_head_dim",
+}
 
 
 def weights_aux_count(ctx: Context) -> int | None:
@@ -38,10 +50,16 @@ def check(ctx: Context) -> list[Finding]:
     overrides = {}
     if a_weights is not None and ctx.aux_count is not None and a_weights != ctx.aux_count and ctx.flags["use_aux"]:
         where = "transformer_layer_config.num_aux_hidden_states" if ctx.speculators else "num_aux_hidden_states"
-        out.append(finding(
-            "E202", f"vLLM builds fc for A={ctx.aux_count} aux states ({ctx.aux_count_source}) but fc.weight holds "
-                    f"{a_weights}×{ctx.env['T']} columns: loading fails the shape check",
-            tensor="fc.weight", field=where, fix=f"Set {where}: {a_weights} (and list {a_weights} aux layer ids)."))
+        out.append(
+            finding(
+                "E202",
+                f"vLLM builds fc for A={ctx.aux_count} aux states ({ctx.aux_count_source}) but fc.weight holds "
+                f"{a_weights}×{ctx.env['T']} columns: loading fails the shape check",
+                tensor="fc.weight",
+                field=where,
+                fix=f"Set {where}: {a_weights} (and list {a_weights} aux layer ids).",
+            )
+        )
         overrides["A"] = a_weights  # report fc_norm / input_norm against the weights' A, not twice
     expected = expected_tensors(ctx, **overrides)
     for name, info in ctx.tensors.items():
@@ -62,13 +80,24 @@ def check(ctx: Context) -> list[Finding]:
     return out
 
 
-def _shape_finding(ctx: Context, name: str, got: tuple[int, ...], want: tuple[int, ...],
-                   formula: tuple[str, ...]) -> Finding:
-    symbols = sorted({s for f in formula for s in _SYMBOL_FIELDS if s in f.replace("*", " ").replace("+", " ")
-                      .replace("(", " ").replace(")", " ").split()})
+def _shape_finding(
+    ctx: Context, name: str, got: tuple[int, ...], want: tuple[int, ...], formula: tuple[str, ...]
+) -> Finding:
+    symbols = sorted(
+        {
+            s
+            for f in formula
+            for s in _SYMBOL_FIELDS
+            if s in f.replace("*", " ").replace("+", " ").replace("(", " ").replace(")", " ").split()
+        }
+    )
     fields = ", ".join(f"{_SYMBOL_FIELDS[s]}={ctx.env[s]}" for s in symbols)
-    return finding("E201", f"{name} is {list(got)} but the config says [{', '.join(formula)}] = {list(want)} "
-                           f"({fields}): vLLM fails the shape assert at load", tensor=name)
+    return finding(
+        "E201",
+        f"{name} is {list(got)} but the config says [{', '.join(formula)}] = {list(want)} "
+        f"({fields}): vLLM fails the shape assert at load",
+        tensor=name,
+    )
 
 
 def _dtype_findings(ctx: Context, name: str, dtype: str, kind: str) -> list[Finding]:
@@ -76,8 +105,13 @@ def _dtype_findings(ctx: Context, name: str, dtype: str, kind: str) -> list[Find
         if dtype == "I64":
             return []
         if dtype in INTS:
-            return [finding("W204", f"{name} is {dtype}; vLLM's draft_id_to_target_id is int64 (the copy widens it)",
-                            tensor=name)]
+            return [
+                finding(
+                    "W204",
+                    f"{name} is {dtype}; vLLM's draft_id_to_target_id is int64 (the copy widens it)",
+                    tensor=name,
+                )
+            ]
         return [finding("E203", f"{name} is {dtype}: d2t must hold integer offsets (int64)", tensor=name)]
     if dtype in FLOATS:
         return []
@@ -93,9 +127,14 @@ def _dtype_summary(ctx: Context) -> list[Finding]:
     out = []
     if wide:
         mib = sum(floats[n].nbytes for n in wide) / 2**20
-        out.append(finding("W204", f"{len(wide)} tensors are fp32/fp64 ({mib:.1f} MiB, e.g. {sorted(wide)[0]}); vLLM "
-                                   "serves the draft in the target's dtype, so this only enlarges the files",
-                           tensor=sorted(wide)[0]))
+        out.append(
+            finding(
+                "W204",
+                f"{len(wide)} tensors are fp32/fp64 ({mib:.1f} MiB, e.g. {sorted(wide)[0]}); vLLM "
+                "serves the draft in the target's dtype, so this only enlarges the files",
+                tensor=sorted(wide)[0],
+            )
+        )
     halves = sorted({t.dtype for t in floats.values()} & {"F16", "BF16"})
     if len(halves) > 1:
         out.append(finding("W204", f"weights mix {' and '.join(halves)}: usually a botched merge of two exports"))

@@ -16,8 +16,8 @@ from typing import Any
 from eagle_convert.draft.checkpoint import CONFIG_FNAME, Checkpoint, CheckpointRef, load_from_source
 from eagle_convert.draft.kind import ensure_target_config
 from eagle_convert.errors import CheckpointNotFoundError, ConfigError
-from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.io.source import LocalSource, Source, read_json
+from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules.context import Context
 from eagle_convert.vllm_model.config import rope_parameters
 from eagle_convert.vllm_model.tables import DRAFT_QUANT_SOURCE, ROPE_DEFAULTS, ROPE_KEYS
@@ -56,8 +56,10 @@ def load_target(ref: str | Path) -> Target:
             path = path.parent
         source = LocalSource(path)  # type: ignore[arg-type]
     if CONFIG_FNAME not in source.list_files():
-        raise CheckpointNotFoundError(f"{source.description}: no config.json (needed by --target)",
-                                      hint="pass the target model's folder or hub repo id")
+        raise CheckpointNotFoundError(
+            f"{source.description}: no config.json (needed by --target)",
+            hint="pass the target model's folder or hub repo id",
+        )
     config = read_json(source, CONFIG_FNAME)
     ensure_target_config(config, f"--target {source.description}")
     text = config.get("text_config")
@@ -81,26 +83,42 @@ def _nested(cfg: dict[str, Any]) -> bool:
 
 
 def _explicit_theta(cfg: dict[str, Any]) -> bool:
-    return any(isinstance(d, dict) and "rope_theta" in d
-               for d in (cfg, cfg.get("rope_parameters"), cfg.get("rope_scaling")))
+    return any(
+        isinstance(d, dict) and "rope_theta" in d for d in (cfg, cfg.get("rope_parameters"), cfg.get("rope_scaling"))
+    )
 
 
 def rope_findings(ctx: Context) -> list[Finding]:
     """W504: the rope vLLM builds for the draft against the target's, key by key (YaRN included)."""
     tgt = ctx.target or {}
-    if _nested(ctx.vcfg) or _nested(tgt) or not any(k in tgt for k in ("rope_theta", "rope_scaling", "rope_parameters")):
+    if (
+        _nested(ctx.vcfg)
+        or _nested(tgt)
+        or not any(k in tgt for k in ("rope_theta", "rope_scaling", "rope_parameters"))
+    ):
         return []  # a target config without any rope field is a partial copy: its defaults prove nothing
     draft, target = ({**ROPE_DEFAULTS, **rope_parameters(cfg)} for cfg in (ctx.vcfg, tgt))
-    keys = [k for k in ROPE_KEYS if (k != "rope_theta" or _explicit_theta(tgt)) and draft.get(k) != target.get(k)
-            and not _same_number(draft.get(k), target.get(k))]
+    keys = [
+        k
+        for k in ROPE_KEYS
+        if (k != "rope_theta" or _explicit_theta(tgt))
+        and draft.get(k) != target.get(k)
+        and not _same_number(draft.get(k), target.get(k))
+    ]
     if not keys:
         return []
     diffs = "; ".join(f"{k} {draft.get(k)!r} vs the target's {target.get(k)!r}" for k in keys)
-    defaulted = " (no rope_theta in the draft's config: vLLM uses 10000)" if "rope_theta" in keys and not \
-        _explicit_theta(ctx.vcfg) else ""
+    defaulted = (
+        " (no rope_theta in the draft's config: vLLM uses 10000)"
+        if "rope_theta" in keys and not _explicit_theta(ctx.vcfg)
+        else ""
+    )
     where = "rope_theta" if keys == ["rope_theta"] else "rope_scaling"
-    return [finding("W504", f"the draft's rope as vLLM builds it differs from the target's: {diffs}{defaulted}",
-                    field=where)]
+    return [
+        finding(
+            "W504", f"the draft's rope as vLLM builds it differs from the target's: {diffs}{defaulted}", field=where
+        )
+    ]
 
 
 def _same_number(a: Any, b: Any) -> bool:
@@ -113,9 +131,15 @@ def quant_findings(ctx: Context) -> list[Finding]:
     if not isinstance(tq, dict) or ctx.vcfg.get(DRAFT_QUANT_SOURCE):
         return []
     method = tq.get("quant_method", "unknown method")
-    return [finding("I508", f"the target is quantized ({method}) and the draft has no quantization_config: vLLM "
-                            "0.32 serves the draft unquantized (get_draft_quant_config reads the draft's own "
-                            "config only)", field="quantization_config")]
+    return [
+        finding(
+            "I508",
+            f"the target is quantized ({method}) and the draft has no quantization_config: vLLM "
+            "0.32 serves the draft unquantized (get_draft_quant_config reads the draft's own "
+            "config only)",
+            field="quantization_config",
+        )
+    ]
 
 
 def check(ctx: Context) -> list[Finding]:
@@ -126,13 +150,25 @@ def check(ctx: Context) -> list[Finding]:
     name = ctx.target_source
     v, tv = ctx.vcfg.get("vocab_size"), tgt.get("vocab_size")
     if isinstance(tv, int) and v is not None and v != tv:
-        out.append(finding("E501", f"vocab_size is {v} but the target ({name}) has {tv}", field="vocab_size",
-                           fix=f"Set vocab_size: {tv} (and check that this draft was trained for this target)."))
+        out.append(
+            finding(
+                "E501",
+                f"vocab_size is {v} but the target ({name}) has {tv}",
+                field="vocab_size",
+                fix=f"Set vocab_size: {tv} (and check that this draft was trained for this target).",
+            )
+        )
     t, th = ctx.env.get("T"), tgt.get("hidden_size")
     if t is not None and t != th:
         field = "target_hidden_size" if "target_hidden_size" in ctx.vcfg else "hidden_size"
-        out.append(finding("E502", f"the draft expects aux hidden states of width {t} ({field}) but the target "
-                                   f"({name}) has hidden_size {th}", field=field,
-                           fix=f"Set target_hidden_size: {th} if the weights are {th} wide; otherwise this draft "
-                               "belongs to another target."))
+        out.append(
+            finding(
+                "E502",
+                f"the draft expects aux hidden states of width {t} ({field}) but the target "
+                f"({name}) has hidden_size {th}",
+                field=field,
+                fix=f"Set target_hidden_size: {th} if the weights are {th} wide; otherwise this draft "
+                "belongs to another target.",
+            )
+        )
     return out + rope_findings(ctx) + quant_findings(ctx)

@@ -69,8 +69,13 @@ def check(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     try:
         if embed and want_embed and t_embed:
-            out += _embed(ctx, embed, RowReader(ctx.ckpt.source, ctx.tensors[embed]),
-                          RowReader(weights.source, weights.tensors[t_embed]), readers)
+            out += _embed(
+                ctx,
+                embed,
+                RowReader(ctx.ckpt.source, ctx.tensors[embed]),
+                RowReader(weights.source, weights.tensors[t_embed]),
+                readers,
+            )
         if lm_head and want_head and t_head:
             out += _lm_head(ctx, lm_head, RowReader(weights.source, weights.tensors[t_head]), readers)
     except ValueError as exc:  # a dtype numpy cannot decode (fp8 target), a 1-D or odd-shaped tensor
@@ -80,8 +85,10 @@ def check(ctx: Context) -> list[Finding]:
     got = sum(r.bytes_read for r in readers)
     used = sorted({n for n in (t_embed if want_embed else None, t_head if want_head else None) if n})
     how = "every row" if ctx.deep else "sampled rows"
-    ctx.notes["target_weights"] = (f"read {got / 2**20:.2f} MiB in {sum(r.reads for r in readers)} range reads "
-                                   f"({how}) of the draft's and the target's {', '.join(used)}")
+    ctx.notes["target_weights"] = (
+        f"read {got / 2**20:.2f} MiB in {sum(r.reads for r in readers)} range reads "
+        f"({how}) of the draft's and the target's {', '.join(used)}"
+    )
     return out
 
 
@@ -138,13 +145,31 @@ def _embed(ctx: Context, name: str, draft: RowReader, target: RowReader, readers
         return [finding("E505", f"{name} holds NaN/Inf in {bad_rows} of {what}{at}; {rule}", tensor=name)]
     c, r = float(np.median(np.concatenate(cos))), float(np.median(np.concatenate(ratio)))
     if c < MATCH_COS:
-        return [finding("E505", f"{name} is not the target's embedding: median cosine {c:.3f} over {what} "
-                                f"(a random initialisation?); {rule}", tensor=name)]
+        return [
+            finding(
+                "E505",
+                f"{name} is not the target's embedding: median cosine {c:.3f} over {what} "
+                f"(a random initialisation?); {rule}",
+                tensor=name,
+            )
+        ]
     if not SCALE_BAND[0] <= r <= SCALE_BAND[1]:
-        return [finding("E505", f"{name} is the target's embedding scaled by {r:.3g} (median row-norm ratio over "
-                                f"{what}, cosine {c:.3f}); {rule}", tensor=name)]
-    return [finding("I507", f"{name} matches the target's (median cosine {c:.4f}, norm ratio {r:.4f} over {what}) "
-                            "but is not bit-identical: vLLM keeps it as a separate copy", tensor=name)]
+        return [
+            finding(
+                "E505",
+                f"{name} is the target's embedding scaled by {r:.3g} (median row-norm ratio over "
+                f"{what}, cosine {c:.3f}); {rule}",
+                tensor=name,
+            )
+        ]
+    return [
+        finding(
+            "I507",
+            f"{name} matches the target's (median cosine {c:.4f}, norm ratio {r:.4f} over {what}) "
+            "but is not bit-identical: vLLM keeps it as a separate copy",
+            tensor=name,
+        )
+    ]
 
 
 def _d2t(ctx: Context, rows: int) -> np.ndarray | None:
@@ -191,8 +216,9 @@ def _lm_head(ctx: Context, name: str, target: RowReader, readers: list[RowReader
             inside = (own >= first) & (own < first + len(block))
             own_cos[inside] = sims[np.flatnonzero(inside), own[inside] - first]
     else:  # the slot's own id and those of its neighbours: a d2t shifted by a few slots shows here
-        cands = [sorted({int(ids[j]) for j in range(max(0, i - WINDOW), min(draft.rows, i + WINDOW + 1))})
-                 for i in slots]
+        cands = [
+            sorted({int(ids[j]) for j in range(max(0, i - WINDOW), min(draft.rows, i + WINDOW + 1))}) for i in slots
+        ]
         pool = sorted({c for row in cands for c in row})
         rows = dict(zip(pool, _unit(target.read(pool)), strict=True))
         own_cos = np.array([float(d[k] @ rows[int(own[k])]) for k in range(len(slots))])
@@ -207,8 +233,15 @@ def _lm_head(ctx: Context, name: str, target: RowReader, readers: list[RowReader
     slot, match = slots[k], int(best_id[k])
     other = np.flatnonzero(ids == match)
     via = f", the token d2t gives slot {int(other[0])}" if len(other) else ""
-    return [finding("E506", f"{name}: {len(wrong)} of {len(slots)} sampled rows match another target token than "
-                            f"d2t maps them to (slot {slot}: token {int(own[k])} cosine {own_cos[k]:.2f}, but token "
-                            f"{match}{via}, cosine {best[k]:.2f}); the rows were initialised from the target's "
-                            f"lm_head ({initialised:.0%} of the sampled rows match a target row), so d2t was "
-                            "probably regenerated after training", tensor=name, field="d2t")]
+    return [
+        finding(
+            "E506",
+            f"{name}: {len(wrong)} of {len(slots)} sampled rows match another target token than "
+            f"d2t maps them to (slot {slot}: token {int(own[k])} cosine {own_cos[k]:.2f}, but token "
+            f"{match}{via}, cosine {best[k]:.2f}); the rows were initialised from the target's "
+            f"lm_head ({initialised:.0%} of the sampled rows match a target row), so d2t was "
+            "probably regenerated after training",
+            tensor=name,
+            field="d2t",
+        )
+    ]

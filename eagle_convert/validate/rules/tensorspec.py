@@ -34,8 +34,16 @@ def _one(spec: dict, name: str, env: dict) -> Expected:
     exists = evaluate(spec.get("exists", "True"), env)
     required = evaluate(spec["required"], env) if "required" in spec else exists
     shape = tuple(evaluate(f, env) for f in spec["shape"])
-    return Expected(name, shape, tuple(spec["shape"]), spec["kind"], exists, bool(required) if required is not None
-                    else None, spec.get("missing", "E101"), spec.get("unexpected", "E102"))
+    return Expected(
+        name,
+        shape,
+        tuple(spec["shape"]),
+        spec["kind"],
+        exists,
+        bool(required) if required is not None else None,
+        spec.get("missing", "E101"),
+        spec.get("unexpected", "E102"),
+    )
 
 
 def expected_tensors(ctx: Context, **overrides: int | None) -> dict[str, Expected]:

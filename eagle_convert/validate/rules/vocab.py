@@ -7,8 +7,8 @@ vLLM but must agree with d2t: when it does not, one of the two maps is corrupt.
 
 from __future__ import annotations
 
-from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.io.tensordata import read_array
+from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules.context import Context
 
 _INTS = {"I8", "I16", "I32", "I64", "U8", "U16", "U32", "U64"}
@@ -63,9 +63,12 @@ def _absolute_ids(name: str, d2t, t2d, v: int | None) -> Finding | None:
     if why is None:
         return None
     i = n // 2
-    return finding("E408", f"{name} holds absolute target ids, not offsets ({why}); vLLM maps draft id i to "
-                           f"i + d2t[i], e.g. draft id {i} to {i + int(d2t[i])} instead of {int(d2t[i])}",
-                   tensor=name)
+    return finding(
+        "E408",
+        f"{name} holds absolute target ids, not offsets ({why}); vLLM maps draft id i to "
+        f"i + d2t[i], e.g. draft id {i} to {i + int(d2t[i])} instead of {int(d2t[i])}",
+        tensor=name,
+    )
 
 
 def _side_files(ctx: Context) -> list[Finding]:
@@ -80,13 +83,24 @@ def _side_files(ctx: Context) -> list[Finding]:
         files = ctx.ckpt.source.list_files()
     except Exception:  # noqa: BLE001 - a listing failure is the reader's to report, not this rule's
         return []
-    side = [f for f in files if f not in weights and not f.endswith((".json", ".md"))
-            and any(fnmatch(f.rpartition("/")[2].lower(), p) for p in patterns)]
+    side = [
+        f
+        for f in files
+        if f not in weights
+        and not f.endswith((".json", ".md"))
+        and any(fnmatch(f.rpartition("/")[2].lower(), p) for p in patterns)
+    ]
     if not side:
         return []
-    return [finding("E409", f"d2t is not in the weights but {', '.join(side[:3])} sits beside them: vLLM reads "
-                            "d2t only from the weight files, so the reduced vocabulary maps to the first "
-                            f"{ctx.env.get('Vd')} target ids", field=side[0])]
+    return [
+        finding(
+            "E409",
+            f"d2t is not in the weights but {', '.join(side[:3])} sits beside them: vLLM reads "
+            "d2t only from the weight files, so the reduced vocabulary maps to the first "
+            f"{ctx.env.get('Vd')} target ids",
+            field=side[0],
+        )
+    ]
 
 
 def _usable(ctx: Context, name: str, dtypes: set[str]) -> bool:
@@ -104,19 +118,36 @@ def _check_d2t(name: str, targets, v: int | None) -> list[Finding]:
         bad = np.flatnonzero((targets < 0) | (targets >= v))
         if len(bad):
             i = int(bad[0])
-            out.append(finding("E404", f"{name}: {len(bad)} draft ids map outside [0, {v}) (first: draft id {i} -> "
-                                       f"target id {int(targets[i])}); vLLM's logit scatter fails at the first decode",
-                               tensor=name))
+            out.append(
+                finding(
+                    "E404",
+                    f"{name}: {len(bad)} draft ids map outside [0, {v}) (first: draft id {i} -> "
+                    f"target id {int(targets[i])}); vLLM's logit scatter fails at the first decode",
+                    tensor=name,
+                )
+            )
     uniq, counts = np.unique(targets, return_counts=True)
     if len(uniq) != len(targets):
         dup = int(uniq[counts > 1][0])
         ids = np.flatnonzero(targets == dup)[:3].tolist()
-        out.append(finding("E405", f"{name}: {len(targets) - len(uniq)} collisions, e.g. draft ids {ids} all map to "
-                                   f"target id {dup} (is it absolute ids instead of offsets?)", tensor=name))
+        out.append(
+            finding(
+                "E405",
+                f"{name}: {len(targets) - len(uniq)} collisions, e.g. draft ids {ids} all map to "
+                f"target id {dup} (is it absolute ids instead of offsets?)",
+                tensor=name,
+            )
+        )
     elif np.any(np.diff(targets) <= 0):
         i = int(np.flatnonzero(np.diff(targets) <= 0)[0])
-        out.append(finding("W406", f"{name}: target ids are not increasing (draft id {i + 1} -> {int(targets[i + 1])} "
-                                   f"after {int(targets[i])})", tensor=name))
+        out.append(
+            finding(
+                "W406",
+                f"{name}: target ids are not increasing (draft id {i + 1} -> {int(targets[i + 1])} "
+                f"after {int(targets[i])})",
+                tensor=name,
+            )
+        )
     return out
 
 
