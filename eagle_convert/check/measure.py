@@ -43,13 +43,14 @@ def local_folder(ref: str, what: str) -> Path:
     names = src.list_files()
     if "config.json" not in names:
         raise CheckpointNotFoundError(f"{what} {ref}: the repo has no config.json at its root")
-    folder = None
+    found: Path | None = None
     for name in names:
         path = src.local_path(name)
         if name == "config.json":
-            folder = path.parent
-    assert folder is not None
-    return folder
+            found = path.parent
+    if found is None:  # list_files() named config.json, so local_path() fetched it
+        raise CheckpointNotFoundError(f"{what} {ref}: config.json could not be downloaded")
+    return found
 
 
 @dataclass
@@ -158,8 +159,8 @@ class Engines:
             self.vllm_version = run.vllm_version or self.vllm_version
             self.seconds[role] = self.seconds.get(role, 0.0) + run.seconds
             for s in missing:
-                self.cache[(*base, s)] = run.passes[s.name]
-        return {s.name: self.cache[(*base, s)] for s in specs}
+                self.cache[tuple([*base, s])] = run.passes[s.name]
+        return {s.name: self.cache[tuple([*base, s])] for s in specs}
 
     def load_check(self, draft: Path, target: Path, *, k: int, timeout_s: float) -> Any:
         """The strict sentinel load of `draft` (an EngineReport), cached like the passes."""

@@ -37,6 +37,10 @@ class State:
         """Local folder of the draft / target / baseline (a hub repo is downloaded once)."""
         if role not in self.folders:
             ref = {"draft": self.draft, "target": self.target, "baseline": self.baseline}[role]
+            if ref is None:
+                from eagle_convert.errors import UsageError
+
+                raise UsageError(f"the check needs a {role} for this stage", hint=f"pass --{role}")
             self.folders[role] = local_folder(ref, role)
         return self.folders[role]
 

@@ -100,7 +100,7 @@ def serve_command(target: str | None, model_ref: str, k: int = NUM_SPECULATIVE_T
 
 def provenance_chain(config: dict[str, Any]) -> list[dict[str, Any]]:
     """eagle-convert's provenance entries, newest first (each one's input nests as `previous`)."""
-    chain = []
+    chain: list[dict[str, Any]] = []
     entry = config.get(PROVENANCE_KEY)
     while isinstance(entry, dict) and len(chain) < 32:
         chain.append(entry)

@@ -80,8 +80,8 @@ def _check(
         found = {m.group(1) for k in keys if (m := _LAYER_INDEX.search(k))}
         return f"{len(found)} decoder layers" if len(found) >= arg else None
     if kind == "config_value":
-        hit = next(((p, v) for p, allowed in arg.items() if (v := config_get(config, p)) in allowed), None)
-        return f"config {hit[0]} is {hit[1]!r}" if hit else None
+        pair = next(((p, v) for p, allowed in arg.items() if (v := config_get(config, p)) in allowed), None)
+        return f"config {pair[0]} is {pair[1]!r}" if pair else None
     if kind == "architecture_contains":
         archs = config.get("architectures") or []
         name = archs[0] if archs and isinstance(archs[0], str) else ""
@@ -92,11 +92,15 @@ def _check(
 
         archs = config.get("architectures")
         declared = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
-        name = next(
+        parallel = next(
             (n for n in (declared, read_config(dict(config)).architecture) if n in PARALLEL_DRAFTING_ARCHITECTURES),
             None,
         )
-        return f"{name!r} is a parallel-drafting (P-EAGLE) architecture in vLLM's registry" if name and arg else None
+        return (
+            f"{parallel!r} is a parallel-drafting (P-EAGLE) architecture in vLLM's registry"
+            if parallel and arg
+            else None
+        )
     raise ValueError(f"schemas/layouts.json: unknown condition kind {kind!r}")
 
 

@@ -20,7 +20,7 @@ def schema_path(name: str) -> Path:
     candidate = _REPO_SCHEMAS / name
     if candidate.is_file():
         return candidate
-    return Path(str(resources.files("eagle_convert").joinpath("_schemas", name)))
+    return Path(str(resources.files("eagle_convert") / "_schemas" / name))
 
 
 @cache

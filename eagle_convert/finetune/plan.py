@@ -348,8 +348,10 @@ def _check_pair(dpath: Path, config: dict[str, Any], tcfg: dict[str, Any]) -> li
             f"target vocab_size {t_vocab} != the draft's vocab_size {cfg.vocab_size}: "
             "this draft was not trained for this target"
         )
-    ids = list(cfg.aux_layer_ids or default_aux_ids(int(t_layers)))
-    if any(i < 0 or i > int(t_layers) for i in ids):
+    if not isinstance(t_layers, int):
+        raise FinetuneRefusedError("the target's config.json has no integer num_hidden_layers")
+    ids = list(cfg.aux_layer_ids or default_aux_ids(t_layers))
+    if any(i < 0 or i > t_layers for i in ids):
         raise FinetuneRefusedError(f"draft aux layer ids {ids} lie outside the target's 0..{t_layers} layers")
     if not cfg.use_aux_hidden_state:
         raise FinetuneRefusedError(f"{dpath}: use_aux_hidden_state is false: the draft has no fc to fine-tune")

@@ -194,10 +194,11 @@ class HubSource:
         from huggingface_hub.errors import OfflineModeIsEnabled
 
         api = HfApi(endpoint=_endpoint(), token=self._token, library_name=_LIBRARY_NAME)
+        fallback: tuple[type[BaseException], ...] = (*unreachable_errors(), OfflineModeIsEnabled)
         with self._errors(None):
             try:
                 info = api.model_info(self.repo_id, revision=self.revision, files_metadata=True)
-            except (*unreachable_errors(), OfflineModeIsEnabled) as exc:
+            except fallback as exc:
                 # Unreachable hub (or the client's own offline switch): fall back to the cache, as
                 # hf_hub_download itself does.
                 reason = (

@@ -70,6 +70,9 @@ class RangeComparer:
         return True
 
     def _window(self, fd_a: int, off_a: int, fd_b: int, off_b: int, n: int) -> bool:
+        memcmp = self._memcmp
+        if memcmp is None:
+            raise ValueError("memcmp is not available")  # callers fall back to their own comparison
         maps = []
         try:
             addrs = []
@@ -86,7 +89,7 @@ class RangeComparer:
                 c = self._ctypes.c_char.from_buffer(m)
                 addrs.append(self._ctypes.addressof(c) + off - base)
                 del c
-            return self._memcmp(addrs[0], addrs[1], n) == 0
+            return memcmp(addrs[0], addrs[1], n) == 0
         finally:
             for m in maps:
                 m.close()

@@ -93,7 +93,7 @@ class LocalSource:
     def list_files(self) -> list[str]:
         if self._only is not None:
             return sorted(self._only)
-        out = []
+        out: list[str] = []
         for dirpath, _dirnames, filenames in os.walk(self.root):
             rel = Path(dirpath).relative_to(self.root)
             if any(part.startswith(".") for part in rel.parts):

@@ -216,7 +216,7 @@ def _verify_tensor(
             filled = 0
             while filled < n:
                 if not pending:
-                    piece = next(expected_chunks, None)  # type: ignore[arg-type]
+                    piece = next(iter(expected_chunks or ()), None)
                     if piece is None:
                         return f"stream source yielded only {done + filled} of {t.nbytes} bytes"
                     pending = memoryview(piece)

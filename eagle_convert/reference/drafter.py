@@ -185,7 +185,7 @@ class CacheSlot:
         return 0 if self.k is None else self.k.shape[2]
 
     def truncate(self, n: int) -> None:
-        if self.k is not None:
+        if self.k is not None and self.v is not None:
             self.k, self.v = self.k[:, :, :n], self.v[:, :, :n]
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor:

@@ -419,7 +419,8 @@ def heldout_accuracy(
         ids, lens = ids.to(dev), lens.to(dev)
         feats = _target_features(target, ids, aux_ids, rows, t2d)
         if max_len is not None:
-            ids, lens, *feats = _last_positions([ids, *feats], lens, max_len)
+            ids, lens, *rest = _last_positions([ids, *feats], lens, max_len)
+            feats = (rest[0], rest[1], rest[2])
         batches.append((ids, lens, *feats))
 
     @torch.no_grad()

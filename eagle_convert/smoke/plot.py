@@ -30,7 +30,7 @@ def _bars(ax, report: SmokeReport, keys: list[tuple[str, int | None]], labels: l
     k = report.settings["k"]
     width = 0.8 / max(len(drafts), 1)
     for j, d in enumerate(drafts):
-        vals = [(d.group(c, b).acceptance_length if d.group(c, b) else 0.0) for c, b in keys]
+        vals = [g.acceptance_length if (g := d.group(c, b)) else 0.0 for c, b in keys]
         xs = [i + (j - (len(drafts) - 1) / 2) * width for i in range(len(keys))]
         bars = ax.bar(xs, vals, width=width * 0.95, label=d.label, color=f"C{j}")
         ax.bar_label(bars, fmt="%.2f", fontsize=8, padding=2)

@@ -93,7 +93,7 @@ class PromptSet:
 
 
 def _data_lines(name: str) -> list[str]:
-    return resources.files("eagle_convert").joinpath("data", name).read_text(encoding="utf-8").splitlines()
+    return (resources.files("eagle_convert") / "data" / name).read_text(encoding="utf-8").splitlines()
 
 
 def builtin_prompts() -> list[Prompt]:

@@ -67,7 +67,7 @@ def read_target(ref: str) -> TargetInfo:
     from eagle_convert.draft.kind import ensure_target_config
 
     ensure_target_config(config, f"--target {ref}")  # default aux ids from a draft's 1 layer would be nonsense
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    text: dict[str, Any] = config["text_config"] if isinstance(config.get("text_config"), dict) else {}
     layers = config.get("num_hidden_layers", text.get("num_hidden_layers"))
     if not isinstance(layers, int) or isinstance(layers, bool) or layers <= 0:
         raise ConfigError(f"{ref}/config.json: no positive num_hidden_layers", hint="pass --aux-layer-ids instead")
@@ -86,7 +86,7 @@ def choose_architectures(current: list[str], attention: str) -> list[str]:
     P-EAGLE names are replaced too: the upgraded draft is a sequential EAGLE-3.1 draft.
     """
     name = current[0] if current else None
-    cls = DRAFT_CLASSES.get(ARCHITECTURES.get(name or ""), None)
+    cls = DRAFT_CLASSES.get(ARCHITECTURES.get(name or "", ""))
     if name and cls and cls.attention == attention and name not in PARALLEL_DRAFTING_ARCHITECTURES:
         return [name]
     return [WRITE_ARCHITECTURE[attention]]

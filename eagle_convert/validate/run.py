@@ -174,7 +174,10 @@ def _engine(report: ValidationReport, ctx: Any, ckpt: Any, target: str | Path | 
             "--engine vllm needs a local draft folder and a local target folder",
             hint="download both first (huggingface-cli download ...)",
         )
-    target_dir = target_ref.local if target_ref.local and target_ref.local.is_dir() else target_ref.local.parent
+    local = target_ref.local
+    if local is None:  # not a hub ref (checked above), so a local path
+        raise UsageError(f"--target {target}: not a local folder")
+    target_dir = local if local.is_dir() else local.parent
     t0 = time.perf_counter()
     result = check_with_vllm(Path(ckpt.source.root), target_dir, timeout_s=timeout_s)
     report.timings["engine"] = time.perf_counter() - t0

@@ -97,7 +97,7 @@ def scan_unwritten(model) -> tuple[list[str], list[tuple[str, list[str]]], list[
                 else:
                     unwritten.extend((f"{name}[{s}]", [k]) for s, k in zip(missing, keys))
                 continue
-            if _UNUSED_PARAM.fullmatch(name) and int(_UNUSED_PARAM.fullmatch(name).group(1)) > 0:
+            if (unused_m := _UNUSED_PARAM.fullmatch(name)) and int(unused_m.group(1)) > 0:
                 unused.append(name)  # built on every layer, read only by layer 0
                 continue
             label = name if bool(mask.all()) else f"{name}[partial]"

@@ -253,7 +253,7 @@ class EngineSession:
             who = "the target alone" if draft is None else f"draft {draft}"
             raise EngineError(f"vLLM {res.get('stage') or 'worker'} failed for {who}: {res.get('error')}")
         return EngineRun(
-            req["draft"],
+            None if draft is None else str(draft),
             res.get("vllm_version"),
             {k: PassResult.from_dict(v) for k, v in res["passes"].items()},
             dict(res.get("timings", {})),

@@ -168,9 +168,12 @@ class _Source:
                 if isinstance(node, ast.Assign)
                 else ([node.target] if isinstance(node, ast.AnnAssign) else [])
             )
-            if any(isinstance(t, ast.Name) and t.id == name for t in targets) and isinstance(node.value, ast.Dict):
+            value = getattr(node, "value", None)
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets) and isinstance(value, ast.Dict):
                 out = {}
-                for k, v in zip(node.value.keys, node.value.values):
+                for k, v in zip(value.keys, value.values):
+                    if k is None:  # a `**spread` entry
+                        continue
                     try:
                         out[ast.literal_eval(k)] = ast.literal_eval(v)
                     except (ValueError, TypeError, SyntaxError):
@@ -291,7 +294,7 @@ def _detect(pkg: str) -> VllmFeatures:
     eargs = _Source(p, _ENGINE_ARGS)
     line = None
     node = eargs.find("EngineArgs")
-    if node is not None:
+    if isinstance(node, ast.ClassDef):
         for stmt in node.body:
             if (
                 isinstance(stmt, ast.AnnAssign)

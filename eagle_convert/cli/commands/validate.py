@@ -5,14 +5,14 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
 
 
 @contextlib.contextmanager
-def _progress(enabled: bool) -> Iterator[object | None]:
+def _progress(enabled: bool) -> Iterator[Callable[[int, int, str], None] | None]:
     """A rich progress bar on stderr for --deep (only on a terminal), as a `validate` progress callback."""
     if not enabled or not sys.stderr.isatty():
         yield None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from types import TracebackType
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -91,7 +92,7 @@ class RichProgress:
 class LineProgress:
     """Plain progress lines for a non-terminal stderr: one per phase and per ~10% of a stage."""
 
-    def __init__(self, echo) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, echo: Any) -> None:
         self.echo = echo
 
     def __call__(self, e: FinetuneEvent) -> None:

@@ -239,7 +239,7 @@ def _context_length(ctx: Context) -> list[Finding]:
     if serving is None and ctx.target and _positive_int(ctx.target.get("max_position_embeddings")):
         serving, source = ctx.target["max_position_embeddings"], "the target's max_position_embeddings"
     draft = ctx.vcfg.get("max_position_embeddings")
-    if serving and _positive_int(draft) and draft < serving:
+    if serving and isinstance(draft, int) and _positive_int(draft) and draft < serving:
         return [
             finding(
                 "W310",

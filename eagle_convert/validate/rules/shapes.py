@@ -71,10 +71,11 @@ def check(ctx: Context) -> list[Finding]:
         exp = expected.get(vname)
         if exp is None or exp.exists is False:
             continue
-        if any(d is None for d in exp.shape):
+        want = tuple(d for d in exp.shape if d is not None)
+        if len(want) != len(exp.shape):
             continue  # a config field is missing; the config rule reports it
-        if tuple(info.shape) != exp.shape:
-            out.append(_shape_finding(ctx, name, info.shape, exp.shape, exp.formula))
+        if tuple(info.shape) != want:
+            out.append(_shape_finding(ctx, name, info.shape, want, exp.formula))
         out += _dtype_findings(ctx, name, info.dtype, exp.kind)
     out += _dtype_summary(ctx)
     return out
