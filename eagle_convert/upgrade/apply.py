@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
@@ -72,6 +74,24 @@ def check_output(plan: UpgradePlan, out: Path, *, force: bool = False) -> Path:
     return check_output_dir(out, {"input checkpoint": root}, force=force)
 
 
+@contextmanager
+def write_errors(out: str | Path, source: object) -> Iterator[None]:
+    """Map failures while writing an upgrade's output to one-line errors (copy and link writers share it)."""
+    try:
+        yield
+    except OutputExistsError as exc:
+        raise OutputError(f"{out}: output already exists", hint="pass --force to replace it") from exc
+    except WriterError as exc:
+        raise CheckpointReadError(f"{source}: {exc}", hint="the input changed while upgrading; retry") from exc
+    except EagleConvertError:
+        raise
+    except OSError as exc:
+        where = exc.filename or out
+        raise OutputError(
+            f"{where}: cannot write the output ({exc.strerror or exc})", hint="check free space and permissions"
+        ) from exc
+
+
 def apply_upgrade(
     plan: UpgradePlan, out: str | Path, *, force: bool = False, verify: bool = True, progress: Progress | None = None
 ) -> UpgradeResult:
@@ -81,7 +101,7 @@ def apply_upgrade(
     cleanup_stale_temps(final)
     t0 = time.perf_counter()
     written: dict[str, int] = {}
-    try:
+    with write_errors(out, plan.source):
         with atomic_output_dir(final, force=force) as tmp:
             if progress:
                 progress.start("write", sum(f.data_bytes for f in files))
@@ -98,17 +118,6 @@ def apply_upgrade(
             if verify:
                 _verify(plan, tmp, files, written, progress)
             t2 = time.perf_counter()
-    except OutputExistsError as exc:
-        raise OutputError(f"{out}: output already exists", hint="pass --force to replace it") from exc
-    except WriterError as exc:
-        raise CheckpointReadError(f"{plan.source}: {exc}", hint="the input changed while upgrading; retry") from exc
-    except EagleConvertError:
-        raise
-    except OSError as exc:
-        where = exc.filename or out
-        raise OutputError(
-            f"{where}: cannot write the output ({exc.strerror or exc})", hint="check free space and permissions"
-        ) from exc
     return UpgradeResult(final, written, verify, t1 - t0, t2 - t1)
 
 

@@ -17,13 +17,13 @@ import json
 import time
 from pathlib import Path
 
-from eagle_convert.errors import CheckpointReadError, EagleConvertError, OutputError, VerificationError
-from eagle_convert.io.atomic import OutputExistsError, atomic_output_dir, cleanup_stale_temps
+from eagle_convert.errors import VerificationError
+from eagle_convert.io.atomic import atomic_output_dir, cleanup_stale_temps
 from eagle_convert.io.links import LinkOutcome, link_or_copy, same_bytes_cheaply
-from eagle_convert.io.outfile import OutFile, WriterError
+from eagle_convert.io.outfile import OutFile
 from eagle_convert.io.verify import verify_file, verify_same_bytes
 from eagle_convert.io.writer import write_file
-from eagle_convert.upgrade.apply import Progress, UpgradeResult, _recheck, check_output
+from eagle_convert.upgrade.apply import Progress, UpgradeResult, _recheck, check_output, write_errors
 from eagle_convert.upgrade.linkplan import CARD, INDEX, LinkPlan
 
 __all__ = ["apply_link"]
@@ -41,7 +41,7 @@ def apply_link(
     t0 = time.perf_counter()
     written: dict[str, int] = {}
     links: dict[str, LinkOutcome] = {}
-    try:
+    with write_errors(out, plan.source):
         with atomic_output_dir(final, force=force) as tmp:
             if progress:
                 progress.start("write", lp.linked_bytes + shard.data_bytes)
@@ -63,17 +63,6 @@ def apply_link(
             if verify:
                 _verify(lp, tmp, shard, paths, links, written, progress)
             t2 = time.perf_counter()
-    except OutputExistsError as exc:
-        raise OutputError(f"{out}: output already exists", hint="pass --force to replace it") from exc
-    except WriterError as exc:
-        raise CheckpointReadError(f"{plan.source}: {exc}", hint="the input changed while upgrading; retry") from exc
-    except EagleConvertError:
-        raise
-    except OSError as exc:
-        where = exc.filename or out
-        raise OutputError(
-            f"{where}: cannot write the output ({exc.strerror or exc})", hint="check free space and permissions"
-        ) from exc
     return UpgradeResult(
         final,
         written,
