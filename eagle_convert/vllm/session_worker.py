@@ -21,6 +21,7 @@ import traceback
 
 from eagle_convert.vllm.errors import one_line_error
 from eagle_convert.vllm.smoke_worker import _metric_sum, _metric_vector
+from eagle_convert.vllm.worker_io import claim_stdout, failure_answer
 
 _COUNTERS = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens", "vllm:spec_decode_num_accepted_tokens")
 
@@ -191,11 +192,7 @@ def _handle(req: dict) -> dict:
 
 
 def main() -> int:
-    # Keep the real stdout for the JSON answers; route every other print/log to stderr.
-    sys.stdout.flush()
-    real_stdout = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
+    real_stdout = claim_stdout()
     real_stdout.write(json.dumps({"ok": True, "ready": True}) + "\n")
     real_stdout.flush()
     for line in sys.stdin:
@@ -207,12 +204,7 @@ def main() -> int:
                 break
             res = _handle(req)
         except Exception as exc:  # bugs and import failures: still one JSON line
-            res = {
-                "ok": False,
-                "error": one_line_error(exc),
-                "stage": "worker",
-                "traceback": traceback.format_exc()[-4000:],
-            }
+            res = failure_answer(exc)
         real_stdout.write(json.dumps(res) + "\n")
         real_stdout.flush()
     return 0

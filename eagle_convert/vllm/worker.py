@@ -16,11 +16,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-import traceback
 
-from eagle_convert.vllm.errors import one_line_error
 from eagle_convert.vllm.load_check import run_check_many
 from eagle_convert.vllm.smoke_worker import run_smoke
+from eagle_convert.vllm.worker_io import claim_stdout, failure_answer
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,15 +28,11 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m eagle_convert.vllm.worker {check|smoke} < request.json", file=sys.stderr)
         return 2
     req = json.loads(sys.stdin.read())
-    # Keep the real stdout for the one JSON line; route every other print/log to stderr.
-    sys.stdout.flush()
-    real_stdout = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
+    real_stdout = claim_stdout()
     try:
         result = run_check_many(req) if argv[0] == "check" else run_smoke(req)
     except Exception as exc:  # import failures and bugs: still answer with one JSON line
-        result = {"ok": False, "error": one_line_error(exc), "stage": "worker", "traceback": traceback.format_exc()}
+        result = failure_answer(exc)
     real_stdout.write(json.dumps(result) + "\n")
     real_stdout.flush()
     return 0
