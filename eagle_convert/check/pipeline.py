@@ -131,7 +131,7 @@ def engine(s: State) -> list[CheckResult]:
 
 
 def _prompts(s: State) -> Any:
-    from eagle_convert.smoke.prompts import NATURAL, builtin_prompts, load_prompts
+    from eagle_convert.smoke.prompts import NATURAL, builtin_prompts, load_prompts, select_prompts
     from eagle_convert.smoke.run import prepare_smoke_prompts
 
     path = s.policy.path("acceptance", "prompts")
@@ -148,15 +148,7 @@ def _prompts(s: State) -> Any:
                 f"(available: {', '.join(known)})"
             )
         prompts = [p for p in prompts if p.category in cats]
-    limit = s.acc("limit")
-    if limit:  # the first `limit` prompts of each category, in file order
-        seen: dict[str, int] = {}
-        kept = []
-        for p in prompts:
-            seen[p.category] = seen.get(p.category, 0) + 1
-            if seen[p.category] <= limit:
-                kept.append(p)
-        prompts = kept
+    prompts = select_prompts(prompts, limit=s.acc("limit"))  # the first `limit` of each category, in file order
     buckets = [NATURAL if b == "natural" else int(b) for b in s.acc("buckets")]
     return prepare_smoke_prompts(
         s.folder("target"),
