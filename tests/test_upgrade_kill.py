@@ -54,7 +54,15 @@ def start(src: Path, out: Path) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # A job started in the background by a non-interactive shell (as CI may start this suite)
+        # inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler: give the
+        # child the disposition an interactive user's Ctrl-C meets.
+        preexec_fn=_default_sigint,
     )
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def wait_for_partial(proc: subprocess.Popen, out: Path, timeout: float = 60.0) -> Path:
