@@ -25,7 +25,6 @@ from eagle_convert.draft.checkpoint import open_checkpoint
 from eagle_convert.draft.describe import describe
 from eagle_convert.upgrade.apply import apply_upgrade
 from eagle_convert.upgrade.configgen import TargetInfo
-from eagle_convert.upgrade.plan import PROVENANCE_KEY as PLAN_KEY
 from eagle_convert.upgrade.plan import plan_upgrade
 
 
@@ -33,10 +32,6 @@ def _upgrade(src: Path, out: Path, target: TargetInfo | None = None):
     ckpt = open_checkpoint(src)
     plan = plan_upgrade(ckpt, describe(ckpt, read_vocab=False), target=target, out=out)
     return plan, apply_upgrade(plan, out)
-
-
-def test_the_key_the_card_reads_is_the_key_upgrade_writes() -> None:
-    assert PROVENANCE_KEY == PLAN_KEY
 
 
 def test_upgrade_writes_a_card_that_huggingface_hub_parses(built_fixtures, tmp_path: Path) -> None:

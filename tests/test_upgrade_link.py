@@ -14,13 +14,14 @@ import torch
 from click.testing import CliRunner
 
 from eagle_convert.cli.app import main
+from eagle_convert.draft.card import PROVENANCE_KEY
 from eagle_convert.draft.checkpoint import open_checkpoint
 from eagle_convert.draft.describe import describe
 from eagle_convert.errors import UpgradeRefusedError, VerificationError
 from eagle_convert.io import links as links_mod
 from eagle_convert.upgrade.link import apply_link
 from eagle_convert.upgrade.linkplan import NORM_SHARD, plan_link
-from eagle_convert.upgrade.plan import PROVENANCE_KEY, plan_upgrade
+from eagle_convert.upgrade.plan import plan_upgrade
 
 try:
     from tests.test_upgrade import bits, load_output, sha_tree

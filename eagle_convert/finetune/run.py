@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert import __version__
-from eagle_convert.draft.card import CARD_FILE, model_card
+from eagle_convert.draft.card import CARD_FILE, PROVENANCE_KEY, model_card
 from eagle_convert.errors import EagleConvertError, UsageError
 from eagle_convert.finetune.plan import (
     DEFAULT_CONTINUATION_TOKENS,
@@ -33,7 +33,6 @@ from eagle_convert.finetune.plan import (
     plan_finetune,
 )
 from eagle_convert.smoke.prompts import Prompt
-from eagle_convert.upgrade.plan import PROVENANCE_KEY
 
 __all__ = ["finetune_draft", "provenance", "run_finetune"]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from eagle_convert import __version__
 from eagle_convert.diff import config_diff
-from eagle_convert.draft.card import CARD_FILE, model_card
+from eagle_convert.draft.card import CARD_FILE, PROVENANCE_KEY, model_card
 from eagle_convert.draft.checkpoint import SAFETENSORS_FNAME, SAFETENSORS_INDEX_FNAME, Checkpoint
 from eagle_convert.draft.describe import DraftInfo
 from eagle_convert.draft.layout import canonical_name, config_get
@@ -41,7 +41,6 @@ __all__ = ["LAYOUTS", "AuxIds", "PlannedFile", "UpgradePlan", "plan_upgrade"]
 LAYOUTS = ("vllm", "keep", "speculators")
 ONES = {"BF16": b"\x80\x3f", "F16": b"\x00\x3c", "F32": struct.pack("<f", 1.0), "F64": struct.pack("<d", 1.0)}
 FC_NORM = "fc_norm.{i}.weight"
-PROVENANCE_KEY = "_eagle_convert"  # the same key draft.card reads (tests/test_card.py checks they agree)
 CARD_PLACEHOLDER = "PATH_TO_THIS_DRAFT"  # what the card's `vllm serve` loads when the plan has no output folder
 
 

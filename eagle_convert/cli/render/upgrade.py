@@ -12,8 +12,9 @@ from rich.table import Table
 from eagle_convert.cli.render.diff import ABSENT, config_table
 from eagle_convert.cli.render.inspect import human_bytes
 from eagle_convert.diff import config_diff
+from eagle_convert.draft.card import PROVENANCE_KEY
 from eagle_convert.upgrade.apply import UpgradeResult
-from eagle_convert.upgrade.plan import PROVENANCE_KEY, UpgradePlan
+from eagle_convert.upgrade.plan import UpgradePlan
 
 if TYPE_CHECKING:
     from eagle_convert.upgrade.linkplan import LinkPlan
