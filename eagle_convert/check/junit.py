@@ -52,6 +52,7 @@ def to_junit(report: CheckReport) -> str:
         ("policy", report.policy.source),
         ("vllm_version", report.vllm_version),
         ("engine_starts", report.engine_starts),
+        ("draft_swaps", report.draft_swaps),
     ):
         ET.SubElement(props, "property", name=name, value=_text(value))
     suite.extend(cases)

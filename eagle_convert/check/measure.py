@@ -3,7 +3,8 @@
 All vLLM work of one check runs in one worker process (`vllm.session`: one vLLM import), started
 when the first stage that needs vLLM runs. Each engine (the candidate draft, the baseline draft,
 the target alone) starts at most once and runs every pass the policy needs from it; an engine whose
-passes are all in `cache` does not start. A cache (a plain dict) handed to several checks shares
+passes are all in `cache` does not start, and a baseline of the candidate's structure (its
+fine-tuned or calibrated twin) is swapped into the candidate's engine instead of starting one. A cache (a plain dict) handed to several checks shares
 engine runs between them: keys hold the target, draft, prompts and every setting, on the
 assumption that the folders do not change in between.
 
@@ -98,6 +99,7 @@ class Engines:
     cache: dict[Any, Any] = field(default_factory=dict)
     session: EngineSession | None = None
     engine_starts: int = 0
+    draft_swaps: int = 0  # candidate/baseline drafts swapped into the running engine (`vllm/sharing.py`)
     load_checks: int = 0
     seconds: dict[str, float] = field(default_factory=dict)  # per engine role: worker seconds spent
     vllm_version: str | None = None
@@ -155,7 +157,8 @@ class Engines:
                 seed=seed,
                 timeout_s=timeout_s,
             )
-            self.engine_starts += 1
+            self.engine_starts += run.started
+            self.draft_swaps += not run.started
             self.vllm_version = run.vllm_version or self.vllm_version
             self.seconds[role] = self.seconds.get(role, 0.0) + run.seconds
             for s in missing:

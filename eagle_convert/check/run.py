@@ -39,6 +39,7 @@ class CheckReport:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     stopped_after: str | None = None  # the failing stage that ended the run (without keep_going)
     engine_starts: int = 0
+    draft_swaps: int = 0
     load_checks: int = 0
     worker_starts: int = 0
     vllm_version: str | None = None
@@ -75,6 +76,7 @@ class CheckReport:
             ],
             "checks": [r.to_dict() for r in self.results],
             "engine_starts": self.engine_starts,
+            "draft_swaps": self.draft_swaps,
             "load_checks": self.load_checks,
             "worker_starts": self.worker_starts,
             "vllm_version": self.vllm_version,
@@ -201,6 +203,7 @@ def run_check(
         report.worker_starts = engines.worker_starts - state.worker_starts_before
         engines.close()
     report.engine_starts, report.load_checks = engines.engine_starts, engines.load_checks
+    report.draft_swaps = engines.draft_swaps
     report.vllm_version = engines.vllm_version or state.vllm_version
     report.settings = state.settings
     report.seconds = time.perf_counter() - t0

@@ -150,6 +150,7 @@ def _run_vllm(
                     "acceptance": _single(target, "vllm", m.version, settings, pset, d, per),
                     "rates": dm.rates.to_dict() if dm.rates else None,
                     "engine_starts": m.engine_starts,
+                    "draft_swaps": m.draft_swaps,
                 },
                 per,
             )
@@ -160,7 +161,7 @@ def _run_vllm(
             "rates": m.baseline.to_dict(),
             "engine_version": m.version,
             "device": engine_device(),
-            "settings": {**m.settings, "engine_starts": m.engine_starts},
+            "settings": {**m.settings, "engine_starts": m.engine_starts, "draft_swaps": m.draft_swaps},
         }
     return out, base
 

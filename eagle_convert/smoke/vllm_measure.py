@@ -1,8 +1,9 @@
 """Acceptance and per-user throughput of several drafts in one vLLM worker, fewest engine starts.
 
-One engine per draft runs the acceptance pass (and, above T = 0, the sampling control of
-`smoke/vllm_run.py`) and then the throughput passes of `smoke/throughput.py`; one more engine,
-the target alone, runs the same throughput passes. Every engine lives in the same
+Each draft runs the acceptance pass (and, above T = 0, the sampling control of
+`smoke/vllm_run.py`) and then the throughput passes of `smoke/throughput.py` on its engine: drafts
+of one structure (`vllm/sharing.py`) share one engine start, each swapped in after the other. One
+more engine, the target alone, runs the same throughput passes. Every engine lives in the same
 `EngineSession` worker, so the drafts and the no-speculation baseline share the vLLM build, the
 engine arguments and `max_num_seqs`. Used by `smoke --engine vllm --concurrency` and `report`.
 """
@@ -30,7 +31,9 @@ from eagle_convert.smoke.vllm_run import (
     GREEDY,
     MAIN,
     control_passes,
+    engine_line,
     max_model_len_for,
+    ready_seconds,
     sampling_control,
     target_config,
 )
@@ -59,6 +62,7 @@ class Measurement:
     version: str  # "vllm X.Y.Z"
     settings: dict[str, Any]
     engine_starts: int
+    draft_swaps: int = 0  # drafts swapped into a running engine instead of starting one
 
 
 def engine_device() -> str:
@@ -86,11 +90,12 @@ def measure_vllm(
 ) -> Measurement:
     """Run every draft (and, with `concurrency` and `baseline`, the target alone) in one worker."""
     from eagle_convert.vllm.session import EngineSession, PassSpec
+    from eagle_convert.vllm.sharing import engine_order
 
     concurrency = parse_concurrency(concurrency) if concurrency else []
     own = session is None
     session = session or EngineSession()
-    starts0 = session.engine_starts
+    starts0, swaps0 = session.engine_starts, session.swaps
     dtype = dtype_of(target_config(target))
     mml = max_model_len_for(target, pset, max_new_tokens, k)
     seqs = max(MIN_MAX_NUM_SEQS, *concurrency) if concurrency else MIN_MAX_NUM_SEQS
@@ -104,11 +109,12 @@ def measure_vllm(
         tensor_parallel_size=tensor_parallel_size,
         max_num_seqs=seqs,
     )
-    out: list[DraftMeasurement] = []
+    out: list[DraftMeasurement | None] = [None] * len(drafts)
     version = None
     names = list(labels) if labels is not None else [p.name for p in drafts]
     try:
-        for path, label in zip(drafts, names):
+        for i in engine_order(drafts, session.share and tensor_parallel_size == 1):
+            path, label = drafts[i], names[i]
             passes = [PassSpec(MAIN, temperature, seed)]
             if temperature > 0:
                 passes += control_passes(CONTROL_TEMPERATURE, len(prompts), seed)
@@ -117,10 +123,11 @@ def measure_vllm(
                 + (f", then per-user tokens/s at concurrency {','.join(map(str, concurrency))}" if tput else "")
             )
             run = session.engine(target, path, prompts, passes + tput, **kw)
+            say(engine_line(run))
             version = run.vllm_version or version
             control = sampling_control(run.passes[GREEDY], run.passes[EPS], pset, dtype) if temperature > 0 else None
             rates = engine_rates(run, concurrency, label, str(path)) if tput else None
-            out.append(DraftMeasurement(path, run.passes[MAIN], run.timings.get("engine_start_s"), control, rates))
+            out[i] = DraftMeasurement(path, run.passes[MAIN], ready_seconds(run), control, rates)
         base = None
         if tput and baseline:
             say(
@@ -130,7 +137,7 @@ def measure_vllm(
             run = session.engine(target, None, prompts, tput, **kw)
             version = run.vllm_version or version
             base = engine_rates(run, concurrency, NO_SPEC, None)
-        starts = session.engine_starts - starts0
+        starts, swaps = session.engine_starts - starts0, session.swaps - swaps0
     finally:
         if own:
             session.close()
@@ -143,7 +150,8 @@ def measure_vllm(
         "enforce_eager": True,
         "tensor_parallel_size": tensor_parallel_size,
     }
-    return Measurement(out, base, f"vllm {version}" if version else "vllm", settings, starts)
+    done = [d for d in out if d is not None]
+    return Measurement(done, base, f"vllm {version}" if version else "vllm", settings, starts, swaps)
 
 
 def measure_for_smoke(
@@ -182,6 +190,6 @@ def measure_for_smoke(
         [d.rates for d in m.drafts if d.rates is not None],
         engine_device(),
         m.version,
-        {**m.settings, "engine_starts": m.engine_starts},
+        {**m.settings, "engine_starts": m.engine_starts, "draft_swaps": m.draft_swaps},
     )
     return [(d.main, d.start_seconds) for d in m.drafts], m.version, [d.control for d in m.drafts], tput

@@ -1,4 +1,5 @@
-"""`smoke --engine vllm`: every draft in one vLLM worker (one import), one engine start per draft.
+"""`smoke --engine vllm`: every draft in one vLLM worker (one import); drafts of one structure share
+one engine start, the others swapped into it (`vllm/sharing.py`, `vllm/draft_swap.py`).
 
 Each engine runs the measuring pass (all prompts at the requested temperature) and, when that
 temperature is above 0, the sampling control on the same engine: the first `CONTROL_PROMPTS`
@@ -19,7 +20,7 @@ from eagle_convert.smoke.control import SamplingControl, compare_outputs, dtype_
 from eagle_convert.smoke.prompts import PromptSet
 
 if TYPE_CHECKING:
-    from eagle_convert.vllm.session import EngineSession, PassResult
+    from eagle_convert.vllm.session import EngineRun, EngineSession, PassResult
 
 CONTROL_TEMPERATURE = 0.01
 CONTROL_PROMPTS = 2
@@ -83,6 +84,22 @@ def sampling_control(
     return control
 
 
+def ready_seconds(run: EngineRun) -> float | None:
+    """Seconds until the draft could draft: its engine's start, or its swap into the running one."""
+    t = run.timings
+    return t.get("engine_start_s") if run.started else t.get("swap_s")
+
+
+def engine_line(run: EngineRun) -> str:
+    """One line on how the draft got its engine (a fresh start, a swap, or a refused swap and why)."""
+    swap = run.swap or {}
+    name = Path(run.draft).name if run.draft else "the target alone"
+    if not run.started:
+        return f"  {name}: swapped into the running engine ({swap.get('tensors')} tensors, {ready_seconds(run)} s)"
+    why = f"; swap refused: {swap['refused']}" if swap.get("refused") else ""
+    return f"  {name}: engine started ({ready_seconds(run)} s{why})"
+
+
 def run_vllm_drafts(
     target: Path,
     drafts: list[Path],
@@ -96,23 +113,28 @@ def run_vllm_drafts(
     say: Callable[[str], None],
     session: EngineSession | None = None,
 ):
-    """Per draft: (its measuring pass, engine start seconds), the version string, and per draft the
-    sampling control (None at T = 0)."""
+    """Per draft: (its measuring pass, engine start or draft swap seconds), the version string, and
+    per draft the sampling control (None at T = 0). Drafts that can share an engine run one after
+    another on it (`vllm/sharing.py`); results come back in the order of ``drafts``."""
     from eagle_convert.vllm.session import EngineSession, PassSpec
+    from eagle_convert.vllm.sharing import engine_order
 
     own = session is None
     session = session or EngineSession()
     dtype = dtype_of(target_config(target))
     mml = max_model_len_for(target, pset, max_new_tokens, k)
     prompts = [p.token_ids for p in pset.prompts]
-    results, controls, version = [], [], None
+    results: list = [None] * len(drafts)
+    controls: list = [None] * len(drafts)
+    version = None
     try:
-        for path in drafts:
+        for i in engine_order(drafts, session.share and tensor_parallel_size == 1):
+            path = drafts[i]
             passes = [PassSpec(MAIN, temperature, seed)]
             if temperature > 0:
                 passes += control_passes(CONTROL_TEMPERATURE, len(prompts), seed)
             say(
-                f"smoke: {path.name}: {len(prompts)} runs x {max_new_tokens} tokens (vLLM, one engine start"
+                f"smoke: {path.name}: {len(prompts)} runs x {max_new_tokens} tokens (vLLM"
                 + (", with the T->0 sampling control)" if temperature > 0 else ")")
             )
             run = session.engine(
@@ -126,11 +148,11 @@ def run_vllm_drafts(
                 seed=seed,
                 tensor_parallel_size=tensor_parallel_size,
             )
+            say(engine_line(run))
             version = run.vllm_version or version
-            results.append((run.passes[MAIN], run.timings.get("engine_start_s")))
-            controls.append(
-                sampling_control(run.passes[GREEDY], run.passes[EPS], pset, dtype) if temperature > 0 else None
-            )
+            results[i] = (run.passes[MAIN], ready_seconds(run))
+            if temperature > 0:
+                controls[i] = sampling_control(run.passes[GREEDY], run.passes[EPS], pset, dtype)
     finally:
         if own:
             session.close()

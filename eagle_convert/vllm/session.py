@@ -1,10 +1,12 @@
 """Client of ``session_worker``: one vLLM worker process for several engine runs.
 
 ``EngineSession`` starts ``python -m eagle_convert.vllm.session_worker`` on first use and sends it
-one JSON request per line. Each ``engine(...)`` call is one engine start (``LLM(...)``) running
-several generate passes; ``load_check(...)`` is the strict sentinel load of ``check.py``. The
-worker runs in its own session and is killed, with every engine process it started, on timeout
-and on ``close()``.
+one JSON request per line. Each ``engine(...)`` call runs several generate passes on an engine for
+(target, draft): a fresh ``LLM(...)``, or, when the previous call's draft has the same swap key
+(`vllm/sharing.py`) and sharing is on, that engine with the new draft's weights swapped in
+(`vllm/draft_swap.py`). ``load_check(...)`` is the strict sentinel load of ``check.py``. The worker
+runs in its own session and is killed, with every engine process it started, on timeout and on
+``close()``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 from eagle_convert.errors import EngineError
 from eagle_convert.vllm.check import EngineReport, _kill_group, _report, worker_env
+from eagle_convert.vllm.sharing import sharing_enabled, swap_key
 from eagle_convert.vllm_model.features import detect_features, vllm_available
 
 __all__ = ["PassSpec", "PassResult", "EngineRun", "EngineSession"]
@@ -91,12 +94,15 @@ class PassResult:
 
 @dataclass
 class EngineRun:
-    """One engine start: its passes by name and where the time went."""
+    """The passes of one engine request by name, where the time went, and whether it started an
+    engine or swapped the draft into the running one."""
 
     draft: str | None
     vllm_version: str | None
     passes: dict[str, PassResult]
     timings: dict[str, float] = field(default_factory=dict)
+    started: bool = True  # False: the draft was swapped into the running engine
+    swap: dict[str, Any] | None = None  # what the swap did, or why it was refused
 
     @property
     def seconds(self) -> float:
@@ -104,11 +110,18 @@ class EngineRun:
 
 
 class EngineSession:
-    """A lazily started vLLM worker; use as a context manager. Counts engine starts."""
+    """A lazily started vLLM worker; use as a context manager. Counts engine starts and swaps.
 
-    def __init__(self, *, python: str | None = None, env: dict[str, str] | None = None) -> None:
+    ``share`` (default: on unless ``EAGLE_CONVERT_FRESH_ENGINES`` is set) lets consecutive drafts
+    with the same swap key share one engine."""
+
+    def __init__(
+        self, *, python: str | None = None, env: dict[str, str] | None = None, share: bool | None = None
+    ) -> None:
         self._python = python or sys.executable
         self._env = env
+        self.share = sharing_enabled() if share is None else share
+        self.swaps = 0
         self._proc: subprocess.Popen | None = None
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._stderr: deque[str] = deque(maxlen=60)
@@ -229,9 +242,11 @@ class EngineSession:
         max_num_seqs: int = 8,
         timeout_s: float = 1200,
     ) -> EngineRun:
-        """Start one engine (the target with ``draft`` speculating, or alone) and run ``passes``.
+        """Run ``passes`` on an engine for the target with ``draft`` speculating (or alone): a fresh
+        one, or the running one with ``draft`` swapped in when ``share`` allows and the keys match.
 
         Raises EngineError when the engine fails to start or generate."""
+        key = swap_key(draft) if self.share and draft is not None and tensor_parallel_size == 1 else None
         req = {
             "op": "engine",
             "target": str(Path(target).resolve()),
@@ -246,9 +261,12 @@ class EngineSession:
             "max_num_seqs": max_num_seqs,
             "prompts": [list(map(int, p)) for p in prompts],
             "passes": [p.to_request() for p in passes],
+            "swap_key": key,
         }
-        self.engine_starts += 1
         res = self.request(req, timeout_s=timeout_s)
+        started = bool(res.get("started", True))
+        self.engine_starts += started
+        self.swaps += bool((res.get("swap") or {}).get("swapped"))
         if not res.get("ok"):
             who = "the target alone" if draft is None else f"draft {draft}"
             raise EngineError(f"vLLM {res.get('stage') or 'worker'} failed for {who}: {res.get('error')}")
@@ -257,6 +275,8 @@ class EngineSession:
             res.get("vllm_version"),
             {k: PassResult.from_dict(v) for k, v in res["passes"].items()},
             dict(res.get("timings", {})),
+            started,
+            res.get("swap"),
         )
 
     def load_check(

@@ -2,11 +2,14 @@
 
     python -m eagle_convert.vllm.session_worker      # JSON requests on stdin, one per line
 
-Ops: ``load_check`` (the strict sentinel load of ``load_check.run_check_many``), ``engine`` (start
-one ``LLM`` for the target, with or without an EAGLE-3 draft, run several generate *passes* on it,
-shut it down) and ``quit``. A gate such as ``eagle-convert check`` needs the load check and up to
-three engines (candidate, baseline, target alone); running them here costs one vLLM import instead
-of four, and the caller still asks for each engine only when the stage before it passed.
+Ops: ``load_check`` (the strict sentinel load of ``load_check.run_check_many``), ``engine`` (an
+``LLM`` for the target, with or without an EAGLE-3 draft, running several generate *passes*) and
+``quit``. An engine asked for with a ``swap_key`` stays up after its request: the next request with
+the same key swaps its draft in place (``draft_swap``) instead of starting another; any other
+request, a failure or ``quit`` shuts it down first, so one engine holds memory at a time.
+A gate such as ``eagle-convert check`` needs the load check and up to three engines (candidate,
+baseline, target alone); running them here costs one vLLM import instead of four, and the caller
+still asks for each engine only when the stage before it passed.
 Not a public API: the request/response shapes are private to ``session.py``.
 """
 
@@ -116,18 +119,12 @@ def _run_pass(llm, p: dict, prompts: list, default_max: int) -> dict:
     }
 
 
-def run_engine(req: dict) -> dict:
-    """Start one engine, run every pass of ``req["passes"]`` on it, shut it down."""
-    t0 = time.perf_counter()
-    out: dict = {"ok": False, "error": None, "timings": {}, "passes": {}}
+def _engine_kwargs(req: dict) -> dict:
+    """``LLM(...)`` arguments for ``req``; with a ``swap_key``, the engine can take later drafts in place."""
     import dataclasses
 
-    import vllm
-    from vllm import LLM
     from vllm.engine.arg_utils import EngineArgs
-    from vllm.inputs import TokensPrompt
 
-    out["vllm_version"] = vllm.__version__
     fields = {f.name for f in dataclasses.fields(EngineArgs)}
     kwargs = dict(
         model=req["target"],
@@ -149,23 +146,25 @@ def run_engine(req: dict) -> dict:
         }
         if "per_request_spec_decode_metrics" in fields:
             kwargs["per_request_spec_decode_metrics"] = "summary"
-    stage = "engine"
+        if req.get("swap_key"):
+            from eagle_convert.vllm.draft_swap import EXTENSION
+
+            kwargs["worker_extension_cls"] = EXTENSION
+    return kwargs
+
+
+class _Live:
+    """The engine kept running after a request that may be followed by a same-structure draft."""
+
     llm = None
-    try:
-        t1 = time.perf_counter()
-        llm = LLM(**kwargs)
-        out["timings"]["engine_start_s"] = round(time.perf_counter() - t1, 3)
-        prompts = [TokensPrompt(prompt_token_ids=[int(t) for t in p]) for p in req["prompts"]]
-        for p in req["passes"]:
-            stage = f"generate ({p['name']})"
-            out["passes"][p["name"]] = _run_pass(llm, p, prompts, int(req.get("max_new_tokens", 32)))
-        out["ok"] = True
-    except Exception as exc:
-        out["error"] = one_line_error(exc)
-        out["stage"] = stage
-        out["traceback"] = traceback.format_exc()[-4000:]
-    finally:
-        t2 = time.perf_counter()
+    key: str | None = None
+    draft: str | None = None
+
+    @classmethod
+    def stop(cls) -> float:
+        """Shut the engine down (before another starts, or at exit); returns the seconds it took."""
+        t0 = time.perf_counter()
+        llm, cls.llm, cls.key = cls.llm, None, None
         if llm is not None:
             try:  # stop the engine core before the next engine starts
                 llm.llm_engine.engine_core.shutdown()
@@ -175,7 +174,79 @@ def run_engine(req: dict) -> dict:
             import gc
 
             gc.collect()
-        out["timings"]["shutdown_s"] = round(time.perf_counter() - t2, 3)
+        return time.perf_counter() - t0
+
+
+def _key(kwargs: dict, req: dict) -> str | None:
+    """Engines with equal keys differ only in the draft's weights (`vllm/sharing.py` decides that)."""
+    if not req.get("swap_key"):
+        return None
+    spec = {k: v for k, v in kwargs["speculative_config"].items() if k != "model"}
+    rest = {k: v for k, v in kwargs.items() if k != "speculative_config"}
+    return json.dumps([rest, spec, req["swap_key"]], sort_keys=True)
+
+
+def _swap(llm, draft: str) -> dict:
+    """Swap the running engine's draft (all ranks), then forget cached prefixes of the old one."""
+    from eagle_convert.vllm.draft_swap import SWAP_METHOD
+
+    answers = llm.collective_rpc(SWAP_METHOD, args=(draft,))
+    refused = [a.get("refused") for a in answers if not a.get("swapped")]
+    if refused:
+        return {"swapped": False, "refused": refused[0]}
+    if not llm.reset_prefix_cache():  # KV blocks of the old draft must not be reused
+        return {"swapped": False, "refused": "the prefix cache could not be reset"}
+    return {"swapped": True, **{k: answers[0][k] for k in ("tensors", "skipped_shared")}}
+
+
+def run_engine(req: dict) -> dict:
+    """Run every pass of ``req["passes"]`` on an engine for (target, draft).
+
+    Without ``swap_key`` the engine starts for this request and stops after it. With one, an engine
+    kept from the previous request under the same key takes the new draft's weights in place
+    (``draft_swap``); otherwise a fresh engine starts and is kept for the next request."""
+    t0 = time.perf_counter()
+    out: dict = {"ok": False, "error": None, "timings": {}, "passes": {}, "started": False}
+    import vllm
+    from vllm import LLM
+    from vllm.inputs import TokensPrompt
+
+    out["vllm_version"] = vllm.__version__
+    kwargs = _engine_kwargs(req)
+    key = _key(kwargs, req)
+    stage = "engine"
+    try:
+        if key is not None and key == _Live.key and _Live.llm is not None:
+            stage = "swap"
+            t1 = time.perf_counter()
+            try:
+                swap = _swap(_Live.llm, req["draft"])
+            except Exception as exc:  # the engine's state is unknown now: a fresh one takes the draft
+                swap = {"swapped": False, "refused": one_line_error(exc)}
+            out["swap"] = {**swap, "from": _Live.draft}
+            out["timings"]["swap_s"] = round(time.perf_counter() - t1, 3)
+            if not swap["swapped"]:
+                _Live.stop()
+        if _Live.llm is None or not out.get("swap", {}).get("swapped"):
+            stage = "engine"
+            out["timings"]["shutdown_s"] = round(_Live.stop(), 3)
+            t1 = time.perf_counter()
+            _Live.llm = LLM(**kwargs)
+            out["started"] = True
+            out["timings"]["engine_start_s"] = round(time.perf_counter() - t1, 3)
+        _Live.key, _Live.draft = key, req.get("draft")
+        prompts = [TokensPrompt(prompt_token_ids=[int(t) for t in p]) for p in req["prompts"]]
+        for p in req["passes"]:
+            stage = f"generate ({p['name']})"
+            out["passes"][p["name"]] = _run_pass(_Live.llm, p, prompts, int(req.get("max_new_tokens", 32)))
+        out["ok"] = True
+    except Exception as exc:
+        out["error"] = one_line_error(exc)
+        out["stage"] = stage
+        out["traceback"] = traceback.format_exc()[-4000:]
+    finally:
+        if key is None or not out["ok"]:  # not shareable, or in an unknown state: stop it now
+            out["timings"]["shutdown_s"] = round(out["timings"].get("shutdown_s", 0.0) + _Live.stop(), 3)
         out["timings"]["total_s"] = round(time.perf_counter() - t0, 3)
     return out
 
@@ -187,6 +258,7 @@ def _handle(req: dict) -> dict:
     if op == "load_check":
         from eagle_convert.vllm.load_check import run_check_many
 
+        _Live.stop()  # one engine's memory at a time
         return run_check_many(req)
     return {"ok": False, "error": f"unknown op {op!r}", "stage": "worker"}
 
@@ -207,6 +279,7 @@ def main() -> int:
             res = failure_answer(exc)
         real_stdout.write(json.dumps(res) + "\n")
         real_stdout.flush()
+    _Live.stop()
     return 0
 
 

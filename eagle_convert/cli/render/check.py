@@ -38,7 +38,8 @@ def render_check(console: Console, report: CheckReport) -> None:
         )
     console.print(table)
     times = ", ".join(f"{TITLES[s]} {report.stage_seconds[s]:.1f} s" for s in STAGES if s in report.stage_seconds)
-    starts = f"{report.engine_starts} engine start(s), {report.load_checks} load check(s)"
+    swaps = f", {report.draft_swaps} draft swap(s)" if report.draft_swaps else ""
+    starts = f"{report.engine_starts} engine start(s){swaps}, {report.load_checks} load check(s)"
     console.print(f"[dim]{times}; {starts}; total {report.seconds:.1f} s[/dim]")
     if report.passed:
         console.print("[bold green]PASS[/bold green]: every check the policy asks for passed")

@@ -118,7 +118,7 @@ def _summary(console: Console, r: SmokeReport) -> None:
         [_tps(c) for c in totals],
         [("—" if x.tokens_per_s_ratio is None else f"×{x.tokens_per_s_ratio:.2f}") for x in r.deltas],
     )
-    load = "engine start s" if r.engine == "vllm" else "draft load s"
+    load = "engine start or swap s" if r.engine == "vllm" else "draft load s"
     row(load, ["—" if d.load_seconds is None else f"{d.load_seconds:.1f}" for d in r.drafts])
     console.print(table)
 
