@@ -3,6 +3,7 @@ category), per-user speedup by concurrency when it was measured, and one overvie
 
 Drawn from the report's `acceptance` block (`SmokeReport`) and throughput table with matplotlib's
 Agg backend (no display); colours follow the variant order, so a variant has one colour everywhere.
+The positions chart is smoke's (`smoke.plot.plot_positions`), so both commands draw it alike.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.extras import require
+from eagle_convert.smoke.plot import plot_positions
 from eagle_convert.smoke.prompts import NATURAL
 from eagle_convert.smoke.run import SmokeReport
 
@@ -41,32 +43,6 @@ def _al_panel(ax: Any, rep: SmokeReport) -> None:
     _limits(ax, k)
     ax.text(-0.45, k + 1.02, f"max {k + 1} (k={k})", ha="left", va="bottom", fontsize=8, color="grey")
     ax.set_title("AL per variant (all prompts)")
-
-
-def _positions_panel(ax: Any, rep: SmokeReport) -> None:
-    k = rep.settings["k"]
-    xs = list(range(1, k + 1))
-    for j, d in enumerate(rep.drafts):
-        ys = [100 * r for r in d.total.per_position] or [0.0] * k
-        ax.plot(xs, ys, marker="o", linewidth=2, color=f"C{j}", label=f"{d.label}: AL {d.total.acceptance_length:.2f}")
-        for x, y in zip(xs, ys):
-            ax.annotate(
-                f"{y:.0f}%",
-                (x, y),
-                textcoords="offset points",
-                xytext=((j - (len(rep.drafts) - 1) / 2) * 15, 6),
-                ha="center",
-                fontsize=7,
-                color=f"C{j}",
-            )
-    ax.set_xticks(xs)
-    ax.set_xlim(0.6, k + 0.4)
-    ax.set_ylim(0, 110)
-    ax.set_xlabel("draft position")
-    ax.set_ylabel("rounds accepted up to this position (%)")
-    ax.set_title("Acceptance by draft position")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower left")
 
 
 def _grouped(ax: Any, rep: SmokeReport, keys: list[tuple[str, int | None]], labels: list[str], title: str) -> None:
@@ -154,7 +130,7 @@ def plot_report(rep: SmokeReport, folder: str | Path) -> dict[str, Path]:
     out: dict[str, Path] = {}
     single = [
         ("al.png", _al_panel, (5.5, 4.4)),
-        ("positions.png", _positions_panel, (6, 4.4)),
+        ("positions.png", plot_positions, (6, 4.4)),
         ("buckets.png", _buckets_panel, (6.5, 4.4)),
     ]
     if rep.throughput is not None:
@@ -164,7 +140,7 @@ def plot_report(rep: SmokeReport, folder: str | Path) -> dict[str, Path]:
         panel(ax, rep)
         fig.suptitle(_suptitle(rep), fontsize=8)
         out[name] = _save(fig, folder / name)
-    panels = [_al_panel, _positions_panel, _buckets_panel, _categories_panel]
+    panels = [_al_panel, plot_positions, _buckets_panel, _categories_panel]
     if rep.throughput is not None:
         panels.append(_speedup_panel)
     cols = 3 if len(panels) > 4 else 2

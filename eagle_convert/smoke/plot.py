@@ -6,12 +6,13 @@ matplotlib is imported lazily, with the Agg backend (no display needed).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from eagle_convert.extras import require
 from eagle_convert.smoke.prompts import NATURAL
 from eagle_convert.smoke.run import SmokeReport
 
-__all__ = ["PLOT_MODULES", "PLOT_WHAT", "plot_smoke", "require_plot"]
+__all__ = ["PLOT_MODULES", "PLOT_WHAT", "plot_positions", "plot_smoke", "require_plot"]
 
 PLOT_WHAT, PLOT_MODULES = "smoke --plot", ("matplotlib",)
 
@@ -46,22 +47,10 @@ def _bars(ax, report: SmokeReport, keys: list[tuple[str, int | None]], labels: l
     ax.grid(axis="y", alpha=0.3)
 
 
-def plot_smoke(report: SmokeReport, path: str | Path) -> Path:
-    """Write a PNG: left, the share of draft rounds accepted up to each position, one line per
-    draft (AL in the legend); right, AL per category (and per context bucket when there are several)."""
-    require_plot()
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    path = Path(path)
+def plot_positions(ax: Any, report: SmokeReport) -> None:
+    """Draw, on `ax`, the share of draft rounds accepted up to each position, one line per draft
+    (AL in the legend); the one such chart, shared by `smoke --plot` and `report`'s positions.png."""
     k = report.settings["k"]
-    grouped = any(d.per_request for d in report.drafts)
-    multi = grouped and len(report.buckets) > 1
-    ncols = 1 + int(grouped) + int(multi)
-    fig, axes = plt.subplots(1, ncols, figsize=(5.2 * ncols + 0.6, 4.6), squeeze=False)
-    ax = axes[0][0]
     positions = list(range(1, k + 1))
     for j, d in enumerate(report.drafts):
         rates = [100 * r for r in d.total.per_position] or [0.0] * k
@@ -87,6 +76,24 @@ def plot_smoke(report: SmokeReport, path: str | Path) -> Path:
     ax.set_title("Acceptance by draft position")
     ax.grid(alpha=0.3)
     ax.legend(loc="upper right", fontsize=8)
+
+
+def plot_smoke(report: SmokeReport, path: str | Path) -> Path:
+    """Write a PNG: left, the share of draft rounds accepted up to each position, one line per
+    draft (AL in the legend); right, AL per category (and per context bucket when there are several)."""
+    require_plot()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    k = report.settings["k"]
+    grouped = any(d.per_request for d in report.drafts)
+    multi = grouped and len(report.buckets) > 1
+    ncols = 1 + int(grouped) + int(multi)
+    fig, axes = plt.subplots(1, ncols, figsize=(5.2 * ncols + 0.6, 4.6), squeeze=False)
+    plot_positions(axes[0][0], report)
     if grouped:
         cats = report.categories
         bucket = None if multi else report.buckets[0]
