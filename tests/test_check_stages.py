@@ -24,7 +24,7 @@ from eagle_convert.smoke.control import (
     ulp,
 )
 from eagle_convert.smoke.prompts import NATURAL, PreparedPrompt, PromptSet
-from eagle_convert.smoke.run import Counts, RequestResult, counts_from_histogram, draft_results
+from eagle_convert.smoke.results import Counts, RequestResult, counts_from_histogram, draft_results
 from eagle_convert.validate.findings import Report, finding
 from eagle_convert.vllm.known_issues import sampling_issues
 

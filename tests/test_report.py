@@ -64,7 +64,7 @@ def test_stage_key_and_store_skip_only_when_inputs_and_outputs_are_unchanged(tmp
 
 def _smoke_dict(tmp_path: Path) -> dict:
     from eagle_convert.smoke.prompts import NATURAL, PreparedPrompt, PromptSet
-    from eagle_convert.smoke.run import Counts, DraftResult, Group, RequestResult, SmokeReport, deltas
+    from eagle_convert.smoke.results import Counts, DraftResult, Group, RequestResult, SmokeReport, deltas
 
     pset = PromptSet([PreparedPrompt("p", "chat", NATURAL, [1, 2])], [], "target")
 

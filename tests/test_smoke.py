@@ -20,7 +20,8 @@ from click.testing import CliRunner
 from eagle_convert.cli.app import main
 from eagle_convert.errors import CheckpointNotFoundError, UsageError
 from eagle_convert.smoke.prompts import NATURAL, Prompt
-from eagle_convert.smoke.run import Counts, counts_from_histogram, run_smoke
+from eagle_convert.smoke.results import Counts, counts_from_histogram
+from eagle_convert.smoke.run import run_smoke
 
 K = 3
 PROMPTS = [
@@ -254,7 +255,8 @@ def test_render_and_plot_totals_only(tmp_path: Path) -> None:
     from eagle_convert.cli.render.smoke import render_smoke
     from eagle_convert.smoke.plot import plot_smoke
     from eagle_convert.smoke.prompts import PreparedPrompt, PromptSet
-    from eagle_convert.smoke.run import DraftResult, RequestResult, SmokeReport, _deltas
+    from eagle_convert.smoke.results import DraftResult, RequestResult, SmokeReport
+    from eagle_convert.smoke.results import deltas as _deltas
 
     pset = PromptSet([PreparedPrompt("a", "chat", NATURAL, [1, 2, 3])], [], "target")
 

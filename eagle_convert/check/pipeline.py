@@ -27,7 +27,7 @@ class State:
     report: Any = None  # ValidationReport of the static stage
     folders: dict[str, Path] = field(default_factory=dict)
     pset: Any = None
-    candidate: Any = None  # smoke.run.DraftResult of the measuring pass
+    candidate: Any = None  # smoke.results.DraftResult of the measuring pass
     passes: dict[str, dict[str, Any]] = field(default_factory=dict)  # role -> pass name -> PassResult
     settings: dict[str, Any] = field(default_factory=dict)
     vllm_version: str | None = None
@@ -194,7 +194,8 @@ def _plan(s: State):
 
 
 def _draft_result(s: State, path: Path, pr: Any, label: str) -> Any:
-    from eagle_convert.smoke.run import counts_from_pass, draft_results
+    from eagle_convert.smoke.engines import counts_from_pass
+    from eagle_convert.smoke.results import draft_results
 
     reqs, total = counts_from_pass(pr, s.pset, s.k)
     [d] = draft_results([path], [(reqs, total, None)], s.pset, labels=[label])

@@ -236,7 +236,7 @@ def _floors(spec: Any, names: list[str]) -> dict[str, float]:
 def _category_and_bucket_groups(cand: Any) -> tuple[list, list]:
     """AL per category (over all buckets) and per bucket (over all categories). With one bucket,
     smoke's (category, bucket) rows are the per-category numbers and the total is the bucket's."""
-    from eagle_convert.smoke.run import Group
+    from eagle_convert.smoke.results import Group
 
     ids = {g.bucket for g in cand.groups if g.bucket is not None}
     if len(ids) > 1:

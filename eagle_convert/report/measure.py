@@ -20,16 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from eagle_convert.report.cache import StageRecord
 from eagle_convert.report.stages import ReportOptions, smoke_command, smoke_prompts
+from eagle_convert.smoke.engines import counts_from_pass
 from eagle_convert.smoke.prompts import PromptSet
 from eagle_convert.smoke.reader import read_drafts
-from eagle_convert.smoke.run import (
-    DraftResult,
-    SmokeReport,
-    counts_from_pass,
-    deltas,
-    draft_results,
-    prepare_smoke_prompts,
-)
+from eagle_convert.smoke.results import DraftResult, SmokeReport, deltas, draft_results
+from eagle_convert.smoke.run import prepare_smoke_prompts
 from eagle_convert.smoke.throughput import NO_SPEC, EngineRates, ThroughputReport
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from typing import Any
 from eagle_convert.extras import require
 from eagle_convert.smoke.plot import plot_positions
 from eagle_convert.smoke.prompts import NATURAL
-from eagle_convert.smoke.run import SmokeReport
+from eagle_convert.smoke.results import SmokeReport
 
 __all__ = ["PLOTS", "plot_report"]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from eagle_convert.extras import require
 from eagle_convert.smoke.prompts import NATURAL
-from eagle_convert.smoke.run import SmokeReport
+from eagle_convert.smoke.results import SmokeReport
 
 __all__ = ["PLOT_MODULES", "PLOT_WHAT", "plot_positions", "plot_smoke", "require_plot"]
 

@@ -1,0 +1,147 @@
+"""The two smoke engines behind one shape (`EngineOut`: per draft the request results, totals and
+load seconds): the torch reference engine (`reference/`) and vLLM (`smoke/vllm_run.py`), whose
+passes become counters through vLLM's per-request histograms.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from eagle_convert.errors import EngineError
+from eagle_convert.smoke.prompts import PromptSet
+from eagle_convert.smoke.results import Counts, EngineOut, RequestResult, counts_from_histogram
+
+__all__ = ["run_reference", "run_vllm", "counts_from_pass"]
+
+
+def run_reference(
+    target: Path,
+    drafts: list[Path],
+    prompts: PromptSet,
+    *,
+    k: int,
+    max_new_tokens: int,
+    temperature: float,
+    seed: int,
+    say: Callable[[str], None],
+    device: str | None = None,
+) -> tuple[EngineOut, str]:
+    """Every draft on every prompt with the torch reference engine (the target loaded once), with
+    counters per request; returns them and the engine's version line."""
+    import torch
+
+    from eagle_convert.reference.data import load_drafter
+    from eagle_convert.reference.loop import speculative_generate
+    from eagle_convert.reference.target import TargetModel
+    from eagle_convert.vllm_model.tables import default_aux_ids
+
+    tgt = TargetModel.from_pretrained(target, device=device)  # device None: GPU if torch sees one
+    results: EngineOut = []
+    for path in drafts:
+        say(f"smoke: {path.name}: {len(prompts.prompts)} runs x {max_new_tokens} tokens (reference engine)")
+        t0 = time.perf_counter()
+        try:
+            drafter = load_drafter(
+                path, target_embed=tgt.embed_weight, target_lm_head=tgt.lm_head_weight, device=tgt.device
+            )
+        except (ValueError, KeyError, RuntimeError) as exc:
+            raise EngineError(f"reference engine cannot load draft {path}: {exc}") from None
+        cfg = getattr(drafter, "cfg", None)
+        aux = tuple(getattr(cfg, "aux_layer_ids", None) or default_aux_ids(tgt.num_layers))
+        load_s = time.perf_counter() - t0
+        # Warm-up (lazy torch init, first-call allocations) so the first prompt's tokens/s is not skewed.
+        first = prompts.prompts[0].token_ids
+        speculative_generate(
+            tgt, drafter, first[:32], k=k, max_new_tokens=2, temperature=temperature, seed=seed, aux_ids=aux
+        )
+        reqs, total = [], Counts(accepted_per_pos=[0] * k)
+        for p in prompts.prompts:
+            try:
+                r = speculative_generate(
+                    tgt,
+                    drafter,
+                    p.token_ids,
+                    k=k,
+                    max_new_tokens=max_new_tokens,
+                    temperature=temperature,
+                    seed=seed,
+                    aux_ids=aux,
+                )
+            except (ValueError, RuntimeError, IndexError) as exc:  # shape mismatches with the target
+                raise EngineError(f"reference engine failed on draft {path}, prompt {p.id!r}: {exc}") from None
+            c = Counts(
+                requests=1,
+                prompt_tokens=p.num_tokens,
+                generated_tokens=len(r.tokens),
+                num_drafts=r.num_drafts,
+                num_draft_tokens=r.num_draft_tokens,
+                num_accepted=r.num_accepted,
+                accepted_per_pos=list(r.accepted_per_pos),
+                target_forwards=r.target_forwards,
+                seconds=r.seconds,
+            )
+            total.add(c)
+            reqs.append(RequestResult(p.id, p.category, p.bucket, c))
+        results.append((reqs, total, load_s))
+    return results, f"torch {torch.__version__} on {tgt.device.type}"
+
+
+def run_vllm(
+    target: Path,
+    drafts: list[Path],
+    prompts: PromptSet,
+    *,
+    k: int,
+    max_new_tokens: int,
+    temperature: float,
+    seed: int,
+    tensor_parallel_size: int,
+    say: Callable[[str], None],
+) -> tuple[EngineOut, str, list]:
+    """One vLLM worker, one engine start per draft; at T > 0 each engine also runs the T -> 0
+    sampling control (smoke/vllm_run.py)."""
+    from eagle_convert.smoke.vllm_run import run_vllm_drafts
+
+    runs, version, controls = run_vllm_drafts(
+        target,
+        drafts,
+        prompts,
+        k=k,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        seed=seed,
+        tensor_parallel_size=tensor_parallel_size,
+        say=say,
+    )
+    return [(*counts_from_pass(pr, prompts, k), start_s) for pr, start_s in runs], version, controls
+
+
+def counts_from_pass(pr: Any, pset: PromptSet, k: int) -> tuple[list[RequestResult], Counts]:
+    """Engine totals and per-request counters (vLLM's per-request histograms) of one vLLM pass
+    (`vllm.session.PassResult`)."""
+    prompts = [pset.prompts[i] for i in pr.prompts]
+    total = Counts(
+        requests=len(pr.outputs),
+        prompt_tokens=sum(p.num_tokens for p in prompts),
+        generated_tokens=sum(len(o) for o in pr.outputs),
+        num_drafts=pr.num_drafts,
+        num_draft_tokens=pr.num_draft_tokens,
+        num_accepted=pr.num_accepted,
+        accepted_per_pos=list(pr.accepted_per_pos) or [0] * k,
+        target_forwards=pr.num_drafts + len(pr.outputs),
+        seconds=pr.seconds,
+    )
+    reqs = []
+    for i, p in enumerate(prompts):
+        m = pr.per_request[i] if pr.per_request and i < len(pr.per_request) else None
+        c = None
+        if m:
+            c = counts_from_histogram(
+                m.get("acceptance_histogram", m.get("histogram")), m.get("num_draft_tokens", 0), k=k
+            )
+            c.prompt_tokens, c.generated_tokens = p.num_tokens, len(pr.outputs[i])
+        reqs.append(RequestResult(p.id, p.category, p.bucket, c))
+    return reqs, total
