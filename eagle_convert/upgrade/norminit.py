@@ -15,8 +15,9 @@ from eagle_convert.errors import UsageError
 # 1.0 in each float dtype: ones (every plain upgrade) need no numpy, whose import costs ~0.06 CPU-s
 # per `upgrade` run (benchmarks/scale_bench.py: a fifth of `cp -r` on a 1 GB draft).
 _ONE = {"BF16": b"\x80\x3f", "F16": b"\x00\x3c", "F32": struct.pack("<f", 1.0), "F64": struct.pack("<d", 1.0)}
+FLOAT_DTYPES = tuple(_ONE)  # the dtypes fc_norm weights can be written in
 
-__all__ = ["NormInit", "encode_floats", "norm_bytes"]
+__all__ = ["FLOAT_DTYPES", "NormInit", "encode_floats", "norm_bytes"]
 
 
 @dataclass(frozen=True)

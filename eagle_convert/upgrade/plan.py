@@ -10,7 +10,6 @@ it; `upgrade.apply_upgrade` executes it. Refusals raise `UpgradeRefusedError` wi
 from __future__ import annotations
 
 import json
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,14 +31,13 @@ from eagle_convert.upgrade.configgen import (
     to_native,
     to_speculators,
 )
-from eagle_convert.upgrade.norminit import NormInit, norm_bytes
+from eagle_convert.upgrade.norminit import FLOAT_DTYPES, NormInit, norm_bytes
 from eagle_convert.vllm_model.config import read_config
 from eagle_convert.vllm_model.tables import default_aux_ids
 
 __all__ = ["LAYOUTS", "AuxIds", "PlannedFile", "UpgradePlan", "plan_upgrade"]
 
 LAYOUTS = ("vllm", "keep", "speculators")
-ONES = {"BF16": b"\x80\x3f", "F16": b"\x00\x3c", "F32": struct.pack("<f", 1.0), "F64": struct.pack("<d", 1.0)}
 FC_NORM = "fc_norm.{i}.weight"
 CARD_PLACEHOLDER = "PATH_TO_THIS_DRAFT"  # what the card's `vllm serve` loads when the plan has no output folder
 
@@ -321,8 +319,8 @@ def _check_upgradable(ckpt: Checkpoint, info: DraftInfo) -> tuple[str, int, int]
         )
     if info.variant == "EAGLE-3.1":
         raise _refuse(ckpt, f"already EAGLE-3.1: {'; '.join(info.variant_reasons)}", hint="nothing to upgrade")
-    if fc.dtype not in ONES:
-        raise _refuse(ckpt, f"{fc_name} is {fc.dtype}; fc_norm weights need a float dtype ({', '.join(ONES)})")
+    if fc.dtype not in FLOAT_DTYPES:
+        raise _refuse(ckpt, f"{fc_name} is {fc.dtype}; fc_norm weights need a float dtype ({', '.join(FLOAT_DTYPES)})")
     return fc_name, num_aux, ht
 
 
