@@ -25,7 +25,8 @@ from eagle_convert.io.atomic import OutputExistsError, atomic_output_dir, check_
 from eagle_convert.io.outfile import ByteRange, OutFile, OutTensor, WriterError
 from eagle_convert.io.verify import verify_file
 from eagle_convert.io.writer import write_file, write_index
-from eagle_convert.upgrade.plan import UpgradePlan, index_json
+from eagle_convert.upgrade.outfiles import index_json
+from eagle_convert.upgrade.plan import UpgradePlan
 
 __all__ = ["Progress", "UpgradeResult", "apply_upgrade", "check_output"]
 

@@ -26,7 +26,8 @@ from eagle_convert.draft.layout import canonical_name
 from eagle_convert.errors import UpgradeRefusedError
 from eagle_convert.io.outfile import OutFile, file_header
 from eagle_convert.io.safetensors_header import DTYPE_BYTES
-from eagle_convert.upgrade.plan import PlannedFile, UpgradePlan
+from eagle_convert.upgrade.outfiles import PlannedFile
+from eagle_convert.upgrade.plan import UpgradePlan
 from eagle_convert.vllm_model.weights import vllm_name
 
 __all__ = ["NORM_SHARD", "LinkPlan", "LinkedFile", "plan_link"]

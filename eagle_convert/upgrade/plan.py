@@ -17,12 +17,11 @@ from typing import Any
 from eagle_convert import __version__
 from eagle_convert.diff import config_diff
 from eagle_convert.draft.card import CARD_FILE, PROVENANCE_KEY, model_card
-from eagle_convert.draft.checkpoint import SAFETENSORS_FNAME, SAFETENSORS_INDEX_FNAME, Checkpoint
+from eagle_convert.draft.checkpoint import SAFETENSORS_INDEX_FNAME, Checkpoint
 from eagle_convert.draft.describe import DraftInfo
-from eagle_convert.draft.layout import canonical_name, config_get
+from eagle_convert.draft.layout import config_get
 from eagle_convert.errors import UpgradeRefusedError, UsageError
-from eagle_convert.io.outfile import ByteRange, OutFile, OutTensor, file_header
-from eagle_convert.io.safetensors_header import DTYPE_BYTES, TensorInfo
+from eagle_convert.io.outfile import ByteRange, OutTensor
 from eagle_convert.upgrade.configgen import (
     TargetInfo,
     apply_rules,
@@ -32,34 +31,14 @@ from eagle_convert.upgrade.configgen import (
     to_speculators,
 )
 from eagle_convert.upgrade.norminit import FLOAT_DTYPES, NormInit, norm_bytes
+from eagle_convert.upgrade.outfiles import PlannedFile, index_json, norm_name, plan_files
 from eagle_convert.vllm_model.config import read_config
 from eagle_convert.vllm_model.tables import default_aux_ids
 
-__all__ = ["LAYOUTS", "AuxIds", "PlannedFile", "UpgradePlan", "plan_upgrade"]
+__all__ = ["LAYOUTS", "AuxIds", "UpgradePlan", "plan_upgrade"]
 
 LAYOUTS = ("vllm", "keep", "speculators")
-FC_NORM = "fc_norm.{i}.weight"
 CARD_PLACEHOLDER = "PATH_TO_THIS_DRAFT"  # what the card's `vllm serve` loads when the plan has no output folder
-
-
-@dataclass
-class PlannedFile:
-    """One output file. Its tensors are the writer's own `OutTensor`s: a carried tensor's source is
-    a `ByteRange` whose `path` is the file's name inside the input checkpoint (`apply` resolves it
-    to a local path, downloading hub files only then); a new one's source is its bytes."""
-
-    filename: str
-    tensors: list[OutTensor]
-    metadata: dict[str, str] | None
-    header_bytes: int
-
-    @property
-    def data_bytes(self) -> int:
-        return sum(t.nbytes for t in self.tensors)
-
-    @property
-    def total_bytes(self) -> int:
-        return self.header_bytes + self.data_bytes
 
 
 @dataclass(frozen=True)
@@ -152,16 +131,6 @@ class UpgradePlan:
         return {"init": self.norm_init.method, **({"value": v[0]} if len(v) == 1 else {"mean": sum(v) / len(v)})}
 
 
-def index_json(files: list[PlannedFile]) -> str:
-    """The model.safetensors.index.json text `writer.write_index` produces for these files."""
-    weight_map = {t.name: f.filename for f in files for t in f.tensors}
-    index = {
-        "metadata": {"total_size": sum(f.data_bytes for f in files)},
-        "weight_map": dict(sorted(weight_map.items())),
-    }
-    return json.dumps(index, indent=2) + "\n"
-
-
 def plan_upgrade(
     ckpt: Checkpoint,
     info: DraftInfo,
@@ -187,14 +156,14 @@ def plan_upgrade(
 
     rename = (lambda n: n) if layout == "keep" else (lambda n: info.canonical[n])
     additions = [
-        OutTensor(_norm_name(i, fc_name, layout), fc.dtype, (ht,), norm_bytes(norm_init, i, num_aux, ht, fc.dtype))
+        OutTensor(norm_name(i, fc_name, layout), fc.dtype, (ht,), norm_bytes(norm_init, i, num_aux, ht, fc.dtype))
         for i in range(num_aux)
     ]
     taken = {rename(n) for n in ckpt.tensors}
     for t in additions:
         if t.name in taken:
             raise UpgradeRefusedError(f"{ckpt.description}: output would hold {t.name!r} twice")
-    files = _plan_files(ckpt, rename, fc_name, additions)
+    files = plan_files(ckpt, rename, fc_name, additions)
     renames = {n: rename(n) for n in ckpt.tensors if rename(n) != n}
 
     config_format, after = _plan_config(ckpt, info, layout, target)
@@ -387,46 +356,6 @@ def _resolve_aux(
             raise UsageError(msg, hint="vLLM id k means the output of k target layers")
         warnings.append(msg)
     return AuxIds(tuple(ids), origin, detail)
-
-
-def _norm_name(i: int, fc_name: str, layout: str) -> str:
-    """New fc_norm name: canonical, or (keep) spelled like the input's fc (NeMo: `model.fc_norm.i.weight`)."""
-    canon = FC_NORM.format(i=i)
-    if layout != "keep" or not fc_name.endswith("fc.weight"):
-        return canon
-    name = fc_name[: -len("fc.weight")] + canon
-    return name if canonical_name(name) == canon else canon
-
-
-def _plan_files(ckpt: Checkpoint, rename: Any, fc_name: str, additions: list[OutTensor]) -> list[PlannedFile]:
-    """Sharded in, the same shards out (norms join fc's shard); single or .bin in, one model.safetensors out."""
-    by_file: dict[str, list[TensorInfo]] = {f: [] for f in ckpt.weight_files}
-    for t in ckpt.tensors.values():
-        by_file[t.file].append(t)
-    if ckpt.storage == "sharded":
-        names = [f.rpartition("/")[2] for f in ckpt.weight_files]
-        if len(set(names)) != len(names):
-            names = [f"model-{i + 1:05d}-of-{len(names):05d}.safetensors" for i in range(len(names))]
-        groups = [(name, sorted(by_file[f], key=lambda t: t.offset), f) for f, name in zip(ckpt.weight_files, names)]
-    else:
-        infos = list(ckpt.tensors.values())  # .bin: pickle order; safetensors: data order
-        groups = [(SAFETENSORS_FNAME, infos, ckpt.weight_files[0])]
-    out: list[PlannedFile] = []
-    for filename, infos, src_file in groups:
-        tensors: list[OutTensor] = []
-        for t in infos:
-            tensors.append(OutTensor(rename(t.name), t.dtype, t.shape, ByteRange(Path(t.file), t.offset, t.nbytes)))
-            if t.name == fc_name:
-                tensors.extend(additions)
-        # Widest dtypes first keeps every tensor aligned to its element size (stable: input order otherwise).
-        tensors.sort(key=lambda t: -DTYPE_BYTES[t.dtype])
-        meta = dict(ckpt.file_metadata.get(src_file) or {})
-        meta.setdefault("format", "pt")
-        f = PlannedFile(filename, tensors, meta, 0)
-        # The writer may align the data start to the carried tensors' source offsets: exact size.
-        f.header_bytes = len(file_header(OutFile(filename, tensors, meta)))
-        out.append(f)
-    return out
 
 
 def _plan_config(
