@@ -5,6 +5,10 @@ or new bytes for the `fc_norm.{i}.weight` ones: ones, or the values of a `NormIn
 `upgrade --init calibrated` computes), the renames, the config before and after, the model card,
 the output files with their exact sizes, and where the aux layer ids came from. `--dry-run` renders
 it; `upgrade.apply_upgrade` executes it. Refusals raise `UpgradeRefusedError` with one line.
+
+Here: the plan (`UpgradePlan`) and its assembly. Its parts live beside it: what is refused
+(`refusals`), where the aux layer ids come from (`auxids`), the output files (`outfiles`), the
+config rules (`configgen`) and the fc_norm values (`norminit`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from eagle_convert.draft.describe import DraftInfo
 from eagle_convert.draft.layout import config_get
 from eagle_convert.errors import UpgradeRefusedError, UsageError
 from eagle_convert.io.outfile import ByteRange, OutTensor
+from eagle_convert.upgrade.auxids import AuxIds, resolve_aux
 from eagle_convert.upgrade.configgen import (
     TargetInfo,
     apply_rules,
@@ -30,22 +35,14 @@ from eagle_convert.upgrade.configgen import (
     to_native,
     to_speculators,
 )
-from eagle_convert.upgrade.norminit import FLOAT_DTYPES, NormInit, norm_bytes
+from eagle_convert.upgrade.norminit import NormInit, norm_bytes
 from eagle_convert.upgrade.outfiles import PlannedFile, index_json, norm_name, plan_files
-from eagle_convert.vllm_model.config import read_config
-from eagle_convert.vllm_model.tables import default_aux_ids
+from eagle_convert.upgrade.refusals import check_upgradable
 
-__all__ = ["LAYOUTS", "AuxIds", "UpgradePlan", "plan_upgrade"]
+__all__ = ["LAYOUTS", "UpgradePlan", "plan_upgrade"]
 
 LAYOUTS = ("vllm", "keep", "speculators")
 CARD_PLACEHOLDER = "PATH_TO_THIS_DRAFT"  # what the card's `vllm serve` loads when the plan has no output folder
-
-
-@dataclass(frozen=True)
-class AuxIds:
-    ids: tuple[int, ...]
-    origin: str  # "config" | "option" | "target-default"
-    detail: str  # said to the user and recorded in the provenance block
 
 
 @dataclass
@@ -149,10 +146,10 @@ def plan_upgrade(
     """
     if layout not in LAYOUTS:
         raise UsageError(f"unknown layout {layout!r}", hint=f"choose one of {', '.join(LAYOUTS)}")
-    fc_name, num_aux, ht = _check_upgradable(ckpt, info)
+    fc_name, num_aux, ht = check_upgradable(ckpt, info)
     fc = ckpt.tensors[fc_name]
     warnings: list[str] = []
-    aux = _resolve_aux(ckpt, info, num_aux, aux_layer_ids, target, warnings)
+    aux = resolve_aux(ckpt, info, num_aux, aux_layer_ids, target, warnings)
 
     rename = (lambda n: n) if layout == "keep" else (lambda n: info.canonical[n])
     additions = [
@@ -220,142 +217,6 @@ def plan_upgrade(
         norm_init=norm_init,
         readme=readme,
     )
-
-
-def _refuse(ckpt: Checkpoint, what: str, hint: str | None = None) -> UpgradeRefusedError:
-    return UpgradeRefusedError(f"{ckpt.description}: {what}", hint=hint)
-
-
-def _check_upgradable(ckpt: Checkpoint, info: DraftInfo) -> tuple[str, int, int]:
-    """(on-disk fc name, A, target hidden size), or the one-line reason the upgrade is refused."""
-    inv = {c: k for k, c in info.canonical.items()}
-    fc_name = inv.get("fc.weight")
-    vcfg = read_config(ckpt.config)
-    if not vcfg.flags["use_aux"]:
-        raise _refuse(
-            ckpt,
-            "eagle_config.use_aux_hidden_state is false: the draft fuses no aux hidden states, "
-            "so there is nothing for fc_norm to normalise",
-        )
-    if fc_name is None:
-        raise _refuse(
-            ckpt,
-            "no fc.weight tensor, so there is nothing for fc_norm to normalise",
-            hint="upgrade needs an EAGLE-3 draft",
-        )
-    fc, ht = ckpt.tensors[fc_name], info.target_hidden_size
-    if len(fc.shape) != 2 or not ht or fc.shape[1] % ht or info.num_aux is None:
-        raise _refuse(
-            ckpt,
-            f"{fc_name} {list(fc.shape)} is not [H, A x target_hidden_size ({ht})]",
-            hint="fix target_hidden_size in config.json",
-        )
-    num_aux = fc.shape[1] // ht
-    flags = info.flags
-    fc_norms = sorted(k for k, c in info.canonical.items() if c.startswith("fc_norm."))
-
-    def where(flag: str) -> str:
-        return ", ".join(flags[flag].where) or "default"
-
-    disagree = None
-    if fc_norms and not flags["fc_norm"].value:
-        disagree = f"{fc_norms[0]} exists but fc_norm is false ({where('fc_norm')})"
-    elif flags["fc_norm"].value and not fc_norms:
-        disagree = f"fc_norm is true ({where('fc_norm')}) but there is no fc_norm.0.weight"
-    elif "input_norm.weight" in inv and not flags["norm_before_fc"].value:
-        disagree = f"{inv['input_norm.weight']} exists but norm_before_fc is false ({where('norm_before_fc')})"
-    elif flags["norm_before_fc"].value and "input_norm.weight" not in inv:
-        disagree = f"norm_before_fc is true ({where('norm_before_fc')}) but there is no input_norm.weight"
-    else:
-        for key in ("num_aux_hidden_states", "num_aux_layers"):
-            declared = vcfg.vcfg.get(key)
-            if isinstance(declared, int) and declared != num_aux:
-                disagree = (
-                    f"{key} is {declared} but {fc_name} width {fc.shape[1]} / target_hidden_size {ht} gives A={num_aux}"
-                )
-    if disagree:
-        raise _refuse(
-            ckpt,
-            f"flags and tensors disagree: {disagree}",
-            hint="fix config.json or the weights first; see eagle-convert inspect",
-        )
-    if flags["norm_before_fc"].value:
-        raise _refuse(
-            ckpt,
-            f"is a norm_before_fc draft (input_norm.weight; norm_before_fc set in "
-            f"{where('norm_before_fc')}): adding fc_norm would normalise the aux states twice",
-            hint="only plain EAGLE-3 drafts upgrade",
-        )
-    if info.variant == "EAGLE-3.1":
-        raise _refuse(ckpt, f"already EAGLE-3.1: {'; '.join(info.variant_reasons)}", hint="nothing to upgrade")
-    if fc.dtype not in FLOAT_DTYPES:
-        raise _refuse(ckpt, f"{fc_name} is {fc.dtype}; fc_norm weights need a float dtype ({', '.join(FLOAT_DTYPES)})")
-    return fc_name, num_aux, ht
-
-
-def _resolve_aux(
-    ckpt: Checkpoint,
-    info: DraftInfo,
-    num_aux: int,
-    option: list[int] | None,
-    target: TargetInfo | None,
-    warnings: list[str],
-) -> AuxIds:
-    config_ids = info.aux_layer_ids
-    if option is not None:
-        ids, origin = list(option), "option"
-        detail = "--aux-layer-ids"
-        if config_ids and list(config_ids) != ids:
-            detail += f" (replacing {config_ids} from {info.aux_layer_ids_where[0]})"
-    elif config_ids:
-        ids, origin = list(config_ids), "config"
-        detail = f"config {info.aux_layer_ids_where[0]}"
-        others = {p: config_get(ckpt.config, p) for p in info.aux_layer_ids_where[1:]}
-        for path, value in others.items():
-            if [int(x) for x in value] != ids:
-                warnings.append(
-                    f"config {path} is {value} but vLLM reads {info.aux_layer_ids_where[0]} {ids}; "
-                    f"writing {ids} everywhere"
-                )
-    elif target is not None:
-        n = target.num_layers
-        if num_aux != 3:
-            raise UsageError(
-                f"{ckpt.description}: config.json has no aux layer ids and vLLM's default (2, N//2, N-3) "
-                f"gives 3, but this draft has A={num_aux}",
-                hint=f"pass --aux-layer-ids with {num_aux} ids",
-            )
-        ids, origin = list(default_aux_ids(n)), "target-default"
-        detail = f"vLLM's default (2, N//2, N-3) for --target {target.ref} (N={n})"
-    else:
-        raise UsageError(
-            f"{ckpt.description}: config.json has no aux layer ids",
-            hint="pass --aux-layer-ids (e.g. 2,16,29) or --target TARGET to use vLLM's default (2, N//2, N-3)",
-        )
-    err = UpgradeRefusedError if origin == "config" else UsageError
-    where = detail if origin != "option" else "--aux-layer-ids"
-    if len(set(ids)) != len(ids) or any(i < 0 for i in ids):
-        raise err(
-            f"{ckpt.description}: aux layer ids {ids} ({where}) collide or are negative; vLLM captures each "
-            "target layer once",
-            hint="pass distinct non-negative --aux-layer-ids",
-        )
-    if len(ids) != num_aux:
-        if origin == "config":
-            raise _refuse(
-                ckpt,
-                f"flags and tensors disagree: {where} lists {len(ids)} aux layer ids but fc.weight takes A={num_aux}",
-                hint="pass --aux-layer-ids with the ids the draft was trained on",
-            )
-        raise UsageError(
-            f"--aux-layer-ids gives {len(ids)} ids but the draft has A={num_aux}", hint=f"pass {num_aux} ids"
-        )
-    if target is not None and max(ids) > target.num_layers:
-        msg = f"aux layer id {max(ids)} ({where}) is beyond the target's {target.num_layers} layers"
-        if origin == "option":
-            raise UsageError(msg, hint="vLLM id k means the output of k target layers")
-        warnings.append(msg)
-    return AuxIds(tuple(ids), origin, detail)
 
 
 def _plan_config(

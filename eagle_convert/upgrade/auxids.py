@@ -1,0 +1,92 @@
+"""Which target layers feed the draft (`aux_layer_ids`), and where that answer came from.
+
+In order: `--aux-layer-ids`, the config (warning where its copies disagree with the one vLLM
+reads), vLLM's default (2, N//2, N-3) for `--target`. Bad ids in the config refuse the upgrade;
+bad ids the user passed are usage errors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from eagle_convert.draft.checkpoint import Checkpoint
+from eagle_convert.draft.describe import DraftInfo
+from eagle_convert.draft.layout import config_get
+from eagle_convert.errors import UpgradeRefusedError, UsageError
+from eagle_convert.upgrade.configgen import TargetInfo
+from eagle_convert.upgrade.refusals import refuse
+from eagle_convert.vllm_model.tables import default_aux_ids
+
+__all__ = ["AuxIds", "resolve_aux"]
+
+
+@dataclass(frozen=True)
+class AuxIds:
+    ids: tuple[int, ...]
+    origin: str  # "config" | "option" | "target-default"
+    detail: str  # said to the user and recorded in the provenance block
+
+
+def resolve_aux(
+    ckpt: Checkpoint,
+    info: DraftInfo,
+    num_aux: int,
+    option: list[int] | None,
+    target: TargetInfo | None,
+    warnings: list[str],
+) -> AuxIds:
+    config_ids = info.aux_layer_ids
+    if option is not None:
+        ids, origin = list(option), "option"
+        detail = "--aux-layer-ids"
+        if config_ids and list(config_ids) != ids:
+            detail += f" (replacing {config_ids} from {info.aux_layer_ids_where[0]})"
+    elif config_ids:
+        ids, origin = list(config_ids), "config"
+        detail = f"config {info.aux_layer_ids_where[0]}"
+        others = {p: config_get(ckpt.config, p) for p in info.aux_layer_ids_where[1:]}
+        for path, value in others.items():
+            if [int(x) for x in value] != ids:
+                warnings.append(
+                    f"config {path} is {value} but vLLM reads {info.aux_layer_ids_where[0]} {ids}; "
+                    f"writing {ids} everywhere"
+                )
+    elif target is not None:
+        n = target.num_layers
+        if num_aux != 3:
+            raise UsageError(
+                f"{ckpt.description}: config.json has no aux layer ids and vLLM's default (2, N//2, N-3) "
+                f"gives 3, but this draft has A={num_aux}",
+                hint=f"pass --aux-layer-ids with {num_aux} ids",
+            )
+        ids, origin = list(default_aux_ids(n)), "target-default"
+        detail = f"vLLM's default (2, N//2, N-3) for --target {target.ref} (N={n})"
+    else:
+        raise UsageError(
+            f"{ckpt.description}: config.json has no aux layer ids",
+            hint="pass --aux-layer-ids (e.g. 2,16,29) or --target TARGET to use vLLM's default (2, N//2, N-3)",
+        )
+    err = UpgradeRefusedError if origin == "config" else UsageError
+    where = detail if origin != "option" else "--aux-layer-ids"
+    if len(set(ids)) != len(ids) or any(i < 0 for i in ids):
+        raise err(
+            f"{ckpt.description}: aux layer ids {ids} ({where}) collide or are negative; vLLM captures each "
+            "target layer once",
+            hint="pass distinct non-negative --aux-layer-ids",
+        )
+    if len(ids) != num_aux:
+        if origin == "config":
+            raise refuse(
+                ckpt,
+                f"flags and tensors disagree: {where} lists {len(ids)} aux layer ids but fc.weight takes A={num_aux}",
+                hint="pass --aux-layer-ids with the ids the draft was trained on",
+            )
+        raise UsageError(
+            f"--aux-layer-ids gives {len(ids)} ids but the draft has A={num_aux}", hint=f"pass {num_aux} ids"
+        )
+    if target is not None and max(ids) > target.num_layers:
+        msg = f"aux layer id {max(ids)} ({where}) is beyond the target's {target.num_layers} layers"
+        if origin == "option":
+            raise UsageError(msg, hint="vLLM id k means the output of k target layers")
+        warnings.append(msg)
+    return AuxIds(tuple(ids), origin, detail)
