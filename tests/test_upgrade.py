@@ -161,7 +161,8 @@ def test_upgrade_every_layout_to_vllm(name: str, built_fixtures, tmp_path: Path)
     assert not list(tmp_path.glob(".out.*"))  # no temp dir left
 
 
-@pytest.mark.parametrize("name", ["vllm-eagle3-sharded", "vllm-eagle3-a4", "nemo-eagle3", "specforge-eagle3"])
+# nemo-eagle3 keeps `model.`, which vLLM misreads: refused (tests/test_upgrade_refusals.py).
+@pytest.mark.parametrize("name", ["vllm-eagle3-sharded", "vllm-eagle3-a4", "specforge-eagle3"])
 def test_keep_layout_keeps_names_and_adds_norms_in_the_input_style(name: str, built_fixtures, tmp_path: Path) -> None:
     spec, exp = FIXTURE_MATRIX[name], EXPECTED[name]
     src = built_fixtures(name)

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from eagle_convert.cli.app import main
+from eagle_convert.draft.checkpoint import open_checkpoint
 
 try:
     from tests.hubserver import hub_server
@@ -52,7 +53,10 @@ def test_hub_dry_run_downloads_no_weights(hub, tmp_path: Path) -> None:
     server, repo = hub
     res = CliRunner().invoke(main, ["upgrade", REPO, str(tmp_path / "out"), "--dry-run"])
     assert res.exit_code == 0, res.output
+    # Headers only, and the small d2t/t2d vocab maps that validate reads (the refusal check): no weights.
+    maps = {n: t for n, t in open_checkpoint(repo).tensors.items() if n in ("d2t", "t2d")}
     for shard in ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"):
         header = (repo / shard).read_bytes()[:8]
-        assert server.served(REPO, shard) <= 8 + int.from_bytes(header, "little")  # header bytes only
+        vocab = sum(t.nbytes for t in maps.values() if t.file == shard)
+        assert server.served(REPO, shard) <= 8 + int.from_bytes(header, "little") + vocab
     assert not (tmp_path / "out").exists()

@@ -102,10 +102,9 @@ def test_dry_run_shows_what_the_real_run_links(built_fixtures, tmp_path: Path) -
     assert real["result"]["links"] == {f["filename"]: "hardlink" for f in plan["link"]["linked"]}
 
 
+# nemo-eagle3 with --layout keep is refused with or without --link (tests/test_upgrade_refusals.py).
 @pytest.mark.parametrize(("name", "args", "reason"), [
     ("specforge-eagle3", [], "use --layout keep --link: vLLM renames midlayer. to layers.0. itself"),
-    ("nemo-eagle3", ["--layout", "keep", "--aux-layer-ids", "2,4,5"],
-     "vLLM loads 'model.embed_tokens.weight' as 'model.model.embed_tokens.weight'"),
     ("nemo-eagle3", ["--aux-layer-ids", "2,4,5"], "it adds 'model.' itself"),
     ("safeailab-eagle3", ["--aux-layer-ids", "2,4,5"], "pytorch_model.bin is a PyTorch pickle"),
     ("vllm-eagle3-fp16-bin", [], "upgrade converts it to safetensors, so there is no file to link"),

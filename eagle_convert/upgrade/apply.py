@@ -27,6 +27,7 @@ from eagle_convert.io.verify import verify_file
 from eagle_convert.io.writer import write_file, write_index
 from eagle_convert.upgrade.outfiles import index_json
 from eagle_convert.upgrade.plan import UpgradePlan
+from eagle_convert.upgrade.preflight import refuse_invalid_output
 
 __all__ = ["Progress", "UpgradeResult", "apply_upgrade", "check_output"]
 
@@ -96,7 +97,11 @@ def write_errors(out: str | Path, source: object) -> Iterator[None]:
 def apply_upgrade(
     plan: UpgradePlan, out: str | Path, *, force: bool = False, verify: bool = True, progress: Progress | None = None
 ) -> UpgradeResult:
-    """Write the plan to `out` (atomically) and, unless `verify=False`, check it before publishing."""
+    """Write the plan to `out` (atomically) and, unless `verify=False`, check it before publishing.
+
+    Refused (`UpgradeRefusedError`) when `validate` would reject the output (`upgrade.preflight`).
+    """
+    refuse_invalid_output(plan)
     final = check_output(plan, Path(out), force=force)
     files = _out_files(plan)
     cleanup_stale_temps(final)

@@ -25,6 +25,7 @@ from eagle_convert.io.verify import verify_file, verify_same_bytes
 from eagle_convert.io.writer import write_file
 from eagle_convert.upgrade.apply import Progress, UpgradeResult, _recheck, check_output, write_errors
 from eagle_convert.upgrade.linkplan import CARD, INDEX, LinkPlan
+from eagle_convert.upgrade.preflight import refuse_invalid_output
 
 __all__ = ["apply_link"]
 
@@ -34,6 +35,7 @@ def apply_link(
 ) -> UpgradeResult:
     """Write `lp` to `out` (atomically) and, unless `verify=False`, check it before publishing."""
     plan = lp.plan
+    refuse_invalid_output(plan)  # the linked output holds the plan's tensors and config
     final = check_output(plan, Path(out), force=force)
     cleanup_stale_temps(final)
     paths = {f.filename: plan.checkpoint.source.local_path(f.source) for f in lp.linked}  # hub: downloads

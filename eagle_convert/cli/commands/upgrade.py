@@ -132,6 +132,7 @@ def upgrade_cmd(
     from eagle_convert.upgrade.apply import apply_upgrade, check_output
     from eagle_convert.upgrade.configgen import read_target
     from eagle_convert.upgrade.plan import plan_upgrade
+    from eagle_convert.upgrade.preflight import refuse_invalid_output
 
     ckpt = open_checkpoint(checkpoint)
     ensure_draft(ckpt, "upgrade")  # also P-EAGLE, which the EAGLE-3.1 config writer cannot express
@@ -140,6 +141,7 @@ def upgrade_cmd(
     plan = plan_upgrade(
         ckpt, info, layout=layout, norm_output=norm_output, aux_layer_ids=aux_layer_ids, target=target_info, out=output
     )
+    refuse_invalid_output(plan)  # what validate would reject is refused before calibrating, dry run included
     if init == "calibrated" or prompts_file is not None:
         check_output(plan, output, force=force)  # refuse before the slow part
         calibration = _calibrate(ckpt, target, plan, prompts_file, init, quiet=as_json)

@@ -1,0 +1,154 @@
+"""Upgrade writes only what `validate` accepts: the planned output is validated before a byte is written.
+
+An upgrade rewrites the config (a registered architecture, a model_type vLLM does not turn into an
+MTP model, explicit aux ids, the aux count) and adds `fc_norm`; every other tensor is carried as
+it is. A draft whose tensors fit no vLLM EAGLE-3 class (TorchSpec's GLM-4 MoE draft: routed
+experts where every vLLM 0.32 EAGLE-3 class has a dense MLP) used to be written anyway, under a
+registered architecture, and `validate` then rejected the output. So the upgrade runs validate's
+static rules (no target: the pairing is `validate --target`'s job) on the output as planned (the
+plan's config and tensor names over the input's bytes, plus the new tensors' bytes) and refuses
+when they find an error: one rule, the same verdict as `validate` on the written folder, and no
+table of fixable codes to keep in step with the rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from eagle_convert.draft.checkpoint import Checkpoint
+from eagle_convert.draft.describe import describe
+from eagle_convert.errors import CheckpointReadError, EagleConvertError, UpgradeRefusedError
+from eagle_convert.io.outfile import ByteRange
+from eagle_convert.io.safetensors_header import TensorInfo
+from eagle_convert.io.source import Source
+from eagle_convert.upgrade.plan import UpgradePlan, plan_upgrade
+from eagle_convert.validate.findings import Finding
+from eagle_convert.validate.rules import run_static
+from eagle_convert.validate.rules.context import build_context
+
+__all__ = ["PlannedSource", "output_errors", "planned_checkpoint", "refuse_invalid_output"]
+
+NEW = "<new tensor>/"  # file-name prefix of the planned output's new tensors inside `PlannedSource`
+
+
+@dataclass(frozen=True)
+class PlannedSource:
+    """The planned output as a `Source`: the input's files, plus one in-memory file per new tensor."""
+
+    input: Source
+    new: dict[str, bytes]
+
+    @property
+    def description(self) -> str:
+        return f"{self.input.description} (upgraded, as planned)"
+
+    def list_files(self) -> list[str]:
+        return self.input.list_files()
+
+    def file_size(self, name: str) -> int:
+        return len(self.new[name]) if name in self.new else self.input.file_size(name)
+
+    def read_range(self, name: str, start: int, length: int) -> bytes:
+        if name not in self.new:
+            return self.input.read_range(name, start, length)
+        data = self.new[name][start : start + length]
+        if len(data) != length:
+            raise CheckpointReadError(f"{name}: {length} bytes at {start} past its end")
+        return data
+
+    def local_path(self, name: str) -> Path:
+        if name in self.new:
+            raise CheckpointReadError(f"{name}: a planned tensor has no file yet")
+        return self.input.local_path(name)
+
+
+def planned_checkpoint(plan: UpgradePlan) -> Checkpoint:
+    """The output `plan` would write, as validate reads a checkpoint (no bytes copied)."""
+    ckpt = plan.checkpoint
+    new: dict[str, bytes] = {}
+    tensors: dict[str, TensorInfo] = {}
+    for f in plan.files:
+        for t in f.tensors:
+            if isinstance(t.source, ByteRange):
+                file, offset = t.source.path.as_posix(), t.source.offset
+            else:
+                file, offset = NEW + t.name, 0
+                if isinstance(t.source, bytes):  # a StreamSource is never read by the static rules
+                    new[file] = t.source
+            tensors[t.name] = TensorInfo(t.name, t.dtype, tuple(t.shape), file, offset, t.nbytes)
+    return Checkpoint(
+        source=PlannedSource(ckpt.source, new),
+        config=plan.config_after,
+        tensors=tensors,
+        storage="sharded" if plan.sharded else "single",
+        # The input's weight files hold the carried bytes. Listing the input's other files keeps E409
+        # (a vocab map beside the weights, which vLLM never reads and the upgrade does not carry) in view.
+        weight_files=ckpt.weight_files,
+        file_metadata={f.filename: dict(f.metadata or {}) for f in plan.files},
+    )
+
+
+def _errors(ckpt: Checkpoint) -> tuple[list[Finding], str | None]:
+    """validate's static errors without a target, and the class vLLM builds."""
+    ctx = build_context(ckpt, describe(ckpt, read_vocab=False))
+    return [f for f in run_static(ctx)[0] if f.level == "error"], ctx.impl
+
+
+def output_errors(plan: UpgradePlan) -> list[Finding]:
+    """The errors `validate` (static, no target) would report for the folder `plan` writes."""
+    return _errors(planned_checkpoint(plan))[0]
+
+
+def _codes(findings: list[Finding]) -> str:
+    """`E101 missing-tensor (layers.0.mlp.up_proj.weight and 2 more) and E102 ...`: each code once."""
+    by_code: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_code.setdefault(f.code, []).append(f)
+    parts = []
+    for code, group in sorted(by_code.items()):
+        first = min(group, key=lambda f: f.where)
+        where = first.where or first.message
+        more = f" and {len(group) - 1} more" if len(group) > 1 else ""
+        parts.append(f"{code} {group[0].slug} ({where}{more})")
+    return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]
+
+
+def _default_layout_fixes(plan: UpgradePlan) -> bool:
+    """Whether the errors come from the layout asked for: the same upgrade with `--layout vllm` has none."""
+    if plan.layout == "vllm":
+        return False
+    ckpt = plan.checkpoint
+    try:
+        alt = plan_upgrade(
+            ckpt,
+            describe(ckpt, read_vocab=False),
+            norm_output=plan.norm_output,
+            aux_layer_ids=list(plan.aux.ids),
+            norm_init=plan.norm_init,
+        )
+    except EagleConvertError:
+        return False
+    return not output_errors(alt)
+
+
+def refuse_invalid_output(plan: UpgradePlan) -> None:
+    """Raise `UpgradeRefusedError` when validate would reject the upgraded draft; see the module docstring."""
+    errors, impl = _errors(planned_checkpoint(plan))
+    if not errors:
+        return
+    src = plan.checkpoint.description
+    before = {f.code for f in _errors(plan.checkpoint)[0]}
+    made = [f for f in errors if f.code not in before]
+    head = f"{src}: validate would reject the upgraded draft (vLLM class {impl or 'none'}): {_codes(errors)}"
+    if made:
+        why = f" ({_codes(made)} not in the input: the upgrade's own doing)" if len(made) < len(errors) else ""
+        why = why or ", none in the input: the upgrade's own doing"
+        hint = "an eagle-convert bug: please report it with the draft's config.json"
+    elif _default_layout_fixes(plan):
+        why = f", kept from the input by --layout {plan.layout}"
+        hint = "use --layout vllm, whose output validate accepts"
+    else:
+        why = ", as in the input: the upgrade carries every tensor but fc_norm as it is, so it cannot fix them"
+        hint = f"fix the draft first; eagle-convert validate {src} gives each finding's fix"
+    raise UpgradeRefusedError(head + why, hint=hint)
