@@ -271,26 +271,28 @@ def test_fixture_report_every_variant_resume_and_rebuild(tmp_path: Path) -> None
 
 @pytest.mark.vllm
 def test_fixture_report_vllm_per_user_throughput_fewest_engines_and_resume(tmp_path: Path) -> None:
-    """The engine path: two variants and the target alone in one worker (3 engine starts), per-user
-    tokens/s at concurrency 1 and 4 beside AL, the CPU note; a re-run starts no engine at all."""
+    """The engine path: four variants and the target alone in one worker, per-user tokens/s at
+    concurrency 1 and 4 beside AL, the CPU note; a re-run starts no engine at all. The three
+    EAGLE-3.1 variants share one engine (two swaps), so 3 engine starts instead of 5."""
     from eagle_convert.report.run import run_report
     from eagle_convert.smoke.throughput import MIN_REQUESTS, NO_SPEC
     from fixtures.trained import build_trained_pair
 
     target, draft = build_trained_pair(log=lambda _m: None)
     out = tmp_path / "report"
-    opts = _opts(tmp_path, engine="vllm", calibrate=False, finetune=False, categories=("chat",), concurrency=(1, 4))
+    opts = _opts(tmp_path, engine="vllm", categories=("chat",), concurrency=(1, 4))
     first = run_report(draft, target, out, opts)
     acc = first.data["acceptance"]
-    assert [d["label"] for d in acc["drafts"]] == ["eagle3", "eagle31-identity"]
+    variants = ["eagle3", "eagle31-identity", "eagle31-calibrated", "eagle31-finetuned"]
+    assert [d["label"] for d in acc["drafts"]] == variants
     assert acc["engine"] == "vllm" and acc["drafts"][0]["total"]["acceptance_length"] > 1.5  # a trained draft
     t = acc["throughput"]
-    assert t["settings"]["engine_starts"] == 3 and t["baseline"]["label"] == NO_SPEC
-    assert [d["label"] for d in t["drafts"]] == ["eagle3", "eagle31-identity"]
+    assert (t["settings"]["engine_starts"], t["settings"]["draft_swaps"]) == (3, 2)
+    assert t["baseline"]["label"] == NO_SPEC and [d["label"] for d in t["drafts"]] == variants
     for d in [t["baseline"], *t["drafts"]]:
         assert [lv["concurrency"] for lv in d["levels"]] == [1, 4]
         assert all(lv["requests"] >= MIN_REQUESTS and lv["per_user_tokens_per_s"] > 0 for lv in d["levels"])
-    assert all(t["speedup"][name][c] > 0 for name in ("eagle3", "eagle31-identity") for c in ("1", "4"))
+    assert all(t["speedup"][name][c] > 0 for name in variants for c in ("1", "4"))
     if t["device"] == "cpu":  # honest on a CPU, in report.json and report.md
         assert "do not predict a GPU" in t["note"]
         assert "Read this before the speedups" in (out / "report.md").read_text()
