@@ -101,8 +101,8 @@ def run_vllm(
     tensor_parallel_size: int,
     say: Callable[[str], None],
 ) -> tuple[EngineOut, str, list]:
-    """One vLLM worker, one engine start per draft; at T > 0 each engine also runs the T -> 0
-    sampling control (smoke/vllm_run.py)."""
+    """One vLLM worker, one engine start per draft structure (same-structure drafts are swapped
+    in); at T > 0 each draft also runs the T -> 0 sampling control (smoke/vllm_run.py)."""
     from eagle_convert.smoke.vllm_run import run_vllm_drafts
 
     runs, version, controls = run_vllm_drafts(
