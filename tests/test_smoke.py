@@ -185,7 +185,12 @@ def test_cli_side_by_side_json_and_plot(models, tmp_path: Path) -> None:
             2,
             "Error: --category: no prompts in poetry (available: chat, coding, long-document, reasoning)\n",
         ),
-        (["--temperature", "-1"], 2, "Error: --temperature must be >= 0\n"),
+        (
+            ["--temperature", "-1"],
+            2,
+            "Usage: main smoke [OPTIONS] TARGET\nTry 'main smoke --help' for help.\n\n"
+            "Error: Invalid value for '--temperature': -1.0 is not in the range x>=0.\n",
+        ),
         (
             ["--buckets", "5000"],
             2,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-ENGINE_CHOICES = ("auto", "reference", "vllm")
+from eagle_convert.cli.options import measure_options
 
 
 @click.command("report")
@@ -22,63 +22,7 @@ ENGINE_CHOICES = ("auto", "reference", "vllm")
     metavar="DIR",
     help="Report folder: new, or an earlier report's folder to resume it (unchanged stages are skipped).",
 )
-@click.option(
-    "--engine",
-    type=click.Choice(ENGINE_CHOICES),
-    default="auto",
-    show_default=True,
-    help="Engine for every measurement: auto = vllm when it is importable and a GPU is present, "
-    "else reference (torch).",
-)
-@click.option(
-    "--prompts",
-    "prompts_file",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="JSONL prompts to measure on (as smoke --prompts). Default: the built-in set.",
-)
-@click.option("--category", "categories", multiple=True, help="Only prompts of this category (repeatable).")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N prompts per category.")
-@click.option(
-    "--num-speculative-tokens",
-    "-k",
-    "k",
-    type=click.IntRange(min=1),
-    default=3,
-    show_default=True,
-    help="Draft tokens per round (k).",
-)
-@click.option(
-    "--max-new-tokens",
-    type=click.IntRange(min=1),
-    default=64,
-    show_default=True,
-    help="Tokens generated per prompt (EOS ignored).",
-)
-@click.option("--temperature", type=click.FloatRange(min=0), default=0.0, show_default=True, help="0 is greedy.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Sampling and fine-tune seed.")
-@click.option(
-    "--buckets",
-    default="natural,1024",
-    show_default=True,
-    help="Context lengths to measure (as smoke --buckets): prompts padded with filler text to ~N tokens.",
-)
-@click.option(
-    "--chat-template",
-    default=None,
-    help="Jinja template (file or literal) replacing the target's; 'none' sends raw text. Used for "
-    "measuring and for the fine-tune's data.",
-)
-@click.option(
-    "--tensor-parallel-size", type=click.IntRange(min=1), default=1, show_default=True, help="vLLM tensor parallelism."
-)
-@click.option(
-    "--concurrency",
-    default=None,
-    metavar="LEVELS",
-    help="vLLM only: per-user decode tokens/s with each variant and with the target alone at these "
-    "concurrencies. Default with --engine vllm: 1,4,16; 'none' turns it off.",
-)
+@measure_options(buckets="natural,1024", concurrency_default="Default with --engine vllm: 1,4,16; 'none' turns it off.")
 @click.option(
     "--calibrated/--no-calibrated",
     default=True,

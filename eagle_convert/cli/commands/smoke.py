@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-ENGINE_CHOICES = ("auto", "reference", "vllm")
+from eagle_convert.cli.options import measure_options
 
 
 @click.command("smoke")
@@ -18,58 +18,7 @@ ENGINE_CHOICES = ("auto", "reference", "vllm")
     metavar="DRAFT",
     help="Draft checkpoint folder; repeat to compare (the first is the baseline of the differences).",
 )
-@click.option(
-    "--engine",
-    type=click.Choice(ENGINE_CHOICES),
-    default="auto",
-    show_default=True,
-    help="auto: vllm when it is importable and a GPU is present, else reference (torch).",
-)
-@click.option(
-    "--prompts",
-    "prompts_file",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help='JSONL file, one object per line: {"prompt": ...} or {"messages": [...]}, '
-    'optional "category" and "id". Default: the built-in set.',
-)
-@click.option("--category", "categories", multiple=True, help="Only prompts of this category (repeatable).")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N prompts per category.")
-@click.option(
-    "--num-speculative-tokens",
-    "-k",
-    "k",
-    type=int,
-    default=3,
-    show_default=True,
-    help="Draft tokens per round (k); AL is at most k + 1.",
-)
-@click.option(
-    "--max-new-tokens", type=int, default=64, show_default=True, help="Tokens generated per prompt (EOS ignored)."
-)
-@click.option("--temperature", type=float, default=0.0, show_default=True, help="0 is greedy.")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option(
-    "--buckets",
-    default="natural",
-    show_default=True,
-    help="Context lengths to measure, e.g. natural,256,1024: prompts are padded with neutral filler "
-    "text to about N tokens; prompts already longer are skipped for that bucket.",
-)
-@click.option(
-    "--chat-template",
-    default=None,
-    help="Jinja template (file or literal) replacing the target's; 'none' sends raw text.",
-)
-@click.option("--tensor-parallel-size", type=int, default=1, show_default=True, help="vLLM tensor parallelism.")
-@click.option(
-    "--concurrency",
-    default=None,
-    metavar="LEVELS",
-    help="With --engine vllm: also measure per-user decode tokens/s at these concurrencies (e.g. 1,4,16) "
-    "with each draft and with the target alone (no speculation), in one vLLM build, and show the "
-    "speedups beside AL. On a CPU the speedups do not predict a GPU's (see docs/smoke.md).",
-)
+@measure_options(buckets="natural", concurrency_default="Default: not measured.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
     "--plot",
