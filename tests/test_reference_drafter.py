@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from tinymodels import H, V, tiny_draft_config
 
 from eagle_convert.reference.data import drafter_from_state_dict, load_drafter
 from eagle_convert.reference.drafter import EagleDrafter, draft_config_from_dict, rms_norm
 
 torch.set_num_threads(1)
-H, V, VD = 32, 96, 40
+VD = 40  # this file's own draft vocabulary (tinymodels.VD is 48)
 # fp32 comparisons of one computation done two ways (by formula, or in another chunking of the
 # sequence) differ only by rounding: measured 0 (formula) and at most 4.8e-7 (KV cache vs full
 # sequence) at |values| <= 3.9. 1e-5 absolute plus 1e-5 relative is 20x that on any CPU's kernels.
@@ -27,19 +28,7 @@ TOL = {"atol": 1e-5, "rtol": 1e-5}
 
 
 def _cfg(**kw) -> dict:
-    base = dict(
-        architectures=["LlamaForCausalLMEagle3"],
-        hidden_size=H,
-        num_hidden_layers=1,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=64,
-        rms_norm_eps=1e-5,
-        vocab_size=V,
-        draft_vocab_size=VD,
-        eagle_aux_hidden_state_layer_ids=[1, 2, 3],
-    )
-    return {**base, **kw}
+    return tiny_draft_config(**{"draft_vocab_size": VD, **kw})
 
 
 def _drafter(seed: int = 0, **kw) -> EagleDrafter:

@@ -4,44 +4,10 @@ formula, the kept weights, and a training run whose best step the test knows in 
 from __future__ import annotations
 
 import torch
+from tinymodels import AUX, V, tiny_draft_config, tiny_target
 
 from eagle_convert.reference.select import KeepBest, expected_acceptance_length
-from eagle_convert.reference.target import TargetModel
 from eagle_convert.reference.train import StepInfo, _last_positions, heldout_accuracy, init_drafter, train_draft
-
-V, H, AUX = 96, 32, (1, 2, 3)
-
-
-def _target() -> TargetModel:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=V,
-        hidden_size=H,
-        intermediate_size=64,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-    )
-    return TargetModel(LlamaForCausalLM(cfg))
-
-
-def _config() -> dict:
-    return {
-        "architectures": ["LlamaForCausalLMEagle3"],
-        "hidden_size": H,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "intermediate_size": 64,
-        "rms_norm_eps": 1e-5,
-        "vocab_size": V,
-        "draft_vocab_size": 48,
-        "eagle_aux_hidden_state_layer_ids": list(AUX),
-        "torch_dtype": "float32",
-    }
 
 
 def test_eal_is_the_sum_of_running_products() -> None:
@@ -79,8 +45,8 @@ def test_last_positions_windows_each_row() -> None:
 def test_training_keeps_the_step_with_the_best_eal() -> None:
     """An injected evaluator scores step 4 best (EAL 2.124; the start 0.665, other steps 1.28):
     train_draft restores exactly the weights `on_step` saw at step 4 and reports every step."""
-    target = _target()
-    drafter = init_drafter(_config(), target, seed=0, d2t=torch.arange(48))
+    target = tiny_target(peaked=False)
+    drafter = init_drafter(tiny_draft_config(torch_dtype="float32"), target, seed=0, d2t=torch.arange(48))
     g = torch.Generator().manual_seed(1)
     seqs = [torch.randint(0, V, (24,), generator=g).tolist() for _ in range(6)]
     scores = {0: [0.5, 0.3, 0.1], 4: [0.9, 0.8, 0.7]}
@@ -122,11 +88,11 @@ def test_training_keeps_the_step_with_the_best_eal() -> None:
 
 
 def test_heldout_accuracy_and_without_evaluate_nothing_changes() -> None:
-    target = _target()
+    target = tiny_target(peaked=False)
     g = torch.Generator().manual_seed(2)
     seqs = [torch.randint(0, V, (20,), generator=g).tolist() for _ in range(4)]
-    a = init_drafter(_config(), target, seed=0, d2t=torch.arange(48))
-    b = init_drafter(_config(), target, seed=0, d2t=torch.arange(48))
+    a = init_drafter(tiny_draft_config(torch_dtype="float32"), target, seed=0, d2t=torch.arange(48))
+    b = init_drafter(tiny_draft_config(torch_dtype="float32"), target, seed=0, d2t=torch.arange(48))
     evaluate = heldout_accuracy(target, a, seqs[:2], aux_ids=AUX)
     before = evaluate(a)
     assert len(before) == 3 and all(0.0 <= x <= 1.0 for x in before)

@@ -7,50 +7,17 @@ import math
 import pytest
 import torch
 from numerics import assert_same_greedy_text
+from tinymodels import AUX, VD, V, tiny_draft_config, tiny_target
 
 from eagle_convert.reference.loop import _accept, greedy_generate, speculative_generate, summarize
 from eagle_convert.reference.target import TargetModel
 from eagle_convert.reference.train import init_drafter
 
 torch.set_num_threads(1)
-V, H, VD, AUX = 96, 32, 48, (1, 2, 3)
-
-
-def _target(seed: int = 0, zero_lm_head: bool = False) -> TargetModel:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(
-        vocab_size=V,
-        hidden_size=H,
-        intermediate_size=64,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-    )
-    model = LlamaForCausalLM(cfg)
-    with torch.no_grad():
-        model.model.embed_tokens.weight.normal_(0, 1.0)
-        model.lm_head.weight.normal_(0, 0.5)
-        if zero_lm_head:
-            model.lm_head.weight.zero_()
-    return TargetModel(model)
 
 
 def _draft(target: TargetModel, seed: int = 0, zero_lm_head: bool = False):
-    cfg = dict(
-        architectures=["LlamaForCausalLMEagle3"],
-        hidden_size=H,
-        num_hidden_layers=1,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=64,
-        rms_norm_eps=1e-5,
-        vocab_size=V,
-        draft_vocab_size=VD,
-        eagle_aux_hidden_state_layer_ids=list(AUX),
-    )
+    cfg = tiny_draft_config()
     d2t = torch.arange(VD)  # draft id i -> target id 2i
     drafter = init_drafter(cfg, target, seed=seed, d2t=d2t)
     if zero_lm_head:
@@ -61,7 +28,7 @@ def _draft(target: TargetModel, seed: int = 0, zero_lm_head: bool = False):
 
 @pytest.fixture(scope="module")
 def target() -> TargetModel:
-    return _target()
+    return tiny_target()
 
 
 @pytest.mark.parametrize("k", [1, 3])
@@ -84,7 +51,7 @@ def test_greedy_text_comparison_excuses_fp32_ties_only(target: TargetModel) -> N
     wrong = want[:5] + [(want[5] + 1) % V] + want[6:]
     with pytest.raises(AssertionError, match="greedy texts differ at token 5"):
         assert_same_greedy_text(target, prompt, wrong, want)
-    tied = _target(zero_lm_head=True)  # every logit is 0: any token is a greedy choice
+    tied = tiny_target(zero_lm_head=True)  # every logit is 0: any token is a greedy choice
     assert_same_greedy_text(tied, prompt, [0, 0, 7], [0, 0, 0])
 
 
@@ -92,7 +59,7 @@ def test_greedy_text_comparison_excuses_fp32_ties_only(target: TargetModel) -> N
 def test_a_draft_that_always_agrees_reaches_k_plus_one(k: int) -> None:
     # Exact on any CPU: a zero lm_head gives logits of exactly 0 whatever the kernels, and argmax
     # breaks the all-way tie at the first index.
-    target = _target(zero_lm_head=True)  # greedy target always emits token 0
+    target = tiny_target(zero_lm_head=True)  # greedy target always emits token 0
     drafter = _draft(target, zero_lm_head=True)  # draft id 0 -> target id 0
     res = speculative_generate(target, drafter, [5, 6, 7], k=k, max_new_tokens=21, aux_ids=AUX)
     assert res.tokens == [0] * 21
@@ -104,7 +71,7 @@ def test_a_draft_that_always_agrees_reaches_k_plus_one(k: int) -> None:
 
 def test_counters_follow_vllm_observe_draft(target: TargetModel) -> None:
     """Scripted drafts against a target that always says 0: accepted prefixes of 2, 0, 3, 1."""
-    target = _target(zero_lm_head=True)
+    target = tiny_target(zero_lm_head=True)
     drafter = _draft(target)
     script = iter([0, 0, 8, 4, 0, 0, 0, 0, 0, 0, 6, 0])  # round by round, k=3
     real = drafter.compute_logits

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from numerics import assert_same_greedy_text
+from tinymodels import AUX, VD, H, V, tiny_draft_config, tiny_target
 
 from eagle_convert.reference.data import load_drafter
 from eagle_convert.reference.loop import speculative_generate, summarize
@@ -22,60 +23,22 @@ from eagle_convert.reference.train import (
 )
 
 torch.set_num_threads(1)
-V, H, VD, AUX = 96, 32, 48, (1, 2, 3)
 # The TTT graph and the inference chain compute the same values through other shapes (one
 # 12-token pass vs a prefix pass plus single tokens), so fp32 rounding differs: measured at most
 # 4.8e-7 at |values| <= 3.4. 1e-5 absolute plus 1e-5 relative is 20x that, for any CPU's kernels.
 CHAIN_TOL = {"atol": 1e-5, "rtol": 1e-5}
 
 
-def _target() -> TargetModel:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=V,
-        hidden_size=H,
-        intermediate_size=64,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-    )
-    model = LlamaForCausalLM(cfg)
-    with torch.no_grad():  # peaked next-token distributions, so there is something to learn
-        model.model.embed_tokens.weight.normal_(0, 1.0)
-        model.lm_head.weight.normal_(0, 0.5)
-    return TargetModel(model)
-
-
-def _config(**kw) -> dict:
-    return {
-        "architectures": ["LlamaForCausalLMEagle3"],
-        "hidden_size": H,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "intermediate_size": 64,
-        "rms_norm_eps": 1e-5,
-        "vocab_size": V,
-        "draft_vocab_size": VD,
-        "eagle_aux_hidden_state_layer_ids": list(AUX),
-        "torch_dtype": "float32",
-        **kw,
-    }
-
-
 @pytest.fixture(scope="module")
 def target() -> TargetModel:
-    return _target()
+    return tiny_target()
 
 
 @pytest.mark.parametrize("extra", [{}, {"norm_output": True, "fc_norm": True}, {"num_hidden_layers": 2}])
 def test_ttt_steps_equal_the_inference_chain(target: TargetModel, extra: dict) -> None:
     """TTT step j at index i == chain step j after a first pass over positions 0..i, with the
     ground-truth tokens fed in (the extended-diagonal mask and the position shift)."""
-    drafter = init_drafter(_config(**extra), target, seed=1, d2t=torch.arange(VD))
+    drafter = init_drafter(tiny_draft_config(torch_dtype="float32", **extra), target, seed=1, d2t=torch.arange(VD))
     torch.manual_seed(3)
     ids = torch.randint(0, V, (1, 12))
     aux = target.forward(ids, aux_ids=AUX).aux
@@ -99,7 +62,7 @@ def test_ttt_steps_equal_the_inference_chain(target: TargetModel, extra: dict) -
 def test_training_lowers_the_loss_and_exports_a_loadable_draft(target: TargetModel, tmp_path: Path) -> None:
     torch.manual_seed(0)
     seqs = [torch.randint(0, V, (int(n),)).tolist() for n in torch.randint(10, 24, (16,))]
-    config = _config(fc_norm=True, norm_output=True)
+    config = tiny_draft_config(torch_dtype="float32", fc_norm=True, norm_output=True)
     drafter = init_drafter(config, target, seed=0, d2t=torch.arange(VD))
     res = train_draft(target, drafter, seqs, aux_ids=AUX, steps=40, lr=3e-3, seed=0, log_every=10)
     assert len(res.losses) == 40 and len(res.step_acc) == 3
@@ -128,7 +91,7 @@ def test_save_draft_is_atomic(target: TargetModel, tmp_path: Path, monkeypatch: 
     failure or Ctrl-C mid-write leaves the previous output and no temp folder behind."""
     from eagle_convert.reference import train
 
-    config = _config()
+    config = tiny_draft_config(torch_dtype="float32")
     drafter = init_drafter(config, target, seed=0, d2t=torch.arange(VD))
     out = tmp_path / "draft"
     out.mkdir()
@@ -159,7 +122,7 @@ def _umask() -> int:
 
 
 def test_trainable_selection_and_l2sp(target: TargetModel) -> None:
-    drafter = init_drafter(_config(fc_norm=True), target, seed=0, d2t=torch.arange(VD))
+    drafter = init_drafter(tiny_draft_config(torch_dtype="float32", fc_norm=True), target, seed=0, d2t=torch.arange(VD))
     assert trainable_names(drafter, "fc_norm") == [f"fc_norm.{i}.weight" for i in range(3)]
     assert "embed_tokens.weight" not in trainable_names(drafter, "all")
     assert trainable_names(drafter, ["fc.*", "norm.weight"]) == ["fc.weight", "norm.weight"]
@@ -172,7 +135,7 @@ def test_trainable_selection_and_l2sp(target: TargetModel) -> None:
     assert changed == {f"fc_norm.{i}.weight" for i in range(3)}
 
     def drift(l2sp: float) -> float:
-        d = init_drafter(_config(), target, seed=0, d2t=torch.arange(VD))
+        d = init_drafter(tiny_draft_config(torch_dtype="float32"), target, seed=0, d2t=torch.arange(VD))
         start = d.fc.weight.detach().clone()
         train_draft(target, d, seqs, aux_ids=AUX, steps=10, lr=1e-2, l2sp=l2sp, trainable=["fc.*"])
         return float((d.fc.weight.detach() - start).norm())
