@@ -4,9 +4,10 @@ All vLLM work of one check runs in one worker process (`vllm.session`: one vLLM 
 when the first stage that needs vLLM runs. Each engine (the candidate draft, the baseline draft,
 the target alone) starts at most once and runs every pass the policy needs from it; an engine whose
 passes are all in `cache` does not start, and a baseline of the candidate's structure (its
-fine-tuned or calibrated twin) is swapped into the candidate's engine instead of starting one. A cache (a plain dict) handed to several checks shares
-engine runs between them: keys hold the target, draft, prompts and every setting, on the
-assumption that the folders do not change in between.
+fine-tuned or calibrated twin) is swapped into the candidate's engine instead of starting one. A
+cache (a plain dict) handed to several checks shares engine runs between them: keys hold the
+target, draft, prompts and every setting, on the assumption that the folders do not change in
+between.
 
 Hub references are downloaded here (into the normal Hugging Face cache, through `io.hub`), only
 for the stages that load weights; the static stages read headers only.

@@ -4,9 +4,10 @@ One stage per variant (`smoke:NAME`), keyed by the variant's content hash, the t
 token ids of every prompt x bucket and the engine build, so a resumed report measures only the
 variants that changed; those run together, in one reference-engine pass (one target load) or
 in one vLLM worker (one engine per draft structure, the EAGLE-3.1 variants swapped into one,
-plus `smoke:no-speculation`, the target alone, when per-user tokens/s are measured). Each record holds a one-draft `SmokeReport.to_dict()`, the
-shape `smoke --json` prints; the report's `acceptance` block is all of them, read back by
-`smoke/reader.py` and joined with the first (the input EAGLE-3 draft) as baseline.
+plus `smoke:no-speculation`, the target alone, when per-user tokens/s are measured). Each record
+holds a one-draft `SmokeReport.to_dict()`, the shape `smoke --json` prints; the report's
+`acceptance` block is all of them, read back by `smoke/reader.py` and joined with the first (the
+input EAGLE-3 draft) as baseline.
 """
 
 from __future__ import annotations

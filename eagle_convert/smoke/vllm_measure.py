@@ -113,7 +113,7 @@ def measure_vllm(
     version = None
     names = list(labels) if labels is not None else [p.name for p in drafts]
     try:
-        for i in engine_order(drafts, session.share and tensor_parallel_size == 1):
+        for i in engine_order(drafts, session.shares(tensor_parallel_size)):
             path, label = drafts[i], names[i]
             passes = [PassSpec(MAIN, temperature, seed)]
             if temperature > 0:

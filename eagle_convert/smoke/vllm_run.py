@@ -128,7 +128,7 @@ def run_vllm_drafts(
     controls: list = [None] * len(drafts)
     version = None
     try:
-        for i in engine_order(drafts, session.share and tensor_parallel_size == 1):
+        for i in engine_order(drafts, session.shares(tensor_parallel_size)):
             path = drafts[i]
             passes = [PassSpec(MAIN, temperature, seed)]
             if temperature > 0:

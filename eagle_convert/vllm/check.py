@@ -220,18 +220,25 @@ def check_many_with_vllm(
     the whole batch.
     """
     features = _require_vllm()
-    request = {
+    request = load_request(drafts, target, num_speculative_tokens, dtype, max_model_len)
+    res, _tail, seconds = run_worker("check", request, timeout_s=timeout_s, python=python, env=env)
+    return load_reports(res, features, seconds)
+
+
+def load_request(drafts: list[Path], target: Path, k: int, dtype: str, max_model_len: int) -> dict:
+    """The load-check request of both workers (one-shot ``worker check`` and the session's)."""
+    return {
         "target": str(Path(target).resolve()),
         "drafts": [str(Path(d).resolve()) for d in drafts],
-        "num_speculative_tokens": num_speculative_tokens,
+        "num_speculative_tokens": k,
         "dtype": dtype,
         "max_model_len": max_model_len,
     }
-    res, _tail, seconds = run_worker("check", request, timeout_s=timeout_s, python=python, env=env)
+
+
+def load_reports(res: dict, features: VllmFeatures | None, seconds: float) -> list[EngineReport]:
+    """One report per draft of a load-check answer; a draft without its own timing gets its share."""
     if "results" not in res:  # the worker failed before checking anything
         raise EngineError(f"vLLM worker failed: {res.get('error')}")
-    reports = []
-    for r in res["results"]:
-        secs = r.get("timings", {}).get("total_s", seconds / max(len(drafts), 1))
-        reports.append(_report(r, features, secs))
-    return reports
+    share = seconds / max(len(res["results"]), 1)
+    return [_report(r, features, r.get("timings", {}).get("total_s", share)) for r in res["results"]]

@@ -25,7 +25,6 @@ Which drafts may be swapped at all (same config, same tensors) is decided by the
 from __future__ import annotations
 
 import copy
-import time
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +103,6 @@ def swap_draft(worker, path: str) -> dict:
     from vllm.model_executor.model_loader.reload.inplace import reload_weights
     from vllm.model_executor.model_loader.utils import get_draft_load_config
 
-    t0 = time.perf_counter()
     vc = worker.vllm_config
     pc = vc.parallel_config
     if pc.tensor_parallel_size > 1 or pc.pipeline_parallel_size > 1:
@@ -133,4 +131,4 @@ def swap_draft(worker, path: str) -> dict:
 
     with set_current_vllm_config(vc):
         reload_weights(vc, model, weights_iterator=weights(), weights_path=None, is_checkpoint_format=True)
-    return {"swapped": True, "tensors": len(names), "skipped_shared": sorted(skip), "seconds": time.perf_counter() - t0}
+    return {"swapped": True, "tensors": len(names), "skipped_shared": sorted(skip)}

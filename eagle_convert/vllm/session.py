@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.errors import EngineError
-from eagle_convert.vllm.check import EngineReport, _kill_group, _report, worker_env
+from eagle_convert.vllm.check import EngineReport, _kill_group, load_reports, load_request, worker_env
 from eagle_convert.vllm.sharing import sharing_enabled, swap_key
 from eagle_convert.vllm_model.features import detect_features, vllm_available
 
@@ -129,6 +129,11 @@ class EngineSession:
         self.load_checks = 0
         self.worker_starts = 0
         self.startup_seconds = 0.0
+
+    def shares(self, tensor_parallel_size: int = 1) -> bool:
+        """Whether same-key drafts swap into one engine: sharing on and one rank (a swap across
+        tensor-parallel ranks could not check the embedding each rank shares with the target)."""
+        return self.share and tensor_parallel_size == 1
 
     def __enter__(self) -> EngineSession:
         return self
@@ -246,7 +251,7 @@ class EngineSession:
         one, or the running one with ``draft`` swapped in when ``share`` allows and the keys match.
 
         Raises EngineError when the engine fails to start or generate."""
-        key = swap_key(draft) if self.share and draft is not None and tensor_parallel_size == 1 else None
+        key = swap_key(draft) if draft is not None and self.shares(tensor_parallel_size) else None
         req = {
             "op": "engine",
             "target": str(Path(target).resolve()),
@@ -290,21 +295,8 @@ class EngineSession:
     ) -> list[EngineReport]:
         """The strict sentinel load (``check.check_many_with_vllm``) inside this session's worker."""
         features = detect_features()
-        req = {
-            "op": "load_check",
-            "target": str(Path(target).resolve()),
-            "drafts": [str(Path(d).resolve()) for d in drafts],
-            "num_speculative_tokens": num_speculative_tokens,
-            "dtype": "auto",
-            "max_model_len": max_model_len,
-        }
+        req = {"op": "load_check", **load_request(drafts, target, num_speculative_tokens, "auto", max_model_len)}
         self.load_checks += 1
         t0 = time.monotonic()
         res = self.request(req, timeout_s=timeout_s)
-        if "results" not in res:
-            raise EngineError(f"vLLM worker failed: {res.get('error')}")
-        seconds = time.monotonic() - t0
-        return [
-            _report(r, features, r.get("timings", {}).get("total_s", seconds / max(len(drafts), 1)))
-            for r in res["results"]
-        ]
+        return load_reports(res, features, time.monotonic() - t0)

@@ -196,7 +196,7 @@ def _swap(llm, draft: str) -> dict:
         return {"swapped": False, "refused": refused[0]}
     if not llm.reset_prefix_cache():  # KV blocks of the old draft must not be reused
         return {"swapped": False, "refused": "the prefix cache could not be reset"}
-    return {"swapped": True, **{k: answers[0][k] for k in ("tensors", "skipped_shared")}}
+    return answers[0]
 
 
 def run_engine(req: dict) -> dict:
@@ -225,9 +225,7 @@ def run_engine(req: dict) -> dict:
                 swap = {"swapped": False, "refused": one_line_error(exc)}
             out["swap"] = {**swap, "from": _Live.draft}
             out["timings"]["swap_s"] = round(time.perf_counter() - t1, 3)
-            if not swap["swapped"]:
-                _Live.stop()
-        if _Live.llm is None or not out.get("swap", {}).get("swapped"):
+        if not out.get("swap", {}).get("swapped"):  # no engine to reuse, or it refused: a fresh one
             stage = "engine"
             out["timings"]["shutdown_s"] = round(_Live.stop(), 3)
             t1 = time.perf_counter()
