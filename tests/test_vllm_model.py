@@ -238,7 +238,8 @@ def _upgrade_or_refusal(src: Path, out: Path, ids: list[int], layout: str = "vll
         plan = plan_upgrade(ckpt, info, layout=layout, aux_layer_ids=None if info.aux_layer_ids else ids)
     except (UpgradeRefusedError, UsageError) as exc:
         message = str(exc)
-        assert "\n" not in message and src.name in message or "--" in message, message
+        # One line that names the draft or the option to pass (e.g. --layout ... needs --target).
+        assert "\n" not in message and (src.name in message or "--" in message), message
         return message
     apply_upgrade(plan, out)
     return None
