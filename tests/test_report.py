@@ -137,6 +137,24 @@ def test_refusals(tmp_path: Path) -> None:
     assert res.exit_code == 1 and "must not be, contain or lie inside the draft" in res.output
 
 
+def test_cli_interrupt_names_the_finished_stages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import eagle_convert.report.run as report_run
+
+    def interrupted(*_a, on_stage, **_k):
+        on_stage("inspect")
+        on_stage("upgrade")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report_run, "run_report", interrupted)
+    out = tmp_path / "o"
+    res = _cli("d", "--target", "t", "--out", str(out), "--engine", "reference")
+    assert res.exit_code == 130
+    assert res.output.endswith(
+        f"Error: interrupted (SIGINT) after 2 finished stages, which are recorded in {out}; "
+        "run the same command again to resume\n"
+    )
+
+
 # ------------------------------------------------------------------ slow: the trained fixture
 
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 
 import click
 
-from eagle_convert.cli.commands._interrupt import exit_interrupted
+from eagle_convert.cli.commands._interrupt import interruptible, nothing_written
 from eagle_convert.finetune.plan import DEFAULT_CONTINUATION_TOKENS, DEFAULT_MAX_LEN, DEFAULT_STAGES
 
 _A, _B = DEFAULT_STAGES
@@ -132,7 +131,6 @@ def finetune_cmd(
     from eagle_convert.cli.render.finetune import LineProgress, RichProgress, render_plan, render_result
     from eagle_convert.finetune.plan import plan_finetune
     from eagle_convert.finetune.run import run_finetune
-    from eagle_convert.io.atomic import install_signal_cleanup
 
     stages = [replace(_A, steps=steps_fc_norm, lr=lr_fc_norm), replace(_B, steps=steps_all, lr=lr_all, l2sp=l2sp)]
     plan = plan_finetune(
@@ -153,17 +151,12 @@ def finetune_cmd(
     if not as_json:
         render_plan(screen, plan)
     err = Console(stderr=True)
-    restore = install_signal_cleanup((signal.SIGTERM, signal.SIGHUP))
-    try:
+    with interruptible(ctx, nothing_written(draft)):
         if err.is_terminal:
             with RichProgress(err) as progress:
                 result = run_finetune(plan, progress=progress)
         else:
             result = run_finetune(plan, progress=LineProgress(lambda m: click.echo(m, err=True)))
-    except KeyboardInterrupt as exc:
-        exit_interrupted(ctx, exc, draft)
-    finally:
-        restore()
     if as_json:
         echo_json({"plan": plan.to_dict(), "result": result.to_dict()})
     else:

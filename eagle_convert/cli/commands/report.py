@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import signal
-import sys
 from pathlib import Path
 
 import click
@@ -96,8 +94,8 @@ def report_cmd(
     interrupted report resumes where it stopped. Exit 0 when the report was written, 1 on a
     failure (the message names the stage), 2 on usage, 130 when interrupted.
     """
+    from eagle_convert.cli.commands._interrupt import interruptible
     from eagle_convert.errors import UsageError
-    from eagle_convert.io.atomic import TerminatedBySignal, install_signal_cleanup
     from eagle_convert.report.run import run_report
     from eagle_convert.report.stages import ReportOptions
     from eagle_convert.smoke.prompts import parse_buckets
@@ -136,22 +134,16 @@ def report_cmd(
         steps_all=steps_all,
     )
     events: list[object] = []
-    restore = install_signal_cleanup((signal.SIGTERM, signal.SIGHUP))
-    try:
+
+    def resume() -> str:  # read when interrupted: how many stages had finished by then
+        return (
+            f" after {len(events)} finished stages, which are recorded in {out}; run the same command again to resume"
+        )
+
+    with interruptible(ctx, resume):
         result = run_report(
             draft, target, out, opts, progress=lambda m: click.echo(m, err=True), on_stage=events.append
         )
-    except KeyboardInterrupt as exc:
-        name = signal.Signals(exc.signum).name if isinstance(exc, TerminatedBySignal) else "SIGINT"
-        click.echo(
-            f"Error: interrupted ({name}) after {len(events)} finished stages, which are recorded in "
-            f"{out}; run the same command again to resume",
-            err=True,
-        )
-        sys.stderr.flush()
-        ctx.exit(exc.exit_code if isinstance(exc, TerminatedBySignal) else 130)
-    finally:
-        restore()
     if as_json:
         from eagle_convert.cli.output import echo_json
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from eagle_convert.cli.commands._interrupt import exit_interrupted
+from eagle_convert.cli.commands._interrupt import interruptible, nothing_written
 from eagle_convert.upgrade.plan import LAYOUTS
 
 if TYPE_CHECKING:
@@ -206,18 +205,11 @@ def _apply(
     from rich.console import Console
 
     from eagle_convert.cli.render.upgrade import RichProgress
-    from eagle_convert.io.atomic import install_signal_cleanup
 
     err = Console(stderr=True)
     show = err.is_terminal and plan.total_bytes >= PROGRESS_MIN_BYTES
-    restore = install_signal_cleanup((signal.SIGTERM, signal.SIGHUP))
-    try:
-        with RichProgress(err) if show else nullcontext() as progress:
-            return apply(plan, output, force=force, verify=verify, progress=progress)
-    except KeyboardInterrupt as exc:
-        exit_interrupted(ctx, exc, plan.source)
-    finally:
-        restore()
+    with interruptible(ctx, nothing_written(plan.source)), RichProgress(err) if show else nullcontext() as progress:
+        return apply(plan, output, force=force, verify=verify, progress=progress)
 
 
 def _calibrate(
