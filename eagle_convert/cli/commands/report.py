@@ -95,7 +95,6 @@ def report_cmd(
     failure (the message names the stage), 2 on usage, 130 when interrupted.
     """
     from eagle_convert.cli.commands._interrupt import interruptible
-    from eagle_convert.errors import UsageError
     from eagle_convert.report.run import run_report
     from eagle_convert.report.stages import ReportOptions
     from eagle_convert.smoke.prompts import parse_buckets
@@ -106,11 +105,9 @@ def report_cmd(
     if concurrency is not None and concurrency.strip().lower() == "none":
         levels: list[int] = []
     elif concurrency is not None:
-        levels = parse_concurrency(concurrency)
+        levels = parse_concurrency(concurrency)  # run_report refuses levels without --engine vllm
     else:
         levels = list(DEFAULT_CONCURRENCY) if (chosen or default_engine()) == "vllm" else []
-    if levels and (chosen or default_engine()) != "vllm":
-        raise UsageError("--concurrency measures per-user tokens/s with --engine vllm only")
     opts = ReportOptions(
         engine=chosen,
         prompts_file=prompts_file,
