@@ -139,10 +139,13 @@ def test_lean_commands_import_no_heavy_module(built_fixtures, tmp_path: Path) ->
         ["upgrade", a, up],
         ["diff", a, up],
     ]
+    # standalone_mode=False: main returns the exit code a failing command asks for (ctx.exit) and
+    # None for one that finishes; any SystemExit or exception ends the interpreter with an error.
     code = (
-        "import sys\nfrom eagle_convert.cli.app import main\n"
+        "import json, sys\nfrom eagle_convert.cli.app import main\ncodes = []\n"
         f"for args in {[[str(x) for x in r] for r in runs]!r}:\n"
-        "    try:\n        main(args, standalone_mode=False)\n    except SystemExit:\n        pass\n"
+        "    codes.append(main(args, standalone_mode=False) or 0)\n"
+        "print(json.dumps(codes))\n"
         "print(sorted(m for m in ('torch', 'transformers', 'matplotlib', 'tokenizers', 'vllm') if m in sys.modules))"
     )
     res = subprocess.run(
@@ -154,6 +157,9 @@ def test_lean_commands_import_no_heavy_module(built_fixtures, tmp_path: Path) ->
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     assert res.returncode == 0, res.stderr[-2000:]
+    # Every input is a sound draft (and the upgrade a clean one): each command exits 0.
+    codes = json.loads(res.stdout.splitlines()[-2])
+    assert codes == [0] * len(runs), list(zip((r[0] for r in runs), codes))
     assert res.stdout.splitlines()[-1] == "[]" and (up / "config.json").is_file()
 
 
