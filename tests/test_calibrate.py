@@ -12,7 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from eagle_convert.cli.app import main
-from eagle_convert.upgrade.norminit import NormInit, encode_floats, norm_bytes
+from eagle_convert.io.tensordata import encode
+from eagle_convert.upgrade.norminit import NormInit, norm_bytes
 
 
 def _cli(*args: str):
@@ -20,7 +21,7 @@ def _cli(*args: str):
 
 
 @pytest.mark.parametrize("dtype", ["BF16", "F16", "F32"])
-def test_encode_floats_rounds_as_torch_does(dtype: str) -> None:
+def test_encode_rounds_as_torch_does(dtype: str) -> None:
     import torch
 
     values = [0.1, 0.087402, 1.0, 3.14159, 1e-3, 0.0999755859375, -2.5]
@@ -28,15 +29,15 @@ def test_encode_floats_rounds_as_torch_does(dtype: str) -> None:
         {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32}[dtype]
     )
     assert (
-        encode_floats(values, dtype) == want.view(torch.uint8).numpy().tobytes()
+        encode(values, dtype) == want.view(torch.uint8).numpy().tobytes()
         if dtype != "BF16"
-        else encode_floats(values, dtype) == want.view(torch.int16).numpy().tobytes()
+        else encode(values, dtype) == want.view(torch.int16).numpy().tobytes()
     )
 
 
 def test_norm_bytes_broadcasts_and_checks_shape() -> None:
     init = NormInit("calibrated", ((0.5,), (0.25,)))
-    assert norm_bytes(init, 1, 2, 3, "F32") == encode_floats([0.25] * 3, "F32")
+    assert norm_bytes(init, 1, 2, 3, "F32") == encode([0.25] * 3, "F32")
     assert norm_bytes(None, 0, 2, 3, "BF16") == b"\x80\x3f" * 3
     with pytest.raises(Exception, match=r"gives \[1, 1\] values per aux state; the draft needs 3 of length 1 or 3"):
         norm_bytes(init, 0, 3, 3, "F32")

@@ -8,7 +8,7 @@ the deep scan (bytes in chunks) and the torch reference drafter behind smoke and
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from eagle_convert.io.safetensors_header import TensorInfo
 from eagle_convert.io.source import Source
@@ -29,7 +29,7 @@ class TensorSet(Protocol):
     def tensors(self) -> Mapping[str, TensorInfo]: ...
 
 
-__all__ = ["TensorSet", "decode", "read_array", "tensor_array", "tensor_bytes", "tensor_torch"]
+__all__ = ["TensorSet", "decode", "encode", "read_array", "tensor_array", "tensor_bytes", "tensor_torch"]
 
 _NUMPY_DTYPES = {
     "BOOL": "bool",
@@ -85,6 +85,22 @@ def decode(raw: bytes, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
     if dtype not in _NUMPY_DTYPES:
         raise ValueError(f"cannot decode dtype {dtype}")
     return np.frombuffer(raw, dtype=_NUMPY_DTYPES[dtype]).reshape(shape)
+
+
+def encode(values: Any, dtype: str) -> bytes:
+    """Little-endian bytes of float `values` in safetensors float `dtype`, rounded to nearest even
+    as torch does (BF16: the top half of the float32, rounded; numpy has no bfloat16)."""
+    import numpy as np
+
+    x = np.asarray(values)
+    if x.dtype != np.float32:  # float32 stays as is: widening would quiet signalling NaNs
+        x = x.astype(np.float64)
+    if dtype == "BF16":  # uint32 wraps only for NaN payloads: the same 16 bits as without wrapping
+        u = np.ascontiguousarray(x, dtype="<f4").view("<u4")
+        return ((u + np.uint32(0x7FFF) + ((u >> 16) & 1)) >> 16).astype("<u2").tobytes()
+    if dtype not in ("F16", "F32", "F64"):
+        raise ValueError(f"cannot encode floats as {dtype}")
+    return x.astype(_NUMPY_DTYPES[dtype]).tobytes()
 
 
 def tensor_array(source: Source, info: TensorInfo) -> np.ndarray:

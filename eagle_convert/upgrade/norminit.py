@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eagle_convert.errors import UsageError
+from eagle_convert.io.tensordata import encode
 
 # 1.0 in each float dtype: ones (every plain upgrade) need no numpy, whose import costs ~0.06 CPU-s
 # per `upgrade` run (benchmarks/scale_bench.py: a fifth of `cp -r` on a 1 GB draft).
 _ONE = {"BF16": b"\x80\x3f", "F16": b"\x00\x3c", "F32": struct.pack("<f", 1.0), "F64": struct.pack("<d", 1.0)}
 FLOAT_DTYPES = tuple(_ONE)  # the dtypes fc_norm weights can be written in
 
-__all__ = ["FLOAT_DTYPES", "NormInit", "encode_floats", "norm_bytes"]
+__all__ = ["FLOAT_DTYPES", "NormInit", "norm_bytes"]
 
 
 @dataclass(frozen=True)
@@ -35,18 +36,6 @@ class NormInit:
         return f"{v[0]:.6g}" if len(v) == 1 else f"mean {sum(v) / len(v):.6g}, range {min(v):.6g}..{max(v):.6g}"
 
 
-def encode_floats(values: Any, dtype: str) -> bytes:
-    """Little-endian bytes of `values` in safetensors `dtype`, rounded to nearest even as torch does
-    (BF16: the top half of the float32, rounded; numpy has no bfloat16)."""
-    import numpy as np
-
-    x = np.asarray(values, dtype=np.float64)
-    if dtype == "BF16":
-        bits = x.astype("<f4").view("<u4").astype(np.uint64)
-        return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype("<u2").tobytes()
-    return x.astype({"F16": "<f2", "F32": "<f4", "F64": "<f8"}[dtype]).tobytes()
-
-
 def norm_bytes(init: NormInit | None, i: int, num_aux: int, ht: int, dtype: str) -> bytes:
     """The bytes of fc_norm.{i}.weight: ones, or `init`'s values broadcast to [ht]."""
     if init is None:
@@ -57,4 +46,4 @@ def norm_bytes(init: NormInit | None, i: int, num_aux: int, ht: int, dtype: str)
             f"the draft needs {num_aux} of length 1 or {ht}"
         )
     v = init.values[i]
-    return encode_floats(list(v) * ht if len(v) == 1 else v, dtype)
+    return encode(list(v) * ht if len(v) == 1 else v, dtype)

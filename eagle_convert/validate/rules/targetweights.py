@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from eagle_convert.draft import schemas
 from eagle_convert.io.rows import RowReader
-from eagle_convert.io.tensordata import read_array
+from eagle_convert.io.tensordata import decode, encode, read_array
 from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules.context import Context
 from eagle_convert.vllm_model.tables import EMBED_SHARING
@@ -102,11 +102,8 @@ def _round_to(dtype: str, x: np.ndarray) -> np.ndarray:
     """`x` (float32) rounded to the target's dtype, back in float32 (round to nearest even, as torch)."""
     import numpy as np
 
-    if dtype == "BF16":  # uint32 wraps only for NaN payloads, which never compare equal anyway
-        u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-        return ((u + np.uint32(0x7FFF) + ((u >> 16) & 1)) & np.uint32(0xFFFF0000)).view(np.float32)
-    if dtype == "F16":
-        return x.astype(np.float16).astype(np.float32)
+    if dtype in ("BF16", "F16"):
+        return decode(encode(x, dtype), dtype, x.shape).astype(np.float32, copy=False)
     return x
 
 
