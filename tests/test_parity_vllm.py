@@ -178,19 +178,21 @@ def _divergence(target, prefix: list[int], ours: int, theirs: int) -> tuple[floa
 
 @pytest.mark.parametrize("name", ["eagle3", "eagle31"])
 def test_reference_and_vllm_accept_the_same_drafts(pair, reference_target, name: str) -> None:
-    from eagle_convert.vllm.smoke import run_vllm_spec_decode
+    from eagle_convert.vllm.session import EngineSession, PassSpec
 
     prompts, draft = pair["prompts"], pair["drafts"][name]
     ref = _reference(reference_target, draft, prompts)
-    run = run_vllm_spec_decode(
-        pair["target"],
-        draft,
-        prompts,
-        num_speculative_tokens=K,
-        max_new_tokens=MAX_NEW,
-        max_model_len=128,
-        timeout_s=900,
-    )  # one engine start
+    with EngineSession(share=False) as session:  # one fresh engine, as vLLM serves a draft
+        run = session.engine(
+            pair["target"],
+            draft,
+            prompts,
+            [PassSpec("main")],
+            num_speculative_tokens=K,
+            max_new_tokens=MAX_NEW,
+            max_model_len=128,
+            timeout_s=900,
+        ).passes["main"]  # one engine start
     # vLLM's own bookkeeping: counters consistent, per-request statistics add up to them (exact).
     assert [len(o) for o in run.outputs] == [MAX_NEW] * len(prompts)
     assert run.num_draft_tokens == K * run.num_drafts and sum(run.accepted_per_pos) == run.num_accepted

@@ -61,12 +61,25 @@ def test_vllm_loads_every_upgraded_draft_as_eagle31(setup) -> None:
 
 
 def test_vllm_runs_eagle3_spec_decode_with_an_upgraded_draft(setup) -> None:
-    from eagle_convert.vllm.smoke import run_vllm_spec_decode
+    from transformers import AutoTokenizer
+
+    from eagle_convert.vllm.session import EngineSession, PassSpec
 
     target, drafts = setup
-    run = run_vllm_spec_decode(
-        target, drafts["vllm"][0], PROMPTS, num_speculative_tokens=K, max_new_tokens=32, timeout_s=900
-    )
+    # Text prompts as vLLM's generate tokenizes them (the target's tokenizer, special tokens added).
+    tokenizer = AutoTokenizer.from_pretrained(str(target))
+    prompts = [tokenizer.encode(p) if isinstance(p, str) else p for p in PROMPTS]
+    with EngineSession(share=False) as session:  # one fresh engine, as vLLM serves a draft
+        engine = session.engine(
+            target,
+            drafts["vllm"][0],
+            prompts,
+            [PassSpec("main")],
+            num_speculative_tokens=K,
+            max_new_tokens=32,
+            timeout_s=900,
+        )
+    run = engine.passes["main"]
     assert [len(o) for o in run.outputs] == [32, 32, 32]
     assert all(0 <= t < 4096 for o in run.outputs for t in o)
     assert run.num_drafts > 0 and run.num_draft_tokens == K * run.num_drafts
@@ -74,5 +87,5 @@ def test_vllm_runs_eagle3_spec_decode_with_an_upgraded_draft(setup) -> None:
     assert 1.0 <= run.acceptance_length <= K + 1
     print(
         f"upgraded random-weight draft: AL {run.acceptance_length:.2f}, per position {run.per_position_rate}, "
-        f"engine start {run.engine_start_s} s, generate {run.seconds:.1f} s"
+        f"engine start {engine.timings.get('engine_start_s')} s, generate {run.seconds:.1f} s"
     )

@@ -25,6 +25,7 @@ from typing import Any
 from eagle_convert.errors import EngineError
 from eagle_convert.vllm.check import EngineReport, _kill_group, load_reports, load_request, worker_env
 from eagle_convert.vllm.sharing import sharing_enabled, swap_key
+from eagle_convert.vllm_model.acceptance import AcceptanceMetrics
 from eagle_convert.vllm_model.features import detect_features, vllm_available
 
 __all__ = ["PassSpec", "PassResult", "EngineRun", "EngineSession"]
@@ -60,8 +61,9 @@ class PassSpec:
 
 
 @dataclass
-class PassResult:
-    """Outputs and spec-decode counters of one pass (counters are 0 without a draft)."""
+class PassResult(AcceptanceMetrics):
+    """Outputs and spec-decode counters of one pass (counters are 0 without a draft); AL and rates
+    as vLLM computes them (`vllm_model/acceptance.py`)."""
 
     prompts: list[int]
     outputs: list[list[int]]

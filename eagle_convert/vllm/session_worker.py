@@ -23,10 +23,27 @@ import time
 import traceback
 
 from eagle_convert.vllm.errors import one_line_error
-from eagle_convert.vllm.smoke_worker import _metric_sum, _metric_vector
 from eagle_convert.vllm.worker_io import claim_stdout, failure_answer
 
 _COUNTERS = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens", "vllm:spec_decode_num_accepted_tokens")
+
+
+def _metric_sum(metrics, name: str) -> float:
+    return float(sum(getattr(m, "value", 0) for m in metrics if m.name == name))
+
+
+def _metric_vector(metrics, name: str) -> list[int]:
+    """A vector metric (accepted tokens per draft position) summed over its label sets."""
+    out: list[int] = []
+    for m in metrics:
+        if m.name != name:
+            continue
+        vals = list(getattr(m, "values", []) or [])
+        if len(out) < len(vals):
+            out.extend([0] * (len(vals) - len(out)))
+        for i, v in enumerate(vals):
+            out[i] += int(v)
+    return out
 
 
 def _top2(logprobs) -> list[list[float]] | None:
