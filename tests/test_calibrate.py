@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from eagle_convert.cli.app import main
 from eagle_convert.io.tensordata import encode
-from eagle_convert.upgrade.norminit import NormInit, norm_bytes
+from eagle_convert.upgrade.norminit import FLOAT_DTYPES, NormInit, norm_bytes
 
 
 def _cli(*args: str):
@@ -33,6 +33,15 @@ def test_encode_rounds_as_torch_does(dtype: str) -> None:
         if dtype != "BF16"
         else encode(values, dtype) == want.view(torch.int16).numpy().tobytes()
     )
+
+
+def test_norm_bytes_ones_are_exact_in_every_float_dtype() -> None:
+    import struct
+
+    one = {"BF16": b"\x80\x3f", "F16": b"\x00\x3c", "F32": struct.pack("<f", 1.0), "F64": struct.pack("<d", 1.0)}
+    assert set(one) == set(FLOAT_DTYPES)
+    for dtype, b in one.items():
+        assert norm_bytes(None, 0, 2, 5, dtype) == b * 5
 
 
 def test_norm_bytes_broadcasts_and_checks_shape() -> None:

@@ -1,22 +1,20 @@
-"""fc_norm initial values other than ones (`upgrade --init calibrated`), and their bytes.
+"""fc_norm initial values (ones, or `upgrade --init calibrated`'s), and their bytes.
 
 Pure (numpy only): the values are computed elsewhere (`finetune.calibrate` measures them on the
-target with torch) and carried by the plan as the added tensors' data.
+target with torch) and carried by the plan as the added tensors' data. Ones are encoded like any
+other value (1.0 is exact in every float dtype): numpy is imported by every upgrade anyway, since
+its preflight runs validate's static rules (`upgrade/preflight.py`, `validate/rules/vocab.py`).
 """
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 from typing import Any
 
 from eagle_convert.errors import UsageError
 from eagle_convert.io.tensordata import encode
 
-# 1.0 in each float dtype: ones (every plain upgrade) need no numpy, whose import costs ~0.06 CPU-s
-# per `upgrade` run (benchmarks/scale_bench.py: a fifth of `cp -r` on a 1 GB draft).
-_ONE = {"BF16": b"\x80\x3f", "F16": b"\x00\x3c", "F32": struct.pack("<f", 1.0), "F64": struct.pack("<d", 1.0)}
-FLOAT_DTYPES = tuple(_ONE)  # the dtypes fc_norm weights can be written in
+FLOAT_DTYPES = ("BF16", "F16", "F32", "F64")  # the dtypes fc_norm weights can be written in
 
 __all__ = ["FLOAT_DTYPES", "NormInit", "norm_bytes"]
 
@@ -39,7 +37,7 @@ class NormInit:
 def norm_bytes(init: NormInit | None, i: int, num_aux: int, ht: int, dtype: str) -> bytes:
     """The bytes of fc_norm.{i}.weight: ones, or `init`'s values broadcast to [ht]."""
     if init is None:
-        return _ONE[dtype] * ht
+        return encode([1.0] * ht, dtype)
     if len(init.values) != num_aux or any(len(v) not in (1, ht) for v in init.values):
         raise UsageError(
             f"fc_norm init {init.method!r} gives {[len(v) for v in init.values]} values per aux state; "
