@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from test_validate_codes import _drop, _pop, write_draft
 
 from eagle_convert.cli.app import main
+from fixtures.edits import drop_tensors, edit_draft, pop_config
 
 
 @pytest.fixture()
@@ -24,13 +24,13 @@ def run():
 @pytest.fixture()
 def broken(tmp_path: Path) -> Path:
     """vllm-eagle3 without mlp.down_proj: one error, nothing else."""
-    return write_draft(tmp_path / "broken", tensors=_drop("layers.0.mlp.down_proj.weight"))
+    return edit_draft(tmp_path / "broken", tensors=drop_tensors("layers.0.mlp.down_proj.weight"))
 
 
 @pytest.fixture()
 def warned(tmp_path: Path) -> Path:
     """vllm-eagle3 without norm_before_residual: one warning (W307), no error."""
-    return write_draft(tmp_path / "warned", config=_pop("norm_before_residual"))
+    return edit_draft(tmp_path / "warned", config=pop_config("norm_before_residual"))
 
 
 def test_valid_draft_exits_0(run, built_fixtures) -> None:

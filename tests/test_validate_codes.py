@@ -20,41 +20,11 @@ import torch
 
 from eagle_convert.validate.findings import code_table
 from eagle_convert.validate.run import validate_checkpoint
-from fixtures.drafts import FIXTURE_MATRIX, DraftSpec, build_draft, draft_state, write_safetensors
+from fixtures.drafts import FIXTURE_MATRIX, DraftSpec, build_draft
+from fixtures.edits import drop_tensors, edit_draft, nan_tensor, pop_config, put_tensor, set_config
 from fixtures.producer_bugs import TWINS
 
 State = dict[str, torch.Tensor]
-
-
-def write_draft(
-    out: Path,
-    spec: DraftSpec | str = "vllm-eagle3",
-    *,
-    tensors: Callable[[State], Any] | None = None,
-    config: Callable[[dict], Any] | None = None,
-) -> Path:
-    """Build a fixture draft into `out`, then edit its canonical tensors and/or its config in place.
-
-    Tensor edits need a single-file safetensors fixture; names are canonical and mapped to the
-    layout's on-disk names on writing.
-    """
-    if isinstance(spec, str):
-        spec = FIXTURE_MATRIX[spec]
-    build_draft(out, spec, strict=False)
-    if tensors is not None:
-        assert spec.storage == "single", "tensor edits need a single-file fixture"
-        state = draft_state(spec, strict=False)
-        tensors(state)
-        write_safetensors(
-            out / "model.safetensors",
-            {spec.layout_row.to_disk(k): v for k, v in state.items()},
-            dict(spec.layout_row.st_metadata),
-        )
-    if config is not None:
-        cfg = json.loads((out / "config.json").read_text())
-        config(cfg)
-        (out / "config.json").write_text(json.dumps(cfg, indent=2))
-    return out
 
 
 def target_config(out: Path, **fields: Any) -> Path:
@@ -73,22 +43,6 @@ def target_config(out: Path, **fields: Any) -> Path:
     return out
 
 
-def _pop(*keys: str) -> Callable[[dict], None]:
-    def edit(cfg: dict) -> None:
-        for key in keys:
-            node = cfg
-            *path, last = key.split(".")
-            for part in path:
-                node = node[part]
-            node.pop(last)
-
-    return edit
-
-
-def _set(**values: Any) -> Callable[[dict], None]:
-    return lambda cfg: cfg.update(values)
-
-
 def _ids(top: list | None, nested: list | None = None) -> Callable[[dict], None]:
     def edit(cfg: dict) -> None:
         cfg.pop("eagle_aux_hidden_state_layer_ids", None)
@@ -97,17 +51,6 @@ def _ids(top: list | None, nested: list | None = None) -> Callable[[dict], None]
             cfg["eagle_aux_hidden_state_layer_ids"] = top
         if nested is not None:
             cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = nested
-
-    return edit
-
-
-def _drop(*names: str) -> Callable[[State], None]:
-    return lambda s: [s.pop(n) for n in names]
-
-
-def _put(name: str, value: Callable[[State], torch.Tensor]) -> Callable[[State], None]:
-    def edit(s: State) -> None:
-        s[name] = value(s)
 
     return edit
 
@@ -127,16 +70,8 @@ def _t2d_extra(s: State) -> None:
     s["t2d"][first_unset] = True
 
 
-def _nan(name: str) -> Callable[[State], None]:
-    def edit(s: State) -> None:
-        s[name] = s[name].clone()
-        s[name].view(-1)[3] = float("nan")
-
-    return edit
-
-
 def _scaled(name: str, factor: float) -> Callable[[State], None]:
-    return _put(name, lambda s: (s[name].float() * factor).to(s[name].dtype))
+    return put_tensor(name, lambda s: (s[name].float() * factor).to(s[name].dtype))
 
 
 def _subfolder(out: Path) -> Path:
@@ -157,7 +92,7 @@ class Case:
 
 
 def edit(spec: DraftSpec | str = "vllm-eagle3", **kw: Any) -> Callable[[Path], Path]:
-    return lambda out: write_draft(out, spec, **kw)
+    return lambda out: edit_draft(out, spec, **kw)
 
 
 BASE = FIXTURE_MATRIX["vllm-eagle3"]
@@ -165,33 +100,40 @@ CASES: dict[str, Case] = {
     "E001": Case(edit(tensors=lambda s: (s.clear(), s.update(foo=torch.ones(4, dtype=torch.bfloat16))))),
     "E002": Case(lambda out: (build_draft(out, BASE), (out / "config.json").unlink(), out)[-1]),
     "E003": Case(_subfolder),
-    "E101": Case(edit(tensors=_drop("layers.0.mlp.down_proj.weight"))),
-    "E102": Case(edit(tensors=_put("layers.0.self_attn.extra.weight", lambda s: torch.ones(4, dtype=torch.bfloat16)))),
+    "E101": Case(edit(tensors=drop_tensors("layers.0.mlp.down_proj.weight"))),
+    "E102": Case(
+        edit(tensors=put_tensor("layers.0.self_attn.extra.weight", lambda s: torch.ones(4, dtype=torch.bfloat16)))
+    ),
     "E103": Case(edit("nemo-eagle3")),
-    "E104": Case(edit("vllm-eagle31", config=_set(fc_norm=False))),
+    "E104": Case(edit("vllm-eagle31", config=set_config(fc_norm=False))),
     "E105": Case(edit("legacy-aux-norm-eagle31")),
     "E106": Case(edit(replace(BASE, target_hidden=96))),
-    "W107": Case(edit(tensors=_put("layers.0.self_attn.o_proj.bias", lambda s: torch.zeros(64, dtype=torch.bfloat16)))),
-    "E201": Case(edit(config=_set(intermediate_size=100))),
-    "E202": Case(
-        edit("vllm-eagle3-a4", config=_pop("num_aux_hidden_states", "eagle_config.eagle_aux_hidden_state_layer_ids"))
+    "W107": Case(
+        edit(tensors=put_tensor("layers.0.self_attn.o_proj.bias", lambda s: torch.zeros(64, dtype=torch.bfloat16)))
     ),
-    "E203": Case(edit(tensors=_put("fc.weight", lambda s: torch.ones(64, 192, dtype=torch.int64)))),
+    "E201": Case(edit(config=set_config(intermediate_size=100))),
+    "E202": Case(
+        edit(
+            "vllm-eagle3-a4",
+            config=pop_config("num_aux_hidden_states", "eagle_config.eagle_aux_hidden_state_layer_ids"),
+        )
+    ),
+    "E203": Case(edit(tensors=put_tensor("fc.weight", lambda s: torch.ones(64, 192, dtype=torch.int64)))),
     "W204": Case(edit("vllm-eagle31-sharded-fp32")),
-    "E301": Case(edit(config=_set(architectures=["LlamaEagle3DraftModel"]))),
-    "E302": Case(edit("kimi-mla-eagle3", config=_set(model_type="deepseek_v3"))),
-    "E303": Case(edit(config=_set(hidden_act="gelu"))),
-    "E304": Case(edit(config=_pop("intermediate_size"))),
-    "E305": Case(edit("vllm-norm-before-fc", config=_set(fc_norm=True))),
-    "E306": Case(edit("kimi-mla-eagle3", config=_set(norm_before_fc=True))),
-    "W307": Case(edit(config=_pop("norm_before_residual"))),
-    "W308": Case(edit("speculators-eagle31", config=_pop("transformer_layer_config.fc_norm"))),
-    "W309": Case(edit("vllm-eagle31", config=_set(use_aux_norm=True))),
+    "E301": Case(edit(config=set_config(architectures=["LlamaEagle3DraftModel"]))),
+    "E302": Case(edit("kimi-mla-eagle3", config=set_config(model_type="deepseek_v3"))),
+    "E303": Case(edit(config=set_config(hidden_act="gelu"))),
+    "E304": Case(edit(config=pop_config("intermediate_size"))),
+    "E305": Case(edit("vllm-norm-before-fc", config=set_config(fc_norm=True))),
+    "E306": Case(edit("kimi-mla-eagle3", config=set_config(norm_before_fc=True))),
+    "W307": Case(edit(config=pop_config("norm_before_residual"))),
+    "W308": Case(edit("speculators-eagle31", config=pop_config("transformer_layer_config.fc_norm"))),
+    "W309": Case(edit("vllm-eagle31", config=set_config(use_aux_norm=True))),
     "W310": Case(edit(), kwargs={"serving_context": 8192}),
     "W311": Case(
         edit(
-            config=_set(quantization_config={"quant_method": "fp8"}),
-            tensors=_put("layers.0.mlp.down_proj.weight_scale", lambda s: torch.ones(1)),
+            config=set_config(quantization_config={"quant_method": "fp8"}),
+            tensors=put_tensor("layers.0.mlp.down_proj.weight_scale", lambda s: torch.ones(1)),
         )
     ),
     "W320": Case(edit(config=_ids(None))),
@@ -200,10 +142,10 @@ CASES: dict[str, Case] = {
     "W323": Case(edit(config=_ids(None, [2, 4, 5]))),
     "W324": Case(edit(config=_ids([2, 4, 5], [1, 3, 4]))),
     "I325": Case(edit("vllm-eagle3-a4")),
-    "E401": Case(edit(tensors=_drop("d2t"))),
-    "E402": Case(edit(tensors=_drop("lm_head.weight"))),
-    "E403": Case(edit("vllm-eagle3-full", tensors=_put("d2t", lambda s: torch.zeros(256, dtype=torch.int64)))),
-    "E404": Case(edit(tensors=_put("d2t", lambda s: torch.cat([s["d2t"][:-1], torch.tensor([10_000])])))),
+    "E401": Case(edit(tensors=drop_tensors("d2t"))),
+    "E402": Case(edit(tensors=drop_tensors("lm_head.weight"))),
+    "E403": Case(edit("vllm-eagle3-full", tensors=put_tensor("d2t", lambda s: torch.zeros(256, dtype=torch.int64)))),
+    "E404": Case(edit(tensors=put_tensor("d2t", lambda s: torch.cat([s["d2t"][:-1], torch.tensor([10_000])])))),
     "E405": Case(edit(tensors=_d2t_collide)),
     "W406": Case(edit(tensors=_d2t_swap)),
     "E407": Case(edit(tensors=_t2d_extra)),
@@ -214,8 +156,10 @@ CASES: dict[str, Case] = {
     "W601": Case(edit("specforge-eagle31")),
     "W603": Case(edit("specforge-eagle3"), target={}),
     "W602": Case(lambda out: build_draft(out.parent / "nemo-llama-eagle3_1-recipe", FIXTURE_MATRIX["nemo-eagle3"])),
-    "E801": Case(edit(tensors=_nan("layers.0.mlp.up_proj.weight")), kwargs={"deep": True}),
-    "E802": Case(edit(tensors=_put("fc.weight", lambda s: torch.zeros_like(s["fc.weight"]))), kwargs={"deep": True}),
+    "E801": Case(edit(tensors=nan_tensor("layers.0.mlp.up_proj.weight")), kwargs={"deep": True}),
+    "E802": Case(
+        edit(tensors=put_tensor("fc.weight", lambda s: torch.zeros_like(s["fc.weight"]))), kwargs={"deep": True}
+    ),
     "W803": Case(edit(tensors=_scaled("norm.weight", 1000.0)), kwargs={"deep": True}),
     "I804": Case(
         edit(
@@ -227,7 +171,7 @@ CASES: dict[str, Case] = {
         kwargs={"deep": True},
     ),
     "W805": Case(
-        edit(tensors=_put("fc.weight", lambda s: torch.full_like(s["fc.weight"], 1e5))), kwargs={"deep": True}
+        edit(tensors=put_tensor("fc.weight", lambda s: torch.full_like(s["fc.weight"], 1e5))), kwargs={"deep": True}
     ),
 }
 # The issue-10 producer bugs: the failing half of each twin (tests/test_validate_producer_bugs.py runs both).
@@ -266,7 +210,7 @@ def test_missing_tensor_names_the_tensor(tmp_path: Path) -> None:
 
 
 def test_fc_norm_flag_without_tensors_is_missing_tensor(tmp_path: Path) -> None:
-    draft = write_draft(tmp_path / "d", "vllm-eagle31", tensors=_drop(*(f"fc_norm.{i}.weight" for i in range(3))))
+    draft = edit_draft(tmp_path / "d", "vllm-eagle31", tensors=drop_tensors(*(f"fc_norm.{i}.weight" for i in range(3))))
     hits = [f for f in validate_checkpoint(draft).findings if f.code == "E101"]
     assert sorted(f.tensor for f in hits) == [f"fc_norm.{i}.weight" for i in range(3)]
     assert "keeps weight 1.0" in hits[0].message and "fc_norm is on: fc_norm" in hits[0].message

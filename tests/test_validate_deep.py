@@ -6,11 +6,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from test_validate_codes import _nan, write_draft
 
 from eagle_convert.draft.checkpoint import open_checkpoint
 from eagle_convert.validate.deep import scan
 from eagle_convert.validate.run import validate_checkpoint
+from fixtures.edits import edit_draft, nan_tensor
 
 
 @pytest.mark.parametrize("name", ["vllm-eagle3-sharded", "vllm-eagle3-fp16-bin", "vllm-eagle31-sharded-fp32"])
@@ -114,7 +114,7 @@ def test_bit_pattern_checks_agree_with_decoded_values(dtype: str, tmp_path: Path
 
 
 def test_nan_found_in_any_chunk(tmp_path: Path) -> None:
-    draft = write_draft(tmp_path / "d", tensors=_nan("layers.0.mlp.up_proj.weight"))
+    draft = edit_draft(tmp_path / "d", tensors=nan_tensor("layers.0.mlp.up_proj.weight"))
     for chunk in (8, 4096, 1 << 26):
         hits = [f for f in validate_checkpoint(draft, deep=True, chunk_bytes=chunk).findings if f.code == "E801"]
         assert [f.tensor for f in hits] == ["layers.0.mlp.up_proj.weight"]

@@ -50,23 +50,25 @@ def _upgrade(src: Path, out: Path) -> Path:
 @pytest.fixture(scope="module")
 def drafts(work: Path) -> dict[str, Path]:
     import torch
-    from test_validate_codes import _drop, _put, write_draft
 
     from fixtures.drafts import VLLM_TINY
+    from fixtures.edits import drop_tensors, edit_draft, put_tensor
 
     eagle31 = replace(VLLM_TINY, variant="eagle31")
-    d = {"eagle3": write_draft(work / "eagle3", VLLM_TINY)}
-    d["eagle31"] = write_draft(work / "eagle31", eagle31)
+    d = {"eagle3": edit_draft(work / "eagle3", VLLM_TINY)}
+    d["eagle31"] = edit_draft(work / "eagle31", eagle31)
     d["upgraded_eagle31"] = _upgrade(d["eagle3"], work / "upgraded_eagle31")
-    d["no_down_proj"] = write_draft(work / "no_down_proj", VLLM_TINY, tensors=_drop("layers.0.mlp.down_proj.weight"))
-    d["eagle31_no_fc_norm"] = write_draft(
-        work / "eagle31_no_fc_norm", eagle31, tensors=_drop(*(f"fc_norm.{i}.weight" for i in range(3)))
+    d["no_down_proj"] = edit_draft(
+        work / "no_down_proj", VLLM_TINY, tensors=drop_tensors("layers.0.mlp.down_proj.weight")
     )
-    d["no_d2t"] = write_draft(work / "no_d2t", VLLM_TINY, tensors=_drop("d2t"))
-    d["extra_tensor"] = write_draft(
+    d["eagle31_no_fc_norm"] = edit_draft(
+        work / "eagle31_no_fc_norm", eagle31, tensors=drop_tensors(*(f"fc_norm.{i}.weight" for i in range(3)))
+    )
+    d["no_d2t"] = edit_draft(work / "no_d2t", VLLM_TINY, tensors=drop_tensors("d2t"))
+    d["extra_tensor"] = edit_draft(
         work / "extra_tensor",
         VLLM_TINY,
-        tensors=_put("layers.0.bogus.weight", lambda s: torch.ones(4, dtype=torch.bfloat16)),
+        tensors=put_tensor("layers.0.bogus.weight", lambda s: torch.ones(4, dtype=torch.bfloat16)),
     )
     return d
 
