@@ -14,13 +14,13 @@ from typing import Any
 
 from eagle_convert.errors import CheckpointNotFoundError, CheckpointReadError, ConfigError
 from eagle_convert.io.binranges import read_bin_tensors
+from eagle_convert.io.outfile import INDEX_FILENAME, SINGLE_FILENAME
 from eagle_convert.io.safetensors_header import TensorInfo, read_header
 from eagle_convert.io.source import LocalSource, Source, read_json, where
 from eagle_convert.io.tensordata import tensor_bytes
 
 CONFIG_FNAME = "config.json"
-SAFETENSORS_FNAME = "model.safetensors"
-SAFETENSORS_INDEX_FNAME = "model.safetensors.index.json"
+SAFETENSORS_INDEX_FNAME = INDEX_FILENAME  # the name upgrade/plan.py imports (the literal lives in io/outfile)
 BIN_FNAME = "pytorch_model.bin"
 # NeMo Automodel may put the consolidated weights one or two folders down.
 WEIGHT_SUBDIRS = ("", "model", "model/consolidated")
@@ -141,7 +141,7 @@ def _resolve_weights(source: Source, fileset: set[str]) -> tuple[str, str, list[
             return "", "bin", [single]
         raise CheckpointReadError(f"{source.description}: not a .safetensors or .bin file")
     for prefix in WEIGHT_SUBDIRS:
-        index = _join(prefix, SAFETENSORS_INDEX_FNAME)
+        index = _join(prefix, INDEX_FILENAME)
         if index in fileset:
             weight_map = read_json(source, index).get("weight_map")
             if not isinstance(weight_map, dict) or not weight_map:
@@ -153,7 +153,7 @@ def _resolve_weights(source: Source, fileset: set[str]) -> tuple[str, str, list[
             missing = [s for s in shards if s not in fileset]
             if missing:
                 raise CheckpointNotFoundError(
-                    f"{source.description}/{missing[0]}: listed in {SAFETENSORS_INDEX_FNAME} but missing",
+                    f"{source.description}/{missing[0]}: listed in {INDEX_FILENAME} but missing",
                     hint="download every shard",
                 )
             return prefix, "sharded", shards
@@ -167,12 +167,12 @@ def _resolve_weights(source: Source, fileset: set[str]) -> tuple[str, str, list[
             return prefix, "bin", bins
     raise CheckpointNotFoundError(
         f"{source.description}: no weights found",
-        hint=f"expected {SAFETENSORS_FNAME}, {SAFETENSORS_INDEX_FNAME} with shards, or {BIN_FNAME}",
+        hint=f"expected {SINGLE_FILENAME}, {INDEX_FILENAME} with shards, or {BIN_FNAME}",
     )
 
 
 def _check_index(source: Source, prefix: str, tensors: dict[str, TensorInfo], fileset: set[str]) -> None:
-    index = _join(prefix, SAFETENSORS_INDEX_FNAME)
+    index = _join(prefix, INDEX_FILENAME)
     if index not in fileset:
         return
     weight_map = read_json(source, index)["weight_map"]

@@ -38,7 +38,7 @@ from eagle_convert.io.outfile import (
     file_header,
 )
 
-__all__ = ["plan_shards", "shard_filename", "write_file", "write_index"]
+__all__ = ["index_text", "plan_shards", "shard_filename", "write_file", "write_index"]
 
 LOG = logging.getLogger(__name__)
 
@@ -177,11 +177,14 @@ def write_index(out_dir: Path, files: list[OutFile]) -> Path:
     if len(set(names)) != len(names):
         raise WriterError(f"index: duplicate file names in {names}")
     weight_map = {t.name: f.filename for f in files for t in f.tensors}
-    index = {
-        "metadata": {"total_size": sum(f.data_bytes for f in files)},
-        "weight_map": dict(sorted(weight_map.items())),
-    }
     path = Path(out_dir) / INDEX_FILENAME
     with open(path, "x", encoding="utf-8") as fh:
-        fh.write(json.dumps(index, indent=2) + "\n")
+        fh.write(index_text(weight_map, sum(f.data_bytes for f in files)))
     return path
+
+
+def index_text(weight_map: Mapping[str, str], total_size: int) -> str:
+    """The text of ``model.safetensors.index.json``: one spelling, so that plans (sizes, ``--link``)
+    and verification compare byte for byte with what :func:`write_index` writes."""
+    index = {"metadata": {"total_size": total_size}, "weight_map": dict(sorted(weight_map.items()))}
+    return json.dumps(index, indent=2) + "\n"

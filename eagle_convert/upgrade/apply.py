@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Protocol
 
 from eagle_convert.draft.card import CARD_FILE
-from eagle_convert.draft.checkpoint import SAFETENSORS_INDEX_FNAME, open_checkpoint
+from eagle_convert.draft.checkpoint import open_checkpoint
 from eagle_convert.draft.describe import describe
 from eagle_convert.errors import CheckpointReadError, EagleConvertError, OutputError, VerificationError
 from eagle_convert.io.atomic import OutputExistsError, atomic_output_dir, check_output_dir, cleanup_stale_temps
-from eagle_convert.io.outfile import ByteRange, OutFile, OutTensor, WriterError
+from eagle_convert.io.outfile import INDEX_FILENAME, ByteRange, OutFile, OutTensor, WriterError
 from eagle_convert.io.verify import verify_file
 from eagle_convert.io.writer import write_file, write_index
 from eagle_convert.upgrade.outfiles import index_json
@@ -115,7 +115,7 @@ def apply_upgrade(
                 path = write_file(tmp, f, progress=progress.advance if progress else None)
                 written[f.filename] = path.stat().st_size
             if plan.sharded:
-                written[SAFETENSORS_INDEX_FNAME] = write_index(tmp, files).stat().st_size
+                written[INDEX_FILENAME] = write_index(tmp, files).stat().st_size
             (tmp / "config.json").write_text(plan.config_json(), encoding="utf-8")
             written["config.json"] = (tmp / "config.json").stat().st_size
             (tmp / CARD_FILE).write_text(plan.readme, encoding="utf-8")
@@ -150,8 +150,8 @@ def _verify(
     problems: list[str] = []
     for f in files:
         problems += verify_file(tmp / f.filename, f, progress=progress.advance if progress else None)
-    if plan.sharded and (tmp / SAFETENSORS_INDEX_FNAME).read_text(encoding="utf-8") != index_json(plan.files):
-        problems.append(f"{SAFETENSORS_INDEX_FNAME}: weight map differs from the plan")
+    if plan.sharded and (tmp / INDEX_FILENAME).read_text(encoding="utf-8") != index_json(plan.files):
+        problems.append(f"{INDEX_FILENAME}: weight map differs from the plan")
     if json.loads((tmp / "config.json").read_text(encoding="utf-8")) != plan.config_after:
         problems.append("config.json differs from the plan")
     if (tmp / CARD_FILE).read_text(encoding="utf-8") != plan.readme:

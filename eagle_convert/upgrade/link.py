@@ -17,14 +17,15 @@ import json
 import time
 from pathlib import Path
 
+from eagle_convert.draft.card import CARD_FILE
 from eagle_convert.errors import VerificationError
 from eagle_convert.io.atomic import atomic_output_dir, cleanup_stale_temps
 from eagle_convert.io.links import LinkOutcome, link_or_copy, same_bytes_cheaply
-from eagle_convert.io.outfile import OutFile
+from eagle_convert.io.outfile import INDEX_FILENAME, OutFile
 from eagle_convert.io.verify import verify_file, verify_same_bytes
 from eagle_convert.io.writer import write_file
 from eagle_convert.upgrade.apply import Progress, UpgradeResult, _recheck, check_output, write_errors
-from eagle_convert.upgrade.linkplan import CARD, INDEX, LinkPlan
+from eagle_convert.upgrade.linkplan import LinkPlan
 from eagle_convert.upgrade.preflight import refuse_invalid_output
 
 __all__ = ["apply_link"]
@@ -55,9 +56,11 @@ def apply_link(
                     progress.advance(f.bytes)
                 written[f.filename] = (tmp / f.filename).stat().st_size
             written[shard.filename] = write_file(tmp, shard).stat().st_size
-            for name, text in ((INDEX, lp.index_json), ("config.json", lp.config_json()), (CARD, lp.readme)):
-                if not text:
-                    continue
+            for name, text in (
+                (INDEX_FILENAME, lp.index_json),
+                ("config.json", lp.config_json()),
+                (CARD_FILE, plan.readme),
+            ):
                 with open(tmp / name, "x", encoding="utf-8") as fh:
                     fh.write(text)
                 written[name] = (tmp / name).stat().st_size
@@ -96,12 +99,12 @@ def _verify(
     for name, src in compare.items():
         problems += verify_same_bytes(tmp / name, src, progress=progress.advance if progress else None)
     problems += verify_file(tmp / shard.filename, shard, progress=progress.advance if progress else None)
-    if (tmp / INDEX).read_text(encoding="utf-8") != lp.index_json:
-        problems.append(f"{INDEX}: weight map differs from the plan")
+    if (tmp / INDEX_FILENAME).read_text(encoding="utf-8") != lp.index_json:
+        problems.append(f"{INDEX_FILENAME}: weight map differs from the plan")
     if json.loads((tmp / "config.json").read_text(encoding="utf-8")) != lp.config_after:
         problems.append("config.json differs from the plan")
-    if lp.readme and (tmp / CARD).read_text(encoding="utf-8") != lp.readme:
-        problems.append(f"{CARD} differs from the plan")
+    if (tmp / CARD_FILE).read_text(encoding="utf-8") != lp.plan.readme:
+        problems.append(f"{CARD_FILE} differs from the plan")
     for name, size in lp.output_files.items():
         if written.get(name) != size:
             problems.append(f"{name}: {written.get(name)} bytes written, plan said {size}")

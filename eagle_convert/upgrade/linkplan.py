@@ -17,15 +17,15 @@ NeMo's `model.` prefix (vLLM would read `model.model.*`), names the chosen layou
 from __future__ import annotations
 
 import copy
-import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from eagle_convert.draft.card import PROVENANCE_KEY
+from eagle_convert.draft.card import CARD_FILE, PROVENANCE_KEY
 from eagle_convert.draft.layout import canonical_name
 from eagle_convert.errors import UpgradeRefusedError
-from eagle_convert.io.outfile import OutFile, file_header
+from eagle_convert.io.outfile import FORMAT_PT_METADATA, INDEX_FILENAME, OutFile, file_header
 from eagle_convert.io.safetensors_header import DTYPE_BYTES
+from eagle_convert.io.writer import index_text
 from eagle_convert.upgrade.outfiles import PlannedFile
 from eagle_convert.upgrade.plan import UpgradePlan
 from eagle_convert.vllm_model.weights import vllm_name
@@ -33,8 +33,6 @@ from eagle_convert.vllm_model.weights import vllm_name
 __all__ = ["NORM_SHARD", "LinkPlan", "LinkedFile", "plan_link"]
 
 NORM_SHARD = "fc_norm.safetensors"
-INDEX = "model.safetensors.index.json"
-CARD = "README.md"  # the model card a plan may carry (UpgradePlan.readme)
 NO_LINK = "drop --link to write a converted copy"
 
 
@@ -59,22 +57,18 @@ class LinkPlan:
     config_after: dict[str, Any]
 
     def config_json(self) -> str:
-        return json.dumps(self.config_after, indent=2) + "\n"
+        """The plan's config.json text, of this config (it also names the linked files)."""
+        return replace(self.plan, config_after=self.config_after).config_json()
 
     @property
     def output_files(self) -> dict[str, int]:
         """Every file of the output with its exact size (linked files at the input's size)."""
         out = {f.filename: f.bytes for f in self.linked}
         out[self.shard.filename] = self.shard.total_bytes
-        out[INDEX] = len(self.index_json.encode())
+        out[INDEX_FILENAME] = len(self.index_json.encode())
         out["config.json"] = len(self.config_json().encode())
-        if self.readme:
-            out[CARD] = len(self.readme.encode())
+        out[CARD_FILE] = len(self.plan.readme.encode())
         return out
-
-    @property
-    def readme(self) -> str:
-        return str(getattr(self.plan, "readme", "") or "")
 
     @property
     def linked_bytes(self) -> int:
@@ -110,7 +104,7 @@ def plan_link(plan: UpgradePlan) -> LinkPlan:
     _check_linkable(plan)
     # plan.files lists one output file per input weight file, in ckpt.weight_files order.
     names = [f.filename for f in plan.files]
-    taken = set(names) | {INDEX, "config.json"}
+    taken = set(names) | {INDEX_FILENAME, "config.json"}
     shard_name = NORM_SHARD
     while shard_name in taken:
         shard_name = "eagle31-" + shard_name
@@ -121,14 +115,14 @@ def plan_link(plan: UpgradePlan) -> LinkPlan:
         LinkedFile(name, src, ckpt.source.file_size(src), counts[src]) for name, src in zip(names, ckpt.weight_files)
     ]
     tensors = sorted(plan.additions, key=lambda t: -DTYPE_BYTES[t.dtype])
-    meta = {"format": "pt"}
+    meta = dict(FORMAT_PT_METADATA)
     shard = PlannedFile(shard_name, tensors, meta, len(file_header(OutFile(shard_name, tensors, meta))))
     where = {
         name: out for out, src in zip(names, ckpt.weight_files) for name, t in ckpt.tensors.items() if t.file == src
     }
     where |= {t.name: shard_name for t in tensors}
     total = sum(t.nbytes for t in ckpt.tensors.values()) + shard.data_bytes
-    index = json.dumps({"metadata": {"total_size": total}, "weight_map": dict(sorted(where.items()))}, indent=2) + "\n"
+    index = index_text(where, total)
     config = copy.deepcopy(plan.config_after)
     prov = config.get(PROVENANCE_KEY)
     if isinstance(prov, dict):

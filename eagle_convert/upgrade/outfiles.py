@@ -7,15 +7,15 @@ and `apply` agree byte for byte.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from eagle_convert.draft.checkpoint import SAFETENSORS_FNAME, Checkpoint
+from eagle_convert.draft.checkpoint import Checkpoint
 from eagle_convert.draft.layout import canonical_name
-from eagle_convert.io.outfile import ByteRange, OutFile, OutTensor, file_header
+from eagle_convert.io.outfile import SINGLE_FILENAME, ByteRange, OutFile, OutTensor, file_header
 from eagle_convert.io.safetensors_header import DTYPE_BYTES, TensorInfo
+from eagle_convert.io.writer import index_text
 
 __all__ = ["FC_NORM", "PlannedFile", "index_json", "norm_name", "plan_files"]
 
@@ -44,12 +44,7 @@ class PlannedFile:
 
 def index_json(files: list[PlannedFile]) -> str:
     """The model.safetensors.index.json text `writer.write_index` produces for these files."""
-    weight_map = {t.name: f.filename for f in files for t in f.tensors}
-    index = {
-        "metadata": {"total_size": sum(f.data_bytes for f in files)},
-        "weight_map": dict(sorted(weight_map.items())),
-    }
-    return json.dumps(index, indent=2) + "\n"
+    return index_text({t.name: f.filename for f in files for t in f.tensors}, sum(f.data_bytes for f in files))
 
 
 def norm_name(i: int, fc_name: str, layout: str) -> str:
@@ -75,7 +70,7 @@ def plan_files(
         groups = [(name, sorted(by_file[f], key=lambda t: t.offset), f) for f, name in zip(ckpt.weight_files, names)]
     else:
         infos = list(ckpt.tensors.values())  # .bin: pickle order; safetensors: data order
-        groups = [(SAFETENSORS_FNAME, infos, ckpt.weight_files[0])]
+        groups = [(SINGLE_FILENAME, infos, ckpt.weight_files[0])]
     out: list[PlannedFile] = []
     for filename, infos, src_file in groups:
         tensors: list[OutTensor] = []
