@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from eagle_convert.cli.app import main
+from fixtures.edits import drop_tensor
 
 try:
     from tests.hubserver import hub_server
@@ -24,28 +25,12 @@ def _cli(*args: object, env: dict | None = None):
     return CliRunner().invoke(main, ["check", *map(str, args)], env=env)
 
 
-def drop_tensor(src: Path, dst: Path, match: str) -> str:
-    """Copy draft `src` to `dst` without its first tensor whose name contains `match`; returns the name."""
-    from safetensors import safe_open
-    from safetensors.torch import save_file
-
-    shutil.copytree(src, dst)
-    [weights] = [p for p in dst.glob("*.safetensors")]
-    with safe_open(str(weights), "pt") as fh:
-        meta = fh.metadata()
-        tensors = {k: fh.get_tensor(k) for k in fh.keys()}
-    name = next(k for k in tensors if match in k)
-    del tensors[name]
-    save_file(tensors, str(weights), metadata=meta)
-    return name
-
-
 @pytest.fixture(scope="module")
-def drafts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def drafts(tmp_path_factory: pytest.TempPathFactory, built_fixtures) -> dict[str, Path]:
     from fixtures.drafts import FIXTURE_MATRIX, build_draft
 
     base = tmp_path_factory.mktemp("check-drafts")
-    good = build_draft(base / "good", FIXTURE_MATRIX["vllm-eagle3"])
+    good = shutil.copytree(built_fixtures("vllm-eagle3"), base / "good")
     warn = build_draft(base / "warn", FIXTURE_MATRIX["specforge-eagle3"])  # W307, W323
     broken = base / "broken"
     missing = drop_tensor(good, broken, "down_proj")

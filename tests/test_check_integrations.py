@@ -19,14 +19,11 @@ BIN = Path(sys.executable).parent
 
 
 @pytest.fixture(scope="module")
-def drafts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    from fixtures.drafts import FIXTURE_MATRIX, build_draft
-
-    sys.path.insert(0, str(ROOT / "tests"))
-    from test_check_cli import drop_tensor
+def drafts(tmp_path_factory: pytest.TempPathFactory, built_fixtures) -> dict[str, Path]:
+    from fixtures.edits import drop_tensor
 
     base = tmp_path_factory.mktemp("integration-drafts")
-    good = build_draft(base / "good", FIXTURE_MATRIX["vllm-eagle3"])
+    good = shutil.copytree(built_fixtures("vllm-eagle3"), base / "good")
     broken = base / "broken"
     drop_tensor(good, broken, "down_proj")
     return {"good": good, "broken": broken}

@@ -65,19 +65,12 @@ max_implausible_fraction = 1.0
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    from test_check_cli import drop_tensor
-
-    from eagle_convert.draft.checkpoint import open_checkpoint
-    from eagle_convert.draft.describe import describe
-    from eagle_convert.upgrade.apply import apply_upgrade
-    from eagle_convert.upgrade.plan import plan_upgrade
+    from fixtures.edits import drop_tensor, upgrade_draft
     from fixtures.trained import build_trained_pair
 
     target, draft = build_trained_pair(log=lambda _msg: None)
     base = tmp_path_factory.mktemp("check-vllm")
-    up = base / "eagle31"
-    ckpt = open_checkpoint(draft)
-    apply_upgrade(plan_upgrade(ckpt, describe(ckpt)), up)
+    up = upgrade_draft(draft, base / "eagle31")
     missing = drop_tensor(draft, base / "broken", "down_proj")
     return {"target": target, "draft": draft, "up": up, "broken": base / "broken", "missing": missing, "dir": base}
 

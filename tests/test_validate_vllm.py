@@ -36,28 +36,17 @@ def target(work: Path) -> Path:
     return build_target(work / "target")
 
 
-def _upgrade(src: Path, out: Path) -> Path:
-    from eagle_convert.draft.checkpoint import open_checkpoint
-    from eagle_convert.draft.describe import describe
-    from eagle_convert.upgrade.apply import apply_upgrade
-    from eagle_convert.upgrade.plan import plan_upgrade
-
-    ckpt = open_checkpoint(src)
-    apply_upgrade(plan_upgrade(ckpt, describe(ckpt)), out)
-    return out
-
-
 @pytest.fixture(scope="module")
 def drafts(work: Path) -> dict[str, Path]:
     import torch
 
     from fixtures.drafts import VLLM_TINY
-    from fixtures.edits import drop_tensors, edit_draft, put_tensor
+    from fixtures.edits import drop_tensors, edit_draft, put_tensor, upgrade_draft
 
     eagle31 = replace(VLLM_TINY, variant="eagle31")
     d = {"eagle3": edit_draft(work / "eagle3", VLLM_TINY)}
     d["eagle31"] = edit_draft(work / "eagle31", eagle31)
-    d["upgraded_eagle31"] = _upgrade(d["eagle3"], work / "upgraded_eagle31")
+    d["upgraded_eagle31"] = upgrade_draft(d["eagle3"], work / "upgraded_eagle31")
     d["no_down_proj"] = edit_draft(
         work / "no_down_proj", VLLM_TINY, tensors=drop_tensors("layers.0.mlp.down_proj.weight")
     )
