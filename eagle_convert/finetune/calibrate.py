@@ -30,8 +30,9 @@ from eagle_convert.errors import (
     UsageError,
 )
 from eagle_convert.extras import require
+from eagle_convert.io.tensordata import torch_dtype
 from eagle_convert.smoke.prompts import Prompt, builtin_prompts, load_prompts, prepare_prompts, resolve_chat_template
-from eagle_convert.upgrade.norminit import NormInit
+from eagle_convert.upgrade.norminit import FLOAT_DTYPES, NormInit
 
 __all__ = ["CALIBRATE_MODULES", "Calibration", "calibrate_fc_norm"]
 
@@ -136,7 +137,6 @@ def calibrate_fc_norm(
 
     say = say or (lambda _m: None)
     t0 = time.perf_counter()
-    dtypes = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "F64": torch.float64}
     tdir = _target_folder(target)
     items, label = _prompt_items(prompts)
     if not items:
@@ -185,7 +185,8 @@ def calibrate_fc_norm(
     rms = aux_rms(tgt, fit, ids, cfg.rms_norm_eps)
     # Rounded to the dtype the upgrade writes them in (fc.weight's), so the agreement is the output's.
     fc_dtype = next((ckpt.tensors[n].dtype for n, c in canonical_map(ckpt.tensors).items() if c == "fc.weight"), "F32")
-    values = [float(torch.tensor(v).to(dtypes.get(fc_dtype, torch.float32))) for v in fc_norm_values(rms)]
+    to = torch_dtype(fc_dtype) if fc_dtype in FLOAT_DTYPES else torch.float32
+    values = [float(torch.tensor(v).to(to)) for v in fc_norm_values(rms)]
     stats = [
         {"median": v, "mean": float(col.mean()), "p10": float(col.quantile(0.1)), "p90": float(col.quantile(0.9))}
         for v, col in zip(values, rms.T)

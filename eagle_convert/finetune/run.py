@@ -404,10 +404,11 @@ def _write(plan: FinetunePlan, drafter: Any, prov: dict[str, Any]) -> None:
 
     from eagle_convert.errors import OutputError
     from eagle_convert.io.atomic import OutputExistsError, atomic_output_dir, cleanup_stale_temps
+    from eagle_convert.io.tensordata import torch_dtype
     from eagle_convert.reference.data import load_drafter
     from eagle_convert.reference.train import write_draft
 
-    dtype = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}[plan.dtype]
+    dtype = torch_dtype(plan.dtype)  # F32, BF16 or F16 (plan.py)
     config = {**plan.config, PROVENANCE_KEY: prov}
     cleanup_stale_temps(plan.out)
     try:

@@ -28,36 +28,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from eagle_convert.errors import CheckpointReadError
-from eagle_convert.io.safetensors_header import TensorInfo
+from eagle_convert.io.safetensors_header import DTYPE_BYTES, TensorInfo
 from eagle_convert.io.source import Source, where
+from eagle_convert.io.tensordata import TORCH_DTYPE_NAMES
 
 __all__ = ["read_bin_tensors"]
 
-# torch dtype name -> (safetensors dtype, bytes per element); the storage classes of the
-# legacy typed-storage path map onto the same pairs.
-_DTYPES = {
-    "bfloat16": ("BF16", 2),
-    "float16": ("F16", 2),
-    "half": ("F16", 2),
-    "float32": ("F32", 4),
-    "float": ("F32", 4),
-    "float64": ("F64", 8),
-    "double": ("F64", 8),
-    "int64": ("I64", 8),
-    "long": ("I64", 8),
-    "int32": ("I32", 4),
-    "int": ("I32", 4),
-    "int16": ("I16", 2),
-    "short": ("I16", 2),
-    "int8": ("I8", 1),
-    "uint8": ("U8", 1),
-    "bool": ("BOOL", 1),
-    "uint16": ("U16", 2),
-    "uint32": ("U32", 4),
-    "uint64": ("U64", 8),
-    "float8_e4m3fn": ("F8_E4M3", 1),
-    "float8_e5m2": ("F8_E5M2", 1),
-    "float8_e8m0fnu": ("F8_E8M0", 1),
+# torch dtype name -> (safetensors dtype, bytes per element): the torch dtype table read backwards,
+# plus the legacy names torch still pickles; the legacy typed storages map onto the same pairs.
+_DTYPES = {t: (st, DTYPE_BYTES[st]) for st, t in TORCH_DTYPE_NAMES.items()}
+_DTYPES |= {
+    old: _DTYPES[new]
+    for old, new in {
+        "half": "float16",
+        "float": "float32",
+        "double": "float64",
+        "long": "int64",
+        "int": "int32",
+        "short": "int16",
+    }.items()
 }
 _STORAGES = {
     "BFloat16Storage": _DTYPES["bfloat16"],

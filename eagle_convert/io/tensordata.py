@@ -29,7 +29,17 @@ class TensorSet(Protocol):
     def tensors(self) -> Mapping[str, TensorInfo]: ...
 
 
-__all__ = ["TensorSet", "decode", "encode", "read_array", "tensor_array", "tensor_bytes", "tensor_torch"]
+__all__ = [
+    "TORCH_DTYPE_NAMES",
+    "TensorSet",
+    "decode",
+    "encode",
+    "read_array",
+    "tensor_array",
+    "tensor_bytes",
+    "tensor_torch",
+    "torch_dtype",
+]
 
 _NUMPY_DTYPES = {
     "BOOL": "bool",
@@ -45,8 +55,9 @@ _NUMPY_DTYPES = {
     "F32": "<f4",
     "F64": "<f8",
 }
-# safetensors dtype -> torch dtype attribute name (float8 and uint16+ need a recent torch).
-_TORCH_DTYPES = {
+# safetensors dtype -> torch dtype attribute name (float8 and uint16+ need a recent torch); the
+# `.bin` reader (io/binranges.py) reads torch's pickled dtype names back through the same table.
+TORCH_DTYPE_NAMES = {
     "BOOL": "bool",
     "U8": "uint8",
     "I8": "int8",
@@ -121,10 +132,10 @@ def tensor_torch(source: Source, info: TensorInfo) -> torch.Tensor:
     """
     import torch
 
-    name = _TORCH_DTYPES.get(info.dtype)
-    dtype = getattr(torch, name, None) if name else None
-    if dtype is None:
-        raise ValueError(f"{info.name}: torch {torch.__version__} has no dtype for {info.dtype}")
+    try:
+        dtype = torch_dtype(info.dtype)
+    except ValueError as exc:
+        raise ValueError(f"{info.name}: {exc}") from None
     buf = torch.empty(info.nbytes, dtype=torch.uint8)
     if info.nbytes:
         view = memoryview(buf.numpy())
@@ -134,3 +145,14 @@ def tensor_torch(source: Source, info: TensorInfo) -> torch.Tensor:
         else:
             view[:] = source.read_range(info.file, info.offset, info.nbytes)
     return buf.view(dtype).reshape(info.shape)
+
+
+def torch_dtype(dtype: str) -> torch.dtype:
+    """The torch dtype of safetensors `dtype`; ValueError when this torch has none for it."""
+    import torch
+
+    name = TORCH_DTYPE_NAMES.get(dtype)
+    found = getattr(torch, name, None) if name else None
+    if found is None:
+        raise ValueError(f"torch {torch.__version__} has no dtype for {dtype}")
+    return found
