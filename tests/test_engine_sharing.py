@@ -147,7 +147,7 @@ def test_three_drafts_one_engine_start_equal_three_separate_runs(tmp_path: Path)
 
     from eagle_convert.smoke.prompts import builtin_prompts, select_prompts
     from eagle_convert.smoke.run import prepare_smoke_prompts
-    from eagle_convert.smoke.vllm_run import run_vllm_drafts
+    from eagle_convert.smoke.vllm_measure import measure_vllm
     from eagle_convert.vllm.session import EngineSession
     from fixtures.trained import build_trained_pair
 
@@ -167,7 +167,7 @@ def test_three_drafts_one_engine_start_equal_three_separate_runs(tmp_path: Path)
 
     def run(drafts: list[Path], share: bool):
         with EngineSession(share=share) as s:
-            runs, _, _ = run_vllm_drafts(
+            m = measure_vllm(
                 target,
                 drafts,
                 pset,
@@ -179,7 +179,7 @@ def test_three_drafts_one_engine_start_equal_three_separate_runs(tmp_path: Path)
                 say=said.append,
                 session=s,
             )
-            return [r for r, _ in runs], s.engine_starts, s.swaps
+            return [d.main for d in m.drafts], s.engine_starts, s.swaps
 
     shared_runs, starts, swaps = run([*twins, odd], share=True)
     assert (starts, swaps) == (2, 2)  # twins: one start + two swaps; odd: refused, a fresh start

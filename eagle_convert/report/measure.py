@@ -157,7 +157,7 @@ def _run_vllm(
             "rates": m.baseline.to_dict(),
             "engine_version": m.version,
             "device": engine_device(),
-            "settings": {**m.settings, "engine_starts": m.engine_starts, "draft_swaps": m.draft_swaps},
+            "settings": m.engine_settings,
         }
     return out, base
 

@@ -1,6 +1,6 @@
 """The two smoke engines behind one shape (`EngineOut`: per draft the request results, totals and
-load seconds): the torch reference engine (`reference/`) and vLLM (`smoke/vllm_run.py`), whose
-passes become counters through vLLM's per-request histograms.
+load seconds): the torch reference engine (`reference/`) and vLLM (`smoke/vllm_measure.py`), whose
+passes become counters through vLLM's per-request histograms (`counts_from_pass`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from eagle_convert.errors import EngineError
 from eagle_convert.smoke.prompts import PromptSet
 from eagle_convert.smoke.results import Counts, EngineOut, RequestResult, counts_from_histogram
 
-__all__ = ["run_reference", "run_vllm", "counts_from_pass"]
+__all__ = ["run_reference", "counts_from_pass"]
 
 
 def run_reference(
@@ -87,36 +87,6 @@ def run_reference(
             reqs.append(RequestResult(p.id, p.category, p.bucket, c))
         results.append((reqs, total, load_s))
     return results, f"torch {torch.__version__} on {tgt.device.type}"
-
-
-def run_vllm(
-    target: Path,
-    drafts: list[Path],
-    prompts: PromptSet,
-    *,
-    k: int,
-    max_new_tokens: int,
-    temperature: float,
-    seed: int,
-    tensor_parallel_size: int,
-    say: Callable[[str], None],
-) -> tuple[EngineOut, str, list]:
-    """One vLLM worker, one engine start per draft structure (same-structure drafts are swapped
-    in); at T > 0 each draft also runs the T -> 0 sampling control (smoke/vllm_run.py)."""
-    from eagle_convert.smoke.vllm_run import run_vllm_drafts
-
-    runs, version, controls = run_vllm_drafts(
-        target,
-        drafts,
-        prompts,
-        k=k,
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
-        seed=seed,
-        tensor_parallel_size=tensor_parallel_size,
-        say=say,
-    )
-    return [(*counts_from_pass(pr, prompts, k), start_s) for pr, start_s in runs], version, controls
 
 
 def counts_from_pass(pr: Any, pset: PromptSet, k: int) -> tuple[list[RequestResult], Counts]:

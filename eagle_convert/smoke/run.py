@@ -1,9 +1,9 @@
 """`smoke`: acceptance length and per-position acceptance of EAGLE-3 drafts against a target.
 
 Pure orchestration that returns data: prompts are rendered and tokenized once (`prompts.py`), each
-draft decodes them with the reference engine (torch, `reference/`) or vLLM (`vllm_run.py`, drafts of
-one structure share an engine start) through `engines.py`, and the counters are summed per draft x
-category x context bucket into the data model of `results.py`.
+draft decodes them with the reference engine (torch, `reference/`, through `engines.py`) or vLLM
+(`vllm_measure.py`, drafts of one structure share an engine start), and the counters are summed per
+draft x category x context bucket into the data model of `results.py`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from eagle_convert.errors import CheckpointNotFoundError, UsageError
 from eagle_convert.extras import require
-from eagle_convert.smoke.engines import counts_from_pass, run_reference, run_vllm
+from eagle_convert.smoke.engines import counts_from_pass, run_reference
 from eagle_convert.smoke.prompts import (
     NATURAL,
     Prompt,
@@ -175,10 +175,10 @@ def run_smoke(
     throughput = None
     if engine == "reference":
         raw, version = run_reference(tdir, dpaths, pset, device=device, **kw)
-    elif concurrency:
-        from eagle_convert.smoke.vllm_measure import measure_for_smoke
+    else:
+        from eagle_convert.smoke.vllm_measure import measure_vllm, throughput_report
 
-        runs, version, controls, throughput = measure_for_smoke(
+        m = measure_vllm(
             tdir,
             dpaths,
             pset,
@@ -187,9 +187,9 @@ def run_smoke(
             tensor_parallel_size=tensor_parallel_size,
             **kw,
         )
-        raw = [(*counts_from_pass(pr, pset, k), start_s) for pr, start_s in runs]
-    else:
-        raw, version, controls = run_vllm(tdir, dpaths, pset, tensor_parallel_size=tensor_parallel_size, **kw)
+        raw = [(*counts_from_pass(d.main, pset, k), d.start_seconds) for d in m.drafts]
+        version, controls = m.version, [d.control for d in m.drafts]
+        throughput = throughput_report(m, concurrency) if concurrency else None
 
     results = draft_results(dpaths, raw, pset)
     for d, control in zip(results, controls):

@@ -1,11 +1,12 @@
 """Acceptance and per-user throughput of several drafts in one vLLM worker, fewest engine starts.
 
 Each draft runs the acceptance pass (and, above T = 0, the sampling control of
-`smoke/vllm_run.py`) and then the throughput passes of `smoke/throughput.py` on its engine: drafts
+`smoke/vllm_run.py`) and, with concurrency levels, the throughput passes of `smoke/throughput.py`
+on its engine: drafts
 of one structure (`vllm/sharing.py`) share one engine start, each swapped in after the other. One
 more engine, the target alone, runs the same throughput passes. Every engine lives in the same
 `EngineSession` worker, so the drafts and the no-speculation baseline share the vLLM build, the
-engine arguments and `max_num_seqs`. Used by `smoke --engine vllm --concurrency` and `report`.
+engine arguments and `max_num_seqs`. Used by `smoke --engine vllm` and `report`.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from eagle_convert.smoke.vllm_run import (
 if TYPE_CHECKING:
     from eagle_convert.vllm.session import EngineSession, PassResult
 
-__all__ = ["DraftMeasurement", "Measurement", "engine_device", "measure_for_smoke", "measure_vllm"]
+__all__ = ["DraftMeasurement", "Measurement", "engine_device", "measure_vllm", "throughput_report"]
 
 MIN_MAX_NUM_SEQS = 8  # what the session's engines use without a concurrency above it
 
@@ -63,6 +64,11 @@ class Measurement:
     settings: dict[str, Any]
     engine_starts: int
     draft_swaps: int = 0  # drafts swapped into a running engine instead of starting one
+
+    @property
+    def engine_settings(self) -> dict[str, Any]:
+        """The engine settings with how many engines started and drafts were swapped in."""
+        return {**self.settings, "engine_starts": self.engine_starts, "draft_swaps": self.draft_swaps}
 
 
 def engine_device() -> str:
@@ -120,6 +126,7 @@ def measure_vllm(
                 passes += control_passes(CONTROL_TEMPERATURE, len(prompts), seed)
             say(
                 f"vLLM: {label}: {len(prompts)} runs x {max_new_tokens} tokens"
+                + (", with the T->0 sampling control" if temperature > 0 else "")
                 + (f", then per-user tokens/s at concurrency {','.join(map(str, concurrency))}" if tput else "")
             )
             run = session.engine(target, path, prompts, passes + tput, **kw)
@@ -154,42 +161,14 @@ def measure_vllm(
     return Measurement(done, base, f"vllm {version}" if version else "vllm", settings, starts, swaps)
 
 
-def measure_for_smoke(
-    target: Path,
-    drafts: Sequence[Path],
-    pset: PromptSet,
-    *,
-    labels: Sequence[str],
-    concurrency: Sequence[int],
-    k: int,
-    max_new_tokens: int,
-    temperature: float,
-    seed: int,
-    tensor_parallel_size: int,
-    say: Callable[[str], None],
-) -> tuple[list, str, list, ThroughputReport]:
-    """`smoke --engine vllm --concurrency`: per draft (acceptance pass, engine start seconds), the
-    version, the sampling controls, and the throughput table with the target alone as baseline."""
-    m = measure_vllm(
-        target,
-        drafts,
-        pset,
-        k=k,
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
-        seed=seed,
-        tensor_parallel_size=tensor_parallel_size,
-        concurrency=concurrency,
-        labels=labels,
-        say=say,
-    )
+def throughput_report(m: Measurement, concurrency: Sequence[int]) -> ThroughputReport:
+    """`smoke --engine vllm --concurrency`: the throughput table, the target alone as baseline."""
     assert m.baseline is not None
-    tput = ThroughputReport(
+    return ThroughputReport(
         parse_concurrency(concurrency),
         m.baseline,
         [d.rates for d in m.drafts if d.rates is not None],
         engine_device(),
         m.version,
-        {**m.settings, "engine_starts": m.engine_starts, "draft_swaps": m.draft_swaps},
+        m.engine_settings,
     )
-    return [(d.main, d.start_seconds) for d in m.drafts], m.version, [d.control for d in m.drafts], tput

