@@ -33,6 +33,7 @@ from eagle_convert.io.rows import RowReader
 from eagle_convert.io.tensordata import decode, encode, read_array
 from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules.context import Context
+from eagle_convert.validate.rules.shapes import INTS
 from eagle_convert.vllm_model.tables import EMBED_SHARING
 
 if TYPE_CHECKING:
@@ -43,7 +44,6 @@ SCALE_BAND = (0.8, 1.25)
 EMBED_SAMPLE, LM_HEAD_SAMPLE, DEEP_LM_HEAD_SAMPLE = 64, 32, 64
 DEEP_BLOCK_BYTES = 8 << 20  # rows per block in --deep: memory stays ~10x this whatever the vocabulary
 WINDOW = 4  # neighbouring slots whose mapped ids a sampled lm_head row is also compared with
-_INTS = {"I8", "I16", "I32", "I64", "U8", "U16", "U32", "U64"}
 
 
 def check(ctx: Context) -> list[Finding]:
@@ -176,7 +176,7 @@ def _d2t(ctx: Context, rows: int) -> np.ndarray | None:
     if name is None:
         return np.zeros(rows, dtype=np.int64) if rows == ctx.target.get("vocab_size") else None  # type: ignore[union-attr]
     info = ctx.tensors[name]
-    if info.dtype not in _INTS or tuple(info.shape) != (rows,):
+    if info.dtype not in INTS or tuple(info.shape) != (rows,):
         return None
     return read_array(ctx.ckpt, name).astype(np.int64)
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 from eagle_convert.io.tensordata import read_array
 from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules.context import Context
-
-_INTS = {"I8", "I16", "I32", "I64", "U8", "U16", "U32", "U64"}
+from eagle_convert.validate.rules.shapes import INTS
 
 
 def check(ctx: Context) -> list[Finding]:
@@ -23,8 +22,8 @@ def check(ctx: Context) -> list[Finding]:
     vd = ctx.env.get("Vd")
     out: list[Finding] = []
     targets = d2t = None
-    t2d = read_array(ctx.ckpt, t2d_name) != 0 if t2d_name and _usable(ctx, t2d_name, _INTS | {"BOOL"}) else None
-    if d2t_name and _usable(ctx, d2t_name, _INTS):
+    t2d = read_array(ctx.ckpt, t2d_name) != 0 if t2d_name and _usable(ctx, t2d_name, INTS | {"BOOL"}) else None
+    if d2t_name and _usable(ctx, d2t_name, INTS):
         d2t = read_array(ctx.ckpt, d2t_name).astype(np.int64)
         targets = np.arange(len(d2t), dtype=np.int64) + d2t
         if absolute := _absolute_ids(d2t_name, d2t, t2d, v):
