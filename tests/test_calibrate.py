@@ -5,7 +5,6 @@ than identity (first-step agreement and acceptance length)."""
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import pytest
@@ -128,11 +127,9 @@ def test_cli_target_without_tokenizer(built_fixtures, tmp_path: Path) -> None:
 
 def _corpus_prompts(n: int):
     from eagle_convert.smoke.prompts import Prompt
-    from fixtures.target import corpus
+    from fixtures.corpus_prompts import corpus_prompts
 
-    lines = sorted({ln.strip() for ln in corpus() if 30 <= len(ln.strip()) <= 120})
-    random.Random(2).shuffle(lines)
-    return [Prompt(f"c{i}", "custom", text=t) for i, t in enumerate(lines[:n])]
+    return [Prompt(f"c{i}", "custom", text=t) for i, t in enumerate(corpus_prompts(n, seed=2))]
 
 
 @pytest.mark.slow

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 from pathlib import Path
 
 import pytest
@@ -125,11 +124,9 @@ def test_mla_draft_is_refused(built_fixtures, tmp_path: Path) -> None:
 def _corpus_prompts(n: int):
     """Training prompts disjoint from the built-in set the acceptance is measured on."""
     from eagle_convert.smoke.prompts import Prompt
-    from fixtures.target import corpus
+    from fixtures.corpus_prompts import corpus_prompts
 
-    lines = sorted({ln.strip() for ln in corpus() if 30 <= len(ln.strip()) <= 120})
-    random.Random(1).shuffle(lines)
-    return [Prompt(f"c{i}", "custom", text=t) for i, t in enumerate(lines[:n])]
+    return [Prompt(f"c{i}", "custom", text=t) for i, t in enumerate(corpus_prompts(n, seed=1))]
 
 
 @pytest.mark.slow
