@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.realconfigs import REAL_CONFIGS, build, build_target, materialize_plan, tensors_of
+from fixtures.realconfigs import REAL_CONFIGS, build_all, materialize_plan, plan_for, tensors_of
 from fixtures.sparse import allocated_bytes
 
 KEYS = list(REAL_CONFIGS)
@@ -56,8 +56,7 @@ UPGRADABLE = [
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
-    base = tmp_path_factory.mktemp("realconfigs")
-    return {k: (build(rc, base / k), build_target(rc.target, base / f"{k}.target")) for k, rc in REAL_CONFIGS.items()}
+    return build_all(tmp_path_factory.mktemp("realconfigs"))
 
 
 def test_real_dimensions_cost_no_disk(built):
@@ -152,17 +151,6 @@ def test_docs_list_every_finding(built):
     assert not stale, f"regenerate: python -m fixtures.realconfigs_report > docs/realconfigs.md ({stale})"
 
 
-def _plan(key: str, draft: Path, target: Path):
-    from eagle_convert.draft.checkpoint import open_checkpoint
-    from eagle_convert.draft.describe import describe
-    from eagle_convert.upgrade.configgen import read_target
-    from eagle_convert.upgrade.plan import plan_upgrade
-
-    ckpt = open_checkpoint(draft)
-    tgt = read_target(str(target)) if REAL_CONFIGS[key].target.num_hidden_layers else None
-    return plan_upgrade(ckpt, describe(ckpt, read_vocab=False), target=tgt)
-
-
 def _expected_ids(key: str) -> tuple[int, ...]:
     rc = REAL_CONFIGS[key]
     return rc.expect.aux_ids or _default_ids(rc.target.num_hidden_layers)
@@ -175,7 +163,7 @@ def test_upgrade_plan_passes_validate(built, key, tmp_path):
     from eagle_convert.validate.run import validate_checkpoint
 
     draft, target = built[key]
-    plan = _plan(key, draft, target)
+    plan = plan_for(key, draft, target)
     assert plan.aux.ids == _expected_ids(key)
     out = materialize_plan(plan, tmp_path / "out")
     report = validate_checkpoint(out, target=target)
@@ -193,12 +181,12 @@ def test_upgrade_refusals(built):
     from eagle_convert.errors import UpgradeRefusedError, UsageError
 
     with pytest.raises(UpgradeRefusedError, match="already EAGLE-3.1"):
-        _plan("specforge-qwen3-30b-a3b-3.1", *built["specforge-qwen3-30b-a3b-3.1"])
+        plan_for("specforge-qwen3-30b-a3b-3.1", *built["specforge-qwen3-30b-a3b-3.1"])
     with pytest.raises(UpgradeRefusedError, match="norm_before_fc"):
-        _plan("speculators-qwen3-235b-4aux", *built["speculators-qwen3-235b-4aux"])
+        plan_for("speculators-qwen3-235b-4aux", *built["speculators-qwen3-235b-4aux"])
     # Phi-4's depth is not recorded and the config names no ids: the user must pass them.
     with pytest.raises(UsageError, match="no aux layer ids"):
-        _plan("specforge-phi4", *built["specforge-phi4"])
+        plan_for("specforge-phi4", *built["specforge-phi4"])
 
 
 # The real copy at real size for one draft per attention kind and storage shape (Llama 8B, Qwen3 8B,
@@ -224,7 +212,7 @@ def test_upgrade_real_size(built, tmp_path):
         draft, target = built[key]
         out = tmp_path / key
         t0 = time.perf_counter()
-        result = apply_upgrade(_plan(key, draft, target), out, verify=True)
+        result = apply_upgrade(plan_for(key, draft, target), out, verify=True)
         times[key] = (round(time.perf_counter() - t0, 1), round(result.total_bytes / 1e9, 2))
         report = validate_checkpoint(out, target=target)
         assert not report.errors, [f"{f.code}: {f.message}" for f in report.errors]

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from eagle_convert.vllm_model.features import vllm_available
-from fixtures.realconfigs import REAL_CONFIGS, build, build_target, materialize_plan, vllm_target_config
+from fixtures.realconfigs import REAL_CONFIGS, build, build_target, materialize_plan, plan_for, vllm_target_config
 
 pytestmark = [
     pytest.mark.vllm,
@@ -35,14 +35,7 @@ def _target(key: str, out: Path) -> Path:
 
 
 def _plan(key: str, draft: Path, base: Path):
-    from eagle_convert.draft.checkpoint import open_checkpoint
-    from eagle_convert.draft.describe import describe
-    from eagle_convert.upgrade.configgen import read_target
-    from eagle_convert.upgrade.plan import plan_upgrade
-
-    static_target = build_target(REAL_CONFIGS[key].target, base / f"{key}.static-target")
-    ckpt = open_checkpoint(draft)
-    return plan_upgrade(ckpt, describe(ckpt, read_vocab=False), target=read_target(str(static_target)))
+    return plan_for(key, draft, build_target(REAL_CONFIGS[key].target, base / f"{key}.static-target"))
 
 
 @pytest.fixture(scope="module")

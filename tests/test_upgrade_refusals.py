@@ -20,14 +20,13 @@ from eagle_convert.draft.checkpoint import open_checkpoint
 from eagle_convert.draft.describe import describe
 from eagle_convert.errors import EagleConvertError, UpgradeRefusedError
 from eagle_convert.upgrade.apply import apply_upgrade
-from eagle_convert.upgrade.configgen import read_target
 from eagle_convert.upgrade.linkplan import plan_link
 from eagle_convert.upgrade.plan import plan_upgrade
 from eagle_convert.upgrade.preflight import output_errors, planned_checkpoint, refuse_invalid_output
 from eagle_convert.validate.rules import run_static
 from eagle_convert.validate.rules.context import build_context
 from eagle_convert.validate.run import validate_checkpoint
-from fixtures.realconfigs import REAL_CONFIGS, build, build_target, materialize_plan
+from fixtures.realconfigs import build_all, materialize_plan, plan_for
 
 GLM = "torchspec-glm4-moe"
 
@@ -44,14 +43,7 @@ def glm_message(src: Path) -> str:
 
 @pytest.fixture(scope="module")
 def real(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
-    base = tmp_path_factory.mktemp("real")
-    return {k: (build(rc, base / k), build_target(rc.target, base / f"{k}.target")) for k, rc in REAL_CONFIGS.items()}
-
-
-def _plan(key: str, draft: Path, target: Path, **kw):
-    ckpt = open_checkpoint(draft)
-    tgt = read_target(str(target)) if REAL_CONFIGS[key].target.num_hidden_layers else None
-    return plan_upgrade(ckpt, describe(ckpt, read_vocab=False), target=tgt, **kw)
+    return build_all(tmp_path_factory.mktemp("real"))
 
 
 def run(*args: object):
@@ -62,7 +54,7 @@ def test_glm_moe_errors_are_the_inputs_and_upgrade_refuses_them(real, tmp_path: 
     draft, target = real[GLM]
     given = {f.code for f in validate_checkpoint(draft, target=target).errors}
     assert given == {"E101", "E102", "E301"}
-    plan = _plan(GLM, draft, target)  # the plan itself is pure; writing it is what is refused
+    plan = plan_for(GLM, draft, target)  # the plan itself is pure; writing it is what is refused
     assert plan.config_after["architectures"] == ["LlamaForCausalLMEagle3"]  # E301 is the upgrade's to fix
     assert sorted({f.code for f in output_errors(plan)}) == ["E101", "E102"]
     with pytest.raises(UpgradeRefusedError) as exc:
@@ -90,7 +82,7 @@ def test_errors_the_upgrade_fixes_do_not_stop_it(real, tmp_path: Path) -> None:
     for key, code in (("specforge-qwen3-8b-peagle", "E301"), ("torchspec-qwen3-8b-mla", "E302")):
         draft, target = real[key]
         assert {f.code for f in validate_checkpoint(draft, target=target).errors} == {code}
-        plan = _plan(key, draft, target)
+        plan = plan_for(key, draft, target)
         refuse_invalid_output(plan)
         assert output_errors(plan) == []
         out = materialize_plan(plan, tmp_path / key)
@@ -110,7 +102,7 @@ def test_the_planned_output_validates_as_the_written_one(real, tmp_path: Path, l
     checked = 0
     for key, (draft, target) in real.items():
         try:
-            plan = _plan(key, draft, target, layout=layout)
+            plan = plan_for(key, draft, target, layout=layout)
         except EagleConvertError:  # already 3.1, norm_before_fc, no ids, no speculators MLA
             continue
         out = materialize_plan(plan, tmp_path / key)
