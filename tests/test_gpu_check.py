@@ -1,12 +1,17 @@
 """scripts/gpu_check.py on a machine without a GPU: it starts, says in one line that there is no CUDA
-device (exit 2), needs neither click, rich nor vLLM, and a failing check is one clear line (exit 1)."""
+device (exit 2), needs neither click, rich nor vLLM, and a failing check is one clear line (exit 1).
+Its decisions on GPU results the CPU cannot produce (counters or accuracies that differ) are tested
+with faked runs."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType, SimpleNamespace
 
 import pytest
 
@@ -80,9 +85,156 @@ def test_a_failing_check_is_one_clear_line_and_exit_1(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_cpu_self_test_passes_the_reference_and_finetune_checks(tmp_path: Path) -> None:
-    """Every branch the GPU runs, run on the CPU: the trained pair, both smokes, both fine-tunes."""
+    """The GPU run's path on the CPU: the trained pair, both smokes, both fine-tunes. CPU against CPU
+    only takes the "equal" branches; the others are the faked-run tests below."""
     res = run_script("--device", "cpu", "--only", "reference", "--only", "finetune", "--work", str(tmp_path))
     assert res.returncode == 0, res.stdout + res.stderr
     assert "PASS reference engine on cpu: counters equal the CPU run's at T=0" in res.stdout
     assert "PASS finetune on cpu: step acc" in res.stdout
     assert "result: 3 passed" in res.stdout
+
+
+# ------------------------------------------------------------------ decisions, with faked runs
+
+
+@pytest.fixture(scope="module")
+def script() -> Iterator[ModuleType]:
+    """The script as a module (registered first: its dataclasses look their module up)."""
+    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_check"] = module
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        del sys.modules["gpu_check"]
+
+
+@pytest.fixture
+def make_run(script: ModuleType, tmp_path: Path):
+    """make_run(device): the script's Run in tmp_path (its log closed afterwards)."""
+    runs = []
+
+    def make(device: str):
+        runs.append(script.Run(tmp_path, 60, device))
+        return runs[-1]
+
+    yield make
+    for run in runs:
+        run.log.close()
+
+
+def _counts(drafts: int, accepted_per_pos: list[int]):
+    from eagle_convert.smoke.results import Counts
+
+    return Counts(
+        num_drafts=drafts,
+        num_draft_tokens=3 * drafts,
+        num_accepted=sum(accepted_per_pos),
+        accepted_per_pos=accepted_per_pos,
+    )
+
+
+def _report(*totals, requests=None) -> SimpleNamespace:
+    """A smoke report with one draft per Counts in `totals` (its one request, unless `requests`)."""
+    drafts = [
+        SimpleNamespace(
+            label=f"draft{i}",
+            path=f"/drafts/{i}",
+            total=t,
+            requests=[SimpleNamespace(prompt_id="p1", counts=r) for r in ([t] if requests is None else [requests[i]])],
+        )
+        for i, t in enumerate(totals)
+    ]
+    prompts = SimpleNamespace(prompts=[SimpleNamespace(id="p1", token_ids=[1, 2, 3])])
+    return SimpleNamespace(drafts=drafts, prompts=prompts, engine_version="reference 0.0", seconds=12.0)
+
+
+def _fake_reference(monkeypatch, *, continuations: dict[str, list[int]], gap: float) -> list:
+    """check_reference's second smoke run (the "GPU" one) counts differently on draft1; the replay
+    decodes `continuations[device]` and the CPU's top-2 logits there are `gap` apart."""
+    import torch
+
+    import eagle_convert.reference.loop
+    import eagle_convert.reference.target
+    import eagle_convert.smoke.run
+
+    same, other = _counts(4, [3, 2, 1]), _counts(4, [2, 1, 0])
+    runs = iter([_report(same, same), _report(same, same, requests=[same, other])])
+    monkeypatch.setattr(eagle_convert.smoke.run, "run_smoke", lambda *a, **kw: next(runs))
+    forwards: list = []
+
+    class Target:
+        def __init__(self, device: str) -> None:
+            self.device = device
+
+        @classmethod
+        def from_pretrained(cls, path, device: str):  # noqa: ANN001, ANN206
+            return cls(device)
+
+        def forward(self, ids, aux_ids):  # noqa: ANN001, ANN201
+            forwards.append(ids.tolist())
+            return SimpleNamespace(logits=torch.tensor([[[0.0, 5.0, 5.0 - gap]]]))
+
+    monkeypatch.setattr(eagle_convert.reference.target, "TargetModel", Target)
+    monkeypatch.setattr(eagle_convert.reference.loop, "greedy_generate", lambda t, ids, n: continuations[t.device])
+    return forwards
+
+
+def test_reference_counters_differ_at_a_near_tie_warns(script, make_run, monkeypatch, tmp_path: Path) -> None:
+    forwards = _fake_reference(monkeypatch, continuations={"cpu": [7, 8, 9], "cuda:0": [7, 8, 4]}, gap=1e-3)
+    out = script.check_reference(make_run("cuda:0"), tmp_path, [tmp_path / "a", tmp_path / "b"])
+    assert (out.name, out.status) == ("reference engine on cuda:0", "WARN")
+    assert out.detail == (
+        "counters differ from the CPU run's for draft1 on request p1 ((4, 6, (3, 2, 1)) vs (4, 3, (2, 1, 0))): "
+        "the target's greedy continuation differs at token 2 (CPU top-2 logit gap 1.00e-03: "
+        "a near-tie that CPU and GPU float kernels break differently)"
+    )
+    assert forwards == [[[1, 2, 3, 7, 8]]]  # the prompt and the common continuation
+
+
+def test_reference_counters_differ_without_a_tie_fail(script, make_run, monkeypatch, tmp_path: Path) -> None:
+    _fake_reference(monkeypatch, continuations={"cpu": [7, 8, 9], "cuda:0": [6, 8, 9]}, gap=0.5)
+    out = script.check_reference(make_run("cuda:0"), tmp_path, [tmp_path / "a", tmp_path / "b"])
+    assert out.status == "FAIL"
+    assert out.detail.endswith(
+        "the target's greedy continuation differs at token 0 (CPU top-2 logit gap 5.00e-01: not a tie)"
+    )
+
+
+def test_reference_counters_differ_with_the_same_target_tokens_warns(
+    script, make_run, monkeypatch, tmp_path: Path
+) -> None:
+    forwards = _fake_reference(monkeypatch, continuations={"cpu": [7, 8], "cuda:0": [7, 8]}, gap=0.5)
+    out = script.check_reference(make_run("cuda:0"), tmp_path, [tmp_path / "a", tmp_path / "b"])
+    assert out.status == "WARN" and forwards == []
+    assert out.detail.endswith(
+        "the target decodes the same tokens on both devices, so the drafts' proposals differ "
+        "(drafter float kernels at a near-tie)"
+    )
+
+
+@pytest.mark.parametrize("second", [0.3, 0.15])
+def test_finetune_accuracy_gap_decides(script, make_run, monkeypatch, tmp_path: Path, second: float) -> None:
+    import eagle_convert.finetune.run
+    import eagle_convert.validate.run
+
+    runs = iter(
+        [
+            SimpleNamespace(step_acc_before=[0.1, 0.0], step_acc_after=[0.5, 0.1], seconds=3.0),
+            SimpleNamespace(step_acc_before=[0.1, 0.0], step_acc_after=[0.5, second], seconds=2.0),
+        ]
+    )
+    monkeypatch.setattr(eagle_convert.finetune.run, "finetune_draft", lambda *a, **kw: next(runs))
+    monkeypatch.setattr(eagle_convert.validate.run, "validate_checkpoint", lambda path: SimpleNamespace(errors=[]))
+    out = script.check_finetune(make_run("cpu"), tmp_path, tmp_path / "up")
+    detail = (
+        f"step acc [0.10, 0.00] -> [0.50, {second:.2f}] in 2s (CPU: [0.10, 0.00] -> [0.50, 0.10] in 3s); "
+        "written draft validates: True"
+    )
+    if second == 0.15:  # a gap of 0.05: within the tolerance
+        assert (out.status, out.detail) == ("PASS", detail)
+    else:
+        assert (out.name, out.status) == ("finetune on cpu", "FAIL")
+        assert out.detail == f"{detail}; largest per-step gap 0.200 > 0.1"
