@@ -14,8 +14,8 @@ from typing import Any
 from eagle_convert.draft.checkpoint import Checkpoint
 from eagle_convert.draft.config_schema import check_config
 from eagle_convert.draft.kind import ensure_draft
-from eagle_convert.draft.layout import canonical_map, config_alias, config_get, detect_attention, detect_layout
-from eagle_convert.vllm_model.config import VllmDraftConfig, read_config
+from eagle_convert.draft.layout import canonical_map, config_alias, detect_attention, detect_layout
+from eagle_convert.vllm_model.config import VllmDraftConfig, lookup, read_config
 from eagle_convert.vllm_model.tables import AUX_ID_LOCATIONS, FLAG_NAMES
 
 _LAYER_RE = re.compile(r"^layers\.(\d+)\.")
@@ -88,12 +88,12 @@ def _flag_locations(config: dict[str, Any], flag: str) -> list[str]:
     alias = config_alias(flag)
     if alias:
         paths.append(alias)
-    return [p for p in paths if config_get(config, p) is not None]
+    return [p for p in paths if lookup(config, p) is not None]
 
 
 def _aux_ids(config: dict[str, Any], view: VllmDraftConfig) -> tuple[list[int] | None, list[str]]:
     """The ids vLLM's V1 runner uses (else the V2 runner's), and every location that holds ids."""
-    where = [p for p in AUX_ID_LOCATIONS if isinstance(v := config_get(config, p), list) and v]
+    where = [p for p in AUX_ID_LOCATIONS if isinstance(v := lookup(config, p), list) and v]
     used, used_where = (
         (view.aux_ids_v1, view.aux_ids_v1_where)
         if view.aux_ids_v1 is not None

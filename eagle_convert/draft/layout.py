@@ -10,6 +10,7 @@ from typing import Any
 
 from eagle_convert.draft import schemas
 from eagle_convert.errors import UnknownLayoutError
+from eagle_convert.vllm_model.config import lookup
 
 
 @dataclass(frozen=True)
@@ -30,12 +31,6 @@ def _lookup(config: Mapping[str, Any], dotted: str) -> Any:
             return _MISSING
         node = node[part]
     return node
-
-
-def config_get(config: Mapping[str, Any], dotted: str) -> Any:
-    """Value at a dotted path (`eagle_config.norm_before_fc`), or None."""
-    value = _lookup(config, dotted)
-    return None if value is _MISSING else value
 
 
 def _has(config: Mapping[str, Any], dotted: str) -> bool:
@@ -80,7 +75,8 @@ def _check(
         found = {m.group(1) for k in keys if (m := _LAYER_INDEX.search(k))}
         return f"{len(found)} decoder layers" if len(found) >= arg else None
     if kind == "config_value":
-        pair = next(((p, v) for p, allowed in arg.items() if (v := config_get(config, p)) in allowed), None)
+        plain = dict(config)  # lookup walks dicts (what json gives), as read_config below
+        pair = next(((p, v) for p, allowed in arg.items() if (v := lookup(plain, p)) in allowed), None)
         return f"config {pair[0]} is {pair[1]!r}" if pair else None
     if kind == "architecture_contains":
         archs = config.get("architectures") or []

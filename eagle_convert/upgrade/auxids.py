@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 from eagle_convert.draft.checkpoint import Checkpoint
 from eagle_convert.draft.describe import DraftInfo
-from eagle_convert.draft.layout import config_get
 from eagle_convert.errors import UpgradeRefusedError, UsageError
 from eagle_convert.upgrade.configgen import TargetInfo
 from eagle_convert.upgrade.refusals import refuse
+from eagle_convert.vllm_model.config import lookup
 from eagle_convert.vllm_model.tables import default_aux_ids
 
 __all__ = ["AuxIds", "resolve_aux"]
@@ -44,7 +44,7 @@ def resolve_aux(
     elif config_ids:
         ids, origin = list(config_ids), "config"
         detail = f"config {info.aux_layer_ids_where[0]}"
-        others = {p: config_get(ckpt.config, p) for p in info.aux_layer_ids_where[1:]}
+        others = {p: lookup(ckpt.config, p) for p in info.aux_layer_ids_where[1:]}
         for path, value in others.items():
             if [int(x) for x in value] != ids:
                 warnings.append(

@@ -12,10 +12,9 @@ from typing import Any
 
 from eagle_convert.draft import schemas
 from eagle_convert.draft.checkpoint import CheckpointRef
-from eagle_convert.draft.layout import config_get
 from eagle_convert.errors import ConfigError, UsageError
 from eagle_convert.io.source import LocalSource, read_json
-from eagle_convert.vllm_model.config import flatten_speculators, mtp_rewrite
+from eagle_convert.vllm_model.config import flatten_speculators, lookup, mtp_rewrite
 from eagle_convert.vllm_model.tables import (
     ARCHITECTURES,
     DRAFT_CLASSES,
@@ -146,7 +145,7 @@ def _set(config: dict[str, Any], path: str, value: Any) -> None:
 
 def _remove(config: dict[str, Any], path: str) -> None:
     *parents, leaf = path.split(".")
-    parent = config_get(config, ".".join(parents)) if parents else config
+    parent = lookup(config, ".".join(parents)) if parents else config
     if isinstance(parent, dict):
         parent.pop(leaf, None)
 
@@ -154,14 +153,14 @@ def _remove(config: dict[str, Any], path: str) -> None:
 def _applies(rule: dict[str, Any], config: dict[str, Any], values: dict[str, Any]) -> bool:
     when = rule.get("when", "always")
     path = rule["path"]
-    exists = config_get(config, path) is not None
+    exists = lookup(config, path) is not None
     if when == "always":
         return True
     if when == "exists":
         return exists
     if when == "parent_exists":
         parent = path.rpartition(".")[0]
-        return isinstance(config_get(config, parent), dict)
+        return isinstance(lookup(config, parent), dict)
     if when == "num_aux_not_3_or_exists":
         return values["num_aux"] != 3 or exists
     raise ValueError(f"schemas/upgrade-config.json: unknown condition {when!r}")

@@ -23,7 +23,6 @@ from eagle_convert.diff import config_diff
 from eagle_convert.draft.card import CARD_FILE, PROVENANCE_KEY, model_card
 from eagle_convert.draft.checkpoint import SAFETENSORS_INDEX_FNAME, Checkpoint
 from eagle_convert.draft.describe import DraftInfo
-from eagle_convert.draft.layout import config_get
 from eagle_convert.errors import UpgradeRefusedError, UsageError
 from eagle_convert.io.outfile import ByteRange, OutTensor
 from eagle_convert.upgrade.auxids import AuxIds, resolve_aux
@@ -38,6 +37,7 @@ from eagle_convert.upgrade.configgen import (
 from eagle_convert.upgrade.norminit import NormInit, norm_bytes
 from eagle_convert.upgrade.outfiles import PlannedFile, index_json, norm_name, plan_files
 from eagle_convert.upgrade.refusals import check_upgradable
+from eagle_convert.vllm_model.config import lookup
 
 __all__ = ["LAYOUTS", "UpgradePlan", "plan_upgrade"]
 
@@ -172,7 +172,7 @@ def plan_upgrade(
     )
     changed = config_diff(ckpt.config, {k: v for k, v in after.items() if k != PROVENANCE_KEY}).paths()
     after[PROVENANCE_KEY] = _provenance(ckpt, info, layout, aux, additions, renames, changed, norm_init)
-    if after.get("model_type") != config_get(ckpt.config, "model_type") and config_format == "native":
+    if after.get("model_type") != lookup(ckpt.config, "model_type") and config_format == "native":
         warnings.append(
             f"model_type {ckpt.config.get('model_type')!r} makes vLLM rewrite the draft into an MTP model "
             f"(SpeculativeConfig.hf_config_override); written as {after.get('model_type')!r}"
