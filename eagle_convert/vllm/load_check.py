@@ -1,9 +1,9 @@
-"""The engine worker's ``check`` mode: load each draft with vLLM's own loader and report.
+"""The session worker's ``load_check`` op: load each draft with vLLM's own loader and report.
 
 vLLM builds its engine config for the target and the draft, then loads the draft through
 ``get_model`` with two loader hooks installed (`vllm/hooks.py`: sentinel fill on create,
 unwritten scan and applied config after loading), in this process, on a one-rank gloo group.
-Runs inside ``python -m eagle_convert.vllm.worker check``.
+Runs inside ``python -m eagle_convert.vllm.session_worker``.
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@ runs in its own session and is killed, with every engine process it started, on 
 from __future__ import annotations
 
 import json
+import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -23,12 +25,34 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.errors import EngineError
-from eagle_convert.vllm.check import EngineReport, _kill_group, load_reports, load_request, worker_env
+from eagle_convert.vllm.load_report import EngineReport, load_reports, load_request
 from eagle_convert.vllm.sharing import sharing_enabled, swap_key
 from eagle_convert.vllm_model.acceptance import AcceptanceMetrics
 from eagle_convert.vllm_model.features import detect_features, vllm_available
 
 __all__ = ["PassSpec", "PassResult", "EngineRun", "EngineSession"]
+
+_PKG_PARENT = str(Path(__file__).resolve().parents[2])
+
+
+def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for the worker: the caller's, plus what vLLM needs to run quietly here."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_PKG_PARENT, env.get("PYTHONPATH", "")) if p)
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env.setdefault("VLLM_NO_USAGE_STATS", "1")
+    env.setdefault("DO_NOT_TRACK", "1")
+    if extra:
+        env.update(extra)
+    return env
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 @dataclass(frozen=True)
@@ -292,12 +316,14 @@ class EngineSession:
         target: Path,
         *,
         num_speculative_tokens: int = 3,
+        dtype: str = "auto",
         max_model_len: int = 512,
         timeout_s: float = 600,
     ) -> list[EngineReport]:
-        """The strict sentinel load (``check.check_many_with_vllm``) inside this session's worker."""
+        """The strict sentinel load of every draft (`vllm/check.py`) inside this session's worker;
+        ``timeout_s`` covers the worker's start and the whole batch."""
         features = detect_features()
-        req = {"op": "load_check", **load_request(drafts, target, num_speculative_tokens, "auto", max_model_len)}
+        req = {"op": "load_check", **load_request(drafts, target, num_speculative_tokens, dtype, max_model_len)}
         self.load_checks += 1
         t0 = time.monotonic()
         res = self.request(req, timeout_s=timeout_s)
