@@ -4,13 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from eagle_convert.smoke.prompts import NATURAL
+from eagle_convert.smoke.plot import bucket_label
 
 __all__ = ["render_markdown"]
-
-
-def _bucket(b: int | None) -> str:
-    return "all" if b is None else ("natural" if b == NATURAL else f"~{b} tokens")
 
 
 def _row(cells: list[Any]) -> str:
@@ -69,7 +65,7 @@ def _groups(acc: dict[str, Any]) -> list[str]:
             g = next((g for g in d["groups"] if g["category"] == cat and g["bucket"] == bucket), None)
             cells.append("—" if g is None else f"{g['acceptance_length']:.2f}")
         first = next(g for g in acc["drafts"][0]["groups"] if g["category"] == cat and g["bucket"] == bucket)
-        rows.append([cat, _bucket(bucket), first["requests"], *cells])
+        rows.append([cat, bucket_label(bucket, unit="tokens"), first["requests"], *cells])
     return _table(["category", "context", "runs", *labels], rows)
 
 
@@ -112,7 +108,7 @@ def render_markdown(data: dict[str, Any]) -> str:
         f"- engine: {acc['engine']} ({acc.get('engine_version') or '?'}); k = {s['k']}, temperature "
         f"{s['temperature']}, {s['max_new_tokens']} new tokens per prompt (EOS ignored), seed {s['seed']}",
         f"- prompts: {acc['prompts']['count']} runs (prompt x context bucket), chat template "
-        f"{acc['prompts']['chat_template']}, buckets {', '.join(_bucket(b) for b in s['buckets'])}",
+        f"{acc['prompts']['chat_template']}, buckets {', '.join(bucket_label(b, unit='tokens') for b in s['buckets'])}",
         f"- eagle-convert {data['eagle_convert']}; {data['seconds']:.0f} s this run "
         f"({len(data['ran'])} stages ran, {len(data['skipped'])} unchanged and skipped)",
         "",

@@ -12,17 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.extras import require
-from eagle_convert.smoke.plot import plot_positions
-from eagle_convert.smoke.prompts import NATURAL
+from eagle_convert.smoke.plot import bucket_label, plot_grouped_al, plot_positions
 from eagle_convert.smoke.results import SmokeReport
 
 __all__ = ["PLOTS", "plot_report"]
 
 PLOTS = ("report.png", "al.png", "positions.png", "buckets.png", "speedup.png")
-
-
-def _bucket(b: int | None) -> str:
-    return "all" if b is None else ("natural" if b == NATURAL else f"~{b} tok")
 
 
 def _limits(ax: Any, k: int) -> None:
@@ -46,17 +41,20 @@ def _al_panel(ax: Any, rep: SmokeReport) -> None:
 
 
 def _grouped(ax: Any, rep: SmokeReport, keys: list[tuple[str, int | None]], labels: list[str], title: str) -> None:
-    drafts = [d for d in rep.drafts if d.per_request]
-    width = 0.8 / max(len(drafts), 1)
-    for j, d in enumerate(drafts):
-        groups = [d.group(c, b) for c, b in keys]
-        vals = [g.acceptance_length if g is not None else 0.0 for g in groups]
-        xs = [i + (j - (len(drafts) - 1) / 2) * width for i in range(len(keys))]
-        bars = ax.bar(xs, vals, width=width * 0.95, label=d.label, color=f"C{j}")
-        ax.bar_label(bars, fmt="%.2f", fontsize=6, padding=1)
-    ax.set_xticks(range(len(keys)), labels, fontsize=8)
-    _limits(ax, rep.settings["k"])
-    ax.set_title(title)
+    """smoke's grouped AL bars, sized for report's panels (same headroom as `_limits`), with a legend."""
+    plot_grouped_al(
+        ax,
+        rep,
+        keys,
+        labels,
+        title,
+        value_fontsize=6,
+        value_padding=1,
+        tick_fontsize=8,
+        tilt_many=False,
+        headroom=1.6,
+        mark_max=False,
+    )
     ax.legend(fontsize=7, loc="upper right", ncol=2)
 
 
@@ -68,7 +66,7 @@ def _runs(rep: SmokeReport, category: str, bucket: int | None) -> str:
 def _buckets_panel(ax: Any, rep: SmokeReport) -> None:
     bks = rep.buckets
     keys: list[tuple[str, int | None]] = [("all", b) for b in bks] if len(bks) > 1 else [("all", None)]
-    labels = [_bucket(b) + _runs(rep, c, kb) for b, (c, kb) in zip(bks, keys)]
+    labels = [bucket_label(b) + _runs(rep, c, kb) for b, (c, kb) in zip(bks, keys)]
     _grouped(ax, rep, keys, labels, "AL per context length (prompt tokens)")
 
 

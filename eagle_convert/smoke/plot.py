@@ -12,7 +12,15 @@ from eagle_convert.extras import require
 from eagle_convert.smoke.prompts import NATURAL
 from eagle_convert.smoke.results import SmokeReport
 
-__all__ = ["PLOT_MODULES", "PLOT_WHAT", "plot_positions", "plot_smoke", "require_plot"]
+__all__ = [
+    "PLOT_MODULES",
+    "PLOT_WHAT",
+    "bucket_label",
+    "plot_grouped_al",
+    "plot_positions",
+    "plot_smoke",
+    "require_plot",
+]
 
 PLOT_WHAT, PLOT_MODULES = "smoke --plot", ("matplotlib",)
 
@@ -22,26 +30,47 @@ def require_plot() -> None:
     require("smoke", PLOT_WHAT, PLOT_MODULES)
 
 
-def _bucket(b: int | None) -> str:
-    return "all" if b is None else ("natural" if b == NATURAL else f"~{b} tok")
+def bucket_label(b: int | None, unit: str = "tok") -> str:
+    """A context bucket as smoke's plots, report's plots and report.md name it: all, natural, ~N `unit`."""
+    return "all" if b is None else ("natural" if b == NATURAL else f"~{b} {unit}")
 
 
-def _bars(ax, report: SmokeReport, keys: list[tuple[str, int | None]], labels: list[str], title: str) -> None:
+def plot_grouped_al(
+    ax: Any,
+    report: SmokeReport,
+    keys: list[tuple[str, int | None]],
+    labels: list[str],
+    title: str,
+    *,
+    value_fontsize: float = 8,
+    value_padding: float = 2,
+    tick_fontsize: float | None = None,
+    tilt_many: bool = True,
+    headroom: float = 1.5,
+    mark_max: bool = True,
+) -> None:
+    """Draw, on `ax`, AL per (category, bucket) key as grouped bars, one colour per draft with
+    per-request groups, between the AL 1 and k+1 lines; shared by `smoke --plot` and `report`,
+    whose smaller panels pass smaller fonts (`tilt_many` slants the labels of more than 4 keys,
+    `mark_max` writes "max k+1" on its line)."""
     drafts = [d for d in report.drafts if d.per_request]
     k = report.settings["k"]
     width = 0.8 / max(len(drafts), 1)
     for j, d in enumerate(drafts):
-        vals = [g.acceptance_length if (g := d.group(c, b)) else 0.0 for c, b in keys]
+        vals = [g.acceptance_length if (g := d.group(c, b)) is not None else 0.0 for c, b in keys]
         xs = [i + (j - (len(drafts) - 1) / 2) * width for i in range(len(keys))]
         bars = ax.bar(xs, vals, width=width * 0.95, label=d.label, color=f"C{j}")
-        ax.bar_label(bars, fmt="%.2f", fontsize=8, padding=2)
+        ax.bar_label(bars, fmt="%.2f", fontsize=value_fontsize, padding=value_padding)
     ax.axhline(k + 1, color="grey", linestyle="--", linewidth=1)
     ax.axhline(1, color="grey", linestyle=":", linewidth=1)
-    ax.text(-0.45, k + 1, f"max {k + 1}", va="bottom", ha="left", fontsize=8, color="grey")
-    ax.set_xticks(
-        range(len(keys)), labels, rotation=20 if len(keys) > 4 else 0, ha="right" if len(keys) > 4 else "center"
-    )
-    ax.set_ylim(0, k + 1.5)
+    if mark_max:
+        ax.text(-0.45, k + 1, f"max {k + 1}", va="bottom", ha="left", fontsize=8, color="grey")
+    tilt = tilt_many and len(keys) > 4
+    ticks: dict[str, Any] = {"rotation": 20 if tilt else 0, "ha": "right" if tilt else "center"}
+    if tick_fontsize is not None:
+        ticks["fontsize"] = tick_fontsize
+    ax.set_xticks(range(len(keys)), labels, **ticks)
+    ax.set_ylim(0, k + headroom)
     ax.set_ylabel("acceptance length (AL)")
     ax.set_title(title)
     ax.grid(axis="y", alpha=0.3)
@@ -97,7 +126,7 @@ def plot_smoke(report: SmokeReport, path: str | Path) -> Path:
     if grouped:
         cats = report.categories
         bucket = None if multi else report.buckets[0]
-        _bars(
+        plot_grouped_al(
             axes[0][1],
             report,
             [(c, bucket) for c in cats],
@@ -107,7 +136,9 @@ def plot_smoke(report: SmokeReport, path: str | Path) -> Path:
         axes[0][1].legend(fontsize=8, loc="upper right")
     if multi:
         bks = report.buckets
-        _bars(axes[0][2], report, [("all", b) for b in bks], [_bucket(b) for b in bks], "AL by context length")
+        plot_grouped_al(
+            axes[0][2], report, [("all", b) for b in bks], [bucket_label(b) for b in bks], "AL by context length"
+        )
     s = report.settings
     fig.suptitle(
         f"eagle-convert smoke — {Path(report.target).name}, engine {report.engine}, k={k}, "
