@@ -31,7 +31,7 @@ from eagle_convert.errors import (
 )
 from eagle_convert.extras import require
 from eagle_convert.io.tensordata import torch_dtype
-from eagle_convert.smoke.prompts import Prompt, builtin_prompts, load_prompts, prepare_prompts, resolve_chat_template
+from eagle_convert.smoke.prompts import Prompt, prepare_prompts, prompt_items, resolve_chat_template
 from eagle_convert.upgrade.norminit import FLOAT_DTYPES, NormInit
 
 __all__ = ["CALIBRATE_MODULES", "Calibration", "calibrate_fc_norm"]
@@ -97,14 +97,6 @@ def _target_folder(target: str | Path) -> Path:
     return p.resolve()
 
 
-def _prompt_items(prompts: Sequence[Prompt] | str | Path | None) -> tuple[list[Prompt], str]:
-    if prompts is None:
-        return builtin_prompts(), "built-in"
-    if isinstance(prompts, (str, Path)):
-        return load_prompts(prompts), str(prompts)
-    return list(prompts), "custom"
-
-
 def calibrate_fc_norm(
     draft: str | Path | CheckpointRef | Checkpoint,
     target: str | Path,
@@ -138,7 +130,7 @@ def calibrate_fc_norm(
     say = say or (lambda _m: None)
     t0 = time.perf_counter()
     tdir = _target_folder(target)
-    items, label = _prompt_items(prompts)
+    items, label = prompt_items(prompts)
     if not items:
         raise UsageError("no calibration prompts")
     template, template_label = resolve_chat_template(chat_template)

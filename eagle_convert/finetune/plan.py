@@ -35,7 +35,7 @@ from typing import Any
 from eagle_convert.errors import CheckpointNotFoundError, EagleConvertError, UsageError
 from eagle_convert.extras import require
 from eagle_convert.io.atomic import check_output_dir
-from eagle_convert.smoke.prompts import Prompt, builtin_prompts, load_prompts, resolve_chat_template
+from eagle_convert.smoke.prompts import Prompt, prompt_items, resolve_chat_template
 
 __all__ = [
     "DEFAULT_CONTINUATION_TOKENS",
@@ -273,12 +273,7 @@ def plan_finetune(
     plan_stages = _stages(stages)
     dpath, tpath = _folder(draft, "draft", config=False), _folder(target, "target")
     final = check_output_dir(out, {"input draft": dpath, "target": tpath}, force=force)
-    if prompts is None:
-        items, label = builtin_prompts(), "built-in"
-    elif isinstance(prompts, (str, Path)):
-        items, label = load_prompts(prompts), str(prompts)
-    else:
-        items, label = list(prompts), "custom"
+    items, label = prompt_items(prompts)
     if not items:
         raise UsageError("no prompts to generate training data from")
     template, template_label = resolve_chat_template(chat_template)

@@ -29,6 +29,7 @@ __all__ = [
     "filler_text",
     "load_prompts",
     "parse_buckets",
+    "prompt_items",
     "resolve_chat_template",
     "prepare_prompts",
     "select_prompts",
@@ -120,6 +121,16 @@ def load_prompts(path: str | Path) -> list[Prompt]:
     if not prompts:
         raise ConfigError(f"{path}: no prompts (expected one JSON object per line)")
     return prompts
+
+
+def prompt_items(prompts: Sequence[Prompt] | str | Path | None) -> tuple[list[Prompt], str]:
+    """The prompts a `prompts=` argument names (None: the built-in set; a path: a JSONL file;
+    else the `Prompt`s given) and the label recorded for them: "built-in", the path or "custom"."""
+    if prompts is None:
+        return builtin_prompts(), "built-in"
+    if isinstance(prompts, (str, Path)):
+        return load_prompts(prompts), str(prompts)
+    return list(prompts), "custom"
 
 
 def _parse_lines(lines: Iterable[str], where: str) -> list[Prompt]:
