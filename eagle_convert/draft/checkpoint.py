@@ -100,7 +100,7 @@ def open_checkpoint(ref: str | Path | CheckpointRef, *, require_config: bool = F
 def load_from_source(source: Source, *, require_config: bool = False) -> Checkpoint:
     files = source.list_files()
     fileset = set(files)
-    prefix, storage, weight_files = _resolve_weights(source, fileset)
+    prefix, storage, weight_files, weight_map = _resolve_weights(source, fileset)
     cfg_name = _join(prefix, CONFIG_FNAME) if _join(prefix, CONFIG_FNAME) in fileset else CONFIG_FNAME
     has_config = cfg_name in fileset
     if not has_config and require_config:
@@ -123,8 +123,8 @@ def load_from_source(source: Source, *, require_config: bool = False) -> Checkpo
                         f"{source.description}: tensor {name!r} appears in both {tensors[name].file} and {fname}"
                     )
                 tensors[name] = info
-        if storage == "sharded":
-            _check_index(source, prefix, tensors, fileset)
+        if weight_map is not None:
+            _check_index(source, prefix, tensors, weight_map)
     return Checkpoint(source, config, tensors, storage, weight_files, prefix, metadata, has_config, cfg_name)
 
 
@@ -132,13 +132,14 @@ def _join(prefix: str, name: str) -> str:
     return f"{prefix}/{name}" if prefix else name
 
 
-def _resolve_weights(source: Source, fileset: set[str]) -> tuple[str, str, list[str]]:
+def _resolve_weights(source: Source, fileset: set[str]) -> tuple[str, str, list[str], dict[str, Any] | None]:
+    """(prefix, storage, weight files, the index's weight_map when an index lists the shards)."""
     single = getattr(source, "single_file", None)
     if single:
         if single.endswith(".safetensors"):
-            return "", "single", [single]
+            return "", "single", [single], None
         if single.endswith((".bin", ".pt", ".pth")):
-            return "", "bin", [single]
+            return "", "bin", [single], None
         raise CheckpointReadError(f"{source.description}: not a .safetensors or .bin file")
     for prefix in WEIGHT_SUBDIRS:
         index = _join(prefix, INDEX_FILENAME)
@@ -156,26 +157,24 @@ def _resolve_weights(source: Source, fileset: set[str]) -> tuple[str, str, list[
                     f"{source.description}/{missing[0]}: listed in {INDEX_FILENAME} but missing",
                     hint="download every shard",
                 )
-            return prefix, "sharded", shards
+            return prefix, "sharded", shards, weight_map
         level = sorted(f for f in fileset if f.endswith(".safetensors") and f.rpartition("/")[0] == prefix)
         if len(level) == 1:
-            return prefix, "single", level
+            return prefix, "single", level, None
         if len(level) > 1:
-            return prefix, "sharded", level
+            return prefix, "sharded", level, None
         bins = sorted(f for f in fileset if f == _join(prefix, BIN_FNAME))
         if bins:
-            return prefix, "bin", bins
+            return prefix, "bin", bins, None
     raise CheckpointNotFoundError(
         f"{source.description}: no weights found",
         hint=f"expected {SINGLE_FILENAME}, {INDEX_FILENAME} with shards, or {BIN_FNAME}",
     )
 
 
-def _check_index(source: Source, prefix: str, tensors: dict[str, TensorInfo], fileset: set[str]) -> None:
+def _check_index(source: Source, prefix: str, tensors: dict[str, TensorInfo], weight_map: dict[str, Any]) -> None:
+    """Every tensor the index maps lies in the file it names, and every tensor is mapped."""
     index = _join(prefix, INDEX_FILENAME)
-    if index not in fileset:
-        return
-    weight_map = read_json(source, index)["weight_map"]
     for name, fname in weight_map.items():
         info = tensors.get(name)
         if info is None or info.file != _join(prefix, fname):
