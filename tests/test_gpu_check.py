@@ -1,7 +1,7 @@
 """scripts/gpu_check.py on a machine without a GPU: it starts, says in one line that there is no CUDA
 device (exit 2), needs neither click, rich nor vLLM, and a failing check is one clear line (exit 1).
-Its decisions on GPU results the CPU cannot produce (counters or accuracies that differ) are tested
-with faked runs."""
+Its decisions on GPU results the CPU cannot produce (counters or accuracies that differ, a vLLM
+smoke with impossible counters) are tested with faked runs."""
 
 from __future__ import annotations
 
@@ -238,3 +238,21 @@ def test_finetune_accuracy_gap_decides(script, make_run, monkeypatch, tmp_path: 
     else:
         assert (out.name, out.status) == ("finetune on cpu", "FAIL")
         assert out.detail == f"{detail}; largest per-step gap 0.200 > 0.1"
+
+
+def test_vllm_smoke_passes_possible_counters(script) -> None:
+    out = script.vllm_smoke_outcome(_report(_counts(4, [4, 4, 4]), _counts(4, [0, 0, 0])), k=3)
+    assert (out.name, out.status) == ("smoke --engine vllm", "PASS")
+    assert out.detail == "AL 4.00 / 1.00 (EAGLE-3 / EAGLE-3.1 identity upgrade), reference 0.0, 12s"
+
+
+def test_vllm_smoke_without_draft_rounds_fails(script) -> None:
+    """No rounds: vLLM never speculated with the draft, though its AL reads 1.0."""
+    out = script.vllm_smoke_outcome(_report(_counts(4, [2, 1, 0]), _counts(0, [])), k=3)
+    assert out.status == "FAIL" and out.detail.endswith("12s; draft1: no draft rounds")
+
+
+def test_vllm_smoke_with_an_impossible_acceptance_length_fails(script) -> None:
+    """A round emits at most k + 1 tokens: AL 5 at k = 3 is a counting bug."""
+    out = script.vllm_smoke_outcome(_report(_counts(2, [4, 4, 0]), _counts(4, [1, 0, 0])), k=3)
+    assert out.status == "FAIL" and out.detail.endswith("12s; draft0: AL outside [1, 4]")
