@@ -1,9 +1,9 @@
 """Rows of a 2-D tensor by byte range: a sample of an embedding or lm_head without reading the rest.
 
 `validate --target` compares the draft's embedding and lm_head with the target's; for an 8B target
-those are 1 GiB each and may sit on the hub. `read_rows` fetches only the asked rows, merging rows
-that lie close together into one range read (one HTTP request on the hub) as long as the bytes
-skipped between them stay small; `iter_row_blocks` streams every row in bounded blocks (--deep).
+those are 1 GiB each and may sit on the hub. `RowReader.read` fetches only the asked rows, merging
+rows that lie close together into one range read (one HTTP request on the hub) as long as the bytes
+skipped between them stay small; `RowReader.blocks` streams every row in bounded blocks (--deep).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from eagle_convert.io.tensordata import decode, tensor_bytes
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["RowReader", "iter_row_blocks", "read_rows"]
+__all__ = ["RowReader"]
 
 #: Rows closer than this many bytes apart are read in one range (cheaper than another request).
 MERGE_GAP_BYTES = 64 << 10
@@ -74,15 +74,3 @@ class RowReader:
         per = max(1, block_bytes // max(self.row_bytes, 1))
         for first in range(0, self.rows, per):
             yield first, self.span(first, min(per, self.rows - first))
-
-
-def read_rows(source: Source, info: TensorInfo, ids: Sequence[int]) -> np.ndarray:
-    """Rows `ids` of a 2-D tensor as float32 (see `RowReader.read`)."""
-    return RowReader(source, info).read(ids)
-
-
-def iter_row_blocks(
-    source: Source, info: TensorInfo, block_bytes: int = BLOCK_BYTES
-) -> Iterator[tuple[int, np.ndarray]]:
-    """Every row of a 2-D tensor in bounded blocks (see `RowReader.blocks`)."""
-    return RowReader(source, info).blocks(block_bytes)

@@ -158,16 +158,13 @@ def scan_tensor(
     info: TensorInfo,
     *,
     chunk_bytes: int = CHUNK_BYTES,
-    on_bytes: Callable[[int], None] | None = None,
-    reader: _Reader | None = None,
 ) -> TensorStats:
-    own = reader is None
-    reader = reader or _Reader(ckpt, chunk_bytes)
+    """One tensor's stats on its own reader (`deep_scan` shares one reader over every tensor)."""
+    reader = _Reader(ckpt, chunk_bytes)
     try:
-        return _scan(reader, info, on_bytes)
+        return _scan(reader, info, None)
     finally:
-        if own:
-            reader.close()
+        reader.close()
 
 
 def _scan(reader: _Reader, info: TensorInfo, on_bytes: Callable[[int], None] | None) -> TensorStats:

@@ -15,6 +15,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from eagle_convert.extras import module_available
 from eagle_convert.vllm_model.tables import DRAFT_CLASSES
 
 # Implementation classes that count as EAGLE-3 drafts (what the proposer accepts for "eagle3").
@@ -58,10 +59,7 @@ class VllmFeatures:
 
 def vllm_available() -> bool:
     """Whether a ``vllm`` package is importable (nothing is imported)."""
-    try:
-        return importlib.util.find_spec("vllm") is not None
-    except (ImportError, ValueError):
-        return False
+    return module_available("vllm")
 
 
 def vllm_package_dir() -> Path | None:

@@ -96,8 +96,6 @@ SPECULATORS_FLAG_DEFAULTS: dict[str, dict[str, bool]] = {
     "eagle3": {"norm_before_residual": True, "norm_before_fc": False, "fc_norm": False, "norm_output": False},
     "peagle": {"norm_before_residual": False, "norm_before_fc": False},
 }
-# Speculators top-level fields update_eagle3 copies onto the inner config (besides the flags).
-SPECULATORS_COPIED_FIELDS = ("draft_vocab_size", "target_hidden_size", "eagle_aux_hidden_state_layer_ids")
 # The plain path: the draft classes read each flag with getattr(config, flag, False).
 PLAIN_FLAG_DEFAULTS: dict[str, bool] = dict.fromkeys(FLAG_NAMES, False)
 
