@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from eagle_convert.draft.card import CARD_FILE
 from eagle_convert.draft.checkpoint import open_checkpoint
@@ -150,21 +150,46 @@ def _verify(
     problems: list[str] = []
     for f in files:
         problems += verify_file(tmp / f.filename, f, progress=progress.advance if progress else None)
-    if plan.sharded and (tmp / INDEX_FILENAME).read_text(encoding="utf-8") != index_json(plan.files):
+    verify_against_plan(
+        plan,
+        tmp,
+        problems,
+        index=index_json(plan.files) if plan.sharded else None,
+        config=plan.config_after,
+        sizes=plan.output_files,
+        written=written,
+    )
+
+
+def verify_against_plan(
+    plan: UpgradePlan,
+    tmp: Path,
+    problems: list[str],
+    *,
+    index: str | None,
+    config: dict[str, Any],
+    sizes: dict[str, int],
+    written: dict[str, int],
+    what: str = "upgraded output",
+) -> None:
+    """What every upgrade output is checked for after its weight files (`problems` so far): the index
+    text (None: no index), config and model card against the plan, each file's size, then the output
+    re-described. Raises `VerificationError` with the first problem, naming files, not the temp dir."""
+    if index is not None and (tmp / INDEX_FILENAME).read_text(encoding="utf-8") != index:
         problems.append(f"{INDEX_FILENAME}: weight map differs from the plan")
-    if json.loads((tmp / "config.json").read_text(encoding="utf-8")) != plan.config_after:
+    if json.loads((tmp / "config.json").read_text(encoding="utf-8")) != config:
         problems.append("config.json differs from the plan")
     if (tmp / CARD_FILE).read_text(encoding="utf-8") != plan.readme:
         problems.append(f"{CARD_FILE} differs from the plan")
-    for name, size in plan.output_files.items():
+    for name, size in sizes.items():
         if written.get(name) != size:
             problems.append(f"{name}: {written.get(name)} bytes written, plan said {size}")
     if not problems:
         problems += _recheck(plan, tmp)
-    problems = [p.replace(f"{tmp}/", "") for p in problems]  # name output files, not the temp dir
+    problems = [p.replace(f"{tmp}/", "") for p in problems]
     if problems:
         raise VerificationError(
-            f"{plan.source}: upgraded output failed verification: {problems[0]}"
+            f"{plan.source}: {what} failed verification: {problems[0]}"
             + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""),
             hint="nothing was written; report this as a bug",
         )

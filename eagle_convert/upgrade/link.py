@@ -13,18 +13,16 @@ in place would change the input too; the CLI says so.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 from eagle_convert.draft.card import CARD_FILE
-from eagle_convert.errors import VerificationError
 from eagle_convert.io.atomic import atomic_output_dir, cleanup_stale_temps
 from eagle_convert.io.links import LinkOutcome, link_or_copy, same_bytes_cheaply
 from eagle_convert.io.outfile import INDEX_FILENAME, OutFile
 from eagle_convert.io.verify import verify_file, verify_same_bytes
 from eagle_convert.io.writer import write_file
-from eagle_convert.upgrade.apply import Progress, UpgradeResult, _recheck, check_output, write_errors
+from eagle_convert.upgrade.apply import Progress, UpgradeResult, check_output, verify_against_plan, write_errors
 from eagle_convert.upgrade.linkplan import LinkPlan
 from eagle_convert.upgrade.preflight import refuse_invalid_output
 
@@ -99,21 +97,13 @@ def _verify(
     for name, src in compare.items():
         problems += verify_same_bytes(tmp / name, src, progress=progress.advance if progress else None)
     problems += verify_file(tmp / shard.filename, shard, progress=progress.advance if progress else None)
-    if (tmp / INDEX_FILENAME).read_text(encoding="utf-8") != lp.index_json:
-        problems.append(f"{INDEX_FILENAME}: weight map differs from the plan")
-    if json.loads((tmp / "config.json").read_text(encoding="utf-8")) != lp.config_after:
-        problems.append("config.json differs from the plan")
-    if (tmp / CARD_FILE).read_text(encoding="utf-8") != lp.plan.readme:
-        problems.append(f"{CARD_FILE} differs from the plan")
-    for name, size in lp.output_files.items():
-        if written.get(name) != size:
-            problems.append(f"{name}: {written.get(name)} bytes written, plan said {size}")
-    if not problems:
-        problems += _recheck(lp.plan, tmp)
-    problems = [p.replace(f"{tmp}/", "") for p in problems]
-    if problems:
-        raise VerificationError(
-            f"{lp.plan.source}: linked output failed verification: {problems[0]}"
-            + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""),
-            hint="nothing was written; report this as a bug",
-        )
+    verify_against_plan(
+        lp.plan,
+        tmp,
+        problems,
+        index=lp.index_json,
+        config=lp.config_after,
+        sizes=lp.output_files,
+        written=written,
+        what="linked output",
+    )
