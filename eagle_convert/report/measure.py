@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 from eagle_convert.report.cache import StageRecord
 from eagle_convert.report.stages import ReportOptions, smoke_command, smoke_prompts
-from eagle_convert.smoke.engines import counts_from_pass
+from eagle_convert.smoke.engines import counts_from_pass, run_reference
 from eagle_convert.smoke.prompts import PromptSet
 from eagle_convert.smoke.reader import read_drafts
-from eagle_convert.smoke.results import DraftResult, SmokeReport, deltas, draft_results
+from eagle_convert.smoke.results import DraftResult, SmokeReport, deltas, draft_results, smoke_settings
 from eagle_convert.smoke.run import prepare_smoke_prompts
 from eagle_convert.smoke.throughput import NO_SPEC, EngineRates, ThroughputReport
 
@@ -52,18 +52,16 @@ def _prompts_digest(pset: PromptSet) -> str:
     return hashlib.sha256(json.dumps([pset.chat_template, rows]).encode()).hexdigest()
 
 
-def _settings(opts: ReportOptions, pset: PromptSet) -> dict[str, Any]:
-    """The `settings` block exactly as `run_smoke` writes it."""
-    return {
-        "k": opts.k,
-        "max_new_tokens": opts.max_new_tokens,
-        "temperature": opts.temperature,
-        "seed": opts.seed,
-        "buckets": list(opts.buckets),
-        "chat_template": pset.chat_template,
-        "tensor_parallel_size": opts.tensor_parallel_size,
-        "ignore_eos": True,
-    }
+def _settings(opts: ReportOptions, pset: PromptSet, tensor_parallel_size: int) -> dict[str, Any]:
+    return smoke_settings(
+        k=opts.k,
+        max_new_tokens=opts.max_new_tokens,
+        temperature=opts.temperature,
+        seed=opts.seed,
+        buckets=opts.buckets,
+        chat_template=pset.chat_template,
+        tensor_parallel_size=tensor_parallel_size,
+    )
 
 
 def _single(
@@ -81,33 +79,23 @@ def _single(
 def _run_reference(
     pending: Sequence[tuple[Variant, str]], target: Path, opts: ReportOptions, pset: PromptSet, say: Any
 ) -> list[tuple[dict[str, Any], float]]:
-    from eagle_convert.smoke.run import run_smoke
-
-    rep = run_smoke(
+    paths = [v.path for v, _ in pending]
+    raw, version = run_reference(
         target,
-        [v.path for v, _ in pending],
-        engine="reference",
-        prompts=smoke_prompts(opts),
+        paths,
+        pset,
         k=opts.k,
         max_new_tokens=opts.max_new_tokens,
         temperature=opts.temperature,
         seed=opts.seed,
-        buckets=opts.buckets,
-        chat_template=opts.chat_template,
-        progress=say,
+        say=say,
     )
+    settings = _settings(opts, pset, 1)  # the reference engine runs on one device
     out = []
-    for (v, _), d in zip(pending, rep.drafts):
-        d.label = v.name
+    for d in draft_results(paths, raw, pset, labels=[v.name for v, _ in pending]):
         seconds = (d.total.seconds or 0.0) + (d.load_seconds or 0.0)
         out.append(
-            (
-                {
-                    "acceptance": _single(target, "reference", rep.engine_version, rep.settings, pset, d, seconds),
-                    "rates": None,
-                },
-                seconds,
-            )
+            ({"acceptance": _single(target, "reference", version, settings, pset, d, seconds), "rates": None}, seconds)
         )
     return out
 
@@ -132,7 +120,7 @@ def _run_vllm(
         baseline=baseline,
         say=say,
     )
-    settings = _settings(opts, pset)
+    settings = _settings(opts, pset, opts.tensor_parallel_size)
     per = (time.perf_counter() - t0) / max(len(pending) + int(baseline), 1)
     out = []
     for (v, _), dm in zip(pending, m.drafts):

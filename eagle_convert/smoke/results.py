@@ -30,6 +30,7 @@ __all__ = [
     "draft_labels",
     "draft_results",
     "deltas",
+    "smoke_settings",
 ]
 
 LOG = logging.getLogger(__name__)
@@ -232,6 +233,29 @@ class SmokeReport:
 
 # Per draft: the request results, the engine's totals, and the draft-load / engine-start seconds.
 EngineOut = list[tuple[list[RequestResult], Counts, float | None]]
+
+
+def smoke_settings(
+    *,
+    k: int,
+    max_new_tokens: int,
+    temperature: float,
+    seed: int,
+    buckets: Sequence[int],
+    chat_template: str | None,
+    tensor_parallel_size: int,
+) -> dict[str, Any]:
+    """A `SmokeReport`'s `settings` block, one shape for `smoke` and `report`'s measuring stages."""
+    return {
+        "k": k,
+        "max_new_tokens": max_new_tokens,
+        "temperature": temperature,
+        "seed": seed,
+        "buckets": list(buckets),
+        "chat_template": chat_template,
+        "tensor_parallel_size": tensor_parallel_size,
+        "ignore_eos": True,
+    }
 
 
 def draft_labels(paths: Sequence[Path]) -> list[str]:

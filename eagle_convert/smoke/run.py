@@ -25,7 +25,7 @@ from eagle_convert.smoke.prompts import (
     prepare_prompts,
     resolve_chat_template,
 )
-from eagle_convert.smoke.results import SmokeReport, deltas, draft_labels, draft_results
+from eagle_convert.smoke.results import SmokeReport, deltas, draft_labels, draft_results, smoke_settings
 
 __all__ = [
     "ENGINES",
@@ -194,16 +194,15 @@ def run_smoke(
     results = draft_results(dpaths, raw, pset)
     for d, control in zip(results, controls):
         d.sampling_control = control
-    settings = {
-        "k": k,
-        "max_new_tokens": max_new_tokens,
-        "temperature": temperature,
-        "seed": seed,
-        "buckets": list(buckets),
-        "chat_template": label,
-        "tensor_parallel_size": tensor_parallel_size,
-        "ignore_eos": True,
-    }
+    settings = smoke_settings(
+        k=k,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        seed=seed,
+        buckets=buckets,
+        chat_template=label,
+        tensor_parallel_size=tensor_parallel_size,
+    )
     return SmokeReport(
         str(tdir), engine, version, settings, pset, results, deltas(results), time.perf_counter() - t0, throughput
     )
