@@ -23,10 +23,11 @@ from eagle_convert.io.atomic import (
     atomic_output_dir,
     cleanup_stale_temps,
     install_signal_cleanup,
+    write_text_atomic,
 )
 from eagle_convert.io.outfile import INDEX_FILENAME, ByteRange, OutFile, OutTensor, StreamSource, WriterError
 from eagle_convert.io.verify import verify_file
-from eagle_convert.io.writer import plan_shards, write_file, write_index
+from eagle_convert.io.writer import index_text, plan_shards, write_file, write_index
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -344,6 +345,16 @@ def test_plan_shards_single_and_sharded(src: Path, tmp_path: Path) -> None:
     assert_same(loaded, source_tensors())
 
 
+def test_index_text_is_what_write_index_writes(tmp_path: Path) -> None:
+    files = [
+        OutFile("b.safetensors", [OutTensor("z", "U8", (3,), b"abc")], None),
+        OutFile("a.safetensors", [OutTensor("y", "U8", (2,), b"de"), OutTensor("x", "U8", (1,), b"f")], None),
+    ]
+    text = index_text({"z": "b.safetensors", "y": "a.safetensors", "x": "a.safetensors"}, 6)
+    assert write_index(tmp_path, files).read_text(encoding="utf-8") == text
+    assert list(json.loads(text)["weight_map"]) == ["x", "y", "z"] and text.endswith("}\n")
+
+
 def test_oversized_tensor_gets_own_shard() -> None:
     small = [OutTensor(f"s{i}", "U8", (4,), b"\0" * 4) for i in range(3)]
     big = OutTensor("big", "U8", (100,), b"\0" * 100)
@@ -526,6 +537,14 @@ def test_cleanup_stale_temps_only_touches_its_own(tmp_path: Path) -> None:
     assert [p.name for p in cleanup_stale_temps(final)] == [".out[1].old-cc"]
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == [".other.tmp-dd", ".out[1].tmp-file", "out[1]", "out[1].tmp-ee"]
+
+
+def test_write_text_atomic_replaces_by_rename(tmp_path: Path) -> None:
+    path = tmp_path / "report.md"
+    path.write_text("old", encoding="utf-8")
+    write_text_atomic(path, "new \u2192 text\n")
+    assert path.read_text(encoding="utf-8") == "new \u2192 text\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.md"]  # no temp file left beside it
 
 
 def test_install_signal_cleanup_raises_and_restores() -> None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eagle_convert.io.atomic import write_text_atomic
 from eagle_convert.vllm_model.config import read_config
 from eagle_convert.vllm_model.versions import TESTED_VERSION
 
@@ -308,9 +309,7 @@ def write_model_card(
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     text = model_card(config, model_ref=model_ref or str(folder), target=target, acceptance=acceptance)
     path = folder / CARD_FILE
-    tmp = folder / f".{CARD_FILE}.tmp-{os.getpid()}"
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, text)
     return path
 
 

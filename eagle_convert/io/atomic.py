@@ -31,6 +31,7 @@ __all__ = [
     "check_output_dir",
     "cleanup_stale_temps",
     "install_signal_cleanup",
+    "write_text_atomic",
 ]
 
 LOG = logging.getLogger(__name__)
@@ -245,3 +246,11 @@ def check_output_dir(out: str | Path, inputs: Mapping[str, Path | None], *, forc
     if (final.exists() or final.is_symlink()) and not force and not (final.is_dir() and not any(final.iterdir())):
         raise OutputError(f"{out}: output already exists", hint="pass --force to replace it")
     return final
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Replace one text file by rename (from ``.{name}.tmp-{pid}`` beside it), so that a reader or an
+    interruption sees the old text or the new, never half of it."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

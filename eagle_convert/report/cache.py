@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from eagle_convert.io.atomic import write_text_atomic
 
 __all__ = ["STATE_DIR", "HashMemo", "StageRecord", "StageStore", "folder_digest", "stage_key", "write_json_atomic"]
 
@@ -32,9 +33,7 @@ NOT_CONTENT = ("README.md",)
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON by rename, so an interruption leaves the old file or the new one, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=1, default=str) + "\n")
 
 
 class HashMemo:

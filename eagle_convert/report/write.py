@@ -7,12 +7,12 @@ variant, whichever stages this run skipped. Every file is replaced by rename.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from eagle_convert import __version__
+from eagle_convert.io.atomic import write_text_atomic
 from eagle_convert.report.cache import StageRecord, write_json_atomic
 from eagle_convert.report.markdown import render_markdown
 from eagle_convert.report.runner import StageEvent, Variant
@@ -24,12 +24,6 @@ __all__ = ["AL_TOLERANCE", "REPORT_VERSION", "checks", "write_outputs"]
 REPORT_VERSION = 1
 # "The fine-tuned draft is as good as the input": AL within this of the input's (issue 11).
 AL_TOLERANCE = 0.05
-
-
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def checks(acc: SmokeReport) -> list[dict[str, Any]]:
@@ -161,13 +155,13 @@ def write_outputs(
     }
     files = {"report.json": out / "report.json", "report.md": out / "report.md", "commands.sh": out / "commands.sh"}
     write_json_atomic(files["report.json"], data)
-    _write_text(files["report.md"], render_markdown(data))
+    write_text_atomic(files["report.md"], render_markdown(data))
     script = [
         "#!/usr/bin/env bash",
         "# The eagle-convert commands that reproduce each stage of this report.",
         "set -euo pipefail",
         *(f"# {c['stage']}\n{c['command']}" for c in data["commands"]),
     ]
-    _write_text(files["commands.sh"], "\n".join(script) + "\n")
+    write_text_atomic(files["commands.sh"], "\n".join(script) + "\n")
     files["commands.sh"].chmod(0o755)
     return {**files, **{name: p for name, p in plots.items()}, "data": json.loads(json.dumps(data, default=str))}
