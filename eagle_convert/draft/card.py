@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eagle_convert.draft.checkpoint import CheckpointRef
+from eagle_convert.errors import UsageError
 from eagle_convert.io.atomic import write_text_atomic
 from eagle_convert.vllm_model.config import read_config
 from eagle_convert.vllm_model.versions import TESTED_VERSION
@@ -45,7 +47,6 @@ PROVENANCE_KEY = "_eagle_convert"  # the config.json entry where eagle-convert r
 CARD_MARKER = "<!-- model card written by eagle-convert -->"
 LIBRARY_NAME = "vllm"  # the library that loads the draft: it has no transformers class of its own
 NUM_SPECULATIVE_TOKENS = 3
-_REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 _SERVE_MODEL = re.compile(r'("model": )"(?:[^"\\]|\\.)*"')
 _FLAG_MEANING = {
     "fc_norm": "one RMSNorm per auxiliary target hidden state (`fc_norm.{i}.weight`) before `fc` (EAGLE-3.1)",
@@ -87,10 +88,10 @@ def hub_repo_id(ref: str | os.PathLike[str] | None) -> str | None:
     m = re.search(r"models--([^/\\]+?)--([^/\\]+)", text)
     if m:
         return f"{m.group(1)}/{m.group(2)}"
-    text = text.removeprefix("hf://").split("@", 1)[0]
-    if _REPO_ID.fullmatch(text) and not Path(text).exists():
-        return text
-    return None
+    try:
+        return CheckpointRef.parse(text).repo
+    except UsageError:  # a malformed hf:// reference names no repo
+        return None
 
 
 def serve_command(target: str | None, model_ref: str, k: int = NUM_SPECULATIVE_TOKENS) -> str:
