@@ -24,7 +24,7 @@ from typing import Any
 from eagle_convert.errors import CheckpointNotFoundError, OutputError, UsageError
 from eagle_convert.extras import require
 from eagle_convert.report.cache import STATE_DIR
-from eagle_convert.report.runner import Runner, StageEvent, Variant
+from eagle_convert.report.runner import CALIBRATED, EAGLE3, FINETUNED, IDENTITY, Runner, StageEvent, Variant
 from eagle_convert.report.stages import (
     ReportOptions,
     Say,
@@ -35,9 +35,8 @@ from eagle_convert.report.stages import (
     validate_stage,
 )
 
-__all__ = ["CALIBRATED", "EAGLE3", "FINETUNED", "IDENTITY", "ReportResult", "run_report"]
+__all__ = ["ReportResult", "run_report"]
 
-EAGLE3, IDENTITY, CALIBRATED, FINETUNED = "eagle3", "eagle31-identity", "eagle31-calibrated", "eagle31-finetuned"
 TITLES = {
     EAGLE3: "EAGLE-3 (the input)",
     IDENTITY: "EAGLE-3.1, identity fc_norm (upgrade)",

@@ -15,7 +15,7 @@ from eagle_convert import __version__
 from eagle_convert.io.atomic import write_text_atomic
 from eagle_convert.report.cache import StageRecord, write_json_atomic
 from eagle_convert.report.markdown import render_markdown
-from eagle_convert.report.runner import StageEvent, Variant
+from eagle_convert.report.runner import CALIBRATED, EAGLE3, FINETUNED, IDENTITY, StageEvent, Variant
 from eagle_convert.report.stages import ReportOptions, smoke_command
 from eagle_convert.smoke.results import SmokeReport
 
@@ -30,7 +30,7 @@ def checks(acc: SmokeReport) -> list[dict[str, Any]]:
     """The two claims an EAGLE-3 → 3.1 report is read for, with the measured numbers."""
     al = {d.label: d.total.acceptance_length for d in acc.drafts}
     out = []
-    ft, e3 = al.get("eagle31-finetuned"), al.get("eagle3")
+    ft, e3 = al.get(FINETUNED), al.get(EAGLE3)
     if ft is not None and e3 is not None:
         out.append(
             {
@@ -40,7 +40,7 @@ def checks(acc: SmokeReport) -> list[dict[str, Any]]:
                 "detail": f"AL {ft:.3f} vs {e3:.3f} ({ft - e3:+.3f})",
             }
         )
-    cal, ident = al.get("eagle31-calibrated"), al.get("eagle31-identity")
+    cal, ident = al.get(CALIBRATED), al.get(IDENTITY)
     if cal is not None and ident is not None:
         out.append(
             {
