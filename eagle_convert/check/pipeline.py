@@ -136,19 +136,9 @@ def _prompts(s: State) -> Any:
 
     path = s.policy.path("acceptance", "prompts")
     prompts = load_prompts(path) if path is not None else builtin_prompts()
-    cats = s.acc("categories")
-    if cats:
-        known = sorted({p.category for p in prompts})
-        unknown = [c for c in cats if c not in known]
-        if unknown:
-            from eagle_convert.errors import UsageError
-
-            raise UsageError(
-                f"{s.policy.source}: [acceptance] categories: no prompts in {', '.join(unknown)} "
-                f"(available: {', '.join(known)})"
-            )
-        prompts = [p for p in prompts if p.category in cats]
-    prompts = select_prompts(prompts, limit=s.acc("limit"))  # the first `limit` of each category, in file order
+    # the categories asked for, then the first `limit` of each, in file order
+    source = f"{s.policy.source}: [acceptance] categories"
+    prompts = select_prompts(prompts, s.acc("categories") or (), s.acc("limit"), option=source)
     buckets = [NATURAL if b == "natural" else int(b) for b in s.acc("buckets")]
     return prepare_smoke_prompts(
         s.folder("target"),

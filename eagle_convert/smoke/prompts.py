@@ -206,13 +206,20 @@ def parse_buckets(value: str | Sequence[int] | None) -> list[int]:
     return sorted(out)
 
 
-def select_prompts(prompts: Sequence[Prompt], categories: Sequence[str] = (), limit: int | None = None) -> list[Prompt]:
-    """--category (only these categories) and --limit (at most N per category), in file order."""
+def select_prompts(
+    prompts: Sequence[Prompt],
+    categories: Sequence[str] = (),
+    limit: int | None = None,
+    *,
+    option: str = "--category",
+) -> list[Prompt]:
+    """--category (only these categories) and --limit (at most N per category), in file order;
+    ``option`` names where the categories came from in the refusal of an unknown one."""
     if categories:
         known = sorted({p.category for p in prompts})
         unknown = [c for c in categories if c not in known]
         if unknown:
-            raise UsageError(f"--category: no prompts in {', '.join(unknown)} (available: {', '.join(known)})")
+            raise UsageError(f"{option}: no prompts in {', '.join(unknown)} (available: {', '.join(known)})")
         prompts = [p for p in prompts if p.category in categories]
     if not limit:
         return list(prompts)
