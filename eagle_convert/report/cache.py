@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eagle_convert.draft.card import CARD_FILE
 from eagle_convert.io.atomic import write_text_atomic
 
 __all__ = ["STATE_DIR", "HashMemo", "StageRecord", "StageStore", "folder_digest", "stage_key", "write_json_atomic"]
@@ -27,7 +28,7 @@ STATE_DIR = ".report"
 CHUNK = 8 << 20
 # Files a draft folder holds that are not part of the draft vLLM loads: the model card is rewritten
 # with measured numbers after the draft is measured, and must not make the draft look changed.
-NOT_CONTENT = ("README.md",)
+NOT_CONTENT = (CARD_FILE,)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
