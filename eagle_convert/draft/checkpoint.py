@@ -20,7 +20,6 @@ from eagle_convert.io.source import LocalSource, Source, read_json, where
 from eagle_convert.io.tensordata import tensor_bytes
 
 CONFIG_FNAME = "config.json"
-SAFETENSORS_INDEX_FNAME = INDEX_FILENAME  # the name upgrade/plan.py imports (the literal lives in io/outfile)
 BIN_FNAME = "pytorch_model.bin"
 # NeMo Automodel may put the consolidated weights one or two folders down.
 WEIGHT_SUBDIRS = ("", "model", "model/consolidated")

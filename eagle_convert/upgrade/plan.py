@@ -21,10 +21,10 @@ from typing import Any
 from eagle_convert import __version__
 from eagle_convert.diff import config_diff
 from eagle_convert.draft.card import CARD_FILE, PROVENANCE_KEY, model_card
-from eagle_convert.draft.checkpoint import SAFETENSORS_INDEX_FNAME, Checkpoint
+from eagle_convert.draft.checkpoint import Checkpoint
 from eagle_convert.draft.describe import DraftInfo
 from eagle_convert.errors import UpgradeRefusedError, UsageError
-from eagle_convert.io.outfile import ByteRange, OutTensor
+from eagle_convert.io.outfile import INDEX_FILENAME, ByteRange, OutTensor
 from eagle_convert.upgrade.auxids import AuxIds, resolve_aux
 from eagle_convert.upgrade.configgen import (
     TargetInfo,
@@ -85,7 +85,7 @@ class UpgradePlan:
         """Every file the upgrade writes, with its exact size in bytes."""
         out = {f.filename: f.total_bytes for f in self.files}
         if self.sharded:
-            out[SAFETENSORS_INDEX_FNAME] = len(index_json(self.files))
+            out[INDEX_FILENAME] = len(index_json(self.files))
         out["config.json"] = len(self.config_json().encode())
         out[CARD_FILE] = len(self.readme.encode())
         return out
@@ -184,8 +184,8 @@ def plan_upgrade(
             warnings.append(f"target vocab_size {target.vocab_size} != draft vocab_size {info.vocab_size}")
     used = {
         *ckpt.weight_files,
-        SAFETENSORS_INDEX_FNAME,
-        f"{ckpt.prefix}/{SAFETENSORS_INDEX_FNAME}",
+        INDEX_FILENAME,
+        f"{ckpt.prefix}/{INDEX_FILENAME}",
         "config.json",
         f"{ckpt.prefix}/config.json",
     }

@@ -12,7 +12,9 @@ from rich.table import Table
 from eagle_convert.cli.render.diff import ABSENT, config_table
 from eagle_convert.cli.render.inspect import human_bytes
 from eagle_convert.diff import config_diff
-from eagle_convert.draft.card import PROVENANCE_KEY
+from eagle_convert.draft.card import CARD_FILE, PROVENANCE_KEY
+from eagle_convert.draft.checkpoint import CONFIG_FNAME
+from eagle_convert.io.outfile import INDEX_FILENAME
 from eagle_convert.upgrade.apply import UpgradeResult
 from eagle_convert.upgrade.plan import UpgradePlan
 
@@ -100,7 +102,7 @@ def _link_files(console: Console, link: LinkPlan) -> None:
     for f in link.linked:
         table.add_row(escape(f.filename), f"link to input {escape(f.source)}", str(f.tensors), f"{f.bytes:,}")
     table.add_row(link.shard.filename, "new", str(len(link.shard.tensors)), f"{link.shard.total_bytes:,}")
-    for name in ("model.safetensors.index.json", "config.json", "README.md"):
+    for name in (INDEX_FILENAME, CONFIG_FNAME, CARD_FILE):
         if name in link.output_files:
             table.add_row(name, "new", "", f"{link.output_files[name]:,}")
     table.add_row(
