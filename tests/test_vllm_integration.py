@@ -1,4 +1,4 @@
-"""The real vLLM: feature detection, strict loading (engine_check), spec-decode counters (vllm_smoke).
+"""The real vLLM: feature detection and strict loading (engine_check); no spec-decode run here.
 
 Engine starts are expensive (import ~10 s, an LLM ~20-70 s on 2 shared cores), so the module
 starts no LLM: one loader worker for all broken drafts, one for the single-draft API. Spec-decode

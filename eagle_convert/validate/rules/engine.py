@@ -1,4 +1,4 @@
-"""Turn a vLLM engine check (`vllm.check.EngineReport`) and the installed vLLM's detected features
+"""Turn a vLLM engine check (`vllm.load_report.EngineReport`) and the installed vLLM's detected features
 into findings.
 
 The loader check is strict where vLLM is not: any parameter the checkpoint never wrote is an
