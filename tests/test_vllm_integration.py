@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from eagle_convert.vllm_model.features import detect_features, vllm_available
+from fixtures.edits import edit_config
 
 pytestmark = [
     pytest.mark.vllm,
@@ -44,19 +45,6 @@ def _build(out: Path, *, variant: str = "eagle3", **spec_kw) -> Path:
     from fixtures.drafts import VLLM_TINY, build_draft
 
     return build_draft(out, replace(VLLM_TINY, variant=variant, **spec_kw))
-
-
-def _edit_config(folder: Path, **changes) -> Path:
-    """Change config.json keys (``None`` deletes; ``eagle_config=None`` too)."""
-    path = folder / "config.json"
-    cfg = json.loads(path.read_text())
-    for k, v in changes.items():
-        if v is None:
-            cfg.pop(k, None)
-        else:
-            cfg[k] = v
-    path.write_text(json.dumps(cfg, indent=2))
-    return folder
 
 
 def _edit(folder: Path, *, drop: tuple[str, ...] = (), set_: dict | None = None) -> Path:
@@ -103,10 +91,10 @@ def drafts(work: Path) -> dict[str, Path]:
         _build(work / "full_vocab_d2t", vocab="full"), set_={"d2t": torch.zeros(4096, dtype=torch.int64)}
     )
     d["extra_tensor"] = _edit(_build(work / "extra_tensor"), set_={"layers.0.bogus.weight": torch.ones(4)})
-    d["unregistered_arch"] = _edit_config(_build(work / "unregistered_arch"), architectures=["LlamaEagle3DraftModel"])
+    d["unregistered_arch"] = edit_config(_build(work / "unregistered_arch"), architectures=["LlamaEagle3DraftModel"])
     # Loads fine, but the target taps only 2 distinct layers for a 3-state fc
     # (vLLM 0.32.0 `EagleModelMixin._maybe_add_hidden_state` records one state per layer index).
-    d["aux_ids_collide"] = _edit_config(
+    d["aux_ids_collide"] = edit_config(
         _build(work / "aux_ids_collide"), eagle_aux_hidden_state_layer_ids=[2, 2, 5], eagle_config=None
     )
     # Real multi-layer drafts ship no layers.1.hidden_norm: vLLM builds it but never reads it.
