@@ -57,7 +57,7 @@ def broken(tmp_path: Path, built_fixtures) -> Path:
 @pytest.mark.parametrize(
     ("case", "message"),
     [
-        ("missing", "{d}/missing: no such file or directory (check the path or pass a hub repo id as org/name)"),
+        ("missing", "{d}/missing: no such file or folder (check the path or pass a hub repo id as org/name)"),
         (
             "trunc",
             "{d}/trunc/model.safetensors: truncated: tensor 'fc.weight' ends at byte 26960, file has 5000 "

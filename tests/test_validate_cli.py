@@ -72,7 +72,7 @@ def test_missing_checkpoint_exits_1(run, tmp_path: Path) -> None:
     res = run(tmp_path / "nope")
     assert res.exit_code == 1
     assert res.stderr == (
-        f"Error: {tmp_path / 'nope'}: no such file or directory (check the path or pass a hub repo id as org/name)\n"
+        f"Error: {tmp_path / 'nope'}: no such file or folder (check the path or pass a hub repo id as org/name)\n"
     )
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from eagle_convert.draft.checkpoint import CheckpointRef
 from eagle_convert.errors import CheckpointNotFoundError
+from eagle_convert.io.localpath import missing_path_error
 from eagle_convert.vllm.session import EngineSession, PassResult, PassSpec
 
 MAIN, GREEDY, EPS, MIXED = "main", "greedy", "eps", "mixed"
@@ -33,6 +34,8 @@ def local_folder(ref: str, what: str) -> Path:
     parsed = CheckpointRef.parse(str(ref))
     if not parsed.is_hub:
         path = Path(parsed.local or ref).expanduser()
+        if not path.exists():
+            raise missing_path_error(path)
         folder = path if path.is_dir() else path.parent
         if not (folder / "config.json").is_file():
             raise CheckpointNotFoundError(

@@ -14,6 +14,7 @@ from typing import Any
 
 from eagle_convert.errors import CheckpointNotFoundError, CheckpointReadError, ConfigError
 from eagle_convert.io.binranges import read_bin_tensors
+from eagle_convert.io.localpath import looks_like_path
 from eagle_convert.io.outfile import INDEX_FILENAME, SINGLE_FILENAME
 from eagle_convert.io.safetensors_header import TensorInfo, read_header
 from eagle_convert.io.source import LocalSource, Source, read_json, where
@@ -36,8 +37,11 @@ class CheckpointRef:
 
     @classmethod
     def parse(cls, text: str) -> CheckpointRef:
+        """An existing path, or text that can only be a path (`io.localpath.looks_like_path`), is
+        local; `hf://...` and other valid repo ids (huggingface_hub's `validate_repo_id`) are hub
+        repos; anything else is a local path that `open_checkpoint` reports as missing."""
         path = Path(text).expanduser()
-        if path.exists() or text.startswith((".", "/", "~")):
+        if not text.startswith("hf://") and (path.exists() or looks_like_path(text)):
             return cls(text, local=path)
         from eagle_convert.io.hub import parse_hub_ref  # lazy: huggingface_hub costs import time
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from eagle_convert.errors import CheckpointNotFoundError, CheckpointReadError, ConfigError
+from eagle_convert.io.localpath import missing_path_error
 
 
 class Source(Protocol):
@@ -71,9 +72,7 @@ class LocalSource:
     def __init__(self, path: Path) -> None:
         path = Path(path)
         if not path.exists():
-            raise CheckpointNotFoundError(
-                f"{path}: no such file or directory", hint="check the path or pass a hub repo id as org/name"
-            )
+            raise missing_path_error(path)
         if path.is_dir():
             self.root = path
             self._only: set[str] | None = None
