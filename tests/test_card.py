@@ -158,3 +158,51 @@ def test_retarget_points_the_serve_command_at_the_repo() -> None:
     assert moved.replace(serve_command("org/t", "me/draft"), serve_command("org/t", '/tmp/a "b"')) == text
     plain = '# not ours\nvllm serve x --speculative-config \'{"model": "y"}\'\n'
     assert retarget_card(plain, "me/draft") == plain and CARD_MARKER in text
+
+
+# -- what the card and upgrade say about a speculators draft (issue 21 item 6) ------------------
+
+
+def test_speculators_input_names_its_verifier_and_draws_no_model_type_warning(built_fixtures, tmp_path: Path) -> None:
+    # speculators-eagle3 records verifier.name_or_path "tiny-llama-target" and sets no top-level model_type
+    for layout in ("vllm", "speculators"):
+        ckpt = open_checkpoint(built_fixtures("speculators-eagle3"))
+        plan = plan_upgrade(ckpt, describe(ckpt, read_vocab=False), layout=layout, out=tmp_path / layout)
+        assert plan.warnings == [], layout
+        assert "draft for **tiny-llama-target**" in plan.readme, layout
+        assert "vllm serve tiny-llama-target " in plan.readme, layout
+        assert "| dtype | bfloat16 |" in plan.readme, layout
+
+
+def test_dtype_comes_from_the_weights_when_the_config_has_none(built_fixtures, tmp_path: Path) -> None:
+    from eagle_convert.draft.card import weights_dtype
+    from eagle_convert.io.safetensors_header import TensorInfo
+
+    src = built_fixtures("vllm-eagle3")
+    config = json.loads((src / "config.json").read_text())
+    del config["torch_dtype"]
+    assert "| dtype | not set |" in model_card(config, model_ref="x")
+    assert "| dtype | bfloat16 (the weights') |" in model_card(config, model_ref="x", dtype="BF16")
+    assert "| dtype | float16 (the weights') |" in model_card(config, model_ref="x", dtype="float16")
+    infos = [
+        TensorInfo("a", "F32", (64, 64), "model.safetensors", 0, 4 * 64 * 64),
+        TensorInfo("b", "BF16", (64, 128), "model.safetensors", 0, 2 * 64 * 128),
+        TensorInfo("d2t", "I64", (1024,), "model.safetensors", 0, 8 * 1024),  # integers never count
+    ]
+    assert weights_dtype(infos) == "bfloat16"
+    assert weights_dtype(infos[2:]) is None
+    folder = tmp_path / "draft"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes((src / "model.safetensors").read_bytes())
+    (folder / "config.json").write_text(json.dumps(config))
+    assert "| dtype | bfloat16 (the weights') |" in write_model_card(folder).read_text()
+
+
+def test_upgrade_cli_prints_no_model_type_warning_for_a_speculators_draft(built_fixtures, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from eagle_convert.cli.app import main
+
+    res = CliRunner().invoke(main, ["upgrade", str(built_fixtures("speculators-eagle3")), str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    assert "warning" not in res.output and "model_type" not in res.output

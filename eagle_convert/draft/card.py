@@ -14,15 +14,16 @@ huggingface_hub's `ModelCardData`, so `huggingface_hub.ModelCard` parses it.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from eagle_convert.draft.checkpoint import CheckpointRef
-from eagle_convert.errors import UsageError
+from eagle_convert.draft.checkpoint import CheckpointRef, open_checkpoint
+from eagle_convert.errors import CheckpointNotFoundError, UsageError
 from eagle_convert.io.atomic import write_text_atomic
 from eagle_convert.vllm_model.config import read_config
 from eagle_convert.vllm_model.versions import TESTED_VERSION
@@ -37,8 +38,10 @@ __all__ = [
     "hub_repo_id",
     "model_card",
     "provenance_chain",
+    "recorded_target",
     "retarget_card",
     "serve_command",
+    "weights_dtype",
     "write_model_card",
 ]
 
@@ -54,6 +57,24 @@ _FLAG_MEANING = {
     "norm_before_residual": "layer 0 normalises the fused hidden state before it becomes the residual",
     "norm_before_fc": "one RMSNorm over all concatenated aux states before `fc` (a pre-3.1 variant)",
 }
+
+
+#: safetensors dtype names -> the torch names a config's torch_dtype uses (floating types only).
+_TORCH_DTYPE_NAMES = {
+    "F64": "float64",
+    "F32": "float32",
+    "BF16": "bfloat16",
+    "F16": "float16",
+    "F8_E4M3": "float8_e4m3fn",
+    "F8_E5M2": "float8_e5m2",
+}
+
+
+class _HasDtype(Protocol):
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def shape(self) -> tuple[int, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -114,6 +135,26 @@ def _variant(flags: dict[str, bool]) -> str:
     if flags["norm_before_fc"]:
         return "norm_before_fc"
     return "EAGLE-3.1" if flags["fc_norm"] or flags["norm_output"] else "EAGLE-3"
+
+
+def weights_dtype(tensors: Iterable[_HasDtype]) -> str | None:
+    """The floating dtype holding most weight elements, as a torch name (`bfloat16`), or None.
+
+    What the card shows when config.json states no torch_dtype/dtype: the integer d2t/t2d maps
+    do not count, and a draft whose fc_norm is F32 beside BF16 layers is still a BF16 draft.
+    """
+    counts: dict[str, int] = {}
+    for t in tensors:
+        name = _TORCH_DTYPE_NAMES.get(t.dtype)
+        if name is not None:
+            counts[name] = counts.get(name, 0) + math.prod(t.shape)
+    return max(counts, key=lambda k: counts[k]) if counts else None
+
+
+def recorded_target(config: dict[str, Any]) -> str | None:
+    """The target a draft's config records (eagle-convert's provenance, or a speculators
+    `speculators_config.verifier.name_or_path`), if any."""
+    return _target_of(config, provenance_chain(config))
 
 
 def _target_of(config: dict[str, Any], chain: list[dict[str, Any]]) -> str | None:
@@ -211,13 +252,17 @@ def model_card(
     target: str | None = None,
     acceptance: AcceptanceTable | None = None,
     title: str | None = None,
+    dtype: str | None = None,
 ) -> str:
     """README.md text for the draft whose config.json is `config`.
 
     `model_ref` is what `vllm serve` loads (the output folder, or the hub repo after `push`);
     `target` the target model (folder or hub id; else the one the provenance or a speculators
-    verifier records). `base_model` is set only when the target is a hub repo id.
+    verifier records). `base_model` is set only when the target is a hub repo id. `dtype` is the
+    weights' dtype (`weights_dtype`, or a safetensors name such as BF16), shown when the config
+    states none.
     """
+    dtype = _TORCH_DTYPE_NAMES.get(dtype, dtype) if dtype else None
     view = read_config(config)
     cfg = view.vcfg
     chain = provenance_chain(config)
@@ -265,7 +310,7 @@ def model_card(
                 f"{_fmt(cfg.get('draft_vocab_size') or cfg.get('vocab_size'))} draft"
             ),
         ),
-        ("dtype", cfg.get("torch_dtype") or cfg.get("dtype") or "not set"),
+        ("dtype", _config_dtype(config, cfg) or (f"{dtype} (the weights')" if dtype else "not set")),
     ]
     lines += ["", "## What it is", "", "| | |", "|---|---|"]
     lines += [f"| {k} | {_fmt(v)} |" for k, v in rows]
@@ -283,6 +328,15 @@ def model_card(
     if acceptance is not None and acceptance.rows:
         lines += ["", "## Measured acceptance", "", *_acceptance_lines(acceptance)]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _config_dtype(config: dict[str, Any], vcfg: dict[str, Any]) -> Any:
+    """torch_dtype/dtype as vLLM reads it, or the top level's (a speculators config keeps it there)."""
+    for c in (vcfg, config):
+        value = c.get("torch_dtype") or c.get("dtype")
+        if value:
+            return value
+    return None
 
 
 def retarget_card(text: str, model_ref: str) -> str:
@@ -308,7 +362,13 @@ def write_model_card(
     """(Re)write `folder/README.md` from `folder/config.json` (replace-by-rename, never half-written)."""
     folder = Path(folder)
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    text = model_card(config, model_ref=model_ref or str(folder), target=target, acceptance=acceptance)
+    dtype = None
+    if not _config_dtype(config, read_config(config).vcfg):
+        try:
+            dtype = weights_dtype(open_checkpoint(folder).tensors.values())  # headers only
+        except CheckpointNotFoundError:  # a card for a config-only folder
+            dtype = None
+    text = model_card(config, model_ref=model_ref or str(folder), target=target, acceptance=acceptance, dtype=dtype)
     path = folder / CARD_FILE
     write_text_atomic(path, text)
     return path

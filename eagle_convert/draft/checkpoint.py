@@ -8,6 +8,7 @@ file-layout resolution lives in exactly one place.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,10 +37,11 @@ class CheckpointRef:
     revision: str | None = None
 
     @classmethod
-    def parse(cls, text: str) -> CheckpointRef:
+    def parse(cls, text: str | os.PathLike[str]) -> CheckpointRef:
         """An existing path, or text that can only be a path (`io.localpath.looks_like_path`), is
         local; `hf://...` and other valid repo ids (huggingface_hub's `validate_repo_id`) are hub
         repos; anything else is a local path that `open_checkpoint` reports as missing."""
+        text = os.fspath(text)
         path = Path(text).expanduser()
         if not text.startswith("hf://") and (path.exists() or looks_like_path(text)):
             return cls(text, local=path)

@@ -415,7 +415,7 @@ def _write(plan: FinetunePlan, drafter: Any, prov: dict[str, Any]) -> None:
         with atomic_output_dir(plan.out, force=plan.force) as tmp:
             write_draft(drafter, config, tmp, include_embed=plan.include_embed, dtype=dtype)
             (tmp / CARD_FILE).write_text(
-                model_card(config, model_ref=str(plan.out), target=str(plan.target)), encoding="utf-8"
+                model_card(config, model_ref=str(plan.out), target=str(plan.target), dtype=plan.dtype), encoding="utf-8"
             )
             back = load_drafter(
                 tmp,

@@ -20,7 +20,7 @@ from typing import Any
 
 from eagle_convert import __version__
 from eagle_convert.diff import config_diff
-from eagle_convert.draft.card import CARD_FILE, PROVENANCE_KEY, model_card
+from eagle_convert.draft.card import CARD_FILE, PROVENANCE_KEY, model_card, recorded_target, weights_dtype
 from eagle_convert.draft.checkpoint import Checkpoint
 from eagle_convert.draft.describe import DraftInfo
 from eagle_convert.errors import UpgradeRefusedError, UsageError
@@ -37,7 +37,7 @@ from eagle_convert.upgrade.configgen import (
 from eagle_convert.upgrade.norminit import NormInit, norm_bytes
 from eagle_convert.upgrade.outfiles import PlannedFile, index_json, norm_name, plan_files
 from eagle_convert.upgrade.refusals import check_upgradable
-from eagle_convert.vllm_model.config import lookup
+from eagle_convert.vllm_model.config import mtp_rewrite
 
 __all__ = ["LAYOUTS", "UpgradePlan", "plan_upgrade"]
 
@@ -163,18 +163,20 @@ def plan_upgrade(
     files = plan_files(ckpt, rename, fc_name, additions)
     renames = {n: rename(n) for n in ckpt.tensors if rename(n) != n}
 
-    config_format, after = _plan_config(ckpt, info, layout, target)
+    config_format, base = _plan_config(ckpt, info, layout, target)
     after = apply_rules(
-        after,
+        base,
         config_format,
         layout,
-        {"provenance": {}, **_values(after, info, norm_output, aux, num_aux, config_format)},
+        {"provenance": {}, **_values(base, info, norm_output, aux, num_aux, config_format)},
     )
     changed = config_diff(ckpt.config, {k: v for k, v in after.items() if k != PROVENANCE_KEY}).paths()
     after[PROVENANCE_KEY] = _provenance(ckpt, info, layout, aux, additions, renames, changed, norm_init)
-    if after.get("model_type") != lookup(ckpt.config, "model_type") and config_format == "native":
+    # Only a model_type the input sets (its own, or its speculators transformer_layer_config's) and
+    # vLLM would rewrite is worth a warning; an absent one is not (the "llama" to_native writes).
+    if config_format == "native" and mtp_rewrite({"model_type": base.get("model_type")}) is not None:
         warnings.append(
-            f"model_type {ckpt.config.get('model_type')!r} makes vLLM rewrite the draft into an MTP model "
+            f"model_type {base.get('model_type')!r} makes vLLM rewrite the draft into an MTP model "
             f"(SpeculativeConfig.hf_config_override); written as {after.get('model_type')!r}"
         )
     if target is not None:
@@ -192,7 +194,9 @@ def plan_upgrade(
     readme = model_card(
         after,
         model_ref=str(out) if out is not None else CARD_PLACEHOLDER,
-        target=target.ref if target is not None else None,
+        # a native output keeps no speculators verifier: the card names the input's
+        target=target.ref if target is not None else recorded_target(ckpt.config),
+        dtype=weights_dtype(t for f in files for t in f.tensors),
     )
     return UpgradePlan(
         checkpoint=ckpt,
