@@ -36,6 +36,7 @@ LAYERS: dict[str, int] = {
     "report": 7,  # inspect, upgrade, finetune, validate and smoke of one draft, side by side, resumable
     "push": 7,  # validate, then upload a draft folder to the hub
     "cli": 8,  # click and rich
+    "__main__": 8,  # `python -m eagle_convert`: the CLI
 }
 ROOT_LAYER = 9  # eagle_convert/__init__.py: the public API, loaded lazily
 UI_MODULES = ("click", "rich")

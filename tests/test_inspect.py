@@ -95,7 +95,7 @@ def test_single_file_input(built_fixtures) -> None:
 def test_report_json_is_stable(built_fixtures) -> None:
     data = inspect_checkpoint(str(built_fixtures("vllm-eagle3"))).to_dict()
     json.dumps(data)
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == 2
     assert set(data) >= {"layout", "variant", "hidden_size", "num_aux", "aux_layer_ids", "tensors", "dtypes"}
     row = next(r for r in data["tensors"] if r["name"] == "fc.weight")
     assert row == {

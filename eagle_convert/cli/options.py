@@ -96,3 +96,18 @@ def measure_options(*, buckets: str, concurrency_default: str) -> Callable[[F], 
         return f
 
     return apply
+
+
+def vllm_version_option(*, allow_all: bool) -> Callable[[F], F]:
+    """`--vllm-version X.Y.Z` (validate, check, inspect): the release the verdict is for."""
+    from eagle_convert.vllm_model.releases import NEWEST_RELEASE, OLDEST_RELEASE
+
+    every = " 'all' prints one row per known release (the compatibility matrix)." if allow_all else ""
+    return click.option(
+        "--vllm-version",
+        "vllm_version",
+        metavar="X.Y.Z" + ("|all" if allow_all else ""),
+        default=None,
+        help=f"The vLLM release the draft will be served on ({OLDEST_RELEASE} ... {NEWEST_RELEASE}; default: the "
+        f"installed vLLM, else the newest known).{every}",
+    )

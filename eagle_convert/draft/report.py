@@ -13,7 +13,7 @@ from eagle_convert.draft.checkpoint import Checkpoint, CheckpointRef, open_check
 from eagle_convert.draft.describe import DraftInfo, describe
 from eagle_convert.vllm_model.versions import VllmVersionStatus, installed_status
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: `vllm` names the release the verdict is for (was: the tested range)
 
 
 @dataclass
@@ -23,7 +23,7 @@ class InspectReport:
     has_config: bool
     info: DraftInfo
     checkpoint: Checkpoint
-    # The installed vLLM against the range the rules (vllm_architecture, aux ids, flags) were read from.
+    # The vLLM release the rules (vllm_architecture, aux ids, flags) are read for, and why that one.
     vllm: VllmVersionStatus = field(default_factory=installed_status)
 
     def tensor_rows(self) -> list[dict[str, Any]]:

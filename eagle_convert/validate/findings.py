@@ -16,6 +16,15 @@ from eagle_convert.draft import schemas
 
 Level = Literal["error", "warning", "info"]
 LEVELS: tuple[Level, ...] = ("error", "warning", "info")
+# What a finding does to what vLLM serves (schemas/findings.json "impact"); all but "hygiene" change it.
+Impact = Literal["fails-to-load", "loads-other-weights", "computes-differently", "caps-context", "hygiene"]
+IMPACTS: tuple[Impact, ...] = (
+    "fails-to-load",
+    "loads-other-weights",
+    "computes-differently",
+    "caps-context",
+    "hygiene",
+)
 
 
 @dataclass(frozen=True)
@@ -29,6 +38,7 @@ class CodeInfo:
     title: str
     why: str
     fix: str
+    impact: Impact
 
 
 @cache
@@ -36,8 +46,10 @@ def code_table() -> dict[str, CodeInfo]:
     """code -> CodeInfo, checked once: the letter must agree with the level."""
     table: dict[str, CodeInfo] = {}
     for row in schemas.load("findings.json")["codes"]:
-        info = CodeInfo(row["code"], row["slug"], row["family"], row["level"], row["title"], row["why"], row["fix"])
-        if info.code[0] != info.level[0].upper() or info.code in table:
+        info = CodeInfo(
+            row["code"], row["slug"], row["family"], row["level"], row["title"], row["why"], row["fix"], row["impact"]
+        )
+        if info.code[0] != info.level[0].upper() or info.code in table or info.impact not in IMPACTS:
             raise ValueError(f"schemas/findings.json: bad or duplicate code {info.code!r}")
         table[info.code] = info
     return table
@@ -54,21 +66,37 @@ class Finding:
     fix: str
     tensor: str | None = None
     field: str | None = None
+    impact: Impact = "hygiene"
 
     @property
     def where(self) -> str:
         return self.tensor or self.field or ""
+
+    @property
+    def changes_serving(self) -> bool:
+        """Whether vLLM serves the draft otherwise than it was trained (or not at all)."""
+        return self.impact != "hygiene"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def finding(
-    code: str, message: str, *, tensor: str | None = None, field: str | None = None, fix: str | None = None
+    code: str,
+    message: str,
+    *,
+    tensor: str | None = None,
+    field: str | None = None,
+    fix: str | None = None,
+    impact: Impact | None = None,
 ) -> Finding:
-    """A Finding for `code`; level and slug come from the table, `fix` defaults to the table's."""
+    """A Finding for `code`; level, slug and impact come from the table, `fix` defaults to the table's.
+
+    Args:
+        impact: what it does to serving in the release checked, where that differs from the table's.
+    """
     info = code_table()[code]
-    return Finding(code, info.slug, info.level, message, fix or info.fix, tensor, field)
+    return Finding(code, info.slug, info.level, message, fix or info.fix, tensor, field, impact or info.impact)
 
 
 @dataclass
@@ -93,6 +121,11 @@ class Report:
     @property
     def warnings(self) -> list[Finding]:
         return [f for f in self.findings if f.level == "warning"]
+
+    @property
+    def serve_changing(self) -> list[Finding]:
+        """Errors and warnings that change what vLLM serves (the default gate fails on these)."""
+        return [f for f in self.findings if f.level != "info" and (f.level == "error" or f.changes_serving)]
 
     def codes(self) -> set[str]:
         return {f.code for f in self.findings}

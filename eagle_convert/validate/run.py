@@ -36,7 +36,7 @@ class ValidationReport(Report):
     target: str | None = None
     deep: DeepSummary | None = None
     engine: dict[str, Any] | None = None  # EngineReport.to_dict() (features included)
-    vllm: VllmVersionStatus | None = None  # the installed vLLM against the tested range (W704)
+    vllm: VllmVersionStatus | None = None  # the release the verdict is for, and why (W704 when unknown)
     notes: dict[str, str] = field(default_factory=dict)  # what a check read or could not do (target weights)
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
@@ -86,14 +86,24 @@ def validate_checkpoint(
     progress: Progress | None = None,
     engine_timeout_s: float = 600,
     chunk_bytes: int | None = None,
+    vllm_version: str | None = None,
 ) -> ValidationReport:
-    """Validate one draft; see the module docstring. Raises EagleConvertError for unreadable inputs."""
+    """Validate one draft for one vLLM release; see the module docstring.
+
+    Args:
+        vllm_version: the release the draft will be served on (default: the installed vLLM, else
+            the newest known release); patch releases read as their minor's newest known one.
+
+    Raises:
+        EagleConvertError: unreadable inputs; UsageError for an unknown `vllm_version`.
+    """
     _check_args(engine, target)
+    status = installed_status(vllm_version)
     t0 = time.perf_counter()
     if not isinstance(ref, CheckpointRef):
         ref = CheckpointRef.parse(str(ref))
     ckpt = open_checkpoint(ref)
-    report = ValidationReport(ckpt.description, is_hub=ref.is_hub)
+    report = ValidationReport(ckpt.description, is_hub=ref.is_hub, vllm=status)
     report.timings["open"] = time.perf_counter() - t0
     report.families_run.append("files")
     if not ckpt.has_config:
@@ -126,6 +136,7 @@ def validate_checkpoint(
         serving_context=serving_context,
         target_model=tgt,
         deep=deep,
+        release=status.rules,
     )
     report.vllm_class = ctx.impl
     t1 = time.perf_counter()
@@ -157,9 +168,8 @@ def validate_checkpoint(
 
 
 def _version_findings(report: ValidationReport) -> list:
-    """W704 when the installed vLLM is outside the range the static rules were checked against."""
-    status = report.vllm = installed_status()
-    line = status.line()
+    """W704 when the named or installed vLLM is outside the releases the rules were read from."""
+    line = report.vllm.warning() if report.vllm else None
     return [] if line is None else [finding("W704", line)]
 
 

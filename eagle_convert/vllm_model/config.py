@@ -1,9 +1,11 @@
 """A draft's config.json as vLLM reads it for method eagle3: the one implementation of vLLM's reading.
 
-`read_config(config)` follows both of vLLM's config paths (plain and speculators), resolves the
-architecture and implementation class, the flags as the class applies them, the aux ids each model
-runner uses and the aux count the class builds `fc` for, and says when vLLM rewrites the draft into
-an MTP model. Inspect, validate, upgrade, the reference drafter and smoke all read drafts through it.
+`read_config(config, release)` follows both of vLLM's config paths (plain and speculators), resolves
+the architecture and implementation class, the flags as the class applies them, the aux ids each
+model runner uses and the aux count the class builds `fc` for, and says when vLLM rewrites the draft
+into an MTP model, all as the named vLLM release does (`releases.py`; default: the installed vLLM's,
+else the newest known). Inspect, validate, upgrade, the reference drafter and smoke all read drafts
+through it.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from eagle_convert.vllm_model.releases import Release, version_key
 from eagle_convert.vllm_model.tables import (
     ARCHITECTURES,
+    ARCHITECTURES_FROM,
     AUX_IDS_V1,
     AUX_IDS_V2,
     DEFAULT_ROPE_THETA,
@@ -23,8 +27,11 @@ from eagle_convert.vllm_model.tables import (
     METHOD_DEFAULT,
     METHOD_FROM_PATH,
     MTP_ARCHITECTURES,
+    MTP_ARCHITECTURES_ANYWHERE,
+    MTP_CONDITIONAL_ARCHITECTURES,
     MTP_MODEL_TYPE_SUBSTRINGS,
     MTP_MODEL_TYPES,
+    MTP_MODEL_TYPES_RETIRED,
     MTP_MODEL_TYPES_WITH_NEXTN,
     PLAIN_FLAG_DEFAULTS,
     QWEN3_MAX_WINDOW_LAYERS,
@@ -65,44 +72,81 @@ def _positive_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def flatten_speculators(config: dict[str, Any]) -> dict[str, Any]:
+def flatten_speculators(config: dict[str, Any], release: Release | None = None) -> dict[str, Any]:
     """The plain config vLLM builds from a speculators config (`SpeculatorsConfig`, `update_eagle3`).
 
     The inner `transformer_layer_config`, with the eagle fields copied from the top level and the
     flags given speculators' defaults; `architectures` is the class the inner model_type picks ("" when
-    vLLM raises `Unsupported model_type`).
+    vLLM raises `Unsupported model_type`). Before 0.25.0 `update_eagle3` leaves fc_norm / norm_output
+    alone (the inner values count); before 0.24.0 it always picks the Llama class.
     """
+    rel = release or _default_release()
     kind = config.get("speculators_model_type")
     inner = config.get("transformer_layer_config")
     flat = dict(inner) if isinstance(inner, dict) else {}
     flat["draft_vocab_size"] = config.get("draft_vocab_size")
     if config.get("target_hidden_size") is not None:
         flat["target_hidden_size"] = config["target_hidden_size"]
+    top_level_31 = rel.has("speculators_top_level_31_flags")
     for flag, default in SPECULATORS_FLAG_DEFAULTS.get(kind if isinstance(kind, str) else "", {}).items():
+        if flag in ("fc_norm", "norm_output") and not top_level_31:
+            continue
         flat[flag] = config.get(flag, default)
     archs = SPECULATORS_ARCHITECTURES.get(kind if isinstance(kind, str) else "", {})
-    flat["architectures"] = [archs.get(flat.get("model_type", "llama"), "")]
+    inner_type = flat.get("model_type", "llama") if rel.has("speculators_inner_class") else "llama"
+    flat["architectures"] = [archs.get(inner_type, "")]
     if config.get("eagle_aux_hidden_state_layer_ids"):
         flat["eagle_aux_hidden_state_layer_ids"] = config["eagle_aux_hidden_state_layer_ids"]
     return flat
 
 
-def mtp_rewrite(config: dict[str, Any]) -> str | None:
+def _default_release() -> Release:
+    from eagle_convert.vllm_model.versions import default_release
+
+    return default_release()
+
+
+def _in(first: str, rel: Release) -> bool:
+    return version_key(rel.version) >= version_key(first)
+
+
+def mtp_rewrite(config: dict[str, Any], release: Release | None = None) -> str | None:
     """Why vLLM's `SpeculativeConfig.hf_config_override` rewrites this (plain) draft config, or None."""
+    rel = release or _default_release()
     model_type = config.get("model_type")
     archs = config.get("architectures")
+    names = [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
     arch0 = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    if arch0 in MTP_CONDITIONAL_ARCHITECTURES:
+        path, since = MTP_CONDITIONAL_ARCHITECTURES[arch0]
+        if _in(since, rel) and lookup(config, path):
+            return f"architectures {arch0!r} with {path} set"
     if isinstance(model_type, str):
-        if model_type in MTP_MODEL_TYPES or any(s in model_type for s in MTP_MODEL_TYPE_SUBSTRINGS):
+        first = MTP_MODEL_TYPES.get(model_type)
+        retired = MTP_MODEL_TYPES_RETIRED.get(model_type)
+        if (first is not None and _in(first, rel)) or any(s in model_type for s in MTP_MODEL_TYPE_SUBSTRINGS):
+            return f"model_type {model_type!r}"
+        if retired is not None and version_key(retired[0]) <= version_key(rel.version) <= version_key(retired[1]):
             return f"model_type {model_type!r}"
         nextn = config.get("num_nextn_predict_layers")
         if model_type in MTP_MODEL_TYPES_WITH_NEXTN and isinstance(nextn, int) and nextn > 0:
             return f"model_type {model_type!r} with num_nextn_predict_layers {nextn}"
-    if arch0 in MTP_ARCHITECTURES:
+    if arch0 in MTP_ARCHITECTURES and _in(MTP_ARCHITECTURES[arch0], rel):
         return f"architectures {arch0!r}"
+    anywhere = [a for a in names if a in MTP_ARCHITECTURES_ANYWHERE and _in(MTP_ARCHITECTURES_ANYWHERE[a], rel)]
+    if anywhere:
+        return f"architectures {anywhere[0]!r}" + ("" if anywhere[0] == arch0 else " (anywhere in the list)")
     if arch0 in REWRITTEN_ARCHITECTURES:
         return f"architectures {arch0!r} (becomes {REWRITTEN_ARCHITECTURES[arch0]})"
     return None
+
+
+def registered(architecture: str | None, release: Release | None = None) -> str | None:
+    """The implementation class `release`'s registry maps `architecture` to (None: not registered there)."""
+    rel = release or _default_release()
+    impl = ARCHITECTURES.get(architecture or "")
+    needs = ARCHITECTURES_FROM.get(architecture or "")
+    return impl if impl is not None and (needs is None or rel.has(needs)) else None
 
 
 def resolve_architecture(vcfg: dict[str, Any], speculators: bool) -> str | None:
@@ -140,7 +184,7 @@ def _aux_count(vcfg: dict[str, Any], cls: DraftClass) -> tuple[int | None, str]:
 
 @dataclass(frozen=True)
 class VllmDraftConfig:
-    """What vLLM builds from a draft config.json (method eagle3, vLLM 0.32)."""
+    """What vLLM builds from a draft config.json (method eagle3) in the release `release`."""
 
     config: dict[str, Any] = field(repr=False)  # config.json as written
     vcfg: dict[str, Any] = field(repr=False)  # the config the draft class reads
@@ -156,6 +200,22 @@ class VllmDraftConfig:
     aux_ids_v2_where: str
     aux_count: int | None  # A: aux hidden states the class builds fc for (0 without aux states)
     aux_count_source: str
+    release: Release = field(default_factory=lambda: _default_release())
+    # Each flag as written anywhere in config.json (top level, transformer_layer_config, eagle_config):
+    # compared with `flags` it says where a release drops a flag the producer set.
+    written: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def fc_norm_applied(self) -> bool:
+        """Whether the class applies fc_norm (0.22.x builds and loads the MLA fc_norm, never applies it)."""
+        if not self.flags.get("fc_norm"):
+            return False
+        return self.attention != "mla" or self.release.has("mla_fc_norm_applied")
+
+    @property
+    def lost_flags(self) -> list[str]:
+        """Flags written true somewhere that this release's class does not switch on."""
+        return [f for f in ("fc_norm", "norm_output") if self.written.get(f) and not self.flags.get(f)]
 
     @property
     def builds_eagle3(self) -> bool:
@@ -174,30 +234,47 @@ class VllmDraftConfig:
         return default_aux_ids(num_target_layers) if num_target_layers else None
 
 
-def read_config(config: dict[str, Any]) -> VllmDraftConfig:
-    """Read `config` (a draft's config.json) the way vLLM does; never raises on odd values."""
+def read_config(config: dict[str, Any], release: Release | None = None) -> VllmDraftConfig:
+    """Read `config` (a draft's config.json) the way vLLM `release` does; never raises on odd values.
+
+    Args:
+        config: the draft's config.json.
+        release: the vLLM release (default: the installed vLLM's, else the newest known).
+    """
+    rel = release or _default_release()
     speculators = "speculators_model_type" in config
     kind = config.get("speculators_model_type") if speculators else None
-    vcfg = flatten_speculators(config) if speculators else dict(config)
+    vcfg = flatten_speculators(config, rel) if speculators else dict(config)
     architecture = resolve_architecture(vcfg, speculators)
-    impl = ARCHITECTURES.get(architecture or "")
-    cls = DRAFT_CLASSES.get(impl or "")
+    cls = DRAFT_CLASSES.get(registered(architecture, rel) or "")
     eagle = eagle_section(vcfg)
     defaults = SPECULATORS_FLAG_DEFAULTS.get(kind, {}) if isinstance(kind, str) else PLAIN_FLAG_DEFAULTS
     flags = {f: bool(vcfg.get(f, defaults.get(f, False))) for f in FLAG_NAMES}
+    if not rel.has("fc_norm"):  # <= 0.21: no class reads fc_norm or norm_output
+        flags["fc_norm"] = flags["norm_output"] = False
     # llama_eagle3.py / qwen3_eagle3.py LlamaModel.__init__: eagle_config wins for these two (#42143).
-    flags["norm_before_fc"] = bool(eagle.get("norm_before_fc", flags["norm_before_fc"]))
+    if rel.has("eagle_config_norm_before_fc"):
+        flags["norm_before_fc"] = bool(eagle.get("norm_before_fc", flags["norm_before_fc"]))
     flags["use_aux"] = bool(eagle.get("use_aux_hidden_state", True))
     if cls is not None and not cls.reads_norm_before_fc:
         flags["norm_before_fc"] = False
     if cls is not None and not cls.reads_use_aux_hidden_state:
         flags["use_aux"] = True
-    if flags["use_aux"]:
-        count, count_src = _aux_count(vcfg, cls or DRAFT_CLASSES["Eagle3LlamaForCausalLM"])
-    else:
+    count: int | None
+    if not flags["use_aux"]:
         count, count_src = 0, "use_aux_hidden_state is false"
-    v1, v1_where = _aux_ids(vcfg, AUX_IDS_V1)
+    elif not rel.has("fc_width_from_config"):
+        count, count_src = 3, f"vLLM {rel} always builds fc for 3 aux states"
+    else:
+        count, count_src = _aux_count(vcfg, cls or DRAFT_CLASSES["Eagle3LlamaForCausalLM"])
+    v1_paths = AUX_IDS_V1 if rel.has("v1_reads_eagle_config_aux_ids") else AUX_IDS_V1[:1]
+    v1, v1_where = _aux_ids(vcfg, v1_paths)
     v2, v2_where = _aux_ids(vcfg, AUX_IDS_V2)
+    inner = config.get("transformer_layer_config") if isinstance(config.get("transformer_layer_config"), dict) else {}
+    written = {
+        f: any(bool(src.get(f)) for src in (config, inner, eagle_section(config)) if isinstance(src, dict))
+        for f in FLAG_NAMES
+    }
     return VllmDraftConfig(
         config=config,
         vcfg=vcfg,
@@ -205,7 +282,7 @@ def read_config(config: dict[str, Any]) -> VllmDraftConfig:
         speculators_kind=kind if isinstance(kind, str) else None,
         architecture=architecture,
         draft_class=cls,
-        mtp_rewrite=None if speculators else mtp_rewrite(config),
+        mtp_rewrite=None if speculators else mtp_rewrite(config, rel),
         flags=flags,
         aux_ids_v1=v1,
         aux_ids_v1_where=v1_where,
@@ -213,6 +290,8 @@ def read_config(config: dict[str, Any]) -> VllmDraftConfig:
         aux_ids_v2_where=v2_where,
         aux_count=count,
         aux_count_source=count_src,
+        release=rel,
+        written=written,
     )
 
 

@@ -1,7 +1,8 @@
 """vLLM's rules for reading an EAGLE-3 draft config, as tables: the only copy in eagle-convert.
 
-Every table names the vLLM source it was read from, at `versions.TESTED_VERSION` (0.32.0; the
-tested range lives there too). Paths are relative to the installed `vllm/` package. When vLLM changes
+Every table names the vLLM source it was read from, at 0.32.0, and holds for 0.33.0 too (its draft
+files are byte-identical). What moved between 0.21.0 and 0.33.0 is in `releases.py` (behaviours) or
+carries its first release here (the MTP rewrite lists, the registered architectures). Paths are relative to the installed `vllm/` package. When vLLM changes
 one of these, change it here and nowhere else: `tests/test_vllm_model.py` fails if a table's
 entries are written down a second time anywhere in the package or in `schemas/`.
 """
@@ -79,6 +80,13 @@ ARCHITECTURES: dict[str, str] = {
     "Eagle3DeepseekV3ForCausalLM": "Eagle3DeepseekV2ForCausalLM",
 }
 PARALLEL_DRAFTING_ARCHITECTURES = frozenset({"PeagleLlamaForCausalLM", "PEagleDraftModel", "PeagleQwen3ForCausalLM"})
+# Registered later than 0.21.0 (the rest already are): the releases.CHANGES key that brings each.
+ARCHITECTURES_FROM = {
+    "PeagleLlamaForCausalLM": "peagle",
+    "PEagleDraftModel": "peagle",
+    "Eagle3Qwen3ForCausalLM": "qwen3_class",
+    "PeagleQwen3ForCausalLM": "qwen3_class",
+}
 
 # transformers_utils/configs/eagle.py `EAGLEConfig.__init__`, method "eagle3": a name that starts or
 # ends with this is kept, any other name gets it as a prefix.
@@ -101,7 +109,7 @@ PLAIN_FLAG_DEFAULTS: dict[str, bool] = dict.fromkeys(FLAG_NAMES, False)
 
 # Where the model runners read aux layer ids (first set wins; none set -> the target's default).
 # V1 (also the CPU runner): v1/worker/gpu_model_runner.py `GPUModelRunner._get_eagle3_aux_layers_from_config`.
-# V2 (GPU default for dense targets): v1/worker/gpu/spec_decode/eagle/eagle3_utils.py
+# V2 (the GPU default, for every target since 0.29: releases.V2_DEFAULT_SCOPE): v1/worker/gpu/spec_decode/eagle/eagle3_utils.py
 # `get_eagle3_aux_layers_from_config`; it never reads eagle_config.eagle_aux_hidden_state_layer_ids.
 AUX_IDS_V1 = ("eagle_aux_hidden_state_layer_ids", "eagle_config.eagle_aux_hidden_state_layer_ids")
 AUX_IDS_V2 = ("eagle_aux_hidden_state_layer_ids", "eagle_config.layer_ids")
@@ -125,72 +133,84 @@ def default_aux_ids(num_target_layers: int) -> tuple[int, int, int]:
 # (installed by `compose_draft_hf_overrides`) before the EAGLE-3 class is chosen: these model types
 # and architectures are rewritten into MTP (or other) drafts, so an EAGLE-3 draft carrying one of
 # them is no longer built as EAGLE-3.
-MTP_MODEL_TYPES = frozenset(
-    {
-        "dots3_note",
-        "deepseek_v3",
-        "deepseek_v32",
-        "glm_moe_dsa",
-        "deepseek_mtp",
-        "deepseek_v4",
-        "deepseek_v41",
-        "pangu_ultra_moe",
-        "pangu_ultra_moe_mtp",
-        "kimi_k3",
-        "ernie4_5_moe",
-        "ernie_mtp",
-        "nemotron_h_mtp",
-        "qwen3_next",
-        "qwen3_next_mtp",
-        "qwen4_exp",
-        "qwen4_exp_text",
-        "qwen4_exp_mtp",
-        "bailing_hybrid",
-        "bailing_hybrid_mtp",
-        "bailing_hybrid_v3_mtp",
-        "exaone_moe",
-        "exaone_moe_mtp",
-        "qwen3_5",
-        "qwen3_5_moe",
-        "qwen3_5_text",
-        "qwen3_5_moe_text",
-        "intern_s2_preview",
-        "interns2_mobius",
-        "longcat_flash",
-        "step3p5",
-        "step3p7",
-        "hy_v3",
-        "hy_v4",
-        "inkling_mm_model",
-        "inkling_model",
-        "gemma4_assistant",
-        "gemma4_unified_assistant",
-        "minimax_m3_vl",
-        "minimax_m3_mtp",
-        "glm5_next",
-    }
-)
+# model_type -> the first release that rewrites it (0.21.0: already in 0.21.0 or earlier).
+MTP_MODEL_TYPES: dict[str, str] = {
+    "dots3_note": "0.28.0",
+    "deepseek_v3": "0.21.0",
+    "deepseek_v32": "0.21.0",
+    "glm_moe_dsa": "0.21.0",
+    "deepseek_mtp": "0.21.0",
+    "deepseek_v4": "0.21.0",
+    "deepseek_v41": "0.30.0",
+    "pangu_ultra_moe": "0.21.0",
+    "pangu_ultra_moe_mtp": "0.21.0",
+    "kimi_k3": "0.27.0",
+    "ernie4_5_moe": "0.21.0",
+    "ernie_mtp": "0.21.0",
+    "nemotron_h_mtp": "0.21.0",
+    "qwen3_next": "0.21.0",
+    "qwen3_next_mtp": "0.21.0",
+    "qwen4_exp": "0.29.0",
+    "qwen4_exp_text": "0.29.0",
+    "qwen4_exp_mtp": "0.29.0",
+    "bailing_hybrid": "0.25.0",
+    "bailing_hybrid_mtp": "0.25.0",
+    "bailing_hybrid_v3_mtp": "0.28.0",
+    "exaone_moe": "0.21.0",
+    "exaone_moe_mtp": "0.21.0",
+    "qwen3_5": "0.21.0",
+    "qwen3_5_moe": "0.21.0",
+    "qwen3_5_text": "0.28.0",
+    "qwen3_5_moe_text": "0.22.0",
+    "intern_s2_preview": "0.22.0",
+    "interns2_mobius": "0.28.0",
+    "longcat_flash": "0.21.0",
+    "step3p5": "0.21.0",
+    "step3p7": "0.23.0",
+    "hy_v3": "0.21.0",
+    "hy_v4": "0.29.0",
+    "inkling_mm_model": "0.26.0",
+    "inkling_model": "0.26.0",
+    "gemma4_assistant": "0.21.0",
+    "gemma4_unified_assistant": "0.23.0",
+    "minimax_m3_vl": "0.24.0",
+    "minimax_m3_mtp": "0.24.0",
+    "glm5_next": "0.30.0",
+    "step5": "0.33.0",
+    "step5_vl": "0.33.0",
+}
+# Rewritten only in some releases: model_type -> (first, last).
+MTP_MODEL_TYPES_RETIRED: dict[str, tuple[str, str]] = {"longcat_flash_ngram": ("0.26.0", "0.31.0")}
 MTP_MODEL_TYPE_SUBSTRINGS = ("exaone4_5",)  # `if "exaone4_5" in hf_config.model_type`
 # Rewritten only when the config also has num_nextn_predict_layers > 0.
 MTP_MODEL_TYPES_WITH_NEXTN = frozenset({"nemotron_h", "nemotron_h_puzzle"})
-MTP_ARCHITECTURES = frozenset(
-    {
-        "MiMoForCausalLM",
-        "MiMoV2ForCausalLM",
-        "MiMoV2OmniForCausalLM",
-        "MiMoV2FlashForCausalLM",
-        "Glm4MoeForCausalLM",
-        "Glm4MoeLiteForCausalLM",
-        "GlmOcrForConditionalGeneration",
-        "BailingMoeV3ForCausalLM",
-        "BailingMoeV3VLForConditionalGeneration",
-        "BailingMoeV2_5ForCausalLM",
-        "Step3p5ForCausalLM",
-        "Step3p7ForConditionalGeneration",
-        "MiniMaxM3SparseForConditionalGeneration",
-        "MiniMaxM3MTP",
-    }
-)
+# architectures[0] -> the first release that rewrites it.
+MTP_ARCHITECTURES: dict[str, str] = {
+    "MiMoForCausalLM": "0.21.0",
+    "MiMoV2ForCausalLM": "0.21.0",
+    "MiMoV2OmniForCausalLM": "0.21.0",
+    "MiMoV2FlashForCausalLM": "0.21.0",
+    "Glm4MoeForCausalLM": "0.21.0",
+    "Glm4MoeLiteForCausalLM": "0.21.0",
+    "GlmOcrForConditionalGeneration": "0.21.0",
+    "BailingMoeV3ForCausalLM": "0.28.0",
+    "BailingMoeV3VLForConditionalGeneration": "0.30.0",
+    "Step3p5ForCausalLM": "0.23.0",
+    "Step3p7ForConditionalGeneration": "0.23.0",
+    "MiniMaxM3SparseForConditionalGeneration": "0.24.0",
+    "MiniMaxM3MTP": "0.24.0",
+}
+# Matched anywhere in `architectures`, not only first (`X in architectures`, a set intersection in 0.33).
+MTP_ARCHITECTURES_ANYWHERE: dict[str, str] = {
+    "BailingMoeV2_5ForCausalLM": "0.25.0",
+    "Step5ForCausalLM": "0.33.0",
+    "Step5ForConditionalGeneration": "0.33.0",
+}
+# 0.33.0: architectures[0] RadioMBartPrefixForCausalLM with a truthy decoder.causal_vision_prefix
+# becomes ParseAuxMTPModel (checked before every other rule).
+MTP_CONDITIONAL_ARCHITECTURES: dict[str, tuple[str, str]] = {
+    "RadioMBartPrefixForCausalLM": ("decoder.causal_vision_prefix", "0.33.0"),
+}
 # Not MTP, but rewritten all the same (to an EAGLE-1 class, which method eagle3 cannot use).
 REWRITTEN_ARCHITECTURES = {"MistralLarge3ForCausalLM": "EagleMistralLarge3ForCausalLM"}
 
@@ -211,8 +231,8 @@ SAFE_MODEL_TYPE = {"llama": "llama", "qwen3": "qwen3", "mla": "kimi_k2"}
 # --- What vLLM serves beyond the class: method, rope, sliding window, quantization, embeddings ---
 
 # config/speculative.py `SpeculativeConfig.__post_init__`: without an explicit `method` the draft is
-# `draft_model`, then the model path (lower-cased) picks one of these, first match wins; a
-# `model_type` of medusa / mlp_speculator / an MTP type picks those methods instead.
+# `draft_model`, then the model path (lower-cased) picks one of these, first match wins; an MTP
+# model_type picks mtp instead (0.33.0 SpeculativeMethod; medusa and mlp_speculator were removed in 0.33).
 METHOD_FROM_PATH = (("eagle-", "eagle"), ("eagle3", "eagle3"), ("dflash", "dflash"), ("dspark", "dspark"))
 METHOD_DEFAULT = "draft_model"
 # transformers_utils/configs/eagle.py `EAGLEConfig.__init__`: the name prefix each method gives an

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import click
 
+from eagle_convert.cli.options import vllm_version_option
+
 
 @contextlib.contextmanager
 def _progress(enabled: bool) -> Iterator[Callable[[int, int, str], None] | None]:
@@ -61,6 +63,7 @@ def _progress(enabled: bool) -> Iterator[Callable[[int, int, str], None] | None]
     metavar="N",
     help="Serving context length to check max_position_embeddings against (default: the target's).",
 )
+@vllm_version_option(allow_all=True)
 @click.option("--strict", is_flag=True, help="Warnings fail too (exit 1).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
@@ -84,6 +87,7 @@ def validate_cmd(
     deep: bool,
     engine: str | None,
     serving_context: int | None,
+    vllm_version: str | None,
     strict: bool,
     as_json: bool,
     junit: Path | None,
@@ -106,6 +110,7 @@ def validate_cmd(
             serving_context=serving_context,
             progress=progress,
             engine_timeout_s=engine_timeout,
+            vllm_version=vllm_version,
         )
     if junit is not None:
         junit.write_text(report.to_junit(strict=strict), encoding="utf-8")

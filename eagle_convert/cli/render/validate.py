@@ -23,6 +23,8 @@ def render_validate(console: Console, report: ValidationReport, *, strict: bool 
     head.add_column(style="bold")
     head.add_column()
     head.add_row("source", escape(report.source) + (" (hub)" if report.is_hub else ""))
+    if report.vllm:
+        head.add_row("vLLM release", escape(report.vllm.line()))
     if report.info:
         info = report.info
         cls = report.vllm_class or f"none ({info.vllm_architecture or 'no architectures'} is not registered)"
@@ -45,7 +47,11 @@ def render_validate(console: Console, report: ValidationReport, *, strict: bool 
         for f in report.sorted_findings():
             style = _STYLE[f.level]
             table.add_row(
-                f"[{style}]{f.level}[/{style}]", f"{f.code} {f.slug}", escape(f.where), escape(f.message), escape(f.fix)
+                f"[{style}]{f.level}[/{style}]\n{f.impact}",
+                f"{f.code} {f.slug}",
+                escape(f.where),
+                escape(f.message),
+                escape(f.fix),
             )
         console.print(table)
     counts = report.counts()
@@ -77,9 +83,12 @@ def _engine_line(engine: dict) -> str:
 
 def findings_markdown() -> str:
     """The finding-code table (generated from schemas/findings.json)."""
-    lines = ["| code | slug | level | meaning | why it matters | fix |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| code | slug | level | serving | meaning | why it matters | fix |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for c in code_table().values():
-        cells = [f"`{c.code}`", f"`{c.slug}`", c.level, c.title, c.why, c.fix]
+        cells = [f"`{c.code}`", f"`{c.slug}`", c.level, c.impact, c.title, c.why, c.fix]
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     return "\n".join(lines)
 

@@ -14,6 +14,7 @@ from eagle_convert.draft.checkpoint import Checkpoint
 from eagle_convert.draft.describe import DraftInfo
 from eagle_convert.io.safetensors_header import TensorInfo
 from eagle_convert.vllm_model.config import MAX_COUNT, VllmDraftConfig, read_config
+from eagle_convert.vllm_model.releases import Release
 from eagle_convert.vllm_model.weights import vllm_name
 
 __all__ = ["Context", "build_context"]
@@ -40,6 +41,11 @@ class Context:
     @property
     def config(self) -> dict[str, Any]:
         return self.ckpt.config
+
+    @property
+    def release(self) -> Release:
+        """The vLLM release the verdict is for (`--vllm-version`, else the installed, else the newest)."""
+        return self.view.release
 
     @property
     def vcfg(self) -> dict[str, Any]:
@@ -91,8 +97,9 @@ def build_context(
     serving_context: int | None = None,
     target_model: Any = None,
     deep: bool = False,
+    release: Release | None = None,
 ) -> Context:
-    view = read_config(ckpt.config)
+    view = read_config(ckpt.config, release)
     env = _symbols(view.vcfg, view.flags, view.aux_count, target)
     ctx = Context(
         ckpt,

