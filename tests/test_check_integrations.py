@@ -155,3 +155,34 @@ def test_action_script_pass_fail_and_usage(drafts, tmp_path: Path) -> None:
     assert res.returncode == 2 and "the 'draft' input is required" in res.stderr
     res, outputs = _run_action(tmp_path, draft=str(drafts["good"]), policy=str(tmp_path / "missing.toml"))
     assert res.returncode == 2 and outputs["exit-code"] == "2" and "could not run (exit 2)" in res.stderr
+
+
+def test_precommit_labels_each_finding_by_what_it_does(built_fixtures, tmp_path: Path) -> None:
+    """Errors `FAIL`; warnings `warn`, or `FAIL` under --strict unless the policy allows their code."""
+    from click.testing import CliRunner
+
+    from eagle_convert.cli.precommit import precommit_cmd
+
+    nemo, specforge = built_fixtures("nemo-eagle3"), built_fixtures("specforge-eagle3")
+    res = CliRunner().invoke(precommit_cmd, [str(nemo / "config.json"), str(specforge / "config.json")])
+    assert res.exit_code == 1
+    assert _marks(res.stdout) == [
+        ("FAIL", "E103"),
+        ("FAIL", "E301"),
+        ("warn", "W307"),
+        ("warn", "W320"),
+        ("warn", "W307"),
+        ("warn", "W323"),
+        ("ok  ", "EAGLE-3,"),
+    ]
+    assert res.stdout.splitlines()[-1] == f"ok   {specforge.resolve()}: EAGLE-3, 2 warning(s)"
+    policy = tmp_path / "eagle-check.toml"
+    policy.write_text('[static]\nallow_warnings = ["W307"]\n')
+    res = CliRunner().invoke(precommit_cmd, ["--strict", "--policy", str(policy), str(specforge / "config.json")])
+    assert res.exit_code == 1
+    assert _marks(res.stdout) == [("warn", "W307"), ("FAIL", "W323")]
+
+
+def _marks(out: str) -> list[tuple[str, str]]:
+    """(label, the finding's code or the summary's first word) per line of the hook's output."""
+    return [(line[:4], line.split(": ")[1].split()[0]) for line in out.splitlines()]

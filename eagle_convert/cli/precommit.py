@@ -53,7 +53,7 @@ def precommit_cmd(files: tuple[Path, ...], strict: bool, policy_file: Path | Non
         for f in report.sorted_findings():
             if f.level == "info":
                 continue
-            mark = "FAIL" if f in bad else "ok  "
+            mark = "FAIL" if f in bad else "warn"  # errors always fail; warnings do with --strict
             click.echo(f"{mark} {folder}: {f.code} {f.slug}{' ' + f.where if f.where else ''}: {f.message}")
         if bad:
             failed += 1
