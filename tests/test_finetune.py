@@ -248,3 +248,41 @@ def test_cli_json_and_force(tmp_path: Path) -> None:
     assert [e[0] for e in data["result"]["stages"][0]["eal"]] == [1, 2]  # scored every step
     assert _tree_hash(draft) == before
     assert "finetune: stage fc_norm" in res.stderr
+    # One scale for people: the progress gives the held-out AL (1 + EAL); EAL stays in the JSON.
+    first = 1 + data["result"]["eal_before"]
+    assert f"finetune: held-out AL of the input {first:.3f} (1 sequences)" in res.stderr
+    assert "EAL" not in res.stderr
+
+
+def test_people_read_acceptance_length_json_keeps_eal(tmp_path: Path) -> None:
+    """The result table and the kept line show AL = 1 + EAL; `to_dict` keeps the EAL it records."""
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from eagle_convert.cli.render.finetune import render_result
+    from eagle_convert.finetune.plan import FinetuneResult, StageResult
+
+    stage = StageResult("all", 2, 1e-4, 0.0, ["fc.weight"], [1.5, 1.2], 3.0, eal=[(1, 1.25), (2, 1.5)])
+    result = FinetuneResult(
+        tmp_path,
+        [stage],
+        [0.3] * 3,
+        [0.6] * 3,
+        1.6,
+        1.2,
+        10,
+        500,
+        1.0,
+        5.0,
+        held_out=2,
+        eal_before=0.467,
+        best={"stage": "all", "step": 2, "eal": 1.5},
+    )
+    console = Console(record=True, width=200)
+    render_result(console, SimpleNamespace(target="t", draft="d"), result)  # type: ignore[arg-type]
+    text = console.export_text()
+    assert "held-out AL first → last (max)" in text and "2.250 → 2.500 (2.500)" in text
+    assert "stage all step 2: held-out AL 1.467 → 2.500" in text
+    assert "EAL" not in text
+    assert result.to_dict()["eal_before"] == 0.467 and result.to_dict()["stages"][0]["eal"] == [[1, 1.25], [2, 1.5]]

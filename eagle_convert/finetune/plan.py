@@ -85,6 +85,15 @@ LOSS_DECAY = 0.8
 FINETUNE_MODULES = ("torch", "transformers", "tokenizers")
 
 
+def held_out_al(eal: float) -> float:
+    """The acceptance length a held-out EAL predicts: AL = 1 + EAL (EAL counts the accepted drafts
+    per round; AL adds the target's own token, as smoke, check and report measure it).
+
+    People read AL everywhere; EAL appears only in `--json`, the provenance and the library.
+    """
+    return 1.0 + eal
+
+
 @dataclass
 class FinetuneEvent:
     """One progress report: `kind` is generate | features | stage | step | evaluate | write | done.

@@ -30,6 +30,7 @@ from eagle_convert.finetune.plan import (
     Progress,
     Stage,
     StageResult,
+    held_out_al,
     plan_finetune,
 )
 from eagle_convert.smoke.prompts import Prompt
@@ -98,7 +99,11 @@ def run_finetune(plan: FinetunePlan, *, progress: Progress | None = None, device
         if keep is not None:
             keep.restore(drafter)  # the best scored step's weights, not the last step's
             best = {"stage": keep.where[0], "step": keep.where[1], "eal": round(keep.eal, 4)}
-            say(FinetuneEvent("evaluate", f"keeping {best['stage']} step {best['step']} (held-out EAL {keep.eal:.3f})"))
+            say(
+                FinetuneEvent(
+                    "evaluate", f"keeping {best['stage']} step {best['step']} (held-out AL {held_out_al(keep.eal):.3f})"
+                )
+            )
         after = _evaluate(plan, tgt, drafter, seqs, say, features=before.features)
     result = FinetuneResult(
         plan.out,
@@ -316,7 +321,7 @@ def _selection(
     keep = KeepBest()
     eal = expected_acceptance_length(score(drafter))
     keep.offer(eal, ("start", 0), drafter)
-    say(FinetuneEvent("evaluate", f"held-out EAL of the input {eal:.3f} ({len(held)} sequences)", eal=eal))
+    say(FinetuneEvent("evaluate", f"held-out AL of the input {held_out_al(eal):.3f} ({len(held)} sequences)", eal=eal))
     return keep, score, eal
 
 
@@ -350,7 +355,7 @@ def _train_stage(
     )
 
     def on_step(info: StepInfo) -> None:
-        eal = "" if info.eal is None else f" EAL {info.eal:.3f}" + (" (best)" if info.best else "")
+        eal = "" if info.eal is None else f" AL {held_out_al(info.eal):.3f}" + (" (best)" if info.best else "")
         say(
             FinetuneEvent(
                 "step",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from eagle_convert.finetune.plan import held_out_al
 from eagle_convert.smoke.plot import bucket_label
 
 __all__ = ["render_markdown"]
@@ -157,8 +158,9 @@ def render_markdown(data: dict[str, Any]) -> str:
         r = ft["result"]
         best = r.get("best")
         kept = (
-            f" Kept {best['stage']} step {best['step']}: held-out expected acceptance length (EAL) "
-            f"{r.get('eal_before', 0):.3f} → {best['eal']:.3f} on {r.get('held_out', '?')} held-out sequences."
+            f" Kept {best['stage']} step {best['step']}: held-out acceptance length (AL, predicted from the "
+            f"TTT steps' top-1 accuracy) {held_out_al(r.get('eal_before') or 0.0):.3f} → "
+            f"{held_out_al(best['eal']):.3f} on {r.get('held_out', '?')} held-out sequences."
             if best
             else ""
         )

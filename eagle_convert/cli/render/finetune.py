@@ -10,7 +10,14 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from eagle_convert.finetune.plan import HOLD_OUT_EVERY, STAGE_PARAMS, FinetuneEvent, FinetunePlan, FinetuneResult
+from eagle_convert.finetune.plan import (
+    HOLD_OUT_EVERY,
+    STAGE_PARAMS,
+    FinetuneEvent,
+    FinetunePlan,
+    FinetuneResult,
+    held_out_al,
+)
 
 
 def render_plan(console: Console, plan: FinetunePlan) -> None:
@@ -81,7 +88,7 @@ class RichProgress:
             info = f"loss {e.loss:.3f}" if e.loss is not None else ""
             if e.eal is not None:
                 self.best = max(self.best, e.eal)
-                info += f" EAL {e.eal:.3f} (best {self.best:.3f})"
+                info += f" AL {held_out_al(e.eal):.3f} (best {held_out_al(self.best):.3f})"
             self.progress.update(t, completed=e.step, info=info)
         elif e.kind in ("evaluate", "write"):
             if e.eal is not None:
@@ -117,13 +124,14 @@ def render_result(console: Console, plan: FinetunePlan, result: FinetuneResult) 
         ("lr", "right"),
         ("L2-SP", "right"),
         ("loss first → last", "right"),
-        ("held-out EAL first → last (max)", "right"),
+        ("held-out AL first → last (max)", "right"),
         ("seconds", "right"),
     ):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for s in result.stages:
         loss = f"{s.losses[0]:.3f} → {s.losses[-1]:.3f}" if s.losses else "—"
-        eal = f"{s.eal[0][1]:.3f} → {s.eal[-1][1]:.3f} ({max(e for _, e in s.eal):.3f})" if s.eal else "—"
+        al = [held_out_al(e) for _, e in s.eal]
+        eal = f"{al[0]:.3f} → {al[-1]:.3f} ({max(al):.3f})" if al else "—"
         table.add_row(
             s.name, str(len(s.trainable)), str(s.steps), f"{s.lr:g}", f"{s.l2sp:g}", loss, eal, f"{s.seconds:.1f}"
         )
@@ -148,8 +156,9 @@ def render_result(console: Console, plan: FinetunePlan, result: FinetuneResult) 
         )
         grid.add_row(
             "kept",
-            f"{kept}: held-out EAL {result.eal_before:.3f} → [bold]{result.best['eal']:.3f}[/bold] "
-            f"[dim](expected accepted drafts per round on {result.held_out} held-out sequences; AL ≈ 1 + EAL)[/dim]",
+            f"{kept}: held-out AL {held_out_al(result.eal_before or 0.0):.3f} → "
+            f"[bold]{held_out_al(result.best['eal']):.3f}[/bold] [dim](predicted from the TTT steps' top-1 "
+            f"accuracy on {result.held_out} held-out sequences)[/dim]",
         )
     grid.add_row("wrote", f"{escape(str(result.out))} in {result.seconds:.1f}s")
     console.print(grid)
