@@ -62,7 +62,9 @@ _API: dict[str, str] = {
     "calibrate_fc_norm": "eagle_convert.finetune.calibrate",
     "model_card": "eagle_convert.draft.card",
     "write_model_card": "eagle_convert.draft.card",
+    "PushPlan": "eagle_convert.push",
     "PushResult": "eagle_convert.push",
+    "plan_push": "eagle_convert.push",
     "push_draft": "eagle_convert.push",
     "ReportOptions": "eagle_convert.report.stages",
     "ReportResult": "eagle_convert.report.run",
@@ -81,7 +83,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from eagle_convert.finetune.calibrate import Calibration, calibrate_fc_norm
     from eagle_convert.finetune.plan import FinetunePlan, FinetuneResult, plan_finetune
     from eagle_convert.finetune.run import finetune_draft, run_finetune
-    from eagle_convert.push import PushResult, push_draft
+    from eagle_convert.push import PushPlan, PushResult, plan_push, push_draft
     from eagle_convert.report.run import ReportResult, run_report
     from eagle_convert.report.stages import ReportOptions
     from eagle_convert.smoke.results import SmokeReport

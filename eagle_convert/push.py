@@ -8,6 +8,9 @@ command, and the pushed card names the repo instead (`draft.card.retarget_card`)
 
 A draft with validation errors (`validate.run.validate_checkpoint`, static checks, with the target
 when given) is refused unless `force`: a broken draft on the hub is what `validate` exists to stop.
+
+`plan_push` decides all of that (files, sizes, the card, the commit message, the verdict) without a
+hub request; `push --dry-run` renders it.
 """
 
 from __future__ import annotations
@@ -27,13 +30,56 @@ from eagle_convert.errors import (
     UsageError,
 )
 from eagle_convert.io.hub_env import OFFLINE_REASON, endpoint, endpoint_display, offline
-from eagle_convert.io.hub_errors import OFFLINE_HINT, translate
+from eagle_convert.io.hub_errors import translate
 from eagle_convert.validate.run import validate_checkpoint
 
-__all__ = ["PushResult", "push_draft", "push_files"]
+__all__ = ["PushPlan", "PushResult", "plan_push", "push_draft", "push_files"]
 
 _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 WRITE_HINT = "push needs a token with write access to the namespace: set HF_TOKEN or run `hf auth login`"
+PUSH_OFFLINE_HINT = "unset HF_HUB_OFFLINE to upload; --dry-run shows what would be sent"
+PUSH_UNREACHABLE_HINT = "check the network connection and HF_ENDPOINT; --dry-run shows what would be sent"
+
+
+@dataclass
+class PushPlan:
+    """What `push_draft` would send, decided without any hub request (`push --dry-run` shows it)."""
+
+    folder: Path
+    repo_id: str
+    revision: str  # the branch committed to (the PR's base with create_pr)
+    create_pr: bool
+    private: bool | None
+    commit_message: str
+    files: dict[str, int]  # path in the repo -> bytes that would be sent
+    card_retargeted: bool  # the model card's `vllm serve` would name the repo
+    endpoint: str
+    force: bool
+    validation_errors: list[tuple[str, str]] = field(default_factory=list)  # (code, message)
+    validation_warnings: int = 0
+    card_bytes: bytes | None = None  # the retargeted card, sent instead of the local README.md
+
+    @property
+    def refused(self) -> bool:
+        """The draft fails validation and `force` was not given: nothing would be sent."""
+        return bool(self.validation_errors) and not self.force
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": True,
+            "repo_id": self.repo_id,
+            "revision": self.revision,
+            "create_pr": self.create_pr,
+            "private": self.private,
+            "commit_message": self.commit_message,
+            "files": self.files,
+            "total_bytes": sum(self.files.values()),
+            "card_retargeted": self.card_retargeted,
+            "endpoint": self.endpoint,
+            "validation_errors": [code for code, _ in self.validation_errors],
+            "validation_warnings": self.validation_warnings,
+            "would_push": not self.refused,
+        }
 
 
 @dataclass
@@ -76,6 +122,56 @@ def push_files(folder: Path) -> list[str]:
     return out
 
 
+def plan_push(
+    folder: str | Path,
+    repo_id: str,
+    *,
+    revision: str | None = None,
+    create_pr: bool = False,
+    private: bool | None = None,
+    force: bool = False,
+    target: str | Path | None = None,
+    commit_message: str | None = None,
+) -> PushPlan:
+    """Validate `folder` and list what a push to `repo_id` would send; no hub request, so it works offline.
+
+    Raises:
+        CheckpointNotFoundError: `folder` has no config.json.
+        UsageError: `repo_id` is not `org/name`.
+    """
+    path = Path(folder).expanduser()
+    if not (path / "config.json").is_file():
+        raise CheckpointNotFoundError(f"{folder}: no config.json (push uploads a local draft folder)")
+    if not _REPO_ID.fullmatch(repo_id):
+        raise UsageError(f"{repo_id!r} is not a hub repo id", hint="use org/name (or user/name)")
+    report = validate_checkpoint(path, target=target)
+    sizes: dict[str, int] = {}
+    card, retargeted = None, False
+    for name in push_files(path):
+        if name == CARD_FILE:
+            text = (path / name).read_text(encoding="utf-8")
+            moved = retarget_card(text, repo_id)
+            card, retargeted = moved.encode(), moved != text
+            sizes[name] = len(card)
+        else:
+            sizes[name] = (path / name).stat().st_size
+    return PushPlan(
+        folder=path,
+        repo_id=repo_id,
+        revision=revision or "main",
+        create_pr=create_pr,
+        private=private,
+        commit_message=commit_message or f"Upload {path.resolve().name} with eagle-convert",
+        files=sizes,
+        card_retargeted=retargeted,
+        endpoint=endpoint_display(),
+        force=force,
+        validation_errors=[(f.code, f.message) for f in report.errors],
+        validation_warnings=len(report.warnings),
+        card_bytes=card,
+    )
+
+
 def push_draft(
     folder: str | Path,
     repo_id: str,
@@ -92,46 +188,52 @@ def push_draft(
 
     `revision`: the branch (created from main when missing); `create_pr`: open a pull request
     against it instead of committing; `private`: for a new repo (an existing one keeps its
-    visibility). Refuses a draft with validation errors unless `force`.
+    visibility). Refuses a draft with validation errors unless `force`. `plan_push` with the
+    same arguments says what would be sent.
+
+    Raises:
+        PushRefusedError: the draft fails validation (and not `force`); nothing was sent.
+        HubOfflineError: offline mode is on, or the hub cannot be reached.
+        HubError: the hub refused the upload (no write access).
     """
-    path = Path(folder).expanduser()
-    if not (path / "config.json").is_file():
-        raise CheckpointNotFoundError(f"{folder}: no config.json (push uploads a local draft folder)")
-    if not _REPO_ID.fullmatch(repo_id):
-        raise UsageError(f"{repo_id!r} is not a hub repo id", hint="use org/name (or user/name)")
-    report = validate_checkpoint(path, target=target)
-    errors = report.errors
-    if errors and not force:
-        first = errors[0]
+    plan = plan_push(
+        folder,
+        repo_id,
+        revision=revision,
+        create_pr=create_pr,
+        private=private,
+        force=force,
+        target=target,
+        commit_message=commit_message,
+    )
+    if plan.refused:
+        code, message = plan.validation_errors[0]
+        n = len(plan.validation_errors)
         raise PushRefusedError(
-            f"{folder}: fails validation with {len(errors)} error{'s' * (len(errors) > 1)} "
-            f"({first.code}: {first.message}); nothing was uploaded",
+            f"{folder}: fails validation with {n} error{'s' * (n > 1)} ({code}: {message}); nothing was uploaded",
             hint=f"see eagle-convert validate {folder}, or pass --force to push it anyway",
         )
     if offline():
-        raise HubOfflineError(f"{repo_id}: cannot push, {OFFLINE_REASON}", hint=OFFLINE_HINT)
-    names = push_files(path)
-    branch = revision or "main"
-    message = commit_message or f"Upload {path.resolve().name} with eagle-convert"
+        raise HubOfflineError(f"{repo_id}: cannot push, {OFFLINE_REASON}", hint=PUSH_OFFLINE_HINT)
     from huggingface_hub import CommitOperationAdd, HfApi
 
     api = HfApi(endpoint=endpoint(), token=token)  # HF_ENDPOINT now, not at the client's import
-    ops, sizes, retargeted = [], {}, False
-    for name in names:
-        data: bytes | str = str(path / name)
-        if name == CARD_FILE:
-            text = (path / name).read_text(encoding="utf-8")
-            moved = retarget_card(text, repo_id)
-            retargeted = moved != text
-            data = moved.encode()
-        sizes[name] = len(data) if isinstance(data, bytes) else (path / name).stat().st_size
-        ops.append(CommitOperationAdd(path_in_repo=name, path_or_fileobj=data))
+    ops = [
+        CommitOperationAdd(
+            path_in_repo=name,
+            path_or_fileobj=plan.card_bytes
+            if name == CARD_FILE and plan.card_bytes is not None
+            else str(plan.folder / name),
+        )
+        for name in plan.files
+    ]
+    branch = plan.revision
     try:
         api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
         if branch != "main":
             api.create_branch(repo_id, branch=branch, exist_ok=True)
         info = api.create_commit(
-            repo_id, ops, commit_message=message, revision=branch, create_pr=create_pr, repo_type="model"
+            repo_id, ops, commit_message=plan.commit_message, revision=branch, create_pr=create_pr, repo_type="model"
         )
     except EagleConvertError:
         raise
@@ -143,11 +245,11 @@ def push_draft(
         commit_oid=info.oid,
         commit_url=info.commit_url,
         pr_url=info.pr_url,
-        files=sizes,
-        card_retargeted=retargeted,
+        files=plan.files,
+        card_retargeted=plan.card_retargeted,
         endpoint=endpoint_display(),
-        validation_errors=[f.code for f in errors],
-        validation_warnings=len(report.warnings),
+        validation_errors=[code for code, _ in plan.validation_errors],
+        validation_warnings=plan.validation_warnings,
     )
 
 
@@ -158,4 +260,6 @@ def _hub_error(exc: Exception, repo_id: str, branch: str) -> Exception:
     if isinstance(exc, HfHubHTTPError) and status in (401, 403):
         return HubError(f"{repo_id}: the hub refused the upload (HTTP {status})", hint=WRITE_HINT)
     mapped = translate(exc, repo_id=repo_id, revision=branch, description=repo_id, name=None)
+    if isinstance(mapped, HubOfflineError):  # a reader's hint ("download the files first") does not fit an upload
+        return HubOfflineError(mapped.message, hint=PUSH_UNREACHABLE_HINT)
     return mapped if mapped is not None else exc

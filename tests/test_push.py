@@ -176,3 +176,82 @@ def test_offline_and_missing_folder(draft: Path, hub, tmp_path: Path, monkeypatc
     res = _cli("push", draft, REPO)
     assert res.exit_code == 1 and res.stderr.startswith(f"Error: {REPO}: cannot push, offline mode is on")
     assert hub.requests == []
+
+
+# -- push --dry-run and offline messages (issue 21 item 5) ----------------------------------------
+
+
+def test_dry_run_shows_what_push_sends_and_sends_nothing(draft: Path, hub, tmp_path: Path) -> None:
+    from eagle_convert.cli.render.inspect import human_bytes
+
+    res = _cli("push", draft, REPO, "--dry-run", "--json")
+    assert res.exit_code == 0, res.output
+    planned = json.loads(res.stdout)
+    assert hub.requests == []  # not even create_repo
+    assert planned["dry_run"] and planned["would_push"] and planned["validation_errors"] == []
+    text = _cli("push", draft, REPO, "--dry-run", "--message", "first upload")
+    assert text.exit_code == 0, text.output
+    assert hub.requests == []
+    total = planned["total_bytes"]
+    assert text.stdout.splitlines() == [
+        f"dry run: nothing is sent to {hub.endpoint}",
+        f"repo     {REPO} (commit to main; created when missing)",
+        "message  first upload",
+        f"files    3, {human_bytes(total)} ({total:,} bytes)",
+        f"  README.md          {human_bytes(planned['files']['README.md']):>10}  (its vllm serve command loads {REPO})",
+        f"  config.json        {human_bytes(planned['files']['config.json']):>10}",
+        f"  model.safetensors  {human_bytes(planned['files']['model.safetensors']):>10}",
+        "validate passes (0 errors, 0 warnings)",
+    ]
+    # What the dry run listed is what the push then sends, file for file and byte for byte.
+    pushed = json.loads(_cli("push", draft, REPO, "--json").stdout)
+    assert pushed["files"] == planned["files"] and pushed["total_bytes"] == total
+    assert hub.commits == [(REPO, "main", planned["commit_message"])]
+    assert planned["commit_message"] == f"Upload {draft.name} with eagle-convert"
+
+
+def test_dry_run_gives_the_verdict_of_a_failing_draft(draft: Path, hub, tmp_path: Path) -> None:
+    bad = tmp_path / "bad"
+    shutil.copytree(draft, bad)
+    cfg = json.loads((bad / "config.json").read_text())
+    cfg["fc_norm"] = False  # E104, as in test_a_draft_that_fails_validation_is_refused_unless_forced
+    (bad / "config.json").write_text(json.dumps(cfg))
+    res = _cli("push", bad, REPO, "--dry-run", "--create-pr", "--revision", "v2", "--private")
+    assert res.exit_code == 1  # the push would be refused
+    lines = res.stdout.splitlines()
+    assert lines[1] == f"repo     {REPO} (pull request against v2; created private when missing)"
+    verdict = " ".join(res.stdout.split("\nvalidate ")[1].split())  # rich wraps it at the console's width
+    assert verdict.startswith("fails (1 error: E104, 0 warnings); push would refuse it: E104: ")
+    assert verdict.endswith(f"(see eagle-convert validate {bad}, or pass --force)")
+    assert res.stderr == ""
+    forced = _cli("push", bad, REPO, "--dry-run", "--force", "--json")
+    assert forced.exit_code == 0
+    assert json.loads(forced.stdout)["validation_errors"] == ["E104"] and json.loads(forced.stdout)["would_push"]
+    assert hub.requests == []
+
+
+def test_dry_run_works_offline_and_push_says_how_to_go_online(
+    draft: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert _cli("push", draft, REPO, "--dry-run").exit_code == 0
+    res = _cli("push", draft, REPO)
+    assert res.exit_code == 1
+    assert res.stderr == (
+        f"Error: {REPO}: cannot push, offline mode is on (HF_HUB_OFFLINE) "
+        "(unset HF_HUB_OFFLINE to upload; --dry-run shows what would be sent)\n"
+    )
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    import socket
+
+    with socket.socket() as s:  # a loopback port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    res = _cli("push", draft, REPO)
+    assert res.exit_code == 1
+    assert res.stderr == (
+        f"Error: {REPO}: cannot reach the hub at http://127.0.0.1:{port} (ConnectError) "
+        "(check the network connection and HF_ENDPOINT; --dry-run shows what would be sent)\n"
+    )
+    assert "download" not in res.stderr

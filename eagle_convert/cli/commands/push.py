@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -30,7 +31,13 @@ import click
 @click.option(
     "--message", "commit_message", default=None, help="Commit message (default: Upload FOLDER with eagle-convert)."
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Validate and show what would be sent (repo, files and sizes, commit message, verdict); send "
+    "nothing. Works offline; exits 1 when the push would be refused.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result (or, with --dry-run, the plan) as JSON.")
 def push_cmd(
     folder: Path,
     repo_id: str,
@@ -40,6 +47,7 @@ def push_cmd(
     target: str | None,
     force: bool,
     commit_message: str | None,
+    dry_run: bool,
     as_json: bool,
 ) -> None:
     """Upload the draft FOLDER to the hub model repo ORG/NAME in one commit (or one pull request).
@@ -50,11 +58,9 @@ def push_cmd(
     HF_ENDPOINT are honoured.
     """
     from eagle_convert.cli.output import console, echo_json
-    from eagle_convert.push import push_draft
+    from eagle_convert.push import plan_push, push_draft
 
-    result = push_draft(
-        folder,
-        repo_id,
+    options: dict[str, Any] = dict(
         revision=revision,
         create_pr=create_pr,
         private=private,
@@ -62,6 +68,18 @@ def push_cmd(
         target=target,
         commit_message=commit_message,
     )
+    if dry_run:
+        plan = plan_push(folder, repo_id, **options)
+        if as_json:
+            echo_json(plan.to_dict())
+        else:
+            from eagle_convert.cli.render.push import render_push_plan
+
+            render_push_plan(console(), folder, plan)
+        if plan.refused:
+            click.get_current_context().exit(1)
+        return
+    result = push_draft(folder, repo_id, **options)
     if as_json:
         echo_json(result.to_dict())
         return

@@ -1,4 +1,4 @@
-"""Render a `push` result."""
+"""Render a `push` result, or with `--dry-run` what it would send."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from eagle_convert.cli.render.inspect import human_bytes
-from eagle_convert.push import PushResult
+from eagle_convert.draft.card import CARD_FILE
+from eagle_convert.push import PushPlan, PushResult
 
 
 def render_push(console: Console, folder: Path, result: PushResult) -> None:
@@ -29,3 +30,38 @@ def render_push(console: Console, folder: Path, result: PushResult) -> None:
     )
     if result.card_retargeted:
         console.print(f"[dim]README.md: the vllm serve command now loads {escape(result.repo_id)}[/dim]")
+
+
+def render_push_plan(console: Console, folder: Path, plan: PushPlan) -> None:
+    """The repo, every file with its size, the commit message and the validation verdict."""
+    how = f"pull request against {escape(plan.revision)}" if plan.create_pr else f"commit to {escape(plan.revision)}"
+    new = "created private when missing" if plan.private else "created when missing"
+    console.print(f"[bold]dry run[/bold]: nothing is sent to {escape(plan.endpoint)}")
+    console.print(f"repo     {escape(plan.repo_id)} ({how}; {new})")
+    console.print(f"message  {escape(plan.commit_message)}")
+    total = sum(plan.files.values())
+    console.print(f"files    {len(plan.files)}, {human_bytes(total)} ({total:,} bytes)")
+    width = max(map(len, plan.files), default=0)
+    for name, size in plan.files.items():
+        note = (
+            f"  [dim](its vllm serve command loads {escape(plan.repo_id)})[/dim]"
+            if name == CARD_FILE and plan.card_retargeted
+            else ""
+        )
+        console.print(f"  {escape(name.ljust(width))}  {human_bytes(size):>10}{note}")
+    warnings = f", {plan.validation_warnings} warning{'s' * (plan.validation_warnings != 1)}"
+    if not plan.validation_errors:
+        console.print(f"validate [green]passes[/green] (0 errors{warnings})")
+        return
+    n = len(plan.validation_errors)
+    codes = ", ".join(code for code, _ in plan.validation_errors)
+    if plan.force:
+        console.print(
+            f"validate [red]fails[/red] ({n} error{'s' * (n > 1)}: {codes}{warnings}); --force pushes it anyway"
+        )
+        return
+    code, message = plan.validation_errors[0]
+    console.print(
+        f"validate [red]fails[/red] ({n} error{'s' * (n > 1)}: {codes}{warnings}); push would refuse it: "
+        f"{code}: {escape(message)} (see eagle-convert validate {escape(str(folder))}, or pass --force)"
+    )
