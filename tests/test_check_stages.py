@@ -94,7 +94,9 @@ def test_features_required_in_draft_and_in_vllm() -> None:
     assert missing[1].message == "the draft does not enable norm_output (config.json)"
     old = st.feature_checks(_info(fc_norm=True, norm_output=True), _features("0.20.0", fc_norm=False), pol)
     assert old[0].passed is False
-    assert old[0].message == ("vLLM 0.20.0 does not build fc_norm: src:fc_norm; the engine would silently ignore it")
+    assert old[0].message == (
+        "vLLM 0.20.0 does not build fc_norm: src:fc_norm; the load fails on the fc_norm.* tensors (KeyError before 0.22.0)"
+    )
 
 
 def test_features_the_draft_uses_must_be_built_even_when_not_required() -> None:

@@ -32,6 +32,12 @@ class State:
     settings: dict[str, Any] = field(default_factory=dict)
     vllm_version: str | None = None
     worker_starts_before: int = 0  # of a session shared with earlier checks
+    release: str | None = None  # --vllm-version / [static] vllm_version: the release the verdict is for
+
+    @property
+    def requested_release(self) -> str | None:
+        """The release the user named (flag first, then the policy), None for the installed/newest."""
+        return self.release or self.policy.get("static", "vllm_version")
 
     def folder(self, role: str) -> Path:
         """Local folder of the draft / target / baseline (a hub repo is downloaded once)."""
@@ -91,8 +97,13 @@ def static(s: State) -> list[CheckResult]:
         target=s.target,
         deep=bool(s.policy.get("static", "deep")),
         serving_context=s.policy.get("static", "max_model_len"),
+        vllm_version=s.requested_release,
     )
-    return st.static_checks(s.report, list(s.policy.get("static", "allow_warnings", [])))
+    return st.static_checks(
+        s.report,
+        list(s.policy.get("static", "allow_warnings", [])),
+        fail_on_hygiene=bool(s.policy.get("static", "fail_on_hygiene")),
+    )
 
 
 def _info(s: State) -> Any:
@@ -105,10 +116,16 @@ def _info(s: State) -> Any:
 
 
 def features(s: State) -> list[CheckResult]:
-    from eagle_convert.vllm_model.features import detect_features
+    """The draft's EAGLE-3.1 features against the named release's (releases.py), else the installed source."""
+    from eagle_convert.vllm_model.features import VllmFeatures, detect_features, features_of
+    from eagle_convert.vllm_model.versions import installed_status
 
-    found = detect_features()
-    s.vllm_version = found.version if found else None
+    found: VllmFeatures | None
+    if s.requested_release is not None:
+        found = features_of(installed_status(s.requested_release).rules)
+    else:
+        found = detect_features()
+        s.vllm_version = found.version if found else None
     return st.feature_checks(_info(s), found, s.policy)
 
 

@@ -45,6 +45,7 @@ class CheckReport:
     vllm_version: str | None = None
     seconds: float = 0.0
     settings: dict[str, Any] = field(default_factory=dict)
+    release: Any = None  # versions.VllmVersionStatus: the release the static and features verdicts are for
 
     @property
     def passed(self) -> bool:
@@ -80,6 +81,7 @@ class CheckReport:
             "load_checks": self.load_checks,
             "worker_starts": self.worker_starts,
             "vllm_version": self.vllm_version,
+            "release": self.release.to_dict() if self.release is not None else None,
             "seconds": round(self.seconds, 3),
             "settings": self.settings,
         }
@@ -97,8 +99,14 @@ class _Needs:
     control: float | None  # the control's temperature, None when it does not run
 
 
-def needs(policy: Policy, *, target: str | None, baseline: str | None, vllm: bool) -> _Needs:
-    """Which stages run; raises UsageError / MissingExtraError (exit 2) for what cannot run here."""
+def needs(
+    policy: Policy, *, target: str | None, baseline: str | None, vllm: bool, release: str | None = None
+) -> _Needs:
+    """Which stages run; raises UsageError / MissingExtraError (exit 2) for what cannot run here.
+
+    With a named `release` the features stage reads that release's features from eagle-convert's
+    tables, so it needs no vLLM and always runs.
+    """
     from eagle_convert.extras import require
 
     acc = policy.has("acceptance")
@@ -113,7 +121,7 @@ def needs(policy: Policy, *, target: str | None, baseline: str | None, vllm: boo
         for why, on in (
             ("[engine] load = true", load is True),
             ("[acceptance]", acc),
-            ("[features]", policy.has("features")),
+            ("[features]", policy.has("features") and release is None),
         )
         if on
     ]
@@ -126,7 +134,7 @@ def needs(policy: Policy, *, target: str | None, baseline: str | None, vllm: boo
     runs_control = acc and (control is True or (control == "auto" and temperature > 0))
     return _Needs(
         static=bool(policy.get("static", "enabled")),
-        features=policy.has("features") or vllm,
+        features=policy.has("features") or vllm or release is not None,
         engine=load is True or (load is None and vllm and target is not None),
         acceptance=acc,
         identity=acc and bool(policy.get("output", "identity")),
@@ -146,23 +154,36 @@ def run_check(
     progress: Callable[[str], None] | None = None,
     cache: dict | None = None,
     session: Any = None,
+    vllm_version: str | None = None,
 ) -> CheckReport:
-    """Run the gate on `draft` (folder or hub repo); see the module docstring. `cache` shares engine
-    runs between checks in one process (check/measure.py); `session` (a `vllm.session.EngineSession`,
-    left open) shares one vLLM worker between them."""
+    """Run the gate on `draft` (folder or hub repo); see the module docstring.
+
+    Args:
+        cache: shares engine runs between checks in one process (check/measure.py).
+        session: a `vllm.session.EngineSession`, left open, sharing one vLLM worker between checks.
+        vllm_version: the release the draft will be served on (else the policy's [static]
+            vllm_version, else the installed vLLM, else the newest known): the static and features
+            verdicts are for it; the engine stages always run the installed vLLM.
+
+    Raises:
+        UsageError: a stage cannot run here, or `vllm_version` names no known release.
+    """
     from eagle_convert.check import pipeline
     from eagle_convert.check.measure import Engines
     from eagle_convert.vllm_model.features import vllm_available
+    from eagle_convert.vllm_model.versions import installed_status
 
     t0 = time.perf_counter()
     policy = policy or load_policy()
     target_s = None if target is None else str(target)
     baseline_s = None if baseline is None else str(baseline)
-    need = needs(policy, target=target_s, baseline=baseline_s, vllm=vllm_available())
-    report = CheckReport(str(draft), target_s, baseline_s, policy)
+    requested = vllm_version or policy.get("static", "vllm_version")
+    status = installed_status(requested)  # a bad release is a usage error before any stage runs
+    need = needs(policy, target=target_s, baseline=baseline_s, vllm=vllm_available(), release=requested)
+    report = CheckReport(str(draft), target_s, baseline_s, policy, release=status)
     say = progress or (lambda _m: None)
     engines = Engines(cache if cache is not None else {}, session)
-    state = pipeline.State(str(draft), target_s, baseline_s, policy, need, engines)
+    state = pipeline.State(str(draft), target_s, baseline_s, policy, need, engines, release=vllm_version)
     state.worker_starts_before = engines.worker_starts
     plan = [
         ("static", need.static, pipeline.static),

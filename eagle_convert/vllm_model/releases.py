@@ -251,9 +251,9 @@ class Release:
         return _CHANGES[key].covers(self.version)
 
     def cite(self, key: str) -> str:
-        """Where the behaviour `key` was read, and for which releases ("0.25.0 on: ...")."""
+        """Where the behaviour `key` was read, and the releases that have it ("...; releases 0.25.0 on")."""
         change = _CHANGES[key]
-        return f"{change.span}: {change.cite}"
+        return f"{change.cite}; releases {change.span}"
 
     def at_least(self, version: str) -> bool:
         return version_key(self.version) >= version_key(version)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import click
 
+from eagle_convert.cli.options import vllm_version_option
+
 
 @click.command("check")
 @click.argument("draft")
@@ -27,6 +29,7 @@ import click
     help="Policy file (default: ./eagle-check.toml, else the defaults: static validation, plus the "
     "engine load when vLLM is installed).",
 )
+@vllm_version_option(allow_all=False)
 @click.option("--keep-going", is_flag=True, help="Run every stage even after one fails.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
@@ -48,6 +51,7 @@ def check_cmd(
     target: str | None,
     baseline: str | None,
     policy_file: Path | None,
+    vllm_version: str | None,
     keep_going: bool,
     as_json: bool,
     junit: Path | None,
@@ -73,6 +77,7 @@ def check_cmd(
         progress=lambda msg: click.echo(msg, err=True),
         cache=shared.get("check_cache"),
         session=shared.get("check_session"),
+        vllm_version=vllm_version,
     )
     for path in (junit, summary):  # CI paths such as reports/check.xml: create the folder
         if path is not None:

@@ -26,8 +26,10 @@ def render_check(console: Console, report: CheckReport) -> None:
     if report.baseline:
         head.add_row("baseline", escape(report.baseline))
     head.add_row("policy", escape(report.policy.source))
+    if report.release is not None:
+        head.add_row("verdict for", escape(report.release.line()))
     if report.vllm_version:
-        head.add_row("vLLM", report.vllm_version)
+        head.add_row("vLLM run", report.vllm_version)
     console.print(head)
     table = Table(show_lines=False)
     for col in ("stage", "check", "result", "figure", "threshold", "details"):

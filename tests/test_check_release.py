@@ -1,0 +1,127 @@
+"""`check` gives its verdict for the vLLM release the draft will be served on, and fails only what
+changes serving by default: hygiene warnings are reported and pass (a policy can make them fail).
+
+The features stage of a named release reads `releases.py` (`features.features_of`), never the
+installed vLLM, so these tests hold with or without vLLM installed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from eagle_convert.check import stages as st
+from eagle_convert.check.policy import Policy
+from eagle_convert.check.run import run_check
+from eagle_convert.cli.app import main
+from eagle_convert.validate.findings import Report, finding
+from eagle_convert.vllm_model import features, releases
+
+FEATURES = Policy({"features": {}}, "test")
+
+
+def _feature_results(report) -> dict[str, dict]:
+    return {c.name: c.to_dict() for c in report.results if c.stage == "features"}
+
+
+def test_features_of_every_release_matches_the_changes() -> None:
+    """The release model answers the features stage the way the detector reads each release's source
+    (checked on every tree 0.21.0-0.33.0 when the tables were written; here: the boundaries)."""
+    f21, f22, f23 = (features.features_of(releases.release(v)) for v in ("0.21.0", "0.22.1", "0.23.0"))
+    assert (f21.fc_norm, f22.fc_norm, f23.fc_norm) == (False, True, True)
+    assert (f22.mla_fc_norm_applied, f23.mla_fc_norm_applied) == (False, True)
+    f24, f25 = (features.features_of(releases.release(v)) for v in ("0.24.0", "0.25.0"))
+    assert (f24.speculators_propagates_31_flags, f25.speculators_propagates_31_flags) == (False, True)
+    assert "PeagleQwen3ForCausalLM" in f24.registered_eagle3_archs
+    assert "PeagleLlamaForCausalLM" not in f21.registered_eagle3_archs
+    assert f22.evidence["mla_fc_norm_applied"].endswith("(vLLM #43482); releases 0.23.0 on")
+
+
+@pytest.mark.skipif(not features.vllm_available(), reason="compares with the installed vLLM's source")
+def test_features_of_the_installed_release_equal_the_detected_ones() -> None:
+    found = features.detect_features()
+    assert found is not None and found.version is not None
+    known, _note = releases.nearest_known(found.version)
+    assert known is not None
+    expected = features.features_of(releases.release(known)).to_dict()
+    got = found.to_dict()
+    differ = {k for k in got if k not in ("evidence", "package_dir", "version") and got[k] != expected[k]}
+    assert differ == set()
+
+
+@pytest.mark.parametrize(
+    "fixture, release, passed, message",
+    [
+        (
+            "kimi-mla-eagle31",
+            "0.22.1",
+            False,
+            "vLLM 0.22.1 does not apply fc_norm: 0.23.0 model_executor/models/deepseek_eagle3.py "
+            "Eagle3DeepseekV2ForCausalLM.combine_hidden_states (vLLM #43482); releases 0.23.0 on; the engine would "
+            "silently ignore it",
+        ),
+        ("kimi-mla-eagle31", "0.23.0", True, None),
+        (
+            "vllm-eagle31",
+            "0.21.0",
+            False,
+            "vLLM 0.21.0 does not build fc_norm: 0.22.0 model_executor/models/llama_eagle3.py "
+            "LlamaModel.__init__ and deepseek_eagle3.py DeepseekV2Model.__init__ (vLLM #42764); releases 0.22.0 on; "
+            "the load fails on the fc_norm.* tensors (KeyError before 0.22.0)",
+        ),
+        ("vllm-eagle31", "0.22.0", True, None),
+    ],
+)
+def test_features_stage_for_a_named_release(built_fixtures, fixture, release, passed, message) -> None:
+    report = run_check(built_fixtures(fixture), policy=FEATURES, vllm_version=release, keep_going=True)
+    fc_norm = _feature_results(report)["feature fc_norm"]
+    assert fc_norm["status"] == ("pass" if passed else "fail")
+    if message is not None:
+        assert fc_norm["message"] == message
+    assert report.release.release == release and report.release.why == f"--vllm-version {release}"
+
+
+def test_policy_names_the_release_and_the_flag_wins(built_fixtures) -> None:
+    draft = built_fixtures("kimi-mla-eagle31")
+    policy = Policy({"features": {}, "static": {"vllm_version": "0.22.0"}}, "test")
+    report = run_check(draft, policy=policy, keep_going=True)
+    assert report.release.release == "0.22.0" and _feature_results(report)["feature fc_norm"]["status"] == "fail"
+    report = run_check(draft, policy=policy, keep_going=True, vllm_version="0.30.0")
+    assert report.release.release == "0.30.0" and _feature_results(report)["feature fc_norm"]["status"] == "pass"
+
+
+def test_hygiene_warnings_pass_and_can_be_made_to_fail() -> None:
+    rep = Report("d", families_run=["files", "config"])
+    rep.add(finding("W204", "fp32 weights", tensor="fc.weight"))  # hygiene in the table
+    rep.add(finding("W307", "implicit", field="norm_before_residual", impact="hygiene"))
+    errors, warnings, hygiene = st.static_checks(rep, [])
+    assert (errors.passed, warnings.passed, hygiene.passed) == (True, True, True)
+    assert warnings.message == "no warning changes what vLLM serves"
+    assert hygiene.figure == 2 and hygiene.threshold == "reported"
+    assert hygiene.message.startswith("served as trained: W204 unusual-dtype: fp32 weights; W307")
+    *_, hygiene = st.static_checks(rep, [], fail_on_hygiene=True)
+    assert hygiene.passed is False and hygiene.threshold == "0"
+    rep.add(finding("W323", "ids only in eagle_config", field="eagle_config"))  # computes-differently
+    _, warnings, _ = st.static_checks(rep, [])
+    assert warnings.passed is False and warnings.details["impacts"] == ["computes-differently"]
+    _, warnings, _ = st.static_checks(rep, ["W323"])
+    assert warnings.passed and warnings.message == "no warning changes what vLLM serves (1 allowed: W323)"
+
+
+def test_check_cli_names_the_release(built_fixtures, tmp_path: Path) -> None:
+    draft = built_fixtures("vllm-eagle31")
+    res = CliRunner().invoke(main, ["check", str(draft), "--vllm-version", "0.25.1", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["release"]["release"] == "0.25.1" and data["release"]["why"] == "--vllm-version 0.25.1"
+    text = " ".join(CliRunner().invoke(main, ["check", str(draft), "--vllm-version", "0.25.1"]).stdout.split())
+    assert "verdict for vLLM 0.25.1 (--vllm-version 0.25.1)" in text
+    bad = CliRunner().invoke(main, ["check", str(draft), "--vllm-version", "0.20.0"])
+    assert bad.exit_code == 2
+    assert bad.stderr == (
+        "Error: --vllm-version 0.20.0: 0.20.0 is older than the oldest release eagle-convert knows (0.21.0) "
+        "(name a release 0.21.0 ... 0.33.0, or 'all')\n"
+    )
