@@ -185,3 +185,14 @@ def test_validate_names_the_release(built_fixtures) -> None:
         "Error: --vllm-version 0.19.0: 0.19.0 is older than the oldest release eagle-convert knows (0.21.0) "
         "(name a release 0.21.0 ... 0.33.0, or 'all')"
     )
+
+
+def test_inspect_follows_the_named_release(built_fixtures) -> None:
+    """The Qwen3 draft class arrived in 0.24.0 (vLLM #43132): inspect for 0.23.0 finds no class to build."""
+    draft = built_fixtures("vllm-qwen3-eagle31")
+    old = json.loads(_cli("inspect", "--json", draft, "--vllm-version", "0.23.0").stdout)
+    new = json.loads(_cli("inspect", "--json", draft, "--vllm-version", "0.24.0").stdout)
+    assert (old["vllm_class"], new["vllm_class"]) == (None, "Eagle3Qwen3ForCausalLM")
+    assert (old["vllm"]["release"], new["vllm"]["why"]) == ("0.23.0", "--vllm-version 0.24.0")
+    res = _cli("inspect", draft, "--vllm-version", "all")
+    assert res.exit_code == 2 and "'all' (the compatibility matrix) is validate's: name one release here" in res.output

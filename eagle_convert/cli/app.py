@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from eagle_convert import __version__
+from eagle_convert.cli.options import vllm_version_option
 from eagle_convert.cli.output import console, echo_json
 from eagle_convert.errors import EagleConvertError
 
@@ -72,14 +73,15 @@ def main(ctx: click.Context, debug: bool) -> None:
 @click.argument("checkpoint")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (schemas/inspect-report.schema.json).")
 @click.option("--tensors", is_flag=True, help="Also list every tensor (always included in --json).")
-def inspect_cmd(checkpoint: str, as_json: bool, tensors: bool) -> None:
+@vllm_version_option(allow_all=False)
+def inspect_cmd(checkpoint: str, as_json: bool, tensors: bool, vllm_version: str | None) -> None:
     """Describe CHECKPOINT: a folder, a .safetensors/.bin file, or a hub repo (org/name[@revision]).
 
     Hub repos are read through config and safetensors headers only: no weights are downloaded.
     """
     from eagle_convert.draft.report import inspect_checkpoint
 
-    report = inspect_checkpoint(checkpoint)
+    report = inspect_checkpoint(checkpoint, vllm_version=vllm_version)
     if as_json:
         echo_json(report.to_dict(tensors=True))
         return

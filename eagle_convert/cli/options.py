@@ -103,9 +103,16 @@ def vllm_version_option(*, allow_all: bool) -> Callable[[F], F]:
     from eagle_convert.vllm_model.releases import NEWEST_RELEASE, OLDEST_RELEASE
 
     every = " 'all' prints one row per known release (the compatibility matrix)." if allow_all else ""
+
+    def no_all(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        if value == "all" and not allow_all:
+            raise click.BadParameter("'all' (the compatibility matrix) is validate's: name one release here")
+        return value
+
     return click.option(
         "--vllm-version",
         "vllm_version",
+        callback=no_all,
         metavar="X.Y.Z" + ("|all" if allow_all else ""),
         default=None,
         help=f"The vLLM release the draft will be served on ({OLDEST_RELEASE} ... {NEWEST_RELEASE}; default: the "

@@ -16,6 +16,7 @@ from eagle_convert.draft.config_schema import check_config
 from eagle_convert.draft.kind import ensure_draft
 from eagle_convert.draft.layout import canonical_map, config_alias, detect_attention, detect_layout
 from eagle_convert.vllm_model.config import VllmDraftConfig, lookup, read_config
+from eagle_convert.vllm_model.releases import Release
 from eagle_convert.vllm_model.tables import AUX_ID_LOCATIONS, FLAG_NAMES
 
 _LAYER_RE = re.compile(r"^layers\.(\d+)\.")
@@ -121,10 +122,16 @@ def _dim(eff: dict[str, Any], key: str) -> int | None:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def describe(ckpt: Checkpoint, *, read_vocab: bool = True) -> DraftInfo:
+def describe(ckpt: Checkpoint, *, read_vocab: bool = True, release: Release | None = None) -> DraftInfo:
     """Classify and measure a checkpoint; `read_vocab` also reads d2t/t2d values.
 
-    Raises NotADraftError when the checkpoint is no EAGLE-3 draft (`draft/kind.py`)."""
+    Args:
+        release: the vLLM release whose reading the vLLM fields (class, flags, aux ids) follow
+            (default: the installed vLLM's, else the newest known).
+
+    Raises:
+        NotADraftError: the checkpoint is no EAGLE-3 draft (`draft/kind.py`).
+    """
     check_config(ckpt.config, ckpt.config_where)
     ensure_draft(ckpt)  # a target, MTP head, Medusa, DFlash ... is refused before any layout guess
     keys = list(ckpt.tensors)
@@ -132,7 +139,7 @@ def describe(ckpt: Checkpoint, *, read_vocab: bool = True) -> DraftInfo:
     canon = canonical_map(keys)
     by_canon = {c: ckpt.tensors[k] for k, c in canon.items()}
     attention, attention_reason = detect_attention(canon.values())
-    view = read_config(ckpt.config)
+    view = read_config(ckpt.config, release)
     eff = view.vcfg
     flags = {
         f: Flag(_declared(ckpt.config, view, f), _flag_locations(ckpt.config, f), view.flags[f]) for f in FLAG_NAMES

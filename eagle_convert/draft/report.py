@@ -53,10 +53,21 @@ class InspectReport:
         return data
 
 
-def inspect_checkpoint(ref: str | CheckpointRef, *, read_vocab: bool | None = None) -> InspectReport:
-    """Open and describe a checkpoint; hub refs read config and headers only (no tensor data)."""
+def inspect_checkpoint(
+    ref: str | CheckpointRef, *, read_vocab: bool | None = None, vllm_version: str | None = None
+) -> InspectReport:
+    """Open and describe a checkpoint; hub refs read config and headers only (no tensor data).
+
+    Args:
+        vllm_version: the release whose reading the vLLM fields follow (default: the installed
+            vLLM, else the newest known).
+
+    Raises:
+        EagleConvertError: an unreadable checkpoint; UsageError for an unknown `vllm_version`.
+    """
+    status = installed_status(vllm_version)
     if not isinstance(ref, CheckpointRef):
         ref = CheckpointRef.parse(ref)
     ckpt = open_checkpoint(ref)
-    info = describe(ckpt, read_vocab=not ref.is_hub if read_vocab is None else read_vocab)
-    return InspectReport(ckpt.description, ref.is_hub, ckpt.has_config, info, ckpt)
+    info = describe(ckpt, read_vocab=not ref.is_hub if read_vocab is None else read_vocab, release=status.rules)
+    return InspectReport(ckpt.description, ref.is_hub, ckpt.has_config, info, ckpt, vllm=status)

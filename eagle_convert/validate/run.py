@@ -110,7 +110,7 @@ def validate_checkpoint(
         report.add(finding("E002", f"{ckpt.description}: no config.json next to the weights", field="config.json"))
         return _done(report, t0)
     try:
-        info = describe(ckpt, read_vocab=False)
+        info = describe(ckpt, read_vocab=False, release=status.rules)
     except NotADraftError as exc:  # a target, MTP head, Medusa, DFlash ...: nothing else applies
         report.add(finding("E004", str(exc)))
         return _done(report, t0)
