@@ -7,6 +7,7 @@ from pathlib import Path
 
 from eagle_convert.check.run import CheckReport
 from eagle_convert.check.stages import TITLES, format_value
+from eagle_convert.io.atomic import write_text_atomic
 
 MARK = {"pass": "✅ pass", "fail": "❌ fail", "skip": "⏭️ skip"}
 
@@ -46,7 +47,7 @@ def write_summary(report: CheckReport, path: str | Path | None = None) -> list[P
     text = to_markdown(report)
     written = []
     if path is not None:
-        Path(path).write_text(text, encoding="utf-8")
+        write_text_atomic(Path(path), text, fsync=False)  # an interrupt leaves the old file or the new
         written.append(Path(path))
     step = os.environ.get("GITHUB_STEP_SUMMARY")
     if step:

@@ -1,7 +1,8 @@
 """The `eagle-convert` command line: parse options, call the library, render, map errors.
 
 This is the only place where library exceptions become messages and exit codes:
-0 ok, 1 findings or operational failure, 2 usage.
+0 ok, 1 findings or operational failure, 2 usage; an interrupted command exits 130 (SIGINT),
+143 (SIGTERM) or 129 (SIGHUP) with one line saying what was written (`cli.interrupt`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 import click
 
 from eagle_convert import __version__
+from eagle_convert.cli.interrupt import interrupt_exit_code, interrupt_message, raising_signals
 from eagle_convert.cli.options import vllm_version_option
 from eagle_convert.cli.output import console, echo_json
 from eagle_convert.errors import EagleConvertError
@@ -49,12 +51,16 @@ class _Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with raising_signals():
+                return super().invoke(ctx)
         except EagleConvertError as exc:
             if _debug_enabled(ctx):
                 raise
             click.echo(f"Error: {exc}", err=True)
             ctx.exit(exc.exit_code)
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP raised by raising_signals
+            click.echo(interrupt_message(exc), err=True)
+            ctx.exit(interrupt_exit_code(exc))
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

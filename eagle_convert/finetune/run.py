@@ -408,14 +408,13 @@ def _write(plan: FinetunePlan, drafter: Any, prov: dict[str, Any]) -> None:
     import torch
 
     from eagle_convert.errors import OutputError
-    from eagle_convert.io.atomic import OutputExistsError, atomic_output_dir, cleanup_stale_temps
+    from eagle_convert.io.atomic import OutputExistsError, atomic_output_dir
     from eagle_convert.io.tensordata import torch_dtype
     from eagle_convert.reference.data import load_drafter
     from eagle_convert.reference.train import write_draft
 
     dtype = torch_dtype(plan.dtype)  # F32, BF16 or F16 (plan.py)
     config = {**plan.config, PROVENANCE_KEY: prov}
-    cleanup_stale_temps(plan.out)
     try:
         with atomic_output_dir(plan.out, force=plan.force) as tmp:
             write_draft(drafter, config, tmp, include_embed=plan.include_embed, dtype=dtype)
@@ -434,6 +433,8 @@ def _write(plan: FinetunePlan, drafter: Any, prov: dict[str, Any]) -> None:
                     raise EagleConvertError(f"{plan.out}: written tensor {name} does not read back")
     except OutputExistsError as exc:
         raise OutputError(f"{plan.out}: output already exists", hint="pass --force to replace it") from exc
+    except EagleConvertError:
+        raise
     except OSError as exc:
         raise OutputError(
             f"{exc.filename or plan.out}: cannot write the output ({exc.strerror or exc})",

@@ -2,35 +2,45 @@
 
 ``atomic_output_dir(final)`` yields ``final.parent / ".{final.name}.tmp-XXXXXXXX"``. When the
 ``with`` body succeeds the temp dir is renamed to ``final``; when it raises (including
-``KeyboardInterrupt`` and, after :func:`install_signal_cleanup`, SIGTERM) the temp dir is
-removed. A run killed with SIGKILL leaves only the hidden temp dir, which
-:func:`cleanup_stale_temps` removes on the next run. Readers therefore see either no output,
-the previous output, or the complete new one, never a half-written directory.
+``KeyboardInterrupt`` and, after ``io.signals.install_signal_cleanup``, SIGTERM) the temp dir is
+removed. A run killed with SIGKILL leaves only the hidden temp dir (and the output's lock file),
+which the next run removes once no live process owns them (:func:`cleanup_stale_temps`). Readers
+therefore see either no output, the previous output, or the complete new one, never a
+half-written directory; and with ``fsync`` (the default) that is still true after a power loss.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import glob
 import logging
 import os
+import re
 import secrets
 import shutil
-import signal
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
 
 from eagle_convert.errors import OutputError
+from eagle_convert.io.durable import fsync_dir, fsync_tree
+from eagle_convert.io.outlock import (
+    OutputLock,
+    OutputLockedError,
+    hold_dir,
+    lock_name,
+    owner_alive,
+    probe_output_lock,
+)
+from eagle_convert.io.signals import deferred_signals
 
 __all__ = [
     "OutputExistsError",
-    "TerminatedBySignal",
     "atomic_output_dir",
     "check_output_dir",
     "cleanup_stale_temps",
-    "install_signal_cleanup",
+    "was_published",
     "write_text_atomic",
 ]
 
@@ -41,50 +51,16 @@ class OutputExistsError(FileExistsError):
     """The output path exists (and is not an empty directory) and ``force`` was not given."""
 
 
-class TerminatedBySignal(KeyboardInterrupt):
-    """Raised in the main thread by the handler :func:`install_signal_cleanup` installs.
-
-    A ``KeyboardInterrupt`` subclass so that code which already handles Ctrl-C (cleanup in
-    ``finally``/``except BaseException``, CLI exit) handles SIGTERM the same way.
-    """
-
-    def __init__(self, signum: int) -> None:
-        self.signum = signum
-        super().__init__(f"terminated by {signal.Signals(signum).name}")
-
-    @property
-    def exit_code(self) -> int:
-        """The conventional shell exit status for death by this signal."""
-        return 128 + self.signum
-
-
-def install_signal_cleanup(
-    signums: Iterable[int] = (signal.SIGTERM,),
-) -> Callable[[], None]:
-    """Make ``signums`` raise :class:`TerminatedBySignal` in the main thread.
-
-    The default action of SIGTERM kills the process without running ``finally`` blocks, which
-    would leave temp dirs behind; raising instead lets :func:`atomic_output_dir` clean up.
-    Must be called from the main thread. Returns a function restoring the previous handlers.
-    """
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise TerminatedBySignal(signum)
-
-    previous = {s: signal.signal(s, handler) for s in signums}
-
-    def restore() -> None:
-        for s, h in previous.items():
-            signal.signal(s, h)
-
-    return restore
-
-
 def _temp_name(final: Path, kind: str) -> str:
-    return f".{final.name}.{kind}-{secrets.token_hex(4)}"
+    # The owner's pid in the name: what cleanup falls back on where flock is unsupported.
+    return f".{final.name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
-def _make_temp_dir(final: Path) -> Path:
+_OWNER_PID = re.compile(r"-(\d+)-[0-9a-f]+$")
+
+
+def _make_temp_dir(final: Path) -> tuple[Path, int]:
+    """A new temp folder beside `final` and the fd holding its lock (see `io.outlock`)."""
     # Not tempfile.mkdtemp: that creates mode 0700, and the published output should get the
     # usual umask-derived permissions.
     for _ in range(100):
@@ -93,7 +69,11 @@ def _make_temp_dir(final: Path) -> Path:
             os.mkdir(candidate, 0o777)
         except FileExistsError:
             continue
-        return candidate
+        try:
+            return candidate, hold_dir(candidate)
+        except BaseException:
+            shutil.rmtree(candidate, ignore_errors=True)
+            raise
     raise FileExistsError(errno.EEXIST, "could not create a unique temp dir", str(final.parent))
 
 
@@ -117,6 +97,13 @@ def _remove(path: Path) -> None:
 _RENAME_EXCHANGE = 2
 _renameat2: Callable[..., int] | None = None
 _renameat2_loaded = False
+# Outputs this process published (absolute paths): what an interrupt message may say was written.
+_PUBLISHED: set[Path] = set()
+
+
+def was_published(final: str | Path) -> bool:
+    """True once this process has published an output at `final` (the rename and its flush done)."""
+    return Path(final).absolute() in _PUBLISHED
 
 
 def _exchange(a: Path, b: Path) -> bool:
@@ -146,12 +133,22 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(err, os.strerror(err), str(a))
 
 
-def _publish(tmp: Path, final: Path, *, force: bool) -> None:
+def _publish(tmp: Path, final: Path, *, force: bool, fsync: bool) -> None:
+    """Rename `tmp` to `final` (replacing an old output with `force`); with `fsync`, flush the
+    parent after the rename and before the old output is deleted. Runs with signals deferred, so
+    an interrupt lands before the rename (nothing published) or after the old output is gone."""
+
+    def published() -> None:
+        if fsync:
+            fsync_dir(final.parent)
+        _PUBLISHED.add(final)
+
     if not (final.exists() or final.is_symlink()) or _is_empty_dir(final):
         # rename(2) onto an empty directory replaces it atomically; onto a non-empty one it
         # fails (ENOTEMPTY/EEXIST), so an output created meanwhile is still refused.
         try:
             os.rename(tmp, final)
+            published()
             return
         except OSError as exc:
             if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
@@ -163,6 +160,7 @@ def _publish(tmp: Path, final: Path, *, force: bool) -> None:
     # Replace: swap atomically where the kernel can, so `final` always names a complete
     # output; otherwise move the old one aside first (final is briefly absent, never partial).
     if _exchange(tmp, final):
+        published()
         _remove(tmp)  # now holds the old output
         return
     aside = final.parent / _temp_name(final, "old")
@@ -172,42 +170,57 @@ def _publish(tmp: Path, final: Path, *, force: bool) -> None:
     except BaseException:
         os.rename(aside, final)
         raise
+    published()
     _remove(aside)
 
 
 @contextmanager
-def atomic_output_dir(final: Path, *, force: bool = False) -> Iterator[Path]:
+def atomic_output_dir(final: Path, *, force: bool = False, fsync: bool = True) -> Iterator[Path]:
     """Yield a temp dir beside ``final``; publish it as ``final`` when the body succeeds.
 
-    Refuses (``OutputExistsError``) an existing ``final`` unless it is an empty directory or
-    ``force`` is set, checked before any work and again at publication. With ``force`` the old
-    output is swapped out atomically and deleted. On any exception, including
-    ``KeyboardInterrupt``/:class:`TerminatedBySignal`, the temp dir is removed and the
-    exception re-raised; ``final`` is untouched.
+    First takes the output's lock (``io.outlock``; another live run on ``final`` raises
+    :class:`OutputLockedError` at once) and removes leftovers of killed runs
+    (:func:`cleanup_stale_temps`). Refuses (``OutputExistsError``) an existing ``final`` unless it
+    is an empty directory or ``force`` is set, checked before any work and again at publication.
+    With ``fsync`` (the default) every file and folder of the output is flushed before the
+    rename and the parent after it. With ``force`` the old output is swapped out atomically and
+    deleted after that. On any exception, including ``KeyboardInterrupt``/
+    ``io.signals.TerminatedBySignal``, the temp dir is removed and the exception re-raised; ``final``
+    is untouched.
     """
     final = Path(final).absolute()
     if not force and (final.exists() or final.is_symlink()) and not _is_empty_dir(final):
         raise OutputExistsError(errno.EEXIST, "output already exists (use force)", str(final))
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _make_temp_dir(final)
+    lock: OutputLock | None = None
+    tmp: Path | None = None
+    held = -1
     try:
+        # Deferred: a signal cannot land between creating the temp folder (or the lock) and
+        # this `try` knowing it must remove it.
+        with deferred_signals():
+            lock = OutputLock.acquire(final)
+            _cleanup(final)
+            tmp, held = _make_temp_dir(final)
         yield tmp
-        _publish(tmp, final, force=force)
+        if fsync:
+            fsync_tree(tmp)
+        with deferred_signals():
+            _publish(tmp, final, force=force, fsync=fsync)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            with deferred_signals():
+                shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        if held >= 0:
+            os.close(held)
+        if lock is not None:
+            lock.release()
 
 
-def cleanup_stale_temps(final: Path) -> list[Path]:
-    """Remove leftovers of killed runs that targeted ``final``; return what was removed.
-
-    Removes ``.{name}.tmp-*`` directories (unpublished outputs). Also removes
-    ``.{name}.old-*`` directories (a replaced output whose deletion was interrupted), but only
-    when ``final`` exists: if a run died between moving the old output aside and publishing
-    the new one, the ``.old-*`` directory is the only copy and is left alone (logged).
-    Symlinks and plain files matching the patterns are never touched.
-    """
-    final = Path(final).absolute()
+def _cleanup(final: Path) -> list[Path]:
+    """`cleanup_stale_temps`'s work, for a caller that holds `final`'s lock."""
     prefix = glob.escape(str(final.parent / f".{final.name}."))
     removed: list[Path] = []
     for pattern, kind in ((prefix + "tmp-*", "tmp"), (prefix + "old-*", "old")):
@@ -218,9 +231,37 @@ def cleanup_stale_temps(final: Path) -> list[Path]:
             if kind == "old" and not final.exists():
                 LOG.warning("%s holds a previous output and %s is missing; leaving it", path, final)
                 continue
+            m = _OWNER_PID.search(path.name)
+            if kind == "tmp" and owner_alive(path, int(m.group(1)) if m else None):
+                LOG.info("%s belongs to a running process; leaving it", path)
+                continue
             shutil.rmtree(path)
             removed.append(path)
     return removed
+
+
+def cleanup_stale_temps(final: Path) -> list[Path]:
+    """Remove leftovers of killed runs that targeted ``final``; return what was removed.
+
+    Removes ``.{name}.tmp-*`` directories (unpublished outputs) whose owner is gone (no process
+    holds the folder's lock), and a ``.{name}.lock`` file no process holds. Also removes
+    ``.{name}.old-*`` directories (a replaced output whose deletion was interrupted), but only
+    when ``final`` exists: if a run died between moving the old output aside and publishing
+    the new one, the ``.old-*`` directory is the only copy and is left alone (logged).
+    Symlinks and plain files matching the patterns are never touched. Does nothing while another
+    run holds ``final``'s lock. (:func:`atomic_output_dir` calls it itself.)
+    """
+    final = Path(final).absolute()
+    stale_lock = lock_name(final).is_file()
+    try:
+        lock = OutputLock.acquire(final)
+    except OutputLockedError:
+        return []
+    try:
+        removed = _cleanup(final)
+    finally:
+        lock.release()  # removes the lock file: one left by a killed run too
+    return sorted(removed + [lock.path] if stale_lock else removed)
 
 
 def check_output_dir(out: str | Path, inputs: Mapping[str, Path | None], *, force: bool = False) -> Path:
@@ -245,12 +286,26 @@ def check_output_dir(out: str | Path, inputs: Mapping[str, Path | None], *, forc
         raise OutputError(f"{out}: exists and is not a folder", hint="choose another output path")
     if (final.exists() or final.is_symlink()) and not force and not (final.is_dir() and not any(final.iterdir())):
         raise OutputError(f"{out}: output already exists", hint="pass --force to replace it")
+    probe_output_lock(final)
     return final
 
 
-def write_text_atomic(path: Path, text: str) -> None:
+def write_text_atomic(path: Path, text: str, *, fsync: bool = True) -> None:
     """Replace one text file by rename (from ``.{name}.tmp-{pid}`` beside it), so that a reader or an
-    interruption sees the old text or the new, never half of it."""
+    interruption sees the old text or the new, never half of it; with ``fsync`` (the default) the
+    new text is on disk before the rename and the rename after it returns."""
+    path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            if fsync:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    if fsync:
+        fsync_dir(path.parent)

@@ -7,6 +7,11 @@ writes into either file in place changes both, so callers must say so. Where nei
 (another filesystem, a filesystem without reflinks or hard links, `fs.protected_hardlinks` on a
 file the user does not own), the bytes are copied with `os.copy_file_range`.
 
+A symlinked source (every file of a Hugging Face cache snapshot is a relative symlink into
+`../../blobs/`) is resolved to the file it names first: `link(2)` does not follow symlinks on
+Linux, so linking the name would put the symlink itself into the output, dangling there or
+pointing back into the input. The output always holds a regular file.
+
 `same_bytes_cheaply` proves a link holds the source's bytes without reading them: the same inode
 (hard link) or the same physical extents (`FS_IOC_FIEMAP`, reflink).
 """
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -82,10 +88,12 @@ def link_or_copy(
 ) -> LinkOutcome:
     """Create `dst` (which must not exist) holding `src`'s bytes by the first of `methods` that works.
 
-    Raises OSError for real failures (no space, permissions on the output folder, `dst` exists).
-    `progress(nbytes)` sees the bytes of a copy (a link moves none).
+    A symlinked `src` is resolved to its target first, so `dst` is a regular file, never a link into
+    the input. Raises OSError for real failures (no space, permissions on the output folder, `dst`
+    exists, a dangling or looping symlink). `progress(nbytes)` sees the bytes of a copy (a link
+    moves none).
     """
-    src, dst = Path(src), Path(dst)
+    src, dst = Path(os.path.realpath(src, strict=True)), Path(dst)
     why: list[str] = []
     src_fd = os.open(src, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
@@ -100,6 +108,9 @@ def link_or_copy(
             else:
                 raise ValueError(f"unknown link method {method!r} (known: {', '.join(LINK_METHODS)})")
             if reason is None:
+                if not stat.S_ISREG(os.lstat(dst).st_mode):  # what the docstring promises, checked
+                    os.unlink(dst)
+                    raise OSError(errno.EINVAL, f"{method} did not produce a regular file", str(dst))
                 return LinkOutcome(method, "; ".join(why))
             why.append(f"{method}: {reason}")
     finally:
@@ -125,7 +136,7 @@ def _try_reflink(src_fd: int, dst: Path) -> str | None:
 
 def _try_hardlink(src: Path, dst: Path) -> str | None:
     try:
-        os.link(src, dst)  # follows a symlinked src (hub cache): links the blob itself
+        os.link(src, dst, follow_symlinks=False)  # `src` is already resolved (link_or_copy)
     except OSError as exc:
         if exc.errno in _NO_HARDLINK:
             return _reason(exc)

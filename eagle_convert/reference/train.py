@@ -359,10 +359,9 @@ def save_draft(
     """Write the draft into `out_dir` atomically, replacing it if it exists: `io.atomic`'s temp
     sibling and one rename, as upgrade and finetune write (same permissions, temp removed on
     error, Ctrl-C or SIGTERM, a killed run's leftovers removed by the next one)."""
-    from eagle_convert.io.atomic import atomic_output_dir, cleanup_stale_temps
+    from eagle_convert.io.atomic import atomic_output_dir
 
     out_dir = Path(out_dir)
-    cleanup_stale_temps(out_dir)
     with atomic_output_dir(out_dir, force=True) as tmp:
         write_draft(drafter, config, tmp, include_embed=include_embed, dtype=dtype)
     return out_dir

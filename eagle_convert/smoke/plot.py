@@ -5,6 +5,7 @@ matplotlib is imported lazily, with the Agg backend (no display needed).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +148,12 @@ def plot_smoke(report: SmokeReport, path: str | Path) -> Path:
     )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    # Beside it, then one rename: an interrupted run leaves the old plot (or none), never half a PNG.
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        fig.savefig(tmp, dpi=120, format="png")
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        tmp.unlink(missing_ok=True)
     return path

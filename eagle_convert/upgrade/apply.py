@@ -21,7 +21,7 @@ from eagle_convert.draft.card import CARD_FILE
 from eagle_convert.draft.checkpoint import open_checkpoint
 from eagle_convert.draft.describe import describe
 from eagle_convert.errors import CheckpointReadError, EagleConvertError, OutputError, VerificationError
-from eagle_convert.io.atomic import OutputExistsError, atomic_output_dir, check_output_dir, cleanup_stale_temps
+from eagle_convert.io.atomic import OutputExistsError, atomic_output_dir, check_output_dir
 from eagle_convert.io.outfile import INDEX_FILENAME, ByteRange, OutFile, OutTensor, WriterError
 from eagle_convert.io.verify import verify_file
 from eagle_convert.io.writer import write_file, write_index
@@ -95,20 +95,27 @@ def write_errors(out: str | Path, source: object) -> Iterator[None]:
 
 
 def apply_upgrade(
-    plan: UpgradePlan, out: str | Path, *, force: bool = False, verify: bool = True, progress: Progress | None = None
+    plan: UpgradePlan,
+    out: str | Path,
+    *,
+    force: bool = False,
+    verify: bool = True,
+    progress: Progress | None = None,
+    fsync: bool = True,
 ) -> UpgradeResult:
     """Write the plan to `out` (atomically) and, unless `verify=False`, check it before publishing.
 
-    Refused (`UpgradeRefusedError`) when `validate` would reject the output (`upgrade.preflight`).
+    With `fsync` (the default) the output is on stable storage when this returns
+    (`io.atomic.atomic_output_dir`); `fsync=False` is for scratch outputs. Refused
+    (`UpgradeRefusedError`) when `validate` would reject the output (`upgrade.preflight`).
     """
     refuse_invalid_output(plan)
     final = check_output(plan, Path(out), force=force)
     files = _out_files(plan)
-    cleanup_stale_temps(final)
     t0 = time.perf_counter()
     written: dict[str, int] = {}
     with write_errors(out, plan.source):
-        with atomic_output_dir(final, force=force) as tmp:
+        with atomic_output_dir(final, force=force, fsync=fsync) as tmp:
             if progress:
                 progress.start("write", sum(f.data_bytes for f in files))
             for f in files:

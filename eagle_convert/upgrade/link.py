@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from eagle_convert.draft.card import CARD_FILE
-from eagle_convert.io.atomic import atomic_output_dir, cleanup_stale_temps
+from eagle_convert.io.atomic import atomic_output_dir
 from eagle_convert.io.links import LinkOutcome, link_or_copy, same_bytes_cheaply
 from eagle_convert.io.outfile import INDEX_FILENAME, OutFile
 from eagle_convert.io.verify import verify_file, verify_same_bytes
@@ -30,20 +30,26 @@ __all__ = ["apply_link"]
 
 
 def apply_link(
-    lp: LinkPlan, out: str | Path, *, force: bool = False, verify: bool = True, progress: Progress | None = None
+    lp: LinkPlan,
+    out: str | Path,
+    *,
+    force: bool = False,
+    verify: bool = True,
+    progress: Progress | None = None,
+    fsync: bool = True,
 ) -> UpgradeResult:
-    """Write `lp` to `out` (atomically) and, unless `verify=False`, check it before publishing."""
+    """Write `lp` to `out` (atomically; durably unless `fsync=False`) and, unless `verify=False`,
+    check it before publishing."""
     plan = lp.plan
     refuse_invalid_output(plan)  # the linked output holds the plan's tensors and config
     final = check_output(plan, Path(out), force=force)
-    cleanup_stale_temps(final)
     paths = {f.filename: plan.checkpoint.source.local_path(f.source) for f in lp.linked}  # hub: downloads
     shard = OutFile(lp.shard.filename, lp.shard.tensors, lp.shard.metadata)
     t0 = time.perf_counter()
     written: dict[str, int] = {}
     links: dict[str, LinkOutcome] = {}
     with write_errors(out, plan.source):
-        with atomic_output_dir(final, force=force) as tmp:
+        with atomic_output_dir(final, force=force, fsync=fsync) as tmp:
             if progress:
                 progress.start("write", lp.linked_bytes + shard.data_bytes)
             for f in lp.linked:

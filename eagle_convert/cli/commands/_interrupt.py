@@ -1,16 +1,9 @@
-"""Ctrl-C / SIGTERM during a writing command: one line, the conventional exit code, input untouched."""
+"""What a writing command's interrupt line says (`cli.interrupt` prints it and exits 130/143)."""
 
 from __future__ import annotations
 
-import signal
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import NoReturn
-
-import click
-
-from eagle_convert.io.atomic import TerminatedBySignal, install_signal_cleanup
+from collections.abc import Callable
+from pathlib import Path
 
 
 def nothing_written(unchanged: object) -> str:
@@ -18,22 +11,17 @@ def nothing_written(unchanged: object) -> str:
     return f"; nothing was written and {unchanged} is unchanged"
 
 
-def exit_interrupted(ctx: click.Context, exc: KeyboardInterrupt, detail: str) -> NoReturn:
-    """Report the interruption ("Error: interrupted (SIGNAL)" + `detail`) and exit 130 or the signal's code."""
-    name = signal.Signals(exc.signum).name if isinstance(exc, TerminatedBySignal) else "SIGINT"
-    click.echo(f"Error: interrupted ({name}){detail}", err=True)
-    sys.stderr.flush()
-    ctx.exit(exc.exit_code if isinstance(exc, TerminatedBySignal) else 130)
+def output_detail(out: Path, unchanged: object, *, verified: bool = True) -> Callable[[], str]:
+    """The detail of a command writing the folder `out` from `unchanged`: read when the signal comes,
+    it says whether the output was published by then (`io.atomic.was_published`: the rename, its
+    flush and the removal of a replaced output all done), so it is true at every point."""
 
+    def detail() -> str:
+        from eagle_convert.io.atomic import was_published
 
-@contextmanager
-def interruptible(ctx: click.Context, detail: str | Callable[[], str]) -> Iterator[None]:
-    """Turn SIGTERM/SIGHUP into KeyboardInterrupt for the block and exit through `exit_interrupted`;
-    `detail` may be a callable when the message depends on how far the block got."""
-    restore = install_signal_cleanup((signal.SIGTERM, signal.SIGHUP))
-    try:
-        yield
-    except KeyboardInterrupt as exc:
-        exit_interrupted(ctx, exc, detail() if callable(detail) else detail)
-    finally:
-        restore()
+        if was_published(out):
+            done = "written and verified" if verified else "written"
+            return f" after {out} was {done} completely; {unchanged} is unchanged"
+        return nothing_written(unchanged)
+
+    return detail

@@ -65,6 +65,8 @@ def check_cmd(
     from eagle_convert.check.policy import load_policy
     from eagle_convert.check.run import run_check
     from eagle_convert.check.summary import write_summary
+    from eagle_convert.cli.interrupt import on_interrupt
+    from eagle_convert.io.atomic import write_text_atomic
 
     policy = load_policy(policy_file)
     shared = ctx.find_root().obj or {}  # in-process callers (tests) may share engine runs and the vLLM worker
@@ -82,9 +84,12 @@ def check_cmd(
     for path in (junit, summary):  # CI paths such as reports/check.xml: create the folder
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []  # what an interrupt from here on says was written (each file atomically)
+    on_interrupt(lambda: f"; only {', '.join(map(str, written))} was written" if written else "; nothing was written")
     if junit is not None:
-        junit.write_text(to_junit(report), encoding="utf-8")
-    write_summary(report, summary)
+        write_text_atomic(junit, to_junit(report), fsync=False)
+        written.append(junit)
+    written += write_summary(report, summary)
     if as_json:
         from eagle_convert.cli.output import echo_json
 

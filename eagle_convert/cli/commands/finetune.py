@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from eagle_convert.cli.commands._interrupt import interruptible, nothing_written
+from eagle_convert.cli.commands._interrupt import output_detail
+from eagle_convert.cli.interrupt import on_interrupt
 from eagle_convert.finetune.plan import DEFAULT_CONTINUATION_TOKENS, DEFAULT_MAX_LEN, DEFAULT_STAGES
 
 _A, _B = DEFAULT_STAGES
@@ -132,6 +133,7 @@ def finetune_cmd(
     from eagle_convert.finetune.plan import plan_finetune
     from eagle_convert.finetune.run import run_finetune
 
+    on_interrupt(output_detail(out, draft))
     stages = [replace(_A, steps=steps_fc_norm, lr=lr_fc_norm), replace(_B, steps=steps_all, lr=lr_all, l2sp=l2sp)]
     plan = plan_finetune(
         draft,
@@ -151,12 +153,11 @@ def finetune_cmd(
     if not as_json:
         render_plan(screen, plan)
     err = Console(stderr=True)
-    with interruptible(ctx, nothing_written(draft)):
-        if err.is_terminal:
-            with RichProgress(err) as progress:
-                result = run_finetune(plan, progress=progress)
-        else:
-            result = run_finetune(plan, progress=LineProgress(lambda m: click.echo(m, err=True)))
+    if err.is_terminal:
+        with RichProgress(err) as progress:
+            result = run_finetune(plan, progress=progress)
+    else:
+        result = run_finetune(plan, progress=LineProgress(lambda m: click.echo(m, err=True)))
     if as_json:
         echo_json({"plan": plan.to_dict(), "result": result.to_dict()})
     else:

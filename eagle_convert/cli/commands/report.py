@@ -94,7 +94,7 @@ def report_cmd(
     interrupted report resumes where it stopped. Exit 0 when the report was written, 1 on a
     failure (the message names the stage), 2 on usage, 130 when interrupted.
     """
-    from eagle_convert.cli.commands._interrupt import interruptible
+    from eagle_convert.cli.interrupt import on_interrupt
     from eagle_convert.report.run import run_report
     from eagle_convert.report.stages import ReportOptions
     from eagle_convert.smoke.prompts import parse_buckets
@@ -137,10 +137,8 @@ def report_cmd(
             f" after {len(events)} finished stages, which are recorded in {out}; run the same command again to resume"
         )
 
-    with interruptible(ctx, resume):
-        result = run_report(
-            draft, target, out, opts, progress=lambda m: click.echo(m, err=True), on_stage=events.append
-        )
+    on_interrupt(resume)
+    result = run_report(draft, target, out, opts, progress=lambda m: click.echo(m, err=True), on_stage=events.append)
     if as_json:
         from eagle_convert.cli.output import echo_json
 

@@ -50,6 +50,7 @@ def smoke_cmd(
 
     Compare an EAGLE-3 draft with its EAGLE-3.1 upgrade: eagle-convert smoke TARGET -d eagle3 -d eagle31.
     """
+    from eagle_convert.cli.interrupt import on_interrupt
     from eagle_convert.cli.output import console, echo_json
     from eagle_convert.errors import UsageError
     from eagle_convert.smoke.prompts import builtin_prompts, load_prompts, parse_buckets, select_prompts
@@ -91,7 +92,8 @@ def smoke_cmd(
     if plot_path is not None:
         from eagle_convert.smoke.plot import plot_smoke
 
-        plot_smoke(report, plot_path)
+        plot_smoke(report, plot_path)  # atomic: the old plot or the new one, never half
+        on_interrupt(f"; only {plot_path} was written")
     if as_json:
         data = report.to_dict()
         if plot_path is not None:

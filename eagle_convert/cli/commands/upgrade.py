@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from eagle_convert.cli.commands._interrupt import interruptible, nothing_written
+from eagle_convert.cli.commands._interrupt import output_detail
+from eagle_convert.cli.interrupt import on_interrupt
 from eagle_convert.upgrade.plan import LAYOUTS
 
 if TYPE_CHECKING:
@@ -98,6 +99,13 @@ def parse_ids(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     help='JSONL calibration prompts for --init calibrated ({"prompt": ...} or {"messages": [...]} per '
     "line). Default: the built-in set.",
 )
+@click.option(
+    "--fsync/--no-fsync",
+    default=True,
+    show_default=True,
+    help="Flush every output file and folder to disk before publishing it (and the parent after), so "
+    "the output survives a power loss; --no-fsync for scratch outputs.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the plan (and result) as JSON.")
 @click.pass_context
 def upgrade_cmd(
@@ -115,6 +123,7 @@ def upgrade_cmd(
     as_json: bool,
     init: str = "ones",
     prompts_file: str | None = None,
+    fsync: bool = True,
 ) -> None:
     """Upgrade the EAGLE-3 draft CHECKPOINT to EAGLE-3.1 into the new folder OUTPUT.
 
@@ -133,6 +142,7 @@ def upgrade_cmd(
     from eagle_convert.upgrade.plan import plan_upgrade
     from eagle_convert.upgrade.preflight import refuse_invalid_output
 
+    on_interrupt(output_detail(output, checkpoint, verified=verify))
     ckpt = open_checkpoint(checkpoint)
     ensure_draft(ckpt, "upgrade")  # also P-EAGLE, which the EAGLE-3.1 config writer cannot express
     info = describe(ckpt, read_vocab=False)
@@ -178,10 +188,15 @@ def upgrade_cmd(
         from eagle_convert.upgrade.link import apply_link
 
         result = _apply(
-            ctx, plan, output, force=force, verify=verify, apply=lambda _p, out, **kw: apply_link(lplan, out, **kw)
+            plan,
+            output,
+            force=force,
+            verify=verify,
+            fsync=fsync,
+            apply=lambda _p, out, **kw: apply_link(lplan, out, **kw),
         )
     else:
-        result = _apply(ctx, plan, output, force=force, verify=verify, apply=apply_upgrade)
+        result = _apply(plan, output, force=force, verify=verify, fsync=fsync, apply=apply_upgrade)
     if as_json:
         echo_json({"dry_run": False, **head, "result": result.to_dict()})
     else:
@@ -191,15 +206,15 @@ def upgrade_cmd(
 
 
 def _apply(
-    ctx: click.Context,
     plan: UpgradePlan,
     output: Path,
     *,
     force: bool,
     verify: bool,
+    fsync: bool,
     apply: Callable[..., UpgradeResult],
 ) -> UpgradeResult:
-    """Run `apply` with SIGTERM/SIGHUP turned into a clean abort and a progress bar on a terminal."""
+    """Run `apply` with a progress bar on a terminal (interrupts: `cli.interrupt`)."""
     from contextlib import nullcontext
 
     from rich.console import Console
@@ -208,8 +223,8 @@ def _apply(
 
     err = Console(stderr=True)
     show = err.is_terminal and plan.total_bytes >= PROGRESS_MIN_BYTES
-    with interruptible(ctx, nothing_written(plan.source)), RichProgress(err) if show else nullcontext() as progress:
-        return apply(plan, output, force=force, verify=verify, progress=progress)
+    with RichProgress(err) if show else nullcontext() as progress:
+        return apply(plan, output, force=force, verify=verify, progress=progress, fsync=fsync)
 
 
 def _calibrate(

@@ -1,0 +1,49 @@
+"""The `eagle-convert` console script: a Ctrl-C during start-up ends quietly, never in a traceback.
+
+Importing click, rich and the command modules takes tens of milliseconds, during which Python's own
+SIGINT handler would raise `KeyboardInterrupt` out of an import and print a traceback. So this
+module (standard library only) installs a handler first that prints the one interrupt line and
+exits 130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP); while a command runs, `cli.interrupt` replaces it
+with handlers that raise, so the command's cleanup runs (`cli.app._Group.invoke`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from types import FrameType
+
+
+def _quit(signum: int, frame: FrameType | None) -> None:
+    """Nothing of ours to unwind (start-up, or a finished command): say so and exit at once."""
+    interrupt = sys.modules.get("eagle_convert.cli.interrupt")  # no import from a signal handler
+    detail = getattr(interrupt, "current_detail", lambda: "; nothing was written")()
+    try:
+        sys.stdout.flush()
+    except Exception:  # a closed or broken stdout must not stop the exit
+        pass
+    os.write(2, f"Error: interrupted ({signal.Signals(signum).name}){detail}\n".encode(errors="replace"))
+    os._exit(128 + signum)
+
+
+def install_quiet_exit() -> None:
+    """Make SIGINT, SIGTERM and SIGHUP end the process through `_quit` (ignored ones stay ignored)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(s) is not signal.SIG_IGN:
+            signal.signal(s, _quit)
+
+
+def main() -> None:
+    """Install the quiet exit, then load and run the command line."""
+    install_quiet_exit()
+    from eagle_convert.cli.app import main as app
+
+    app()
+
+
+if __name__ == "__main__":
+    main()
