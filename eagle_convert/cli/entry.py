@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import threading
 from types import FrameType
 
 
@@ -30,11 +29,12 @@ def _quit(signum: int, frame: FrameType | None) -> None:
 
 def install_quiet_exit() -> None:
     """Make SIGINT, SIGTERM and SIGHUP end the process through `_quit` (ignored ones stay ignored)."""
-    if threading.current_thread() is not threading.main_thread():
-        return
     for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(s) is not signal.SIG_IGN:
-            signal.signal(s, _quit)
+            try:
+                signal.signal(s, _quit)
+            except ValueError:  # not the main thread (an embedding program): leave its handlers
+                return
 
 
 def main() -> None:
