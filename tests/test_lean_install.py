@@ -167,7 +167,7 @@ def test_lean_commands_import_no_heavy_module(built_fixtures, tmp_path: Path) ->
 
 # The files `pip install .` needs (pyproject's packages, package-data and readme); copying them keeps
 # the build's egg-info/ and build/ out of the working tree.
-_SOURCES = ("pyproject.toml", "README.md", "eagle_convert", "schemas")
+_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "eagle_convert", "schemas")
 # Fixtures the lean CLI reads: single file, sharded, .bin, NeMo sub-folder, speculators, MLA, EAGLE-3.1.
 _DRAFTS = (
     "specforge-eagle3",

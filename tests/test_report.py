@@ -202,7 +202,7 @@ def _stable(data: dict) -> dict:
 
 
 @pytest.mark.slow
-def test_fixture_report_every_variant_resume_and_rebuild(tmp_path: Path) -> None:
+def test_fixture_report_every_variant_resume_and_rebuild(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     import torch
 
     from eagle_convert.report.run import run_report
@@ -221,9 +221,15 @@ def test_fixture_report_every_variant_resume_and_rebuild(tmp_path: Path) -> None
             if ev.name == "finetune":
                 raise _Interrupt
 
+        lines: list[str] = []
+        capfd.readouterr()
         with pytest.raises(_Interrupt):
-            run_report(draft, target, out, opts, on_stage=stop_after_finetune)
+            run_report(draft, target, out, opts, progress=lines.append, on_stage=stop_after_finetune)
         assert seen == ["inspect", "upgrade:identity", "upgrade:calibrated", "finetune"]
+        # Quiet progress: one "calibrate:" prefix, and no transformers "Loading weights" bar.
+        assert f"  calibrate: loading {target.name}" in lines
+        assert not [m for m in lines if "calibrate: calibrate:" in m]
+        assert "Loading weights" not in capfd.readouterr().err
         assert not (out / "report.json").exists()
 
         first = run_report(draft, target, out, opts)  # resumes: the four finished stages are skipped

@@ -125,6 +125,7 @@ def calibrate_fc_norm(
     )
     from eagle_convert.reference.data import load_drafter
     from eagle_convert.reference.drafter import draft_config_from_dict
+    from eagle_convert.reference.quiet import quiet_loading
     from eagle_convert.reference.target import TargetModel
 
     say = say or (lambda _m: None)
@@ -167,7 +168,8 @@ def calibrate_fc_norm(
 
     say(f"calibrate: loading {tdir.name}")
     try:
-        tgt = TargetModel.from_pretrained(tdir, device=device)
+        with quiet_loading():
+            tgt = TargetModel.from_pretrained(tdir, device=device)
     except (OSError, ValueError, KeyError) as exc:
         raise CheckpointReadError(f"target {target}: transformers cannot load it ({exc})".split("\n")[0]) from None
     ids = sorted(set(aux_ids))

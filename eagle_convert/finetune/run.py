@@ -175,9 +175,11 @@ def _load_pair(plan: FinetunePlan, device: str | None) -> tuple[Any, Any, Any]:
     from transformers import AutoTokenizer
 
     from eagle_convert.reference.data import load_drafter
+    from eagle_convert.reference.quiet import quiet_loading
     from eagle_convert.reference.target import TargetModel
 
-    tgt = TargetModel.from_pretrained(plan.target, device=device)  # None: GPU if torch sees one
+    with quiet_loading():
+        tgt = TargetModel.from_pretrained(plan.target, device=device)  # None: GPU if torch sees one
     try:
         drafter = load_drafter(
             plan.draft, target_embed=tgt.embed_weight, target_lm_head=tgt.lm_head_weight, device=tgt.device

@@ -144,7 +144,7 @@ def run_report(
                 target=tpath,
                 calibrate=True,
                 prompts=opts.calibration_prompts,
-                say=lambda m: say(f"  calibrate: {m}"),
+                say=lambda m: say(f"  {m}"),  # calibrate_fc_norm starts its lines with "calibrate: "
             ),
             outputs=(CALIBRATED,),
         )

@@ -35,10 +35,12 @@ def run_reference(
 
     from eagle_convert.reference.data import load_drafter
     from eagle_convert.reference.loop import speculative_generate
+    from eagle_convert.reference.quiet import quiet_loading
     from eagle_convert.reference.target import TargetModel
     from eagle_convert.vllm_model.tables import default_aux_ids
 
-    tgt = TargetModel.from_pretrained(target, device=device)  # device None: GPU if torch sees one
+    with quiet_loading():
+        tgt = TargetModel.from_pretrained(target, device=device)  # device None: GPU if torch sees one
     results: EngineOut = []
     for path in drafts:
         say(f"smoke: {path.name}: {len(prompts.prompts)} runs x {max_new_tokens} tokens (reference engine)")
