@@ -164,6 +164,10 @@ def validate_checkpoint(
     if engine == "vllm":
         report.add(_engine(report, ctx, ckpt, target, engine_timeout_s))
         report.families_run.append("engine")
+        if status.installed is not None and status.why.startswith("--vllm-version"):
+            report.notes["engine"] = (
+                f"the engine check ran the installed vLLM {status.installed}; the static verdict is for {status.release}"
+            )
     return _done(report, t0)
 
 
