@@ -77,11 +77,12 @@ class DraftInfo:
 
 
 def _declared(config: dict[str, Any], view: VllmDraftConfig, flag: str) -> bool:
-    """The flag as the producer meant it: vLLM's value, unless only a legacy alias sets it."""
+    """The flag as the producer meant it: vLLM's value, unless only a legacy alias sets it or the
+    release checked drops a value written true somewhere (`VllmDraftConfig.lost_flags`)."""
     alias = config_alias(flag)
     if flag not in view.vcfg and alias and alias in config:
         return bool(config[alias])
-    return view.flags[flag]
+    return view.flags[flag] or flag in view.lost_flags
 
 
 def _flag_locations(config: dict[str, Any], flag: str) -> list[str]:
