@@ -127,6 +127,10 @@ def needs(
     ]
     if wants_vllm:
         require("vllm", f"check (the policy's {', '.join(wants_vllm)})")
+    if acc:  # its prompts are tokenized here, in this process (check/pipeline.py, smoke's preparation)
+        from eagle_convert.smoke.run import SMOKE_MODULES
+
+        require("smoke", "check (the policy's [acceptance])", SMOKE_MODULES)
     if (load is True or acc) and target is None:
         raise UsageError(f"the policy's {'[acceptance]' if acc else '[engine] load = true'} needs --target")
     temperature = float(policy.get("acceptance", "temperature", 0.0))

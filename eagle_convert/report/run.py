@@ -105,13 +105,18 @@ def run_report(
     """
     from eagle_convert.report.measure import measure_variants
     from eagle_convert.report.write import write_outputs
+    from eagle_convert.smoke.plot import PLOT_MODULES
     from eagle_convert.smoke.run import SMOKE_MODULES, default_engine
 
     opts = options or ReportOptions()
-    require("smoke", "report", SMOKE_MODULES)
+    # Everything the run will import, before its first stage: the plots come last, after minutes
+    # of fine-tuning and measuring, and so does the vLLM measurement.
+    require("smoke", "report", (*SMOKE_MODULES, *PLOT_MODULES))
     engine = opts.engine or default_engine()
     if engine not in ("reference", "vllm"):
         raise UsageError(f"unknown engine {engine!r} (choose from reference, vllm)")
+    if engine == "vllm":
+        require("vllm", "report --engine vllm")
     if opts.concurrency and engine != "vllm":
         raise UsageError("--concurrency measures per-user tokens/s with --engine vllm only")
     if opts.finetune_from not in ("identity", "calibrated"):

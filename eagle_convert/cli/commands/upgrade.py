@@ -142,6 +142,11 @@ def upgrade_cmd(
     from eagle_convert.upgrade.plan import plan_upgrade
     from eagle_convert.upgrade.preflight import refuse_invalid_output
 
+    if init == "calibrated":  # before reading (or downloading) anything
+        from eagle_convert.extras import require
+        from eagle_convert.finetune.calibrate import CALIBRATE_MODULES
+
+        require("smoke", "upgrade --init calibrated", CALIBRATE_MODULES)
     on_interrupt(output_detail(output, checkpoint, verified=verify))
     ckpt = open_checkpoint(checkpoint)
     ensure_draft(ckpt, "upgrade")  # also P-EAGLE, which the EAGLE-3.1 config writer cannot express
