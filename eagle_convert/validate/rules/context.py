@@ -7,8 +7,9 @@ How vLLM reads the config (both config paths, architecture and class, flags, aux
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from eagle_convert.draft.checkpoint import Checkpoint
 from eagle_convert.draft.describe import DraftInfo
@@ -18,6 +19,8 @@ from eagle_convert.vllm_model.releases import Release
 from eagle_convert.vllm_model.weights import vllm_name
 
 __all__ = ["Context", "build_context"]
+
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -37,6 +40,9 @@ class Context:
     deep: bool = False  # --deep: target-weight checks read every row, not a sample
     notes: dict[str, str] = field(default_factory=dict)  # what a check read or could not do, and why
     timings: dict[str, float] = field(default_factory=dict)  # seconds per expensive check (target weights)
+    # Results of pure computations, shared by the Contexts of one checkpoint (the releases of a
+    # compatibility matrix), so reading and checking d2t or expanding the tensor table happens once.
+    shared: dict[Hashable, Any] = field(default_factory=dict)
 
     @property
     def config(self) -> dict[str, Any]:
@@ -79,6 +85,16 @@ class Context:
     def tensors(self) -> dict[str, TensorInfo]:
         return self.ckpt.tensors
 
+    def memo(self, key: Hashable, compute: Callable[[], _T]) -> _T:
+        """`compute()`, run once per `key` across every Context sharing `shared`.
+
+        `key` must name every input of `compute` that can differ between those Contexts (they
+        share the checkpoint and the target, nothing else).
+        """
+        if key not in self.shared:
+            self.shared[key] = compute()
+        return self.shared[key]
+
     def disk_name(self, vname: str) -> str | None:
         """On-disk name that vLLM maps to `vname`."""
         return next((k for k, v in self.vnames.items() if v == vname), None)
@@ -98,7 +114,9 @@ def build_context(
     target_model: Any = None,
     deep: bool = False,
     release: Release | None = None,
+    shared: dict[Hashable, Any] | None = None,
 ) -> Context:
+    """The Context for one release; Contexts of one checkpoint may pass one `shared` memo."""
     view = read_config(ckpt.config, release)
     env = _symbols(view.vcfg, view.flags, view.aux_count, target)
     ctx = Context(
@@ -112,6 +130,7 @@ def build_context(
         serving_context,
         target_model=target_model,
         deep=deep,
+        shared={} if shared is None else shared,
     )
     ctx.vnames = {name: vllm_name(name) for name in ckpt.tensors}
     return ctx

@@ -48,9 +48,21 @@ def _one(spec: dict, name: str, env: dict) -> Expected:
 
 def expected_tensors(ctx: Context, **overrides: int | None) -> dict[str, Expected]:
     """vLLM-side name -> Expected, for every name vLLM's module tree could hold for this config
-    (`overrides` replace symbols, e.g. A as the weights say when the config disagrees)."""
-    data = schemas.load("tensors.json")
+    (`overrides` replace symbols, e.g. A as the weights say when the config disagrees).
+
+    A pure function of the symbols and the attention kind (the tensor names are the checkpoint's),
+    so the releases of one matrix that read the config alike expand it once (`Context.memo`).
+    """
     env = dict(ctx.env) | overrides
+    try:
+        key = ("expected_tensors", ctx.attention, frozenset(env.items()))
+    except TypeError:  # an unhashable symbol value: expand without the memo
+        return _expand(ctx, env)
+    return dict(ctx.memo(key, lambda: _expand(ctx, env)))  # a copy: callers may not share one dict
+
+
+def _expand(ctx: Context, env: dict) -> dict[str, Expected]:
+    data = schemas.load("tensors.json")
     out: dict[str, Expected] = {}
     for spec in data["tensors"]:
         if "for" in spec:

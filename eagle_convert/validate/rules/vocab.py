@@ -14,12 +14,23 @@ from eagle_convert.validate.rules.shapes import INTS
 
 
 def check(ctx: Context) -> list[Finding]:
-    import numpy as np
-
     d2t_name = next((n for n in ctx.tensors if n in ("d2t", "model.d2t")), None)
     t2d_name = next((n for n in ctx.tensors if n in ("t2d", "model.t2d")), None)
     v = ctx.env.get("V") or (ctx.tensors[t2d_name].shape[0] if t2d_name and ctx.tensors[t2d_name].shape else None)
     vd = ctx.env.get("Vd")
+    # The maps' values are the checkpoint's: read and checked once per (v, vd) however many releases ask.
+    out = list(ctx.memo(("vocab", d2t_name, t2d_name, v, vd), lambda: _check_maps(ctx, d2t_name, t2d_name, v, vd)))
+    if d2t_name is None and ctx.env.get("reduced"):
+        out += _side_files(ctx)
+    return out
+
+
+def _check_maps(
+    ctx: Context, d2t_name: str | None, t2d_name: str | None, v: int | None, vd: int | None
+) -> list[Finding]:
+    """E404-E408 from the values of d2t and t2d (a function of the checkpoint and v, vd only)."""
+    import numpy as np
+
     out: list[Finding] = []
     targets = d2t = None
     t2d = read_array(ctx.ckpt, t2d_name) != 0 if t2d_name and _usable(ctx, t2d_name, INTS | {"BOOL"}) else None
@@ -31,8 +42,6 @@ def check(ctx: Context) -> list[Finding]:
         out += _check_d2t(d2t_name, targets, v)
     if t2d is not None and t2d_name:
         out += _check_t2d(t2d_name, t2d, targets, v, vd)
-    if d2t_name is None and ctx.env.get("reduced"):
-        out += _side_files(ctx)
     return out
 
 

@@ -1,0 +1,239 @@
+"""The compatibility matrix: one verdict per known vLLM release (`validate --vllm-version all`).
+
+A user deploys on whichever vLLM they run, and the same draft is served as trained by some releases,
+differently by others (a flag lost, fc_norm loaded but never applied) and not at all by the oldest.
+The matrix opens and describes the draft, reads its target's config.json and the d2t/t2d values
+once (`run.open_draft`, `Context.memo`), then runs only the static rules once per release
+(`run.static_report`), so every row costs a fraction of one `validate`.
+
+Verdicts, from a release's findings (errors and warnings; infos never count):
+- "fails to load": a finding whose impact for that release is fails-to-load;
+- "served differently": otherwise any error, or a warning that changes what vLLM serves
+  (`Finding.changes_serving`: loads other weights, computes differently, caps the context);
+- "served as trained": neither (hygiene warnings and infos only).
+
+The deep scan and the engine check are not per-release facts (the scan reads values; the engine
+check runs the installed vLLM only), so `compatibility_matrix` takes neither: run `validate
+--deep` / `--engine vllm` for one release beside it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from eagle_convert.draft.checkpoint import CheckpointRef
+from eagle_convert.validate.findings import Finding, code_table
+from eagle_convert.validate.run import ValidationReport, open_draft, static_report
+from eagle_convert.vllm_model.releases import KNOWN_RELEASES
+from eagle_convert.vllm_model.versions import VllmVersionStatus, installed_status
+
+__all__ = [
+    "AS_TRAINED",
+    "DIFFERENTLY",
+    "FAILS",
+    "VERDICTS",
+    "Matrix",
+    "MatrixRow",
+    "ReleaseRange",
+    "compatibility_matrix",
+    "verdict_of",
+]
+
+SCHEMA_VERSION = 1
+Verdict = Literal["served as trained", "served differently", "fails to load"]
+AS_TRAINED: Verdict = "served as trained"
+DIFFERENTLY: Verdict = "served differently"
+FAILS: Verdict = "fails to load"
+VERDICTS: tuple[Verdict, ...] = (AS_TRAINED, DIFFERENTLY, FAILS)
+
+
+def verdict_of(findings: Sequence[Finding]) -> tuple[Verdict, tuple[str, ...]]:
+    """The verdict for one release's findings, and the codes that decide it (sorted, each once)."""
+    counted = [f for f in findings if f.level != "info"]
+    fails = sorted({f.code for f in counted if f.impact == "fails-to-load"})
+    if fails:
+        return FAILS, tuple(fails)
+    changing = sorted({f.code for f in counted if f.level == "error" or f.changes_serving})
+    return (DIFFERENTLY, tuple(changing)) if changing else (AS_TRAINED, ())
+
+
+@dataclass(frozen=True)
+class MatrixRow:
+    """One release's verdict, the codes behind it and its whole static report."""
+
+    release: str
+    verdict: Verdict
+    codes: tuple[str, ...]
+    report: ValidationReport
+
+    @property
+    def why(self) -> str:
+        """The deciding codes with their slugs ("E104 tensor-without-flag, W310 short-context"), or ""."""
+        table = code_table()
+        return ", ".join(f"{c} {table[c].slug}" for c in self.codes)
+
+    def to_dict(self) -> dict[str, Any]:
+        counts = self.report.counts()
+        return {
+            "release": self.release,
+            "verdict": self.verdict,
+            "codes": list(self.codes),
+            "why": self.why,
+            "vllm_class": self.report.vllm_class,
+            "errors": counts["error"],
+            "warnings": counts["warning"],
+            "infos": counts["info"],
+            "findings": self.report.findings_dicts(),
+        }
+
+
+@dataclass(frozen=True)
+class ReleaseRange:
+    """Consecutive known releases with the same verdict and codes."""
+
+    first: str
+    last: str
+    verdict: Verdict
+    codes: tuple[str, ...]
+
+    @property
+    def span(self) -> str:
+        return self.first if self.first == self.last else f"{self.first}-{self.last}"
+
+
+@dataclass
+class Matrix:
+    """Every known release's verdict for one draft; `default` is the release the exit status is for."""
+
+    source: str
+    rows: list[MatrixRow]
+    default: VllmVersionStatus
+    target: str | None = None
+    layout: str | None = None
+    variant: str | None = None
+    seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def row(self, release: str) -> MatrixRow:
+        """The row of `release` (a known release string). Raises KeyError for any other."""
+        for r in self.rows:
+            if r.release == release:
+                return r
+        raise KeyError(release)
+
+    @property
+    def default_row(self) -> MatrixRow:
+        return self.row(self.default.release)
+
+    def failed(self, *, strict: bool = False) -> bool:
+        """What `validate` without `--vllm-version` exits on: the default release's errors (with
+        `strict`, its warnings too). The other rows inform; they never fail the command."""
+        return self.default_row.report.failed(strict=strict)
+
+    def as_trained(self) -> list[str]:
+        """The releases that serve the draft as trained, oldest first."""
+        return [r.release for r in self.rows if r.verdict == AS_TRAINED]
+
+    def ranges(self) -> list[ReleaseRange]:
+        """Consecutive rows with the same verdict and codes, oldest first."""
+        out: list[ReleaseRange] = []
+        for r in self.rows:
+            if out and out[-1].verdict == r.verdict and out[-1].codes == r.codes:
+                out[-1] = ReleaseRange(out[-1].first, r.release, r.verdict, r.codes)
+            else:
+                out.append(ReleaseRange(r.release, r.release, r.verdict, r.codes))
+        return out
+
+    def summary(self) -> str:
+        """One sentence, newest releases first: "vLLM 0.23.0-0.33.0 serve it as trained;
+        0.22.0-0.22.1 serve it differently (W320); 0.21.0 fails to load it (E104)"."""
+        return summarize(self.ranges())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "source": self.source,
+            "ok": not self.failed(),
+            "default": self.default.to_dict(),
+            "target": self.target,
+            "layout": self.layout,
+            "variant": self.variant,
+            "summary": self.summary(),
+            "as_trained": self.as_trained(),
+            "matrix": [r.to_dict() for r in self.rows],
+            "seconds": round(self.seconds, 3),
+            "timings": {k: round(v, 3) for k, v in self.timings.items()},
+        }
+
+
+def summarize(ranges: Sequence[ReleaseRange]) -> str:
+    """The matrix sentence of `ranges` (oldest first), newest first; grouped by verdict and codes."""
+    if len(ranges) == 1 and ranges[0].first == KNOWN_RELEASES[0] and ranges[0].last == KNOWN_RELEASES[-1]:
+        only = ranges[0]
+        every = f"every known vLLM release ({only.span})"
+        codes = f" ({', '.join(only.codes)})" if only.codes else ""
+        return {
+            AS_TRAINED: f"{every} serves it as trained",
+            DIFFERENTLY: f"{every} serves it differently{codes}",
+            FAILS: f"{every} fails to load it{codes}",
+        }[only.verdict]
+    parts = []
+    for i, r in enumerate(reversed(ranges)):
+        plural = r.first != r.last
+        codes = f" ({', '.join(r.codes)})" if r.codes else ""
+        verb = {
+            AS_TRAINED: ("serve it as trained" if plural else "serves it as trained"),
+            DIFFERENTLY: ("serve it differently" if plural else "serves it differently") + codes,
+            FAILS: ("fail to load it" if plural else "fails to load it") + codes,
+        }[r.verdict]
+        parts.append(("vLLM " if i == 0 else "") + f"{r.span} {verb}")
+    return "; ".join(parts)
+
+
+def compatibility_matrix(
+    ref: str | Path | CheckpointRef,
+    *,
+    target: str | Path | None = None,
+    serving_context: int | None = None,
+    releases: Sequence[str] = KNOWN_RELEASES,
+    default: VllmVersionStatus | None = None,
+) -> Matrix:
+    """The static verdict of a draft for every release in `releases` (default: every known one).
+
+    Args:
+        target: the target model (folder or hub repo), read once for every release.
+        serving_context: the context length served (`--max-model-len`), else the target's.
+        default: the release the exit status is for (default: the installed vLLM, else the newest).
+
+    Raises:
+        EagleConvertError: unreadable inputs, as `validate_checkpoint`.
+    """
+    default = default or installed_status()
+    t0 = time.perf_counter()
+    opened = open_draft(ref, target=target)
+    timings = dict(opened.head.timings)
+    t1 = time.perf_counter()
+    installed = default.installed
+    rows = []
+    for version in dict.fromkeys([*releases, default.release]):  # the default's row always exists
+        status = VllmVersionStatus(installed, version, "--vllm-version all")
+        report = static_report(opened, status, serving_context=serving_context)
+        verdict, codes = verdict_of(report.findings)
+        rows.append(MatrixRow(version, verdict, codes, report))
+    rows.sort(key=lambda r: KNOWN_RELEASES.index(r.release))
+    timings["releases"] = time.perf_counter() - t1
+    info = next((r.report.info for r in rows if r.release == default.release), None)
+    return Matrix(
+        source=opened.head.source,
+        rows=rows,
+        default=default,
+        target=opened.head.target,
+        layout=info.layout if info else None,
+        variant=info.variant if info else None,
+        seconds=time.perf_counter() - t0,
+        timings=timings,
+    )
