@@ -131,6 +131,9 @@ class Classified:
     canon: dict[str, str]
     attention: str
     attention_reason: str
+    by_canon: dict[str, Any]  # canonical name -> TensorInfo
+    fc_norms: list[int]
+    layers: set[int]
 
 
 def classify(ckpt: Checkpoint) -> Classified:
@@ -145,7 +148,10 @@ def classify(ckpt: Checkpoint) -> Classified:
     layout = detect_layout(keys, ckpt.config, metadata=ckpt.file_metadata, storage=ckpt.storage, where=ckpt.description)
     canon = canonical_map(keys)
     attention, attention_reason = detect_attention(canon.values())
-    return Classified(layout, canon, attention, attention_reason)
+    by_canon = {c: ckpt.tensors[k] for k, c in canon.items()}
+    fc_norms = sorted(int(m.group(1)) for c in by_canon if (m := _FC_NORM_RE.match(c)))
+    layers = {int(m.group(1)) for c in by_canon if (m := _LAYER_RE.match(c))}
+    return Classified(layout, canon, attention, attention_reason, by_canon, fc_norms, layers)
 
 
 def describe(
@@ -154,6 +160,7 @@ def describe(
     read_vocab: bool = True,
     release: Release | None = None,
     classified: Classified | None = None,
+    view: VllmDraftConfig | None = None,
 ) -> DraftInfo:
     """Classify and measure a checkpoint; `read_vocab` also reads d2t/t2d values.
 
@@ -162,14 +169,15 @@ def describe(
             (default: the installed vLLM's, else the newest known).
         classified: `classify(ckpt)` when already done (the compatibility matrix describes one
             checkpoint for every release).
+        view: `read_config(ckpt.config, release)` when already read.
 
     Raises:
         NotADraftError: the checkpoint is no EAGLE-3 draft (`draft/kind.py`).
     """
     known = classified or classify(ckpt)
     layout, canon, attention, attention_reason = known.layout, known.canon, known.attention, known.attention_reason
-    by_canon = {c: ckpt.tensors[k] for k, c in canon.items()}
-    view = read_config(ckpt.config, release)
+    by_canon = known.by_canon
+    view = view or read_config(ckpt.config, release)
     eff = view.vcfg
     flags = {
         f: Flag(_declared(ckpt.config, view, f), _flag_locations(ckpt.config, f), view.flags[f]) for f in FLAG_NAMES
@@ -180,7 +188,7 @@ def describe(
         hidden = by_canon["norm.weight"].shape[0]
     target_hidden = _dim(eff, "target_hidden_size") or hidden
     fc = by_canon.get("fc.weight")
-    fc_norms = sorted(int(m.group(1)) for c in by_canon if (m := _FC_NORM_RE.match(c)))
+    fc_norms = known.fc_norms
     aux_ids, aux_where = _aux_ids(ckpt.config, view)
     num_aux, num_aux_source = _num_aux(eff, fc, target_hidden, aux_ids, fc_norms)
 
@@ -192,7 +200,7 @@ def describe(
     vocab = _vocab_mapping(ckpt, canon, vocab_size, draft_vocab, read_vocab)
 
     variant, variant_reasons = _variant(flags, fc_norms, "input_norm.weight" in by_canon)
-    layers = {int(m.group(1)) for c in by_canon if (m := _LAYER_RE.match(c))}
+    layers = known.layers
     return DraftInfo(
         layout=layout.id,
         producer=layout.producer,

@@ -199,7 +199,10 @@ def static_report(
     )
     if opened.classified is None:
         return report
-    info = describe(opened.ckpt, read_vocab=False, release=status.rules, classified=opened.classified)
+    from eagle_convert.vllm_model.config import read_config
+
+    view = read_config(opened.ckpt.config, status.rules)  # read once: describe and the rules share it
+    info = describe(opened.ckpt, read_vocab=False, release=status.rules, classified=opened.classified, view=view)
     report.info = info
     tgt = opened.target
     ctx = build_context(
@@ -212,6 +215,7 @@ def static_report(
         deep=deep,
         release=status.rules,
         shared=opened.shared,
+        view=view,
     )
     opened.last_context = ctx
     report.vllm_class = ctx.impl

@@ -115,9 +115,11 @@ def build_context(
     deep: bool = False,
     release: Release | None = None,
     shared: dict[Hashable, Any] | None = None,
+    view: VllmDraftConfig | None = None,
 ) -> Context:
-    """The Context for one release; Contexts of one checkpoint may pass one `shared` memo."""
-    view = read_config(ckpt.config, release)
+    """The Context for one release; Contexts of one checkpoint may pass one `shared` memo, and
+    `view` when `read_config(ckpt.config, release)` was read already."""
+    view = view or read_config(ckpt.config, release)
     env = _symbols(view.vcfg, view.flags, view.aux_count, target)
     ctx = Context(
         ckpt,
