@@ -81,6 +81,11 @@ def _subfolder(out: Path) -> Path:
     return out
 
 
+def _serve(**keys: Any) -> dict[str, Any]:
+    """A speculative config that builds the EAGLE-3 drafter at k = 3, with `keys` on top."""
+    return {"method": "eagle3", "num_speculative_tokens": 3, **keys}
+
+
 @dataclass
 class Case:
     """How to break a draft for one code: build it under tmp, then validate with `kwargs`."""
@@ -173,6 +178,25 @@ CASES: dict[str, Case] = {
     "W805": Case(
         edit(tensors=put_tensor("fc.weight", lambda s: torch.full_like(s["fc.weight"], 1e5))), kwargs={"deep": True}
     ),
+    # the deployment's serve config (tests/test_serve_config.py has the messages)
+    "E901": Case(edit(), kwargs={"speculative_config": {"method": "eagle", "num_speculative_tokens": 3}}),
+    "E902": Case(edit(), kwargs={"speculative_config": {"method": "eagle3"}}),
+    "W903": Case(edit("speculators-eagle3"), kwargs={"speculative_config": _serve(num_speculative_tokens=5)}),
+    "E904": Case(
+        edit(),
+        kwargs={"speculative_config": _serve(rejection_sample_method="synthetic"), "identity_required": True},
+    ),
+    "W905": Case(
+        edit(), kwargs={"speculative_config": _serve(rejection_sample_method="fly"), "vllm_version": "0.33.0"}
+    ),
+    "E906": Case(
+        edit(), kwargs={"speculative_config": _serve(draft_lm_head_quantization="fp8"), "vllm_version": "0.33.0"}
+    ),
+    "E907": Case(
+        edit(config=set_config(quantization_config={"quant_method": "compressed-tensors"})),
+        kwargs={"speculative_config": _serve(quantization="fp8")},
+    ),
+    "W908": Case(edit(), kwargs={"speculative_config": _serve(quantization="fp8")}),
 }
 # The issue-10 producer bugs: the failing half of each twin (tests/test_validate_producer_bugs.py runs both).
 CASES |= {code: Case(bad.draft, bad.kwargs, target_build=bad.target) for code, (bad, _good) in TWINS.items()}

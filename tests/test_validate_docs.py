@@ -38,6 +38,7 @@ def test_codes_are_well_formed() -> None:
         "6": "producer",
         "7": "engine",
         "8": "deep",
+        "9": "serve",
     }
     for code, info in code_table().items():
         assert len(code) == 4 and code[1:].isdigit()

@@ -118,3 +118,17 @@ def vllm_version_option(*, allow_all: bool) -> Callable[[F], F]:
         help=f"The vLLM release the draft will be served on ({OLDEST_RELEASE} ... {NEWEST_RELEASE}; default: the "
         f"installed vLLM, else the newest known).{every}",
     )
+
+
+def speculative_config_option() -> Callable[[F], F]:
+    """`--speculative-config JSON|FILE` (validate, check, smoke): the deployment's serve config."""
+    return click.option(
+        "--speculative-config",
+        "speculative_config",
+        metavar="JSON|FILE",
+        default=None,
+        help="The speculative config you serve with, exactly as `vllm serve --speculative-config` takes it "
+        '(e.g. \'{"method": "eagle3", "num_speculative_tokens": 3}\'), or a JSON file holding it: checked '
+        "against the draft and the vLLM release; engine runs use exactly these settings (the draft's path "
+        'replaces "model").',
+    )

@@ -20,6 +20,7 @@ from eagle_convert.errors import ConfigError, NotADraftError, UnknownLayoutError
 from eagle_convert.extras import require
 from eagle_convert.validate.deep import DeepSummary, Progress
 from eagle_convert.validate.findings import Report, finding
+from eagle_convert.vllm_model.serve_config import ServeConfig, parse_serve_config
 from eagle_convert.vllm_model.versions import VllmVersionStatus, installed_status
 
 SCHEMA_VERSION = 1
@@ -37,6 +38,7 @@ class ValidationReport(Report):
     deep: DeepSummary | None = None
     engine: dict[str, Any] | None = None  # EngineReport.to_dict() (features included)
     vllm: VllmVersionStatus | None = None  # the release the verdict is for, and why (W704 when unknown)
+    serve: ServeConfig | None = None  # --speculative-config / --max-model-len, as the release reads them
     notes: dict[str, str] = field(default_factory=dict)  # what a check read or could not do (target weights)
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
@@ -61,6 +63,7 @@ class ValidationReport(Report):
             "deep": self.deep.to_dict() if self.deep else None,
             "engine": self.engine,
             "vllm": self.vllm.to_dict() if self.vllm else None,
+            "serve": self.serve.to_dict() if self.serve else None,
             "seconds": round(self.seconds, 3),
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
             "notes": dict(self.notes),
@@ -87,22 +90,38 @@ def validate_checkpoint(
     engine_timeout_s: float = 600,
     chunk_bytes: int | None = None,
     vllm_version: str | None = None,
+    speculative_config: str | dict[str, Any] | ServeConfig | None = None,
+    identity_required: bool = False,
 ) -> ValidationReport:
     """Validate one draft for one vLLM release; see the module docstring.
 
     Args:
+        serving_context: `--max-model-len`, the context the target is served with.
         vllm_version: the release the draft will be served on (default: the installed vLLM, else
             the newest known release); patch releases read as their minor's newest known one.
             Every known release at once is `validate.matrix.compatibility_matrix`.
+        speculative_config: the deployment's `--speculative-config` (JSON text, a JSON file, a dict,
+            or one already parsed): checked against the draft by the `serve` family, and its
+            max_model_len is the context the draft drafts at.
+        identity_required: the output must equal the target's (check's [output] identity), so a
+            lossy rejection_sample_method is an error, not a warning.
 
     Raises:
-        EagleConvertError: unreadable inputs; UsageError for an unknown `vllm_version`.
+        EagleConvertError: unreadable inputs; UsageError for an unknown `vllm_version` or a
+            speculative config the release refuses.
     """
     _check_args(engine, target)
     status = installed_status(vllm_version)
+    serve = (
+        speculative_config
+        if isinstance(speculative_config, ServeConfig)
+        else parse_serve_config(speculative_config, status.rules, max_model_len=serving_context)
+    )
     t0 = time.perf_counter()
     opened = open_draft(ref, target=target)
-    report = static_report(opened, status, serving_context=serving_context, deep=deep)
+    report = static_report(
+        opened, status, serving_context=serving_context, deep=deep, serve=serve, identity_required=identity_required
+    )
     if opened.last_context is None:  # no config, or not a draft: nothing else applies
         return _done(report, t0)
     ctx = opened.last_context
@@ -181,9 +200,19 @@ def open_draft(ref: str | Path | CheckpointRef, *, target: str | Path | None = N
 
 
 def static_report(
-    opened: OpenedDraft, status: VllmVersionStatus, *, serving_context: int | None = None, deep: bool = False
+    opened: OpenedDraft,
+    status: VllmVersionStatus,
+    *,
+    serving_context: int | None = None,
+    deep: bool = False,
+    serve: ServeConfig | None = None,
+    identity_required: bool = False,
 ) -> ValidationReport:
-    """The static verdict of an opened draft for the release `status` names (run per release by the matrix)."""
+    """The static verdict of an opened draft for the release `status` names (run per release by the matrix).
+
+    `serve` (parsed for that release) is checked by the `serve` family; the context the draft drafts
+    at is its max_model_len, else `serving_context`.
+    """
     from eagle_convert.validate.rules import run_static
     from eagle_convert.validate.rules.context import build_context
 
@@ -196,6 +225,7 @@ def static_report(
         target=head.target,
         vllm=status,
         timings=dict(head.timings),
+        serve=serve,
     )
     if opened.classified is None:
         return report
@@ -210,12 +240,14 @@ def static_report(
         info,
         target=tgt.config if tgt else None,
         target_source=report.target,
-        serving_context=serving_context,
+        serving_context=serve.draft_context if serve is not None else serving_context,
         target_model=tgt,
         deep=deep,
         release=status.rules,
         shared=opened.shared,
         view=view,
+        serve=serve,
+        identity_required=identity_required,
     )
     opened.last_context = ctx
     report.vllm_class = ctx.impl

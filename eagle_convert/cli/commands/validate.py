@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from eagle_convert.cli.options import vllm_version_option
+from eagle_convert.cli.options import speculative_config_option, vllm_version_option
 
 
 @contextlib.contextmanager
@@ -61,8 +61,11 @@ def _progress(enabled: bool) -> Iterator[Callable[[int, int, str], None] | None]
     "serving_context",
     type=click.IntRange(min=1),
     metavar="N",
-    help="Serving context length to check max_position_embeddings against (default: the target's).",
+    help="The context the target is served with (vllm serve --max-model-len): max_position_embeddings is "
+    "checked against it, or against the speculative config's max_model_len where that is set (default: "
+    "the target's).",
 )
+@speculative_config_option()
 @vllm_version_option(allow_all=True)
 @click.option("--strict", is_flag=True, help="Warnings fail too (exit 1).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
@@ -87,6 +90,7 @@ def validate_cmd(
     deep: bool,
     engine: str | None,
     serving_context: int | None,
+    speculative_config: str | None,
     vllm_version: str | None,
     strict: bool,
     as_json: bool,
@@ -116,6 +120,7 @@ def validate_cmd(
             progress=progress,
             engine_timeout_s=engine_timeout,
             vllm_version=vllm_version,
+            speculative_config=speculative_config,
         )
     if junit is not None:
         junit.write_text(report.to_junit(strict=strict), encoding="utf-8")

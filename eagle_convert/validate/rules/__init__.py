@@ -15,6 +15,7 @@ from eagle_convert.validate.rules import (
     files,
     keys,
     producer,
+    serve,
     served,
     shapes,
     target,
@@ -34,15 +35,17 @@ FAMILIES: dict[str, Callable[[Context], list[Finding]]] = {
     "vocab": vocab.check,
     "target": lambda ctx: target.check(ctx) + targetweights.check(ctx),
     "producer": producer.check,
+    "serve": serve.check,
 }
 
 
 def run_static(ctx: Context) -> tuple[list[Finding], list[str]]:
-    """All static findings and the families that ran (target only with a target config)."""
+    """All static findings and the families that ran (target only with a target config, serve only
+    with a --speculative-config)."""
     out: list[Finding] = []
     ran = []
     for name, check in FAMILIES.items():
-        if name == "target" and ctx.target is None:
+        if (name == "target" and ctx.target is None) or (name == "serve" and not (ctx.serve and ctx.serve.given)):
             continue
         out += check(ctx)
         ran.append(name)

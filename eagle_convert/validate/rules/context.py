@@ -16,6 +16,7 @@ from eagle_convert.draft.describe import DraftInfo
 from eagle_convert.io.safetensors_header import TensorInfo
 from eagle_convert.vllm_model.config import MAX_COUNT, VllmDraftConfig, read_config
 from eagle_convert.vllm_model.releases import Release
+from eagle_convert.vllm_model.serve_config import ServeConfig
 from eagle_convert.vllm_model.weights import vllm_name
 
 __all__ = ["Context", "build_context"]
@@ -34,7 +35,10 @@ class Context:
     env: dict[str, Any]
     target: dict[str, Any] | None = None
     target_source: str | None = None
-    serving_context: int | None = None
+    serving_context: int | None = None  # the context the draft drafts at (--max-model-len / the serve config's)
+    serving_source: str = "--max-model-len"  # where serving_context came from, for messages
+    serve: ServeConfig | None = None  # --speculative-config / --max-model-len as the release reads them
+    identity_required: bool = False  # check's [output] identity: lossy rejection sampling is an error
     vnames: dict[str, str | None] = field(default_factory=dict)  # on-disk name -> name after vLLM's mapping
     target_model: Any = None  # rules.target.Target: the target's weights, opened when a check needs them
     deep: bool = False  # --deep: target-weight checks read every row, not a sample
@@ -116,6 +120,8 @@ def build_context(
     release: Release | None = None,
     shared: dict[Hashable, Any] | None = None,
     view: VllmDraftConfig | None = None,
+    serve: ServeConfig | None = None,
+    identity_required: bool = False,
 ) -> Context:
     """The Context for one release; Contexts of one checkpoint may pass one `shared` memo, and
     `view` when `read_config(ckpt.config, release)` was read already."""
@@ -133,7 +139,11 @@ def build_context(
         target_model=target_model,
         deep=deep,
         shared={} if shared is None else shared,
+        serve=serve,
+        identity_required=identity_required,
     )
+    if serve is not None and serve.data.get("max_model_len"):
+        ctx.serving_source = "the speculative config's max_model_len"
     ctx.vnames = {name: vllm_name(name) for name in ckpt.tensors}
     return ctx
 

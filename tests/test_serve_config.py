@@ -1,0 +1,352 @@
+"""The deployment's serve config (`--speculative-config`, `--max-model-len`): parsed per vLLM release,
+checked against the draft (family `serve`), and handed to the engines exactly as given."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from eagle_convert.cli.app import main
+from eagle_convert.errors import UsageError
+from eagle_convert.validate.run import validate_checkpoint
+from eagle_convert.vllm_model import speculative as sp
+from eagle_convert.vllm_model.releases import release
+from eagle_convert.vllm_model.serve_config import parse_serve_config, recorded_k
+from fixtures.edits import edit_config, edit_draft, set_config
+
+R32, R33 = release("0.32.0"), release("0.33.0")
+OK = {"method": "eagle3", "num_speculative_tokens": 3}
+
+
+def _parse_error(value, rel=R32, **kw) -> str:
+    with pytest.raises(UsageError) as exc:
+        parse_serve_config(value, rel, **kw)
+    return str(exc.value)
+
+
+# ------------------------------------------------------------------------------- the key tables
+
+
+def test_033_adds_exactly_the_six_keys_of_its_source() -> None:
+    new = set(sp.accepted(sp.KEYS, R33)) - set(sp.accepted(sp.KEYS, R32))
+    assert new == {
+        "disable_lookahead_block_hashes",
+        "draft_lm_head_quantization",
+        "fly_window_size",
+        "fly_entropy_threshold",
+        "fly_entropy_top_k",
+        "xpress_topc",
+    }
+    assert set(sp.accepted(sp.KEYS, R32)) <= set(sp.accepted(sp.KEYS, R33))  # 0.33 removed no key
+
+
+@pytest.mark.parametrize(
+    ("table", "name", "first_yes", "last_no"),
+    [
+        (sp.KEYS, "use_heterogeneous_vocab", "0.25.0", "0.24.0"),
+        (sp.KEYS, "kv_cache_dtype", "0.26.0", "0.25.1"),
+        (sp.KEYS, "disable_eagle_block_drop", "0.30.0", "0.29.0"),
+        (sp.REJECTION_METHODS, "block", "0.25.0", "0.24.0"),
+        (sp.REJECTION_METHODS, "fly", "0.33.0", "0.32.0"),
+        (sp.METHODS, "dspark", "0.25.0", "0.24.0"),
+        (sp.DRAFT_SAMPLE_METHODS, "probabilistic", "0.22.0", "0.21.0"),
+    ],
+)
+def test_each_key_and_value_holds_from_its_first_release(table, name, first_yes, last_no) -> None:
+    assert name in sp.accepted(table, release(first_yes))
+    assert name not in sp.accepted(table, release(last_no))
+
+
+def test_medusa_left_in_033() -> None:
+    assert "medusa" in sp.accepted(sp.METHODS, R32) and "medusa" not in sp.accepted(sp.METHODS, R33)
+
+
+# ------------------------------------------------------------------------------------ parsing
+
+
+def test_a_json_object_a_file_and_a_dict_read_the_same(tmp_path: Path) -> None:
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(OK))
+    from_text = parse_serve_config(json.dumps(OK), R32)
+    from_file = parse_serve_config(str(path), R32)
+    assert from_text is not None and from_file is not None
+    assert from_text.data == from_file.data == parse_serve_config(OK, R32).data == OK  # type: ignore[union-attr]
+    assert from_text.source == "--speculative-config" and from_file.source == f"--speculative-config {path}"
+
+
+def test_nothing_given_is_none_and_only_max_model_len_is_a_context() -> None:
+    assert parse_serve_config(None, R32) is None
+    only = parse_serve_config(None, R32, max_model_len=4096)
+    assert only is not None and not only.given and only.draft_context == 4096
+
+
+def test_not_json_and_not_an_object_are_usage_errors(tmp_path: Path) -> None:
+    assert _parse_error("method=eagle3") == (
+        "--speculative-config: neither JSON (Expecting value: line 1 column 1 (char 0)) nor a JSON file "
+        '(give the object vllm serve takes, e.g. \'{"method": "eagle3", "num_speculative_tokens": 3}\')'
+    )
+    assert _parse_error("[3]") == (
+        "--speculative-config: must be a JSON object (as vllm serve --speculative-config takes), not an array"
+    )
+    bad = tmp_path / "bad.json"
+    bad.write_text("{nope")
+    assert _parse_error(str(bad)).startswith(f"--speculative-config {bad}: not JSON (")
+
+
+def test_an_033_key_is_unknown_on_032_naming_both_releases() -> None:
+    assert _parse_error({"fly_window_size": 2}) == (
+        "--speculative-config: unknown key 'fly_window_size' for vLLM 0.32.0: config/speculative.py "
+        "SpeculativeConfig has it in vLLM 0.33.0 and later (drop it, or name the release you serve on with "
+        "--vllm-version)"
+    )
+    assert parse_serve_config({"num_speculative_tokens": 3, "fly_window_size": 2}, R33) is not None
+
+
+def test_a_misspelt_key_gets_the_close_one() -> None:
+    assert _parse_error({"num_speculative_token": 3}) == (
+        "--speculative-config: unknown key 'num_speculative_token' for vLLM 0.32.0 (config/speculative.py "
+        "SpeculativeConfig) (did you mean 'num_speculative_tokens'?)"
+    )
+
+
+def test_dashed_keys_count_from_026() -> None:
+    assert _parse_error({"num-speculative-tokens": 3}, release("0.25.1")) == (
+        "--speculative-config: unknown key 'num-speculative-tokens' for vLLM 0.25.1 (vLLM turns '-' into '_' "
+        "only from 0.26.0) (write 'num_speculative_tokens')"
+    )
+    parsed = parse_serve_config({"num-speculative-tokens": 3}, release("0.26.0"))
+    assert parsed is not None and parsed.data == {"num_speculative_tokens": 3}
+
+
+def test_keys_vllm_sets_itself_are_refused() -> None:
+    assert _parse_error({"draft_model_config": {}}) == (
+        "--speculative-config: 'draft_model_config' is set by vLLM itself (vLLM 0.32.0 config/speculative.py "
+        "SpeculativeConfig), not by the user"
+    )
+    assert _parse_error({"tensor_parallel_size": 2}).startswith(
+        "--speculative-config: 'tensor_parallel_size' is not a valid argument in the speculative_config"
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "rel", "message"),
+    [
+        (
+            {"num_speculative_tokens": 0},
+            R32,
+            "--speculative-config: num_speculative_tokens must be an integer >= 1, not 0 (vLLM 0.32.0)",
+        ),
+        (
+            {"num_speculative_tokens": True},
+            R32,
+            "--speculative-config: num_speculative_tokens must be an integer >= 1, not true (vLLM 0.32.0)",
+        ),
+        ({"model": 3}, R32, "--speculative-config: model must be a string, not 3 (vLLM 0.32.0)"),
+        (
+            {"rejection_sample_method": "fly"},
+            R32,
+            '--speculative-config: rejection_sample_method "fly" is not one vLLM 0.32.0 accepts (standard, '
+            "synthetic, block; 'fly' exists in vLLM 0.33.0 and later)",
+        ),
+        (
+            {"method": "medusa"},
+            R33,
+            '--speculative-config: method "medusa" is not one vLLM 0.33.0 accepts (ngram, ngram_gpu, draft_model, '
+            "suffix, eagle, eagle3, extract_hidden_states, dflash, ...; 'medusa' exists in vLLM up to 0.32.0)",
+        ),
+        (
+            {"draft_lm_head_quantization": "int4"},
+            R33,
+            '--speculative-config: draft_lm_head_quantization "int4" is not one vLLM 0.33.0 accepts (fp8, nvfp4)',
+        ),
+        (
+            {"num_speculative_tokens": 1, "rejection_sample_method": "fly"},
+            R33,
+            '--speculative-config: rejection_sample_method "fly" needs num_speculative_tokens >= 2, not 1 '
+            '(vLLM 0.33.0 raises "FLy requires num_speculative_tokens to be at least 2.")',
+        ),
+        (
+            {"num_speculative_tokens": 3, "rejection_sample_method": "fly", "fly_window_size": 3},
+            R33,
+            "--speculative-config: fly_window_size 3 must be smaller than num_speculative_tokens 3 (vLLM 0.33.0 "
+            'raises "FLy requires fly_window_size to be smaller than num_speculative_tokens.")',
+        ),
+    ],
+)
+def test_values_the_release_refuses(value, rel, message) -> None:
+    assert _parse_error(value, rel) == message
+
+
+def test_the_drafts_max_model_len_cannot_pass_the_targets() -> None:
+    assert _parse_error({"max_model_len": 4096}, max_model_len=2048) == (
+        "--speculative-config: max_model_len 4096 is larger than --max-model-len 2048 (vLLM 0.32.0 "
+        "SpeculativeConfig._maybe_override_draft_max_model_len raises: the draft's max_model_len cannot be "
+        "larger than the target's)"
+    )
+    parsed = parse_serve_config({"max_model_len": 1024}, R32, max_model_len=2048)
+    assert parsed is not None and parsed.draft_context == 1024  # longer sequences skip speculation
+
+
+def test_recorded_k_is_the_speculators_proposal() -> None:
+    config = {"speculators_config": {"proposal_methods": [{"speculative_tokens": 5}]}}
+    assert recorded_k(config) == (5, "speculators_config.proposal_methods[0].speculative_tokens")
+    assert recorded_k({}) == (None, "")
+
+
+# ----------------------------------------------------------------------- the serve family
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A vLLM-layout EAGLE-3 draft (reduced vocabulary) in a folder whose name guesses no method."""
+    return edit_draft(tmp_path_factory.mktemp("serve") / "draft")
+
+
+def _codes(draft: Path, spec, **kw) -> dict[str, str]:
+    report = validate_checkpoint(draft, speculative_config=spec, **kw)
+    return {f.code: f.message for f in report.findings}
+
+
+def test_a_matching_config_adds_nothing_and_the_family_runs_only_when_given(plain: Path) -> None:
+    with_spec = validate_checkpoint(plain, speculative_config=OK)
+    assert with_spec.families_run[-1] == "serve" and with_spec.findings == []
+    assert "serve" not in validate_checkpoint(plain).families_run
+    assert "serve" not in validate_checkpoint(plain, serving_context=4096).families_run
+
+
+def test_method_eagle_builds_eagle1(plain: Path) -> None:
+    found = _codes(plain, {"method": "eagle", "num_speculative_tokens": 3})
+    assert found == {
+        "E901": "--speculative-config: method 'eagle': vLLM 0.32.0 builds the EAGLE-1 drafter with class "
+        "EagleLlamaForCausalLMEagle3, which is never fed the target's aux hidden states (only method eagle3 is) "
+        "and cannot run this EAGLE-3 draft"
+    }
+
+
+def test_no_method_is_guessed_from_the_model_path(plain: Path) -> None:
+    found = _codes(plain, {"num_speculative_tokens": 3})
+    assert found["E901"] == (
+        f"--speculative-config: no method: vLLM 0.32.0 guesses it from the model path ({str(plain)!r} gives "
+        "draft_model): vLLM 0.32.0 builds a standalone draft model from the draft's config "
+        "(LlamaForCausalLMEagle3), which has no parameter for fc or the aux states"
+    )
+    # the path vLLM is given is the speculative config's model: one with eagle3 in it guesses eagle3
+    assert "E901" not in _codes(plain, {"num_speculative_tokens": 3, "model": "/models/llama-eagle3"})
+
+
+def test_no_k_fails_to_start(plain: Path) -> None:
+    found = _codes(plain, {"method": "eagle3"})
+    assert list(found) == ["E902"]
+    assert 'raises ValueError ("A speculative model was provided, but `num_speculative_tokens`' in found["E902"]
+
+
+def test_k_against_the_k_the_draft_records(tmp_path: Path) -> None:
+    draft = edit_draft(tmp_path / "spec", "speculators-eagle3")
+    assert "W903" not in _codes(draft, {**OK, "num_speculative_tokens": 3})
+    found = _codes(draft, {**OK, "num_speculative_tokens": 5})
+    assert found["W903"] == (
+        "--speculative-config serves num_speculative_tokens 5 but the draft records 3 "
+        "(speculators_config.proposal_methods[0].speculative_tokens, what `vllm serve DRAFT` would use): "
+        "acceptance past position 3 was not measured for this deployment"
+    )
+    report = validate_checkpoint(draft, speculative_config={**OK, "num_speculative_tokens": 5})
+    assert [f.impact for f in report.findings if f.code == "W903"] == ["hygiene"]
+
+
+def test_lossy_rejection_is_an_error_only_where_identity_is_required(plain: Path) -> None:
+    fly = {**OK, "rejection_sample_method": "fly"}
+    assert list(_codes(plain, fly, vllm_version="0.33.0")) == ["W905"]
+    found = _codes(plain, fly, vllm_version="0.33.0", identity_required=True)
+    assert list(found) == ["E904"]
+    assert found["E904"].startswith('--speculative-config: rejection_sample_method "fly" is lossy by design')
+    assert found["E904"].endswith("and this check requires output identity ([output] identity)")
+    assert list(_codes(plain, {**OK, "rejection_sample_method": "synthetic"}, identity_required=True)) == ["E904"]
+    assert _codes(plain, {**OK, "rejection_sample_method": "block"}, identity_required=True) == {}
+
+
+def test_lm_head_quantization_needs_a_shared_head(plain: Path) -> None:
+    found = _codes(plain, {**OK, "draft_lm_head_quantization": "fp8"}, vllm_version="0.33.0")
+    assert found == {
+        "E906": "--speculative-config: draft_lm_head_quantization 'fp8' needs a draft that shares the target's "
+        "lm_head, but this draft has its own (lm_head.weight maps a reduced vocabulary (128 of 256 tokens)): "
+        'vLLM 0.33.0 raises ValueError ("draft_lm_head_quantization needs a drafter that shares the target '
+        'lm_head."; v1/worker/gpu/spec_decode/eagle/utils.py)'
+    }
+
+
+def test_quantization_against_the_drafts_own(plain: Path, tmp_path: Path) -> None:
+    assert list(_codes(plain, {**OK, "quantization": "fp8"})) == ["W908"]
+    quantized = edit_config(edit_draft(tmp_path / "q"), quantization_config={"quant_method": "compressed-tensors"})
+    found = _codes(quantized, {**OK, "quantization": "fp8"})
+    assert found["E907"] == (
+        "--speculative-config: quantization 'fp8' but the draft's quantization_config says 'compressed-tensors': "
+        "vLLM 0.32.0 raises ValueError (config/model.py ModelConfig._verify_quantization: the method in the model "
+        "config does not match the `quantization` argument)"
+    )
+    assert "E907" not in _codes(quantized, {**OK, "quantization": "compressed-tensors"})
+
+
+def test_the_context_goes_to_the_context_rule_once(plain: Path) -> None:
+    by_spec = _codes(plain, {**OK, "max_model_len": 32768})
+    assert by_spec["W310"].startswith(
+        "max_position_embeddings is 2048 but the serving context is 32768 (the speculative config's max_model_len)"
+    )
+    by_flag = _codes(plain, OK, serving_context=32768)
+    assert by_flag["W310"].startswith(
+        "max_position_embeddings is 2048 but the serving context is 32768 (--max-model-len)"
+    )
+    # the draft's own max_model_len caps where it drafts: below its max_position_embeddings nothing is past it
+    assert "W310" not in _codes(plain, {**OK, "max_model_len": 2048}, serving_context=32768)
+
+
+# ---------------------------------------------------------------------------------------- CLI
+
+
+def test_cli_validate_takes_the_config_and_its_errors_exit_2(plain: Path) -> None:
+    runner = CliRunner()
+    ok = runner.invoke(main, ["validate", str(plain), "--speculative-config", json.dumps(OK)])
+    assert ok.exit_code == 0, ok.output
+    assert "files, keys, shapes, config, vocab, producer, serve" in ok.stdout
+    bad = runner.invoke(main, ["validate", str(plain), "--speculative-config", '{"fly_window_size": 2}'])
+    assert bad.exit_code == 2
+    assert bad.output == (
+        "Error: --speculative-config: unknown key 'fly_window_size' for vLLM 0.32.0: config/speculative.py "
+        "SpeculativeConfig has it in vLLM 0.33.0 and later (drop it, or name the release you serve on with "
+        "--vllm-version)\n"
+    )
+    fails = runner.invoke(
+        main,
+        ["validate", str(plain), "--json", "--speculative-config", '{"method": "eagle", "num_speculative_tokens": 3}'],
+    )
+    assert fails.exit_code == 1
+    data = json.loads(fails.stdout)
+    assert [f["code"] for f in data["findings"]] == ["E901"]
+    assert data["serve"] == {
+        "speculative_config": {"method": "eagle", "num_speculative_tokens": 3},
+        "max_model_len": None,
+    }
+
+
+def test_cli_validate_on_033_accepts_its_keys(plain: Path) -> None:
+    res = CliRunner().invoke(
+        main,
+        [
+            "validate",
+            str(plain),
+            "--vllm-version",
+            "0.33.0",
+            "--speculative-config",
+            json.dumps({**OK, "rejection_sample_method": "fly", "fly_window_size": 2}),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert "W905" in res.stdout and res.stdout.splitlines()[-1] == "OK: 0 error(s), 1 warning(s), 0 info"
+
+
+def test_set_config_edits_keep_the_draft_readable(tmp_path: Path) -> None:
+    # n_predict (an MTP-style default k) makes a missing num_speculative_tokens legal
+    draft = edit_draft(tmp_path / "np", config=set_config(n_predict=3))
+    assert "E902" not in _codes(draft, {"method": "eagle3"})
