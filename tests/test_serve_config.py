@@ -350,3 +350,14 @@ def test_set_config_edits_keep_the_draft_readable(tmp_path: Path) -> None:
     # n_predict (an MTP-style default k) makes a missing num_speculative_tokens legal
     draft = edit_draft(tmp_path / "np", config=set_config(n_predict=3))
     assert "E902" not in _codes(draft, {"method": "eagle3"})
+
+
+def test_cli_one_serve_config_is_for_one_release(plain: Path) -> None:
+    res = CliRunner().invoke(
+        main, ["validate", str(plain), "--vllm-version", "all", "--speculative-config", json.dumps(OK)]
+    )
+    assert res.exit_code == 2
+    assert res.output.endswith(
+        "Error: --speculative-config does not combine with --vllm-version all: the keys vLLM accepts differ "
+        "between releases; check it for the release you deploy on (--vllm-version X.Y.Z)\n"
+    )

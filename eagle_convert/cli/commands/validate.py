@@ -108,6 +108,11 @@ def validate_cmd(
     from eagle_convert.vllm_model.versions import ALL
 
     if vllm_version == ALL:
+        if speculative_config is not None:  # its keys are per release: one serve config is for one release
+            raise click.UsageError(
+                "--speculative-config does not combine with --vllm-version all: the keys vLLM accepts differ "
+                "between releases; check it for the release you deploy on (--vllm-version X.Y.Z)"
+            )
         _matrix(checkpoint, target, deep, engine, serving_context, strict, as_json, junit)
         return
     with _progress(deep and not as_json) as progress:
