@@ -19,6 +19,7 @@ def _offline_hub(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempP
     monkeypatch.setenv("HF_HOME", str(tmp_path_factory.getbasetemp() / "hf-home"))
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.delenv("EAGLE_CONVERT_DEBUG", raising=False)
+    monkeypatch.delenv("COLUMNS", raising=False)  # piped output is PIPED_WIDTH wide unless a test sets it
 
 
 @pytest.fixture(scope="session")

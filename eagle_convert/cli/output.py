@@ -3,18 +3,30 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
 import click
 from rich.console import Console
 
-__all__ = ["console", "echo_json"]
+__all__ = ["PIPED_WIDTH", "console", "echo_json", "output_width"]
+
+PIPED_WIDTH = 160  # piped output without COLUMNS: wide enough that logs keep one line per row
+
+
+def output_width() -> int | None:
+    """Columns for stdout: None on a terminal (rich asks it, COLUMNS first); when piped, COLUMNS
+    if it is set to a number of at least 20, else `PIPED_WIDTH`."""
+    if sys.stdout.isatty():
+        return None
+    columns = os.environ.get("COLUMNS", "").strip()
+    return int(columns) if columns.isdigit() and int(columns) >= 20 else PIPED_WIDTH
 
 
 def console() -> Console:
-    """The stdout console: terminal width on a tty, 160 columns when piped (no wrapping surprises)."""
-    return Console(soft_wrap=False, width=None if sys.stdout.isatty() else 160)
+    """The stdout console, `output_width()` columns wide."""
+    return Console(soft_wrap=False, width=output_width())
 
 
 def echo_json(data: Any) -> None:

@@ -6,12 +6,15 @@ python -m eagle_convert.cli.render.validate --markdown   # the table between the
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable, Sequence
 
 from rich.console import Console
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
-from eagle_convert.validate.findings import code_table
+from eagle_convert.validate.findings import Finding, code_table
 from eagle_convert.validate.matrix import AS_TRAINED, FAILS, VERDICTS, Matrix
 from eagle_convert.validate.run import ValidationReport
 from eagle_convert.vllm_model.releases import KNOWN_RELEASES
@@ -43,19 +46,7 @@ def render_validate(console: Console, report: ValidationReport, *, strict: bool 
     head.add_row("checks", ", ".join(report.families_run))
     console.print(head)
     if report.findings:
-        table = Table(show_lines=False)
-        for col in ("level", "code", "where", "finding", "fix"):
-            table.add_column(col, overflow="fold")
-        for f in report.sorted_findings():
-            style = _STYLE[f.level]
-            table.add_row(
-                f"[{style}]{f.level}[/{style}]\n{f.impact}",
-                f"{f.code} {f.slug}",
-                escape(f.where),
-                escape(f.message),
-                escape(f.fix),
-            )
-        console.print(table)
+        _render_findings(console, report.sorted_findings())
     counts = report.counts()
     summary = f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} info"
     if report.failed(strict=strict):
@@ -101,6 +92,52 @@ def render_matrix(console: Console, matrix: Matrix, *, strict: bool = False) -> 
         console.print(f"[bold red]FAILED[/bold red] on {where}: {summary}{why}")
     else:
         console.print(f"[bold green]OK[/bold green] on {where}: {summary}")
+
+
+# Narrowest "finding" and "fix" columns worth a table; below that the findings go in a list.
+_MIN_TEXT_COLUMN = 24
+# A rich table's own width per column: one space of padding each side and one border.
+_COLUMN_OVERHEAD = 3
+
+
+def _longest_word(texts: Iterable[str]) -> int:
+    return max((len(w) for t in texts for w in t.split()), default=0)
+
+
+def _render_findings(console: Console, findings: Sequence[Finding]) -> None:
+    """One table row per finding, never splitting a word: the full table when it fits the console's
+    width, else a table of level and code with the findings, where and fix as a list under it."""
+    levels = _longest_word([f.level for f in findings] + [f.impact for f in findings])
+    codes = _longest_word([f"{f.code} {f.slug}" for f in findings])
+    wheres = _longest_word([f.where for f in findings])
+    texts = max(_MIN_TEXT_COLUMN, _longest_word([f.message for f in findings]))
+    fixes = max(_MIN_TEXT_COLUMN, _longest_word([f.fix for f in findings]))
+    widths = {"level": levels, "code": codes, "where": wheres, "finding": texts, "fix": fixes}
+    if sum(widths.values()) + _COLUMN_OVERHEAD * len(widths) + 1 <= console.width:
+        table = Table(show_lines=False)
+        for col, width in widths.items():
+            table.add_column(col, overflow="fold", min_width=width)
+        for f in findings:
+            table.add_row(_level(f), f"{f.code} {f.slug}", escape(f.where), escape(f.message), escape(f.fix))
+        console.print(table)
+        return
+    table = Table(show_lines=False)
+    table.add_column("#", justify="right")
+    table.add_column("level", overflow="fold", min_width=levels)
+    table.add_column("code", overflow="fold", min_width=codes)
+    for i, f in enumerate(findings, 1):
+        table.add_row(str(i), _level(f), f"{f.code}\n{f.slug}")
+    console.print(table)
+    for i, f in enumerate(findings, 1):
+        where = f" [dim]at[/dim] {escape(f.where)}" if f.where else ""
+        console.print(f"[bold]{i}.[/bold] {f.code}{where}")
+        console.print(Padding(Text(f.message), (0, 0, 0, 3), expand=False))
+        console.print(Padding(Text.assemble(("fix: ", "dim"), f.fix), (0, 0, 0, 3), expand=False))
+
+
+def _level(f: Finding) -> str:
+    style = _STYLE[f.level]
+    return f"[{style}]{f.level}[/{style}]\n{f.impact}"
 
 
 def _engine_line(engine: dict) -> str:
