@@ -116,6 +116,7 @@ CASES: dict[str, Case] = {
     "W107": Case(
         edit(tensors=put_tensor("layers.0.self_attn.o_proj.bias", lambda s: torch.zeros(64, dtype=torch.bfloat16)))
     ),
+    "E108": Case(edit("kimi-mla-eagle31"), kwargs={"vllm_version": "0.22.1"}),  # per release: test_release_windows_load
     "E201": Case(edit(config=set_config(intermediate_size=100))),
     "E202": Case(
         edit(
@@ -150,6 +151,10 @@ CASES: dict[str, Case] = {
     "E401": Case(edit(tensors=drop_tensors("d2t"))),
     "E402": Case(edit(tensors=drop_tensors("lm_head.weight"))),
     "E403": Case(edit("vllm-eagle3-full", tensors=put_tensor("d2t", lambda s: torch.zeros(256, dtype=torch.int64)))),
+    "W410": Case(
+        edit("vllm-eagle3-full", tensors=put_tensor("d2t", lambda s: torch.zeros(256, dtype=torch.int64))),
+        kwargs={"vllm_version": "0.29.0"},
+    ),
     "E404": Case(edit(tensors=put_tensor("d2t", lambda s: torch.cat([s["d2t"][:-1], torch.tensor([10_000])])))),
     "E405": Case(edit(tensors=_d2t_collide)),
     "W406": Case(edit(tensors=_d2t_swap)),

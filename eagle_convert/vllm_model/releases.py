@@ -198,6 +198,14 @@ CHANGES: tuple[Change, ...] = (
         "0.25.0 v1/spec_decode/llm_base_proposer.py _maybe_share_embeddings",
     ),
     Change(
+        "v2_embed_share_unchecked",
+        "0.30.0",
+        None,
+        "the V2 runner shares the target embedding with a draft that ships none, without comparing widths",
+        "0.30.0 v1/worker/gpu/spec_decode/eagle/utils.py maybe_share_target_embed / _should_share "
+        "(read from vLLM's repository; the release wheels' copy was not part of the files read)",
+    ),
+    Change(
         "draft_lm_head_quantization",
         "0.33.0",
         None,

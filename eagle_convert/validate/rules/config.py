@@ -12,7 +12,7 @@ from typing import Any
 from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules.context import Context
 from eagle_convert.vllm_model.config import MAX_COUNT, eagle_section
-from eagle_convert.vllm_model.tables import FLAG_NAMES, SPECULATORS_ARCHITECTURES, WRITE_ARCHITECTURE
+from eagle_convert.vllm_model.tables import ARCHITECTURES, FLAG_NAMES, SPECULATORS_ARCHITECTURES, WRITE_ARCHITECTURE
 
 REQUIRED_FIELDS = ("hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size", "vocab_size")
 MLA_FIELDS = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
@@ -69,7 +69,7 @@ def _architecture(ctx: Context) -> list[Finding]:
                 fix=f'Set architectures to ["{recommended}"].',
             )
         )
-    elif ctx.impl is None:
+    elif ctx.impl is None and ctx.arch not in ARCHITECTURES:  # in a later release only: served.py says which
         declared = (cfg.get("architectures") or [""])[0]
         how = f"{declared!r} becomes {ctx.arch!r} under method eagle3" if declared != ctx.arch else repr(declared)
         out.append(

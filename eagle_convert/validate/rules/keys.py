@@ -3,7 +3,10 @@
 vLLM raises on a name it has no parameter for, but silently drops some names (`.bias`, `t2d`,
 `input_norm` without its flag) and, worst, never notices a parameter nobody wrote. This rule
 reports both directions: names vLLM would reject or drop (E102-E105, W107) and parameters it
-would leave uninitialised (E101, E106, E401, E402).
+would leave uninitialised (E101, E106, E401, E402). What happens to a name depends on the release:
+`vllm_model.weights.unknown_name` says, for the release the verdict is for (KeyError up to 0.24.0,
+ValueError from 0.25.0, silently dropped by the MLA class up to 0.24.0), and `release_findings`
+adds what a release does to an EAGLE-3.1 draft's fc_norm (E104 on <= 0.21.0, E108 on 0.22.x MLA).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from collections import defaultdict
 
 from eagle_convert.draft.layout import canonical_name
 from eagle_convert.validate.findings import Finding, finding
+from eagle_convert.validate.rules import loading
 from eagle_convert.validate.rules.context import Context
 from eagle_convert.validate.rules.tensorspec import Expected, expected_tensors
 
@@ -38,12 +42,10 @@ def check(ctx: Context) -> list[Finding]:
     quantized = bool(ctx.vcfg.get("quantization_config"))
     for name, vname in ctx.vnames.items():
         if vname is None:
-            if name != "t2d":
-                why = (
-                    "vLLM uses mask_hidden only with parallel drafting (P-EAGLE)"
-                    if "mask_hidden" in name
-                    else "vLLM drops every tensor whose name contains 't2d'"
-                )
+            if "mask_hidden" in name:
+                out.append(loading.mask_hidden(ctx, name))
+            elif name != "t2d":
+                why = "vLLM drops every tensor whose name contains 't2d'"
                 out.append(finding("W107", f"{name} is ignored: {why}", tensor=name))
             continue
         if name.startswith("model.") and not name.startswith("model.model."):
@@ -57,17 +59,15 @@ def check(ctx: Context) -> list[Finding]:
         exp = expected.get(vname)
         if exp is not None and exp.exists is not False:
             loaded.add(vname)
+            if _FC_NORM_RE.match(vname):
+                grouped["fc_norm"].append(name)
+            elif vname == "d2t" and ctx.env.get("reduced") is False:
+                out.append(loading.d2t_full_vocab(ctx, name, _vd(ctx)))  # loads up to 0.29.0: W410
             continue
         if _FC_NORM_RE.match(vname) and not ctx.flags["fc_norm"]:
             grouped["E104"].append(name)
         elif vname.endswith(".bias"):
-            out.append(
-                finding(
-                    "W107",
-                    f"{name} is ignored: vLLM has no bias here and drops unknown .bias tensors silently",
-                    tensor=name,
-                )
-            )
+            out.append(loading.bias(ctx, name, vname))
         elif exp is not None:
             out.append(_unexpected(ctx, name, exp))
         elif vname.endswith(_ROTARY):
@@ -75,8 +75,9 @@ def check(ctx: Context) -> list[Finding]:
         elif quantized and vname.endswith(_QUANT_SUFFIXES):
             continue  # quantisation tensors: see W311
         else:
-            out.append(finding("E102", f"{name}: {_unknown_reason(ctx, vname)}", tensor=name))
+            out.append(_unknown(ctx, name, vname))
     out += _grouped(ctx, grouped)
+    out += loading.fc_norm_not_applied(ctx, grouped.get("fc_norm", []))
     missing = [exp for exp in expected.values() if exp.required and exp.name not in loaded]
     present = {m.group(1) for n in loaded if (m := _LAYER_OF.match(n))}
     out += _missing_layers(ctx, missing, present)
@@ -106,43 +107,39 @@ def _missing_layers(ctx: Context, missing: list[Expected], present: set[str]) ->
     ]
 
 
-def _unknown_reason(ctx: Context, vname: str) -> str:
+def _unknown(ctx: Context, name: str, vname: str) -> Finding:
+    """E102: why the class has no parameter for `vname`, and what the release then does."""
     cls = ctx.impl or "the draft class"
     if m := _FC_NORM_RE.match(vname):
-        return (
-            f"vLLM builds fc_norm.0..{(ctx.aux_count or 0) - 1} only (A={ctx.aux_count} from "
-            f"{ctx.aux_count_source}); fc_norm.{m.group(1)} makes it raise"
-        )
+        what = f"vLLM builds fc_norm.0..{(ctx.aux_count or 0) - 1} only (A={ctx.aux_count} from {ctx.aux_count_source})"
+        return loading.unknown_tensor(ctx, name, vname, what, f"{what}; fc_norm.{m.group(1)} makes it raise")
     if m := re.match(r"^layers\.(\d+)\.", vname):
         layers = ctx.env.get("L")
         if layers is not None and int(m.group(1)) >= layers:
-            return f"num_hidden_layers is {layers}, so vLLM has no layers.{m.group(1)} and raises"
-    return f"{cls} has no parameter for it; vLLM raises `There is no module or parameter named ...`"
+            what = f"num_hidden_layers is {layers}, so vLLM has no layers.{m.group(1)}"
+            return loading.unknown_tensor(ctx, name, vname, what, f"{what} and raises")
+    what = f"{cls} has no parameter for it"
+    return loading.unknown_tensor(
+        ctx, name, vname, what, f"{what}; vLLM raises `There is no module or parameter named ...`"
+    )
+
+
+def _vd(ctx: Context) -> str:
+    if ctx.vcfg.get("draft_vocab_size") is not None:
+        return f"draft_vocab_size {ctx.env['Vd']}"
+    return f"draft_vocab_size is not set, so vLLM uses vocab_size {ctx.env['Vd']}, which"
 
 
 def _unexpected(ctx: Context, name: str, exp: Expected) -> Finding:
     if exp.unexpected == "E403":
-        vd = (
-            f"draft_vocab_size {ctx.env['Vd']}"
-            if ctx.vcfg.get("draft_vocab_size") is not None
-            else f"draft_vocab_size is not set, so vLLM uses vocab_size {ctx.env['Vd']}, which"
-        )
-        return finding(
-            "E403",
-            f"{name} is present but {vd} equals the target vocabulary {ctx.env['TV']}: vLLM "
-            "creates no draft_id_to_target_id and fails with `There is no module or parameter "
-            "named 'draft_id_to_target_id'`",
-            tensor=name,
-            field="draft_vocab_size",
-        )
+        return loading.d2t_full_vocab(ctx, name, _vd(ctx))
     if exp.name == "input_norm.weight":
         if ctx.attention == "mla":
-            msg = f"{name} is present but vLLM's MLA draft class has no input_norm: loading fails"
-        else:
-            msg = (
-                f"{name} is present but norm_before_fc is off ({_where(ctx, 'norm_before_fc')}): vLLM drops it "
-                "silently and serves the draft without the norm it was trained with"
-            )
+            return loading.input_norm_mla(ctx, name)
+        msg = (
+            f"{name} is present but norm_before_fc is off ({_where(ctx, 'norm_before_fc')}): vLLM drops it "
+            "silently and serves the draft without the norm it was trained with"
+        )
         return finding(exp.unexpected, msg, tensor=name, field="norm_before_fc")
     if exp.name == "fc.weight":
         return finding(
@@ -158,34 +155,21 @@ def _unexpected(ctx: Context, name: str, exp: Expected) -> Finding:
 def _grouped(ctx: Context, grouped: dict[str, list[str]]) -> list[Finding]:
     out = []
     if names := grouped.get("E103"):
-        out.append(
-            finding(
-                "E103",
-                f"{len(names)} tensor names start with 'model.' (e.g. {names[0]!r}); vLLM adds its "
-                "own prefix, looks for 'model.model.*' and fails to load",
-                tensor=names[0],
-            )
+        head = (
+            f"{len(names)} tensor names start with 'model.' (e.g. {names[0]!r}); vLLM adds its "
+            "own prefix, looks for 'model.model.*'"
         )
-    if names := grouped.get("E105"):
+        silent = "the draft is served from parameters nothing wrote"
         out.append(
-            finding(
-                "E105",
-                f"pre-release EAGLE-3.1 names {', '.join(sorted(names))}: vLLM only knows "
-                "fc_norm.{0,1,2}.weight and rejects them",
-                tensor=sorted(names)[0],
-            )
+            loading.grouped(ctx, "E103", names, [ctx.vnames[n] or n for n in names], head, " and fails to load", silent)
         )
+    if names := sorted(grouped.get("E105", [])):
+        head = f"pre-release EAGLE-3.1 names {', '.join(names)}: vLLM only knows fc_norm.{{0,1,2}}.weight"
+        silent = "the draft is served without these norms"
+        out.append(loading.grouped(ctx, "E105", names, names, head, " and rejects them", silent))
     if names := grouped.get("E104"):
         alias = " (the legacy use_aux_norm is set, but vLLM does not read it)" if "use_aux_norm" in ctx.config else ""
-        out.append(
-            finding(
-                "E104",
-                f"{len(names)} fc_norm.* tensors but fc_norm is off{alias}: vLLM raises `There is "
-                "no module or parameter named 'fc_norm'`",
-                tensor=sorted(names)[0],
-                field="fc_norm",
-            )
-        )
+        out.append(loading.fc_norm_without_flag(ctx, names, alias))
     return out
 
 
@@ -215,12 +199,7 @@ def _missing(ctx: Context, exp: Expected) -> Finding:
             tensor="lm_head.weight",
         )
     if exp.missing == "E106":
-        return finding(
-            "E106",
-            f"embed_tokens.weight is missing and hidden_size {env['H']} differs from the target's "
-            f"{env['TH']}: vLLM cannot share the target's embedding, so the draft's stays unloaded",
-            tensor="embed_tokens.weight",
-        )
+        return loading.missing_embed(ctx)
     what = "keeps weight 1.0" if exp.kind == "norm" else "keeps uninitialised memory"
     msg = f"{exp.name} is missing: vLLM {what} and loads without an error"
     fix = None

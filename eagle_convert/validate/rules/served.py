@@ -1,5 +1,5 @@
-"""What vLLM serves beyond the draft class: method and class per path, quantization, rope, sliding
-window, special token ids (config family, no target needed).
+"""What vLLM serves beyond the draft class: method and class per path (and per release), quantization,
+rope, sliding window, special token ids (config family, no target needed).
 
 Each rule states the vLLM 0.32.0 behaviour it rests on; the rules themselves live in
 `vllm_model/config.py` (`guess_method`, `architecture_for_method`, `rope_parameters`,
@@ -14,8 +14,10 @@ from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules.context import Context
 from eagle_convert.validate.rules.keys import _QUANT_SUFFIXES
 from eagle_convert.vllm_model.config import architecture_for_method, guess_method, sliding_windows
+from eagle_convert.vllm_model.releases import CHANGES, Change
 from eagle_convert.vllm_model.tables import (
     ARCHITECTURES,
+    ARCHITECTURES_FROM,
     DRAFT_QUANT_SOURCE,
     SLIDING_WINDOW_FIELDS,
     WRITE_ARCHITECTURE,
@@ -27,7 +29,60 @@ _VOCAB_TENSORS = ("d2t", "t2d")
 
 
 def check(ctx: Context) -> list[Finding]:
-    return [*_architecture(ctx), *_quantization(ctx), *_rope_fields(ctx), *_sliding_window(ctx), *_special_ids(ctx)]
+    return [
+        *_release_class(ctx),
+        *_architecture(ctx),
+        *_quantization(ctx),
+        *_rope_fields(ctx),
+        *_sliding_window(ctx),
+        *_special_ids(ctx),
+    ]
+
+
+def _arrives(name: str) -> Change | None:
+    """The releases.CHANGES entry that brings the draft class or speculators algorithm `name`."""
+    key = ARCHITECTURES_FROM.get(name) or ("peagle" if name == "peagle" else None)
+    return next((c for c in CHANGES if c.key == key), None)
+
+
+def _release_class(ctx: Context) -> list[Finding]:
+    """E301 for a class (or speculators algorithm) vLLM has, but not yet in the release at hand.
+
+    read_config gives no class there (`registered`); config.py's E301 covers names no release has.
+    Before 0.22.0 `speculators_model_type: peagle` is no registered algorithm
+    (transformers_utils/configs/speculators/algos.py SUPPORTED_SPECULATORS_TYPES, 0.21.0 vs 0.22.0).
+    """
+    rel = ctx.release
+    if ctx.impl is not None:
+        return []
+    if ctx.speculators:
+        kind = ctx.view.speculators_kind or ""
+        change = _arrives(kind)
+        if change is None or rel.has(change.key):
+            return []
+        return [
+            finding(
+                "E301",
+                f"speculators_model_type {kind!r}: vLLM {rel} has no such speculators algorithm and raises "
+                f"`Expected one of ...`; {change.what} only from {change.first} (see {change.cite})",
+                field="speculators_model_type",
+                fix=f"Serve the draft on vLLM >= {change.first}.",
+            )
+        ]
+    change = _arrives(ctx.arch or "")
+    if change is None or ARCHITECTURES.get(ctx.arch or "") is None:
+        return []
+    declared = (ctx.config.get("architectures") or [""])[0]
+    how = f"{declared!r} becomes {ctx.arch!r} under method eagle3" if declared != ctx.arch else repr(declared)
+    return [
+        finding(
+            "E301",
+            f"architectures[0] {how}, which vLLM {rel} does not register: {change.what} only from "
+            f"{change.first} (see {change.cite})",
+            field="architectures",
+            fix=f"Serve the draft on vLLM >= {change.first}: no class of vLLM {rel} loads this draft as trained.",
+        )
+    ]
 
 
 def _architecture(ctx: Context) -> list[Finding]:

@@ -50,16 +50,30 @@ def check(ctx: Context) -> list[Finding]:
     overrides = {}
     if a_weights is not None and ctx.aux_count is not None and a_weights != ctx.aux_count and ctx.flags["use_aux"]:
         where = "transformer_layer_config.num_aux_hidden_states" if ctx.speculators else "num_aux_hidden_states"
-        out.append(
-            finding(
-                "E202",
-                f"vLLM builds fc for A={ctx.aux_count} aux states ({ctx.aux_count_source}) but fc.weight holds "
-                f"{a_weights}×{ctx.env['T']} columns: loading fails the shape check",
-                tensor="fc.weight",
-                field=where,
-                fix=f"Set {where}: {a_weights} (and list {a_weights} aux layer ids).",
+        if ctx.release.has("fc_width_from_config"):
+            out.append(
+                finding(
+                    "E202",
+                    f"vLLM builds fc for A={ctx.aux_count} aux states ({ctx.aux_count_source}) but fc.weight holds "
+                    f"{a_weights}×{ctx.env['T']} columns: loading fails the shape check",
+                    tensor="fc.weight",
+                    field=where,
+                    fix=f"Set {where}: {a_weights} (and list {a_weights} aux layer ids).",
+                )
             )
-        )
+        else:  # <= 0.21.0: what the draft uses as I325 says elsewhere, a load failure here
+            out.append(
+                finding(
+                    "E202",
+                    f"vLLM {ctx.release} always builds fc for 3 aux states (it sizes fc from the config only from "
+                    f"0.22.0, vLLM #42764) but fc.weight holds {a_weights}×{ctx.env['T']} columns: loading fails "
+                    "the shape check",
+                    tensor="fc.weight",
+                    field=where,
+                    fix=f"Serve the draft on vLLM >= 0.22.0: no config makes vLLM {ctx.release} build a "
+                    f"{a_weights}-state fc.",
+                )
+            )
         overrides["A"] = a_weights  # report fc_norm / input_norm against the weights' A, not twice
     expected = expected_tensors(ctx, **overrides)
     for name, info in ctx.tensors.items():

@@ -72,6 +72,13 @@ def _expand(ctx: Context, env: dict) -> dict[str, Expected]:
                 out[name] = _one(spec, name, env)
         else:
             out[spec["name"]] = _one(spec, spec["name"], env)
+    if "d2t" in out and not ctx.release.has("d2t_only_reduced"):
+        # Up to 0.29.0 every class builds draft_id_to_target_id, full vocabulary or not
+        # (llama_eagle3.py Eagle3LlamaForCausalLM.__init__, 0.29.0 vs 0.30.0).
+        d2t = out["d2t"]
+        out["d2t"] = Expected(
+            d2t.name, d2t.shape, d2t.formula, d2t.kind, True, d2t.required, d2t.missing, d2t.unexpected
+        )
     layers = env.get("L")
     if layers is None:  # unknown layer count: expect the layers the checkpoint has
         layers = 1 + max((int(m.group(1)) for n in ctx.vnames.values() if n and (m := _LAYER_RE.match(n))), default=0)
