@@ -74,7 +74,9 @@ def unknown_name(vname: str, attention: str | None, release: Release) -> Unknown
         return Unknown("ValueError", f"raises `{VALUE_ERROR}`")
     outer = vname if ("lm_head" in vname or "d2t" in vname) else f"model.{vname}"
     if not outer.startswith("model."):
-        return Unknown("ValueError", f"raises `{VALUE_ERROR}` (its AutoWeightsLoader ignores no .bias before 0.25.0)")
+        return Unknown(
+            "ValueError", f"raises ValueError `{VALUE_ERROR}` (its AutoWeightsLoader ignores no .bias before 0.25.0)"
+        )
     key = outer.removeprefix("model.")
     for part, fused in _STACKED.get(attention or "llama", _STACKED["llama"]):
         if part in key:
