@@ -8,7 +8,7 @@ and needs it; the keys and shapes rules both read this one expansion.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from eagle_convert.draft import schemas
 from eagle_convert.validate.rules.context import Context
@@ -57,8 +57,18 @@ def expected_tensors(ctx: Context, **overrides: int | None) -> dict[str, Expecte
     try:
         key = ("expected_tensors", ctx.attention, frozenset(env.items()))
     except TypeError:  # an unhashable symbol value: expand without the memo
-        return _expand(ctx, env)
-    return dict(ctx.memo(key, lambda: _expand(ctx, env)))  # a copy: callers may not share one dict
+        return _per_release(ctx, _expand(ctx, env))
+    return _per_release(ctx, dict(ctx.memo(key, lambda: _expand(ctx, env))))  # a copy: callers may not share one
+
+
+def _per_release(ctx: Context, out: dict[str, Expected]) -> dict[str, Expected]:
+    """What `tensors.json` (the newest releases' module tree) does not hold for older releases."""
+    d2t = out.get("d2t")
+    if d2t is not None and not d2t.exists and not ctx.release.has("d2t_only_reduced"):
+        # Up to 0.29.0 every class builds draft_id_to_target_id, full vocabulary or not
+        # (llama_eagle3.py Eagle3LlamaForCausalLM.__init__, 0.29.0 vs 0.30.0).
+        out["d2t"] = replace(d2t, exists=True)
+    return out
 
 
 def _expand(ctx: Context, env: dict) -> dict[str, Expected]:
@@ -72,13 +82,6 @@ def _expand(ctx: Context, env: dict) -> dict[str, Expected]:
                 out[name] = _one(spec, name, env)
         else:
             out[spec["name"]] = _one(spec, spec["name"], env)
-    if "d2t" in out and not ctx.release.has("d2t_only_reduced"):
-        # Up to 0.29.0 every class builds draft_id_to_target_id, full vocabulary or not
-        # (llama_eagle3.py Eagle3LlamaForCausalLM.__init__, 0.29.0 vs 0.30.0).
-        d2t = out["d2t"]
-        out["d2t"] = Expected(
-            d2t.name, d2t.shape, d2t.formula, d2t.kind, True, d2t.required, d2t.missing, d2t.unexpected
-        )
     layers = env.get("L")
     if layers is None:  # unknown layer count: expect the layers the checkpoint has
         layers = 1 + max((int(m.group(1)) for n in ctx.vnames.values() if n and (m := _LAYER_RE.match(n))), default=0)
