@@ -66,6 +66,11 @@ def drafts(tmp_path_factory: pytest.TempPathFactory):
         "d2t_full": ("vllm-eagle3-full", {"tensors": put_tensor("d2t", lambda s: torch.zeros(256, dtype=torch.int64))}),
         "no_embed": (replace(FIXTURE_MATRIX["vllm-eagle3"], target_hidden=96), {}),
         "spec_top_fc_norm": ("speculators-eagle31", {"config": pop_config("transformer_layer_config.fc_norm")}),
+        "spec_qwen3": ("speculators-qwen3-eagle31", {}),
+        "mla_input_norm": (
+            "kimi-mla-eagle3",
+            {"tensors": put_tensor("input_norm.weight", lambda s: torch.ones(192, dtype=BF16))},
+        ),
     }
     cache: dict[str, Path] = {}
 
@@ -251,6 +256,28 @@ def test_model_prefix_names_the_keyerror_up_to_0_24(drafts) -> None:
         f"'model.embed_tokens.weight' ({KEYERROR})"
     ), old.message
     assert new.message.endswith("looks for 'model.model.*' and fails to load")
+
+
+def test_mla_input_norm_dropped_up_to_0_24_raises_from_0_25(drafts) -> None:
+    draft = drafts("mla_input_norm")
+    old, new = _one(draft, "0.24.0", "E104"), _one(draft, "0.25.0", "E104")
+    assert (old.level, old.impact, new.impact) == ("error", "computes-differently", "fails-to-load")
+    assert old.message == (
+        f"input_norm.weight is present but vLLM's MLA draft class has no input_norm: vLLM 0.24.0 {DROPS}, so the "
+        "draft is served without the norm it was trained with (from 0.25.0 the load raises)"
+    )
+    assert new.message == "input_norm.weight is present but vLLM's MLA draft class has no input_norm: loading fails"
+
+
+def test_speculators_qwen3_gets_the_llama_class_before_0_24(drafts) -> None:
+    """0.22/0.23 update_eagle3 forces Eagle3LlamaForCausalLM: the Qwen3 q_norm/k_norm raise (vLLM #43132 thread)."""
+    draft = drafts("spec_qwen3")
+    msgs = [f.message for f in _found(draft, "0.23.0", "E102")]
+    assert (
+        "layers.0.self_attn.k_norm.weight: Eagle3LlamaForCausalLM has no parameter for it; vLLM 0.23.0 raises "
+        f"KeyError: 'layers.0.self_attn.k_norm.weight' ({KEYERROR})"
+    ) in msgs
+    assert _errors(draft, "0.24.0") == []
 
 
 # ------------------------------------------------------------------ fc_norm: E104 on <= 0.21, E108 on 0.22.x MLA
