@@ -31,6 +31,7 @@ from eagle_convert.errors import (
 )
 from eagle_convert.io.hub_env import OFFLINE_REASON, endpoint, endpoint_display, offline
 from eagle_convert.io.hub_errors import translate
+from eagle_convert.io.localpath import suggestion
 from eagle_convert.validate.run import validate_checkpoint
 
 __all__ = ["PushPlan", "PushResult", "plan_push", "push_draft", "push_files"]
@@ -140,6 +141,10 @@ def plan_push(
         UsageError: `repo_id` is not `org/name`.
     """
     path = Path(folder).expanduser()
+    if not path.is_dir():
+        raise CheckpointNotFoundError(
+            f"{folder}: no such folder", hint=suggestion(path) or "push uploads a local draft folder"
+        )
     if not (path / "config.json").is_file():
         raise CheckpointNotFoundError(f"{folder}: no config.json (push uploads a local draft folder)")
     if not _REPO_ID.fullmatch(repo_id):

@@ -128,3 +128,27 @@ def test_cli_local_first_component_and_repo_ids(here: Path) -> None:
     code, _, err = run("inspect", "someone/draft")  # a repo id: the hub (offline in tests)
     assert code == 1
     assert err.startswith("Error: someone/draft: not in the local cache and offline mode is on")
+
+
+def test_commands_that_need_a_local_folder_suggest_the_sibling(here: Path, built_fixtures) -> None:
+    shutil.copytree(built_fixtures("vllm-eagle3"), here / "up" / "specforge_bf16", dirs_exist_ok=True)
+    (here / "target").mkdir()
+    (here / "target" / "config.json").write_text('{"architectures": ["LlamaForCausalLM"], "hidden_size": 64}')
+    guess = "(did you mean up/specforge_bf16?)"
+    assert run("smoke", "target", "-d", "up/specforg_bf16", "--engine", "reference")[2] == (
+        f"Error: draft up/specforg_bf16: no such folder {guess}\n"
+    )
+    assert run("finetune", "up/specforg_bf16", "--target", "target", "--out", "o")[2] == (
+        f"Error: draft up/specforg_bf16: no such folder {guess}\n"
+    )
+    assert run("report", "up/specforg_bf16", "--target", "target", "--out", "r")[2] == (
+        f"Error: draft up/specforg_bf16: no such folder {guess}\n"
+    )
+    assert run("push", "up/specforg_bf16", "me/draft", "--dry-run") == (
+        1,
+        "",
+        f"Error: up/specforg_bf16: no such folder {guess}\n",
+    )
+    assert run("smoke", "targte", "-d", "up/specforge_bf16", "--engine", "reference")[2] == (
+        "Error: target targte: no such folder (did you mean target?)\n"
+    )

@@ -171,7 +171,11 @@ def test_usage(draft: Path, hub, args: list[str], code: int, message: str) -> No
 def test_offline_and_missing_folder(draft: Path, hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     res = _cli("push", tmp_path / "nope", REPO)
     assert res.exit_code == 1
-    assert res.stderr == f"Error: {tmp_path / 'nope'}: no config.json (push uploads a local draft folder)\n"
+    assert res.stderr == f"Error: {tmp_path / 'nope'}: no such folder (push uploads a local draft folder)\n"
+    assert (
+        _cli("push", tmp_path, REPO).stderr
+        == f"Error: {tmp_path}: no config.json (push uploads a local draft folder)\n"
+    )
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     res = _cli("push", draft, REPO)
     assert res.exit_code == 1 and res.stderr.startswith(f"Error: {REPO}: cannot push, offline mode is on")

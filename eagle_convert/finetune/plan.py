@@ -35,6 +35,7 @@ from typing import Any
 from eagle_convert.errors import CheckpointNotFoundError, EagleConvertError, UsageError
 from eagle_convert.extras import require
 from eagle_convert.io.atomic import check_output_dir
+from eagle_convert.io.localpath import suggestion
 from eagle_convert.smoke.prompts import Prompt, prompt_items, resolve_chat_template
 
 __all__ = [
@@ -224,7 +225,9 @@ def _folder(path: str | Path, what: str, *, config: bool = True) -> Path:
     sit in a weights sub-folder: `plan_finetune` asks the checkpoint reader)."""
     p = Path(path).expanduser()
     if not p.is_dir():
-        raise CheckpointNotFoundError(f"{what} {path}: no such folder (finetune needs a local checkpoint folder)")
+        raise CheckpointNotFoundError(
+            f"{what} {path}: no such folder", hint=suggestion(p) or "finetune needs a local checkpoint folder"
+        )
     if config and not (p / "config.json").is_file():
         raise CheckpointNotFoundError(f"{what} {path}: no config.json")
     return p.resolve()

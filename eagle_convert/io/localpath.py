@@ -74,11 +74,17 @@ def did_you_mean(path: Path) -> Path | None:
     return None
 
 
+def suggestion(path: Path) -> str | None:
+    """`did you mean X?` for a missing `path` with one sibling a single edit away, else None."""
+    guess = did_you_mean(path) if not path.exists() else None
+    return f"did you mean {guess}?" if guess is not None else None
+
+
 def missing_path_error(path: Path) -> CheckpointNotFoundError:
     """The one-line error for a local path that does not exist, with a suggestion when there is one."""
-    guess = did_you_mean(path)
+    guess = suggestion(path)
     if guess is not None:
-        return CheckpointNotFoundError(f"{path}: no such file or folder", hint=f"did you mean {guess}?")
+        return CheckpointNotFoundError(f"{path}: no such file or folder", hint=guess)
     from eagle_convert.io.hub import parse_hub_ref  # lazy: huggingface_hub costs import time
 
     if parse_hub_ref(str(path)) is not None:  # e.g. org/name beside a local org/ folder

@@ -23,6 +23,7 @@ from typing import Any
 
 from eagle_convert.errors import CheckpointNotFoundError, OutputError, UsageError
 from eagle_convert.extras import require
+from eagle_convert.io.localpath import suggestion
 from eagle_convert.report.cache import STATE_DIR
 from eagle_convert.report.runner import CALIBRATED, EAGLE3, FINETUNED, IDENTITY, Runner, StageEvent, Variant
 from eagle_convert.report.stages import (
@@ -64,7 +65,9 @@ class ReportResult:
 def _local(path: str | Path, what: str) -> Path:
     p = Path(path).expanduser()
     if not p.is_dir():
-        raise CheckpointNotFoundError(f"{what} {path}: no such folder (report needs local checkpoint folders)")
+        raise CheckpointNotFoundError(
+            f"{what} {path}: no such folder", hint=suggestion(p) or "report needs local checkpoint folders"
+        )
     if not (p / "config.json").is_file():
         raise CheckpointNotFoundError(f"{what} {path}: no config.json")
     return p.resolve()

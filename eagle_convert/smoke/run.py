@@ -16,6 +16,7 @@ from typing import Any
 
 from eagle_convert.errors import CheckpointNotFoundError, UsageError
 from eagle_convert.extras import require
+from eagle_convert.io.localpath import suggestion
 from eagle_convert.smoke.engines import counts_from_pass, run_reference
 from eagle_convert.smoke.prompts import (
     NATURAL,
@@ -58,7 +59,9 @@ def _local_dir(path: str | Path, what: str) -> Path:
     every command uses finds it (root, `model/`, `model/consolidated/`), with its weights."""
     p = Path(path).expanduser()
     if not p.is_dir():
-        raise CheckpointNotFoundError(f"{what} {path}: no such folder (smoke needs a local checkpoint folder)")
+        raise CheckpointNotFoundError(
+            f"{what} {path}: no such folder", hint=suggestion(p) or "smoke needs a local checkpoint folder"
+        )
     from eagle_convert.draft.kind import ensure_draft, ensure_target_config
 
     swap = "did you swap TARGET and --draft?"
