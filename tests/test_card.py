@@ -23,12 +23,12 @@ from eagle_convert.draft.card import (
 )
 from eagle_convert.draft.checkpoint import open_checkpoint
 from eagle_convert.draft.describe import describe
+from eagle_convert.draft.target import Target
 from eagle_convert.upgrade.apply import apply_upgrade
-from eagle_convert.upgrade.configgen import TargetInfo
 from eagle_convert.upgrade.plan import plan_upgrade
 
 
-def _upgrade(src: Path, out: Path, target: TargetInfo | None = None):
+def _upgrade(src: Path, out: Path, target: Target | None = None):
     ckpt = open_checkpoint(src)
     plan = plan_upgrade(ckpt, describe(ckpt, read_vocab=False), target=target, out=out)
     return plan, apply_upgrade(plan, out)
@@ -36,7 +36,7 @@ def _upgrade(src: Path, out: Path, target: TargetInfo | None = None):
 
 def test_upgrade_writes_a_card_that_huggingface_hub_parses(built_fixtures, tmp_path: Path) -> None:
     out = tmp_path / "eagle31"
-    target = TargetInfo(ref="meta-llama/Llama-3.1-8B-Instruct", num_layers=8, hidden_size=64, vocab_size=None)
+    target = Target.from_config({"num_hidden_layers": 8, "hidden_size": 64}, "meta-llama/Llama-3.1-8B-Instruct")
     plan, result = _upgrade(built_fixtures("vllm-eagle3"), out, target)
     assert result.verified and "README.md" in result.files
     text = (out / "README.md").read_text()
@@ -54,7 +54,7 @@ def test_upgrade_writes_a_card_that_huggingface_hub_parses(built_fixtures, tmp_p
 
 
 def test_without_a_hub_target_there_is_no_base_model(built_fixtures, tmp_path: Path) -> None:
-    target = TargetInfo(ref=str(tmp_path), num_layers=8, hidden_size=64, vocab_size=None)  # a local folder
+    target = Target.from_config({"num_hidden_layers": 8, "hidden_size": 64}, str(tmp_path))  # a local folder
     plan, _ = _upgrade(built_fixtures("vllm-eagle3"), tmp_path / "out", target)
     card = ModelCard(plan.readme)
     assert card.data.base_model is None and card.data.library_name == "vllm"

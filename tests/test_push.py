@@ -16,8 +16,8 @@ from eagle_convert.cli.app import main
 from eagle_convert.draft.card import retarget_card, serve_command
 from eagle_convert.draft.checkpoint import open_checkpoint
 from eagle_convert.draft.describe import describe
+from eagle_convert.draft.target import Target
 from eagle_convert.upgrade.apply import apply_upgrade
-from eagle_convert.upgrade.configgen import TargetInfo
 from eagle_convert.upgrade.plan import plan_upgrade
 
 REPO = "me/eagle31-draft"
@@ -40,7 +40,7 @@ def draft(built_fixtures, tmp_path: Path) -> Path:
     """An upgraded draft with its model card, as `upgrade` leaves it."""
     out = tmp_path / "eagle31"
     ckpt = open_checkpoint(built_fixtures("vllm-eagle3"))
-    target = TargetInfo(ref=TARGET, num_layers=8, hidden_size=None, vocab_size=None)
+    target = Target.from_config({"num_hidden_layers": 8}, TARGET)
     apply_upgrade(plan_upgrade(ckpt, describe(ckpt, read_vocab=False), target=target, out=out), out)
     return out
 

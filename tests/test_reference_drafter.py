@@ -121,7 +121,8 @@ def test_config_resolution_follows_vllm() -> None:
     c = draft_config_from_dict(_cfg(eagle_aux_hidden_state_layer_ids=[1, 3, 4, 6]))
     assert c.num_aux_hidden_states == 3  # llama path ignores the top-level ids for the count
     c = draft_config_from_dict(_cfg(architectures=["Qwen3ForCausalLM"], eagle_aux_hidden_state_layer_ids=[1, 3, 4, 6]))
-    assert c.qwen3 and c.num_aux_hidden_states == 4 and c.rope_theta == 1e6
+    # Qwen3Config's default theta is 10000 (tables.ROPE_THETA_DEFAULTS): the engine used to say 1e6
+    assert c.qwen3 and c.num_aux_hidden_states == 4 and c.rope_theta == 10000.0
     c = draft_config_from_dict(
         {
             "speculators_model_type": "eagle3",
@@ -187,3 +188,32 @@ def test_loads_every_vllm_loadable_fixture_layout(tmp_path: Path) -> None:
         normed, _ = _run(m, torch.randint(0, spec.vocab_size, (1, 4)), m.combine_hidden_states(aux))
         logits = m.compute_logits(normed)
         assert logits.shape == (1, 4, spec.vocab_size) and torch.isfinite(logits.amax(-1)).all(), name
+
+
+@pytest.mark.parametrize(
+    "rope",
+    [
+        {},
+        {"rope_theta": 500000.0},
+        {"rope_theta": 1e6, "model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"]},
+        {"rope_parameters": {"rope_type": "default", "rope_theta": 150000.0}},
+        {  # the legacy dict wins over rope_parameters, as in transformers 5 (vLLM 0.32)
+            "rope_scaling": {"rope_type": "linear", "factor": 2.0},
+            "rope_parameters": {"rope_type": "default", "rope_theta": 150000.0},
+        },
+        {  # llama3 without original_max_position_embeddings: max_position_embeddings fills it
+            "max_position_embeddings": 4096,
+            "rope_scaling": {"type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0},
+        },
+    ],
+)
+def test_rope_is_vllm_models_reading(rope: dict) -> None:
+    """The engine's rotary embedding is built from `vllm_model.rope_parameters`, the dict validate reports."""
+    from eagle_convert.vllm_model.config import rope_parameters
+
+    cfg = _cfg(**rope)
+    want = rope_parameters(cfg)
+    c = draft_config_from_dict(cfg)
+    assert c.rope_theta == want["rope_theta"]
+    assert c.rope_scaling == (None if want["rope_type"] == "default" else want)
+    EagleDrafter(c)  # every case builds

@@ -18,8 +18,8 @@ from safetensors import safe_open
 
 from eagle_convert.draft.checkpoint import open_checkpoint
 from eagle_convert.draft.describe import describe
+from eagle_convert.draft.target import Target
 from eagle_convert.upgrade.apply import apply_upgrade
-from eagle_convert.upgrade.configgen import TargetInfo
 from eagle_convert.upgrade.plan import plan_upgrade
 from eagle_convert.vllm_model.features import vllm_package_dir
 from fixtures.drafts import EXPECTED, FIXTURE_MATRIX, draft_state
@@ -199,7 +199,7 @@ def test_sharded_in_sharded_out_with_a_correct_index(built_fixtures, tmp_path: P
 def test_speculators_layout_mirrors_flags_where_vllm_reads_them(name: str, built_fixtures, tmp_path: Path) -> None:
     exp = EXPECTED[name]
     src = built_fixtures(name)
-    target = TargetInfo(ref="org/tiny-target", num_layers=8)
+    target = Target.from_config({"num_hidden_layers": 8}, "org/tiny-target")
     upgrade(src, tmp_path / "out", layout="speculators", target=target)
     cfg = json.loads((tmp_path / "out/config.json").read_text())
     assert "model_type" not in cfg and cfg["speculators_model_type"] == "eagle3"

@@ -105,6 +105,121 @@ def test_the_duplicate_detector_finds_a_copy() -> None:
     assert _DEFAULT_IDS.search("ids = [2, n // 2, n - 3]")
 
 
+# ------------------------------------------------------------- one rope default, one reading of a target
+
+TARGET_FILE = PACKAGE / "draft" / "target.py"
+# Modules that read a *draft's* num_hidden_layers (never a target's: that is draft/target.py's).
+DRAFT_LAYER_READERS = {
+    "vllm_model/config.py",  # sliding_windows: the draft config's layers
+    "validate/rules/config.py",  # the draft config's required fields
+    "validate/rules/context.py",  # symbol L of schemas/tensors.json
+    "validate/rules/keys.py",  # a finding's field name
+    "draft/card.py",  # the card's "draft layers" row
+    "reference/drafter.py",  # DraftConfig
+    "vllm/hooks.py",  # the draft config vLLM built, read in its worker
+}
+_TARGETISH = re.compile(r"target|tgt|tcfg|verifier", re.I)
+_ROPEISH = re.compile(r"rope|theta", re.I)
+_SIMPLE = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return, ast.Expr)
+
+
+def _receiver_of(node: ast.AST, key: str) -> str | None:
+    """The expression `key` is read from, when `node` reads it (x.get(key), x[key], getattr(x, key), x.key)."""
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value == key:
+        return ast.unparse(node.value)
+    if isinstance(node, ast.Attribute) and node.attr == key:
+        return ast.unparse(node.value)
+    if isinstance(node, ast.Call) and any(isinstance(a, ast.Constant) and a.value == key for a in node.args):
+        if isinstance(node.func, ast.Attribute):
+            return ast.unparse(node.func.value)
+        if isinstance(node.func, ast.Name) and node.func.id == "getattr" and node.args:
+            return ast.unparse(node.args[0])
+    return None
+
+
+def _second_readings(rel: str, text: str) -> list[str]:
+    """Where module `rel` (path under eagle_convert/) reads a target's config or writes a rope default itself."""
+    found: list[str] = []
+    tree = ast.parse(text)
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if rel not in ("draft/target.py", "vllm_model/tables.py"):
+            if isinstance(node, ast.Constant) and node.value == "text_config":
+                found.append(f"{rel}:{line} reads text_config (use draft.target.Target)")
+            if isinstance(node, ast.Constant) and node.value == "num_hidden_layers" and rel not in DRAFT_LAYER_READERS:
+                found.append(f"{rel}:{line} reads num_hidden_layers outside the draft readers (a target's: Target)")
+            receiver = _receiver_of(node, "num_hidden_layers")
+            if receiver is not None and _TARGETISH.search(receiver):
+                found.append(f"{rel}:{line} reads a target's num_hidden_layers from {receiver} (use Target.num_layers)")
+        if rel != "vllm_model/tables.py" and isinstance(node, _SIMPLE):
+            words = [
+                w
+                for n in ast.walk(node)
+                for w in (
+                    n.id if isinstance(n, ast.Name) else None,
+                    n.attr if isinstance(n, ast.Attribute) else None,
+                    n.value if isinstance(n, ast.Constant) and isinstance(n.value, str) else None,
+                )
+                if w
+            ]
+            numbers = [
+                n.value
+                for n in ast.walk(node)
+                if isinstance(n, ast.Constant)
+                and isinstance(n.value, (int, float))
+                and not isinstance(n.value, bool)
+                and abs(n.value) >= 1000
+            ]
+            if numbers and any(_ROPEISH.search(w) and len(w) < 40 for w in words):
+                found.append(f"{rel}:{line} writes a rope default {numbers} (tables.ROPE_THETA_DEFAULTS)")
+    return found
+
+
+def _all_second_readings() -> list[str]:
+    return [
+        hit
+        for py in sorted(PACKAGE.rglob("*.py"))
+        for hit in _second_readings(py.relative_to(PACKAGE).as_posix(), py.read_text())
+    ]
+
+
+def test_rope_defaults_and_target_configs_are_read_once() -> None:
+    """The reference drafter had its own theta (1e6 for Qwen3) and four modules read text_config."""
+    assert _all_second_readings() == []
+
+
+@pytest.mark.parametrize(
+    ("rel", "code"),
+    [
+        ("reference/drafter.py", 'theta = float(rope.get("rope_theta", cfg.get("rope_theta") or 1_000_000.0))'),
+        ("reference/drafter.py", "    rope_theta: float = 10000.0"),
+        ("finetune/plan.py", 'tcfg = tcfg.get("text_config", tcfg)'),
+        ("upgrade/configgen.py", 'text = config["text_config"] if isinstance(config.get("text_config"), dict) else {}'),
+        ("validate/rules/auxids.py", 'value = (ctx.target or {}).get("num_hidden_layers")'),
+        ("validate/rules/config.py", 'n = ctx.target["num_hidden_layers"]'),
+        ("smoke/run.py", "n = getattr(target_cfg, 'num_hidden_layers', None)"),
+    ],
+)
+def test_the_second_reading_detector_finds_a_copy(rel: str, code: str) -> None:
+    """Each deliberate copy (the ones this repo used to have) is reported (guards against a detector that finds nothing)."""
+    src = f"class C:\n{code}\n" if code.startswith(" ") else code
+    assert _second_readings(rel, src), code
+
+
+def test_rope_theta_defaults_are_transformers_defaults() -> None:
+    """Every ROPE_THETA_DEFAULTS entry is what the installed transformers gives a config without rope_theta."""
+    transformers = pytest.importorskip("transformers")
+    for model_type, theta in tables.ROPE_THETA_DEFAULTS.items():
+        if model_type not in transformers.CONFIG_MAPPING:  # an older transformers: nothing to compare
+            continue
+        text = transformers.AutoConfig.for_model(model_type).get_text_config()
+        assert text.rope_parameters["rope_theta"] == theta, model_type
+    assert transformers.AutoConfig.for_model("qwen3").rope_parameters["rope_theta"] == tables.default_rope_theta(
+        "qwen3"
+    )
+    assert tables.default_rope_theta("no-such-type") == tables.default_rope_theta(None) == tables.DEFAULT_ROPE_THETA
+
+
 def test_tables_are_consistent() -> None:
     for attention, arch in tables.WRITE_ARCHITECTURE.items():
         assert tables.DRAFT_CLASSES[tables.ARCHITECTURES[arch]].attention == attention

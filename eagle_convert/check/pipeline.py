@@ -133,16 +133,20 @@ def engine(s: State) -> list[CheckResult]:
     from eagle_convert.draft.checkpoint import open_checkpoint
     from eagle_convert.validate.rules.context import build_context
     from eagle_convert.validate.rules.engine import feature_findings, from_engine
-    from eagle_convert.validate.rules.target import load_target_config
+    from eagle_convert.validate.rules.target import load_target
 
     draft, target = s.folder("draft"), s.folder("target")
     result = s.engines.load_check(
         draft, target, k=s.k if s.policy.has("acceptance") else 3, timeout_s=float(s.policy.get("engine", "timeout"))
     )
     ckpt = open_checkpoint(draft)
-    desc, cfg = load_target_config(str(target))
+    tgt = load_target(str(target))
     ctx = build_context(
-        ckpt, _info(s), target=cfg, target_source=desc, serving_context=s.policy.get("static", "max_model_len")
+        ckpt,
+        _info(s),
+        target=tgt.target,
+        target_source=tgt.description,
+        serving_context=s.policy.get("static", "max_model_len"),
     )
     return st.engine_checks(feature_findings(ctx, result.features) + from_engine(result), result)
 
@@ -239,10 +243,9 @@ def baseline(s: State) -> list[CheckResult]:
 
 
 def _dtype(s: State) -> str:
-    from eagle_convert.smoke.control import dtype_of
-    from eagle_convert.smoke.vllm_run import target_config
+    from eagle_convert.smoke.vllm_run import target_dtype
 
-    return dtype_of(target_config(s.folder("target")))
+    return target_dtype(s.folder("target"))
 
 
 def _greedy(s: State) -> Any:

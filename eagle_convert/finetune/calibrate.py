@@ -13,7 +13,6 @@ later layer than `upgrade/`) on prompts rendered by `smoke.prompts`; `upgrade.pl
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -22,6 +21,7 @@ from typing import Any
 
 from eagle_convert.draft.checkpoint import Checkpoint, CheckpointRef, open_checkpoint
 from eagle_convert.draft.layout import canonical_map
+from eagle_convert.draft.target import Target
 from eagle_convert.errors import (
     CheckpointNotFoundError,
     CheckpointReadError,
@@ -137,11 +137,10 @@ def calibrate_fc_norm(
     template, template_label = resolve_chat_template(chat_template)
     ckpt = draft if isinstance(draft, Checkpoint) else open_checkpoint(draft, require_config=True)
     cfg = draft_config_from_dict(ckpt.config)
-    tcfg = json.loads((tdir / "config.json").read_text())
-    tcfg = tcfg.get("text_config", tcfg)
-    if tcfg.get("hidden_size") != cfg.target_hidden_size:
+    tconf = Target.from_folder(tdir, str(target))
+    if tconf.hidden_size != cfg.target_hidden_size:
         raise UpgradeRefusedError(
-            f"target {target}: hidden size {tcfg.get('hidden_size')} != the draft's "
+            f"target {target}: hidden size {tconf.hidden_size} != the draft's "
             f"target_hidden_size {cfg.target_hidden_size}: this draft was not trained for it"
         )
     try:
@@ -151,13 +150,13 @@ def calibrate_fc_norm(
             f"target {target}: transformers cannot load its tokenizer ({exc})".split("\n")[0],
             hint="--init calibrated needs the target's tokenizer files beside its config",
         ) from None
-    ctx = tcfg.get("max_position_embeddings")
+    ctx = tconf.max_position_embeddings
     pset = prepare_prompts(
         items,
         tokenizer,
         chat_template=template,
         template_label=template_label,
-        max_prompt_tokens=int(ctx) if ctx else None,
+        max_prompt_tokens=ctx,
     )
     seqs = [p.token_ids for p in pset.prompts]
     if not seqs:

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eagle_convert.draft.target import Target
 from eagle_convert.errors import CheckpointNotFoundError, EagleConvertError, UsageError
 from eagle_convert.extras import require
 from eagle_convert.io.atomic import check_output_dir
@@ -302,7 +303,7 @@ def plan_finetune(
     config = ckpt.config
     tcfg = json.loads((tpath / "config.json").read_text())
     ensure_target_config(tcfg, f"--target {target}")
-    aux_ids = _check_pair(dpath, config, tcfg)
+    aux_ids = _check_pair(dpath, config, Target.from_config(tcfg, str(target)))
     floats = {k: v for k, v in info.dtypes.items() if k in ("F32", "BF16", "F16")}
     dtype = max(floats, key=floats.__getitem__) if floats else "BF16"
     return FinetunePlan(
@@ -329,7 +330,7 @@ def plan_finetune(
     )
 
 
-def _check_pair(dpath: Path, config: dict[str, Any], tcfg: dict[str, Any]) -> list[int]:
+def _check_pair(dpath: Path, config: dict[str, Any], tgt: Target) -> list[int]:
     """The reference engine must be able to build the draft, and the target must fit it."""
     from eagle_convert.reference.drafter import draft_config_from_dict
     from eagle_convert.vllm_model.tables import default_aux_ids
@@ -343,8 +344,7 @@ def _check_pair(dpath: Path, config: dict[str, Any], tcfg: dict[str, Any]) -> li
         ) from None
     except (KeyError, ValueError, TypeError) as exc:
         raise FinetuneRefusedError(f"{dpath}: the reference engine cannot read config.json ({exc})") from None
-    tcfg = tcfg.get("text_config", tcfg)
-    t_hidden, t_vocab, t_layers = (tcfg.get(k) for k in ("hidden_size", "vocab_size", "num_hidden_layers"))
+    t_hidden, t_vocab, t_layers = tgt.hidden_size, tgt.vocab_size, tgt.num_layers
     if t_hidden != cfg.target_hidden_size:
         raise FinetuneRefusedError(
             f"target hidden size {t_hidden} != the draft's target_hidden_size "
@@ -355,7 +355,7 @@ def _check_pair(dpath: Path, config: dict[str, Any], tcfg: dict[str, Any]) -> li
             f"target vocab_size {t_vocab} != the draft's vocab_size {cfg.vocab_size}: "
             "this draft was not trained for this target"
         )
-    if not isinstance(t_layers, int):
+    if t_layers is None:
         raise FinetuneRefusedError("the target's config.json has no integer num_hidden_layers")
     ids = list(cfg.aux_layer_ids or default_aux_ids(t_layers))
     if any(i < 0 or i > t_layers for i in ids):

@@ -16,7 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from eagle_convert.vllm_model.config import read_config
+from eagle_convert.vllm_model.config import read_config, rope_parameters
+from eagle_convert.vllm_model.tables import DEFAULT_ROPE_THETA
 
 __all__ = [
     "DraftConfig",
@@ -74,8 +75,8 @@ class DraftConfig:
     draft_vocab_size: int
     num_aux_hidden_states: int
     aux_layer_ids: tuple[int, ...] | None
-    rope_theta: float = 10000.0
-    rope_scaling: dict[str, Any] | None = None
+    rope_theta: float = DEFAULT_ROPE_THETA  # from vllm_model.rope_parameters (draft_config_from_dict)
+    rope_scaling: dict[str, Any] | None = None  # the same dict when its rope_type is not "default"
     norm_before_residual: bool = False
     norm_before_fc: bool = False
     fc_norm: bool = False
@@ -91,8 +92,9 @@ class DraftConfig:
 def draft_config_from_dict(config: dict[str, Any]) -> DraftConfig:
     """Resolve a draft config.json (native or speculators) into the values vLLM would use.
 
-    How vLLM reads it (config path, class, flags, aux ids and count) is `vllm_model.read_config`;
-    the size fields and transformers' per-model defaults (rope_theta) are read here.
+    How vLLM reads it (config path, class, flags, aux ids and count) is `vllm_model.read_config`,
+    and the rope (which dict wins, the class's default theta) is `vllm_model.rope_parameters`, as
+    validate describes it; only the size fields are read here.
     """
     view = read_config(config)
     cfg = view.vcfg
@@ -102,10 +104,8 @@ def draft_config_from_dict(config: dict[str, Any]) -> DraftConfig:
     hidden = int(cfg["hidden_size"])
     heads = int(cfg["num_attention_heads"])
     ids = view.aux_ids_v1  # the V1 runner's ids: vLLM's CPU runner is a V1 runner
-    rope = dict(cfg.get("rope_parameters") or cfg.get("rope_scaling") or {})
-    default_theta = 1_000_000.0 if qwen3 else 10000.0  # transformers' Qwen3Config / LlamaConfig defaults
-    theta = float(rope.get("rope_theta", cfg.get("rope_theta") or default_theta))
-    rope_type = rope.get("rope_type", rope.get("type", "default"))
+    rope = rope_parameters(cfg)
+    rope_type = rope["rope_type"]
     flags = view.flags
     return DraftConfig(
         hidden_size=hidden,
@@ -120,8 +120,8 @@ def draft_config_from_dict(config: dict[str, Any]) -> DraftConfig:
         draft_vocab_size=int(cfg.get("draft_vocab_size") or cfg["vocab_size"]),
         num_aux_hidden_states=int(view.aux_count or 3),
         aux_layer_ids=tuple(int(i) for i in ids) if ids else None,
-        rope_theta=theta,
-        rope_scaling=None if rope_type == "default" else {**rope, "rope_type": rope_type},
+        rope_theta=float(rope["rope_theta"]),
+        rope_scaling=None if rope_type == "default" else rope,
         norm_before_residual=flags["norm_before_residual"],
         norm_before_fc=flags["norm_before_fc"],
         fc_norm=flags["fc_norm"],

@@ -82,9 +82,9 @@ def _local_dir(path: str | Path, what: str) -> Path:
 
 
 def _target_context(target: Path) -> int | None:
-    cfg = json.loads((target / "config.json").read_text())
-    n = cfg.get("max_position_embeddings") or cfg.get("text_config", {}).get("max_position_embeddings")
-    return int(n) if n else None
+    from eagle_convert.draft.target import Target
+
+    return Target.from_folder(target).max_position_embeddings
 
 
 # ---------------------------------------------------------------------------------- main

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eagle_convert.smoke.control import dtype_of
 from eagle_convert.smoke.prompts import PromptSet
 from eagle_convert.smoke.throughput import (
     NO_SPEC,
@@ -36,7 +35,7 @@ from eagle_convert.smoke.vllm_run import (
     max_model_len_for,
     ready_seconds,
     sampling_control,
-    target_config,
+    target_dtype,
 )
 
 if TYPE_CHECKING:
@@ -102,7 +101,7 @@ def measure_vllm(
     own = session is None
     session = session or EngineSession()
     starts0, swaps0 = session.engine_starts, session.swaps
-    dtype = dtype_of(target_config(target))
+    dtype = target_dtype(target)
     mml = max_model_len_for(target, pset, max_new_tokens, k)
     seqs = max(MIN_MAX_NUM_SEQS, *concurrency) if concurrency else MIN_MAX_NUM_SEQS
     prompts = [p.token_ids for p in pset.prompts]

@@ -11,11 +11,11 @@ vllm/known_issues.py). The drafts run in `smoke/vllm_measure.py`.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from eagle_convert.smoke.control import SamplingControl, compare_outputs, sampling_margin
+from eagle_convert.draft.target import Target
+from eagle_convert.smoke.control import SamplingControl, compare_outputs, dtype_of, sampling_margin
 from eagle_convert.smoke.prompts import PromptSet
 
 if TYPE_CHECKING:
@@ -26,17 +26,22 @@ CONTROL_PROMPTS = 2
 MAIN, GREEDY, EPS = "main", "control-greedy", "control-eps"
 
 
-def target_config(target: Path) -> dict:
-    return json.loads((Path(target) / "config.json").read_text())
+def target_config(target: Path) -> Target:
+    """A local target folder's config.json, read as every command reads a target (`draft.target`)."""
+    return Target.from_folder(target)
+
+
+def target_dtype(target: Path) -> str:
+    """The dtype vLLM computes the target in with ``dtype="auto"`` (`smoke.control.dtype_of`)."""
+    return dtype_of({"dtype": target_config(target).dtype})
 
 
 def max_model_len_for(target: Path, pset: PromptSet, max_new_tokens: int, k: int) -> int:
     """The longest prompt plus generation and one draft round, rounded up to 64, capped by the target."""
     longest = max(p.num_tokens for p in pset.prompts)
     n = -(-(longest + max_new_tokens + k + 1) // 64) * 64
-    cfg = target_config(target)
-    ctx = cfg.get("max_position_embeddings") or cfg.get("text_config", {}).get("max_position_embeddings")
-    return min(n, int(ctx)) if ctx else n
+    ctx = target_config(target).max_position_embeddings
+    return min(n, ctx) if ctx else n
 
 
 def control_passes(temperature: float, n_prompts: int, seed: int) -> list:

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from eagle_convert.draft.checkpoint import Checkpoint
 from eagle_convert.draft.describe import DraftInfo
+from eagle_convert.draft.target import Target
 from eagle_convert.errors import UpgradeRefusedError, UsageError
-from eagle_convert.upgrade.configgen import TargetInfo
 from eagle_convert.upgrade.refusals import refuse
 from eagle_convert.vllm_model.config import lookup
 from eagle_convert.vllm_model.tables import default_aux_ids
@@ -32,7 +32,7 @@ def resolve_aux(
     info: DraftInfo,
     num_aux: int,
     option: list[int] | None,
-    target: TargetInfo | None,
+    target: Target | None,
     warnings: list[str],
 ) -> AuxIds:
     config_ids = info.aux_layer_ids
@@ -51,8 +51,7 @@ def resolve_aux(
                     f"config {path} is {value} but vLLM reads {info.aux_layer_ids_where[0]} {ids}; "
                     f"writing {ids} everywhere"
                 )
-    elif target is not None:
-        n = target.num_layers
+    elif target is not None and (n := target.num_layers) is not None:
         if num_aux != 3:
             raise UsageError(
                 f"{ckpt.description}: config.json has no aux layer ids and vLLM's default (2, N//2, N-3) "
@@ -84,7 +83,7 @@ def resolve_aux(
         raise UsageError(
             f"--aux-layer-ids gives {len(ids)} ids but the draft has A={num_aux}", hint=f"pass {num_aux} ids"
         )
-    if target is not None and max(ids) > target.num_layers:
+    if target is not None and target.num_layers is not None and max(ids) > target.num_layers:
         msg = f"aux layer id {max(ids)} ({where}) is beyond the target's {target.num_layers} layers"
         if origin == "option":
             raise UsageError(msg, hint="vLLM id k means the output of k target layers")

@@ -7,13 +7,11 @@ module only converts between the native and speculators formats and applies the 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from typing import Any
 
 from eagle_convert.draft import schemas
-from eagle_convert.draft.checkpoint import CheckpointRef
-from eagle_convert.errors import ConfigError, UsageError
-from eagle_convert.io.source import LocalSource, read_json
+from eagle_convert.draft.target import Target, load_target
+from eagle_convert.errors import UsageError
 from eagle_convert.vllm_model.config import flatten_speculators, lookup, mtp_rewrite
 from eagle_convert.vllm_model.tables import (
     ARCHITECTURES,
@@ -25,7 +23,6 @@ from eagle_convert.vllm_model.tables import (
 )
 
 __all__ = [
-    "TargetInfo",
     "apply_rules",
     "choose_architectures",
     "choose_model_type",
@@ -37,46 +34,16 @@ __all__ = [
 _MISSING = object()
 
 
-@dataclass(frozen=True)
-class TargetInfo:
-    """What an upgrade needs from the target (verifier) model's config.json."""
+def read_target(ref: str) -> Target:
+    """The target's config.json (local folder, config file, or hub repo; never its weights), as every
+    command reads it (`draft.target.Target`); an upgrade needs its layer count.
 
-    ref: str
-    num_layers: int
-    hidden_size: int | None = None
-    vocab_size: int | None = None
-    architectures: tuple[str, ...] = ()
-
-
-def read_target(ref: str) -> TargetInfo:
-    """Read a target's config.json (local folder, config file, or hub repo; never its weights)."""
-    parsed = CheckpointRef.parse(ref)
-    if parsed.is_hub:
-        from eagle_convert.io.hub import HubSource
-
-        config = read_json(HubSource(parsed.repo, parsed.revision), "config.json")  # type: ignore[arg-type]
-    else:
-        path = parsed.local
-        assert path is not None
-        source = LocalSource(path if path.is_dir() or path.suffix != ".json" else path.parent)
-        name = path.name if path.suffix == ".json" else "config.json"
-        if name not in source.list_files():
-            raise ConfigError(f"{ref}: no config.json for --target", hint="point --target at the target model folder")
-        config = read_json(source, name)
-    from eagle_convert.draft.kind import ensure_target_config
-
-    ensure_target_config(config, f"--target {ref}")  # default aux ids from a draft's 1 layer would be nonsense
-    text: dict[str, Any] = config["text_config"] if isinstance(config.get("text_config"), dict) else {}
-    layers = config.get("num_hidden_layers", text.get("num_hidden_layers"))
-    if not isinstance(layers, int) or isinstance(layers, bool) or layers <= 0:
-        raise ConfigError(f"{ref}/config.json: no positive num_hidden_layers", hint="pass --aux-layer-ids instead")
-    return TargetInfo(
-        ref=ref,
-        num_layers=layers,
-        hidden_size=config.get("hidden_size", text.get("hidden_size")),
-        vocab_size=config.get("vocab_size", text.get("vocab_size")),
-        architectures=tuple(config.get("architectures") or ()),
-    )
+    Raises:
+        ConfigError: the target has no positive num_hidden_layers (where vLLM reads it).
+    """
+    target = load_target(ref)  # refuses a draft: default aux ids from a draft's 1 layer would be nonsense
+    target.require_layers(hint="pass --aux-layer-ids instead")
+    return target
 
 
 def choose_architectures(current: list[str], attention: str) -> list[str]:

@@ -23,11 +23,11 @@ from eagle_convert.diff import config_diff
 from eagle_convert.draft.card import CARD_FILE, PROVENANCE_KEY, model_card, recorded_target, weights_dtype
 from eagle_convert.draft.checkpoint import Checkpoint
 from eagle_convert.draft.describe import DraftInfo
+from eagle_convert.draft.target import Target
 from eagle_convert.errors import UpgradeRefusedError, UsageError
 from eagle_convert.io.outfile import INDEX_FILENAME, ByteRange, OutTensor
 from eagle_convert.upgrade.auxids import AuxIds, resolve_aux
 from eagle_convert.upgrade.configgen import (
-    TargetInfo,
     apply_rules,
     choose_architectures,
     choose_model_type,
@@ -135,7 +135,7 @@ def plan_upgrade(
     layout: str = "vllm",
     norm_output: bool = True,
     aux_layer_ids: list[int] | None = None,
-    target: TargetInfo | None = None,
+    target: Target | None = None,
     norm_init: NormInit | None = None,
     out: str | Path | None = None,
 ) -> UpgradePlan:
@@ -223,9 +223,7 @@ def plan_upgrade(
     )
 
 
-def _plan_config(
-    ckpt: Checkpoint, info: DraftInfo, layout: str, target: TargetInfo | None
-) -> tuple[str, dict[str, Any]]:
+def _plan_config(ckpt: Checkpoint, info: DraftInfo, layout: str, target: Target | None) -> tuple[str, dict[str, Any]]:
     """(output config format, the config the rules are applied to)."""
     speculators_in = info.layout == "speculators"
     if layout == "keep":

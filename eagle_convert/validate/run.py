@@ -158,7 +158,7 @@ class OpenedDraft:
     ckpt: Checkpoint
     head: ValidationReport  # source, is_hub, the open timing, and the findings that end validation early
     classified: Classified | None = None  # None: head's findings are the whole verdict
-    target: Any = None  # rules.target.Target
+    target: Any = None  # rules.target.TargetWeights: the target (draft.target.Target) and its weights
     shared: dict = field(default_factory=dict)
     last_context: Any = None  # the Context of the latest `static_report` (deep and engine read it)
 
@@ -191,10 +191,10 @@ def open_draft(ref: str | Path | CheckpointRef, *, target: str | Path | None = N
     except ConfigError as exc:  # a field of the wrong JSON type (schemas/draft-config.schema.json)
         head.add(finding("E304", exc.message, field="config.json"))
         return opened
-    from eagle_convert.validate.rules.target import load_target
+    from eagle_convert.validate.rules.target import open_target
 
     opened.classified = classified
-    opened.target = load_target(target) if target is not None else None
+    opened.target = open_target(target) if target is not None else None
     head.target = opened.target.description if opened.target else None
     return opened
 
@@ -238,7 +238,7 @@ def static_report(
     ctx = build_context(
         opened.ckpt,
         info,
-        target=tgt.config if tgt else None,
+        target=tgt.target if tgt else None,
         target_source=report.target,
         serving_context=serve.draft_context if serve is not None else serving_context,
         target_model=tgt,

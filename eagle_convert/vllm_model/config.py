@@ -19,7 +19,6 @@ from eagle_convert.vllm_model.tables import (
     ARCHITECTURES_FROM,
     AUX_IDS_V1,
     AUX_IDS_V2,
-    DEFAULT_ROPE_THETA,
     DRAFT_CLASSES,
     EAGLE3_PREFIX,
     FLAG_NAMES,
@@ -42,6 +41,7 @@ from eagle_convert.vllm_model.tables import (
     SPECULATORS_FLAG_DEFAULTS,
     DraftClass,
     default_aux_ids,
+    default_rope_theta,
 )
 
 MAX_COUNT = 1024  # more aux states than this is a corrupt config, not a draft
@@ -314,18 +314,39 @@ def rope_parameters(config: dict[str, Any]) -> dict[str, Any]:
 
     transformers `convert_rope_params_to_dict` / `standardize_rope_params`, called through vLLM's
     `patch_rope_parameters`: a legacy `rope_scaling` wins over `rope_parameters`; theta comes from
-    the dict, else top-level `rope_theta`, else the class default; YaRN-like types get
+    the dict, else top-level `rope_theta`, else the default of the config's class
+    (`tables.default_rope_theta` of its model_type); YaRN-like types get
     `original_max_position_embeddings` from the dict, else max_position_embeddings (a top-level
     original_max_position_embeddings counts only for classes that declare it, e.g. Phi3: not drafts).
+    The reference drafter builds its rotary embedding from this dict too.
     """
     legacy, params = config.get("rope_scaling"), config.get("rope_parameters")
     rope = dict(legacy) if isinstance(legacy, dict) and legacy else dict(params) if isinstance(params, dict) else {}
-    rope.setdefault("rope_theta", config.get("rope_theta", DEFAULT_ROPE_THETA))
+    rope.setdefault("rope_theta", config.get("rope_theta", default_rope_theta(config.get("model_type"))))
     rope.setdefault("rope_type", rope.pop("type", "default"))
     rope.pop("type", None)
     if rope["rope_type"] in ROPE_TYPES_WITH_ORIGINAL_MAX:
         rope.setdefault("original_max_position_embeddings", config.get("max_position_embeddings"))
     return rope
+
+
+def rope_declared(config: dict[str, Any]) -> bool:
+    """Whether the config sets any rope field (a config without one gets its class's rope)."""
+    return any(k in config for k in ("rope_theta", "rope_scaling", "rope_parameters"))
+
+
+def rope_is_nested(config: dict[str, Any]) -> bool:
+    """Per-layer-type rope dicts (Gemma-style `rope_parameters`), which `rope_parameters` does not flatten."""
+    params = config.get("rope_parameters")
+    return isinstance(params, dict) and any(isinstance(v, dict) for v in params.values())
+
+
+def rope_theta_declared(config: dict[str, Any]) -> bool:
+    """Whether rope_theta is written (top level, rope_parameters or rope_scaling) rather than defaulted."""
+    return any(
+        isinstance(d, dict) and "rope_theta" in d
+        for d in (config, config.get("rope_parameters"), config.get("rope_scaling"))
+    )
 
 
 def sliding_windows(view: VllmDraftConfig) -> list[int | None]:

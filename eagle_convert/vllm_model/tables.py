@@ -239,6 +239,16 @@ METHOD_DEFAULT = "draft_model"
 # architecture that neither starts (eagle3, dflash: nor ends) with it; `draft_model` keeps the name.
 METHOD_ARCH_PREFIX = {"eagle": "Eagle", "eagle3": EAGLE3_PREFIX, "dflash": "DFlash"}
 
+# Where vLLM reads a target's sizes: config/model.py `ModelConfig.__init__` sets `hf_text_config =
+# get_hf_text_config(hf_config)` (transformers_utils/config.py, the same in vLLM 0.21.0-0.33.0), which
+# is transformers' `PreTrainedConfig.get_text_config()`: the one of these sub-configs that is set, used
+# whole (no top-level field is merged in); none set: the top level; more than one: transformers raises.
+# num_hidden_layers, hidden_size, vocab_size, max_position_embeddings and the rope come from it
+# (transformers_utils/model_arch_config_convertor.py `ModelArchConfigConvertorBase`); quantization_config
+# and dtype are read at the top level first, then in `text_config` (`get_quantization_config`,
+# `get_torch_dtype`). `draft.target.Target` is the one reader.
+TEXT_CONFIG_KEYS = ("text_encoder", "decoder", "generator", "text_config")
+
 # The rope keys that change vLLM's rotary embedding (model_executor/layers/rotary_embedding/__init__.py
 # `get_rope`: rope_theta, rope_type and the keys each scaling type reads, e.g. YaRN's
 # extra_kwargs), compared between draft and target.
@@ -261,9 +271,39 @@ ROPE_KEYS = (
 # Values vLLM uses for a key the rope dict leaves out: rotary_embedding/__init__.py `get_rope`
 # (partial_rotary_factor 1.0) and yarn_scaling_rope.py `YaRNScalingRotaryEmbedding.__init__`.
 ROPE_DEFAULTS = {"partial_rotary_factor": 1.0, "beta_fast": 32, "beta_slow": 1, "truncate": True}
-# transformers `RotaryEmbeddingConfigMixin.default_theta` (LlamaConfig, Qwen3Config, DeepseekV3Config
-# inherit it): the theta a draft without rope_theta gets.
+# The rope_theta a config without one gets: its transformers config class's default (transformers 5.19
+# `RotaryEmbeddingConfigMixin.convert_rope_params_to_dict`: the class's `rope_theta` field, else
+# `default_theta`, 10000 in `RotaryEmbeddingConfigMixin`), chosen by model_type (the text sub-config's
+# for a composite target). vLLM 0.32 reads the standardized dict. Qwen3 drafts get 10000, not the 1e6
+# Qwen3 checkpoints write: Qwen3Config keeps the mixin's default, and vLLM 0.32 qwen3.py
+# `Qwen3DecoderLayer.__init__` calls `set_default_rope_theta(config, 1000000)`, which fills
+# rope_parameters only where transformers left rope_theta out (it never does). Types not listed get
+# DEFAULT_ROPE_THETA; tests/test_vllm_model.py checks every entry against the installed transformers.
 DEFAULT_ROPE_THETA = 10000.0
+ROPE_THETA_DEFAULTS: dict[str, float] = {
+    "llama": DEFAULT_ROPE_THETA,  # LlamaConfig (Llama EAGLE-3 drafts)
+    "qwen3": DEFAULT_ROPE_THETA,  # Qwen3Config (Qwen3 EAGLE-3 drafts)
+    "deepseek_v3": DEFAULT_ROPE_THETA,  # DeepseekV3Config (MLA drafts; kimi_k2 maps to it)
+    "qwen2_5_vl": 1000000.0,  # Qwen2_5_VLTextConfig.default_theta (composite: its text config's)
+    "qwen2_5_vl_text": 1000000.0,
+    "qwen3_vl": 500000.0,  # Qwen3VLTextConfig.default_theta
+    "qwen3_vl_text": 500000.0,
+    "qwen3_vl_moe": 500000.0,  # Qwen3VLMoeTextConfig.default_theta
+    "qwen3_vl_moe_text": 500000.0,
+    "llama4": 500000.0,  # Llama4TextConfig.default_theta
+    "llama4_text": 500000.0,
+    "gpt_oss": 150000.0,  # GptOssConfig.default_theta
+    "minimax_m2": 5000000.0,  # MiniMaxM2Config.default_theta
+}
+
+
+def default_rope_theta(model_type: object) -> float:
+    """The rope_theta transformers gives a config of `model_type` that sets none (ROPE_THETA_DEFAULTS)."""
+    return (
+        ROPE_THETA_DEFAULTS.get(model_type, DEFAULT_ROPE_THETA) if isinstance(model_type, str) else DEFAULT_ROPE_THETA
+    )
+
+
 # transformers `standardize_rope_params`: these types get original_max_position_embeddings, defaulting to
 # the config's max_position_embeddings (before vLLM raises that to the target's context).
 ROPE_TYPES_WITH_ORIGINAL_MAX = ("llama3", "yarn", "longrope")

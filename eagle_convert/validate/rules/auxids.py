@@ -18,8 +18,7 @@ from eagle_convert.vllm_model.tables import default_aux_ids
 
 
 def target_layers(ctx: Context) -> int | None:
-    value = (ctx.target or {}).get("num_hidden_layers")
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+    return ctx.target.num_layers if ctx.target else None
 
 
 def _is_id(value: Any) -> bool:

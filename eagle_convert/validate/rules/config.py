@@ -236,8 +236,8 @@ def _flags(ctx: Context) -> list[Finding]:
 def _context_length(ctx: Context) -> list[Finding]:
     serving = ctx.serving_context
     source = ctx.serving_source
-    if serving is None and ctx.target and _positive_int(ctx.target.get("max_position_embeddings")):
-        serving, source = ctx.target["max_position_embeddings"], "the target's max_position_embeddings"
+    if serving is None and ctx.target and ctx.target.max_position_embeddings:
+        serving, source = ctx.target.max_position_embeddings, "the target's max_position_embeddings"
     draft = ctx.vcfg.get("max_position_embeddings")
     if serving and isinstance(draft, int) and _positive_int(draft) and draft < serving:
         return [

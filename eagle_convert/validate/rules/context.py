@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from eagle_convert.draft.checkpoint import Checkpoint
 from eagle_convert.draft.describe import DraftInfo
+from eagle_convert.draft.target import Target
 from eagle_convert.io.safetensors_header import TensorInfo
 from eagle_convert.vllm_model.config import MAX_COUNT, VllmDraftConfig, read_config
 from eagle_convert.vllm_model.releases import Release
@@ -33,14 +34,14 @@ class Context:
     view: VllmDraftConfig  # the config as vLLM reads it
     attention: str  # llama | qwen3 | mla: the class's, else what the tensors hold
     env: dict[str, Any]
-    target: dict[str, Any] | None = None
+    target: Target | None = None  # the target's config.json as vLLM reads it (--target)
     target_source: str | None = None
     serving_context: int | None = None  # the context the draft drafts at (--max-model-len / the serve config's)
     serving_source: str = "--max-model-len"  # where serving_context came from, for messages
     serve: ServeConfig | None = None  # --speculative-config / --max-model-len as the release reads them
     identity_required: bool = False  # check's [output] identity: lossy rejection sampling is an error
     vnames: dict[str, str | None] = field(default_factory=dict)  # on-disk name -> name after vLLM's mapping
-    target_model: Any = None  # rules.target.Target: the target's weights, opened when a check needs them
+    target_model: Any = None  # rules.target.TargetWeights: the target's weights, opened when a check needs them
     deep: bool = False  # --deep: target-weight checks read every row, not a sample
     notes: dict[str, str] = field(default_factory=dict)  # what a check read or could not do, and why
     timings: dict[str, float] = field(default_factory=dict)  # seconds per expensive check (target weights)
@@ -112,7 +113,7 @@ def build_context(
     ckpt: Checkpoint,
     info: DraftInfo,
     *,
-    target: dict[str, Any] | None = None,
+    target: Target | None = None,
     target_source: str | None = None,
     serving_context: int | None = None,
     target_model: Any = None,
@@ -148,15 +149,13 @@ def build_context(
     return ctx
 
 
-def _symbols(
-    vcfg: dict[str, Any], flags: dict[str, bool], a: int | None, target: dict[str, Any] | None
-) -> dict[str, Any]:
+def _symbols(vcfg: dict[str, Any], flags: dict[str, bool], a: int | None, target: Target | None) -> dict[str, Any]:
     h, n_heads = _int(vcfg.get("hidden_size")), _int(vcfg.get("num_attention_heads"))
     t = _int(vcfg["target_hidden_size"]) if "target_hidden_size" in vcfg else h
     v = _int(vcfg.get("vocab_size"))
     vd = _int(vcfg.get("draft_vocab_size")) if vcfg.get("draft_vocab_size") is not None else v
-    tv = _int(target.get("vocab_size")) if target else v
-    th = _int(target.get("hidden_size")) if target else t
+    tv = target.vocab_size if target else v
+    th = target.hidden_size if target else t
     hd = _int(vcfg.get("head_dim")) or (h // n_heads if h and n_heads else None)
     q_lora = vcfg.get("q_lora_rank")
     return {

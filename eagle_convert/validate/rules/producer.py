@@ -45,9 +45,9 @@ def check(ctx: Context) -> list[Finding]:
 
 def aux_convention(ctx: Context) -> list[Finding]:
     """W603: ids that match another engine's convention for this target (needs the target's layer count)."""
-    n = (ctx.target or {}).get("num_hidden_layers")
+    n = ctx.target.num_layers if ctx.target else None
     ids, where = ctx.view.aux_ids_v1, ctx.view.aux_ids_v1_where
-    if not isinstance(n, int) or not ids or not all(isinstance(i, int) for i in ids):
+    if n is None or not ids or not all(isinstance(i, int) for i in ids):
         return []
     out = []
     if sorted(ids) == [1, n // 2 - 1, n - 4]:
@@ -60,7 +60,7 @@ def aux_convention(ctx: Context) -> list[Finding]:
                 fix=f"If the draft was trained on SGLang/ModelOpt ids, write {[i + 1 for i in ids]} (vLLM convention).",
             )
         )
-    if (ctx.target or {}).get("model_type") == "minimax_m2":
+    if ctx.target and ctx.target.model_type == "minimax_m2":
         out.append(
             finding(
                 "W603",

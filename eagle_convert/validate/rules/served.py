@@ -102,12 +102,8 @@ def _architecture(ctx: Context) -> list[Finding]:
         "draft_model": f"a standalone {built} from the draft's one layer, which has no parameter for fc or the "
         "aux states and fails to load",
     }.get(method, f"{built} (method {method})")
-    target = (ctx.target or {}).get("architectures")
-    whose = (
-        "the target's class"
-        if isinstance(target, list) and target and target[0] == declared
-        else "a plain causal-LM class"
-    )
+    target = ctx.target.architectures if ctx.target else ()
+    whose = "the target's class" if target and target[0] == declared else "a plain causal-LM class"
     recommended = WRITE_ARCHITECTURE.get(ctx.attention, WRITE_ARCHITECTURE["llama"])
     return [
         finding(
@@ -133,8 +129,7 @@ def _quantization(ctx: Context) -> list[Finding]:
     method = qcfg.get("quant_method", "unknown method") if isinstance(qcfg, dict) else None
     if qcfg and not quantized:
         copied = ""
-        tq = (ctx.target or {}).get(DRAFT_QUANT_SOURCE)
-        if isinstance(tq, dict) and tq == qcfg:
+        if ctx.target and ctx.target.quantization == qcfg:
             copied = " (it is the target's quantization_config, copied)"
         return [
             finding(
@@ -240,7 +235,7 @@ def _special_ids(ctx: Context) -> list[Finding]:
     if not bad:
         return []
     listed = ", ".join(f"{k} {i}" for k, i in bad)
-    target = ctx.target or {}
+    target = ctx.target.text if ctx.target else {}
     theirs = ", ".join(f"{k} {target[k]}" for k, _ in bad if k in target)
     return [
         finding(

@@ -1,10 +1,10 @@
 """Cross-checks against the target's config.json (`--target PATH_OR_REPO`).
 
 A draft belongs to exactly one target: its vocabulary, the width of the hidden states it fuses,
-the layers it taps and the rope it was trained with all come from that target. Multimodal
-targets keep these fields in `text_config`, which is merged over the top level here. The checks
+the layers it taps and the rope it was trained with all come from that target, read once as vLLM
+reads them (`draft.target.Target`: a multimodal target's `text_config`, used whole). The checks
 that need the target's weights (embedding, lm_head rows) live in `targetweights.py`; they open the
-target's tensor headers only when a check needs them (`Target.weights`).
+target's tensor headers only when a check needs them (`TargetWeights.weights`).
 """
 
 from __future__ import annotations
@@ -13,95 +13,60 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.draft.checkpoint import CONFIG_FNAME, Checkpoint, CheckpointRef, load_from_source
-from eagle_convert.draft.kind import ensure_target_config
+from eagle_convert.draft.checkpoint import Checkpoint, load_from_source
+from eagle_convert.draft.target import Target
+from eagle_convert.draft.target import load_target as read_target
 from eagle_convert.errors import CheckpointNotFoundError, ConfigError
-from eagle_convert.io.source import LocalSource, Source, read_json
 from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules.context import Context
-from eagle_convert.vllm_model.config import rope_parameters
+from eagle_convert.vllm_model.config import rope_is_nested, rope_parameters, rope_theta_declared
 from eagle_convert.vllm_model.tables import DRAFT_QUANT_SOURCE, ROPE_DEFAULTS, ROPE_KEYS
 
 
 @dataclass
-class Target:
-    """The target model: its (text) config, and its tensor headers once a check asks for them."""
+class TargetWeights:
+    """The target model, and its tensor headers once a check asks for them."""
 
-    description: str
-    config: dict[str, Any]
-    source: Source
+    target: Target
     _weights: Checkpoint | None = field(default=None, repr=False)
     weights_note: str | None = None  # why the weights cannot be read (None: not tried or read)
 
+    @property
+    def description(self) -> str:
+        return self.target.description
+
     def weights(self) -> Checkpoint | None:
         """config + headers of the target's weight files (byte ranges only); None when it has none."""
-        if self._weights is None and self.weights_note is None:
+        if self._weights is None and self.weights_note is None and self.target.source is not None:
             try:
-                self._weights = load_from_source(self.source)
+                self._weights = load_from_source(self.target.source)
             except CheckpointNotFoundError as exc:  # a folder with config.json only: config checks still run
                 self.weights_note = f"target weights not read ({exc.message})"
         return self._weights
 
 
-def load_target(ref: str | Path) -> Target:
-    """A target folder, config.json file or hub repo; only config.json is read here."""
-    parsed = CheckpointRef.parse(str(ref))
-    if parsed.is_hub:
-        from eagle_convert.io.hub import HubSource
+def load_target(ref: str | Path) -> TargetWeights:
+    """A target folder, config.json file or hub repo, for validate; only config.json is read here.
 
-        source: Source = HubSource(parsed.repo, parsed.revision)  # type: ignore[arg-type]
-    else:
-        path = parsed.local
-        if path is not None and path.is_file() and path.name == CONFIG_FNAME:
-            path = path.parent
-        source = LocalSource(path)  # type: ignore[arg-type]
-    if CONFIG_FNAME not in source.list_files():
-        raise CheckpointNotFoundError(
-            f"{source.description}: no config.json (needed by --target)",
-            hint="pass the target model's folder or hub repo id",
-        )
-    config = read_json(source, CONFIG_FNAME)
-    ensure_target_config(config, f"--target {source.description}")
-    text = config.get("text_config")
-    if isinstance(text, dict):
-        config = {**config, **text}
-    if not isinstance(config.get("hidden_size"), int):
-        raise ConfigError(f"{source.description}/config.json: no integer hidden_size; is this the target model?")
-    return Target(source.description, config, source)
-
-
-def load_target_config(ref: str | Path) -> tuple[str, dict[str, Any]]:
-    """(description, text config) of a target folder, config.json file or hub repo."""
-    target = load_target(ref)
-    return target.description, target.config
-
-
-def _nested(cfg: dict[str, Any]) -> bool:
-    """Per-layer-type rope dicts (Gemma-style): not compared here."""
-    params = cfg.get("rope_parameters")
-    return isinstance(params, dict) and any(isinstance(v, dict) for v in params.values())
-
-
-def _explicit_theta(cfg: dict[str, Any]) -> bool:
-    return any(
-        isinstance(d, dict) and "rope_theta" in d for d in (cfg, cfg.get("rope_parameters"), cfg.get("rope_scaling"))
-    )
+    Raises:
+        ConfigError: the target's text config has no integer hidden_size (it is not a target model).
+    """
+    target = read_target(ref)
+    if target.hidden_size is None:
+        raise ConfigError(f"{target.description}/config.json: no integer hidden_size; is this the target model?")
+    return TargetWeights(target)
 
 
 def rope_findings(ctx: Context) -> list[Finding]:
     """W504: the rope vLLM builds for the draft against the target's, key by key (YaRN included)."""
-    tgt = ctx.target or {}
-    if (
-        _nested(ctx.vcfg)
-        or _nested(tgt)
-        or not any(k in tgt for k in ("rope_theta", "rope_scaling", "rope_parameters"))
-    ):
+    tgt = ctx.target
+    if tgt is None or rope_is_nested(ctx.vcfg) or tgt.rope is None or not tgt.rope_declared:
         return []  # a target config without any rope field is a partial copy: its defaults prove nothing
-    draft, target = ({**ROPE_DEFAULTS, **rope_parameters(cfg)} for cfg in (ctx.vcfg, tgt))
+    draft, target = {**ROPE_DEFAULTS, **rope_parameters(ctx.vcfg)}, {**ROPE_DEFAULTS, **tgt.rope}
     keys = [
         k
         for k in ROPE_KEYS
-        if (k != "rope_theta" or _explicit_theta(tgt))
+        if (k != "rope_theta" or tgt.rope_theta_declared)
         and draft.get(k) != target.get(k)
         and not _same_number(draft.get(k), target.get(k))
     ]
@@ -109,8 +74,8 @@ def rope_findings(ctx: Context) -> list[Finding]:
         return []
     diffs = "; ".join(f"{k} {draft.get(k)!r} vs the target's {target.get(k)!r}" for k in keys)
     defaulted = (
-        " (no rope_theta in the draft's config: vLLM uses 10000)"
-        if "rope_theta" in keys and not _explicit_theta(ctx.vcfg)
+        f" (no rope_theta in the draft's config: vLLM uses {_num(draft['rope_theta'])})"
+        if "rope_theta" in keys and not rope_theta_declared(ctx.vcfg)
         else ""
     )
     where = "rope_theta" if keys == ["rope_theta"] else "rope_scaling"
@@ -121,14 +86,18 @@ def rope_findings(ctx: Context) -> list[Finding]:
     ]
 
 
+def _num(x: Any) -> str:
+    return f"{x:.0f}" if isinstance(x, (int, float)) and float(x).is_integer() else repr(x)
+
+
 def _same_number(a: Any, b: Any) -> bool:
     return isinstance(a, (int, float)) and isinstance(b, (int, float)) and float(a) == float(b)
 
 
 def quant_findings(ctx: Context) -> list[Finding]:
     """I508: a quantized target beside a draft without its own quantization config."""
-    tq = (ctx.target or {}).get(DRAFT_QUANT_SOURCE)
-    if not isinstance(tq, dict) or ctx.vcfg.get(DRAFT_QUANT_SOURCE):
+    tq = ctx.target.quantization if ctx.target else None
+    if tq is None or ctx.vcfg.get(DRAFT_QUANT_SOURCE):
         return []
     method = tq.get("quant_method", "unknown method")
     return [
@@ -148,8 +117,8 @@ def check(ctx: Context) -> list[Finding]:
         return []
     out: list[Finding] = []
     name = ctx.target_source
-    v, tv = ctx.vcfg.get("vocab_size"), tgt.get("vocab_size")
-    if isinstance(tv, int) and v is not None and v != tv:
+    v, tv = ctx.vcfg.get("vocab_size"), tgt.vocab_size
+    if tv is not None and v is not None and v != tv:
         out.append(
             finding(
                 "E501",
@@ -158,7 +127,7 @@ def check(ctx: Context) -> list[Finding]:
                 fix=f"Set vocab_size: {tv} (and check that this draft was trained for this target).",
             )
         )
-    t, th = ctx.env.get("T"), tgt.get("hidden_size")
+    t, th = ctx.env.get("T"), tgt.hidden_size
     if t is not None and t != th:
         field = "target_hidden_size" if "target_hidden_size" in ctx.vcfg else "hidden_size"
         out.append(

@@ -52,8 +52,8 @@ def check(ctx: Context) -> list[Finding]:
         return []
     embed = ctx.disk_name("embed_tokens.weight")
     lm_head = ctx.disk_name("lm_head.weight")
-    same_width = env.get("H") is not None and env.get("H") == ctx.target.get("hidden_size")
-    want_embed = embed is not None and same_width and env.get("V") == ctx.target.get("vocab_size")
+    same_width = env.get("H") is not None and env.get("H") == ctx.target.hidden_size
+    want_embed = embed is not None and same_width and env.get("V") == ctx.target.vocab_size
     want_head = lm_head is not None and same_width
     if not (want_embed or want_head):
         return []
