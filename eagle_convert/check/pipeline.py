@@ -133,14 +133,14 @@ def engine(s: State) -> list[CheckResult]:
     from eagle_convert.draft.checkpoint import open_checkpoint
     from eagle_convert.validate.rules.context import build_context
     from eagle_convert.validate.rules.engine import feature_findings, from_engine
-    from eagle_convert.validate.rules.target import load_target
+    from eagle_convert.validate.rules.target import open_target
 
     draft, target = s.folder("draft"), s.folder("target")
     result = s.engines.load_check(
         draft, target, k=s.k if s.policy.has("acceptance") else 3, timeout_s=float(s.policy.get("engine", "timeout"))
     )
     ckpt = open_checkpoint(draft)
-    tgt = load_target(str(target))
+    tgt = open_target(str(target))
     ctx = build_context(
         ckpt,
         _info(s),

@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.draft.checkpoint import Checkpoint, load_from_source
-from eagle_convert.draft.target import Target
-from eagle_convert.draft.target import load_target as read_target
+from eagle_convert.draft.target import Target, load_target
 from eagle_convert.errors import CheckpointNotFoundError, ConfigError
 from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules.context import Context
@@ -45,13 +44,13 @@ class TargetWeights:
         return self._weights
 
 
-def load_target(ref: str | Path) -> TargetWeights:
+def open_target(ref: str | Path) -> TargetWeights:
     """A target folder, config.json file or hub repo, for validate; only config.json is read here.
 
     Raises:
         ConfigError: the target's text config has no integer hidden_size (it is not a target model).
     """
-    target = read_target(ref)
+    target = load_target(ref)
     if target.hidden_size is None:
         raise ConfigError(f"{target.description}/config.json: no integer hidden_size; is this the target model?")
     return TargetWeights(target)

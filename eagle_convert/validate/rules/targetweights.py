@@ -174,7 +174,8 @@ def _d2t(ctx: Context, rows: int) -> np.ndarray | None:
 
     name = ctx.disk_name("d2t")
     if name is None:
-        return np.zeros(rows, dtype=np.int64) if rows == ctx.target.get("vocab_size") else None  # type: ignore[union-attr]
+        full = ctx.target is not None and rows == ctx.target.vocab_size
+        return np.zeros(rows, dtype=np.int64) if full else None
     info = ctx.tensors[name]
     if info.dtype not in INTS or tuple(info.shape) != (rows,):
         return None
