@@ -70,3 +70,16 @@ def test_relative_and_user_paths_come_back_absolute(tmp_path: Path, monkeypatch:
     assert check_output_dir("new", {}) == tmp_path / "new"
     monkeypatch.setenv("HOME", str(tmp_path))
     assert check_output_dir("~/other", {}) == tmp_path / "other"
+
+
+def test_an_output_name_too_long_for_its_temp_sibling_is_refused(src: Path, tmp_path: Path) -> None:
+    ok, long = tmp_path / ("a" * 233), tmp_path / ("a" * 234)  # 255 - 22: ".{name}.tmp-{pid}-{8 hex}"
+    assert check_output_dir(ok, {"input draft": src}) == ok
+    for out in (long, tmp_path / ("b" * 300)):
+        with pytest.raises(OutputError) as exc:
+            check_output_dir(out, {"input draft": src})
+        assert str(exc.value) == (
+            f"{out}: the output name is {len(out.name)} bytes long; at most 233 fit here (the filesystem's "
+            "limit is 255, and the hidden temp folder beside it adds 22) (choose a shorter output name)"
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]

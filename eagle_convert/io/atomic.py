@@ -264,11 +264,34 @@ def cleanup_stale_temps(final: Path) -> list[Path]:
     return sorted(removed + [lock.path] if stale_lock else removed)
 
 
+# What the hidden siblings add to the output's name: ".{name}.tmp-{pid}-{8 hex}" (pid up to 7 digits).
+_SIBLING_EXTRA = len("..tmp--") + 7 + 8
+
+
+def _check_name_length(final: Path, out: object) -> None:
+    """Refuse an output name the filesystem cannot hold, or whose temp and lock siblings it cannot."""
+    limit = 255  # NAME_MAX of ext4, XFS, btrfs, tmpfs
+    for folder in (final.parent, *final.parent.parents):
+        try:
+            limit = os.pathconf(folder, "PC_NAME_MAX")
+            break
+        except (OSError, ValueError):
+            continue
+    size = len(os.fsencode(final.name))
+    if size + _SIBLING_EXTRA > limit:
+        raise OutputError(
+            f"{out}: the output name is {size} bytes long; at most {limit - _SIBLING_EXTRA} fit here "
+            f"(the filesystem's limit is {limit}, and the hidden temp folder beside it adds {_SIBLING_EXTRA})",
+            hint="choose a shorter output name",
+        )
+
+
 def check_output_dir(out: str | Path, inputs: Mapping[str, Path | None], *, force: bool = False) -> Path:
     """The absolute output folder, after refusing one that is an input (`inputs`: what -> folder,
     None to skip), lies inside one or contains one, is not a folder, or exists and is not empty
     without `force`. Every writing command calls it before any work, so a refusal costs nothing."""
     final = Path(out).expanduser().absolute()
+    _check_name_length(final, out)
     resolved = final.resolve()
     for what, root in inputs.items():
         if root is None:
