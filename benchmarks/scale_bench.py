@@ -10,8 +10,10 @@ weights, reads it once into the page cache, then runs rounds of, each tool as it
     cat *.safetensors         a sequential read to /dev/null: the baseline for validate --deep
     validate --deep --json    static checks + a read of every value
 
-Ratios are medians over rounds of per-round ratios (a round runs the tools back to back, in an
-order rotated every round, so a shared machine's load drifting between rounds cancels), with the
+The upgrades run with `--no-fsync`, as `cp -r` does not flush either (the durable default is
+measured against `cp -r && sync` by benchmarks/durable_bench.py). Ratios are medians over rounds
+of per-round ratios (a round runs the tools back to back, in an order rotated every round, so a
+shared machine's load drifting between rounds cancels), with the
 ratio of the best runs beside them in the table; peak RSS comes from wait4's rusage (mapped
 pages count). `validate --deep` is reported twice: the whole command (Python start-up, static
 checks, then the scan) and the scan alone (`deep.seconds` from its JSON), each as a fraction of
@@ -103,9 +105,11 @@ def tools(src: Path, out: Path) -> dict[str, list[str]]:
     weights = sorted(str(p) for p in src.glob("*.safetensors"))
     return {
         "cp -r": ["cp", "-r", str(src), str(out)],
-        "upgrade --no-verify": [*CLI, "upgrade", str(src), str(out), "--no-verify"],
-        "upgrade": [*CLI, "upgrade", str(src), str(out)],
-        "upgrade --link": [*CLI, "upgrade", str(src), str(out), "--link", "--json"],
+        # --no-fsync: like cp -r, leave the data in the page cache; what flushing costs is measured
+        # against `cp -r && sync` by benchmarks/durable_bench.py.
+        "upgrade --no-verify": [*CLI, "upgrade", str(src), str(out), "--no-verify", "--no-fsync"],
+        "upgrade": [*CLI, "upgrade", str(src), str(out), "--no-fsync"],
+        "upgrade --link": [*CLI, "upgrade", str(src), str(out), "--link", "--json", "--no-fsync"],
         "cat": ["cat", *weights],  # its stdout is /dev/null (measure)
         "validate --deep": [*CLI, "validate", str(src), "--deep", "--json"],
     }

@@ -3,7 +3,9 @@
 Builds an 8B-shaped synthetic EAGLE-3 draft (hidden 4096, intermediate 14336, 32 heads, 8 KV heads,
 vocab 128256, draft vocab 32000, bf16), without and with `embed_tokens`, then measures side by side,
 each as its own process: wall time and peak RSS (from wait4's rusage, so memory-mapped pages count)
-of `cp -r`, `upgrade --no-verify`, `upgrade` (default verification) and the round trip. Every tool
+of `cp -r`, `upgrade --no-verify`, `upgrade` (default verification) and the round trip; the
+upgrades run with `--no-fsync`, since none of the others flushes (benchmarks/durable_bench.py
+measures the durable default against `cp -r && sync`). Every tool
 reads the same warm page cache, after one untimed warm-up run (which also caches bytecode, as an
 installed package has it); outputs are deleted and flushed (sync) between runs, untimed. Each
 round runs every tool once; ratios are medians of per-round ratios (robust to a shared machine's
@@ -48,8 +50,10 @@ shutil.copy(src / "config.json", dst / "config.json")
 def tools(src: Path, dst: Path) -> dict[str, list[str]]:
     return {
         "cp -r": ["cp", "-r", str(src), str(dst)],
-        "upgrade --no-verify": [*CLI, "upgrade", str(src), str(dst), "--no-verify"],
-        "upgrade": [*CLI, "upgrade", str(src), str(dst)],
+        # --no-fsync: like cp -r and save_file, leave the data in the page cache (the durable default
+        # against `cp -r && sync`: benchmarks/durable_bench.py).
+        "upgrade --no-verify": [*CLI, "upgrade", str(src), str(dst), "--no-verify", "--no-fsync"],
+        "upgrade": [*CLI, "upgrade", str(src), str(dst), "--no-fsync"],
         "load_file+save_file": [sys.executable, "-c", ROUND_TRIP, str(src), str(dst)],
     }
 

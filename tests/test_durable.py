@@ -77,8 +77,12 @@ def test_flushed_in_order(name: str, replace: bool, built_fixtures, tmp_path: Pa
     synced = [Path(p) for k, p in events[:published] if k == "fsync"]
     tmp = synced[-1]  # the temp folder itself, after every file in it ...
     assert tmp.parent == out.parent and tmp.name.startswith(".out.tmp-")
-    assert sorted(p.name for p in synced[:-1]) == sorted(result.files)
+    # (weight files twice: once by the early flusher as soon as each is written, once by the final pass)
+    assert {p.name for p in synced[:-1]} == set(result.files)
     assert all(p.parent == tmp for p in synced[:-1])
+    weights = [p.name for p in synced[:-1] if p.suffix == ".safetensors"]
+    assert sorted(set(weights)) == sorted(n for n in result.files if n.endswith(".safetensors"))
+    assert len(weights) == 2 * len(set(weights))
     # ... before the rename; the parent after it, and only then the old output is deleted.
     parent_sync = events.index(("fsync", str(out.parent)))
     assert parent_sync > published

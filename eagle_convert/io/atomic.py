@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from eagle_convert.errors import OutputError
-from eagle_convert.io.durable import fsync_dir, fsync_tree
+from eagle_convert.io.durable import EarlyFlusher, fsync_dir, fsync_tree
 from eagle_convert.io.outlock import (
     OutputLock,
     OutputLockedError,
@@ -196,15 +196,20 @@ def atomic_output_dir(final: Path, *, force: bool = False, fsync: bool = True) -
     tmp: Path | None = None
     held = -1
     try:
-        # Deferred: a signal cannot land between creating the temp folder (or the lock) and
-        # this `try` knowing it must remove it.
+        # Deferred: a signal cannot land between creating the lock (or the temp folder) and
+        # this `try` knowing it must remove it. The cleanup between may take a while: not deferred.
         with deferred_signals():
             lock = OutputLock.acquire(final)
-            _cleanup(final)
+        _cleanup(final)
+        with deferred_signals():
             tmp, held = _make_temp_dir(final)
-        yield tmp
         if fsync:
+            with EarlyFlusher(tmp) as flusher:  # writers' `flush_early` calls land here
+                yield tmp
+                flusher.finish()
             fsync_tree(tmp)
+        else:
+            yield tmp
         with deferred_signals():
             _publish(tmp, final, force=force, fsync=fsync)
     except BaseException:

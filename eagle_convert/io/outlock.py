@@ -75,7 +75,10 @@ class OutputLock:
         """Take `final`'s lock or raise `OutputLockedError` at once (never waits)."""
         path = lock_name(final)
         while True:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+            except OSError as exc:  # name the folder the user chose, not the hidden lock file
+                raise OSError(exc.errno, exc.strerror, str(final.parent)) from exc
             try:
                 if not _try_flock(fd):
                     raise OutputLockedError(final, _read_pid(path))

@@ -22,6 +22,7 @@ from eagle_convert.draft.checkpoint import open_checkpoint
 from eagle_convert.draft.describe import describe
 from eagle_convert.errors import CheckpointReadError, EagleConvertError, OutputError, VerificationError
 from eagle_convert.io.atomic import OutputExistsError, atomic_output_dir, check_output_dir
+from eagle_convert.io.durable import flush_early
 from eagle_convert.io.outfile import INDEX_FILENAME, ByteRange, OutFile, OutTensor, WriterError
 from eagle_convert.io.verify import verify_file
 from eagle_convert.io.writer import write_file, write_index
@@ -120,6 +121,7 @@ def apply_upgrade(
                 progress.start("write", sum(f.data_bytes for f in files))
             for f in files:
                 path = write_file(tmp, f, progress=progress.advance if progress else None)
+                flush_early(path)  # to disk while the next file is written and the output verified
                 written[f.filename] = path.stat().st_size
             if plan.sharded:
                 written[INDEX_FILENAME] = write_index(tmp, files).stat().st_size

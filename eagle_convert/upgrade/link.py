@@ -18,6 +18,7 @@ from pathlib import Path
 
 from eagle_convert.draft.card import CARD_FILE
 from eagle_convert.io.atomic import atomic_output_dir
+from eagle_convert.io.durable import flush_early
 from eagle_convert.io.links import LinkOutcome, link_or_copy, same_bytes_cheaply
 from eagle_convert.io.outfile import INDEX_FILENAME, OutFile
 from eagle_convert.io.verify import verify_file, verify_same_bytes
@@ -58,6 +59,8 @@ def apply_link(
                 )
                 if progress and links[f.filename].method != "copy":
                     progress.advance(f.bytes)
+                if links[f.filename].method == "copy":
+                    flush_early(tmp / f.filename)  # to disk while the rest is written and verified
                 written[f.filename] = (tmp / f.filename).stat().st_size
             written[shard.filename] = write_file(tmp, shard).stat().st_size
             for name, text in (
