@@ -120,7 +120,7 @@ def fc_norm_without_flag(ctx: Context, names: list[str], alias: str) -> Finding:
             tensor=first,
             field="fc_norm",
         )
-    u = fate(ctx, first)
+    u = fate(ctx, ctx.vnames.get(first) or first)
     if not rel.has("fc_norm"):
         head = (
             f"{n} fc_norm.* tensors: vLLM {rel} builds no fc_norm (the draft classes have it from 0.22.0, vLLM #42764)"
