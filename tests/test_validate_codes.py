@@ -55,6 +55,17 @@ def _ids(top: list | None, nested: list | None = None) -> Callable[[dict], None]
     return edit
 
 
+def _verifier(name: str) -> Callable[[dict], None]:
+    def edit(cfg: dict) -> None:
+        cfg["speculators_config"]["verifier"]["name_or_path"] = name
+
+    return edit
+
+
+def _no_aux(cfg: dict) -> None:
+    cfg["eagle_config"]["use_aux_hidden_state"] = False
+
+
 def _d2t_swap(s: State) -> None:
     t = s["d2t"] + torch.arange(len(s["d2t"]))
     t[[10, 11]] = t[[11, 10]]
@@ -142,12 +153,15 @@ CASES: dict[str, Case] = {
             tensors=put_tensor("layers.0.mlp.down_proj.weight_scale", lambda s: torch.ones(1)),
         )
     ),
+    "E318": Case(edit("speculators-eagle31", config=pop_config("norm_output")), kwargs={"vllm_version": "0.32.0"}),
+    "W319": Case(edit("speculators-eagle3", config=_verifier("/models/llama")), kwargs={"vllm_version": "0.33.0"}),
     "W320": Case(edit(config=_ids(None))),
     "E321": Case(edit(config=_ids([2, 2, 5], [2, 2, 5]))),
     "E322": Case(edit(config=_ids([2, 4, 9], [2, 4, 9])), target={}),
     "W323": Case(edit(config=_ids(None, [2, 4, 5]))),
     "W324": Case(edit(config=_ids([2, 4, 5], [1, 3, 4]))),
     "I325": Case(edit("vllm-eagle3-a4")),
+    "W326": Case(edit(config=_no_aux), kwargs={"vllm_version": "0.32.0"}),
     "E401": Case(edit(tensors=drop_tensors("d2t"))),
     "E402": Case(edit(tensors=drop_tensors("lm_head.weight"))),
     "E403": Case(edit("vllm-eagle3-full", tensors=put_tensor("d2t", lambda s: torch.zeros(256, dtype=torch.int64)))),

@@ -10,6 +10,7 @@ import copy
 from typing import Any
 
 from eagle_convert.draft import schemas
+from eagle_convert.draft.checkpoint import CheckpointRef
 from eagle_convert.draft.target import Target, load_target
 from eagle_convert.errors import UsageError
 from eagle_convert.vllm_model.config import flatten_speculators, lookup, mtp_rewrite
@@ -27,6 +28,7 @@ __all__ = [
     "choose_architectures",
     "choose_model_type",
     "read_target",
+    "speculators_verifier",
     "to_native",
     "to_speculators",
 ]
@@ -44,6 +46,28 @@ def read_target(ref: str) -> Target:
     target = load_target(ref)  # refuses a draft: default aux ids from a draft's 1 layer would be nonsense
     target.require_layers(hint="pass --aux-layer-ids instead")
     return target
+
+
+def speculators_verifier(target: Target) -> tuple[str, str | None]:
+    """(the verifier to write, a one-line warning or None) for `upgrade --layout speculators --target`.
+
+    vLLM 0.33's `vllm serve DRAFT` needs a hub repo id (vllm_model/verifier.py), so a local --target is
+    written as the repo it names where it tells one: a folder in the HF cache (models--ORG--NAME/...),
+    else its config's `_name_or_path` (transformers writes it on save) when that is a repo id; a hub --target drops its @revision.
+    """
+    from eagle_convert.draft.card import hub_repo_id
+    from eagle_convert.vllm_model.verifier import verifier_problem
+
+    parsed = CheckpointRef.parse(target.ref)
+    candidates = [parsed.repo] if parsed.is_hub else [hub_repo_id(target.ref), target.config.get("_name_or_path")]
+    for name in candidates:
+        if name and verifier_problem(name) is None:
+            return name, None
+    return target.ref, (
+        f"speculators_config.verifier.name_or_path is the local path {target.ref!r}: vLLM 0.33 refuses "
+        "`vllm serve DRAFT` for it; serve with --model TARGET --speculative-config '{\"model\": DRAFT, ...}' "
+        "(or pass the target's hub repo id as --target)"
+    )
 
 
 def choose_architectures(current: list[str], attention: str) -> list[str]:

@@ -31,6 +31,7 @@ from eagle_convert.upgrade.configgen import (
     apply_rules,
     choose_architectures,
     choose_model_type,
+    speculators_verifier,
     to_native,
     to_speculators,
 )
@@ -163,7 +164,7 @@ def plan_upgrade(
     files = plan_files(ckpt, rename, fc_name, additions)
     renames = {n: rename(n) for n in ckpt.tensors if rename(n) != n}
 
-    config_format, base = _plan_config(ckpt, info, layout, target)
+    config_format, base = _plan_config(ckpt, info, layout, target, warnings)
     after = apply_rules(
         base,
         config_format,
@@ -223,8 +224,10 @@ def plan_upgrade(
     )
 
 
-def _plan_config(ckpt: Checkpoint, info: DraftInfo, layout: str, target: Target | None) -> tuple[str, dict[str, Any]]:
-    """(output config format, the config the rules are applied to)."""
+def _plan_config(
+    ckpt: Checkpoint, info: DraftInfo, layout: str, target: Target | None, warnings: list[str]
+) -> tuple[str, dict[str, Any]]:
+    """(output config format, the config the rules are applied to); appends what the user must know."""
     speculators_in = info.layout == "speculators"
     if layout == "keep":
         return ("speculators" if speculators_in else "native"), ckpt.config
@@ -237,7 +240,10 @@ def _plan_config(ckpt: Checkpoint, info: DraftInfo, layout: str, target: Target 
             f"--layout speculators needs --target for {ckpt.description}",
             hint="it is written as speculators_config.verifier.name_or_path",
         )
-    return "speculators", to_speculators(ckpt.config, info.attention, target.ref)
+    verifier, warning = speculators_verifier(target)
+    if warning:
+        warnings.append(warning)
+    return "speculators", to_speculators(ckpt.config, info.attention, verifier)
 
 
 def _values(

@@ -18,7 +18,7 @@ from eagle_convert.vllm_model.tables import (
     ARCHITECTURES,
     ARCHITECTURES_FROM,
     AUX_IDS_V1,
-    AUX_IDS_V2,
+    AUX_IDS_V2_SOURCES,
     DRAFT_CLASSES,
     EAGLE3_PREFIX,
     FLAG_NAMES,
@@ -168,6 +168,20 @@ def _aux_ids(vcfg: dict[str, Any], paths: tuple[str, ...]) -> tuple[list[Any] | 
     return None, ""
 
 
+def _aux_ids_v2(vcfg: dict[str, Any], rel: Release) -> tuple[list[Any] | None, str]:
+    """The ids Model Runner V2 of `rel` reads: the first set source it knows, shifted where vLLM shifts it."""
+    for src in AUX_IDS_V2_SOURCES:
+        if not _in(src.first, rel):
+            continue
+        value = lookup(vcfg, src.path)
+        if value:
+            ids = as_list(value)
+            if src.offset and all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+                ids = [i + src.offset for i in ids]
+            return ids, src.path
+    return None, ""
+
+
 def _aux_count(vcfg: dict[str, Any], cls: DraftClass) -> tuple[int | None, str]:
     """A as the class computes it: the first set source, else 3 (None: an invalid count)."""
     for src in cls.aux_count_from:
@@ -269,7 +283,7 @@ def read_config(config: dict[str, Any], release: Release | None = None) -> VllmD
         count, count_src = _aux_count(vcfg, cls or DRAFT_CLASSES["Eagle3LlamaForCausalLM"])
     v1_paths = AUX_IDS_V1 if rel.has("v1_reads_eagle_config_aux_ids") else AUX_IDS_V1[:1]
     v1, v1_where = _aux_ids(vcfg, v1_paths)
-    v2, v2_where = _aux_ids(vcfg, AUX_IDS_V2)
+    v2, v2_where = _aux_ids_v2(vcfg, rel)
     inner = config.get("transformer_layer_config") if isinstance(config.get("transformer_layer_config"), dict) else {}
     written = {
         f: any(bool(src.get(f)) for src in (config, inner, eagle_section(config)) if isinstance(src, dict))

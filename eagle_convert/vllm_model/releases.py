@@ -51,6 +51,7 @@ class Change:
     last: str | None
     what: str
     cite: str  # vLLM version, file and function (and the PR, where one is known)
+    values: frozenset[str] = frozenset()  # the set a behaviour is keyed on, where it has one (rope types)
 
     def covers(self, version: str) -> bool:
         v = version_key(version)
@@ -163,10 +164,11 @@ CHANGES: tuple[Change, ...] = (
         "draft_context_rope_gated",
         "0.33.0",
         None,
-        "the draft context is raised only for cache-only rope types (default, linear, llama3, ntk, proportional); "
-        "for the others the V2 runner lowers the target's max_model_len to the draft's",
-        "0.33.0 config/speculative.py SpeculativeConfig._maybe_override_draft_max_position_embeddings, "
-        "config/vllm.py VllmConfig._limit_max_model_len_to_draft",
+        "the draft context is raised only when every rope type is cache-only (`values`); for the others the "
+        "V2 runner lowers the target's max_model_len to the draft's",
+        "0.33.0 config/speculative.py SpeculativeConfig._maybe_override_draft_max_position_embeddings and "
+        "_CACHE_ONLY_ROPE_TYPES, config/vllm.py VllmConfig._limit_max_model_len_to_draft",
+        frozenset({"default", "linear", "llama3", "ntk", "proportional"}),
     ),
     Change(
         "v2_default_all_targets",
@@ -263,6 +265,11 @@ class Release:
         """Where the behaviour `key` was read, and the releases that have it ("...; releases 0.25.0 on")."""
         change = _CHANGES[key]
         return f"{change.cite}; releases {change.span}"
+
+    def values(self, key: str) -> frozenset[str]:
+        """The set the behaviour `key` is keyed on (empty when this release lacks the behaviour)."""
+        change = _CHANGES[key]
+        return change.values if change.covers(self.version) else frozenset()
 
     def at_least(self, version: str) -> bool:
         return version_key(self.version) >= version_key(version)

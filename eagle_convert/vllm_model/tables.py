@@ -109,10 +109,33 @@ PLAIN_FLAG_DEFAULTS: dict[str, bool] = dict.fromkeys(FLAG_NAMES, False)
 
 # Where the model runners read aux layer ids (first set wins; none set -> the target's default).
 # V1 (also the CPU runner): v1/worker/gpu_model_runner.py `GPUModelRunner._get_eagle3_aux_layers_from_config`.
-# V2 (the GPU default, for every target since 0.29: releases.V2_DEFAULT_SCOPE): v1/worker/gpu/spec_decode/eagle/eagle3_utils.py
-# `get_eagle3_aux_layers_from_config`; it never reads eagle_config.eagle_aux_hidden_state_layer_ids.
 AUX_IDS_V1 = ("eagle_aux_hidden_state_layer_ids", "eagle_config.eagle_aux_hidden_state_layer_ids")
-AUX_IDS_V2 = ("eagle_aux_hidden_state_layer_ids", "eagle_config.layer_ids")
+
+
+@dataclass(frozen=True)
+class AuxIdSource:
+    """One place Model Runner V2 reads aux ids from, the first release that reads it, and the shift."""
+
+    path: str
+    first: str
+    offset: int = 0  # added to each id: DFlash / DSpark count target layers from 0, EAGLE-3 after k layers
+
+
+# V2 (the GPU default, for every target since 0.29: releases.V2_DEFAULT_SCOPE):
+# v1/worker/gpu/spec_decode/eagle/eagle3_utils.py `get_eagle3_aux_layers_from_config`, in this order
+# (0.22.0: top-level only; 0.24.0 adds dflash_config.target_layer_ids; 0.25.0 dspark_target_layer_ids and
+# target_layer_ids; 0.27.0 the two layer_ids). It never reads eagle_config.eagle_aux_hidden_state_layer_ids.
+# (0.33.0 keeps dspark ids unshifted for model_type deepseek_v41, which hf_config_override rewrites into
+# MTP anyway: E302.)
+AUX_IDS_V2_SOURCES = (
+    AuxIdSource("eagle_aux_hidden_state_layer_ids", "0.21.0"),
+    AuxIdSource("dflash_config.target_layer_ids", "0.24.0", 1),
+    AuxIdSource("dspark_target_layer_ids", "0.25.0", 1),
+    AuxIdSource("target_layer_ids", "0.25.0", 1),
+    AuxIdSource("dflash_config.layer_ids", "0.27.0"),
+    AuxIdSource("eagle_config.layer_ids", "0.27.0"),
+)
+AUX_IDS_V2 = tuple(s.path for s in AUX_IDS_V2_SOURCES)
 # Every place a producer writes aux ids (the two above plus speculators' inner copy).
 AUX_ID_LOCATIONS = (
     *dict.fromkeys((*AUX_IDS_V1, *AUX_IDS_V2)),
@@ -307,6 +330,9 @@ def default_rope_theta(model_type: object) -> float:
 # transformers `standardize_rope_params`: these types get original_max_position_embeddings, defaulting to
 # the config's max_position_embeddings (before vLLM raises that to the target's context).
 ROPE_TYPES_WITH_ORIGINAL_MAX = ("llama3", "yarn", "longrope")
+# config/model.py `_get_and_verify_max_len`: a model's max_model_len is max_position_embeddings times the
+# rope `factor`, except for these types (their max_position_embeddings is already the scaled length).
+ROPE_TYPES_UNSCALED_MAX_LEN = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
 
 # Which config fields give a draft layer a sliding window, per draft class:
 # model_executor/models/llama.py `LlamaAttention.__init__` reads layer_types[k] (k counted from the

@@ -110,16 +110,7 @@ def _check_ids(ctx: Context, ids: list[Any], where: str, n: int | None, a: int |
     top = ctx.vcfg.get("eagle_aux_hidden_state_layer_ids")
     nested = eagle_section(ctx.vcfg).get("eagle_aux_hidden_state_layer_ids")
     if ctx.view.aux_ids_v2 is None:
-        out.append(
-            finding(
-                "W323",
-                f"aux ids only in {where}: vLLM's V2 model runner (GPU default for dense targets) "
-                "reads top-level ids and eagle_config.layer_ids only and falls back to "
-                "(2, N//2, N-3)",
-                field=where,
-                fix=f"Also write eagle_aux_hidden_state_layer_ids: {ids} at the top level.",
-            )
-        )
+        out.append(_v2_ignores(ctx, ids, where, n))
     if top and nested and sorted(map(repr, as_list(top))) != sorted(map(repr, as_list(nested))):
         out.append(
             finding(
@@ -129,3 +120,21 @@ def _check_ids(ctx: Context, ids: list[Any], where: str, n: int | None, a: int |
             )
         )
     return out
+
+
+def _v2_ignores(ctx: Context, ids: list[Any], where: str, n: int | None) -> Finding:
+    """W323: Model Runner V2 reads none of the places that hold ids, so it taps the target's default layers."""
+    rel = ctx.release
+    default = default_aux_ids(n) if n else None
+    instead = f"{default} for this {n}-layer target" if default else "(2, N//2, N-3) of an N-layer target"
+    same = default is not None and list(default) == list(ids)
+    on_v2 = rel.v2_default()
+    served = " (the same layers: served as trained)" if same else ""
+    return finding(
+        "W323",
+        f"aux ids only in {where}: vLLM {rel}'s Model Runner V2 (the GPU default for {on_v2}) never reads "
+        f"them, so it taps {instead} instead of {ids}{served}",
+        field=where,
+        fix=f"Also write eagle_aux_hidden_state_layer_ids: {ids} at the top level.",
+        impact="hygiene" if same else "computes-differently",
+    )

@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from eagle_convert.validate.findings import Finding, finding
+from eagle_convert.validate.rules import contextlen, windows
 from eagle_convert.validate.rules.context import Context
+from eagle_convert.validate.rules.producer import trained_norm_before_residual
 from eagle_convert.vllm_model.config import MAX_COUNT, eagle_section
 from eagle_convert.vllm_model.tables import ARCHITECTURES, FLAG_NAMES, SPECULATORS_ARCHITECTURES, WRITE_ARCHITECTURE
 
@@ -32,12 +34,13 @@ def _positive_int(value: Any) -> bool:
 
 
 def check(ctx: Context) -> list[Finding]:
-    return [*_architecture(ctx), *_fields(ctx), *_flags(ctx), *_context_length(ctx)]
+    return [*_architecture(ctx), *_fields(ctx), *_flags(ctx), *windows.check(ctx), *contextlen.check(ctx)]
 
 
 def _architecture(ctx: Context) -> list[Finding]:
     cfg, out = ctx.config, []
     recommended = WRITE_ARCHITECTURE.get(ctx.info.attention, WRITE_ARCHITECTURE["llama"])
+    forced_llama = False
     if ctx.speculators:
         inner_type = ctx.vcfg.get("model_type", "llama")
         kind = cfg.get("speculators_model_type")
@@ -60,6 +63,19 @@ def _architecture(ctx: Context) -> list[Finding]:
                     field="transformer_layer_config.model_type",
                 )
             )
+        elif inner_type != "llama" and not ctx.release.has("speculators_inner_class"):
+            forced_llama = True
+            out.append(
+                finding(
+                    "E301",
+                    f"transformer_layer_config.model_type is {inner_type!r} but vLLM {ctx.release}'s speculators "
+                    f"path builds {ctx.arch} for every inner model (the inner model_type picks the class from "
+                    "0.24.0): its q_norm / k_norm tensors fail the load with KeyError: "
+                    "'layers.0.self_attn.k_norm.weight' (vLLM #43132)",
+                    field="transformer_layer_config.model_type",
+                    fix="Serve on vLLM 0.24.0 or newer: no earlier release has a Qwen3 EAGLE-3 draft class.",
+                )
+            )
     elif not ctx.arch:
         out.append(
             finding(
@@ -80,7 +96,7 @@ def _architecture(ctx: Context) -> list[Finding]:
                 fix=f'Set architectures to ["{recommended}"].',
             )
         )
-    if ctx.impl and ctx.info.attention != ctx.attention:
+    if ctx.impl and ctx.info.attention != ctx.attention and not forced_llama:
         out.append(
             finding(
                 "E301",
@@ -200,27 +216,7 @@ def _flags(ctx: Context) -> list[Finding]:
                 )
             )
     if "norm_before_residual" not in cfg:
-        default = "true (speculators path)" if ctx.speculators else "false (plain config path)"
-        out.append(
-            finding(
-                "W307",
-                f"norm_before_residual is not written; vLLM assumes {default}, and the other path assumes the opposite",
-                field="norm_before_residual",
-            )
-        )
-    if ctx.speculators:
-        inner = cfg.get("transformer_layer_config") or {}
-        lost = [f for f in FLAG_NAMES if (f in cfg or f in inner) and (f not in inner or inner.get(f) != cfg.get(f))]
-        if lost:
-            out.append(
-                finding(
-                    "W308",
-                    f"{', '.join(lost)}: top-level and transformer_layer_config disagree or one is "
-                    "missing; vLLM before PR #46488 reads only the inner value, newer vLLM only the "
-                    "top-level one",
-                    field=lost[0],
-                )
-            )
+        out.append(_implicit_norm_before_residual(ctx))
     if "use_aux_norm" in cfg:
         out.append(
             finding(
@@ -233,21 +229,21 @@ def _flags(ctx: Context) -> list[Finding]:
     return out
 
 
-def _context_length(ctx: Context) -> list[Finding]:
-    serving = ctx.serving_context
-    source = ctx.serving_source
-    if serving is None and ctx.target and ctx.target.max_position_embeddings:
-        serving, source = ctx.target.max_position_embeddings, "the target's max_position_embeddings"
-    draft = ctx.vcfg.get("max_position_embeddings")
-    if serving and isinstance(draft, int) and _positive_int(draft) and draft < serving:
-        return [
-            finding(
-                "W310",
-                f"max_position_embeddings is {draft} but the serving context is {serving} ({source}): "
-                "vLLM raises the draft's limit to the target's max_model_len (SpeculativeConfig."
-                "_maybe_override_draft_max_position_embeddings) but the draft has not seen positions "
-                "past its own",
-                field=_field(ctx, "max_position_embeddings"),
-            )
-        ]
-    return []
+def _implicit_norm_before_residual(ctx: Context) -> Finding:
+    """W307: hygiene when the producer is known to train with the value the path vLLM takes assumes."""
+    assumed = ctx.flags["norm_before_residual"]
+    default = f"{str(assumed).lower()} ({'speculators' if ctx.speculators else 'plain config'} path)"
+    message = f"norm_before_residual is not written; vLLM assumes {default}, and the other path assumes the opposite"
+    trained = trained_norm_before_residual(ctx.info.layout)
+    if trained is None:
+        return finding("W307", message, field="norm_before_residual")
+    value, producer = trained
+    same = value == assumed
+    return finding(
+        "W307",
+        f"{message}; {producer} trains with {str(value).lower()}, so vLLM {ctx.release} serves it "
+        + ("as trained" if same else "otherwise than trained"),
+        field="norm_before_residual",
+        impact="hygiene" if same else "computes-differently",
+        fix=None if same else f"Write norm_before_residual: {str(value).lower()} (what {producer} trains with).",
+    )

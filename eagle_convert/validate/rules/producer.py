@@ -14,6 +14,18 @@ from eagle_convert.validate.rules.context import Context
 
 _EAGLE31_HINT = re.compile(r"eagle[-_ .]?3[._]1|eagle31", re.IGNORECASE)
 
+# What a producer's trainer does where vLLM's norm_before_residual chooses (layout id -> (value, who)),
+# read from the trainer's source. vLLM's choice: llama_eagle3.py LlamaDecoderLayer._norm_after_residual
+# (false: residual = the un-normed input, then hidden_norm) vs _norm_before_residual (true).
+# - specforge: sgl-project/SpecForge specforge/modeling/draft/llama3_eagle.py LlamaDecoderLayer.forward
+#   (commit a6b6b023, 2026-08-08): `residual = hidden_states` before `self.hidden_norm(hidden_states)`.
+TRAINED_NORM_BEFORE_RESIDUAL: dict[str, tuple[bool, str]] = {"specforge": (False, "SpecForge")}
+
+
+def trained_norm_before_residual(layout: str) -> tuple[bool, str] | None:
+    """(the value the producer trains with, its name) when the layout's trainer is known, else None."""
+    return TRAINED_NORM_BEFORE_RESIDUAL.get(layout)
+
 
 def check(ctx: Context) -> list[Finding]:
     out: list[Finding] = aux_convention(ctx)
