@@ -371,6 +371,10 @@ def test_w307_is_hygiene_for_the_specforge_fixture(tmp_path: Path) -> None:
         "norm_before_residual is not written; vLLM assumes false (plain config path), and the other path assumes "
         "the opposite; SpecForge trains with false, so vLLM 0.32.0 serves it as trained"
     )
+    safeailab = _one(edit_draft(tmp_path / "s", "safeailab-eagle3"), "0.32.0", "W307")
+    assert safeailab.impact == "hygiene" and safeailab.message.endswith(
+        "; SafeAILab EAGLE trains with false, so vLLM 0.32.0 serves it as trained"
+    )
     unknown = _one(edit_draft(tmp_path / "v", config=pop_config("norm_before_residual")), "0.32.0", "W307")
     assert unknown.impact == "computes-differently"  # no producer known to train either value
     assert unknown.message == (

@@ -19,7 +19,12 @@ _EAGLE31_HINT = re.compile(r"eagle[-_ .]?3[._]1|eagle31", re.IGNORECASE)
 # (false: residual = the un-normed input, then hidden_norm) vs _norm_before_residual (true).
 # - specforge: sgl-project/SpecForge specforge/modeling/draft/llama3_eagle.py LlamaDecoderLayer.forward
 #   (commit a6b6b023, 2026-08-08): `residual = hidden_states` before `self.hidden_norm(hidden_states)`.
-TRAINED_NORM_BEFORE_RESIDUAL: dict[str, tuple[bool, str]] = {"specforge": (False, "SpecForge")}
+# - safeailab: SafeAILab/EAGLE eagle/traineagle3/cnets.py LlamaDecoderLayeremb.forward (commit cb7e0841,
+#   2026-02-19): the same order.
+TRAINED_NORM_BEFORE_RESIDUAL: dict[str, tuple[bool, str]] = {
+    "specforge": (False, "SpecForge"),
+    "safeailab": (False, "SafeAILab EAGLE"),
+}
 
 
 def trained_norm_before_residual(layout: str) -> tuple[bool, str] | None:
