@@ -14,6 +14,7 @@ from eagle_convert.draft.checkpoint import CheckpointRef
 from eagle_convert.draft.target import Target, load_target
 from eagle_convert.errors import UsageError
 from eagle_convert.vllm_model.config import flatten_speculators, lookup, mtp_rewrite
+from eagle_convert.vllm_model.releases import all_releases
 from eagle_convert.vllm_model.tables import (
     ARCHITECTURES,
     DRAFT_CLASSES,
@@ -83,9 +84,10 @@ def choose_architectures(current: list[str], attention: str) -> list[str]:
 
 
 def choose_model_type(config: dict[str, Any], attention: str) -> Any:
-    """The input's model_type, unless vLLM would rewrite the draft into an MTP model because of it."""
+    """The input's model_type, unless some known vLLM release would rewrite the draft into an MTP model
+    because of it (an output must serve on whichever release its user deploys on)."""
     model_type = config.get("model_type")
-    if mtp_rewrite({"model_type": model_type}) is not None:
+    if any(mtp_rewrite({"model_type": model_type}, rel) is not None for rel in all_releases()):
         return SAFE_MODEL_TYPE[attention]
     return model_type
 
