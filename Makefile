@@ -42,6 +42,7 @@ demo: env
 bench: env
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.inspect_bench
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.validate_bench
+	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.validate_bench --matrix
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.upgrade_bench
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.scale_bench
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.engine_share_bench

@@ -9,6 +9,13 @@ Static validation reads config, headers and d2t/t2d only, so its time must not g
 weights. `--deep` also times one `validate --deep` per size and reports its peak RSS (bounded by
 the chunk size, not the checkpoint).
 
+`--matrix` measures `validate --vllm-version all` (one verdict per known vLLM release, 16 of them)
+against one `validate`, side by side, on the 8B-shaped draft alone and with a config-only Llama-3.1-8B
+target: the library calls warm (median wall and CPU time: CPU time is what a busy machine does not
+distort) and the CLI in a fresh process each (what a user waits for). The matrix opens, classifies
+and reads d2t/t2d and the target once and re-runs only the static rules per release, so it must
+cost at most 2x one validate; the ratios are printed with `within_2x`.
+
 `--target` measures `validate DRAFT --target TARGET` against an 8B-shaped target (benchmarks/synth_target.py:
 a sparse 16 GB safetensors whose embedding is the draft's and whose lm_head rows at the d2t-mapped ids are
 the draft's), each run in a fresh process: its time and peak RSS against `validate DRAFT` alone and against
@@ -91,6 +98,71 @@ def measure_target(draft: Path, target: Path, repeat: int, *, deep: bool) -> dic
     return rows
 
 
+LLAMA31_8B_TARGET = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "num_hidden_layers": 32,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "rope_theta": 500000.0,
+}
+
+
+def _median_cpu_and_wall(fn, repeat: int) -> tuple[float, float]:
+    """(median CPU seconds, median wall seconds) of `repeat` calls of `fn`."""
+    import statistics
+    import time
+
+    cpu, wall = [], []
+    for _ in range(repeat):
+        c0, w0 = time.process_time(), time.perf_counter()
+        fn()
+        cpu.append(time.process_time() - c0)
+        wall.append(time.perf_counter() - w0)
+    return statistics.median(cpu), statistics.median(wall)
+
+
+def measure_matrix(folder: Path, target: Path | None, repeat: int) -> dict:
+    """validate --vllm-version all vs one validate: library (warm) and CLI (fresh process)."""
+    from eagle_convert.validate.matrix import compatibility_matrix
+    from eagle_convert.validate.run import validate_checkpoint
+
+    one = compatibility_matrix(folder, target=target)  # warm-up; also the verdicts
+    validate_checkpoint(folder, target=target)
+    one_cpu, one_wall = _median_cpu_and_wall(lambda: validate_checkpoint(folder, target=target), repeat)
+    all_cpu, all_wall = _median_cpu_and_wall(lambda: compatibility_matrix(folder, target=target), repeat)
+    extra = ["--target", str(target)] if target else []
+
+    def cli(*args: str) -> None:
+        subprocess.run(
+            [sys.executable, "-m", "eagle_convert.cli.app", "validate", "--json", str(folder), *extra, *args],
+            check=True,
+            capture_output=True,
+        )
+
+    cli_repeat = max(3, repeat // 10)
+    cli_one = median_seconds(cli, cli_repeat)
+    cli_all = median_seconds(lambda: cli("--vllm-version", "all"), cli_repeat)
+    ratios = {
+        "library_cpu": all_cpu / one_cpu,
+        "library_wall": all_wall / one_wall,
+        "cli_wall": cli_all / cli_one,
+    }
+    return {
+        "releases": len(one.rows),
+        "summary": one.summary(),
+        "validate_library_cpu_ms": one_cpu * 1e3,
+        "matrix_library_cpu_ms": all_cpu * 1e3,
+        "validate_library_wall_ms": one_wall * 1e3,
+        "matrix_library_wall_ms": all_wall * 1e3,
+        "validate_cli_s": cli_one,
+        "matrix_cli_s": cli_all,
+        "ratios": ratios,
+        "within_2x": {k: v <= 2.0 for k, v in ratios.items()},
+    }
+
+
 def measure(folder: Path, repeat: int, *, deep: bool) -> dict[str, float]:
     from eagle_convert.validate.run import validate_checkpoint
 
@@ -130,7 +202,26 @@ def main(argv: list[str] | None = None) -> int:
         help="only measure validate --target against a sparse 8B-shaped target (with --deep: also "
         "validate --target --deep)",
     )
+    parser.add_argument(
+        "--matrix",
+        action="store_true",
+        help="only measure validate --vllm-version all against one validate (library and CLI), draft alone "
+        "and with a config-only target",
+    )
     args = parser.parse_args(argv)
+    if args.matrix:
+        folder = args.out / "synth-8b"
+        if not folder.exists():
+            build_synthetic_draft(folder, with_embed=False)
+        target = args.out / "llama31-8b-target-config"
+        target.mkdir(parents=True, exist_ok=True)
+        (target / "config.json").write_text(json.dumps(LLAMA31_8B_TARGET, indent=2) + "\n", encoding="utf-8")
+        rows = {
+            "draft": measure_matrix(folder, None, max(args.repeat, 31)),
+            "draft_with_target": measure_matrix(folder, target, max(args.repeat, 31)),
+        }
+        print(json.dumps(rows, indent=2))
+        return 0
     if args.target:
         from benchmarks.synth_target import build_synthetic_target
 

@@ -206,3 +206,45 @@ def test_upgrade_cli_prints_no_model_type_warning_for_a_speculators_draft(built_
     res = CliRunner().invoke(main, ["upgrade", str(built_fixtures("speculators-eagle3")), str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
     assert "warning" not in res.output and "model_type" not in res.output
+
+
+# -- which vLLM releases serve the written draft as trained (issue 16 item 3) --------------------
+
+
+def test_upgraded_card_states_the_releases_of_the_written_output(built_fixtures, tmp_path: Path) -> None:
+    """The sentence is the matrix of the output, not the input: a 3.1 draft needs fc_norm (0.22.0 on)."""
+    from eagle_convert.validate.matrix import serving_summary
+
+    out = tmp_path / "eagle31"
+    plan, _ = _upgrade(built_fixtures("vllm-eagle3"), out)
+    expected = "vLLM 0.22.0-0.33.0 serve it as trained; 0.21.0 fails to load it (E104)"
+    assert serving_summary(out) == expected  # the folder as written
+    assert serving_summary(built_fixtures("vllm-eagle3")) != expected  # the input is served by 0.21.0 too
+    line = next(line for line in plan.readme.splitlines() if line.startswith("**vLLM releases**"))
+    assert line == (
+        f"**vLLM releases**: {expected}. This is eagle-convert's static verdict for each release, read from "
+        "vLLM's source (only vLLM 0.32.0 was also run). Before serving, `eagle-convert validate DRAFT --target "
+        "TARGET --vllm-version X.Y.Z` checks it for the release you run and against the target."
+    )
+    assert "loader rules (read from vLLM" not in plan.readme
+
+
+def test_card_without_a_matrix_says_how_to_get_one(built_fixtures) -> None:
+    config = json.loads((built_fixtures("vllm-eagle31") / "config.json").read_text())
+    text = model_card(config, model_ref="out")
+    assert "`--vllm-version all` lists which vLLM releases serve it as trained." in text
+    assert "**vLLM releases**" not in text
+
+
+def test_write_model_card_takes_the_sentence(built_fixtures, tmp_path: Path) -> None:
+    import shutil
+
+    from eagle_convert.validate.matrix import serving_summary
+
+    folder = tmp_path / "d"
+    shutil.copytree(built_fixtures("vllm-qwen3-eagle3"), folder)
+    path = write_model_card(folder, serving=serving_summary(folder))
+    assert (
+        "**vLLM releases**: vLLM 0.24.0-0.33.0 serve it as trained; 0.21.0-0.23.0 fail to load it (E301)."
+        in path.read_text()
+    )

@@ -205,6 +205,9 @@ def test_finetune_recovers_acceptance_of_the_upgrade(tmp_path: Path) -> None:
 
     card = ModelCard.load(out / "README.md")
     assert "**finetune (TTT)**" in card.text and "**upgrade EAGLE-3 -> EAGLE-3.1**" in card.text
+    from eagle_convert.validate.matrix import serving_summary
+
+    assert f"**vLLM releases**: {serving_summary(out)}." in card.text  # the matrix of the written draft
 
 
 @pytest.mark.slow

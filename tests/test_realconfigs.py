@@ -218,3 +218,12 @@ def test_upgrade_real_size(built, tmp_path):
         assert not report.errors, [f"{f.code}: {f.message}" for f in report.errors]
         shutil.rmtree(out)
     print("upgrade wall s, GB:", times)
+
+
+def test_matrix_section_of_the_docs_is_fresh(built):
+    """docs/realconfigs.md's compatibility matrix is what `validate --vllm-version all` says today."""
+    from fixtures.realconfigs_matrix import DOC, committed_section, matrix_markdown
+
+    assert committed_section(DOC.read_text(encoding="utf-8")) == matrix_markdown(built), (
+        "stale: regenerate with python -m fixtures.realconfigs_matrix --write"
+    )

@@ -18,6 +18,7 @@ from eagle_convert.cli.app import main
 from eagle_convert.errors import ConfigError
 from eagle_convert.report.cache import HashMemo, StageRecord, StageStore, folder_digest, stage_key
 from eagle_convert.smoke.reader import check_smoke_dict, read_drafts
+from eagle_convert.validate.matrix import serving_summary
 
 
 def _cli(*args: str):
@@ -286,6 +287,7 @@ def test_fixture_report_every_variant_resume_and_rebuild(tmp_path: Path, capfd: 
     for v in data["variants"][1:]:
         card = (Path(v["path"]) / "README.md").read_text()
         assert "## Measured acceptance" in card and f"**{v['name']}** (this draft)" in card
+        assert f"**vLLM releases**: {serving_summary(Path(v['path']))}." in card
     for name in ("report.md", "report.png", "al.png", "positions.png", "buckets.png", "commands.sh"):
         assert (out / name).stat().st_size > 0, name
     assert (out / "report.png").read_bytes()[:4] == b"\x89PNG"

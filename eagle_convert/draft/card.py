@@ -253,8 +253,13 @@ def model_card(
     acceptance: AcceptanceTable | None = None,
     title: str | None = None,
     dtype: str | None = None,
+    serving: str | None = None,
 ) -> str:
     """README.md text for the draft whose config.json is `config`.
+
+    `serving` is the compatibility matrix's sentence for the written draft
+    (`validate.matrix.serving_summary`: which vLLM releases serve it as trained, differently, or
+    not at all); without it the card says how to get it.
 
     `model_ref` is what `vllm serve` loads (the output folder, or the hub repo after `push`);
     `target` the target model (folder or hub id; else the one the provenance or a speculators
@@ -288,10 +293,7 @@ def model_card(
         serve_command(shown_target, model_ref),
         "```",
         "",
-        (
-            "Before serving, `eagle-convert validate DRAFT --target TARGET` checks the draft against vLLM's "
-            f"loader rules (read from vLLM {TESTED_VERSION}) and the target."
-        ),
+        *_serving_lines(serving),
     ]
 
     hidden, th = cfg.get("hidden_size"), cfg.get("target_hidden_size") or cfg.get("hidden_size")
@@ -330,6 +332,20 @@ def model_card(
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _serving_lines(serving: str | None) -> list[str]:
+    """Which vLLM releases serve the draft as trained, and the check to run for the one deployed."""
+    check = (
+        "Before serving, `eagle-convert validate DRAFT --target TARGET --vllm-version X.Y.Z` checks it for the "
+        "release you run and against the target"
+    )
+    if serving is None:
+        return [f"{check}; `--vllm-version all` lists which vLLM releases serve it as trained."]
+    return [
+        f"**vLLM releases**: {serving}. This is eagle-convert's static verdict for each release, read from "
+        f"vLLM's source (only vLLM {TESTED_VERSION} was also run). {check}."
+    ]
+
+
 def _config_dtype(config: dict[str, Any], vcfg: dict[str, Any]) -> Any:
     """torch_dtype/dtype as vLLM reads it, or the top level's (a speculators config keeps it there)."""
     for c in (vcfg, config):
@@ -358,8 +374,10 @@ def write_model_card(
     model_ref: str | None = None,
     target: str | None = None,
     acceptance: AcceptanceTable | None = None,
+    serving: str | None = None,
 ) -> Path:
-    """(Re)write `folder/README.md` from `folder/config.json` (replace-by-rename, never half-written)."""
+    """(Re)write `folder/README.md` from `folder/config.json` (replace-by-rename, never half-written);
+    `serving` as for `model_card`."""
     folder = Path(folder)
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     dtype = None
@@ -368,7 +386,9 @@ def write_model_card(
             dtype = weights_dtype(open_checkpoint(folder).tensors.values())  # headers only
         except CheckpointNotFoundError:  # a card for a config-only folder
             dtype = None
-    text = model_card(config, model_ref=model_ref or str(folder), target=target, acceptance=acceptance, dtype=dtype)
+    text = model_card(
+        config, model_ref=model_ref or str(folder), target=target, acceptance=acceptance, dtype=dtype, serving=serving
+    )
     path = folder / CARD_FILE
     write_text_atomic(path, text)
     return path

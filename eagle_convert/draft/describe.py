@@ -134,6 +134,8 @@ class Classified:
     by_canon: dict[str, Any]  # canonical name -> TensorInfo
     fc_norms: list[int]
     layers: set[int]
+    flag_locations: dict[str, list[str]]
+    dtypes: dict[str, int]
 
 
 def classify(ckpt: Checkpoint) -> Classified:
@@ -151,7 +153,9 @@ def classify(ckpt: Checkpoint) -> Classified:
     by_canon = {c: ckpt.tensors[k] for k, c in canon.items()}
     fc_norms = sorted(int(m.group(1)) for c in by_canon if (m := _FC_NORM_RE.match(c)))
     layers = {int(m.group(1)) for c in by_canon if (m := _LAYER_RE.match(c))}
-    return Classified(layout, canon, attention, attention_reason, by_canon, fc_norms, layers)
+    locations = {f: _flag_locations(ckpt.config, f) for f in FLAG_NAMES}
+    dtypes = dict(Counter(t.dtype for t in ckpt.tensors.values()))
+    return Classified(layout, canon, attention, attention_reason, by_canon, fc_norms, layers, locations, dtypes)
 
 
 def describe(
@@ -179,9 +183,7 @@ def describe(
     by_canon = known.by_canon
     view = view or read_config(ckpt.config, release)
     eff = view.vcfg
-    flags = {
-        f: Flag(_declared(ckpt.config, view, f), _flag_locations(ckpt.config, f), view.flags[f]) for f in FLAG_NAMES
-    }
+    flags = {f: Flag(_declared(ckpt.config, view, f), list(known.flag_locations[f]), view.flags[f]) for f in FLAG_NAMES}
 
     hidden = _dim(eff, "hidden_size")
     if hidden is None and "norm.weight" in by_canon:
@@ -226,7 +228,7 @@ def describe(
         draft_vocab_size=draft_vocab,
         vocab=vocab,
         has_embed="embed_tokens.weight" in by_canon,
-        dtypes=dict(Counter(t.dtype for t in ckpt.tensors.values())),
+        dtypes=dict(known.dtypes),
         num_tensors=len(ckpt.tensors),
         total_bytes=ckpt.total_bytes,
         storage=ckpt.storage,

@@ -414,15 +414,21 @@ def _write(plan: FinetunePlan, drafter: Any, prov: dict[str, Any]) -> None:
     from eagle_convert.io.tensordata import torch_dtype
     from eagle_convert.reference.data import load_drafter
     from eagle_convert.reference.train import write_draft
+    from eagle_convert.validate.matrix import serving_summary
 
     dtype = torch_dtype(plan.dtype)  # F32, BF16 or F16 (plan.py)
     config = {**plan.config, PROVENANCE_KEY: prov}
     try:
         with atomic_output_dir(plan.out, force=plan.force) as tmp:
             write_draft(drafter, config, tmp, include_embed=plan.include_embed, dtype=dtype)
-            (tmp / CARD_FILE).write_text(
-                model_card(config, model_ref=str(plan.out), target=str(plan.target), dtype=plan.dtype), encoding="utf-8"
+            card = model_card(
+                config,
+                model_ref=str(plan.out),
+                target=str(plan.target),
+                dtype=plan.dtype,
+                serving=serving_summary(tmp),  # the matrix of the draft just written
             )
+            (tmp / CARD_FILE).write_text(card, encoding="utf-8")
             back = load_drafter(
                 tmp,
                 target_embed=drafter.embed_tokens.weight,

@@ -57,13 +57,16 @@ def _cards(variants: Sequence[Variant], target: Path, acc_dict: dict[str, Any]) 
     """Each variant the report built gets its model card with the measured table (the input is
     the user's folder and is never written to)."""
     from eagle_convert.draft.card import acceptance_from_smoke, write_model_card
+    from eagle_convert.validate.matrix import serving_summary
 
     cards = {}
     for v in variants:
         if v.stage is None:
             continue
         table = acceptance_from_smoke(acc_dict, this=v.path)
-        cards[v.name] = str(write_model_card(v.path, target=str(target), acceptance=table))
+        cards[v.name] = str(
+            write_model_card(v.path, target=str(target), acceptance=table, serving=serving_summary(v.path))
+        )
     return cards
 
 

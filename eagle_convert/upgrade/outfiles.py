@@ -10,14 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from eagle_convert.draft.checkpoint import Checkpoint
 from eagle_convert.draft.layout import canonical_name
+from eagle_convert.errors import CheckpointReadError
 from eagle_convert.io.outfile import SINGLE_FILENAME, ByteRange, OutFile, OutTensor, file_header
 from eagle_convert.io.safetensors_header import DTYPE_BYTES, TensorInfo
+from eagle_convert.io.source import Source
 from eagle_convert.io.writer import index_text
 
-__all__ = ["FC_NORM", "PlannedFile", "index_json", "norm_name", "plan_files"]
+__all__ = ["FC_NORM", "PlannedFile", "PlannedSource", "index_json", "norm_name", "plan_files", "planned_output"]
 
 FC_NORM = "fc_norm.{i}.weight"
 
@@ -87,3 +90,63 @@ def plan_files(
         f.header_bytes = len(file_header(OutFile(filename, tensors, meta)))
         out.append(f)
     return out
+
+
+NEW = "<new tensor>/"  # file-name prefix of the planned output's new tensors inside `PlannedSource`
+
+
+@dataclass(frozen=True)
+class PlannedSource:
+    """The planned output as a `Source`: the input's files, plus one in-memory file per new tensor."""
+
+    input: Source
+    new: dict[str, bytes]
+
+    @property
+    def description(self) -> str:
+        return f"{self.input.description} (upgraded, as planned)"
+
+    def list_files(self) -> list[str]:
+        return self.input.list_files()
+
+    def file_size(self, name: str) -> int:
+        return len(self.new[name]) if name in self.new else self.input.file_size(name)
+
+    def read_range(self, name: str, start: int, length: int) -> bytes:
+        if name not in self.new:
+            return self.input.read_range(name, start, length)
+        data = self.new[name][start : start + length]
+        if len(data) != length:
+            raise CheckpointReadError(f"{name}: {length} bytes at {start} past its end")
+        return data
+
+    def local_path(self, name: str) -> Path:
+        if name in self.new:
+            raise CheckpointReadError(f"{name}: a planned tensor has no file yet")
+        return self.input.local_path(name)
+
+
+def planned_output(ckpt: Checkpoint, files: list[PlannedFile], config: dict[str, Any], *, sharded: bool) -> Checkpoint:
+    """The output an upgrade of `ckpt` into `files` with `config` would write, as validate reads a
+    checkpoint (no bytes copied): the preflight's and the model card's matrix's input."""
+    new: dict[str, bytes] = {}
+    tensors: dict[str, TensorInfo] = {}
+    for f in files:
+        for t in f.tensors:
+            if isinstance(t.source, ByteRange):
+                file, offset = t.source.path.as_posix(), t.source.offset
+            else:
+                file, offset = NEW + t.name, 0
+                if isinstance(t.source, bytes):  # a StreamSource is never read by the static rules
+                    new[file] = t.source
+            tensors[t.name] = TensorInfo(t.name, t.dtype, tuple(t.shape), file, offset, t.nbytes)
+    return Checkpoint(
+        source=PlannedSource(ckpt.source, new),
+        config=config,
+        tensors=tensors,
+        storage="sharded" if sharded else "single",
+        # The input's weight files hold the carried bytes. Listing the input's other files keeps E409
+        # (a vocab map beside the weights, which vLLM never reads and the upgrade does not carry) in view.
+        weight_files=ckpt.weight_files,
+        file_metadata={f.filename: dict(f.metadata or {}) for f in files},
+    )

@@ -24,7 +24,7 @@ from eagle_convert.draft.card import CARD_FILE, PROVENANCE_KEY, model_card, reco
 from eagle_convert.draft.checkpoint import Checkpoint
 from eagle_convert.draft.describe import DraftInfo
 from eagle_convert.draft.target import Target
-from eagle_convert.errors import UpgradeRefusedError, UsageError
+from eagle_convert.errors import EagleConvertError, UpgradeRefusedError, UsageError
 from eagle_convert.io.outfile import INDEX_FILENAME, ByteRange, OutTensor
 from eagle_convert.upgrade.auxids import AuxIds, resolve_aux
 from eagle_convert.upgrade.configgen import (
@@ -36,7 +36,7 @@ from eagle_convert.upgrade.configgen import (
     to_speculators,
 )
 from eagle_convert.upgrade.norminit import NormInit, norm_bytes
-from eagle_convert.upgrade.outfiles import PlannedFile, index_json, norm_name, plan_files
+from eagle_convert.upgrade.outfiles import PlannedFile, index_json, norm_name, plan_files, planned_output
 from eagle_convert.upgrade.refusals import check_upgradable
 from eagle_convert.vllm_model.config import mtp_rewrite
 
@@ -198,6 +198,7 @@ def plan_upgrade(
         # a native output keeps no speculators verifier: the card names the input's
         target=target.ref if target is not None else recorded_target(ckpt.config),
         dtype=weights_dtype(t for f in files for t in f.tensors),
+        serving=_serving(ckpt, files, after),
     )
     return UpgradePlan(
         checkpoint=ckpt,
@@ -222,6 +223,18 @@ def plan_upgrade(
         norm_init=norm_init,
         readme=readme,
     )
+
+
+def _serving(ckpt: Checkpoint, files: list[PlannedFile], config: dict[str, Any]) -> str | None:
+    """The card's compatibility-matrix sentence for the output as planned (None: the planned output
+    cannot be read as a draft, which the preflight then refuses with its own message)."""
+    from eagle_convert.validate.matrix import serving_summary
+
+    sharded = len(files) > 1 or ckpt.storage == "sharded"
+    try:
+        return serving_summary(planned_output(ckpt, files, config, sharded=sharded))
+    except EagleConvertError:
+        return None
 
 
 def _plan_config(

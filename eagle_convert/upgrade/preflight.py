@@ -13,80 +13,21 @@ table of fixable codes to keep in step with the rules.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-
 from eagle_convert.draft.checkpoint import Checkpoint
 from eagle_convert.draft.describe import describe
-from eagle_convert.errors import CheckpointReadError, EagleConvertError, UpgradeRefusedError
-from eagle_convert.io.outfile import ByteRange
-from eagle_convert.io.safetensors_header import TensorInfo
-from eagle_convert.io.source import Source
+from eagle_convert.errors import EagleConvertError, UpgradeRefusedError
+from eagle_convert.upgrade.outfiles import planned_output
 from eagle_convert.upgrade.plan import UpgradePlan, plan_upgrade
 from eagle_convert.validate.findings import Finding
 from eagle_convert.validate.rules import run_static
 from eagle_convert.validate.rules.context import build_context
 
-__all__ = ["PlannedSource", "output_errors", "planned_checkpoint", "refuse_invalid_output"]
-
-NEW = "<new tensor>/"  # file-name prefix of the planned output's new tensors inside `PlannedSource`
-
-
-@dataclass(frozen=True)
-class PlannedSource:
-    """The planned output as a `Source`: the input's files, plus one in-memory file per new tensor."""
-
-    input: Source
-    new: dict[str, bytes]
-
-    @property
-    def description(self) -> str:
-        return f"{self.input.description} (upgraded, as planned)"
-
-    def list_files(self) -> list[str]:
-        return self.input.list_files()
-
-    def file_size(self, name: str) -> int:
-        return len(self.new[name]) if name in self.new else self.input.file_size(name)
-
-    def read_range(self, name: str, start: int, length: int) -> bytes:
-        if name not in self.new:
-            return self.input.read_range(name, start, length)
-        data = self.new[name][start : start + length]
-        if len(data) != length:
-            raise CheckpointReadError(f"{name}: {length} bytes at {start} past its end")
-        return data
-
-    def local_path(self, name: str) -> Path:
-        if name in self.new:
-            raise CheckpointReadError(f"{name}: a planned tensor has no file yet")
-        return self.input.local_path(name)
+__all__ = ["output_errors", "planned_checkpoint", "refuse_invalid_output"]
 
 
 def planned_checkpoint(plan: UpgradePlan) -> Checkpoint:
     """The output `plan` would write, as validate reads a checkpoint (no bytes copied)."""
-    ckpt = plan.checkpoint
-    new: dict[str, bytes] = {}
-    tensors: dict[str, TensorInfo] = {}
-    for f in plan.files:
-        for t in f.tensors:
-            if isinstance(t.source, ByteRange):
-                file, offset = t.source.path.as_posix(), t.source.offset
-            else:
-                file, offset = NEW + t.name, 0
-                if isinstance(t.source, bytes):  # a StreamSource is never read by the static rules
-                    new[file] = t.source
-            tensors[t.name] = TensorInfo(t.name, t.dtype, tuple(t.shape), file, offset, t.nbytes)
-    return Checkpoint(
-        source=PlannedSource(ckpt.source, new),
-        config=plan.config_after,
-        tensors=tensors,
-        storage="sharded" if plan.sharded else "single",
-        # The input's weight files hold the carried bytes. Listing the input's other files keeps E409
-        # (a vocab map beside the weights, which vLLM never reads and the upgrade does not carry) in view.
-        weight_files=ckpt.weight_files,
-        file_metadata={f.filename: dict(f.metadata or {}) for f in plan.files},
-    )
+    return planned_output(plan.checkpoint, plan.files, plan.config_after, sharded=plan.sharded)
 
 
 def _errors(ckpt: Checkpoint) -> tuple[list[Finding], str | None]:

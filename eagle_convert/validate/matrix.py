@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from eagle_convert.draft.checkpoint import CheckpointRef
+from eagle_convert.draft.checkpoint import Checkpoint, CheckpointRef
 from eagle_convert.validate.findings import Finding, code_table
 from eagle_convert.validate.run import ValidationReport, open_draft, static_report
 from eagle_convert.vllm_model.releases import KNOWN_RELEASES
-from eagle_convert.vllm_model.versions import VllmVersionStatus, installed_status
+from eagle_convert.vllm_model.versions import VllmVersionStatus, installed_status, status_for
 
 __all__ = [
     "AS_TRAINED",
@@ -40,6 +40,7 @@ __all__ = [
     "MatrixRow",
     "ReleaseRange",
     "compatibility_matrix",
+    "serving_summary",
     "verdict_of",
 ]
 
@@ -195,7 +196,7 @@ def summarize(ranges: Sequence[ReleaseRange]) -> str:
 
 
 def compatibility_matrix(
-    ref: str | Path | CheckpointRef,
+    ref: str | Path | CheckpointRef | Checkpoint,
     *,
     target: str | Path | None = None,
     serving_context: int | None = None,
@@ -237,3 +238,12 @@ def compatibility_matrix(
         seconds=time.perf_counter() - t0,
         timings=timings,
     )
+
+
+def serving_summary(ref: str | Path | CheckpointRef | Checkpoint) -> str:
+    """The model card's sentence: which releases serve the draft as trained, differently or not at all.
+
+    From the draft alone (no target: the card describes the draft wherever it is served), every
+    known release; `Matrix.summary`.
+    """
+    return compatibility_matrix(ref, default=status_for(None, KNOWN_RELEASES[-1])).summary()

@@ -163,17 +163,22 @@ class OpenedDraft:
     last_context: Any = None  # the Context of the latest `static_report` (deep and engine read it)
 
 
-def open_draft(ref: str | Path | CheckpointRef, *, target: str | Path | None = None) -> OpenedDraft:
+def open_draft(ref: str | Path | CheckpointRef | Checkpoint, *, target: str | Path | None = None) -> OpenedDraft:
     """Open and classify a draft and load its target (config.json only), once for any number of releases.
+
+    `ref` may be an opened `Checkpoint` (upgrade's planned output, `upgrade.preflight.planned_checkpoint`).
 
     Raises:
         EagleConvertError: unreadable inputs (a missing folder, an invalid target).
     """
     t0 = time.perf_counter()
-    if not isinstance(ref, CheckpointRef):
-        ref = CheckpointRef.parse(str(ref))
-    ckpt = open_checkpoint(ref)
-    head = ValidationReport(ckpt.description, is_hub=ref.is_hub)
+    if isinstance(ref, Checkpoint):
+        ckpt, is_hub = ref, False
+    else:
+        if not isinstance(ref, CheckpointRef):
+            ref = CheckpointRef.parse(str(ref))
+        ckpt, is_hub = open_checkpoint(ref), ref.is_hub
+    head = ValidationReport(ckpt.description, is_hub=is_hub)
     head.timings["open"] = time.perf_counter() - t0
     head.families_run.append("files")
     opened = OpenedDraft(ckpt, head)

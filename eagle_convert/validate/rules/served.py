@@ -125,7 +125,7 @@ def _is_quantized(name: str, dtype: str) -> bool:
 def _quantization(ctx: Context) -> list[Finding]:
     """E313 / W311: vLLM quantizes the draft by its own config.json only (get_draft_quant_config)."""
     qcfg = ctx.vcfg.get(DRAFT_QUANT_SOURCE)
-    quantized = [n for n, t in ctx.tensors.items() if _is_quantized(n, t.dtype)]
+    quantized = ctx.memo("quantized", lambda: [n for n, t in ctx.tensors.items() if _is_quantized(n, t.dtype)])
     method = qcfg.get("quant_method", "unknown method") if isinstance(qcfg, dict) else None
     if qcfg and not quantized:
         copied = ""

@@ -91,7 +91,7 @@ def check(ctx: Context) -> list[Finding]:
         if tuple(info.shape) != want:
             out.append(_shape_finding(ctx, name, info.shape, want, exp.formula))
         out += _dtype_findings(ctx, name, info.dtype, exp.kind)
-    out += _dtype_summary(ctx)
+    out += ctx.memo("dtype_summary", lambda: _dtype_summary(ctx))  # the tensors' dtypes only
     return out
 
 
