@@ -51,6 +51,14 @@ def test_qwen3_draft_needs_0_24(built_fixtures) -> None:
     assert rows["0.23.0"] == (FAILS, ("E301",)) and rows["0.24.0"] == (AS_TRAINED, ())
 
 
+def test_mla_eagle31_window_0_22_x(built_fixtures) -> None:
+    """0.22.0-0.22.1 load the MLA draft's fc_norm but never apply it (fixed in 0.23.0, vLLM #43482)."""
+    matrix = compatibility_matrix(built_fixtures("kimi-mla-eagle31"))
+    assert "E108" in matrix.row("0.22.0").codes and "E108" in matrix.row("0.22.1").codes
+    assert "E108" not in matrix.row("0.23.0").codes and "E108" not in matrix.row("0.21.0").codes
+    assert matrix.row("0.22.1").verdict == DIFFERENTLY
+
+
 def test_plain_eagle3_is_served_as_trained_everywhere(built_fixtures) -> None:
     matrix = compatibility_matrix(built_fixtures("vllm-eagle3"))
     assert {r.verdict for r in matrix.rows} == {AS_TRAINED}
@@ -136,7 +144,7 @@ def test_cli_json_has_the_matrix(run, built_fixtures) -> None:
     assert [r["release"] for r in data["matrix"]] == list(KNOWN_RELEASES)
     first = data["matrix"][0]
     assert (first["verdict"], first["codes"], first["why"]) == ("fails to load", ["E104"], "E104 tensor-without-flag")
-    assert [f["code"] for f in first["findings"]] == ["E104"]
+    assert [f["code"] for f in first["findings"]] == ["E104", "E318"]  # E318: norm_output read nowhere on 0.21
     assert data["matrix"][1]["verdict"] == "served as trained" and data["matrix"][1]["findings"] == []
     assert data["as_trained"] == list(KNOWN_RELEASES[1:])
     assert data["summary"] == "vLLM 0.22.0-0.33.0 serve it as trained; 0.21.0 fails to load it (E104)"
