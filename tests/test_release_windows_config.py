@@ -181,8 +181,8 @@ def test_yarn_draft_caps_the_target_context_on_0_33(tmp_path: Path) -> None:
     assert (hit.level, hit.impact) == ("warning", "caps-context")
     assert hit.message == (
         "max_position_embeddings is 2048 but the serving context is 32768 (--max-model-len): rope_type yarn is "
-        "not cache-only, so vLLM 0.33.0 keeps the draft's limit and Model Runner V2 (the GPU default for every "
-        "target (with Triton and no unsupported feature)) lowers the target's max_model_len from 32768 to 2048 "
+        "not cache-only, so vLLM 0.33.0 keeps the draft's limit and Model Runner V2, the GPU default for every "
+        "target (with Triton and no unsupported feature), lowers the target's max_model_len from 32768 to 2048 "
         "(VllmConfig._limit_max_model_len_to_draft)"
     )
     old = _one(draft, "0.32.0", "W310", serving_context=32768)
@@ -236,14 +236,14 @@ def test_w323_names_the_ids_v2_will_tap(tmp_path: Path) -> None:
     hit = _one(draft, "0.32.0", "W323", target=_target(tmp_path / "t"))
     assert (hit.level, hit.impact) == ("warning", "computes-differently")
     assert hit.message == (
-        "aux ids only in eagle_config.eagle_aux_hidden_state_layer_ids: vLLM 0.32.0's Model Runner V2 (the GPU "
-        "default for every target (with Triton and no unsupported feature)) never reads them, so it taps "
+        "aux ids only in eagle_config.eagle_aux_hidden_state_layer_ids: vLLM 0.32.0's Model Runner V2, the GPU "
+        "default for every target (with Triton and no unsupported feature), never reads them, so it taps "
         "(2, 4, 5) for this 8-layer target instead of [1, 3, 4]"
     )
     formula = _one(draft, "0.28.0", "W323")
     assert formula.message == (
-        "aux ids only in eagle_config.eagle_aux_hidden_state_layer_ids: vLLM 0.28.0's Model Runner V2 (the GPU "
-        "default for every non-MoE, non-hybrid target and a list of MoE architectures) never reads them, so it "
+        "aux ids only in eagle_config.eagle_aux_hidden_state_layer_ids: vLLM 0.28.0's Model Runner V2, the GPU "
+        "default for every non-MoE, non-hybrid target and a list of MoE architectures, never reads them, so it "
         "taps (2, N//2, N-3) of an N-layer target instead of [1, 3, 4]"
     )
     assert _hits(draft, "0.21.0", "W323") == []  # 0.21.0's V1 does not read eagle_config ids either: W320
@@ -274,6 +274,29 @@ def test_v2_aux_id_sources_per_release(config: dict, version: str, ids: list[int
     assert (view.aux_ids_v2, view.aux_ids_v2_where) == (ids, where)
 
 
+@pytest.mark.parametrize(
+    ("config", "version", "ids"),
+    [
+        ({"dflash_config": {"target_layer_ids": [1, 2, 3]}}, "0.21.0", [1, 2, 3]),
+        ({"dflash_config": {"target_layer_ids": [1, 2, 3]}}, "0.22.0", [2, 3, 4]),  # DFlash counts from 0
+        # any non-empty eagle_config replaces them, even without ids of its own
+        (
+            {"dflash_config": {"target_layer_ids": [1, 2, 3]}, "eagle_config": {"use_aux_hidden_state": True}},
+            "0.22.0",
+            None,
+        ),
+        (
+            {"dflash_config": {"target_layer_ids": [1, 2, 3]}, "eagle_config": {"use_aux_hidden_state": True}},
+            "0.21.0",
+            [1, 2, 3],
+        ),
+    ],
+)
+def test_v1_aux_id_sources_per_release(config: dict, version: str, ids: list[int] | None) -> None:
+    view = read_config({"architectures": ["LlamaForCausalLMEagle3"], **config}, release(version))
+    assert view.aux_ids_v1 == ids
+
+
 def _no_aux(cfg: dict) -> None:
     cfg["eagle_config"]["use_aux_hidden_state"] = False
 
@@ -283,8 +306,8 @@ def test_v2_ignores_use_aux_hidden_state_false_before_0_33(tmp_path: Path) -> No
     hit = _one(draft, "0.32.0", "W326")
     assert (hit.level, hit.impact, hit.field) == ("warning", "fails-to-load", "eagle_config.use_aux_hidden_state")
     assert hit.message == (
-        "eagle_config.use_aux_hidden_state is false: vLLM 0.32.0's Model Runner V2 (the GPU default for every "
-        "target (with Triton and no unsupported feature)) ignores it and passes the draft the concatenated aux "
+        "eagle_config.use_aux_hidden_state is false: vLLM 0.32.0's Model Runner V2, the GPU default for every "
+        "target (with Triton and no unsupported feature), ignores it and passes the draft the concatenated aux "
         "hidden states, which fail the draft's input width check (inferred: a crash at the first decode); V1 "
         "honours the flag, and V2 does from 0.33.0"
     )

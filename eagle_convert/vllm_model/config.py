@@ -39,6 +39,7 @@ from eagle_convert.vllm_model.tables import (
     SLIDING_WINDOW_FIELDS,
     SPECULATORS_ARCHITECTURES,
     SPECULATORS_FLAG_DEFAULTS,
+    V1_DFLASH_AUX_IDS,
     DraftClass,
     default_aux_ids,
     default_rope_theta,
@@ -160,12 +161,35 @@ def resolve_architecture(vcfg: dict[str, Any], speculators: bool) -> str | None:
     return name
 
 
-def _aux_ids(vcfg: dict[str, Any], paths: tuple[str, ...]) -> tuple[list[Any] | None, str]:
-    for path in paths:
-        value = lookup(vcfg, path)
-        if value:
-            return as_list(value), path
-    return None, ""
+def _shifted(ids: list[Any], offset: int) -> list[Any]:
+    return (
+        [i + offset for i in ids]
+        if offset and all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
+        else ids
+    )
+
+
+def _aux_ids_v1(vcfg: dict[str, Any], rel: Release) -> tuple[list[Any] | None, str]:
+    """The ids the V1 runner of `rel` reads (`GPUModelRunner._get_eagle3_aux_layers_from_config`).
+
+    Top-level ids; else `dflash_config.target_layer_ids` (plus one from 0.22.0), which a non-empty
+    `eagle_config` object replaces by its `eagle_aux_hidden_state_layer_ids` from 0.22.0 on, even when
+    it holds none.
+    """
+    top, nested = AUX_IDS_V1
+    value = lookup(vcfg, top)
+    if value:
+        return as_list(value), top
+    ids: list[Any] | None = None
+    where = ""
+    dflash = lookup(vcfg, V1_DFLASH_AUX_IDS)
+    if dflash:
+        ids, where = _shifted(as_list(dflash), 1 if rel.has("v1_dflash_ids_shifted") else 0), V1_DFLASH_AUX_IDS
+    eagle = vcfg.get("eagle_config")
+    if rel.has("v1_reads_eagle_config_aux_ids") and isinstance(eagle, dict) and eagle:
+        value = eagle.get(nested.split(".", 1)[1])
+        ids, where = (as_list(value), nested) if value else (None, "")
+    return ids, where
 
 
 def _aux_ids_v2(vcfg: dict[str, Any], rel: Release) -> tuple[list[Any] | None, str]:
@@ -175,10 +199,7 @@ def _aux_ids_v2(vcfg: dict[str, Any], rel: Release) -> tuple[list[Any] | None, s
             continue
         value = lookup(vcfg, src.path)
         if value:
-            ids = as_list(value)
-            if src.offset and all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-                ids = [i + src.offset for i in ids]
-            return ids, src.path
+            return _shifted(as_list(value), src.offset), src.path
     return None, ""
 
 
@@ -281,8 +302,7 @@ def read_config(config: dict[str, Any], release: Release | None = None) -> VllmD
         count, count_src = 3, f"vLLM {rel} always builds fc for 3 aux states"
     else:
         count, count_src = _aux_count(vcfg, cls or DRAFT_CLASSES["Eagle3LlamaForCausalLM"])
-    v1_paths = AUX_IDS_V1 if rel.has("v1_reads_eagle_config_aux_ids") else AUX_IDS_V1[:1]
-    v1, v1_where = _aux_ids(vcfg, v1_paths)
+    v1, v1_where = _aux_ids_v1(vcfg, rel)
     v2, v2_where = _aux_ids_v2(vcfg, rel)
     inner = config.get("transformer_layer_config") if isinstance(config.get("transformer_layer_config"), dict) else {}
     written = {

@@ -122,6 +122,13 @@ CHANGES: tuple[Change, ...] = (
         "0.22.0 v1/worker/gpu_model_runner.py GPUModelRunner._get_eagle3_aux_layers_from_config",
     ),
     Change(
+        "v1_dflash_ids_shifted",
+        "0.22.0",
+        None,
+        "the V1 runner adds one to dflash_config.target_layer_ids (DFlash counts target layers from 0)",
+        "0.22.0 v1/worker/gpu_model_runner.py GPUModelRunner._get_eagle3_aux_layers_from_config",
+    ),
+    Change(
         "speculators_inner_class",
         "0.24.0",
         None,

@@ -110,6 +110,9 @@ PLAIN_FLAG_DEFAULTS: dict[str, bool] = dict.fromkeys(FLAG_NAMES, False)
 # Where the model runners read aux layer ids (first set wins; none set -> the target's default).
 # V1 (also the CPU runner): v1/worker/gpu_model_runner.py `GPUModelRunner._get_eagle3_aux_layers_from_config`.
 AUX_IDS_V1 = ("eagle_aux_hidden_state_layer_ids", "eagle_config.eagle_aux_hidden_state_layer_ids")
+# Between the two, V1 tries DFlash's ids (plus one from 0.22.0: releases "v1_dflash_ids_shifted"), which
+# any non-empty eagle_config object then replaces (config.read_config's `_aux_ids_v1`).
+V1_DFLASH_AUX_IDS = "dflash_config.target_layer_ids"
 
 
 @dataclass(frozen=True)

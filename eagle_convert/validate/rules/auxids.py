@@ -132,7 +132,7 @@ def _v2_ignores(ctx: Context, ids: list[Any], where: str, n: int | None) -> Find
     served = " (the same layers: served as trained)" if same else ""
     return finding(
         "W323",
-        f"aux ids only in {where}: vLLM {rel}'s Model Runner V2 (the GPU default for {on_v2}) never reads "
+        f"aux ids only in {where}: vLLM {rel}'s Model Runner V2, the GPU default for {on_v2}, never reads "
         f"them, so it taps {instead} instead of {ids}{served}",
         field=where,
         fix=f"Also write eagle_aux_hidden_state_layer_ids: {ids} at the top level.",
