@@ -361,3 +361,266 @@ def test_cli_one_serve_config_is_for_one_release(plain: Path) -> None:
         "Error: --speculative-config does not combine with --vllm-version all: the keys vLLM accepts differ "
         "between releases; check it for the release you deploy on (--vllm-version X.Y.Z)\n"
     )
+
+
+# ------------------------------------------------------------- the engines run these settings
+
+SERVED = {
+    "method": "eagle3",
+    "num_speculative_tokens": 4,
+    "rejection_sample_method": "block",
+    "max_model_len": 512,
+    "draft_sample_method": "greedy",
+}
+
+
+def test_the_engine_speculative_config_is_the_users_with_the_draft_as_model() -> None:
+    from eagle_convert.vllm_model.serve_config import speculative_config_for
+
+    assert speculative_config_for("/d", 3) == {"method": "eagle3", "num_speculative_tokens": 3, "model": "/d"}
+    user = {**SERVED, "model": "org/somewhere-else"}
+    assert speculative_config_for("/d", 4, user) == {**SERVED, "model": "/d"}
+    parsed = parse_serve_config(user, R32)
+    assert parsed is not None and parsed.engine_config("/d", 4) == {**SERVED, "model": "/d"}
+
+
+class _Capture:
+    """Stands in for the worker: keeps each request, answers as a worker does."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict] = []
+
+    def __call__(self, payload: dict, *, timeout_s: float) -> dict:
+        self.requests.append(payload)
+        if payload["op"] == "load_check":
+            return {"results": []}
+        return {"ok": True, "started": True, "passes": {}, "timings": {}, "vllm_version": "0.32.0"}
+
+
+def test_session_requests_and_llm_kwargs_carry_exactly_the_served_keys(tmp_path: Path) -> None:
+    from eagle_convert.vllm.session import EngineSession, PassSpec
+    from eagle_convert.vllm.session_worker import _engine_kwargs
+
+    draft, target = tmp_path / "draft", tmp_path / "target"
+    session = EngineSession(share=False)
+    capture = _Capture()
+    session.request = capture  # type: ignore[method-assign]
+    session.engine(
+        target, draft, [[1, 2]], [PassSpec("main")], num_speculative_tokens=4, max_model_len=1024, speculative=SERVED
+    )
+    session.load_check([draft], target, num_speculative_tokens=4, speculative=SERVED)
+    engine_req, load_req = capture.requests
+    expected = {**SERVED, "model": str(draft.resolve())}
+    assert engine_req["speculative_config"] == expected
+    kwargs = _engine_kwargs(engine_req, fields={"per_request_spec_decode_metrics"})
+    assert kwargs["speculative_config"] == expected
+    assert kwargs["max_model_len"] == 1024 and kwargs["model"] == str(target.resolve())
+    assert load_req["speculative"] == SERVED and load_req["num_speculative_tokens"] == 4
+    # without a serve config: eagle3 at k, as before
+    session.engine(target, draft, [[1]], [PassSpec("main")], num_speculative_tokens=2)
+    assert capture.requests[-1]["speculative_config"] == {
+        "method": "eagle3",
+        "num_speculative_tokens": 2,
+        "model": str(draft.resolve()),
+    }
+    session.engine(target, None, [[1]], [PassSpec("main")], speculative=SERVED)  # the target alone
+    assert capture.requests[-1]["speculative_config"] is None
+    assert "speculative_config" not in _engine_kwargs(capture.requests[-1], fields=set())
+
+
+def test_check_engines_key_their_cache_on_the_served_keys(tmp_path: Path) -> None:
+    from eagle_convert.check.measure import Engines
+    from eagle_convert.vllm.session import EngineRun, PassResult, PassSpec
+
+    calls: list[dict] = []
+
+    class Session:
+        worker_starts = 0
+
+        def engine(self, target, draft, prompts, passes, **kw):
+            calls.append(kw)
+            res = PassResult([0], [[1]], None, 1, 4, 4, [1, 1, 1, 1], 0.1, None)
+            return EngineRun(str(draft), "0.32.0", {p.name: res for p in passes})
+
+    engines = Engines({}, Session())  # type: ignore[arg-type]
+    args = dict(k=4, max_new_tokens=8, max_model_len=512, seed=0, timeout_s=60)
+    spec = [PassSpec("main")]
+    engines.passes("candidate", tmp_path, tmp_path / "d", [[1]], spec, speculative=SERVED, **args)
+    engines.passes("candidate", tmp_path, tmp_path / "d", [[1]], spec, speculative=SERVED, **args)  # cached
+    engines.passes("candidate", tmp_path, tmp_path / "d", [[1]], spec, **args)  # other settings: runs
+    assert [c["speculative"] for c in calls] == [SERVED, None]
+    assert calls[0]["num_speculative_tokens"] == 4 and calls[0]["max_model_len"] == 512
+
+
+def test_engine_context_is_the_served_one() -> None:
+    only_flag = parse_serve_config(None, R32, max_model_len=4096)
+    assert only_flag is not None and only_flag.engine_max_model_len(300) == 4096
+    with pytest.raises(UsageError, match=r"--max-model-len 256 is shorter than the longest prompt plus"):
+        only_flag = parse_serve_config(None, R32, max_model_len=256)
+        assert only_flag is not None
+        only_flag.engine_max_model_len(300)
+    own = parse_serve_config({"max_model_len": 1024}, R32)
+    assert own is not None and own.engine_max_model_len(300) == 1024  # vLLM refuses a draft length above the target's
+
+
+# ------------------------------------------------------------------------------- check's CLI
+
+
+def _check(*args: object):
+    return CliRunner().invoke(main, ["check", *map(str, args)])
+
+
+def _target(out: Path) -> Path:
+    """A target config.json matching the fixture drafts (all the static stage reads)."""
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 64,
+        "vocab_size": 256,
+        "num_hidden_layers": 8,
+        "max_position_embeddings": 2048,
+        "rope_theta": 10000.0,
+    }
+    (out / "config.json").write_text(json.dumps(cfg))
+    return out
+
+
+def test_cli_check_refuses_a_config_the_release_refuses(plain: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    res = _check(plain, "--speculative-config", '{"fly_window_size": 2}')
+    assert res.exit_code == 2
+    assert res.output == (
+        "Error: --speculative-config: unknown key 'fly_window_size' for vLLM 0.32.0: config/speculative.py "
+        "SpeculativeConfig has it in vLLM 0.33.0 and later (drop it, or name the release you serve on with "
+        "--vllm-version)\n"
+    )
+
+
+def test_cli_check_fails_static_on_the_serve_config(plain: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    res = _check(plain, "--json", "--speculative-config", '{"method": "eagle", "num_speculative_tokens": 3}')
+    assert res.exit_code == 1
+    data = json.loads(res.stdout)
+    assert data["stopped_after"] == "static" and data["checks"][0]["details"]["codes"] == ["E901"]
+    assert data["serve"] == {
+        "speculative_config": {"method": "eagle", "num_speculative_tokens": 3},
+        "max_model_len": None,
+    }
+    ok = _check(plain, "--json", "--speculative-config", json.dumps(OK), "--max-model-len", "2048")
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.stdout)["serve"]["max_model_len"] == 2048
+
+
+def test_cli_check_max_model_len_reaches_the_context_rule(plain: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    res = _check(plain, "--json", "--max-model-len", "32768", "--keep-going")
+    found = [c for c in json.loads(res.stdout)["checks"] if c["stage"] == "static"]
+    assert any("W310" in c["details"].get("codes", []) for c in found), found
+    assert any("serving context is 32768 (--max-model-len)" in c["message"] for c in found)
+
+
+def test_cli_check_lossy_sampling_with_identity_is_an_error(plain: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    policy = tmp_path / "identity.toml"
+    policy.write_text("[acceptance]\n[output]\nidentity = true\n")
+    spec = json.dumps({**OK, "rejection_sample_method": "synthetic", "synthetic_acceptance_length": 2.0})
+    res = _check(plain, "--json", "--target", _target(tmp_path / "t"), "--policy", policy, "--speculative-config", spec)
+    assert res.exit_code == 1, res.output
+    data = json.loads(res.stdout)
+    assert data["stopped_after"] == "static" and data["engine_starts"] == 0
+    assert data["checks"][0]["details"]["codes"] == ["E904"]
+
+
+def test_cli_check_the_served_k_must_be_the_policys(plain: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    policy = tmp_path / "k.toml"
+    policy.write_text("[acceptance]\nnum_speculative_tokens = 3\n")
+    res = _check(
+        plain,
+        "--target",
+        _target(tmp_path / "t"),
+        "--policy",
+        policy,
+        "--speculative-config",
+        json.dumps({**OK, "num_speculative_tokens": 5}),
+    )
+    assert res.exit_code == 2
+    assert res.output == (
+        f"Error: --speculative-config num_speculative_tokens is 5 but {policy}: [acceptance] num_speculative_tokens "
+        "is 3: check measures the k you serve (make them equal, or drop one)\n"
+    )
+    floors = tmp_path / "floors.toml"
+    floors.write_text("[acceptance]\nmin_per_position = [0.5, 0.4, 0.3]\n")
+    res = _check(
+        plain,
+        "--target",
+        _target(tmp_path / "t"),
+        "--policy",
+        floors,
+        "--speculative-config",
+        json.dumps({**OK, "num_speculative_tokens": 2}),
+    )
+    assert res.exit_code == 2
+    assert res.output == (
+        f"Error: {floors}: [acceptance] min_per_position has 3 floors but --speculative-config "
+        "num_speculative_tokens is 2 (one floor per draft position)\n"
+    )
+
+
+def test_cli_check_keys_of_the_release_checked_must_run_on_the_installed_one(
+    plain: Path, tmp_path, monkeypatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    policy = tmp_path / "acc.toml"
+    policy.write_text("[acceptance]\n")
+    spec = json.dumps({**OK, "rejection_sample_method": "fly"})
+    args = ("--target", _target(tmp_path / "t"), "--vllm-version", "0.33.0", "--speculative-config", spec)
+    res = _check(plain, "--policy", policy, *args)
+    assert res.exit_code == 2
+    assert res.output.startswith(
+        'Error: --speculative-config: rejection_sample_method "fly" is not one vLLM 0.32.0 accepts'
+    )
+    assert res.output.endswith("; the engine stages run the installed vLLM\n")
+    # without engine stages the 0.33.0 verdict needs no 0.33.0 engine
+    static_only = tmp_path / "static.toml"
+    static_only.write_text("[engine]\nload = false\n")
+    res = _check(plain, "--json", "--policy", static_only, *args)
+    assert res.exit_code == 1
+    errors, warnings = json.loads(res.stdout)["checks"][:2]
+    assert errors["details"]["codes"] == [] and warnings["details"]["codes"] == ["W905"]
+
+
+# ------------------------------------------------------------------------------- smoke's CLI
+
+
+def _smoke(*args: object):
+    return CliRunner().invoke(main, ["smoke", "./target", "-d", "./draft", *map(str, args)])
+
+
+def test_cli_smoke_takes_k_from_the_config_once() -> None:
+    res = _smoke("--engine", "reference", "-k", "2", "--speculative-config", '{"num_speculative_tokens": 4}')
+    assert res.exit_code == 2
+    assert res.output == (
+        "Error: --num-speculative-tokens 2 but --speculative-config num_speculative_tokens is 4 (give k once)\n"
+    )
+
+
+def test_cli_smoke_reference_engine_follows_only_method_and_k() -> None:
+    res = _smoke("--engine", "reference", "--speculative-config", json.dumps(SERVED))
+    assert res.exit_code == 2
+    assert res.output == (
+        "Error: --speculative-config: the reference engine drafts as method eagle3 at num_speculative_tokens "
+        "only; rejection_sample_method needs --engine vllm\n"
+    )
+    res = _smoke("--engine", "reference", "--speculative-config", '{"method": "eagle", "num_speculative_tokens": 3}')
+    assert res.exit_code == 2 and "only; method 'eagle' needs --engine vllm" in res.output
+
+
+def test_smoke_library_k_from_the_config() -> None:
+    from eagle_convert.smoke.run import _serve_config
+
+    serve, k = _serve_config({"num_speculative_tokens": 5}, None, "vllm")
+    assert k == 5 and serve is not None and serve.data == {"num_speculative_tokens": 5}
+    assert _serve_config(None, None, "vllm") == (None, 3)
+    assert _serve_config({"method": "eagle3"}, 2, "reference")[1] == 2

@@ -242,10 +242,21 @@ def test_vllm_controls(models) -> None:
     assert all(g.counts.acceptance_length == K + 1 for g in d.groups)
     assert sum(r.counts.num_drafts for r in d.requests) == d.total.num_drafts
     assert sum(r.counts.num_accepted for r in d.requests) == d.total.num_accepted
-    rnd = run_smoke(models["target"], [models["random"]], engine="vllm", prompts=PROMPTS, k=K, max_new_tokens=13)
+    # the random draft runs with a --speculative-config: its k (not smoke's default) and keys reach vLLM
+    served = {"method": "eagle3", "num_speculative_tokens": K - 1, "rejection_sample_method": "standard"}
+    rnd = run_smoke(
+        models["target"],
+        [models["random"]],
+        engine="vllm",
+        prompts=PROMPTS,
+        k=None,
+        max_new_tokens=13,
+        speculative_config=served,
+    )
     [r] = rnd.drafts
     assert r.total.acceptance_length < 1.2 and r.total.num_drafts > 0
-    assert r.total.num_draft_tokens == K * r.total.num_drafts and len(r.total.accepted_per_pos) == K
+    assert rnd.settings["k"] == K - 1
+    assert r.total.num_draft_tokens == (K - 1) * r.total.num_drafts and len(r.total.accepted_per_pos) == K - 1
     assert sum(r.total.accepted_per_pos) == r.total.num_accepted and r.total.generated_tokens == 13 * 2
     assert r.per_request and sum(q.counts.num_draft_tokens for q in r.requests) == r.total.num_draft_tokens
     assert sum(q.counts.num_accepted for q in r.requests) == r.total.num_accepted

@@ -136,8 +136,10 @@ class Engines:
         max_model_len: int,
         seed: int,
         timeout_s: float,
+        speculative: dict[str, Any] | None = None,
     ) -> dict[str, PassResult]:
-        """The results of `specs` on the engine (target, draft); starts it only for uncached passes."""
+        """The results of `specs` on the engine (target, draft); starts it only for uncached passes.
+        `speculative`: the deployment's speculative-config keys (`--speculative-config`)."""
         base = (
             "pass",
             str(target),
@@ -147,6 +149,7 @@ class Engines:
             max_model_len,
             seed,
             self._prompts_key(prompts),
+            json.dumps(speculative or {}, sort_keys=True),
         )
         missing = [s for s in specs if (*base, s) not in self.cache]
         if missing:
@@ -160,6 +163,7 @@ class Engines:
                 max_model_len=max_model_len,
                 seed=seed,
                 timeout_s=timeout_s,
+                speculative=speculative,
             )
             self.engine_starts += run.started
             self.draft_swaps += not run.started
@@ -169,11 +173,15 @@ class Engines:
                 self.cache[tuple([*base, s])] = run.passes[s.name]
         return {s.name: self.cache[tuple([*base, s])] for s in specs}
 
-    def load_check(self, draft: Path, target: Path, *, k: int, timeout_s: float) -> Any:
+    def load_check(
+        self, draft: Path, target: Path, *, k: int, timeout_s: float, speculative: dict[str, Any] | None = None
+    ) -> Any:
         """The strict sentinel load of `draft` (an EngineReport), cached like the passes."""
-        key = ("load", str(draft), str(target), k)
+        key = ("load", str(draft), str(target), k, json.dumps(speculative or {}, sort_keys=True))
         if key not in self.cache:
-            [report] = self._session().load_check([draft], target, num_speculative_tokens=k, timeout_s=timeout_s)
+            [report] = self._session().load_check(
+                [draft], target, num_speculative_tokens=k, timeout_s=timeout_s, speculative=speculative
+            )
             self.load_checks += 1
             self.vllm_version = report.vllm_version or self.vllm_version
             self.cache[key] = report

@@ -33,6 +33,7 @@ class State:
     vllm_version: str | None = None
     worker_starts_before: int = 0  # of a session shared with earlier checks
     release: str | None = None  # --vllm-version / [static] vllm_version: the release the verdict is for
+    serve: Any = None  # vllm_model.serve_config.ServeConfig: --speculative-config / --max-model-len
 
     @property
     def requested_release(self) -> str | None:
@@ -55,7 +56,20 @@ class State:
 
     @property
     def k(self) -> int:
-        return int(self.acc("num_speculative_tokens"))
+        """k of every engine: the served one (--speculative-config), else the policy's."""
+        served = self.serve.k if self.serve is not None else None
+        return int(served if served is not None else self.acc("num_speculative_tokens"))
+
+    @property
+    def serving_context(self) -> int | None:
+        """The context the draft drafts at: the serve config's, else the policy's [static] max_model_len."""
+        own = self.serve.draft_context if self.serve is not None else None
+        return own or self.policy.get("static", "max_model_len")
+
+    @property
+    def speculative(self) -> dict[str, Any] | None:
+        """The deployment's speculative-config keys every engine runs with (None: eagle3 at k)."""
+        return dict(self.serve.data) if self.serve is not None and self.serve.given else None
 
 
 def why_skipped(stage: str, s: State) -> str:
@@ -98,6 +112,8 @@ def static(s: State) -> list[CheckResult]:
         deep=bool(s.policy.get("static", "deep")),
         serving_context=s.policy.get("static", "max_model_len"),
         vllm_version=s.requested_release,
+        speculative_config=s.serve,
+        identity_required=s.need.identity,
     )
     return st.static_checks(
         s.report,
@@ -137,7 +153,11 @@ def engine(s: State) -> list[CheckResult]:
 
     draft, target = s.folder("draft"), s.folder("target")
     result = s.engines.load_check(
-        draft, target, k=s.k if s.policy.has("acceptance") else 3, timeout_s=float(s.policy.get("engine", "timeout"))
+        draft,
+        target,
+        k=s.k if s.policy.has("acceptance") or s.speculative else 3,
+        timeout_s=float(s.policy.get("engine", "timeout")),
+        speculative=s.speculative,
     )
     ckpt = open_checkpoint(draft)
     tgt = open_target(str(target))
@@ -146,7 +166,7 @@ def engine(s: State) -> list[CheckResult]:
         _info(s),
         target=tgt.target,
         target_source=tgt.description,
-        serving_context=s.policy.get("static", "max_model_len"),
+        serving_context=s.serving_context,
     )
     return st.engine_checks(feature_findings(ctx, result.features) + from_engine(result), result)
 
@@ -175,6 +195,7 @@ def _run(s: State, role: str, draft: Path | None, specs: list) -> dict[str, Any]
     from eagle_convert.smoke.vllm_run import max_model_len_for
 
     n = int(s.acc("max_new_tokens"))
+    needed = max_model_len_for(s.folder("target"), s.pset, n, s.k)
     out = s.engines.passes(
         role,
         s.folder("target"),
@@ -183,9 +204,10 @@ def _run(s: State, role: str, draft: Path | None, specs: list) -> dict[str, Any]
         specs,
         k=s.k,
         max_new_tokens=n,
-        max_model_len=max_model_len_for(s.folder("target"), s.pset, n, s.k),
+        max_model_len=s.serve.engine_max_model_len(needed) if s.serve is not None else needed,
         seed=int(s.acc("seed")),
         timeout_s=float(s.acc("timeout")),
+        speculative=s.speculative,
     )
     s.passes[role] = out
     return out
@@ -222,6 +244,7 @@ def acceptance(s: State) -> list[CheckResult]:
         "seed": int(s.acc("seed")),
         "prompts": len(s.pset.prompts),
         "chat_template": s.pset.chat_template,
+        "speculative_config": s.speculative,
     }
     out = _run(s, "candidate", s.folder("draft"), _plan(s).candidate)
     s.candidate = _draft_result(s, s.folder("draft"), out[MAIN], "candidate")

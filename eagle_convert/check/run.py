@@ -46,6 +46,7 @@ class CheckReport:
     seconds: float = 0.0
     settings: dict[str, Any] = field(default_factory=dict)
     release: Any = None  # versions.VllmVersionStatus: the release the static and features verdicts are for
+    serve: Any = None  # vllm_model.serve_config.ServeConfig: --speculative-config / --max-model-len
 
     @property
     def passed(self) -> bool:
@@ -82,6 +83,7 @@ class CheckReport:
             "worker_starts": self.worker_starts,
             "vllm_version": self.vllm_version,
             "release": self.release.to_dict() if self.release is not None else None,
+            "serve": self.serve.to_dict() if self.serve is not None else None,
             "seconds": round(self.seconds, 3),
             "settings": self.settings,
         }
@@ -148,6 +150,52 @@ def needs(
     )
 
 
+def _serve_config(
+    value: str | dict[str, Any] | None,
+    max_model_len: int | None,
+    status: Any,
+    policy: Policy,
+    *,
+    engines_run: bool,
+) -> Any:
+    """The serve config for the release checked (and for the installed vLLM the engines run, when
+    they run and it is another release); refused where it contradicts the policy's [acceptance]."""
+    from eagle_convert.vllm_model.serve_config import parse_serve_config
+    from eagle_convert.vllm_model.versions import installed_status
+
+    serve = parse_serve_config(value, status.rules, max_model_len=max_model_len)
+    installed = installed_status()
+    if serve is not None and serve.given and engines_run and installed.release != status.release:
+        try:
+            parse_serve_config(value, installed.rules, max_model_len=max_model_len)
+        except UsageError as exc:
+            raise UsageError(f"{exc.message}; the engine stages run the installed vLLM", hint=exc.hint) from None
+    k = serve.k if serve is not None else None
+    acc = policy.table("acceptance") or {}
+    if k is None or not policy.has("acceptance"):
+        return serve
+    own = acc.get("num_speculative_tokens")
+    if own is not None and own != k:
+        raise UsageError(
+            f"--speculative-config num_speculative_tokens is {k} but {policy.source}: [acceptance] "
+            f"num_speculative_tokens is {own}: check measures the k you serve",
+            hint="make them equal, or drop one",
+        )
+    floors = acc.get("min_per_position")
+    if floors is not None and len(floors) > k:
+        raise UsageError(
+            f"{policy.source}: [acceptance] min_per_position has {len(floors)} floors but --speculative-config "
+            f"num_speculative_tokens is {k} (one floor per draft position)"
+        )
+    al = acc.get("min_acceptance_length")
+    if al is not None and al > k + 1:
+        raise UsageError(
+            f"{policy.source}: [acceptance] min_acceptance_length {al} is above k + 1 = {k + 1} "
+            "(--speculative-config num_speculative_tokens), the most a draft can reach"
+        )
+    return serve
+
+
 def run_check(
     draft: str | Path,
     *,
@@ -159,6 +207,8 @@ def run_check(
     cache: dict | None = None,
     session: Any = None,
     vllm_version: str | None = None,
+    speculative_config: str | dict[str, Any] | None = None,
+    max_model_len: int | None = None,
 ) -> CheckReport:
     """Run the gate on `draft` (folder or hub repo); see the module docstring.
 
@@ -168,9 +218,15 @@ def run_check(
         vllm_version: the release the draft will be served on (else the policy's [static]
             vllm_version, else the installed vLLM, else the newest known): the static and features
             verdicts are for it; the engine stages always run the installed vLLM.
+        speculative_config: the deployment's `--speculative-config` (JSON text, a file, a dict):
+            the static stage checks it against the draft, and every engine runs with exactly these
+            keys (the draft's path as the model; its num_speculative_tokens is the k measured).
+        max_model_len: `--max-model-len`, the served context: the static context rule checks
+            against it (over the policy's [static] max_model_len) and the engines run with it.
 
     Raises:
-        UsageError: a stage cannot run here, or `vllm_version` names no known release.
+        UsageError: a stage cannot run here, `vllm_version` names no known release, or the
+            speculative config is refused by the release or contradicts the policy.
     """
     from eagle_convert.check import pipeline
     from eagle_convert.check.measure import Engines
@@ -184,11 +240,13 @@ def run_check(
     requested = vllm_version or policy.get("static", "vllm_version")
     status = installed_status(requested)  # a bad release is a usage error before any stage runs
     need = needs(policy, target=target_s, baseline=baseline_s, vllm=vllm_available(), release=requested)
+    serve = _serve_config(speculative_config, max_model_len, status, policy, engines_run=need.engine or need.acceptance)
     report = CheckReport(str(draft), target_s, baseline_s, policy, release=status)
     say = progress or (lambda _m: None)
     engines = Engines(cache if cache is not None else {}, session)
     state = pipeline.State(str(draft), target_s, baseline_s, policy, need, engines, release=vllm_version)
     state.worker_starts_before = engines.worker_starts
+    state.serve = report.serve = serve
     plan = [
         ("static", need.static, pipeline.static),
         ("features", need.features, pipeline.features),

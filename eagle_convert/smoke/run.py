@@ -87,6 +87,41 @@ def _target_context(target: Path) -> int | None:
     return Target.from_folder(target).max_position_embeddings
 
 
+# Keys the reference engine follows (it always drafts as method eagle3, at num_speculative_tokens).
+REFERENCE_KEYS = ("method", "model", "num_speculative_tokens")
+
+
+def _serve_config(value: str | dict[str, Any] | None, k: int | None, engine: str) -> tuple[Any, int]:
+    """The parsed --speculative-config (None without one) and the k to measure with.
+
+    Raises:
+        UsageError: the installed vLLM refuses it, its k contradicts `k`, or the reference engine
+            cannot follow one of its keys.
+    """
+    if value is None:
+        return None, 3 if k is None else k
+    from eagle_convert.vllm_model.serve_config import parse_serve_config
+    from eagle_convert.vllm_model.versions import installed_status
+
+    serve = parse_serve_config(value, installed_status().rules)
+    assert serve is not None  # a value was given
+    if k is not None and serve.k is not None and serve.k != k:
+        raise UsageError(
+            f"--num-speculative-tokens {k} but --speculative-config num_speculative_tokens is {serve.k}",
+            hint="give k once",
+        )
+    if engine == "reference":
+        other = [key for key in serve.data if key not in REFERENCE_KEYS]
+        method = serve.method
+        if other or method not in (None, "eagle3"):
+            what = other[0] if other else f"method {method!r}"
+            raise UsageError(
+                f"--speculative-config: the reference engine drafts as method eagle3 at num_speculative_tokens "
+                f"only; {what} needs --engine vllm"
+            )
+    return serve, serve.k if serve.k is not None else (3 if k is None else k)
+
+
 # ---------------------------------------------------------------------------------- main
 
 
@@ -130,7 +165,7 @@ def run_smoke(
     *,
     engine: str | None = None,
     prompts: Sequence[Prompt] | None = None,
-    k: int = 3,
+    k: int | None = 3,
     max_new_tokens: int = 64,
     temperature: float = 0.0,
     seed: int = 0,
@@ -140,15 +175,19 @@ def run_smoke(
     progress: Callable[[str], None] | None = None,
     device: str | None = None,
     concurrency: Sequence[int] = (),
+    speculative_config: str | dict[str, Any] | None = None,
 ) -> SmokeReport:
     """Measure every draft on the same tokenized prompts; the first draft is the baseline of the
     differences. `engine` None picks `default_engine()`; `chat_template` is a --chat-template value;
     `progress` receives one line per draft started; `device` ("cpu", "cuda", ...) places the
     reference engine (None: "cuda" when torch sees a GPU, else "cpu"); `concurrency` levels (vLLM
-    only) add per-user tokens/s with each draft and without speculation (`smoke/throughput.py`)."""
+    only) add per-user tokens/s with each draft and without speculation (`smoke/throughput.py`);
+    `speculative_config` (--speculative-config, read as the installed vLLM reads it) is what every
+    vLLM engine runs with, and its num_speculative_tokens is k (`k` None: the config's, else 3)."""
     t0 = time.perf_counter()
     require("smoke", "smoke", SMOKE_MODULES)  # before default_engine(), which imports torch
     engine = engine or default_engine()
+    serve, k = _serve_config(speculative_config, k, engine)
     for bad, message in (
         (not drafts, "give at least one --draft"),
         (engine not in ENGINES, f"unknown engine {engine!r} (choose from {', '.join(ENGINES)})"),
@@ -188,6 +227,7 @@ def run_smoke(
             labels=draft_labels(dpaths),
             concurrency=concurrency,
             tensor_parallel_size=tensor_parallel_size,
+            serve=serve,
             **kw,
         )
         raw = [(*counts_from_pass(d.main, pset, k), d.start_seconds) for d in m.drafts]

@@ -40,6 +40,7 @@ from eagle_convert.smoke.vllm_run import (
 
 if TYPE_CHECKING:
     from eagle_convert.vllm.session import EngineSession, PassResult
+    from eagle_convert.vllm_model.serve_config import ServeConfig
 
 __all__ = ["DraftMeasurement", "Measurement", "engine_device", "measure_vllm", "throughput_report"]
 
@@ -92,8 +93,10 @@ def measure_vllm(
     baseline: bool = True,
     say: Callable[[str], None] = print,
     session: EngineSession | None = None,
+    serve: ServeConfig | None = None,
 ) -> Measurement:
-    """Run every draft (and, with `concurrency` and `baseline`, the target alone) in one worker."""
+    """Run every draft (and, with `concurrency` and `baseline`, the target alone) in one worker;
+    with `serve` (--speculative-config) every draft's engine runs with exactly its keys."""
     from eagle_convert.vllm.session import EngineSession, PassSpec
     from eagle_convert.vllm.sharing import engine_order
 
@@ -103,6 +106,8 @@ def measure_vllm(
     starts0, swaps0 = session.engine_starts, session.swaps
     dtype = target_dtype(target)
     mml = max_model_len_for(target, pset, max_new_tokens, k)
+    mml = serve.engine_max_model_len(mml) if serve is not None else mml
+    speculative = dict(serve.data) if serve is not None and serve.given else None
     seqs = max(MIN_MAX_NUM_SEQS, *concurrency) if concurrency else MIN_MAX_NUM_SEQS
     prompts = [p.token_ids for p in pset.prompts]
     tput = throughput_passes(concurrency, pset, seed) if concurrency else []
@@ -113,6 +118,7 @@ def measure_vllm(
         seed=seed,
         tensor_parallel_size=tensor_parallel_size,
         max_num_seqs=seqs,
+        speculative=speculative,
     )
     out: list[DraftMeasurement | None] = [None] * len(drafts)
     version = None
@@ -147,7 +153,7 @@ def measure_vllm(
     finally:
         if own:
             session.close()
-    settings = {
+    settings: dict[str, Any] = {
         "max_new_tokens": max_new_tokens,
         "max_model_len": mml,
         "max_num_seqs": seqs,
@@ -156,6 +162,8 @@ def measure_vllm(
         "enforce_eager": True,
         "tensor_parallel_size": tensor_parallel_size,
     }
+    if speculative is not None:
+        settings["speculative_config"] = speculative
     done = [d for d in out if d is not None]
     return Measurement(done, base, f"vllm {version}" if version else "vllm", settings, starts, swaps)
 

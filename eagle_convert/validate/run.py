@@ -216,7 +216,7 @@ def static_report(
     """The static verdict of an opened draft for the release `status` names (run per release by the matrix).
 
     `serve` (parsed for that release) is checked by the `serve` family; the context the draft drafts
-    at is its max_model_len, else `serving_context`.
+    at is its max_model_len, else its --max-model-len, else `serving_context`.
     """
     from eagle_convert.validate.rules import run_static
     from eagle_convert.validate.rules.context import build_context
@@ -245,7 +245,7 @@ def static_report(
         info,
         target=tgt.target if tgt else None,
         target_source=report.target,
-        serving_context=serve.draft_context if serve is not None else serving_context,
+        serving_context=(serve.draft_context if serve is not None else None) or serving_context,
         target_model=tgt,
         deep=deep,
         release=status.rules,

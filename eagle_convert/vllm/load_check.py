@@ -89,11 +89,9 @@ def run_check(req: dict) -> dict:
 
     out["vllm_version"] = vllm.__version__
     out["timings"]["import_s"] = round(time.perf_counter() - t0, 3)
-    spec = {
-        "method": req.get("method", "eagle3"),
-        "model": req["draft"],
-        "num_speculative_tokens": int(req.get("num_speculative_tokens", 3)),
-    }
+    from eagle_convert.vllm_model.serve_config import speculative_config_for
+
+    spec = speculative_config_for(req["draft"], int(req.get("num_speculative_tokens", 3)), req.get("speculative"))
     try:
         vc = EngineArgs(
             model=req["target"],

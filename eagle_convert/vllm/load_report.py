@@ -72,12 +72,16 @@ def _report(res: dict, features: VllmFeatures | None, seconds: float) -> EngineR
     )
 
 
-def load_request(drafts: list[Path], target: Path, k: int, dtype: str, max_model_len: int) -> dict:
-    """The load-check request: the target, every draft and the engine settings they load with."""
+def load_request(
+    drafts: list[Path], target: Path, k: int, dtype: str, max_model_len: int, speculative: dict | None = None
+) -> dict:
+    """The load-check request: the target, every draft and the engine settings they load with
+    (`speculative`: the deployment's speculative-config keys, `serve_config.speculative_config_for`)."""
     return {
         "target": str(Path(target).resolve()),
         "drafts": [str(Path(d).resolve()) for d in drafts],
         "num_speculative_tokens": k,
+        "speculative": dict(speculative or {}),
         "dtype": dtype,
         "max_model_len": max_model_len,
     }

@@ -29,6 +29,7 @@ from eagle_convert.vllm.load_report import EngineReport, load_reports, load_requ
 from eagle_convert.vllm.sharing import sharing_enabled, swap_key
 from eagle_convert.vllm_model.acceptance import AcceptanceMetrics
 from eagle_convert.vllm_model.features import detect_features, vllm_available
+from eagle_convert.vllm_model.serve_config import speculative_config_for
 
 __all__ = ["PassSpec", "PassResult", "EngineRun", "EngineSession"]
 
@@ -272,18 +273,23 @@ class EngineSession:
         tensor_parallel_size: int = 1,
         max_num_seqs: int = 8,
         timeout_s: float = 1200,
+        speculative: dict[str, Any] | None = None,
     ) -> EngineRun:
         """Run ``passes`` on an engine for the target with ``draft`` speculating (or alone): a fresh
         one, or the running one with ``draft`` swapped in when ``share`` allows and the keys match.
+        ``speculative`` holds the deployment's speculative-config keys (``serve_config.
+        speculative_config_for`` builds the engine's ``speculative_config`` from them).
 
         Raises EngineError when the engine fails to start or generate."""
         key = swap_key(draft) if draft is not None and self.shares(tensor_parallel_size) else None
+        draft_s = None if draft is None else str(Path(draft).resolve())
         req = {
             "op": "engine",
             "target": str(Path(target).resolve()),
-            "draft": None if draft is None else str(Path(draft).resolve()),
-            "method": "eagle3",
-            "num_speculative_tokens": num_speculative_tokens,
+            "draft": draft_s,
+            "speculative_config": None
+            if draft_s is None
+            else speculative_config_for(draft_s, num_speculative_tokens, speculative),
             "max_new_tokens": max_new_tokens,
             "max_model_len": max_model_len,
             "seed": seed,
@@ -319,11 +325,16 @@ class EngineSession:
         dtype: str = "auto",
         max_model_len: int = 512,
         timeout_s: float = 600,
+        speculative: dict[str, Any] | None = None,
     ) -> list[EngineReport]:
-        """The strict sentinel load of every draft (`vllm/check.py`) inside this session's worker;
-        ``timeout_s`` covers the worker's start and the whole batch."""
+        """The strict sentinel load of every draft (`vllm/check.py`) inside this session's worker,
+        with the deployment's speculative-config keys ``speculative``; ``timeout_s`` covers the
+        worker's start and the whole batch."""
         features = detect_features()
-        req = {"op": "load_check", **load_request(drafts, target, num_speculative_tokens, dtype, max_model_len)}
+        req = {
+            "op": "load_check",
+            **load_request(drafts, target, num_speculative_tokens, dtype, max_model_len, speculative),
+        }
         self.load_checks += 1
         t0 = time.monotonic()
         res = self.request(req, timeout_s=timeout_s)

@@ -136,13 +136,17 @@ def _run_pass(llm, p: dict, prompts: list, default_max: int) -> dict:
     }
 
 
-def _engine_kwargs(req: dict) -> dict:
-    """``LLM(...)`` arguments for ``req``; with a ``swap_key``, the engine can take later drafts in place."""
-    import dataclasses
+def _engine_kwargs(req: dict, fields: set[str] | None = None) -> dict:
+    """``LLM(...)`` arguments for ``req``; with a ``swap_key``, the engine can take later drafts in place.
 
-    from vllm.engine.arg_utils import EngineArgs
+    ``req["speculative_config"]`` goes to vLLM as it is (``session.engine`` built it from the
+    deployment's keys); ``fields`` are EngineArgs' field names (default: read from vLLM)."""
+    if fields is None:
+        import dataclasses
 
-    fields = {f.name for f in dataclasses.fields(EngineArgs)}
+        from vllm.engine.arg_utils import EngineArgs
+
+        fields = {f.name for f in dataclasses.fields(EngineArgs)}
     kwargs = dict(
         model=req["target"],
         enforce_eager=True,
@@ -156,11 +160,7 @@ def _engine_kwargs(req: dict) -> dict:
     if any(p.get("logprobs") for p in req["passes"]):
         kwargs["logprobs_mode"] = "raw_logits"  # top-2 raw logits: near-tie margins in the model's dtype
     if req.get("draft"):
-        kwargs["speculative_config"] = {
-            "method": req.get("method", "eagle3"),
-            "model": req["draft"],
-            "num_speculative_tokens": int(req["num_speculative_tokens"]),
-        }
+        kwargs["speculative_config"] = dict(req["speculative_config"])
         if "per_request_spec_decode_metrics" in fields:
             kwargs["per_request_spec_decode_metrics"] = "summary"
         if req.get("swap_key"):

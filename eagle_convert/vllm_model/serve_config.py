@@ -58,18 +58,38 @@ class ServeConfig:
         speculation, SpeculativeConfig._maybe_override_draft_max_model_len), else the served one."""
         return self.data.get("max_model_len") or self.max_model_len
 
-    def engine_config(self, draft: str | Path, *, k: int | None = None) -> dict[str, Any]:
-        """The `speculative_config` an engine for `draft` gets: these keys, `draft` as the model, and
-        method eagle3 and `k` where the config leaves them out (what eagle-convert measures with)."""
-        out = dict(self.data)
-        out["model"] = str(draft)
-        out.setdefault("method", sp.EAGLE3_METHOD)
-        if k is not None:
-            out.setdefault("num_speculative_tokens", k)
-        return out
+    def engine_config(self, draft: str | Path, k: int) -> dict[str, Any]:
+        """The `speculative_config` an engine for `draft` gets (`speculative_config_for`)."""
+        return speculative_config_for(draft, k, self.data)
+
+    def engine_max_model_len(self, needed: int) -> int:
+        """The target's max_model_len for an engine that must hold `needed` tokens per sequence:
+        --max-model-len where given (refused when too short), else `needed`, raised to the draft's
+        max_model_len (vLLM refuses a draft max_model_len above the target's).
+
+        Raises:
+            UsageError: --max-model-len is shorter than `needed`.
+        """
+        if self.max_model_len is not None:
+            if self.max_model_len < needed:
+                raise UsageError(
+                    f"--max-model-len {self.max_model_len} is shorter than the longest prompt plus the tokens "
+                    f"generated and one draft round ({needed})",
+                    hint="raise --max-model-len, or lower --max-new-tokens / pick shorter prompts",
+                )
+            return self.max_model_len
+        return max(needed, self.data.get("max_model_len") or 0)
 
     def to_dict(self) -> dict[str, Any]:
         return {"speculative_config": dict(self.data) if self.given else None, "max_model_len": self.max_model_len}
+
+
+def speculative_config_for(draft: str | Path, k: int, keys: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The `speculative_config` of a vLLM engine that drafts with `draft` at `k` tokens per round:
+    method eagle3 and `k` unless the deployment's `keys` (its --speculative-config) say otherwise,
+    then every one of `keys`, and `draft` as the model. The one place check, smoke, report and the
+    engine load check build it."""
+    return {"method": sp.EAGLE3_METHOD, "num_speculative_tokens": k, **(keys or {}), "model": str(draft)}
 
 
 def _where(release: Release) -> str:
@@ -246,4 +266,4 @@ def recorded_k(config: dict[str, Any]) -> tuple[int | None, str]:
     return None, ""
 
 
-__all__ = ["OPTION", "ServeConfig", "parse_serve_config", "recorded_k"]
+__all__ = ["OPTION", "ServeConfig", "parse_serve_config", "recorded_k", "speculative_config_for"]

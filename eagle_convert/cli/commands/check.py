@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from eagle_convert.cli.options import vllm_version_option
+from eagle_convert.cli.options import speculative_config_option, vllm_version_option
 
 
 @click.command("check")
@@ -30,6 +30,14 @@ from eagle_convert.cli.options import vllm_version_option
     "engine load when vLLM is installed).",
 )
 @vllm_version_option(allow_all=False)
+@speculative_config_option()
+@click.option(
+    "--max-model-len",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="The context the target is served with (vllm serve --max-model-len): the static context check uses "
+    "it (over the policy's [static] max_model_len) and the engines run with it.",
+)
 @click.option("--keep-going", is_flag=True, help="Run every stage even after one fails.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
@@ -52,6 +60,8 @@ def check_cmd(
     baseline: str | None,
     policy_file: Path | None,
     vllm_version: str | None,
+    speculative_config: str | None,
+    max_model_len: int | None,
     keep_going: bool,
     as_json: bool,
     junit: Path | None,
@@ -80,6 +90,8 @@ def check_cmd(
         cache=shared.get("check_cache"),
         session=shared.get("check_session"),
         vllm_version=vllm_version,
+        speculative_config=speculative_config,
+        max_model_len=max_model_len,
     )
     for path in (junit, summary):  # CI paths such as reports/check.xml: create the folder
         if path is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from eagle_convert.cli.options import measure_options
+from eagle_convert.cli.options import measure_options, speculative_config_option
 
 
 @click.command("smoke")
@@ -19,6 +19,7 @@ from eagle_convert.cli.options import measure_options
     help="Draft checkpoint folder; repeat to compare (the first is the baseline of the differences).",
 )
 @measure_options(buckets="natural", concurrency_default="Default: not measured.")
+@speculative_config_option()
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
     "--plot",
@@ -42,6 +43,7 @@ def smoke_cmd(
     chat_template: str | None,
     tensor_parallel_size: int,
     concurrency: str | None,
+    speculative_config: str | None,
     as_json: bool,
     plot_path: str | None,
 ) -> None:
@@ -63,13 +65,18 @@ def smoke_cmd(
         from eagle_convert.smoke.plot import require_plot
 
         require_plot()
+    if speculative_config is not None:  # k from the config unless -k was given
+        source = click.get_current_context().get_parameter_source("k")
+        k_given: int | None = None if source == click.core.ParameterSource.DEFAULT else k
+    else:
+        k_given = k
     prompts = select_prompts(load_prompts(prompts_file) if prompts_file else builtin_prompts(), categories, limit)
     report = run_smoke(
         target,
         list(drafts),
         engine=None if engine == "auto" else engine,
         prompts=prompts,
-        k=k,
+        k=k_given,
         max_new_tokens=max_new_tokens,
         temperature=temperature,
         seed=seed,
@@ -78,6 +85,7 @@ def smoke_cmd(
         tensor_parallel_size=tensor_parallel_size,
         progress=lambda msg: click.echo(msg, err=True),
         concurrency=parse_concurrency(concurrency),
+        speculative_config=speculative_config,
     )
     for d in report.drafts:  # loud on stderr too, so --json consumers see it
         if d.sampling_control is not None and not d.sampling_control.passed:
