@@ -420,3 +420,21 @@ def test_validate_cli_names_the_release_window(tmp_path: Path) -> None:
     ok = runner.invoke(main, ["validate", str(draft), "--vllm-version", "0.25.0", "--json"])
     assert ok.exit_code == 0, ok.output
     assert [f["code"] for f in json.loads(ok.stdout)["findings"]] == ["W308"]
+
+
+def test_upgrade_cli_warns_about_a_local_verifier(tmp_path: Path) -> None:
+    draft = edit_draft(tmp_path / "d", "vllm-eagle3")
+    local = _target(tmp_path / "local")
+    res = CliRunner().invoke(
+        main,
+        ["upgrade", str(draft), str(tmp_path / "out"), "--layout", "speculators", "--target", str(local)],
+        env={"COLUMNS": "1000"},  # one console line per message
+    )
+    assert res.exit_code == 0, res.output
+    assert (
+        f"warning: speculators_config.verifier.name_or_path is the local path {str(local)!r}: vLLM 0.33 refuses "
+        "`vllm serve DRAFT` for it; serve with --model TARGET --speculative-config '{\"model\": DRAFT, ...}' "
+        "(or pass the target's hub repo id as --target)\n"
+    ) in res.output
+    written = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert written["speculators_config"]["verifier"]["name_or_path"] == str(local)
