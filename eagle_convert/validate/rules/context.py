@@ -145,7 +145,7 @@ def build_context(
     )
     if serve is not None and serve.data.get("max_model_len"):
         ctx.serving_source = "the speculative config's max_model_len"
-    ctx.vnames = {name: vllm_name(name) for name in ckpt.tensors}
+    ctx.vnames = dict(ctx.memo("vnames", lambda: {name: vllm_name(name) for name in ckpt.tensors}))
     return ctx
 
 
