@@ -624,3 +624,15 @@ def test_smoke_library_k_from_the_config() -> None:
     assert k == 5 and serve is not None and serve.data == {"num_speculative_tokens": 5}
     assert _serve_config(None, None, "vllm") == (None, 3)
     assert _serve_config({"method": "eagle3"}, 2, "reference")[1] == 2
+
+
+def test_the_report_heads_name_the_serve_config(plain: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    spec = '{"method": "eagle3", "num_speculative_tokens": 3}'
+    line = (
+        'serve config  {"method": "eagle3", "num_speculative_tokens": 3} (--speculative-config); --max-model-len 2048'
+    )
+    res = CliRunner().invoke(main, ["validate", str(plain), "--speculative-config", spec, "--max-model-len", "2048"])
+    assert res.exit_code == 0 and line in res.stdout, res.output
+    res = _check(plain, "--speculative-config", spec, "--max-model-len", "2048")
+    assert res.exit_code == 0 and line in res.stdout, res.output

@@ -83,6 +83,13 @@ class ServeConfig:
     def to_dict(self) -> dict[str, Any]:
         return {"speculative_config": dict(self.data) if self.given else None, "max_model_len": self.max_model_len}
 
+    def line(self) -> str:
+        """One line for the report heads: the keys as read, and the served context."""
+        parts = [f"{json.dumps(self.data)} ({self.source})"] if self.given else []
+        if self.max_model_len is not None:
+            parts.append(f"--max-model-len {self.max_model_len}")
+        return "; ".join(parts)
+
 
 def speculative_config_for(draft: str | Path, k: int, keys: dict[str, Any] | None = None) -> dict[str, Any]:
     """The `speculative_config` of a vLLM engine that drafts with `draft` at `k` tokens per round:

@@ -30,6 +30,8 @@ def render_check(console: Console, report: CheckReport) -> None:
         head.add_row("verdict for", escape(report.release.line()))
     if report.vllm_version:
         head.add_row("vLLM run", report.vllm_version)
+    if report.serve is not None:
+        head.add_row("serve config", escape(report.serve.line()))
     console.print(head)
     table = Table(show_lines=False)
     for col in ("stage", "check", "result", "figure", "threshold", "details"):

@@ -36,6 +36,8 @@ def render_validate(console: Console, report: ValidationReport, *, strict: bool 
         head.add_row("draft", f"{info.layout} layout, {info.variant}; vLLM builds {cls}")
     if report.target:
         head.add_row("target", escape(report.target))
+    if report.serve is not None:
+        head.add_row("serve config", escape(report.serve.line()))
     if note := report.notes.get("target_weights"):
         head.add_row("target weights", escape(note))
     if report.engine:
