@@ -125,3 +125,71 @@ def test_check_cli_names_the_release(built_fixtures, tmp_path: Path) -> None:
         "Error: --vllm-version 0.20.0: 0.20.0 is older than the oldest release eagle-convert knows (0.21.0) "
         "(name a release 0.21.0 ... 0.33.0, or 'all')\n"
     )
+
+
+# ------------------------------------------------------------- the default gate: no false alarm
+
+
+_UPGRADED = ("specforge-eagle3", "vllm-eagle3", "speculators-eagle3", "torchspec-eagle3", "vllm-qwen3-eagle3")
+
+
+@pytest.fixture(scope="module")
+def gate_drafts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Upgraded fixture drafts; the SpecForge draft as SpecForge publishes it (no aux ids: its trainer
+    falls back to vLLM's default layers) and as the fixture writes it (ids only in eagle_config)."""
+    from fixtures.drafts import FIXTURE_MATRIX, build_draft
+    from fixtures.edits import edit_config, upgrade_draft
+
+    base = tmp_path_factory.mktemp("gate")
+    out = {}
+    for name in _UPGRADED:
+        src = build_draft(base / f"{name}-src", FIXTURE_MATRIX[name])
+        out[f"{name}-upgraded"] = upgrade_draft(src, base / f"{name}-up")
+    out["specforge-nested-ids"] = build_draft(base / "sf-nested", FIXTURE_MATRIX["specforge-eagle3"])
+    plain = build_draft(base / "sf-plain", FIXTURE_MATRIX["specforge-eagle3"])
+    out["specforge-plain"] = edit_config(plain, eagle_config=None)
+    target = base / "target"
+    target.mkdir()
+    (target / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["LlamaForCausalLM"],
+                "model_type": "llama",
+                "num_hidden_layers": 8,
+                "hidden_size": 64,
+                "vocab_size": 256,
+                "max_position_embeddings": 2048,
+            }
+        )
+    )
+    out["target"] = target
+    return out
+
+
+@pytest.mark.parametrize("name", [f"{n}-upgraded" for n in _UPGRADED] + ["specforge-plain"])
+def test_the_default_gate_passes_good_drafts(gate_drafts, name: str) -> None:
+    report = run_check(gate_drafts[name], policy=Policy())
+    assert report.passed, [r.to_dict() for r in report.results if r.passed is False]
+
+
+def test_plain_specforge_hygiene_is_reported_not_failed(gate_drafts) -> None:
+    report = run_check(gate_drafts["specforge-plain"], policy=Policy())
+    rows = {r.name: r for r in report.results}
+    assert rows["static: warnings"].passed and rows["static: hygiene"].passed
+    assert rows["static: hygiene"].details["codes"] == ["W307", "W320"]
+    strict = run_check(gate_drafts["specforge-plain"], policy=Policy({"static": {"fail_on_hygiene": True}}, "t"))
+    assert not strict.passed and {r.name for r in strict.results if r.passed is False} == {"static: hygiene"}
+
+
+def test_the_default_gate_fails_ids_the_v2_runner_replaces(gate_drafts) -> None:
+    report = run_check(gate_drafts["specforge-nested-ids"], policy=Policy())
+    [warn] = [r for r in report.results if r.name == "static: warnings"]
+    assert not report.passed and warn.passed is False and warn.details["codes"] == ["W323"]
+    assert "[1, 3, 4]" in warn.message
+    with_target = run_check(
+        gate_drafts["specforge-nested-ids"],
+        target=gate_drafts["target"],
+        policy=Policy({"engine": {"load": False}}, "t"),
+    )
+    [warn] = [r for r in with_target.results if r.name == "static: warnings"]
+    assert warn.passed is False and "(2, 4, 5) for this 8-layer target instead of [1, 3, 4]" in warn.message

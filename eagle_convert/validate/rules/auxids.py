@@ -17,6 +17,14 @@ from eagle_convert.vllm_model.config import as_list, eagle_section
 from eagle_convert.vllm_model.tables import default_aux_ids
 
 
+# Producers whose trainer, given no aux ids, captures the same target states as vLLM's default
+# (2, N//2, N-3): SafeAILab's training target records the stream before layers {2, N//2, N-3};
+# SpecForge (specforge/algorithms/model_providers.py `resolve_eagle_capture_layers`) falls back to
+# layer outputs [1, N//2-1, N-4], which SGLang's `set_eagle3_layers_to_capture` captures one layer
+# later, i.e. vLLM's ids. For their drafts a missing id list is hygiene, not a silent failure.
+DEFAULT_IDS_PRODUCERS = {"safeailab": "SafeAILab", "specforge": "SpecForge"}
+
+
 def target_layers(ctx: Context) -> int | None:
     return ctx.target.num_layers if ctx.target else None
 
@@ -34,13 +42,19 @@ def check(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     if ids is None:
         default = default_aux_ids(n) if n else None
-        trained = " (SafeAILab drafts are trained on exactly these)" if ctx.info.layout == "safeailab" else ""
+        producer = DEFAULT_IDS_PRODUCERS.get(ctx.info.layout)
+        trained = (
+            f" ({producer} trains on exactly these when it writes no ids, so it is served as trained)"
+            if producer
+            else ""
+        )
         layers = f"{default} for this {n}-layer target" if default else "(2, N//2, N-3)"
         out.append(
             finding(
                 "W320",
                 f"no eagle_aux_hidden_state_layer_ids: vLLM taps {layers}{trained}",
                 field="eagle_aux_hidden_state_layer_ids",
+                impact="hygiene" if producer else None,
             )
         )
         if default and (len(set(default)) < 3 or min(default) < 0):
