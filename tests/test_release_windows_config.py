@@ -398,6 +398,17 @@ def test_w307_is_hygiene_for_the_specforge_fixture(tmp_path: Path) -> None:
     assert safeailab.impact == "hygiene" and safeailab.message.endswith(
         "; SafeAILab EAGLE trains with false, so vLLM 0.32.0 serves it as trained"
     )
+    speculators = _one(
+        edit_draft(tmp_path / "p", "speculators-eagle3", config=pop_config("norm_before_residual")), "0.32.0", "W307"
+    )
+    assert (speculators.impact, speculators.fix) == (
+        "computes-differently",
+        "Write norm_before_residual: false (what vllm-project/speculators trains with).",
+    )
+    assert speculators.message == (
+        "norm_before_residual is not written; vLLM assumes true (speculators path), and the other path assumes the "
+        "opposite; vllm-project/speculators trains with false, so vLLM 0.32.0 serves it otherwise than trained"
+    )
     unknown = _one(edit_draft(tmp_path / "v", config=pop_config("norm_before_residual")), "0.32.0", "W307")
     assert unknown.impact == "computes-differently"  # no producer known to train either value
     assert unknown.message == (

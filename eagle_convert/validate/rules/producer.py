@@ -21,9 +21,13 @@ _EAGLE31_HINT = re.compile(r"eagle[-_ .]?3[._]1|eagle31", re.IGNORECASE)
 #   (commit a6b6b023, 2026-08-08): `residual = hidden_states` before `self.hidden_norm(hidden_states)`.
 # - safeailab: SafeAILab/EAGLE eagle/traineagle3/cnets.py LlamaDecoderLayeremb.forward (commit cb7e0841,
 #   2026-02-19): the same order.
+# - speculators: vllm-project/speculators src/speculators/models/eagle3/config.py Eagle3SpeculatorConfig
+#   (norm_before_residual defaults to False; model_definitions.py takes the normed residual only when set;
+#   commit c05b95b3, 2026-08-20), while vLLM's update_eagle3 assumes True when the top level lacks it.
 TRAINED_NORM_BEFORE_RESIDUAL: dict[str, tuple[bool, str]] = {
     "specforge": (False, "SpecForge"),
     "safeailab": (False, "SafeAILab EAGLE"),
+    "speculators": (False, "vllm-project/speculators"),
 }
 
 
