@@ -449,3 +449,33 @@ def test_upgrade_cli_warns_about_a_local_verifier(tmp_path: Path) -> None:
     ) in res.output
     written = json.loads((tmp_path / "out" / "config.json").read_text())
     assert written["speculators_config"]["verifier"]["name_or_path"] == str(local)
+
+
+def _fc_norm_in_eagle_config(cfg: dict) -> None:
+    cfg["eagle_config"]["fc_norm"] = cfg.pop("fc_norm")
+
+
+@pytest.mark.parametrize(
+    ("fixture", "version", "impact", "effect"),
+    [
+        ("vllm-eagle31", "0.24.0", "fails-to-load", "fail the load (KeyError: 'fc_norm.0.weight')"),
+        (
+            "vllm-eagle31",
+            "0.32.0",
+            "fails-to-load",
+            "fail the load (ValueError: There is no module or parameter named 'fc_norm')",
+        ),
+        ("kimi-mla-eagle31", "0.24.0", "computes-differently", "silently"),  # the MLA loader skips unknown names
+    ],
+)
+def test_a_plain_flag_in_eagle_config_is_read_by_no_class(
+    fixture: str, version: str, impact: str, effect: str, tmp_path: Path
+) -> None:
+    draft = edit_draft(tmp_path / "d", fixture, config=_fc_norm_in_eagle_config)
+    hit = _one(draft, version, "E318")
+    assert hit.impact == impact
+    assert hit.message.startswith(
+        f"fc_norm: true is written in eagle_config but vLLM {version} reads it at the top level: the draft class "
+        "reads the top-level field only, so it builds no fc_norm and "
+    )
+    assert hit.message.endswith(effect)
