@@ -62,6 +62,7 @@ def _where(places: list[str]) -> str:
 
 
 def lost_flags(ctx: Context) -> list[Finding]:
+    """E318: each 3.1 flag written true only where this release does not read it, and what that does."""
     out = []
     rel = ctx.release
     fc_norm_tensors = sorted(n for n, v in ctx.vnames.items() if v and _FC_NORM.match(v))
@@ -90,10 +91,9 @@ def lost_flags(ctx: Context) -> list[Finding]:
                 else f"KeyError: {first!r}"
             )
             effect = f"it builds no fc_norm and the {len(fc_norm_tensors)} fc_norm.* tensors fail the load ({exc})"
-        target = INNER if place == INNER else place
         fix = (
-            f"Write {flag}: true {_where([target])} (eagle-convert upgrade writes it everywhere)."
-            if target
+            f"Write {flag}: true {_where([place])} (eagle-convert upgrade writes it everywhere)."
+            if place
             else "Serve on vLLM 0.22.0 or newer."
         )
         out.append(finding("E318", f"{head}, so {effect}", field=_field(ctx, flag, place), fix=fix, impact=impact))
