@@ -19,6 +19,7 @@ from eagle_convert.cli.interrupt import interrupt_exit_code, interrupt_message, 
 from eagle_convert.cli.options import vllm_version_option
 from eagle_convert.cli.output import console, echo_json
 from eagle_convert.errors import EagleConvertError
+from eagle_convert.io.printable import printable
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 # Lazily loaded commands: module names under eagle_convert/cli/commands/.
@@ -56,7 +57,7 @@ class _Group(click.Group):
         except EagleConvertError as exc:
             if _debug_enabled(ctx):
                 raise
-            click.echo(f"Error: {exc}", err=True)
+            click.echo(f"Error: {printable(str(exc), one_line=True)}", err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP raised by raising_signals
             click.echo(interrupt_message(exc), err=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from eagle_convert.errors import EagleConvertError
+from eagle_convert.io.printable import printable
 
 
 class _Command(click.Command):
@@ -23,7 +24,7 @@ class _Command(click.Command):
         try:
             return super().invoke(ctx)
         except EagleConvertError as exc:
-            click.echo(f"Error: {exc}", err=True)
+            click.echo(f"Error: {printable(str(exc), one_line=True)}", err=True)
             ctx.exit(exc.exit_code)
 
 
@@ -54,7 +55,7 @@ def precommit_cmd(files: tuple[Path, ...], strict: bool, policy_file: Path | Non
             if f.level == "info":
                 continue
             mark = "FAIL" if f in bad else "warn"  # errors always fail; warnings do with --strict
-            click.echo(f"{mark} {folder}: {f.code} {f.slug}{' ' + f.where if f.where else ''}: {f.message}")
+            click.echo(printable(f"{mark} {folder}: {f.code} {f.slug}{' ' + f.where if f.where else ''}: {f.message}"))
         if bad:
             failed += 1
         else:

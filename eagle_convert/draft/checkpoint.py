@@ -16,6 +16,7 @@ from typing import Any
 from eagle_convert.errors import CheckpointNotFoundError, CheckpointReadError, ConfigError
 from eagle_convert.io.binranges import read_bin_tensors
 from eagle_convert.io.localpath import looks_like_path
+from eagle_convert.io.bounded import MAX_INDEX_BYTES, JsonLimits, brief
 from eagle_convert.io.outfile import INDEX_FILENAME, SINGLE_FILENAME
 from eagle_convert.io.safetensors_header import TensorInfo, read_header
 from eagle_convert.io.source import LocalSource, Source, read_json, where
@@ -23,6 +24,8 @@ from eagle_convert.io.tensordata import tensor_bytes
 
 CONFIG_FNAME = "config.json"
 BIN_FNAME = "pytorch_model.bin"
+#: The shard index: Python's json.load rules (transformers' and vLLM's reader), capped.
+INDEX_LIMITS = JsonLimits(max_bytes=MAX_INDEX_BYTES, what="shard index")
 # NeMo Automodel may put the consolidated weights one or two folders down.
 WEIGHT_SUBDIRS = ("", "model", "model/consolidated")
 
@@ -149,11 +152,18 @@ def _resolve_weights(source: Source, fileset: set[str]) -> tuple[str, str, list[
     for prefix in WEIGHT_SUBDIRS:
         index = _join(prefix, INDEX_FILENAME)
         if index in fileset:
-            weight_map = read_json(source, index).get("weight_map")
+            weight_map = read_json(source, index, limits=INDEX_LIMITS).get("weight_map")
             if not isinstance(weight_map, dict) or not weight_map:
                 raise CheckpointReadError(
                     f"{source.description}/{index}: missing or empty 'weight_map'",
                     hint="regenerate the index or merge the shards",
+                )
+            bad = next((k for k, v in weight_map.items() if not isinstance(v, str) or not v), None)
+            if bad is not None:
+                raise CheckpointReadError(
+                    f"{source.description}/{index}: weight_map[{brief(bad)}] is a {type(weight_map[bad]).__name__}, "
+                    "not a file name",
+                    hint="regenerate the index",
                 )
             shards = sorted({_join(prefix, str(f)) for f in weight_map.values()})
             missing = [s for s in shards if s not in fileset]

@@ -33,6 +33,12 @@ _NAMES = {
 }
 
 
+def _shown(value: Any) -> str:
+    """A config value in a message: its JSON, cut at 60 characters."""
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     while "$ref" in node:
         node = root["$defs"][node["$ref"].rsplit("/", 1)[-1]]
@@ -46,9 +52,9 @@ def _problem(value: Any, node: dict[str, Any], root: dict[str, Any], path: str) 
         allowed = [types] if isinstance(types, str) else types
         if not any(_TYPES[t](value) for t in allowed):
             want = " or ".join(_NAMES[t] for t in allowed)
-            return f"field {path!r} must be {want}, got {json.dumps(value)}"
+            return f"field {path!r} must be {want}, got {_shown(value)}"
     if "minimum" in node and _TYPES["number"](value) and value < node["minimum"]:
-        return f"field {path!r} must be at least {node['minimum']}, got {json.dumps(value)}"
+        return f"field {path!r} must be at least {node['minimum']}, got {_shown(value)}"
     for sub in node.get("allOf", []):
         if found := _problem(value, sub, root, path):
             return found

@@ -15,6 +15,7 @@ from eagle_convert.draft.checkpoint import Checkpoint
 from eagle_convert.draft.config_schema import check_config
 from eagle_convert.draft.kind import ensure_draft
 from eagle_convert.draft.layout import LayoutMatch, canonical_map, config_alias, detect_attention, detect_layout
+from eagle_convert.io.tensordata import read_array, readable_vocab_map
 from eagle_convert.vllm_model.config import VllmDraftConfig, lookup, read_config
 from eagle_convert.vllm_model.releases import Release
 from eagle_convert.vllm_model.tables import AUX_ID_LOCATIONS, FLAG_NAMES
@@ -196,7 +197,7 @@ def describe(
 
     lm_head = by_canon.get("lm_head.weight")
     vocab_size = _dim(eff, "vocab_size")
-    if vocab_size is None and "t2d" in by_canon:
+    if vocab_size is None and "t2d" in by_canon and by_canon["t2d"].shape:
         vocab_size = by_canon["t2d"].shape[0]
     draft_vocab = _dim(eff, "draft_vocab_size") or (lm_head.shape[0] if lm_head else vocab_size)
     vocab = _vocab_mapping(ckpt, canon, vocab_size, draft_vocab, read_vocab)
@@ -279,9 +280,7 @@ def _vocab_mapping(
     if d2t_key:
         info = ckpt.tensors[d2t_key]
         mapping.d2t = {"shape": list(info.shape), "dtype": info.dtype}
-        if read and info.dtype in ("I64", "I32") and len(info.shape) == 1:
-            from eagle_convert.io.tensordata import read_array
-
+        if read and info.dtype in ("I64", "I32") and readable_vocab_map(info, draft_vocab):
             d2t_arr = read_array(ckpt, d2t_key)
             import numpy as np
 
@@ -295,9 +294,7 @@ def _vocab_mapping(
     if t2d_key:
         info = ckpt.tensors[t2d_key]
         mapping.t2d = {"shape": list(info.shape), "dtype": info.dtype}
-        if read and len(info.shape) == 1 and info.dtype in ("BOOL", "U8", "I64", "I32"):
-            from eagle_convert.io.tensordata import read_array
-
+        if read and info.dtype in ("BOOL", "U8", "I64", "I32") and readable_vocab_map(info, vocab_size):
             t2d_arr = read_array(ckpt, t2d_key).astype(bool)
             mapping.t2d["count"] = int(t2d_arr.sum())
             if d2t_arr is not None:

@@ -33,6 +33,13 @@ def _lookup(config: Mapping[str, Any], dotted: str) -> Any:
     return node
 
 
+def _arch0(config: Mapping[str, Any]) -> str | None:
+    """`architectures[0]` when config.json gives it as a list of strings (any other shape is
+    reported by the config schema check, not here: detection must not crash on it)."""
+    archs = config.get("architectures")
+    return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+
+
 def _has(config: Mapping[str, Any], dotted: str) -> bool:
     return _lookup(config, dotted) is not _MISSING
 
@@ -67,8 +74,7 @@ def _check(
     if kind == "storage":
         return f"stored as {arg}" if storage == arg else None
     if kind == "architecture":
-        archs = config.get("architectures") or []
-        return f"architectures[0] is {arg!r}" if archs and archs[0] == arg else None
+        return f"architectures[0] is {arg!r}" if _arch0(config) == arg else None
     if kind == "no_key_suffix":
         return f"no {' / '.join(arg)} tensor" if not any(k.endswith(s) for k in keys for s in arg) else None
     if kind == "min_layers":
@@ -79,15 +85,13 @@ def _check(
         pair = next(((p, v) for p, allowed in arg.items() if (v := lookup(plain, p)) in allowed), None)
         return f"config {pair[0]} is {pair[1]!r}" if pair else None
     if kind == "architecture_contains":
-        archs = config.get("architectures") or []
-        name = archs[0] if archs and isinstance(archs[0], str) else ""
+        name = _arch0(config) or ""
         return f"architectures[0] is {name!r}" if any(part in name for part in arg) else None
     if kind == "parallel_drafting":
         from eagle_convert.vllm_model.config import read_config
         from eagle_convert.vllm_model.tables import PARALLEL_DRAFTING_ARCHITECTURES
 
-        archs = config.get("architectures")
-        declared = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+        declared = _arch0(config)
         parallel = next(
             (n for n in (declared, read_config(dict(config)).architecture) if n in PARALLEL_DRAFTING_ARCHITECTURES),
             None,

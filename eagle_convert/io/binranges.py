@@ -19,7 +19,9 @@ compressed records; tensors saved as non-contiguous views (re-save with `.contig
 
 from __future__ import annotations
 
+import io
 import math
+import os
 import pickle
 import struct
 import zipfile
@@ -28,6 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from eagle_convert.errors import CheckpointReadError
+from eagle_convert.io.bounded import brief, open_regular
+from eagle_convert.io.picklescan import MAX_PICKLE_BYTES, PickleBombError, scan_pickle
 from eagle_convert.io.safetensors_header import DTYPE_BYTES, TensorInfo
 from eagle_convert.io.source import Source, where
 from eagle_convert.io.tensordata import TORCH_DTYPE_NAMES
@@ -101,21 +105,31 @@ class _TensorRef:
     stride: tuple[int, ...]
 
 
+def _int(value: Any) -> int:
+    if type(value) is not int or value < 0:
+        raise _Unreadable("a tensor's offset, shape or stride is not a non-negative integer")
+    return value
+
+
 def _ints(values: Any) -> tuple[int, ...]:
-    return tuple(int(v) for v in values)
+    if not isinstance(values, tuple):
+        raise _Unreadable("a tensor's shape or stride is not a tuple")
+    return tuple(_int(v) for v in values)
 
 
 def _rebuild_tensor_v2(storage: _Storage, offset: int, size: tuple, stride: tuple, *_: Any) -> _TensorRef:
-    return _TensorRef(storage, storage.dtype, int(offset), _ints(size), _ints(stride))
+    if not isinstance(storage, _Storage):
+        raise _Refused("tensor without a storage")
+    return _TensorRef(storage, storage.dtype, _int(offset), _ints(size), _ints(stride))
 
 
 def _rebuild_tensor_v3(
     storage: _Storage, offset: int, size: tuple, stride: tuple, _grad: Any, _hooks: Any, dtype: _Dtype, *_: Any
 ) -> _TensorRef:
     """Dtypes without a typed storage class (float8, uint16...): untyped bytes plus a dtype."""
-    if not isinstance(dtype, _Dtype):
-        raise _Refused(f"unexpected dtype argument {dtype!r}")
-    return _TensorRef(storage, dtype, int(offset), _ints(size), _ints(stride))
+    if not isinstance(dtype, _Dtype) or not isinstance(storage, _Storage):
+        raise _Refused("unexpected storage or dtype argument")  # never repr: it may nest 200k deep
+    return _TensorRef(storage, dtype, _int(offset), _ints(size), _ints(stride))
 
 
 def _rebuild_parameter(data: _TensorRef, *_: Any) -> _TensorRef:
@@ -141,9 +155,24 @@ class _Unpickler(pickle.Unpickler):
         raise _Refused(f"{module}.{name} is not allowed")
 
     def persistent_load(self, pid: Any) -> _Storage:
-        if not (isinstance(pid, tuple) and len(pid) >= 3 and pid[0] == "storage" and isinstance(pid[1], _StorageType)):
-            raise _Refused(f"unsupported persistent id {pid!r}")
-        return _Storage(str(pid[2]), _Dtype(*_STORAGES[pid[1].name]))
+        if not (
+            isinstance(pid, tuple)
+            and len(pid) >= 3
+            and isinstance(pid[0], str)
+            and pid[0] == "storage"
+            and isinstance(pid[1], _StorageType)
+            and isinstance(pid[2], str)
+        ):
+            raise _Refused("unsupported persistent id")  # never repr: it may nest 200k deep
+        return _Storage(pid[2], _Dtype(*_STORAGES[pid[1].name]))
+
+
+def _valid_name(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _contiguous(shape: tuple[int, ...], stride: tuple[int, ...]) -> bool:
@@ -164,30 +193,47 @@ def _data_offset(fh: Any, info: zipfile.ZipInfo) -> int:
     return info.header_offset + 30 + name_len + extra_len
 
 
+def _record(zf: zipfile.ZipFile, name: str, cap: int) -> bytes:
+    """One archive record, refused unread when it would inflate past `cap` bytes."""
+    info = zf.getinfo(name)
+    if info.file_size > cap:
+        raise PickleBombError(f"record {name} inflates to {info.file_size} bytes, more than {cap}")
+    with zf.open(info) as fh:
+        data = fh.read(cap + 1)
+    if len(data) > cap:
+        raise PickleBombError(f"record {name} inflates past {cap} bytes")
+    return data
+
+
 def _ranges(fh: Any, fname: str) -> dict[str, TensorInfo]:
     with zipfile.ZipFile(fh) as zf:
         names = zf.namelist()
         prefix = names[0].split("/", 1)[0] if names else ""
         if f"{prefix}/data.pkl" not in names:
             raise _Unreadable("no data.pkl record")
-        if f"{prefix}/byteorder" in names and zf.read(f"{prefix}/byteorder").strip() != b"little":
+        if f"{prefix}/byteorder" in names and _record(zf, f"{prefix}/byteorder", 64).strip() != b"little":
             raise _Unreadable("big-endian byte order")
-        state = _Unpickler(zf.open(f"{prefix}/data.pkl")).load()
+        pkl = _record(zf, f"{prefix}/data.pkl", MAX_PICKLE_BYTES)
+        scan_pickle(pkl)
+        state = _Unpickler(io.BytesIO(pkl)).load()
         if not isinstance(state, dict) or not all(
             isinstance(k, str) and isinstance(v, _TensorRef) for k, v in state.items()
         ):
             raise _NotFlat("expected a flat dict of tensors")
+        bad = next((k for k in state if not _valid_name(k)), None)
+        if bad is not None:
+            raise _Unreadable(f"tensor name {brief(bad)} is not valid Unicode (a lone surrogate)")
         out: dict[str, TensorInfo] = {}
         for name, ref in state.items():
             if not _contiguous(ref.shape, ref.stride):
-                raise _Unreadable(f"tensor {name!r} is saved as a non-contiguous view")
+                raise _Unreadable(f"tensor {brief(name)} is saved as a non-contiguous view")
             info = zf.getinfo(f"{prefix}/data/{ref.storage.key}")
             if info.compress_type != zipfile.ZIP_STORED:
                 raise _Unreadable(f"record {info.filename} is compressed")
             nbytes = math.prod(ref.shape) * ref.dtype.itemsize
             start = ref.offset * ref.dtype.itemsize
             if start < 0 or start + nbytes > info.file_size:
-                raise _Unreadable(f"tensor {name!r} lies outside its storage record")
+                raise _Unreadable(f"tensor {brief(name)} lies outside its storage record")
             out[name] = TensorInfo(name, ref.dtype.dtype, ref.shape, fname, _data_offset(fh, info) + start, nbytes)
         return out
 
@@ -199,9 +245,15 @@ def read_bin_tensors(source: Source, fname: str) -> dict[str, TensorInfo]:
     contiguous tensors in a little-endian torch zip archive.
     """
     path, shown = source.local_path(fname), where(source, fname)
+    fd = open_regular(path)
     try:
-        with open(path, "rb") as fh:
+        with os.fdopen(fd, "rb") as fh:
             return _ranges(fh, fname)
+    except PickleBombError as exc:
+        raise CheckpointReadError(
+            f"{shown}: refuses a pickle that would take unbounded memory ({exc})",
+            hint="re-save the state dict with torch.save or convert it to safetensors",
+        ) from exc
     except _Refused as exc:
         raise CheckpointReadError(
             f"{shown}: refuses to unpickle non-tensor objects (weights_only=True)",
@@ -227,6 +279,7 @@ def read_bin_tensors(source: Source, fname: str) -> dict[str, TensorInfo]:
         OSError,
         AttributeError,
         IndexError,
+        RecursionError,
     ) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if isinstance(exc, zipfile.BadZipFile):

@@ -6,13 +6,18 @@ validation work unchanged on local and remote checkpoints, reading only the byte
 
 from __future__ import annotations
 
-import json
+import errno
 import os
 from pathlib import Path
 from typing import Any, Protocol
 
-from eagle_convert.errors import CheckpointNotFoundError, CheckpointReadError, ConfigError
+from eagle_convert.errors import CheckpointNotFoundError, CheckpointReadError, ConfigError, EagleConvertError
 from eagle_convert.io.localpath import missing_path_error
+from eagle_convert.io.bounded import MAX_CONFIG_BYTES, JsonLimits, open_regular, parse_json, regular_size
+
+#: config.json and other small JSON files: Python's json.load rules (what transformers and vLLM
+#: use), capped in size and depth.
+CONFIG_LIMITS = JsonLimits(max_bytes=MAX_CONFIG_BYTES, what="config")
 
 
 class Source(Protocol):
@@ -50,19 +55,19 @@ def where(source: Source, name: str) -> str:
     return f"{source.description}/{name}"
 
 
-def read_json(source: Source, name: str) -> dict[str, Any]:
-    """Parse a small JSON file from a source, naming the file in every error."""
-    data = source.read_range(name, 0, source.file_size(name))
-    try:
-        value = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        loc = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
-        raise ConfigError(
-            f"{where(source, name)}: not valid JSON{loc}",
-            hint="fix or regenerate the file",
-        ) from exc
+def read_json(
+    source: Source, name: str, *, limits: JsonLimits = CONFIG_LIMITS, error: type[EagleConvertError] = ConfigError
+) -> dict[str, Any]:
+    """Parse a small JSON file from a source (size-capped before reading), naming the file in every error."""
+    size = source.file_size(name)
+    if size > limits.max_bytes:
+        raise error(
+            f"{where(source, name)}: {size} bytes, more than the {limits.max_bytes >> 20} MiB a {limits.what} may have",
+            hint="this is not a real one; replace it with the original file",
+        )
+    value = parse_json(source.read_range(name, 0, size), where(source, name), limits, error=error)
     if not isinstance(value, dict):
-        raise ConfigError(f"{where(source, name)}: expected a JSON object at the top level")
+        raise error(f"{where(source, name)}: expected a JSON object at the top level")
     return value
 
 
@@ -71,8 +76,12 @@ class LocalSource:
 
     def __init__(self, path: Path) -> None:
         path = Path(path)
-        if not path.exists():
-            raise missing_path_error(path)
+        try:
+            path.stat()
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise CheckpointReadError(f"{path}: symbolic link loop", hint="point the link at a real file") from None
+            raise missing_path_error(path) from None
         if path.is_dir():
             self.root = path
             self._only: set[str] | None = None
@@ -80,7 +89,7 @@ class LocalSource:
         else:
             self.root = path.parent
             self._only = {path.name}
-            if (self.root / "config.json").is_file():
+            if _regular_or_link(self.root / "config.json"):
                 self._only.add("config.json")
             self._display = str(path)
         self.single_file = None if path.is_dir() else path.name
@@ -106,24 +115,17 @@ class LocalSource:
         return self.root / name
 
     def file_size(self, name: str) -> int:
-        try:
-            return self._path(name).stat().st_size
-        except FileNotFoundError as exc:
-            raise CheckpointNotFoundError(f"{self.root / name}: no such file") from exc
+        return regular_size(self._path(name))
 
     def read_range(self, name: str, start: int, length: int) -> bytes:
         path = self._path(name)
+        fd = open_regular(path)
         try:
-            with open(path, "rb") as fh:
-                data = os.pread(fh.fileno(), length, start) if length else b""
-        except FileNotFoundError as exc:
-            raise CheckpointNotFoundError(f"{path}: no such file") from exc
-        except PermissionError as exc:
-            raise CheckpointReadError(f"{path}: permission denied", hint="check the file's permissions") from exc
-        except IsADirectoryError as exc:
-            raise CheckpointReadError(f"{path}: is a directory, expected a file") from exc
+            data = os.pread(fd, length, start) if length else b""
         except OSError as exc:
             raise CheckpointReadError(f"{path}: cannot read ({exc.strerror})") from exc
+        finally:
+            os.close(fd)
         if len(data) != length:
             raise CheckpointReadError(
                 f"{path}: truncated (wanted bytes {start}..{start + length}, file has {start + len(data)})",
@@ -134,15 +136,17 @@ class LocalSource:
     def readinto(self, name: str, start: int, buffer: memoryview) -> None:
         """Fill `buffer` with the bytes at `start` (large tensors: no intermediate `bytes` copy)."""
         path, done = self._path(name), 0
+        fd = open_regular(path)
         try:
-            with open(path, "rb") as fh:
-                while done < len(buffer):
-                    n = os.preadv(fh.fileno(), [buffer[done:]], start + done)
-                    if n == 0:
-                        break
-                    done += n
+            while done < len(buffer):
+                n = os.preadv(fd, [buffer[done:]], start + done)
+                if n == 0:
+                    break
+                done += n
         except OSError as exc:
             raise CheckpointReadError(f"{path}: cannot read ({exc.strerror})") from exc
+        finally:
+            os.close(fd)
         if done != len(buffer):
             raise CheckpointReadError(
                 f"{path}: truncated (wanted bytes {start}..{start + len(buffer)}, file has {start + done})",
@@ -151,3 +155,8 @@ class LocalSource:
 
     def local_path(self, name: str) -> Path:
         return self._path(name)
+
+
+def _regular_or_link(path: Path) -> bool:
+    """True when `path` is a file or a link (a broken link or loop is reported when it is read)."""
+    return path.is_file() or path.is_symlink()

@@ -77,6 +77,23 @@ TORCH_DTYPE_NAMES = {
 }
 
 
+#: The most entries a vocabulary map (d2t, t2d) may have to be read: the largest published
+#: vocabularies hold about 262k tokens; a header claiming more is not read, only reported.
+MAX_VOCAB_ENTRIES = 1 << 22
+
+
+def readable_vocab_map(info: TensorInfo, expected: object) -> bool:
+    """Whether to read the 1-D vocabulary map `info`: no longer than `expected` (the config's
+    draft_vocab_size for d2t, vocab_size for t2d) when that is a plausible integer, and never
+    longer than MAX_VOCAB_ENTRIES, so a crafted header cannot make inspect read gigabytes."""
+    if len(info.shape) != 1:
+        return False
+    bound = MAX_VOCAB_ENTRIES
+    if type(expected) is int and 0 < expected < MAX_VOCAB_ENTRIES:
+        bound = expected
+    return info.shape[0] <= bound
+
+
 def tensor_bytes(source: Source, info: TensorInfo, start: int = 0, length: int | None = None) -> bytes:
     """`length` bytes (default: to the tensor's end) starting `start` bytes into its data."""
     if length is None:

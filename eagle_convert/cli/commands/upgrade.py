@@ -222,11 +222,10 @@ def _apply(
     """Run `apply` with a progress bar on a terminal (interrupts: `cli.interrupt`)."""
     from contextlib import nullcontext
 
-    from rich.console import Console
-
+    from eagle_convert.cli.output import console
     from eagle_convert.cli.render.upgrade import RichProgress
 
-    err = Console(stderr=True)
+    err = console(stderr=True)
     show = err.is_terminal and plan.total_bytes >= PROGRESS_MIN_BYTES
     with RichProgress(err) if show else nullcontext() as progress:
         return apply(plan, output, force=force, verify=verify, progress=progress, fsync=fsync)

@@ -18,15 +18,16 @@ def _progress(enabled: bool) -> Iterator[Callable[[int, int, str], None] | None]
     if not enabled or not sys.stderr.isatty():
         yield None
         return
-    from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from eagle_convert.cli.output import console
 
     with Progress(
         TextColumn("deep scan {task.fields[tensor]}"),
         BarColumn(),
         DownloadColumn(),
         TimeRemainingColumn(),
-        console=Console(stderr=True),
+        console=console(stderr=True),
         transient=True,
     ) as bar:
         task = bar.add_task("scan", total=None, tensor="")

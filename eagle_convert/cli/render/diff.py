@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from eagle_convert.cli.render import capped
 from eagle_convert.diff import CheckpointDiff, ConfigDiff
 
 ABSENT = "[dim](absent)[/dim]"
@@ -25,7 +26,8 @@ def config_table(cfg: ConfigDiff, *, headers: tuple[str, str, str] = ("key", "a"
     table = Table(title="config.json", title_justify="left")
     for col in headers:
         table.add_column(col)
-    for path in cfg.paths():
+    paths, more = capped(cfg.paths())
+    for path in paths:
         if path in cfg.added:
             row = (ABSENT, short(cfg.added[path]))
         elif path in cfg.removed:
@@ -33,6 +35,8 @@ def config_table(cfg: ConfigDiff, *, headers: tuple[str, str, str] = ("key", "a"
         else:
             row = tuple(short(v) for v in cfg.changed[path])  # type: ignore[assignment]
         table.add_row(escape(path), *row)
+    if more:
+        table.add_row(more, "", "")
     return table
 
 
@@ -43,27 +47,36 @@ def render_diff(console: Console, d: CheckpointDiff) -> None:
             table = Table(title=f"{title}: {len(rows)}", title_justify="left")
             for col in ("name", "dtype", "shape"):
                 table.add_column(col)
-            for r in rows:
+            shown, more = capped(rows)
+            for r in shown:
                 table.add_row(f"[{style}]{escape(r['name'])}[/{style}]", r["dtype"], str(r["shape"]))
+            if more:
+                table.add_row(more, "", "")
             console.print(table)
     if d.renamed:
         table = Table(title=f"renamed: {len(d.renamed)}", title_justify="left")
         table.add_column("a")
         table.add_column("b")
-        for a, b in d.renamed:
+        shown_pairs, more = capped(d.renamed)
+        for a, b in shown_pairs:
             table.add_row(escape(a), escape(b))
+        if more:
+            table.add_row(more, "")
         console.print(table)
     if d.changed:
         table = Table(title=f"changed: {len(d.changed)}", title_justify="left")
         for col in ("tensor", "dtype", "shape", "max abs diff", "elements differing"):
             table.add_column(col)
-        for c in d.changed:
+        shown_changes, more = capped(d.changed)
+        for c in shown_changes:
             name = c.a if c.a == c.b else f"{c.a} → {c.b}"
             dtype = c.dtype[0] if c.dtype[0] == c.dtype[1] else f"{c.dtype[0]} → {c.dtype[1]}"
             shape = str(c.shape[0]) if c.shape[0] == c.shape[1] else f"{c.shape[0]} → {c.shape[1]}"
             diff = "n/a" if c.max_abs_diff is None else f"{c.max_abs_diff:.6g}"
             count = "" if c.differing_elements is None else f"{c.differing_elements:,}"
             table.add_row(escape(name), dtype, shape, diff, count)
+        if more:
+            table.add_row(more, "", "", "", "")
         console.print(table)
     cfg = d.config
     if cfg:

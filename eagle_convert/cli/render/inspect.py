@@ -23,19 +23,19 @@ def render_inspect(console: Console, report: InspectReport, *, tensors: bool) ->
     summary = Table.grid(padding=(0, 2))
     summary.add_column(style="bold")
     summary.add_column()
-    summary.add_row("source", report.source + (" (hub)" if report.is_hub else ""))
+    summary.add_row("source", escape(report.source) + (" (hub)" if report.is_hub else ""))
     summary.add_row("layout", f"{info.layout} — {info.producer}")
-    summary.add_row("", "[dim]" + "; ".join(info.layout_reasons) + "[/dim]")
+    summary.add_row("", "[dim]" + escape("; ".join(info.layout_reasons)) + "[/dim]")
     summary.add_row("variant", info.variant)
-    summary.add_row("", "[dim]" + "; ".join(info.variant_reasons) + "[/dim]")
-    arch = ", ".join(info.architectures) or "(none)"
+    summary.add_row("", "[dim]" + escape("; ".join(info.variant_reasons)) + "[/dim]")
+    arch = escape(", ".join(info.architectures)) or "(none)"
     summary.add_row("architecture", f"{arch} → vLLM {info.vllm_class or '(no EAGLE-3 class)'}")
     if info.vllm_note:
         summary.add_row("", f"[yellow]{escape(info.vllm_note)}[/yellow]")
-    summary.add_row("attention", f"{info.attention} [dim]({info.attention_reason})[/dim]")
+    summary.add_row("attention", f"{info.attention} [dim]({escape(info.attention_reason)})[/dim]")
     flags = ", ".join(
         f"{name}={'true' if f.value else 'false'}"
-        + (f" [dim]({', '.join(f.where)})[/dim]" if f.where else " [dim](default)[/dim]")
+        + (f" [dim]({escape(', '.join(f.where))})[/dim]" if f.where else " [dim](default)[/dim]")
         + ("" if f.vllm == f.value else f" [yellow](vLLM reads {'true' if f.vllm else 'false'})[/yellow]")
         for name, f in info.flags.items()
     )
@@ -43,11 +43,11 @@ def render_inspect(console: Console, report: InspectReport, *, tensors: bool) ->
     summary.add_row(
         "hidden", f"H={info.hidden_size}  target H={info.target_hidden_size}  draft layers={info.num_layers}"
     )
-    summary.add_row("aux layers", f"A={info.num_aux} [dim]({info.num_aux_source})[/dim]")
+    summary.add_row("aux layers", f"A={info.num_aux} [dim]({escape(info.num_aux_source)})[/dim]")
     ids = info.aux_layer_ids
     summary.add_row(
         "aux layer ids",
-        f"{ids} [dim]({', '.join(info.aux_layer_ids_where)})[/dim]"
+        f"{ids} [dim]({escape(', '.join(info.aux_layer_ids_where))})[/dim]"
         if ids
         else "[yellow]not set[/yellow] (vLLM falls back to (2, N//2, N-3))",
     )
@@ -61,7 +61,7 @@ def render_inspect(console: Console, report: InspectReport, *, tensors: bool) ->
     dtypes = ", ".join(f"{d}×{n}" for d, n in sorted(info.dtypes.items()))
     summary.add_row(
         "tensors",
-        f"{info.num_tensors} ({dtypes}), {human_bytes(info.total_bytes)}, {info.storage}: {', '.join(info.files)}",
+        f"{info.num_tensors} ({dtypes}), {human_bytes(info.total_bytes)}, {info.storage}: {escape(', '.join(info.files))}",
     )
     if not report.has_config:
         summary.add_row("config", "[yellow]no config.json found[/yellow]")
@@ -76,7 +76,14 @@ def render_inspect(console: Console, report: InspectReport, *, tensors: bool) ->
             table.add_column(col, justify="right" if col == "bytes" else "left")
         for row in report.tensor_rows():
             canon = row["canonical"] if row["canonical"] != row["name"] else ""
-            table.add_row(row["name"], canon, row["dtype"], str(row["shape"]), human_bytes(row["bytes"]), row["file"])
+            table.add_row(
+                escape(row["name"]),
+                escape(canon),
+                row["dtype"],
+                str(row["shape"]),
+                human_bytes(row["bytes"]),
+                escape(row["file"]),
+            )
         console.print(table)
 
 

@@ -20,6 +20,8 @@ from eagle_convert.validate.run import ValidationReport
 from eagle_convert.vllm_model.releases import KNOWN_RELEASES
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+#: Rows of one finding code in the table; the summary line and --json count every finding.
+MAX_PER_CODE = 20
 MARK_START, MARK_END = "<!-- findings:start -->", "<!-- findings:end -->"
 
 
@@ -48,7 +50,10 @@ def render_validate(console: Console, report: ValidationReport, *, strict: bool 
     head.add_row("checks", ", ".join(report.families_run))
     console.print(head)
     if report.findings:
-        _render_findings(console, report.sorted_findings())
+        shown, left_out = _capped(report.sorted_findings())
+        _render_findings(console, shown)
+        for code, n in left_out.items():
+            console.print(f"[dim]... and {n:,} more {code} (--json lists all)[/dim]")
     counts = report.counts()
     summary = f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} info"
     if report.failed(strict=strict):
@@ -100,6 +105,17 @@ def render_matrix(console: Console, matrix: Matrix, *, strict: bool = False) -> 
 _MIN_TEXT_COLUMN = 24
 # A rich table's own width per column: one space of padding each side and one border.
 _COLUMN_OVERHEAD = 3
+
+
+def _capped(findings: Sequence[Finding]) -> tuple[list[Finding], dict[str, int]]:
+    """At most MAX_PER_CODE findings of each code, and how many of each code were left out."""
+    seen: dict[str, int] = {}
+    shown = []
+    for f in findings:
+        seen[f.code] = seen.get(f.code, 0) + 1
+        if seen[f.code] <= MAX_PER_CODE:
+            shown.append(f)
+    return shown, {code: n - MAX_PER_CODE for code, n in seen.items() if n > MAX_PER_CODE}
 
 
 def _longest_word(texts: Iterable[str]) -> int:

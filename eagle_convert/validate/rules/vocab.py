@@ -7,7 +7,7 @@ vLLM but must agree with d2t: when it does not, one of the two maps is corrupt.
 
 from __future__ import annotations
 
-from eagle_convert.io.tensordata import read_array
+from eagle_convert.io.tensordata import read_array, readable_vocab_map
 from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules.context import Context
 from eagle_convert.validate.rules.shapes import INTS
@@ -33,8 +33,8 @@ def _check_maps(
 
     out: list[Finding] = []
     targets = d2t = None
-    t2d = read_array(ctx.ckpt, t2d_name) != 0 if t2d_name and _usable(ctx, t2d_name, INTS | {"BOOL"}) else None
-    if d2t_name and _usable(ctx, d2t_name, INTS):
+    t2d = read_array(ctx.ckpt, t2d_name) != 0 if t2d_name and _usable(ctx, t2d_name, INTS | {"BOOL"}, v) else None
+    if d2t_name and _usable(ctx, d2t_name, INTS, vd):
         d2t = read_array(ctx.ckpt, d2t_name).astype(np.int64)
         targets = np.arange(len(d2t), dtype=np.int64) + d2t
         if absolute := _absolute_ids(d2t_name, d2t, t2d, v):
@@ -111,9 +111,10 @@ def _side_files(ctx: Context) -> list[Finding]:
     ]
 
 
-def _usable(ctx: Context, name: str, dtypes: set[str]) -> bool:
+def _usable(ctx: Context, name: str, dtypes: set[str], expected: int | None) -> bool:
+    """A 1-D integer map of plausible length (longer ones are reported by the shape rules, unread)."""
     info = ctx.tensors[name]
-    return info.dtype in dtypes and len(info.shape) == 1
+    return info.dtype in dtypes and readable_vocab_map(info, expected)
 
 
 def _check_d2t(name: str, targets, v: int | None) -> list[Finding]:
