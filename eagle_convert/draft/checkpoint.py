@@ -15,8 +15,8 @@ from typing import Any
 
 from eagle_convert.errors import CheckpointNotFoundError, CheckpointReadError, ConfigError
 from eagle_convert.io.binranges import read_bin_tensors
-from eagle_convert.io.localpath import looks_like_path
 from eagle_convert.io.bounded import MAX_INDEX_BYTES, JsonLimits, brief
+from eagle_convert.io.localpath import looks_like_path
 from eagle_convert.io.outfile import INDEX_FILENAME, SINGLE_FILENAME
 from eagle_convert.io.safetensors_header import TensorInfo, read_header
 from eagle_convert.io.source import LocalSource, Source, read_json, where

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from eagle_convert.errors import CheckpointNotFoundError, CheckpointReadError, ConfigError, EagleConvertError
-from eagle_convert.io.localpath import missing_path_error
 from eagle_convert.io.bounded import MAX_CONFIG_BYTES, JsonLimits, open_regular, parse_json, regular_size
+from eagle_convert.io.localpath import missing_path_error
 
 #: config.json and other small JSON files: Python's json.load rules (what transformers and vLLM
 #: use), capped in size and depth.
