@@ -636,3 +636,25 @@ def test_the_report_heads_name_the_serve_config(plain: Path, tmp_path: Path, mon
     assert res.exit_code == 0 and line in res.stdout, res.output
     res = _check(plain, "--speculative-config", spec, "--max-model-len", "2048")
     assert res.exit_code == 0 and line in res.stdout, res.output
+
+
+def test_parallel_drafting_against_the_drafts_mask_hidden(plain: Path, tmp_path: Path) -> None:
+    import torch
+
+    from fixtures.edits import put_tensor
+
+    peagle = edit_draft(
+        tmp_path / "pe", tensors=put_tensor("mask_hidden", lambda s: torch.zeros(1, 192, dtype=torch.bfloat16))
+    )
+    found = _codes(peagle, OK)
+    assert found["W909"] == (
+        "the draft ships mask_hidden (a parallel-drafting P-EAGLE draft) but --speculative-config does not set "
+        'parallel_drafting: vLLM 0.32.0 skips it ("mask_hidden found in weights but model is not configured for '
+        'parallel drafting") and drafts one token per forward pass, not as the draft was trained'
+    )
+    assert "W909" not in _codes(peagle, {**OK, "parallel_drafting": True})
+    assert _codes(plain, {**OK, "parallel_drafting": True}) == {
+        "E910": "--speculative-config sets parallel_drafting but the draft has no mask_hidden: vLLM 0.32.0 raises "
+        'ValueError ("mask_hidden not found in weights but model is configured for parallel drafting"; '
+        "model_executor/models/llama_eagle3.py Eagle3LlamaForCausalLM.load_weights)"
+    }

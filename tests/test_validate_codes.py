@@ -216,6 +216,11 @@ CASES: dict[str, Case] = {
         kwargs={"speculative_config": _serve(quantization="fp8")},
     ),
     "W908": Case(edit(), kwargs={"speculative_config": _serve(quantization="fp8")}),
+    "W909": Case(
+        edit(tensors=put_tensor("mask_hidden", lambda s: torch.zeros(1, 192, dtype=torch.bfloat16))),
+        kwargs={"speculative_config": _serve()},
+    ),
+    "E910": Case(edit(), kwargs={"speculative_config": _serve(parallel_drafting=True)}),
 }
 # The issue-10 producer bugs: the failing half of each twin (tests/test_validate_producer_bugs.py runs both).
 CASES |= {code: Case(bad.draft, bad.kwargs, target_build=bad.target) for code, (bad, _good) in TWINS.items()}

@@ -29,6 +29,7 @@ def check(ctx: Context) -> list[Finding]:
         *_rejection(ctx, serve),
         *_lm_head_quantization(ctx, serve),
         *_quantization(ctx, serve),
+        *_parallel_drafting(ctx, serve),
     ]
 
 
@@ -177,6 +178,41 @@ def _quantization(ctx: Context, serve: ServeConfig) -> list[Finding]:
                 "config, config/speculative.py SpeculativeConfig.__post_init__), so it drafts with weights it was "
                 "not trained with",
                 field="quantization",
+            )
+        ]
+    return []
+
+
+# The classes that build mask_hidden for parallel drafting (llama_eagle3.py, qwen3_eagle3.py
+# `load_weights`; the MLA class has no parallel drafting).
+_PARALLEL_ATTENTION = ("llama", "qwen3")
+
+
+def _parallel_drafting(ctx: Context, serve: ServeConfig) -> list[Finding]:
+    """W909 / E910: `parallel_drafting` against the draft's mask_hidden (a P-EAGLE draft ships it)."""
+    if ctx.attention not in _PARALLEL_ATTENTION:
+        return []
+    rel = f"vLLM {ctx.release.version}"
+    mask = next((n for n in ctx.tensors if "mask_hidden" in n), None)
+    on = serve.data.get("parallel_drafting") is True
+    if mask is not None and not on:
+        return [
+            finding(
+                "W909",
+                f"the draft ships {mask} (a parallel-drafting P-EAGLE draft) but {serve.source} does not set "
+                f'parallel_drafting: {rel} skips it ("mask_hidden found in weights but model is not configured '
+                'for parallel drafting") and drafts one token per forward pass, not as the draft was trained',
+                tensor=mask,
+            )
+        ]
+    if on and mask is None:
+        return [
+            finding(
+                "E910",
+                f"{serve.source} sets parallel_drafting but the draft has no mask_hidden: {rel} raises ValueError "
+                '("mask_hidden not found in weights but model is configured for parallel drafting"; '
+                "model_executor/models/llama_eagle3.py Eagle3LlamaForCausalLM.load_weights)",
+                field="parallel_drafting",
             )
         ]
     return []
