@@ -227,3 +227,16 @@ def test_matrix_section_of_the_docs_is_fresh(built):
     assert committed_section(DOC.read_text(encoding="utf-8")) == matrix_markdown(built), (
         "stale: regenerate with python -m fixtures.realconfigs_matrix --write"
     )
+
+
+def test_matrix_rows_equal_validate_per_release(built):
+    """What the matrix shares between releases (the opened draft and target, `Context.memo`) must not
+    change a verdict: every row equals `validate --target --vllm-version X` run alone."""
+    from eagle_convert.validate.matrix import compatibility_matrix
+    from eagle_convert.validate.run import validate_checkpoint
+
+    for key, (draft, target) in built.items():
+        matrix = compatibility_matrix(draft, target=target)
+        for row in matrix.rows:
+            alone = validate_checkpoint(draft, target=target, vllm_version=row.release)
+            assert row.report.findings_dicts() == alone.findings_dicts(), (key, row.release)
