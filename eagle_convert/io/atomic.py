@@ -103,7 +103,7 @@ _PUBLISHED: set[Path] = set()
 
 def was_published(final: str | Path) -> bool:
     """True once this process has published an output at `final` (the rename and its flush done)."""
-    return Path(final).absolute() in _PUBLISHED
+    return Path(final).expanduser().absolute() in _PUBLISHED
 
 
 def _exchange(a: Path, b: Path) -> bool:

@@ -97,7 +97,7 @@ def check_cmd(
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []  # what an interrupt from here on says was written (each file atomically)
-    on_interrupt(lambda: f"; only {', '.join(map(str, written))} was written" if written else "; nothing was written")
+    on_interrupt(lambda: f"; wrote only {', '.join(map(str, written))}" if written else "; nothing was written")
     if junit is not None:
         write_text_atomic(junit, to_junit(report), fsync=False)
         written.append(junit)

@@ -101,7 +101,7 @@ def smoke_cmd(
         from eagle_convert.smoke.plot import plot_smoke
 
         plot_smoke(report, plot_path)  # atomic: the old plot or the new one, never half
-        on_interrupt(f"; only {plot_path} was written")
+        on_interrupt(f"; wrote only {plot_path}")
     if as_json:
         data = report.to_dict()
         if plot_path is not None:
