@@ -127,7 +127,7 @@ def test_extras_table_matches_pyproject() -> None:
 
 
 def test_lean_commands_import_no_heavy_module(built_fixtures, tmp_path: Path) -> None:
-    """inspect, validate (--deep), upgrade and diff in one fresh interpreter: torch, transformers,
+    """inspect, validate (--deep, --vllm-version all), upgrade and diff in one fresh interpreter: torch, transformers,
     matplotlib, tokenizers and vLLM are never imported, even where they are installed (here)."""
     a, b = built_fixtures("specforge-eagle3"), built_fixtures("vllm-eagle3-fp16-bin")
     up = tmp_path / "up"
@@ -136,6 +136,7 @@ def test_lean_commands_import_no_heavy_module(built_fixtures, tmp_path: Path) ->
         ["inspect", "--json", b],
         ["validate", a],
         ["validate", "--deep", "--json", b],
+        ["validate", "--vllm-version", "all", a],
         ["upgrade", a, up],
         ["diff", a, up],
     ]
