@@ -63,6 +63,9 @@ max_implausible_fraction = 1.0
 )
 
 
+SERVED = {"method": "eagle3", "num_speculative_tokens": 3, "rejection_sample_method": "standard"}
+
+
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> dict:
     from fixtures.edits import drop_tensor, upgrade_draft
@@ -86,7 +89,9 @@ def shared():
 def _check(shared: dict, base: Path, name: str, policy: str, *args: object):
     path = base / f"{name}.toml"
     path.write_text(policy)
-    res = CliRunner().invoke(main, ["check", *map(str, args), "--policy", str(path), "--json"], obj=shared)
+    # every check serves with SERVED: each engine (load, candidate, baseline, target alone) gets its keys
+    served = ["--speculative-config", json.dumps(SERVED)]
+    res = CliRunner().invoke(main, ["check", *map(str, args), *served, "--policy", str(path), "--json"], obj=shared)
     return res, (json.loads(res.stdout) if res.stdout.startswith("{") else None)
 
 
@@ -122,6 +127,7 @@ def test_one_run_measures_every_stage(full) -> None:
 
     res, data, junit, md = full
     assert (data["worker_starts"], data["load_checks"], data["engine_starts"]) == (1, 1, 3)
+    assert data["serve"]["speculative_config"] == data["settings"]["speculative_config"] == SERVED
     status = {s["stage"]: s["status"] for s in data["stages"]}
     assert {k: status[k] for k in ("static", "features", "engine", "acceptance", "baseline")} == dict.fromkeys(
         ("static", "features", "engine", "acceptance", "baseline"), "pass"
