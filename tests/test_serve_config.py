@@ -658,3 +658,26 @@ def test_parallel_drafting_against_the_drafts_mask_hidden(plain: Path, tmp_path:
         'ValueError ("mask_hidden not found in weights but model is configured for parallel drafting"; '
         "model_executor/models/llama_eagle3.py Eagle3LlamaForCausalLM.load_weights)"
     }
+
+
+def test_validate_engine_check_loads_with_the_served_keys(plain: Path, tmp_path: Path, monkeypatch) -> None:
+    import eagle_convert.vllm.check as vllm_check
+    from eagle_convert.vllm.load_report import EngineReport
+
+    seen: list[dict] = []
+
+    def fake(draft, target, **kw):
+        seen.append(kw)
+        return EngineReport(True, "0.32.0", None)
+
+    monkeypatch.setattr(vllm_check, "check_with_vllm", fake)
+    target = _target(tmp_path / "t")
+    validate_checkpoint(plain, target=target, engine="vllm", speculative_config={**SERVED, "max_model_len": 1024})
+    validate_checkpoint(plain, target=target, engine="vllm")
+    assert seen[0] == {
+        "timeout_s": 600,
+        "speculative": {**SERVED, "max_model_len": 1024},
+        "num_speculative_tokens": 4,
+        "max_model_len": 1024,
+    }
+    assert seen[1] == {"timeout_s": 600}  # no serve config: the load check's own settings

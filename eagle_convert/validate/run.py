@@ -289,7 +289,12 @@ def _engine(report: ValidationReport, ctx: Any, ckpt: Any, target: str | Path | 
         raise UsageError(f"--target {target}: not a local folder")
     target_dir = local if local.is_dir() else local.parent
     t0 = time.perf_counter()
-    result = check_with_vllm(Path(ckpt.source.root), target_dir, timeout_s=timeout_s)
+    serve = ctx.serve if ctx.serve is not None and ctx.serve.given else None
+    kw: dict[str, Any] = {}
+    if serve is not None:  # the draft loads with the deployment's keys (its own max_model_len fits the target's)
+        kw = {"speculative": dict(serve.data), "num_speculative_tokens": serve.k or 3}
+        kw["max_model_len"] = max(512, serve.data.get("max_model_len") or 0)
+    result = check_with_vllm(Path(ckpt.source.root), target_dir, timeout_s=timeout_s, **kw)
     report.timings["engine"] = time.perf_counter() - t0
     report.engine = result.to_dict()
     return feature_findings(ctx, result.features) + from_engine(result)

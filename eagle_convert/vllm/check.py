@@ -33,12 +33,14 @@ def check_with_vllm(
     max_model_len: int = 512,
     python: str | None = None,
     env: dict[str, str] | None = None,
+    speculative: dict | None = None,
 ) -> EngineReport:
     """Load ``draft`` as the EAGLE-3 draft of ``target`` with vLLM's loader; report what it wrote.
 
     ``ok`` is true when vLLM loaded the draft, no parameter was left unwritten and no runtime
     problem is predicted (``problems``: e.g. aux layers that collide). Raises MissingExtraError
     when vLLM is missing, EngineError when the worker times out or dies without answering.
+    ``speculative``: the deployment's speculative-config keys the draft loads with.
     """
     return check_many_with_vllm(
         [draft],
@@ -49,6 +51,7 @@ def check_with_vllm(
         max_model_len=max_model_len,
         python=python,
         env=env,
+        speculative=speculative,
     )[0]
 
 
@@ -62,6 +65,7 @@ def check_many_with_vllm(
     max_model_len: int = 512,
     python: str | None = None,
     env: dict[str, str] | None = None,
+    speculative: dict | None = None,
 ) -> list[EngineReport]:
     """``check_with_vllm`` for several drafts of one target in one worker (one vLLM import).
 
@@ -77,4 +81,5 @@ def check_many_with_vllm(
             dtype=dtype,
             max_model_len=max_model_len,
             timeout_s=timeout_s,
+            speculative=speculative,
         )
