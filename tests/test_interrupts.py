@@ -56,7 +56,14 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # as an interactive shell starts a command (test_upgrade_kill)
 
 
-def run_to_point(hook: tuple[str, str, str, str], args: list[object], sig: int) -> subprocess.CompletedProcess[str]:
+def _nohup() -> None:
+    _default_sigint()
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # what `nohup` does
+
+
+def run_to_point(
+    hook: tuple[str, str, str, str], args: list[object], sig: int, *, nohup: bool = False
+) -> subprocess.CompletedProcess[str]:
     """Run the CLI with `hook`, send `sig` at the announced point, return the finished process."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
@@ -66,7 +73,7 @@ def run_to_point(hook: tuple[str, str, str, str], args: list[object], sig: int) 
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_default_sigint,
+        preexec_fn=_nohup if nohup else _default_sigint,
     )
     assert proc.stderr is not None
     seen = []
@@ -95,7 +102,7 @@ def weights_of(out: Path) -> dict[str, str]:
     return {k: v for k, v in sha_tree(out).items() if k != "README.md"}
 
 
-@pytest.mark.parametrize(("sig", "code", "name"), SIGNALS)
+@pytest.mark.parametrize(("sig", "code", "name"), [*SIGNALS, (signal.SIGHUP, 129, "SIGHUP")])
 @pytest.mark.parametrize(
     "hook",
     [
@@ -143,6 +150,16 @@ def test_interrupted_after_publishing_says_so(
     assert weights_of(out) == want  # the new output, whole; the old one is gone, nothing beside it
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
     assert sha_tree(src) == before
+
+
+def test_sighup_under_nohup_stays_ignored(reference, tmp_path: Path) -> None:
+    src, want = reference
+    out = tmp_path / "out"
+    done = run_to_point(
+        ("eagle_convert.io.writer", "write_file", "before", HELD), ["upgrade", src, out], signal.SIGHUP, nohup=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert weights_of(out) == want and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
 def start_and_interrupt(code: str, args: list[str], delay_ms: int) -> tuple[int, list[str]]:
