@@ -352,14 +352,23 @@ def test_set_config_edits_keep_the_draft_readable(tmp_path: Path) -> None:
     assert "E902" not in _codes(draft, {"method": "eagle3"})
 
 
-def test_cli_one_serve_config_is_for_one_release(plain: Path) -> None:
+def test_cli_matrix_reads_the_config_per_release(plain: Path) -> None:
+    spec = json.dumps({**OK, "rejection_sample_method": "fly", "fly_window_size": 2})
     res = CliRunner().invoke(
-        main, ["validate", str(plain), "--vllm-version", "all", "--speculative-config", json.dumps(OK)]
+        main, ["validate", str(plain), "--vllm-version", "all", "--json", "--speculative-config", spec]
     )
-    assert res.exit_code == 2
-    assert res.output.endswith(
-        "Error: --speculative-config does not combine with --vllm-version all: the keys vLLM accepts differ "
-        "between releases; check it for the release you deploy on (--vllm-version X.Y.Z)\n"
+    rows = {r["release"]: r for r in json.loads(res.stdout)["matrix"]}
+    assert rows["0.33.0"]["verdict"] == "served differently" and rows["0.33.0"]["codes"] == ["W905"]
+    assert all(rows[v]["verdict"] == "fails to load" and rows[v]["codes"] == ["E911"] for v in rows if v != "0.33.0")
+    refused = next(f for f in rows["0.32.0"]["findings"] if f["code"] == "E911")
+    assert refused["message"] == (
+        "--speculative-config: unknown key 'fly_window_size' for vLLM 0.32.0: config/speculative.py "
+        "SpeculativeConfig has it in vLLM 0.33.0 and later"
+    )
+    bad = CliRunner().invoke(main, ["validate", str(plain), "--vllm-version", "all", "--speculative-config", "[1]"])
+    assert bad.exit_code == 2  # not an object for any release: a usage error, not a row
+    assert bad.output == (
+        "Error: --speculative-config: must be a JSON object (as vllm serve --speculative-config takes), not an array\n"
     )
 
 

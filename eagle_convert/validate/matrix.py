@@ -195,6 +195,22 @@ def summarize(ranges: Sequence[ReleaseRange]) -> str:
     return "; ".join(parts)
 
 
+def _serve_for(
+    loaded: tuple[dict[str, Any], str] | None, status: VllmVersionStatus, serving_context: int | None
+) -> tuple[Any, Finding | None]:
+    """The serve config as `status`'s release reads it, or E911 with the reason it refuses it."""
+    from eagle_convert.errors import UsageError
+    from eagle_convert.validate.findings import finding
+    from eagle_convert.vllm_model.serve_config import parse_serve_config
+
+    if loaded is None:
+        return parse_serve_config(None, status.rules, max_model_len=serving_context), None
+    try:
+        return parse_serve_config(loaded[0], status.rules, max_model_len=serving_context, source=loaded[1]), None
+    except UsageError as exc:
+        return None, finding("E911", exc.message, field="speculative_config")
+
+
 def compatibility_matrix(
     ref: str | Path | CheckpointRef | Checkpoint,
     *,
@@ -202,18 +218,24 @@ def compatibility_matrix(
     serving_context: int | None = None,
     releases: Sequence[str] = KNOWN_RELEASES,
     default: VllmVersionStatus | None = None,
+    speculative_config: str | dict[str, Any] | None = None,
 ) -> Matrix:
     """The static verdict of a draft for every release in `releases` (default: every known one).
 
     Args:
         target: the target model (folder or hub repo), read once for every release.
         serving_context: the context length served (`--max-model-len`), else the target's.
+        speculative_config: the deployment's `--speculative-config`, read and checked per release;
+            a release that refuses it (an unknown key or value there) fails to load (E911).
         default: the release the exit status is for (default: the installed vLLM, else the newest).
 
     Raises:
         EagleConvertError: unreadable inputs, as `validate_checkpoint`.
     """
+    from eagle_convert.vllm_model.serve_config import load_speculative_config
+
     default = default or installed_status()
+    loaded = None if speculative_config is None else load_speculative_config(speculative_config)  # not JSON: exit 2
     t0 = time.perf_counter()
     opened = open_draft(ref, target=target)
     timings = dict(opened.head.timings)
@@ -222,7 +244,10 @@ def compatibility_matrix(
     rows = []
     for version in dict.fromkeys([*releases, default.release]):  # the default's row always exists
         status = VllmVersionStatus(installed, version, "--vllm-version all")
-        report = static_report(opened, status, serving_context=serving_context)
+        serve, refused = _serve_for(loaded, status, serving_context)
+        report = static_report(opened, status, serving_context=serving_context, serve=serve)
+        if refused is not None:
+            report.add(refused)
         verdict, codes = verdict_of(report.findings)
         rows.append(MatrixRow(version, verdict, codes, report))
     rows.sort(key=lambda r: KNOWN_RELEASES.index(r.release))

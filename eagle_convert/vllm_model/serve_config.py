@@ -220,14 +220,33 @@ def _check_post_init(data: dict[str, Any], release: Release, where: str, max_mod
         )
 
 
+def load_speculative_config(value: str | dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The JSON object `value` holds (JSON text, a JSON file's path, or a dict) and where it came from,
+    for any release.
+
+    Raises:
+        UsageError: not JSON, an unreadable file, or not a JSON object.
+    """
+    raw, where = _load(value)
+    if not isinstance(raw, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(raw), "a number")
+        raise UsageError(f"{where}: must be a JSON object (as vllm serve --speculative-config takes), not {kind}")
+    return raw, where
+
+
 def parse_serve_config(
-    value: str | dict[str, Any] | None, release: Release, *, max_model_len: int | None = None
+    value: str | dict[str, Any] | None,
+    release: Release,
+    *,
+    max_model_len: int | None = None,
+    source: str | None = None,
 ) -> ServeConfig | None:
     """The serve config `value` (JSON text, a JSON file's path, or a dict) for vLLM `release`.
 
     Args:
         value: what `--speculative-config` got (None: only `max_model_len`, or nothing at all).
         max_model_len: `--max-model-len`, the context the target is served with.
+        source: where a dict `value` came from, for messages (default: the option's name).
 
     Returns:
         None when neither is given.
@@ -237,10 +256,8 @@ def parse_serve_config(
     """
     if value is None:
         return None if max_model_len is None else ServeConfig({}, release, max_model_len=max_model_len, given=False)
-    raw, where = _load(value)
-    if not isinstance(raw, dict):
-        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(raw), "a number")
-        raise UsageError(f"{where}: must be a JSON object (as vllm serve --speculative-config takes), not {kind}")
+    raw, where = load_speculative_config(value)
+    where = source or where
     known = sp.accepted(sp.KEYS, release)
     dashes = release.at_least(sp.DASHES_FROM)
     data: dict[str, Any] = {}
@@ -273,4 +290,11 @@ def recorded_k(config: dict[str, Any]) -> tuple[int | None, str]:
     return None, ""
 
 
-__all__ = ["OPTION", "ServeConfig", "parse_serve_config", "recorded_k", "speculative_config_for"]
+__all__ = [
+    "OPTION",
+    "ServeConfig",
+    "load_speculative_config",
+    "parse_serve_config",
+    "recorded_k",
+    "speculative_config_for",
+]

@@ -109,12 +109,7 @@ def validate_cmd(
     from eagle_convert.vllm_model.versions import ALL
 
     if vllm_version == ALL:
-        if speculative_config is not None:  # its keys are per release: one serve config is for one release
-            raise click.UsageError(
-                "--speculative-config does not combine with --vllm-version all: the keys vLLM accepts differ "
-                "between releases; check it for the release you deploy on (--vllm-version X.Y.Z)"
-            )
-        _matrix(checkpoint, target, deep, engine, serving_context, strict, as_json, junit)
+        _matrix(checkpoint, target, deep, engine, serving_context, strict, as_json, junit, speculative_config)
         return
     with _progress(deep and not as_json) as progress:
         report = validate_checkpoint(
@@ -152,6 +147,7 @@ def _matrix(
     strict: bool,
     as_json: bool,
     junit: Path | None,
+    speculative_config: str | None = None,
 ) -> None:
     """`--vllm-version all`: the compatibility matrix (static rules only, once per release)."""
     from eagle_convert.validate.matrix import compatibility_matrix
@@ -162,7 +158,9 @@ def _matrix(
                 f"{flag} does not combine with --vllm-version all: the matrix runs the static rules once "
                 f"per release; run validate {flag} once for the release you deploy on (--vllm-version X.Y.Z)"
             )
-    matrix = compatibility_matrix(checkpoint, target=target, serving_context=serving_context)
+    matrix = compatibility_matrix(
+        checkpoint, target=target, serving_context=serving_context, speculative_config=speculative_config
+    )
     if junit is not None:  # CI gates on one release: the default's findings
         junit.write_text(matrix.default_row.report.to_junit(strict=strict), encoding="utf-8")
     if as_json:
