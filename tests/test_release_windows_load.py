@@ -323,15 +323,16 @@ def test_llama_31_fails_to_load_on_0_21(drafts) -> None:
 
 
 def test_speculators_top_level_fc_norm_fails_on_0_24(drafts) -> None:
-    """0.22-0.24 update_eagle3 leaves fc_norm alone: a top-level-only flag is off, the tensors raise KeyError."""
+    """0.22-0.24 update_eagle3 leaves fc_norm alone: a top-level-only flag is off, the tensors raise KeyError.
+    One finding for one cause: E318 (the flag written where the release does not read it), not also E104."""
     draft = drafts("spec_top_fc_norm")
-    hit = _one(draft, "0.24.0", "E104")
+    hit = _one(draft, "0.24.0", "E318")
     assert (hit.level, hit.impact) == ("error", "fails-to-load")
-    assert hit.message == (
-        "3 fc_norm.* tensors but fc_norm is off (it is written true, but not where vLLM 0.24.0 reads it): "
-        f"vLLM 0.24.0 raises KeyError: 'fc_norm.0.weight' ({KEYERROR})"
+    assert hit.message.endswith(
+        "it builds no fc_norm and the 3 fc_norm.* tensors fail the load (KeyError: 'fc_norm.0.weight')"
     )
-    assert not _found(draft, "0.25.0", "E104")
+    assert not _found(draft, "0.24.0", "E104")
+    assert not _found(draft, "0.25.0", "E104") and not _found(draft, "0.25.0", "E318")
 
 
 # ------------------------------------------------------------------ E403 / W410, E202, E301, E106

@@ -167,7 +167,10 @@ def _grouped(ctx: Context, grouped: dict[str, list[str]]) -> list[Finding]:
         head = f"pre-release EAGLE-3.1 names {', '.join(names)}: vLLM only knows fc_norm.{{0,1,2}}.weight"
         silent = "the draft is served without these norms"
         out.append(loading.grouped(ctx, "E105", names, names, head, " and rejects them", silent))
-    if names := grouped.get("E104"):
+    # A flag written true but not where this release reads it is E318's (it names both places); E104
+    # keeps the tensors of a flag that is off everywhere, and of a release without fc_norm at all.
+    lost_here = "fc_norm" in ctx.view.lost_flags and ctx.release.has("fc_norm")
+    if (names := grouped.get("E104")) and not lost_here:
         alias = " (the legacy use_aux_norm is set, but vLLM does not read it)" if "use_aux_norm" in ctx.config else ""
         out.append(loading.fc_norm_without_flag(ctx, names, alias))
     return out
