@@ -191,5 +191,22 @@ def test_the_default_gate_fails_ids_the_v2_runner_replaces(gate_drafts) -> None:
         target=gate_drafts["target"],
         policy=Policy({"engine": {"load": False}}, "t"),
     )
+    # with the target's depth, [1, 3, 4] is SGLang's name for V2's (2, 4, 5): V1 is the runner that
+    # serves it differently (W603), so the gate still fails, on that
     [warn] = [r for r in with_target.results if r.name == "static: warnings"]
-    assert warn.passed is False and "(2, 4, 5) for this 8-layer target instead of [1, 3, 4]" in warn.message
+    assert warn.passed is False and warn.details["codes"] == ["W603"]
+    assert "V2 reads no eagle_config ids" in warn.message
+
+
+def test_the_gate_names_the_ids_v2_taps_instead(gate_drafts, tmp_path: Path) -> None:
+    import shutil
+
+    from fixtures.edits import edit_config
+
+    draft = tmp_path / "other-ids"
+    shutil.copytree(gate_drafts["specforge-nested-ids"], draft)
+    edit_config(draft, eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 2, 6]})
+    report = run_check(draft, target=gate_drafts["target"], policy=Policy({"engine": {"load": False}}, "t"))
+    [warn] = [r for r in report.results if r.name == "static: warnings"]
+    assert not report.passed and warn.details["codes"] == ["W323"]
+    assert "so it taps (2, 4, 5) for this 8-layer target instead of [1, 2, 6]" in warn.message

@@ -232,13 +232,23 @@ def test_a_yarn_cache_that_spans_the_context_is_hygiene_on_0_32(tmp_path: Path) 
 
 
 def test_w323_names_the_ids_v2_will_tap(tmp_path: Path) -> None:
-    draft = edit_draft(tmp_path / "d", "specforge-eagle3")  # ids (1, 3, 4) only in eagle_config
-    hit = _one(draft, "0.32.0", "W323", target=_target(tmp_path / "t"))
+    def ids(cfg: dict) -> None:
+        cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [1, 2, 6]
+
+    other = edit_draft(tmp_path / "o", "specforge-eagle3", config=ids)
+    hit = _one(other, "0.32.0", "W323", target=_target(tmp_path / "t"))
     assert (hit.level, hit.impact) == ("warning", "computes-differently")
     assert hit.message == (
         "aux ids only in eagle_config.eagle_aux_hidden_state_layer_ids: vLLM 0.32.0's Model Runner V2, the GPU "
         "default for every target (with Triton and no unsupported feature), never reads them, so it taps "
-        "(2, 4, 5) for this 8-layer target instead of [1, 3, 4]"
+        "(2, 4, 5) for this 8-layer target instead of [1, 2, 6]"
+    )
+    draft = edit_draft(tmp_path / "d", "specforge-eagle3")  # ids (1, 3, 4) only in eagle_config
+    # (1, N//2-1, N-4): SGLang's name for vLLM's default layers, so V2's fallback is what was trained
+    sglang = _one(draft, "0.32.0", "W323", target=_target(tmp_path / "t2"))
+    assert sglang.impact == "hygiene" and sglang.message.endswith(
+        "instead of [1, 3, 4] (the layers these SGLang-convention ids name: served as trained on V2; "
+        "V1 reads them one lower, W603)"
     )
     formula = _one(draft, "0.28.0", "W323")
     assert formula.message == (

@@ -16,7 +16,6 @@ from eagle_convert.validate.rules.shapes import weights_aux_count
 from eagle_convert.vllm_model.config import as_list, eagle_section
 from eagle_convert.vllm_model.tables import default_aux_ids
 
-
 # Producers whose trainer, given no aux ids, captures the same target states as vLLM's default
 # (2, N//2, N-3): SafeAILab's training target records the stream before layers {2, N//2, N-3};
 # SpecForge (specforge/algorithms/model_providers.py `resolve_eagle_capture_layers`) falls back to
@@ -142,8 +141,18 @@ def _v2_ignores(ctx: Context, ids: list[Any], where: str, n: int | None) -> Find
     default = default_aux_ids(n) if n else None
     instead = f"{default} for this {n}-layer target" if default else "(2, N//2, N-3) of an N-layer target"
     same = default is not None and list(default) == list(ids)
+    # (1, N//2-1, N-4) is SGLang's / ModelOpt's name for vLLM's default layers (W603): V2's fallback
+    # then taps exactly the states the draft was trained on.
+    shifted = default is not None and sorted(ids) == [i - 1 for i in default]
     on_v2 = rel.v2_default()
-    served = " (the same layers: served as trained)" if same else ""
+    served = (
+        " (the same layers: served as trained)"
+        if same
+        else " (the layers these SGLang-convention ids name: served as trained on V2; V1 reads them one lower, W603)"
+        if shifted
+        else ""
+    )
+    same = same or shifted
     return finding(
         "W323",
         f"aux ids only in {where}: vLLM {rel}'s Model Runner V2, the GPU default for {on_v2}, never reads "

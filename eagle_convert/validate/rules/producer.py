@@ -76,7 +76,12 @@ def aux_convention(ctx: Context) -> list[Finding]:
             finding(
                 "W603",
                 f"{where} = {ids} is (1, N//2-1, N-4) for this {n}-layer target: SGLang / ModelOpt "
-                f"convention for vLLM's ({2}, {n // 2}, {n - 3}); vLLM taps each layer one lower",
+                f"convention for vLLM's ({2}, {n // 2}, {n - 3}); vLLM taps each layer one lower"
+                + (
+                    " on the V1 runner (CPU, and where V2 falls back to V1); V2 reads no eagle_config ids"
+                    if where.startswith("eagle_config.")
+                    else ""
+                ),
                 field=where,
                 fix=f"If the draft was trained on SGLang/ModelOpt ids, write {[i + 1 for i in ids]} (vLLM convention).",
             )
