@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.extras import require
-from eagle_convert.smoke.plot import bucket_label, plot_grouped_al, plot_positions
+from eagle_convert.smoke.plot import bucket_label, plot_grouped_al, plot_positions, save_png
 from eagle_convert.smoke.results import SmokeReport
 
 __all__ = ["PLOTS", "plot_report"]
@@ -107,12 +107,8 @@ def _suptitle(rep: SmokeReport) -> str:
 
 
 def _save(fig: Any, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_png(fig, path, dpi=110)  # atomic: an interrupted report leaves no half PNG
 
 
 def plot_report(rep: SmokeReport, folder: str | Path) -> dict[str, Path]:

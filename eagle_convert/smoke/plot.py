@@ -21,6 +21,7 @@ __all__ = [
     "plot_positions",
     "plot_smoke",
     "require_plot",
+    "save_png",
 ]
 
 PLOT_WHAT, PLOT_MODULES = "smoke --plot", ("matplotlib",)
@@ -148,10 +149,17 @@ def plot_smoke(report: SmokeReport, path: str | Path) -> Path:
     )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    # Beside it, then one rename: an interrupted run leaves the old plot (or none), never half a PNG.
+    return save_png(fig, path, dpi=120)
+
+
+def save_png(fig: Any, path: Path, *, dpi: int) -> Path:
+    """Write `fig` beside `path`, then rename it there: an interrupted run leaves the old plot (or
+    none), never half a PNG. Closes `fig`."""
+    import matplotlib.pyplot as plt
+
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        fig.savefig(tmp, dpi=120, format="png")
+        fig.savefig(tmp, dpi=dpi, format="png")
         os.replace(tmp, path)
     finally:
         plt.close(fig)
