@@ -12,7 +12,7 @@ DEMO   ?= demo-out
 DEMO_REPORT ?= --limit 2 --max-new-tokens 32 --buckets natural,256 --calibration-prompts $(DEMO)/trained/prompts.jsonl \
 	--finetune-prompts $(DEMO)/trained/prompts.jsonl
 
-.PHONY: env demo test bench gpu-check quality clean
+.PHONY: env demo test bench gpu-check quality docs clean
 
 env: $(VENV)/.installed
 
@@ -65,5 +65,17 @@ quality: env
 	$(VENV)/bin/ruff format --check $(QUALITY_PATHS)
 	$(VENV)/bin/mypy
 
+# The docs site (mkdocs.yml, pages in docs/) into site/: the generated pages (CLI reference, Python API,
+# finding codes) must be fresh and every command and option documented (scripts/docs_gen.py --check;
+# regenerate with `python scripts/docs_gen.py`), then a strict build: any warning fails it.
+docs: $(VENV)/.docs-installed
+	HF_HUB_OFFLINE=1 $(PY) scripts/docs_gen.py --check
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+$(VENV)/.docs-installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet -e ".[docs]"
+	touch $@
+
 clean:
-	rm -rf $(VENV) $(DEMO) fixtures/.cache
+	rm -rf $(VENV) $(DEMO) fixtures/.cache site

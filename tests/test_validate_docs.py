@@ -1,4 +1,4 @@
-"""The finding-code table in docs/validate.md (merged into the README) is the one schemas/findings.json generates."""
+"""The finding-code table in docs/findings.md (the one place it is printed) is the one schemas/findings.json generates."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from eagle_convert.cli.render.validate import MARK_END, MARK_START, findings_mar
 from eagle_convert.validate.findings import code_table
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "docs" / "validate.md", ROOT / "README.md"]
+DOCS = [ROOT / "docs" / "findings.md"]
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)

@@ -90,7 +90,7 @@ _A, _B = DEFAULT_STAGES
     show_default=True,
     help="Training-time-test depth (draft steps unrolled per position).",
 )
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for the batch order and the initial state.")
 @click.option("--force", is_flag=True, help="Replace an existing OUT (atomically).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan and the result as JSON.")
 @click.pass_context

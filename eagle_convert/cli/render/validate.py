@@ -1,6 +1,6 @@
 """Render a `ValidationReport` with rich, and the finding-code table as Markdown for the docs.
 
-python -m eagle_convert.cli.render.validate --markdown   # the table between the markers in docs/validate.md
+python -m eagle_convert.cli.render.validate --markdown   # the table between the markers in docs/findings.md
 """
 
 from __future__ import annotations
