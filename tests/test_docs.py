@@ -121,3 +121,16 @@ def test_readme_is_short_and_its_links_resolve() -> None:
         assert (ROOT / target).exists(), target
     # Messages point here ("see README 'Supported layouts'": draft/layout.py, schemas/findings.json E001).
     assert "\n## Supported layouts\n" in text
+
+
+def test_readme_sections_that_messages_name_exist() -> None:
+    """A hint such as "see README 'Supported layouts'" (code, schemas) names a section the README has."""
+    headings = set(re.findall(r"^#+ (.+)$", README.read_text(encoding="utf-8"), re.M))
+    named: set[tuple[str, str]] = set()
+    for folder in ("eagle_convert", "schemas"):
+        for path in (ROOT / folder).rglob("*"):
+            if path.suffix in (".py", ".json"):
+                for section in re.findall(r"README \(?'([^']+)'", path.read_text(encoding="utf-8")):
+                    named.add((str(path.relative_to(ROOT)), section))
+    assert named, "the layout hint names a README section"
+    assert [(p, s) for p, s in sorted(named) if s not in headings] == []

@@ -1,6 +1,6 @@
 """Findings are data: a stable code, a level, where (tensor or config field), a message and a fix.
 
-The code table lives in `schemas/findings.json`, so the README, the JSON output and the JUnit
+The code table lives in `schemas/findings.json`, so the docs (docs/findings.md), the JSON output and the JUnit
 report all name the same codes; rules only pick a code and say what they saw.
 """
 

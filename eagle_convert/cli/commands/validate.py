@@ -102,7 +102,7 @@ def validate_cmd(
 
     Static checks read config.json, safetensors headers and the small d2t/t2d tensors only.
     Exit status: 0 no errors, 1 errors (or warnings with --strict), 2 usage. Finding codes are
-    listed in the README ('Finding codes'). With --vllm-version all: one verdict per known vLLM
+    listed in docs/findings.md. With --vllm-version all: one verdict per known vLLM
     release; the exit status is the default release's (the installed vLLM, else the newest).
     """
     from eagle_convert.validate.run import validate_checkpoint
