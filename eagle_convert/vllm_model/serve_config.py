@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,6 @@ class ServeConfig:
     source: str = OPTION  # "--speculative-config" or "--speculative-config FILE"
     max_model_len: int | None = None  # --max-model-len: the target's (served) context
     given: bool = True  # False: no --speculative-config, only --max-model-len
-    notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
     def method(self) -> str | None:
