@@ -134,3 +134,15 @@ def test_readme_sections_that_messages_name_exist() -> None:
                     named.add((str(path.relative_to(ROOT)), section))
     assert named, "the layout hint names a README section"
     assert [(p, s) for p, s in sorted(named) if s not in headings] == []
+
+
+def test_docs_links_stay_inside_the_site() -> None:
+    """Every relative link on a docs page names a page of the site (mkdocs does not warn about a link out of docs/: a 404)."""
+    bad: list[str] = []
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+        for target in re.findall(r"\]\((?!https?:|mailto:|#)([^)#\s]+)", text):
+            resolved = (page.parent / target).resolve()
+            if not resolved.is_relative_to((ROOT / "docs").resolve()) or not resolved.is_file():
+                bad.append(f"{page.name}: {target} (write a repository path as `code`, link only docs pages)")
+    assert bad == []
