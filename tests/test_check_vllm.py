@@ -27,6 +27,11 @@ from click.testing import CliRunner
 from eagle_convert.cli.app import main
 from eagle_convert.vllm_model.features import vllm_available
 
+try:
+    from tests.jsonschemas import check_schema
+except ImportError:  # tests/ itself on sys.path
+    from jsonschemas import check_schema
+
 pytestmark = [pytest.mark.vllm, pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed")]
 
 COMMON = """
@@ -126,6 +131,7 @@ def test_one_run_measures_every_stage(full) -> None:
     from eagle_convert.vllm.known_issues import sampling_issues
 
     res, data, junit, md = full
+    check_schema(data, "check-report.schema.json")
     assert (data["worker_starts"], data["load_checks"], data["engine_starts"]) == (1, 1, 3)
     assert data["serve"]["speculative_config"] == data["settings"]["speculative_config"] == SERVED
     status = {s["stage"]: s["status"] for s in data["stages"]}

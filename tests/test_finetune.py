@@ -12,6 +12,11 @@ from click.testing import CliRunner
 
 from eagle_convert.cli.app import main
 
+try:
+    from tests.jsonschemas import check_schema
+except ImportError:  # tests/ itself on sys.path
+    from jsonschemas import check_schema
+
 
 def _cli(*args: str):
     return CliRunner().invoke(main, list(args))
@@ -242,6 +247,7 @@ def test_cli_json_and_force(tmp_path: Path) -> None:
     )
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
+    check_schema(data, "finetune-report.schema.json")
     assert data["plan"]["variant"] == "EAGLE-3" and data["plan"]["num_prompts"] == 3
     assert [s["name"] for s in data["result"]["stages"]] == ["fc_norm", "all"]
     assert len(data["result"]["step_acc_after"]) == 3

@@ -20,6 +20,11 @@ from eagle_convert.draft.target import Target
 from eagle_convert.upgrade.apply import apply_upgrade
 from eagle_convert.upgrade.plan import plan_upgrade
 
+try:
+    from tests.jsonschemas import check_schema
+except ImportError:  # tests/ itself on sys.path
+    from jsonschemas import check_schema
+
 REPO = "me/eagle31-draft"
 TARGET = "meta-llama/Llama-3.1-8B-Instruct"
 
@@ -73,6 +78,7 @@ def test_push_uploads_and_the_files_read_back_identical(draft: Path, hub, tmp_pa
     res = _cli("push", draft, REPO, "--json")
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
+    check_schema(out, "push-report.schema.json")
     assert out["repo_id"] == REPO and out["revision"] == "main" and out["pr_url"] is None
     sent = {**local, "README.md": retarget_card(local["README.md"].decode(), REPO).encode()}
     assert out["card_retargeted"] and out["files"] == {n: len(b) for n, b in sent.items()}
@@ -191,6 +197,7 @@ def test_dry_run_shows_what_push_sends_and_sends_nothing(draft: Path, hub, tmp_p
     res = _cli("push", draft, REPO, "--dry-run", "--json")
     assert res.exit_code == 0, res.output
     planned = json.loads(res.stdout)
+    check_schema(planned, "push-report.schema.json")
     assert hub.requests == []  # not even create_repo
     assert planned["dry_run"] and planned["would_push"] and planned["validation_errors"] == []
     text = _cli("push", draft, REPO, "--dry-run", "--message", "first upload")

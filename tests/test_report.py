@@ -20,6 +20,11 @@ from eagle_convert.report.cache import HashMemo, StageRecord, StageStore, folder
 from eagle_convert.smoke.reader import check_smoke_dict, read_drafts
 from eagle_convert.validate.matrix import serving_summary
 
+try:
+    from tests.jsonschemas import check_schema
+except ImportError:  # tests/ itself on sys.path
+    from jsonschemas import check_schema
+
 
 def _cli(*args: str):
     return CliRunner().invoke(main, ["report", *args])
@@ -265,6 +270,7 @@ def test_fixture_report_every_variant_resume_and_rebuild(tmp_path: Path, capfd: 
     assert _stable(fourth.data) == _stable(first.data) == _stable(second.data)
 
     data = json.loads((out / "report.json").read_text())
+    check_schema(data, "report.schema.json")
     assert [v["name"] for v in data["variants"]] == [
         "eagle3",
         "eagle31-identity",
@@ -308,6 +314,7 @@ def test_fixture_report_vllm_per_user_throughput_fewest_engines_and_resume(tmp_p
     out = tmp_path / "report"
     opts = _opts(tmp_path, engine="vllm", categories=("chat",), concurrency=(1, 4))
     first = run_report(draft, target, out, opts)
+    check_schema(first.data, "report.schema.json")  # the throughput object included
     acc = first.data["acceptance"]
     variants = ["eagle3", "eagle31-identity", "eagle31-calibrated", "eagle31-finetuned"]
     assert [d["label"] for d in acc["drafts"]] == variants

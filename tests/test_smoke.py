@@ -23,6 +23,11 @@ from eagle_convert.smoke.prompts import NATURAL, Prompt
 from eagle_convert.smoke.results import Counts, counts_from_histogram
 from eagle_convert.smoke.run import run_smoke
 
+try:
+    from tests.jsonschemas import check_schema
+except ImportError:  # tests/ itself on sys.path
+    from jsonschemas import check_schema
+
 K = 3
 PROMPTS = [
     Prompt("c1", "coding", text="def main(argv=None):"),
@@ -167,6 +172,7 @@ def test_cli_side_by_side_json_and_plot(models, tmp_path: Path) -> None:
     )
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
+    check_schema(data, "smoke-report.schema.json")
     assert data["drafts"][0]["total"]["acceptance_length"] == 4.0
     assert data["drafts"][0]["total"]["per_position"] == [1.0, 1.0, 1.0]
 
@@ -269,7 +275,7 @@ def test_render_and_plot_totals_only(tmp_path: Path) -> None:
     from rich.console import Console
 
     from eagle_convert.cli.render.smoke import render_smoke
-    from eagle_convert.smoke.plot import plot_smoke
+    from eagle_convert.smoke.plot import panels, plot_smoke
     from eagle_convert.smoke.prompts import PreparedPrompt, PromptSet
     from eagle_convert.smoke.results import DraftResult, RequestResult, SmokeReport
     from eagle_convert.smoke.results import deltas as _deltas
@@ -307,6 +313,28 @@ def test_render_and_plot_totals_only(tmp_path: Path) -> None:
     assert "+20.0 pp" in text  # position 3 rate: 10% -> 30%
     assert "Per-category / per-bucket numbers are not available" in text
     assert plot_smoke(rep, tmp_path / "t.png").stat().st_size > 1000
+    assert panels(rep) == ["positions"]
+
+    # With --concurrency: a throughput panel, tokens/s by level for no speculation and each draft.
+    from eagle_convert.smoke.throughput import NO_SPEC, EngineRates, LevelRate, ThroughputReport
+
+    def rates(label: str, path: str | None, tps: list[float]) -> EngineRates:
+        return EngineRates(label, path, [LevelRate(c, 4, r, r, r, 0.01, None) for c, r in zip((1, 4), tps)])
+
+    rep.throughput = ThroughputReport(
+        [1, 4],
+        rates(NO_SPEC, None, [20.0, 12.0]),
+        [rates("eagle3", "/m/eagle3", [30.0, 15.0]), rates("eagle31", "/m/eagle31", [34.0, 16.0])],
+        "cpu",
+        "vllm 0.32.0",
+    )
+    assert panels(rep) == ["positions", "throughput"]
+
+    def png_width(path: Path) -> int:
+        return int.from_bytes(path.read_bytes()[16:20], "big")  # the IHDR chunk's width
+
+    wide = plot_smoke(rep, tmp_path / "tput.png")
+    assert png_width(wide) > png_width(tmp_path / "t.png") * 1.8  # one panel more: about twice as wide
 
 
 @pytest.mark.parametrize(
@@ -355,6 +383,7 @@ def test_cli_trained_pair_eagle3_vs_upgrade(tmp_path: Path) -> None:
     res = _cli(*args, "--json", "--plot", str(png))
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
+    check_schema(data, "smoke-report.schema.json")
     a, b = data["drafts"]
     assert (a["variant"], b["variant"]) == ("EAGLE-3", "EAGLE-3.1")
     natural = next(g for g in a["groups"] if g["category"] == "all" and g["bucket"] == NATURAL)

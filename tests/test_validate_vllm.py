@@ -18,6 +18,11 @@ from click.testing import CliRunner
 
 from eagle_convert.vllm_model.features import vllm_available, vllm_version
 
+try:
+    from tests.jsonschemas import check_schema
+except ImportError:  # tests/ itself on sys.path
+    from jsonschemas import check_schema
+
 pytestmark = [pytest.mark.vllm, pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed")]
 
 SILENT = ("no_down_proj", "eagle31_no_fc_norm", "no_d2t")  # vLLM loads these without a word
@@ -135,6 +140,7 @@ def test_cli_end_to_end_with_real_vllm(drafts, target) -> None:
     )
     assert res.exit_code == 1, res.output
     data = json.loads(res.stdout)
+    check_schema(data, "validate-report.schema.json")  # the engine object included
     codes = [f["code"] for f in data["findings"]]
     assert codes == ["E101", "E701"]  # static and engine agree
     assert data["engine"]["vllm_version"] == vllm_version() and data["engine"]["error"] is None

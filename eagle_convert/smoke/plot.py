@@ -1,4 +1,5 @@
-"""`smoke --plot`: acceptance by draft position per draft, and AL per category / context bucket.
+"""`smoke --plot`: acceptance by draft position per draft, AL per category / context bucket, and
+with `--concurrency` the per-user decode tokens/s by concurrency level (each draft and no speculation).
 
 matplotlib is imported lazily, with the Agg backend (no display needed).
 """
@@ -17,9 +18,11 @@ __all__ = [
     "PLOT_MODULES",
     "PLOT_WHAT",
     "bucket_label",
+    "panels",
     "plot_grouped_al",
     "plot_positions",
     "plot_smoke",
+    "plot_throughput",
     "require_plot",
     "save_png",
 ]
@@ -109,9 +112,49 @@ def plot_positions(ax: Any, report: SmokeReport) -> None:
     ax.legend(loc="upper right", fontsize=8)
 
 
+def plot_throughput(ax: Any, report: SmokeReport) -> None:
+    """Draw, on `ax`, per-user decode tokens/s by concurrency level: no speculation in grey, each
+    draft in its colour, each draft point labelled with its speedup over no speculation."""
+    t = report.throughput
+    colour = {d.label: f"C{j}" for j, d in enumerate(report.drafts)}
+    levels = t.concurrency
+    xs = list(range(len(levels)))
+    base = [lv.tokens_per_s if (lv := t.baseline.level(c)) else float("nan") for c in levels]
+    ax.plot(xs, base, marker="s", linestyle="--", color="grey", linewidth=1.5, label="no speculation")
+    for j, d in enumerate(t.drafts):
+        rates = [lv.tokens_per_s if (lv := d.level(c)) else float("nan") for c in levels]
+        ax.plot(xs, rates, marker="o", linewidth=2, color=colour.get(d.label, f"C{j}"), label=d.label)
+        for x, c, y in zip(xs, levels, rates):
+            up = t.speedup(d.label, c)
+            if up is not None:
+                ax.annotate(f"{up:.2f}×", (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
+    ax.set_xticks(xs, [str(c) for c in levels])
+    ax.set_xlim(-0.4, len(levels) - 0.6)
+    ax.set_xlabel("concurrent requests")
+    ax.set_ylabel("per-user decode tokens/s (median)")
+    top = max([y for y in base if y == y] + [lv.tokens_per_s for d in t.drafts for lv in d.levels] + [1.0])
+    ax.set_ylim(0, top * 1.2)
+    ax.set_title(
+        f"Throughput ({t.engine_version or 'vllm'} on {t.device})"
+        + ("\nCPU: does not predict a GPU's speedup" if t.note else "")
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper right")
+
+
+def panels(report: SmokeReport) -> list[str]:
+    """The panels `plot_smoke` draws for `report`, left to right."""
+    grouped = any(d.per_request for d in report.drafts)
+    out = ["positions"] + (["categories"] if grouped else [])
+    if grouped and len(report.buckets) > 1:
+        out.append("buckets")
+    return out + (["throughput"] if report.throughput is not None and report.throughput.drafts else [])
+
+
 def plot_smoke(report: SmokeReport, path: str | Path) -> Path:
-    """Write a PNG: left, the share of draft rounds accepted up to each position, one line per
-    draft (AL in the legend); right, AL per category (and per context bucket when there are several)."""
+    """Write a PNG: the share of draft rounds accepted up to each position, one line per draft (AL
+    in the legend); AL per category (and per context bucket when there are several); with
+    `--concurrency`, per-user tokens/s by concurrency level (`panels` names them)."""
     require_plot()
     import matplotlib
 
@@ -120,11 +163,13 @@ def plot_smoke(report: SmokeReport, path: str | Path) -> Path:
 
     path = Path(path)
     k = report.settings["k"]
-    grouped = any(d.per_request for d in report.drafts)
-    multi = grouped and len(report.buckets) > 1
-    ncols = 1 + int(grouped) + int(multi)
+    names = panels(report)
+    grouped, multi = "categories" in names, "buckets" in names
+    ncols = len(names)
     fig, axes = plt.subplots(1, ncols, figsize=(5.2 * ncols + 0.6, 4.6), squeeze=False)
     plot_positions(axes[0][0], report)
+    if "throughput" in names:
+        plot_throughput(axes[0][-1], report)
     if grouped:
         cats = report.categories
         bucket = None if multi else report.buckets[0]
