@@ -18,10 +18,12 @@ import pytest
 PKG_DIR = Path(__file__).resolve().parent.parent / "eagle_convert"
 
 # Top-level package (or module) of eagle_convert -> layer. A module may import its own package and
-# lower layers; across packages of one layer only without a cycle. `errors` and `extras` are shared.
+# lower layers; across packages of one layer only without a cycle. `errors`, `extras` and
+# `progress` are shared.
 LAYERS: dict[str, int] = {
     "errors": 0,
     "extras": 0,
+    "progress": 0,  # the library's progress ticks (the CLI draws them)
     "io": 1,  # bytes only
     "vllm_model": 2,  # how vLLM reads a draft: tables and rules, no I/O of its own
     "draft": 3,  # the checkpoint as a draft model: open, layout, config schema, describe

@@ -402,3 +402,22 @@ def test_bucket_label_is_shared_by_plots_and_report_md() -> None:
 
     assert [bucket_label(b) for b in (None, NATURAL, 1024)] == ["all", "natural", "~1024 tok"]
     assert bucket_label(256, unit="tokens") == "~256 tokens"
+
+
+def test_progress_off_a_terminal_is_lines_on_stderr_and_json_stays_valid(
+    models, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CliRunner's stderr is no terminal: per-prompt counts as lines on stderr, one JSON document on stdout."""
+    import eagle_convert.cli.progress as progress
+
+    monkeypatch.setattr(progress, "LINE_INTERVAL_S", 0.0)  # a line per tick: the tiny run takes under a second
+    res = _cli(
+        str(models["zero_target"]), "-d", str(models["perfect"]), "--engine", "reference", "--limit", "1", "--json"
+    )
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)  # nothing but the JSON document on stdout
+    n = data["prompts"]["count"]
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith(f"smoke {models['perfect'].name}: ")]
+    assert lines[0].startswith(f"smoke {models['perfect'].name}: 0/{n} prompts (")
+    assert lines[-1].startswith(f"smoke {models['perfect'].name}: {n}/{n} prompts, AL 4.00 (")
+    assert len(lines) == n + 1

@@ -25,6 +25,7 @@ from typing import Any
 from eagle_convert.check.policy import Policy, load_policy
 from eagle_convert.check.stages import STAGES, TITLES, CheckResult, skipped
 from eagle_convert.errors import EngineError, UsageError
+from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 
 SCHEMA_VERSION = 1
 
@@ -209,10 +210,12 @@ def run_check(
     vllm_version: str | None = None,
     speculative_config: str | dict[str, Any] | None = None,
     max_model_len: int | None = None,
+    on_tick: OnTick | None = None,
 ) -> CheckReport:
     """Run the gate on `draft` (folder or hub repo); see the module docstring.
 
     Args:
+        progress: one line per stage started; `on_tick` counts the stages that run.
         cache: shares engine runs between checks in one process (check/measure.py).
         session: a `vllm.session.EngineSession`, left open, sharing one vLLM worker between checks.
         vllm_version: the release the draft will be served on (else the policy's [static]
@@ -257,6 +260,9 @@ def run_check(
         ("identity", need.identity, pipeline.identity),
         ("sampling", need.control is not None, pipeline.sampling),
     ]
+    tick, runs = tick_or_nothing(on_tick), sum(1 for _s, wanted, _f in plan if wanted)
+    ran = 0
+    tick(Tick("check", ran, runs, "stages"))
     try:
         for stage, wanted, fn in plan:
             if not wanted:
@@ -280,6 +286,8 @@ def run_check(
             if results:  # the stage's time goes to its first check (JUnit sums testcase times)
                 results[0].seconds = report.stage_seconds[stage]
             report.results.extend(results)
+            ran += 1
+            tick(Tick("check", ran, runs, "stages", TITLES[stage]))
             if any(r.passed is False for r in results) and not keep_going:
                 report.stopped_after = stage
     finally:

@@ -31,6 +31,7 @@ from eagle_convert.errors import (
 )
 from eagle_convert.extras import require
 from eagle_convert.io.tensordata import torch_dtype
+from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 from eagle_convert.smoke.prompts import Prompt, prepare_prompts, prompt_items, resolve_chat_template
 from eagle_convert.upgrade.norminit import FLOAT_DTYPES, NormInit
 
@@ -106,12 +107,14 @@ def calibrate_fc_norm(
     chat_template: str | None = None,
     device: str | None = None,
     say: Callable[[str], None] | None = None,
+    on_tick: OnTick | None = None,
 ) -> Calibration:
     """Measure fc_norm weights for the EAGLE-3 `draft` on `target` (a local folder).
 
     `aux_ids`: the ids the upgraded draft will use (the plan's). `prompts`: None (the built-in
     set), a JSONL path or `Prompt`s; every 4th is held out for the agreement when there are at
-    least 2. `device` None: the first GPU torch sees, else CPU.
+    least 2. `device` None: the first GPU torch sees, else CPU. `say` gets a line per phase,
+    `on_tick` a count of the prompts run in each.
     """
     require("smoke", "upgrade --init calibrated", CALIBRATE_MODULES)
     import torch
@@ -175,7 +178,14 @@ def calibrate_fc_norm(
     if max(ids) > tgt.num_layers:
         raise UpgradeRefusedError(f"aux layer id {max(ids)} is beyond the target's {tgt.num_layers} layers")
     say(f"calibrate: aux hidden states of {len(fit)} prompts ({sum(map(len, fit))} tokens)")
-    rms = aux_rms(tgt, fit, ids, cfg.rms_norm_eps)
+    tick = tick_or_nothing(on_tick)
+    rms = aux_rms(
+        tgt,
+        fit,
+        ids,
+        cfg.rms_norm_eps,
+        each=lambda n: tick(Tick("calibrate: aux hidden states", n, len(fit), "prompts")),
+    )
     # Rounded to the dtype the upgrade writes them in (fc.weight's), so the agreement is the output's.
     fc_dtype = next((ckpt.tensors[n].dtype for n, c in canonical_map(ckpt.tensors).items() if c == "fc.weight"), "F32")
     to = torch_dtype(fc_dtype) if fc_dtype in FLOAT_DTYPES else torch.float32
@@ -195,7 +205,9 @@ def calibrate_fc_norm(
         except (ValueError, KeyError, RuntimeError, NotImplementedError) as exc:
             raise EngineError(f"{ckpt.description}: the reference engine cannot load the draft ({exc})") from None
         cands = [drafter_with_fc_norm(base, [[v] for v in values]), drafter_with_fc_norm(base, [[1.0]] * len(values))]
-        (agreement, agreement_id), positions = first_position_agreement(tgt, base, cands, held, ids)
+        (agreement, agreement_id), positions = first_position_agreement(
+            tgt, base, cands, held, ids, each=lambda n: tick(Tick("calibrate: agreement", n, len(held), "prompts"))
+        )
     return Calibration(
         values=values,
         rms=stats,

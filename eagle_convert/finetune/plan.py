@@ -37,6 +37,7 @@ from eagle_convert.errors import CheckpointNotFoundError, EagleConvertError, Usa
 from eagle_convert.extras import require
 from eagle_convert.io.atomic import check_output_dir
 from eagle_convert.io.localpath import suggestion
+from eagle_convert.progress import Tick
 from eagle_convert.smoke.prompts import Prompt, prompt_items, resolve_chat_template
 
 __all__ = [
@@ -109,6 +110,20 @@ class FinetuneEvent:
     loss: float | None = None
     eal: float | None = None
     best: bool = False
+
+    def tick(self, prefix: str = "finetune", best_eal: float | None = None) -> Tick | None:
+        """The event as a progress count (target continuations, a stage's steps with loss and
+        held-out AL, `best_eal` the best so far), None for a one-line event (stage, evaluate, write)."""
+        if self.kind == "generate":
+            return Tick(f"{prefix}: target continuations", self.step, self.total, "prompts")
+        if self.kind != "step":
+            return None
+        info = f"loss {self.loss:.3f}" if self.loss is not None else ""
+        if self.eal is not None:
+            info += f" AL {held_out_al(self.eal):.3f}"
+        if best_eal is not None:
+            info += f" (best {held_out_al(best_eal):.3f})"
+        return Tick(f"{prefix} {self.stage}", self.step, self.total, "steps", info.strip())
 
 
 Progress = Callable[[FinetuneEvent], None]

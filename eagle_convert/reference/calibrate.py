@@ -25,7 +25,7 @@ Aux states are the target's residual stream after k layers, captured as vLLM cap
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import torch
@@ -38,15 +38,24 @@ __all__ = ["aux_rms", "drafter_with_fc_norm", "fc_norm_values", "first_pass_argm
 
 
 @torch.no_grad()
-def aux_rms(target: TargetModel, sequences: Sequence[Sequence[int]], aux_ids: Sequence[int], eps: float) -> Tensor:
+def aux_rms(
+    target: TargetModel,
+    sequences: Sequence[Sequence[int]],
+    aux_ids: Sequence[int],
+    eps: float,
+    *,
+    each: Callable[[int], None] | None = None,
+) -> Tensor:
     """[tokens, A] fp32: sqrt(mean(x_i^2) + eps) of each aux state at every token of `sequences`
-    (chunks in ascending layer-id order, as vLLM concatenates them)."""
+    (chunks in ascending layer-id order, as vLLM concatenates them); `each(n)` after n sequences."""
     a = len(set(aux_ids))
     out = []
     for seq in sequences:
         aux = target.forward(torch.tensor([list(seq)], device=target.device), aux_ids=aux_ids).aux
         chunks = aux[0].float().view(len(seq), a, -1)
         out.append(torch.sqrt(chunks.pow(2).mean(-1) + eps).cpu())
+        if each is not None:
+            each(len(out))
     return torch.cat(out)
 
 
@@ -96,12 +105,16 @@ def first_position_agreement(
     candidates: Sequence[EagleDrafter],
     sequences: Sequence[Sequence[int]],
     aux_ids: Sequence[int],
+    *,
+    each: Callable[[int], None] | None = None,
 ) -> tuple[list[float], int]:
     """Top-1 agreement of each candidate's first draft step with `reference`'s over every position
-    of `sequences` (teacher-forced), and the number of positions compared."""
+    of `sequences` (teacher-forced), and the number of positions compared; `each(n)` after n sequences."""
     hits = [0] * len(candidates)
     total = 0
-    for seq in sequences:
+    for n, seq in enumerate(sequences, 1):
+        if each is not None and n > 1:
+            each(n - 1)
         if len(seq) < 2:
             continue
         aux = target.forward(torch.tensor([list(seq)], device=target.device), aux_ids=aux_ids).aux
@@ -109,4 +122,6 @@ def first_position_agreement(
         total += want.numel()
         for j, cand in enumerate(candidates):
             hits[j] += int((first_pass_argmax(cand, seq, aux) == want).sum())
+    if each is not None and sequences:
+        each(len(sequences))
     return [h / total if total else 0.0 for h in hits], total

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from eagle_convert.progress import OnTick
 from eagle_convert.report.cache import StageRecord
 from eagle_convert.report.stages import ReportOptions, smoke_command, smoke_prompts
 from eagle_convert.smoke.engines import counts_from_pass, run_reference
@@ -77,7 +78,12 @@ def _single(
 
 
 def _run_reference(
-    pending: Sequence[tuple[Variant, str]], target: Path, opts: ReportOptions, pset: PromptSet, say: Any
+    pending: Sequence[tuple[Variant, str]],
+    target: Path,
+    opts: ReportOptions,
+    pset: PromptSet,
+    say: Any,
+    on_tick: OnTick | None = None,
 ) -> list[tuple[dict[str, Any], float]]:
     paths = [v.path for v, _ in pending]
     raw, version = run_reference(
@@ -89,6 +95,7 @@ def _run_reference(
         temperature=opts.temperature,
         seed=opts.seed,
         say=say,
+        on_tick=on_tick,
     )
     settings = _settings(opts, pset, 1)  # the reference engine runs on one device
     out = []
@@ -101,7 +108,13 @@ def _run_reference(
 
 
 def _run_vllm(
-    pending: Sequence[tuple[Variant, str]], target: Path, opts: ReportOptions, pset: PromptSet, baseline: bool, say: Any
+    pending: Sequence[tuple[Variant, str]],
+    target: Path,
+    opts: ReportOptions,
+    pset: PromptSet,
+    baseline: bool,
+    say: Any,
+    on_tick: OnTick | None = None,
 ) -> tuple[list[tuple[dict[str, Any], float]], dict[str, Any] | None]:
     from eagle_convert.smoke.vllm_measure import engine_device, measure_vllm
 
@@ -119,6 +132,7 @@ def _run_vllm(
         labels=[v.name for v, _ in pending],
         baseline=baseline,
         say=say,
+        on_tick=on_tick,
     )
     settings = _settings(opts, pset, opts.tensor_parallel_size)
     per = (time.perf_counter() - t0) / max(len(pending) + int(baseline), 1)
@@ -192,9 +206,9 @@ def measure_variants(
     if pending or need_base:
         r.say(f"report: measuring {', '.join(v.name for v, _ in pending) or 'the target alone'} ({engine} engine)")
         if engine == "reference":
-            results, base = _run_reference(pending, target, opts, pset, r.say), None
+            results, base = _run_reference(pending, target, opts, pset, r.say, r.on_tick), None
         else:
-            results, base = _run_vllm(pending, target, opts, pset, need_base, r.say)
+            results, base = _run_vllm(pending, target, opts, pset, need_base, r.say, r.on_tick)
         for (v, key), (result, seconds) in zip(pending, results):
             r.done(
                 StageRecord(f"smoke:{v.name}", key, result, {}, seconds, smoke_command(target, [v.path], opts, engine)),

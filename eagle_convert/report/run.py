@@ -24,6 +24,7 @@ from typing import Any
 from eagle_convert.errors import CheckpointNotFoundError, OutputError, UsageError
 from eagle_convert.extras import require
 from eagle_convert.io.localpath import suggestion
+from eagle_convert.progress import OnTick
 from eagle_convert.report.cache import STATE_DIR
 from eagle_convert.report.runner import CALIBRATED, EAGLE3, FINETUNED, IDENTITY, Runner, StageEvent, Variant
 from eagle_convert.report.stages import (
@@ -100,11 +101,14 @@ def run_report(
     *,
     progress: Say | None = None,
     on_stage: Callable[[StageEvent], None] | None = None,
+    on_tick: OnTick | None = None,
 ) -> ReportResult:
     """Build (or resume) the report of `draft` against `target` in the folder `out`.
 
     `progress` receives one line per stage; `on_stage` a `StageEvent` after each stage (raising
-    from it stops the run there, as an interruption would: the finished stages stay recorded).
+    from it stops the run there, as an interruption would: the finished stages stay recorded);
+    `on_tick` counts the stages done and, inside them, calibration prompts, fine-tune steps and
+    measured prompts (without it the long stages say their first and last step instead).
     """
     from eagle_convert.report.measure import measure_variants
     from eagle_convert.report.write import write_outputs
@@ -128,7 +132,11 @@ def run_report(
     out = _check_out(Path(out), {"draft": dpath, "target": tpath})
     out.mkdir(parents=True, exist_ok=True)
     say = progress or (lambda _m: None)
-    r = Runner(out, say, on_stage)
+    variants_n = 2 + int(opts.calibrate) + int(opts.finetune)  # inspect, upgrade, ..., validate and smoke each
+    stages_n = (
+        2 + int(opts.calibrate) + int(opts.finetune) + 2 * variants_n + int(engine == "vllm" and bool(opts.concurrency))
+    )
+    r = Runner(out, say, on_stage, on_tick, stages_n)
     t0 = time.perf_counter()
 
     d_draft, d_target = r.digest(dpath), r.digest(tpath)
@@ -153,6 +161,7 @@ def run_report(
                 calibrate=True,
                 prompts=opts.calibration_prompts,
                 say=lambda m: say(f"  {m}"),  # calibrate_fc_norm starts its lines with "calibrate: "
+                on_tick=on_tick,
             ),
             outputs=(CALIBRATED,),
         )
@@ -174,7 +183,7 @@ def run_report(
             "finetune",
             ft_opts,
             {"source": r.digest(source.path), "target": d_target, "prompts": _file_digest(r, opts.finetune_prompts)},
-            lambda: finetune_stage(source.path, tpath, ft, opts, say),
+            lambda: finetune_stage(source.path, tpath, ft, opts, say, on_tick),
             outputs=(FINETUNED,),
         )
         variants.append(Variant(FINETUNED, ft, TITLES[FINETUNED] + f" from {source.name}", "finetune"))

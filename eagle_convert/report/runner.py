@@ -10,6 +10,7 @@ from typing import Any
 
 from eagle_convert import __version__
 from eagle_convert.errors import EagleConvertError
+from eagle_convert.progress import OnTick, Tick
 from eagle_convert.report.cache import STATE_DIR, HashMemo, StageRecord, StageStore, folder_digest, stage_key
 
 __all__ = ["CALIBRATED", "EAGLE3", "FINETUNED", "IDENTITY", "Runner", "StageEvent", "Variant"]
@@ -40,10 +41,18 @@ class StageEvent:
 class Runner:
     """Runs or skips stages against one report folder's records."""
 
-    def __init__(self, out: Path, say: Say, on_stage: Callable[[StageEvent], None] | None) -> None:
+    def __init__(
+        self,
+        out: Path,
+        say: Say,
+        on_stage: Callable[[StageEvent], None] | None,
+        on_tick: OnTick | None = None,
+        stages: int | None = None,
+    ) -> None:
         self.memo = HashMemo(out / STATE_DIR / "hashes.json")
         self.store = StageStore(out, self.memo)
         self.out, self.say, self.on_stage = out, say, on_stage
+        self.on_tick, self.stages = on_tick, stages  # the stages' own progress; how many there are
         self.events: list[StageEvent] = []
         self.records: dict[str, StageRecord] = {}
 
@@ -62,6 +71,8 @@ class Runner:
         ev = StageEvent(rec.name, status, rec.seconds if status == "ran" else 0.0, rec.command)
         self.events.append(ev)
         self.say(f"report: {rec.name}: " + (f"done in {rec.seconds:.1f}s" if status == "ran" else "unchanged, skipped"))
+        if self.on_tick is not None:
+            self.on_tick(Tick("report", len(self.events), self.stages, "stages", rec.name))
         if self.on_stage is not None:
             self.on_stage(ev)
         return rec

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eagle_convert.progress import OnTick
 from eagle_convert.smoke.prompts import NATURAL, Prompt
 
 __all__ = [
@@ -136,6 +137,7 @@ def upgrade_stage(
     calibrate: bool = False,
     prompts: str | None = None,
     say: Say | None = None,
+    on_tick: OnTick | None = None,
 ) -> tuple[dict[str, Any], str]:
     """`upgrade DRAFT OUT --force` (identity fc_norm), or with `calibrate`
     `upgrade DRAFT OUT --init calibrated --target TARGET [--prompts FILE] --force`."""
@@ -155,7 +157,7 @@ def upgrade_stage(
         from eagle_convert.finetune.calibrate import calibrate_fc_norm
 
         assert target is not None
-        cal = calibrate_fc_norm(ckpt, target, aux_ids=plan.aux.ids, prompts=prompts, say=say)
+        cal = calibrate_fc_norm(ckpt, target, aux_ids=plan.aux.ids, prompts=prompts, say=say, on_tick=on_tick)
         plan = plan_upgrade(ckpt, info, target=tinfo, out=out, norm_init=cal.norm_init())
         result["calibration"] = cal.to_dict()
         args += ["--init", "calibrated"]
@@ -194,7 +196,9 @@ def finetune_defaults() -> str:
     )
 
 
-def finetune_stage(source: Path, target: Path, out: Path, opts: ReportOptions, say: Say) -> tuple[dict[str, Any], str]:
+def finetune_stage(
+    source: Path, target: Path, out: Path, opts: ReportOptions, say: Say, on_tick: OnTick | None = None
+) -> tuple[dict[str, Any], str]:
     """`finetune SOURCE --target TARGET --out OUT --force` with the report's finetune options."""
     from dataclasses import replace
 
@@ -221,8 +225,15 @@ def finetune_stage(source: Path, target: Path, out: Path, opts: ReportOptions, s
         **kw,
     )
 
-    def progress(event: Any) -> None:  # every stage and phase, but only the first and last of a series
-        if event.kind not in ("generate", "step") or event.step in (1, event.total):
+    best: list[float] = []
+
+    def progress(event: Any) -> None:  # every stage and phase; a series as ticks (else its first and last)
+        if event.eal is not None:
+            best[:] = [max([*best, event.eal])]
+        tick = event.tick("finetune", best[0] if event.kind == "step" and event.eal is not None else None)
+        if tick is not None and on_tick is not None:
+            on_tick(tick)
+        elif event.kind not in ("generate", "step") or event.step in (1, event.total):
             say(f"  finetune: {event.message}")
 
     res = run_finetune(plan, progress=progress)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.errors import EngineError
+from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 from eagle_convert.smoke.prompts import PromptSet
 from eagle_convert.smoke.results import Counts, EngineOut, RequestResult, counts_from_histogram
 
@@ -28,9 +29,11 @@ def run_reference(
     seed: int,
     say: Callable[[str], None],
     device: str | None = None,
+    on_tick: OnTick | None = None,
 ) -> tuple[EngineOut, str]:
     """Every draft on every prompt with the torch reference engine (the target loaded once), with
-    counters per request; returns them and the engine's version line."""
+    counters per request; returns them and the engine's version line. `on_tick` counts the
+    prompts of each draft (with its AL so far)."""
     import torch
 
     from eagle_convert.reference.data import load_drafter
@@ -42,6 +45,7 @@ def run_reference(
     with quiet_loading():
         tgt = TargetModel.from_pretrained(target, device=device)  # device None: GPU if torch sees one
     results: EngineOut = []
+    tick = tick_or_nothing(on_tick)
     for path in drafts:
         say(f"smoke: {path.name}: {len(prompts.prompts)} runs x {max_new_tokens} tokens (reference engine)")
         t0 = time.perf_counter()
@@ -60,6 +64,8 @@ def run_reference(
             tgt, drafter, first[:32], k=k, max_new_tokens=2, temperature=temperature, seed=seed, aux_ids=aux
         )
         reqs, total = [], Counts(accepted_per_pos=[0] * k)
+        n = len(prompts.prompts)
+        tick(Tick(f"smoke {path.name}", 0, n, "prompts"))
         for p in prompts.prompts:
             try:
                 r = speculative_generate(
@@ -87,6 +93,7 @@ def run_reference(
             )
             total.add(c)
             reqs.append(RequestResult(p.id, p.category, p.bucket, c))
+            tick(Tick(f"smoke {path.name}", len(reqs), n, "prompts", f"AL {total.acceptance_length:.2f}"))
         results.append((reqs, total, load_s))
     return results, f"torch {torch.__version__} on {tgt.device.type}"
 

@@ -17,6 +17,7 @@ from typing import Any
 from eagle_convert.errors import CheckpointNotFoundError, UsageError
 from eagle_convert.extras import require
 from eagle_convert.io.localpath import suggestion
+from eagle_convert.progress import OnTick
 from eagle_convert.smoke.engines import counts_from_pass, run_reference
 from eagle_convert.smoke.prompts import (
     NATURAL,
@@ -176,10 +177,12 @@ def run_smoke(
     device: str | None = None,
     concurrency: Sequence[int] = (),
     speculative_config: str | dict[str, Any] | None = None,
+    on_tick: OnTick | None = None,
 ) -> SmokeReport:
     """Measure every draft on the same tokenized prompts; the first draft is the baseline of the
     differences. `engine` None picks `default_engine()`; `chat_template` is a --chat-template value;
-    `progress` receives one line per draft started; `device` ("cpu", "cuda", ...) places the
+    `progress` receives one line per draft started, `on_tick` a count per prompt (reference) or
+    engine run (vLLM); `device` ("cpu", "cuda", ...) places the
     reference engine (None: "cuda" when torch sees a GPU, else "cpu"); `concurrency` levels (vLLM
     only) add per-user tokens/s with each draft and without speculation (`smoke/throughput.py`);
     `speculative_config` (--speculative-config, read as the installed vLLM reads it) is what every
@@ -212,7 +215,9 @@ def run_smoke(
     label = pset.chat_template
 
     say = progress or (lambda _msg: None)
-    kw: dict[str, Any] = dict(k=k, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, say=say)
+    kw: dict[str, Any] = dict(
+        k=k, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, say=say, on_tick=on_tick
+    )
     controls: list = []
     throughput = None
     if engine == "reference":

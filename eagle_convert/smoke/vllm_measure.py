@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 from eagle_convert.smoke.prompts import PromptSet
 from eagle_convert.smoke.throughput import (
     NO_SPEC,
@@ -94,9 +95,11 @@ def measure_vllm(
     say: Callable[[str], None] = print,
     session: EngineSession | None = None,
     serve: ServeConfig | None = None,
+    on_tick: OnTick | None = None,
 ) -> Measurement:
     """Run every draft (and, with `concurrency` and `baseline`, the target alone) in one worker;
-    with `serve` (--speculative-config) every draft's engine runs with exactly its keys."""
+    with `serve` (--speculative-config) every draft's engine runs with exactly its keys; `on_tick`
+    counts the engines run (one per draft, plus the target alone)."""
     from eagle_convert.vllm.session import EngineSession, PassSpec
     from eagle_convert.vllm.sharing import engine_order
 
@@ -123,6 +126,9 @@ def measure_vllm(
     out: list[DraftMeasurement | None] = [None] * len(drafts)
     version = None
     names = list(labels) if labels is not None else [p.name for p in drafts]
+    tick = tick_or_nothing(on_tick)
+    runs = len(drafts) + int(bool(tput and baseline))
+    tick(Tick("vLLM", 0, runs, "engine runs"))
     try:
         for i in engine_order(drafts, session.shares(tensor_parallel_size)):
             path, label = drafts[i], names[i]
@@ -140,6 +146,7 @@ def measure_vllm(
             control = sampling_control(run.passes[GREEDY], run.passes[EPS], pset, dtype) if temperature > 0 else None
             rates = engine_rates(run, concurrency, label, str(path)) if tput else None
             out[i] = DraftMeasurement(path, run.passes[MAIN], ready_seconds(run), control, rates)
+            tick(Tick("vLLM", sum(d is not None for d in out), runs, "engine runs", label))
         base = None
         if tput and baseline:
             say(
@@ -149,6 +156,7 @@ def measure_vllm(
             run = session.engine(target, None, prompts, tput, **kw)
             version = run.vllm_version or version
             base = engine_rates(run, concurrency, NO_SPEC, None)
+            tick(Tick("vLLM", runs, runs, "engine runs", NO_SPEC))
         starts, swaps = session.engine_starts - starts0, session.swaps - swaps0
     finally:
         if own:

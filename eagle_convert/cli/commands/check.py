@@ -76,23 +76,26 @@ def check_cmd(
     from eagle_convert.check.run import run_check
     from eagle_convert.check.summary import write_summary
     from eagle_convert.cli.interrupt import on_interrupt
+    from eagle_convert.cli.progress import ProgressDisplay
     from eagle_convert.io.atomic import write_text_atomic
 
     policy = load_policy(policy_file)
     shared = ctx.find_root().obj or {}  # in-process callers (tests) may share engine runs and the vLLM worker
-    report = run_check(
-        draft,
-        target=target,
-        baseline=baseline,
-        policy=policy,
-        keep_going=keep_going,
-        progress=lambda msg: click.echo(msg, err=True),
-        cache=shared.get("check_cache"),
-        session=shared.get("check_session"),
-        vllm_version=vllm_version,
-        speculative_config=speculative_config,
-        max_model_len=max_model_len,
-    )
+    with ProgressDisplay(json_mode=as_json) as display:
+        report = run_check(
+            draft,
+            target=target,
+            baseline=baseline,
+            policy=policy,
+            keep_going=keep_going,
+            progress=display.say,
+            cache=shared.get("check_cache"),
+            session=shared.get("check_session"),
+            vllm_version=vllm_version,
+            speculative_config=speculative_config,
+            max_model_len=max_model_len,
+            on_tick=display.tick,
+        )
     for path in (junit, summary):  # CI paths such as reports/check.xml: create the folder
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)

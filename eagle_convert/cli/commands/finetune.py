@@ -126,10 +126,9 @@ def finetune_cmd(
     """
     from dataclasses import replace
 
-    from rich.console import Console
-
     from eagle_convert.cli.output import console, echo_json
-    from eagle_convert.cli.render.finetune import LineProgress, RichProgress, render_plan, render_result
+    from eagle_convert.cli.progress import ProgressDisplay
+    from eagle_convert.cli.render.finetune import FinetuneProgress, render_plan, render_result
     from eagle_convert.finetune.plan import plan_finetune
     from eagle_convert.finetune.run import run_finetune
 
@@ -152,12 +151,8 @@ def finetune_cmd(
     screen = console()
     if not as_json:
         render_plan(screen, plan)
-    err = Console(stderr=True)
-    if err.is_terminal:
-        with RichProgress(err) as progress:
-            result = run_finetune(plan, progress=progress)
-    else:
-        result = run_finetune(plan, progress=LineProgress(lambda m: click.echo(m, err=True)))
+    with ProgressDisplay(json_mode=as_json) as display:
+        result = run_finetune(plan, progress=FinetuneProgress(display))
     if as_json:
         echo_json({"plan": plan.to_dict(), "result": result.to_dict()})
     else:

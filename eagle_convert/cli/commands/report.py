@@ -138,7 +138,12 @@ def report_cmd(
         )
 
     on_interrupt(resume)
-    result = run_report(draft, target, out, opts, progress=lambda m: click.echo(m, err=True), on_stage=events.append)
+    from eagle_convert.cli.progress import ProgressDisplay
+
+    with ProgressDisplay(json_mode=as_json) as display:
+        result = run_report(
+            draft, target, out, opts, progress=display.say, on_stage=events.append, on_tick=display.tick
+        )
     if as_json:
         from eagle_convert.cli.output import echo_json
 

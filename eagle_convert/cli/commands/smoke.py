@@ -54,6 +54,7 @@ def smoke_cmd(
     """
     from eagle_convert.cli.interrupt import on_interrupt
     from eagle_convert.cli.output import console, echo_json
+    from eagle_convert.cli.progress import ProgressDisplay
     from eagle_convert.errors import UsageError
     from eagle_convert.smoke.prompts import builtin_prompts, load_prompts, parse_buckets, select_prompts
     from eagle_convert.smoke.run import run_smoke
@@ -71,22 +72,24 @@ def smoke_cmd(
     else:
         k_given = k
     prompts = select_prompts(load_prompts(prompts_file) if prompts_file else builtin_prompts(), categories, limit)
-    report = run_smoke(
-        target,
-        list(drafts),
-        engine=None if engine == "auto" else engine,
-        prompts=prompts,
-        k=k_given,
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
-        seed=seed,
-        buckets=parse_buckets(buckets),
-        chat_template=chat_template,
-        tensor_parallel_size=tensor_parallel_size,
-        progress=lambda msg: click.echo(msg, err=True),
-        concurrency=parse_concurrency(concurrency),
-        speculative_config=speculative_config,
-    )
+    with ProgressDisplay(json_mode=as_json) as display:
+        report = run_smoke(
+            target,
+            list(drafts),
+            engine=None if engine == "auto" else engine,
+            prompts=prompts,
+            k=k_given,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            seed=seed,
+            buckets=parse_buckets(buckets),
+            chat_template=chat_template,
+            tensor_parallel_size=tensor_parallel_size,
+            progress=display.say,
+            on_tick=display.tick,
+            concurrency=parse_concurrency(concurrency),
+            speculative_config=speculative_config,
+        )
     for d in report.drafts:  # loud on stderr too, so --json consumers see it
         if d.sampling_control is not None and not d.sampling_control.passed:
             click.echo(

@@ -242,13 +242,17 @@ def _calibrate(
         raise UsageError("--prompts is for --init calibrated")
     if target is None:
         raise UsageError("--init calibrated needs --target (the target model's local folder)")
-    cal = calibrate_fc_norm(
-        ckpt,
-        target,
-        aux_ids=plan.aux.ids,
-        prompts=prompts_file,
-        say=None if quiet else (lambda m: click.echo(m, err=True)),
-    )
+    from eagle_convert.cli.progress import ProgressDisplay
+
+    with ProgressDisplay(json_mode=quiet) as display:
+        cal = calibrate_fc_norm(
+            ckpt,
+            target,
+            aux_ids=plan.aux.ids,
+            prompts=prompts_file,
+            say=None if quiet else display.say,
+            on_tick=display.tick,
+        )
     if not quiet:
         from eagle_convert.cli.output import console
         from eagle_convert.cli.render.calibrate import render_calibration

@@ -1,15 +1,12 @@
-"""Render a fine-tune: the plan before it starts, a live progress display, and the result."""
+"""Render a fine-tune: the plan before it starts, its progress (`cli/progress.py`), and the result."""
 
 from __future__ import annotations
 
-from types import TracebackType
-from typing import Any
-
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from eagle_convert.cli.progress import ProgressDisplay
 from eagle_convert.finetune.plan import (
     HOLD_OUT_EVERY,
     STAGE_PARAMS,
@@ -47,68 +44,23 @@ def render_plan(console: Console, plan: FinetunePlan) -> None:
     console.print(grid)
 
 
-class RichProgress:
-    """A progress bar per phase (generation, each stage) fed by `FinetuneEvent`s."""
+class FinetuneProgress:
+    """A `finetune.Progress` drawing `FinetuneEvent`s on a `ProgressDisplay`: counts for the
+    target continuations and each stage's steps (loss, held-out AL, best so far), a line for the rest."""
 
-    def __init__(self, console: Console) -> None:
-        self.progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[info]}"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=False,
-        )
-        self.tasks: dict[str, TaskID] = {}
-        self.best = float("-inf")
-
-    def __enter__(self) -> RichProgress:
-        self.progress.__enter__()
-        return self
-
-    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
-        self.progress.__exit__(et, ev, tb)
-
-    def _task(self, key: str, description: str, total: int) -> TaskID:
-        if key not in self.tasks:
-            self.tasks[key] = self.progress.add_task(description, total=total or None, info="")
-        return self.tasks[key]
+    def __init__(self, display: ProgressDisplay, prefix: str = "finetune") -> None:
+        self.display = display
+        self.prefix = prefix
+        self.best: float | None = None
 
     def __call__(self, e: FinetuneEvent) -> None:
-        if e.kind == "generate":
-            t = self._task("generate", "target continuations", e.total)
-            self.progress.update(t, completed=e.step - 1)
-            if e.step == e.total:
-                self.progress.update(t, completed=e.total)
-        elif e.kind == "stage" and e.stage:
-            self._task(e.stage, f"stage {e.stage}", e.total)
-        elif e.kind == "step" and e.stage:
-            t = self._task(e.stage, f"stage {e.stage}", e.total)
-            info = f"loss {e.loss:.3f}" if e.loss is not None else ""
-            if e.eal is not None:
-                self.best = max(self.best, e.eal)
-                info += f" AL {held_out_al(e.eal):.3f} (best {held_out_al(self.best):.3f})"
-            self.progress.update(t, completed=e.step, info=info)
-        elif e.kind in ("evaluate", "write"):
-            if e.eal is not None:
-                self.best = max(self.best, e.eal)
-            self.progress.console.print(f"[dim]{escape(e.message)}[/dim]")
-
-
-class LineProgress:
-    """Plain progress lines for a non-terminal stderr: one per phase and per ~10% of a stage."""
-
-    def __init__(self, echo: Any) -> None:
-        self.echo = echo
-
-    def __call__(self, e: FinetuneEvent) -> None:
-        if e.kind == "generate" and e.step not in (1, e.total):
-            return
-        if e.kind == "step" and e.step != e.total and e.step % max(1, e.total // 10):
-            return
-        if e.kind != "done":
-            self.echo(f"finetune: {e.message}")
+        if e.eal is not None:
+            self.best = e.eal if self.best is None else max(self.best, e.eal)
+        tick = e.tick(self.prefix, self.best if e.kind == "step" and e.eal is not None else None)
+        if tick is not None:
+            self.display.tick(tick)
+        elif e.kind != "done":
+            self.display.say(f"{self.prefix}: {e.message}")
 
 
 def _acc(values: list[float]) -> str:
