@@ -2,9 +2,9 @@
 
 A user deploys on whichever vLLM they run, and the same draft is served as trained by some releases,
 differently by others (a flag lost, fc_norm loaded but never applied) and not at all by the oldest.
-The matrix opens and describes the draft, reads its target's config.json and the d2t/t2d values
-once (`run.open_draft`, `Context.memo`), then runs only the static rules once per release
-(`run.static_report`), so every row costs a fraction of one `validate`.
+The matrix opens and classifies the draft, reads its target's config.json and the d2t/t2d values
+once (`run.open_draft`, `Context.memo`), then reads the config and runs the static rules once per
+release (`run.static_report`), so every row costs a fraction of one `validate`.
 
 Verdicts, from a release's findings (errors and warnings; infos never count):
 - "fails to load": a finding whose impact for that release is fails-to-load;
@@ -41,6 +41,7 @@ __all__ = [
     "ReleaseRange",
     "compatibility_matrix",
     "serving_summary",
+    "summarize",
     "verdict_of",
 ]
 
