@@ -161,8 +161,16 @@ def _compare(ca: Checkpoint, cb: Checkpoint, ta: TensorInfo, tb: TensorInfo) -> 
         return TensorChange(ta.name, tb.name, (ta.dtype, tb.dtype), shapes, None)
     import numpy as np
 
-    from eagle_convert.io.tensordata import decode, tensor_bytes
+    from eagle_convert.io.tensordata import DECODABLE, decode, tensor_bytes
 
+    if ta.dtype not in DECODABLE or tb.dtype not in DECODABLE:  # sub-byte floats: compare bytes only
+        step = CHUNK_ELEMS * 4
+        same = ta.dtype == tb.dtype and all(
+            tensor_bytes(ca.source, ta, i, min(step, ta.nbytes - i))
+            == tensor_bytes(cb.source, tb, i, min(step, ta.nbytes - i))
+            for i in range(0, ta.nbytes, step)
+        )
+        return None if same else TensorChange(ta.name, tb.name, (ta.dtype, tb.dtype), shapes, None)
     n = ta.numel
     sa, sb = ta.nbytes // max(n, 1), tb.nbytes // max(n, 1)
     max_diff, count, same_bytes = 0.0, 0, ta.dtype == tb.dtype
@@ -173,10 +181,11 @@ def _compare(ca: Checkpoint, cb: Checkpoint, ta: TensorInfo, tb: TensorInfo) -> 
         if same_bytes and raw_a == raw_b:
             continue
         same_bytes = False
-        va = decode(raw_a, ta.dtype, (k,)).astype(np.float64)
-        vb = decode(raw_b, tb.dtype, (k,)).astype(np.float64)
-        both_nan = np.isnan(va) & np.isnan(vb)
-        delta = np.where(both_nan, 0.0, np.abs(va - vb))
+        with np.errstate(invalid="ignore", over="ignore"):  # inf - inf is NaN: a difference, below
+            va = decode(raw_a, ta.dtype, (k,)).astype(np.float64)
+            vb = decode(raw_b, tb.dtype, (k,)).astype(np.float64)
+            both_nan = np.isnan(va) & np.isnan(vb)
+            delta = np.where(both_nan, 0.0, np.abs(va - vb))
         delta = np.where(np.isnan(delta), math.inf, delta)
         count += int(np.count_nonzero(delta))
         max_diff = max(max_diff, float(delta.max()) if k else 0.0)

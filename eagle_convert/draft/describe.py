@@ -187,7 +187,7 @@ def describe(
     flags = {f: Flag(_declared(ckpt.config, view, f), list(known.flag_locations[f]), view.flags[f]) for f in FLAG_NAMES}
 
     hidden = _dim(eff, "hidden_size")
-    if hidden is None and "norm.weight" in by_canon:
+    if hidden is None and "norm.weight" in by_canon and by_canon["norm.weight"].shape:
         hidden = by_canon["norm.weight"].shape[0]
     target_hidden = _dim(eff, "target_hidden_size") or hidden
     fc = by_canon.get("fc.weight")
@@ -199,7 +199,7 @@ def describe(
     vocab_size = _dim(eff, "vocab_size")
     if vocab_size is None and "t2d" in by_canon and by_canon["t2d"].shape:
         vocab_size = by_canon["t2d"].shape[0]
-    draft_vocab = _dim(eff, "draft_vocab_size") or (lm_head.shape[0] if lm_head else vocab_size)
+    draft_vocab = _dim(eff, "draft_vocab_size") or (lm_head.shape[0] if lm_head and lm_head.shape else vocab_size)
     vocab = _vocab_mapping(ckpt, canon, vocab_size, draft_vocab, read_vocab)
 
     variant, variant_reasons = _variant(flags, fc_norms, "input_norm.weight" in by_canon)

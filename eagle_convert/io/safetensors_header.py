@@ -98,12 +98,12 @@ def _entry(where: str, tname: str, entry: Any) -> tuple[int, int, str, tuple[int
         entry = _Obj(zip(_ENTRY_FIELDS, entry, strict=True))
     if type(entry) is not _Obj:
         raise _bad_entry(where, tname, "has a malformed header entry (not an object)")
-    if entry.dups or len(entry) != 3:
-        dup = sorted(set(_ENTRY_FIELDS) & entry.dups)
-        missing = [f for f in _ENTRY_FIELDS if f not in entry]
-        if dup or missing:
-            what = f"duplicate field {dup[0]!r}" if dup else f"no {missing[0]!r}"
-            raise _bad_entry(where, tname, f"has a malformed header entry ({what})")
+    dup = sorted(set(_ENTRY_FIELDS) & entry.dups)
+    missing = [f for f in _ENTRY_FIELDS if f not in entry]
+    if dup or missing:
+        what = f"duplicate field {dup[0]!r}" if dup else f"no {missing[0]!r}"
+        raise _bad_entry(where, tname, f"has a malformed header entry ({what})")
+    if len(entry) > 3:
         for key, value in entry.items():  # fields serde ignores, but still parses (depth < 128)
             if key not in _ENTRY_FIELDS and (problem := depth_problem(value, HEADER_LIMITS.max_depth, 3)):
                 raise CheckpointReadError(f"{where}: corrupt safetensors header: {problem}", hint=_FIX)

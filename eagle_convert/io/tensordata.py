@@ -103,6 +103,10 @@ def tensor_bytes(source: Source, info: TensorInfo, start: int = 0, length: int |
     return source.read_range(info.file, info.offset + start, length)
 
 
+#: Dtypes `decode` turns into numbers (the sub-byte floats F4/F6 and C64 have no numpy type here).
+DECODABLE = frozenset(_NUMPY_DTYPES) | {"BF16"}
+
+
 def decode(raw: bytes, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
     """Array for raw safetensors bytes; BF16 is widened to float32 (exactly representable)."""
     import numpy as np

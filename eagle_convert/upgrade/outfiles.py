@@ -15,8 +15,8 @@ from typing import Any
 from eagle_convert.draft.checkpoint import Checkpoint
 from eagle_convert.draft.layout import canonical_name
 from eagle_convert.errors import CheckpointReadError
-from eagle_convert.io.outfile import SINGLE_FILENAME, ByteRange, OutFile, OutTensor, file_header
-from eagle_convert.io.safetensors_header import DTYPE_BYTES, TensorInfo
+from eagle_convert.io.outfile import DTYPE_BITS, SINGLE_FILENAME, ByteRange, OutFile, OutTensor, file_header
+from eagle_convert.io.safetensors_header import TensorInfo
 from eagle_convert.io.source import Source
 from eagle_convert.io.writer import index_text
 
@@ -82,7 +82,7 @@ def plan_files(
             if t.name == fc_name:
                 tensors.extend(additions)
         # Widest dtypes first keeps every tensor aligned to its element size (stable: input order otherwise).
-        tensors.sort(key=lambda t: -DTYPE_BYTES[t.dtype])
+        tensors.sort(key=lambda t: -DTYPE_BITS[t.dtype])
         meta = dict(ckpt.file_metadata.get(src_file) or {})
         meta.setdefault("format", "pt")
         f = PlannedFile(filename, tensors, meta, 0)

@@ -1,0 +1,129 @@
+"""Fuzzing in CI: hypothesis mutates valid fixture drafts and runs inspect, validate (static and
+--deep), upgrade and diff on each mutant, checking README 'Safety's promises (fixtures/mutants.py).
+
+Every mutant goes through all five commands, so EAGLE_FUZZ_MUTANTS mutants (default 2000) are
+that many mutated files per command. EAGLE_FUZZ_MUTANTS=20000 runs a longer campaign; for
+coverage-guided runs use scripts/fuzz_atheris.py. A few mutants also run as real processes under
+a 2 GiB address-space limit: the exit codes CliRunner reports are the ones a shell sees, and no
+mutant needs unbounded memory.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from eagle_convert.cli.app import main
+from fixtures.drafts import FIXTURE_MATRIX, build_draft
+from fixtures.mutants import COMMANDS, FIXTURES, Broken, check_run, mutate
+
+ROOT = Path(__file__).resolve().parent.parent
+MUTANTS = int(os.environ.get("EAGLE_FUZZ_MUTANTS", "2000"))
+SUBPROCESS_MUTANTS = 12
+MEMORY_LIMIT = 2 << 30
+
+
+class _Draw:
+    """fixtures.mutants.Pick over hypothesis' `data.draw`."""
+
+    def __init__(self, data: st.DataObject) -> None:
+        self.data = data
+
+    def integer(self, lo: int, hi: int) -> int:
+        return self.data.draw(st.integers(lo, hi))
+
+    def raw(self, max_len: int) -> bytes:
+        return self.data.draw(st.binary(max_size=max_len))
+
+
+@pytest.fixture(scope="module")
+def bases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("fuzz-bases")
+    return {name: build_draft(root / name, FIXTURE_MATRIX[name]) for name in FIXTURES}
+
+
+def _invoke(args: list[str]):
+    return CliRunner().invoke(main, args)
+
+
+def _fresh(tmp: Path, base: Path) -> Path:
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    folder = tmp / "draft"
+    shutil.copytree(base, folder, symlinks=True)
+    return folder
+
+
+def test_mutants_keep_every_promise(bases: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> None:
+    tmp = tmp_path_factory.mktemp("fuzz") / "case"
+    seen = {c: 0 for c in COMMANDS}
+    codes: dict[int, int] = {}
+
+    @settings(
+        max_examples=MUTANTS,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        phases=[Phase.generate, Phase.shrink],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(st.sampled_from(FIXTURES), st.data())
+    def run(fixture: str, data: st.DataObject) -> None:
+        folder = _fresh(tmp, bases[fixture])
+        what = f"{fixture}: " + mutate(folder, _Draw(data))
+        for command in COMMANDS:
+            code = check_run(_invoke, command, folder, bases[fixture], what)
+            seen[command] += 1
+            codes[code] = codes.get(code, 0) + 1
+
+    run()
+    print(f"mutants per command: {seen}; exit codes: {codes}")
+    assert min(seen.values()) >= MUTANTS, seen
+    assert codes.get(1, 0) > MUTANTS  # most mutants are refused, as they should be
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
+@pytest.mark.parametrize("seed", range(SUBPROCESS_MUTANTS))
+def test_mutants_as_real_processes(seed: int, bases: dict[str, Path], tmp_path: Path) -> None:
+    """The real exit status and stderr of `python -m eagle_convert.cli.app`, under a 2 GiB limit."""
+    import random
+
+    rng = random.Random(seed)
+    pick = SimpleNamespace(integer=rng.randint, raw=lambda n: rng.randbytes(rng.randint(0, n)))
+    fixture = FIXTURES[seed % len(FIXTURES)]
+    folder = _fresh(tmp_path / "case", bases[fixture])
+    what = mutate(folder, pick)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+
+    def invoke(args: list[str]) -> SimpleNamespace:
+        proc = subprocess.run(
+            [sys.executable, "-m", "eagle_convert.cli.app", *args],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=120,
+            env=env,
+            preexec_fn=_limit_memory,
+        )
+        return SimpleNamespace(exit_code=proc.returncode, stdout=proc.stdout, stderr=proc.stderr, exception=None)
+
+    for command in ("inspect", "validate", "upgrade"):
+        try:
+            check_run(invoke, command, folder, bases[fixture], f"{fixture}: {what}")
+        except Broken as exc:
+            pytest.fail(str(exc))
