@@ -77,6 +77,8 @@ class TensorChange:
 
 @dataclass
 class CheckpointDiff:
+    """Two checkpoints compared: tensors added, removed, renamed and changed, and the config diff."""
+
     a: str
     b: str
     added: list[dict[str, Any]]  # tensors only in B: name, dtype, shape
@@ -111,7 +113,21 @@ def _row(t: TensorInfo) -> dict[str, Any]:
 
 
 def diff_checkpoints(a: str | Checkpoint, b: str | Checkpoint, *, compare_data: bool = True) -> CheckpointDiff:
-    """Compare two checkpoints (paths, hub refs or opened `Checkpoint`s)."""
+    """Compare two checkpoints (paths, hub refs or opened `Checkpoint`s).
+
+    Args:
+        a: the first checkpoint (e.g. the EAGLE-3 input of an upgrade).
+        b: the second (e.g. the upgrade's output).
+        compare_data: also compare tensor values (in bounded chunks); False compares names,
+            dtypes and shapes only.
+
+    Returns:
+        Tensors added, removed, renamed (same vLLM-native name) and changed, and the config diff.
+
+    Raises:
+        CheckpointNotFoundError: a path that does not exist.
+        CheckpointReadError: weights that cannot be read.
+    """
     ca = a if isinstance(a, Checkpoint) else open_checkpoint(a)
     cb = b if isinstance(b, Checkpoint) else open_checkpoint(b)
     only_a = [n for n in ca.tensors if n not in cb.tensors]

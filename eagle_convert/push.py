@@ -85,6 +85,8 @@ class PushPlan:
 
 @dataclass
 class PushResult:
+    """A finished push: the repo, the branch, the commit (or pull request) and the files sent."""
+
     repo_id: str
     revision: str  # the branch the commit went to (the PR's base with create_pr)
     commit_oid: str
@@ -135,6 +137,19 @@ def plan_push(
     commit_message: str | None = None,
 ) -> PushPlan:
     """Validate `folder` and list what a push to `repo_id` would send; no hub request, so it works offline.
+
+    Args:
+        folder: the draft folder.
+        repo_id: the hub model repo, `org/name`.
+        revision: the branch (created from main when missing).
+        create_pr: open a pull request against it instead of committing.
+        private: for a new repo (an existing one keeps its visibility).
+        force: push although the draft fails validation.
+        target: also cross-check the draft against its target while validating.
+        commit_message: default `Upload FOLDER with eagle-convert`.
+
+    Returns:
+        The repo and branch, every file with its size, the commit message and the validation verdict.
 
     Raises:
         CheckpointNotFoundError: `folder` has no config.json.
@@ -191,10 +206,22 @@ def push_draft(
 ) -> PushResult:
     """Upload `folder` to the model repo `repo_id` (created when missing) in one commit.
 
-    `revision`: the branch (created from main when missing); `create_pr`: open a pull request
-    against it instead of committing; `private`: for a new repo (an existing one keeps its
-    visibility). Refuses a draft with validation errors unless `force`. `plan_push` with the
-    same arguments says what would be sent.
+    Refuses a draft with validation errors unless `force`. `plan_push` with the same arguments
+    says what would be sent.
+
+    Args:
+        folder: the draft folder.
+        repo_id: the hub model repo, `org/name`.
+        revision: the branch (created from main when missing).
+        create_pr: open a pull request against it instead of committing.
+        private: for a new repo (an existing one keeps its visibility).
+        force: push although the draft fails validation.
+        target: also cross-check the draft against its target while validating.
+        token: the hub token (default: `HF_TOKEN` or the `hf auth login` one).
+        commit_message: default `Upload FOLDER with eagle-convert`.
+
+    Returns:
+        The commit (or pull request) made and what was sent.
 
     Raises:
         PushRefusedError: the draft fails validation (and not `force`); nothing was sent.

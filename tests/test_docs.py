@@ -7,6 +7,7 @@ same checks without the docs extra, and show that the undocumented-option check 
 
 from __future__ import annotations
 
+import ast
 import copy
 import importlib.util
 import re
@@ -146,3 +147,32 @@ def test_docs_links_stay_inside_the_site() -> None:
             if not resolved.is_relative_to((ROOT / "docs").resolve()) or not resolved.is_file():
                 bad.append(f"{page.name}: {target} (write a repository path as `code`, link only docs pages)")
     assert bad == []
+
+
+def _public_defs() -> list[tuple[str, ast.FunctionDef | ast.ClassDef]]:
+    out = []
+    for name, module in eagle_convert._API.items():
+        spec = importlib.util.find_spec(module)
+        assert spec and spec.origin
+        tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+        node = next(n for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef) and n.name == name)
+        out.append((name, node))
+    return out
+
+
+def test_public_docstrings_say_args_returns_and_raises() -> None:
+    """The Python-API page renders these: each public function names every parameter under Args:, and Returns:."""
+    problems = []
+    for name, node in _public_defs():
+        doc = ast.get_docstring(node) or ""
+        if not doc:
+            problems.append(f"{name}: no docstring")
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        params = [a.arg for a in (*node.args.args, *node.args.kwonlyargs)]
+        section = doc.split("Args:", 1)[1].split("\n\n", 1)[0] if "Args:" in doc else ""
+        documented = set(re.findall(r"^    (\w+):", section, re.M))
+        problems += [f"{name}: parameter {p} not under Args:" for p in params if p not in documented]
+        if "Returns:" not in doc:
+            problems.append(f"{name}: no Returns:")
+    assert problems == []

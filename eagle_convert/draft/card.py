@@ -257,15 +257,21 @@ def model_card(
 ) -> str:
     """README.md text for the draft whose config.json is `config`.
 
-    `serving` is the compatibility matrix's sentence for the written draft
-    (`validate.matrix.serving_summary`: which vLLM releases serve it as trained, differently, or
-    not at all); without it the card says how to get it.
+    Args:
+        config: the draft's config.json.
+        model_ref: what `vllm serve` loads (the output folder, or the hub repo after `push`).
+        target: the target model (folder or hub id; else the one the provenance or a speculators
+            verifier records). `base_model` is set only when the target is a hub repo id.
+        acceptance: a measured acceptance table (`acceptance_from_smoke`).
+        title: the card's heading.
+        dtype: the weights' dtype (`weights_dtype`, or a safetensors name such as BF16), shown
+            when the config states none.
+        serving: the compatibility matrix's sentence for the written draft
+            (`validate.matrix.serving_summary`: which vLLM releases serve it as trained,
+            differently, or not at all); without it the card says how to get it.
 
-    `model_ref` is what `vllm serve` loads (the output folder, or the hub repo after `push`);
-    `target` the target model (folder or hub id; else the one the provenance or a speculators
-    verifier records). `base_model` is set only when the target is a hub repo id. `dtype` is the
-    weights' dtype (`weights_dtype`, or a safetensors name such as BF16), shown when the config
-    states none.
+    Returns:
+        The card's Markdown, with Hugging Face metadata.
     """
     dtype = _TORCH_DTYPE_NAMES.get(dtype, dtype) if dtype else None
     view = read_config(config)
@@ -376,8 +382,18 @@ def write_model_card(
     acceptance: AcceptanceTable | None = None,
     serving: str | None = None,
 ) -> Path:
-    """(Re)write `folder/README.md` from `folder/config.json` (replace-by-rename, never half-written);
-    `serving` as for `model_card`."""
+    """(Re)write `folder/README.md` from `folder/config.json` (replace-by-rename, never half-written).
+
+    Args:
+        folder: the draft folder.
+        model_ref: as for `model_card` (default: the folder).
+        target: as for `model_card`.
+        acceptance: as for `model_card`.
+        serving: as for `model_card`.
+
+    Returns:
+        The card's path.
+    """
     folder = Path(folder)
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     dtype = None

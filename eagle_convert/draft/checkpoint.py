@@ -93,7 +93,21 @@ class Checkpoint:
 
 
 def open_checkpoint(ref: str | Path | CheckpointRef, *, require_config: bool = False) -> Checkpoint:
-    """Resolve a path or hub reference and read config + tensor headers (no tensor data)."""
+    """Resolve a path or hub reference and read config + tensor headers (no tensor data).
+
+    Args:
+        ref: a folder, a `.safetensors`/`.bin` file, or a hub repo (`org/name[@revision]`, `hf://...`).
+        require_config: refuse a checkpoint without `config.json` instead of reading an empty config.
+
+    Returns:
+        The checkpoint: its config and every tensor's name, dtype, shape and byte range.
+
+    Raises:
+        CheckpointNotFoundError: no such file or folder (with a did-you-mean when one is close).
+        CheckpointReadError: weights that cannot be read (a bad header, a tensor stored twice).
+        ConfigError: no `config.json` although `require_config`.
+        HubError: the hub refused or could not be reached (`HubNotFoundError`, `HubOfflineError`, ...).
+    """
     if not isinstance(ref, CheckpointRef):
         ref = CheckpointRef.parse(str(ref))
     if ref.is_hub:

@@ -40,6 +40,8 @@ class VocabMapping:
 
 @dataclass
 class DraftInfo:
+    """What a draft is and how vLLM reads it: layout, variant, dimensions, aux ids, vocabulary maps (`describe`)."""
+
     layout: str
     producer: str
     layout_reasons: list[str]
@@ -170,11 +172,16 @@ def describe(
     """Classify and measure a checkpoint; `read_vocab` also reads d2t/t2d values.
 
     Args:
+        ckpt: the opened checkpoint (`open_checkpoint`).
+        read_vocab: also read the d2t/t2d values (False: headers only).
         release: the vLLM release whose reading the vLLM fields (class, flags, aux ids) follow
             (default: the installed vLLM's, else the newest known).
         classified: `classify(ckpt)` when already done (the compatibility matrix describes one
             checkpoint for every release).
         view: `read_config(ckpt.config, release)` when already read.
+
+    Returns:
+        Layout, variant, dimensions, aux ids, vocabulary maps and how vLLM reads the draft.
 
     Raises:
         NotADraftError: the checkpoint is no EAGLE-3 draft (`draft/kind.py`).

@@ -18,6 +18,8 @@ SCHEMA_VERSION = 2  # 2: `vllm` names the release the verdict is for (was: the t
 
 @dataclass
 class InspectReport:
+    """The `inspect` report: the source, its description and every tensor (`to_dict()` is `inspect --json`)."""
+
     source: str
     is_hub: bool
     has_config: bool
@@ -59,8 +61,13 @@ def inspect_checkpoint(
     """Open and describe a checkpoint; hub refs read config and headers only (no tensor data).
 
     Args:
+        ref: a folder, a `.safetensors`/`.bin` file or a hub repo.
+        read_vocab: read the d2t/t2d values (default: for local checkpoints only).
         vllm_version: the release whose reading the vLLM fields follow (default: the installed
             vLLM, else the newest known).
+
+    Returns:
+        What `inspect --json` prints: the description and every tensor.
 
     Raises:
         EagleConvertError: an unreadable checkpoint; UsageError for an unknown `vllm_version`.

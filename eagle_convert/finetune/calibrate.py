@@ -111,10 +111,22 @@ def calibrate_fc_norm(
 ) -> Calibration:
     """Measure fc_norm weights for the EAGLE-3 `draft` on `target` (a local folder).
 
-    `aux_ids`: the ids the upgraded draft will use (the plan's). `prompts`: None (the built-in
-    set), a JSONL path or `Prompt`s; every 4th is held out for the agreement when there are at
-    least 2. `device` None: the first GPU torch sees, else CPU. `say` gets a line per phase,
-    `on_tick` a count of the prompts run in each.
+    Args:
+        draft: the EAGLE-3 draft (path, reference or opened checkpoint).
+        target: the target model folder.
+        aux_ids: the ids the upgraded draft will use (the plan's).
+        prompts: None (the built-in set), a JSONL path or `Prompt`s; every 4th is held out for the
+            agreement when there are at least 2.
+        chat_template: a --chat-template value replacing the target's.
+        device: None: the first GPU torch sees, else CPU.
+        say: gets a line per phase.
+        on_tick: a count of the prompts run in each phase.
+
+    Returns:
+        The measured weights (`norm_init()` for `plan_upgrade`) and the held-out agreement.
+
+    Raises:
+        MissingExtraError: torch is not installed.
     """
     require("smoke", "upgrade --init calibrated", CALIBRATE_MODULES)
     import torch

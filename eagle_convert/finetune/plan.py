@@ -131,6 +131,8 @@ Progress = Callable[[FinetuneEvent], None]
 
 @dataclass
 class FinetunePlan:
+    """A checked fine-tune, not yet run: paths, the config, prompts and every stage's settings."""
+
     draft: Path
     target: Path
     out: Path
@@ -189,6 +191,8 @@ class StageResult:
 
 @dataclass
 class FinetuneResult:
+    """A finished fine-tune: the written folder, each stage's outcome, accuracy and loss before and after, held-out EAL."""
+
     out: Path
     stages: list[StageResult]
     step_acc_before: list[float]  # teacher-forced argmax agreement per TTT step, all data
@@ -284,10 +288,29 @@ def plan_finetune(
 ) -> FinetunePlan:
     """Check paths, the draft's config and its match with the target; no torch work yet.
 
-    `prompts`: None (built-in set), a list of `Prompt`s, or a JSONL path (`load_prompts`).
-    `stages`: names (defaults of `DEFAULT_STAGES`) or `Stage`s; 0-step stages are dropped.
-    `max_len`: positions per training sample (None: whole sequences). `eval_every`: score the
-    held-out EAL every this many steps (and at each stage's end).
+    Args:
+        draft: the draft to fine-tune (usually an upgraded EAGLE-3.1 draft).
+        target: the target model folder.
+        out: the new output folder.
+        prompts: None (built-in set), a list of `Prompt`s, or a JSONL path (`load_prompts`).
+        chat_template: a --chat-template value replacing the target's.
+        continuation_tokens: greedy target tokens generated per prompt to train on.
+        stages: names (defaults of `DEFAULT_STAGES`) or `Stage`s; 0-step stages are dropped.
+        ttt_steps: the training-time-test depth.
+        seed: the batch order and initial state.
+        force: replace an existing `out`.
+        batch_size: sequences per step.
+        max_len: positions per training sample (None: whole sequences).
+        eval_every: score the held-out EAL every this many steps (and at each stage's end).
+
+    Returns:
+        The plan `run_finetune` executes.
+
+    Raises:
+        CheckpointNotFoundError: a draft or target without config.json.
+        UsageError: bad settings (an unknown stage, a value out of range, no prompts).
+        FinetuneRefusedError: a draft or target it cannot fine-tune (a config the reference engine
+            cannot read, aux ids outside the target's layers, ...).
     """
     require("smoke", "finetune", FINETUNE_MODULES)  # the pair check below builds the torch reference drafter
     if continuation_tokens < 1:

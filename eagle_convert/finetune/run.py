@@ -58,7 +58,32 @@ def finetune_draft(
     progress: Progress | None = None,
     device: str | None = None,
 ) -> FinetuneResult:
-    """Plan, then run: fine-tune `draft` against `target` into the new folder `out`."""
+    """Plan, then run: fine-tune `draft` against `target` into the new folder `out`.
+
+    Args:
+        draft: the draft to fine-tune; target, out and the keyword arguments as for `plan_finetune`.
+        target: the target model folder.
+        out: the new output folder.
+        prompts: as for `plan_finetune`.
+        chat_template: as for `plan_finetune`.
+        continuation_tokens: as for `plan_finetune`.
+        stages: as for `plan_finetune`.
+        ttt_steps: as for `plan_finetune`.
+        seed: as for `plan_finetune`.
+        force: as for `plan_finetune`.
+        max_len: as for `plan_finetune`.
+        eval_every: as for `plan_finetune`.
+        progress: receives each phase and step.
+        device: as for `run_finetune`.
+
+    Returns:
+        The result of `run_finetune`.
+
+    Raises:
+        FinetuneRefusedError: as for `plan_finetune` and `run_finetune`.
+        UsageError: as for `plan_finetune`.
+        OutputError: as for `run_finetune`.
+    """
     plan = plan_finetune(
         draft,
         target,
@@ -79,10 +104,23 @@ def finetune_draft(
 def run_finetune(plan: FinetunePlan, *, progress: Progress | None = None, device: str | None = None) -> FinetuneResult:
     """Generate the data, evaluate, train every stage, evaluate again, write atomically.
 
-    `device` ("cpu", "cuda", "cuda:1"; None: the first GPU torch sees, else the CPU) holds the
-    target and the drafter; generation, evaluation and training run there. On the CPU the result
-    is what it was before GPUs were supported, byte for byte (batches are built on the CPU and
-    the batch order comes from a CPU generator either way)."""
+    On the CPU the result is what it was before GPUs were supported, byte for byte (batches are
+    built on the CPU and the batch order comes from a CPU generator either way).
+
+    Args:
+        plan: the plan `plan_finetune` made.
+        progress: receives each phase and step.
+        device: holds the target and the drafter; generation, evaluation and training run there
+            ("cpu", "cuda", "cuda:1"; None: the first GPU torch sees, else the CPU).
+
+    Returns:
+        The written folder, accuracy and loss before and after, the held-out EAL of the input and of
+        the weights written, timings.
+
+    Raises:
+        FinetuneRefusedError: the reference engine cannot load the draft, or a stage matches no parameter.
+        OutputError: `out` exists without `force`, or cannot be written.
+    """
     import torch
 
     say = progress or (lambda _e: None)

@@ -49,6 +49,8 @@ TITLES = {
 
 @dataclass
 class ReportResult:
+    """A finished (or resumed) report: its folder, `report.json`'s data, the stage events and files written."""
+
     out: Path
     data: dict[str, Any]  # report.json
     events: list[StageEvent] = field(default_factory=list)
@@ -105,10 +107,24 @@ def run_report(
 ) -> ReportResult:
     """Build (or resume) the report of `draft` against `target` in the folder `out`.
 
-    `progress` receives one line per stage; `on_stage` a `StageEvent` after each stage (raising
-    from it stops the run there, as an interruption would: the finished stages stay recorded);
-    `on_tick` counts the stages done and, inside them, calibration prompts, fine-tune steps and
-    measured prompts (without it the long stages say their first and last step instead).
+    Args:
+        draft: the EAGLE-3 draft.
+        target: the target model folder.
+        out: the report folder: new, or an earlier report's (its finished stages are reused).
+        options: the report's settings (default `ReportOptions()`).
+        progress: receives one line per stage.
+        on_stage: a `StageEvent` after each stage (raising from it stops the run there, as an
+            interruption would: the finished stages stay recorded).
+        on_tick: counts the stages done and, inside them, calibration prompts, fine-tune steps and
+            measured prompts (without it the long stages say their first and last step instead).
+
+    Returns:
+        The report's paths and every stage's outcome.
+
+    Raises:
+        MissingExtraError: an extra a stage needs is not installed (checked before any stage).
+        UsageError: an unknown engine, or `concurrency` without the vLLM engine.
+        OutputError: `out` is, contains or lies inside an input, or is not a folder.
     """
     from eagle_convert.report.measure import measure_variants
     from eagle_convert.report.write import write_outputs

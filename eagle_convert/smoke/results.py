@@ -150,6 +150,8 @@ class Delta:
 
 @dataclass
 class SmokeReport:
+    """Acceptance of every draft on the same prompts (`to_dict()` is `smoke --json`)."""
+
     target: str
     engine: str
     engine_version: str | None

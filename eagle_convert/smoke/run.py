@@ -179,14 +179,38 @@ def run_smoke(
     speculative_config: str | dict[str, Any] | None = None,
     on_tick: OnTick | None = None,
 ) -> SmokeReport:
-    """Measure every draft on the same tokenized prompts; the first draft is the baseline of the
-    differences. `engine` None picks `default_engine()`; `chat_template` is a --chat-template value;
-    `progress` receives one line per draft started, `on_tick` a count per prompt (reference) or
-    engine run (vLLM); `device` ("cpu", "cuda", ...) places the
-    reference engine (None: "cuda" when torch sees a GPU, else "cpu"); `concurrency` levels (vLLM
-    only) add per-user tokens/s with each draft and without speculation (`smoke/throughput.py`);
-    `speculative_config` (--speculative-config, read as the installed vLLM reads it) is what every
-    vLLM engine runs with, and its num_speculative_tokens is k (`k` None: the config's, else 3)."""
+    """Measure every draft on the same tokenized prompts; the first draft is the baseline of the differences.
+
+    Args:
+        target: the target model folder.
+        drafts: the drafts to measure, baseline first.
+        engine: "reference" or "vllm"; None picks `default_engine()`.
+        prompts: the prompts (None: the built-in set).
+        k: draft tokens per round (None: the speculative config's, else 3).
+        max_new_tokens: tokens generated per prompt.
+        temperature: 0 is greedy.
+        seed: the sampling seed.
+        buckets: context lengths to measure (`NATURAL`: the prompts as they are).
+        chat_template: a --chat-template value (file or literal) replacing the target's.
+        tensor_parallel_size: vLLM's tensor parallelism.
+        progress: receives one line per draft started.
+        device: places the reference engine ("cpu", "cuda", ...; None: "cuda" when torch sees a
+            GPU, else "cpu").
+        concurrency: levels (vLLM only) that add per-user tokens/s with each draft and without
+            speculation (`smoke/throughput.py`).
+        speculative_config: the --speculative-config value, read as the installed vLLM reads it:
+            what every vLLM engine runs with; its num_speculative_tokens is k.
+        on_tick: a count per prompt (reference) or engine run (vLLM).
+
+    Returns:
+        The acceptance counters per draft, group and request, with the differences.
+
+    Raises:
+        MissingExtraError: the engine's extra (torch, or vLLM) is not installed.
+        UsageError: bad settings (an unknown engine, a speculative config whose k differs from `k`,
+            no prompt that fits the buckets).
+        CheckpointNotFoundError: a target or draft without config.json.
+    """
     t0 = time.perf_counter()
     require("smoke", "smoke", SMOKE_MODULES)  # before default_engine(), which imports torch
     engine = engine or default_engine()

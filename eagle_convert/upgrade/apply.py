@@ -45,6 +45,8 @@ class Progress(Protocol):
 
 @dataclass
 class UpgradeResult:
+    """What `apply_upgrade` wrote: the output folder, each file's bytes, the verification and timings."""
+
     out: Path
     files: dict[str, int]  # file name -> bytes written
     verified: bool
@@ -107,8 +109,24 @@ def apply_upgrade(
     """Write the plan to `out` (atomically) and, unless `verify=False`, check it before publishing.
 
     With `fsync` (the default) the output is on stable storage when this returns
-    (`io.atomic.atomic_output_dir`); `fsync=False` is for scratch outputs. Refused
-    (`UpgradeRefusedError`) when `validate` would reject the output (`upgrade.preflight`).
+    (`io.atomic.atomic_output_dir`); `fsync=False` is for scratch outputs.
+
+    Args:
+        plan: the plan `plan_upgrade` made.
+        out: the output folder (new, or replaced with `force`).
+        force: replace an existing `out` (atomically, after the new one is verified).
+        verify: compare every output byte with its source and re-describe the output.
+        progress: receives the bytes written.
+        fsync: flush every file and folder before publishing.
+
+    Returns:
+        What was written (files and sizes, timings, the verification).
+
+    Raises:
+        UpgradeRefusedError: `validate` would reject the output (`upgrade.preflight`).
+        OutputError: `out` exists without `force`, is the input, inside it or contains it, cannot be
+            written, or another run is writing it (`OutputLockedError`).
+        VerificationError: the written output differs from the plan (nothing is published).
     """
     refuse_invalid_output(plan)
     final = check_output(plan, Path(out), force=force)

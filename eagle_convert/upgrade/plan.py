@@ -48,6 +48,8 @@ CARD_PLACEHOLDER = "PATH_TO_THIS_DRAFT"  # what the card's `vllm serve` loads wh
 
 @dataclass
 class UpgradePlan:
+    """An EAGLE-3.1 upgrade, fully planned and not yet written: renames, added norms, config, output files."""
+
     checkpoint: Checkpoint = field(repr=False)
     source: str
     source_layout: str
@@ -142,8 +144,27 @@ def plan_upgrade(
 ) -> UpgradePlan:
     """The upgrade of `ckpt` to EAGLE-3.1 in output `layout`; raises on anything it must refuse.
 
-    `norm_init`: the fc_norm values (default ones). `out`: the output folder, which the model
-    card's `vllm serve` command loads (a placeholder when None; `push` points it at the hub repo).
+    Pure: nothing is written (`apply_upgrade` executes the plan).
+
+    Args:
+        ckpt: the opened EAGLE-3 draft (`open_checkpoint`).
+        info: its description (`describe(ckpt)`).
+        layout: the output's tensor names: "vllm" (vLLM-native), "keep" or "speculators".
+        norm_output: also set `norm_output` (False: only the fc_norm weights).
+        aux_layer_ids: aux ids in vLLM's convention for a config that has none (replaces the
+            config's when it has some).
+        target: the target model, for vLLM's default aux ids and a speculators verifier.
+        norm_init: the fc_norm values (default ones; `Calibration.norm_init()` for measured ones).
+        out: the output folder, which the model card's `vllm serve` command loads (a placeholder
+            when None; `push` points it at the hub repo).
+
+    Returns:
+        The plan: renames, added tensors, the new config, output files and bytes.
+
+    Raises:
+        UpgradeRefusedError: an input the upgrade must refuse (already EAGLE-3.1, `norm_before_fc`,
+            flags and tensors that disagree, colliding aux ids, ...).
+        UsageError: an unknown layout, missing aux ids, or a layout that needs `target`.
     """
     if layout not in LAYOUTS:
         raise UsageError(f"unknown layout {layout!r}", hint=f"choose one of {', '.join(LAYOUTS)}")

@@ -96,6 +96,11 @@ def validate_checkpoint(
     """Validate one draft for one vLLM release; see the module docstring.
 
     Args:
+        ref: the draft (folder, file or hub repo).
+        target: the target (folder, `config.json` or hub repo) to cross-check against.
+        deep: also read every value (NaN/Inf, zeros, implausible norms) in bounded chunks.
+        engine: "vllm" also loads the draft with the installed vLLM's loader, strictly (needs a
+            local `target`).
         serving_context: `--max-model-len`, the context the target is served with.
         vllm_version: the release the draft will be served on (default: the installed vLLM, else
             the newest known release); patch releases read as their minor's newest known one.
@@ -105,6 +110,12 @@ def validate_checkpoint(
             max_model_len is the context the draft drafts at.
         identity_required: the output must equal the target's (check's [output] identity), so a
             lossy rejection_sample_method is an error, not a warning.
+        progress: receives the bytes the deep scan reads.
+        engine_timeout_s: time limit of the vLLM check.
+        chunk_bytes: how much the deep scan checks at a time (default 512 KiB, cache-sized).
+
+    Returns:
+        The findings (errors first), the draft's description, the release and what each level read.
 
     Raises:
         EagleConvertError: unreadable inputs; UsageError for an unknown `vllm_version` or a
