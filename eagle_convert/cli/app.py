@@ -7,9 +7,11 @@ This is the only place where library exceptions become messages and exit codes:
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import os
+from pathlib import Path
 from typing import Any
 
 import click
@@ -30,6 +32,32 @@ def _command_module_exists(name: str) -> bool:
     return importlib.util.find_spec(f"eagle_convert.cli.commands.{name}") is not None
 
 
+def _is_command_decorator(node: ast.expr, name: str) -> bool:
+    """`@click.command("name")` (or `@command("name")`)."""
+    if not isinstance(node, ast.Call) or not node.args or not isinstance(node.args[0], ast.Constant):
+        return False
+    func = node.func
+    called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return called == "command" and node.args[0].value == name
+
+
+def help_stand_in(name: str) -> click.Command | None:
+    """A command carrying only `name`'s docstring, read from its module's source without importing
+    it (the group's --help lists every command; importing them all would triple its start-up).
+    None when the source cannot be read or holds no such command (the caller imports it then)."""
+    spec = importlib.util.find_spec(f"eagle_convert.cli.commands.{name}")
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    try:
+        tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and any(_is_command_decorator(d, name) for d in node.decorator_list):
+            return click.Command(name, help=ast.get_docstring(node, clean=False))
+    return None
+
+
 def _debug_enabled(ctx: click.Context | None) -> bool:
     root = ctx.find_root() if ctx else None
     return bool((root and root.obj and root.obj.get("debug")) or os.environ.get("EAGLE_CONVERT_DEBUG"))
@@ -44,6 +72,18 @@ class _Group(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(self.commands) | {c for c in COMMANDS if _command_module_exists(c)})
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of --help from each command's docstring, importing none of them."""
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.commands.get(name) or help_stand_in(name) or self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd))
+        if rows:
+            limit = formatter.width - 6 - max(len(name) for name, _ in rows)
+            with formatter.section("Commands"):
+                formatter.write_dl([(name, cmd.get_short_help_str(limit)) for name, cmd in rows])
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in COMMANDS and _command_module_exists(cmd_name):

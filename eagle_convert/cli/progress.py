@@ -23,6 +23,7 @@ from typing import Any
 
 import click
 
+from eagle_convert.cli.output import console
 from eagle_convert.progress import Tick
 
 __all__ = ["LINE_INTERVAL_S", "ProgressDisplay", "eta_text"]
@@ -80,7 +81,6 @@ class ProgressDisplay:
 
     def __enter__(self) -> ProgressDisplay:
         if self.live:
-            from rich.console import Console
             from rich.progress import (
                 BarColumn,
                 MofNCompleteColumn,
@@ -98,7 +98,7 @@ class ProgressDisplay:
                 TextColumn("{task.fields[info]}"),
                 TimeElapsedColumn(),
                 TimeRemainingColumn(),
-                console=Console(stderr=True),
+                console=console(stderr=True),
                 transient=False,
             )
             self._rich.__enter__()

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.errors import CheckpointNotFoundError, CheckpointReadError, ConfigError
-from eagle_convert.io.binranges import read_bin_tensors
 from eagle_convert.io.bounded import MAX_INDEX_BYTES, JsonLimits, brief
 from eagle_convert.io.localpath import looks_like_path
 from eagle_convert.io.outfile import INDEX_FILENAME, SINGLE_FILENAME
@@ -134,6 +133,8 @@ def load_from_source(source: Source, *, require_config: bool = False) -> Checkpo
     metadata: dict[str, dict[str, str]] = {}
     if storage == "bin":
         for fname in weight_files:
+            from eagle_convert.io.binranges import read_bin_tensors  # pickle, zipfile: only for .bin
+
             tensors |= read_bin_tensors(source, fname)
     else:
         for fname in weight_files:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,8 @@ def schema_path(name: str) -> Path:
     candidate = _REPO_SCHEMAS / name
     if candidate.is_file():
         return candidate
+    from importlib import resources  # tempfile, shutil: only in an installed wheel, not a checkout
+
     return Path(str(resources.files("eagle_convert") / "_schemas" / name))
 
 
