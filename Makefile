@@ -38,6 +38,10 @@ demo: env
 	$(PY) -m fixtures.demo $(DEMO)/trained
 	$(VENV)/bin/eagle-convert report $(DEMO)/trained/draft --target $(DEMO)/trained/target --out $(DEMO)/report \
 		--engine reference $(DEMO_REPORT)
+	# The gate on the fine-tuned draft with the shipped example policy (vLLM: engine load, acceptance
+	# floors, output identity); its floors are set for this draft, with the margins they state.
+	$(VENV)/bin/eagle-convert check $(DEMO)/report/eagle31-finetuned --target $(DEMO)/trained/target \
+		--policy examples/eagle-check.toml
 
 bench: env
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.inspect_bench
@@ -47,6 +51,7 @@ bench: env
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.scale_bench
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.engine_share_bench
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.durable_bench
+	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.startup_bench
 
 # On an NVIDIA GPU machine: the GPU branches end to end (scripts/gpu_check.py; exit 2 = no CUDA device).
 # No `env` prerequisite: it runs from the source tree with whatever Python has torch + transformers

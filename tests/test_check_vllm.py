@@ -246,3 +246,36 @@ def test_a_silently_missing_tensor_fails_at_the_engine_stage(pair, shared, full)
     assert _by_name(data)["acceptance"]["message"] == (
         "not run: the engine load stage failed (--keep-going runs every stage)"
     )
+
+
+@pytest.mark.slow  # its first run builds `make demo`'s fine-tuned draft (minutes), cached in fixtures/.cache
+def test_the_example_policy_passes_the_demo_draft_and_fails_a_broken_one(shared, tmp_path: Path) -> None:
+    """examples/eagle-check.toml is what `make demo` ends with: its fine-tuned draft passes every stage
+    (one load check and two engine starts in the shared worker); a copy without one tensor fails at
+    the static stage, before any engine."""
+    from fixtures.demo import build_demo_finetuned
+    from fixtures.edits import drop_tensor
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "eagle-check.toml"
+    target, draft = build_demo_finetuned(log=lambda _m: None)
+    res = CliRunner().invoke(
+        main, ["check", str(draft), "--target", str(target), "--policy", str(example), "--json"], obj=shared
+    )
+    data = json.loads(res.stdout)
+    checks = _by_name(data)
+    figures = {n: c["figure"] for n, c in checks.items() if c["stage"] == "acceptance"}
+    assert res.exit_code == 0 and data["passed"], figures  # the measured figures name a floor set too high
+    assert [s["status"] for s in data["stages"]][:4] == ["pass", "pass", "pass", "pass"]
+    assert checks["greedy batch"]["status"] == "pass"
+    check_schema(data, "check-report.schema.json")
+
+    missing = drop_tensor(draft, tmp_path / "broken", "down_proj")
+    res = CliRunner().invoke(
+        main,
+        ["check", str(tmp_path / "broken"), "--target", str(target), "--policy", str(example), "--json"],
+        obj=shared,
+    )
+    data = json.loads(res.stdout)
+    assert res.exit_code == 1 and data["stopped_after"] == "static" and data["engine_starts"] == 0
+    static = _by_name(data)["static: errors"]
+    assert static["status"] == "fail" and static["message"].startswith(f"E101 missing-tensor: {missing}")
