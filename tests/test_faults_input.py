@@ -506,3 +506,78 @@ def test_architectures_of_the_wrong_type(value: object, shown: str, bases, tmp_p
     )
     assert CliRunner().invoke(main, ["diff", str(bases("vllm-eagle3")), str(folder)]).exit_code == 0
     assert not (tmp_path / "out").exists() and snapshot(folder) == before
+
+
+def _d2t_claiming(folder: Path, entries: int) -> None:
+    """Move d2t to the end of the file and make it claim `entries` int64 entries (sparse bytes)."""
+    hdr, data = header(folder)
+    d2t = hdr.pop("d2t")
+    begin, end = d2t["data_offsets"]
+    kept = sorted((k for k in hdr if k != "__metadata__"), key=lambda k: hdr[k]["data_offsets"][0])
+    chunks, offset = [], 0
+    for k in kept:
+        b, e = hdr[k]["data_offsets"]
+        chunks.append(data[b:e])
+        hdr[k]["data_offsets"] = [offset, offset + e - b]
+        offset += e - b
+    hdr["d2t"] = {"dtype": "I64", "shape": [entries], "data_offsets": [offset, offset + 8 * entries]}
+    put_header(folder, json.dumps(hdr).encode(), b"".join(chunks))
+    with open(folder / "model.safetensors", "r+b") as fh:
+        fh.truncate(fh.seek(0, 2) + 8 * entries)
+    assert begin < end
+
+
+def test_a_huge_d2t_claim_is_reported_not_read(bases, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sparse 8 GiB d2t: inspect describes it without values, validate reports the shape; no read
+    of more than a few KB happens (it used to read the whole claim, or fail with MemoryError)."""
+    import eagle_convert.io.tensordata as tensordata
+
+    folder = tmp_path / "d"
+    shutil.copytree(bases("vllm-eagle3"), folder)
+    _d2t_claiming(folder, 1 << 30)
+    real = tensordata.tensor_bytes
+
+    def small_reads_only(source, info, start=0, length=None):  # type: ignore[no-untyped-def]
+        assert (info.nbytes - start if length is None else length) < 1 << 20, f"read {info.name} whole"
+        return real(source, info, start, length)
+
+    monkeypatch.setattr(tensordata, "tensor_bytes", small_reads_only)
+    result = CliRunner().invoke(main, ["inspect", "--json", str(folder)])
+    assert result.exit_code == 0, result.output
+    d2t = json.loads(result.stdout)["vocab"]["d2t"]
+    assert d2t == {"shape": [1 << 30], "dtype": "I64"}
+    result = CliRunner().invoke(main, ["validate", "--json", str(folder)])
+    assert result.exit_code == 1
+    assert any(f["tensor"] == "d2t" and f["code"] == "E201" for f in json.loads(result.stdout)["findings"])
+
+
+def test_bin_tensor_name_with_a_lone_surrogate(bases, tmp_path: Path) -> None:
+    import torch
+
+    folder = tmp_path / "d"
+    folder.mkdir()
+    shutil.copy(bases("vllm-eagle3-fp16-bin") / "config.json", folder)
+    torch.save({"fc.weight\ud800": torch.zeros(2)}, folder / "pytorch_model.bin")
+    before = snapshot(folder)
+    line = (
+        f"Error: {folder}/pytorch_model.bin: cannot read PyTorch checkpoint (tensor name 'fc.weight\\ud800' is "
+        "not valid Unicode (a lone surrogate)) (re-save it with torch.save({k: v.contiguous() ...}) or convert it "
+        "to safetensors)\n"
+    )
+    for command in COMMANDS:
+        assert _run(_args(command, folder, bases("vllm-eagle3-fp16-bin"), tmp_path / "out")) == (1, line), command
+    assert snapshot(folder) == before and not (tmp_path / "out").exists()
+
+
+def test_config_string_with_a_lone_surrogate(bases, tmp_path: Path) -> None:
+    folder = tmp_path / "d"
+    shutil.copytree(bases("vllm-eagle3"), folder)
+    raw = (folder / "config.json").read_bytes().replace(b'"architectures": [', b'"architectures": ["\\udc80", ', 1)
+    assert b"udc80" in raw
+    (folder / "config.json").write_bytes(raw)
+    line = (
+        f"Error: {folder}/config.json: a string holds a lone UTF-16 surrogate (not valid Unicode) "
+        "(fix or regenerate the file)\n"
+    )
+    for command in COMMANDS:
+        assert _run(_args(command, folder, bases("vllm-eagle3"), tmp_path / "out")) == (1, line), command
