@@ -79,3 +79,27 @@ def test_finetune_steps_tick_with_loss_and_acceptance_length() -> None:
     gen = FinetuneEvent("generate", "target continuation 8/48", step=8, total=48)
     assert gen.tick("  finetune") == Tick("  finetune: target continuations", 8, 48, "prompts")
     assert FinetuneEvent("stage", "stage all: 30 steps").tick() is None  # a line, not a count
+
+
+def test_bytes_phases_of_an_upgrade(capsys: pytest.CaptureFixture[str]) -> None:
+    from eagle_convert.cli.progress import ByteProgress
+
+    clock = _Clock()
+    with ProgressDisplay(live=False, interval=5.0, clock=clock) as display:
+        up = ByteProgress(display, {"write": "copying", "verify": "verifying"})
+        up.start("write", 3 << 30)
+        for _ in range(3):
+            clock.now += 3.0
+            up.advance(1 << 30)
+        up.start("verify", 3 << 30)  # verified in under 5 s: no line
+        clock.now += 1.0
+        up.advance(3 << 30)
+    assert capsys.readouterr().err.splitlines() == [
+        "copying: 2.0 GiB/3.0 GiB (6s, about 3s left)",
+        "copying: 3.0 GiB/3.0 GiB (9s)",
+    ]
+
+
+def test_nothing_is_drawn_without_a_tick() -> None:
+    with ProgressDisplay(live=True) as display:
+        assert display._rich is None  # a quick command on a terminal gets no empty live display

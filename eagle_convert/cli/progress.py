@@ -26,7 +26,7 @@ import click
 from eagle_convert.cli.output import console
 from eagle_convert.progress import Tick
 
-__all__ = ["LINE_INTERVAL_S", "ProgressDisplay", "eta_text"]
+__all__ = ["LINE_INTERVAL_S", "ByteProgress", "ProgressDisplay", "eta_text"]
 
 LINE_INTERVAL_S = 5.0  # at most one progress line this often off a terminal ("every few seconds")
 
@@ -45,6 +45,41 @@ def eta_text(elapsed: float, done: int, total: int | None) -> str:
     if total is None or done <= 0 or done >= total:
         return f"({_seconds(elapsed)})"
     return f"({_seconds(elapsed)}, about {_seconds(elapsed / done * (total - done))} left)"
+
+
+def _bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.2f} TiB"
+
+
+def _count(t: Tick) -> str:
+    """`12/30 steps`, or for bytes `1.2 GiB/6.5 GiB`."""
+    if t.unit == "bytes":
+        return _bytes(t.done) + (f"/{_bytes(t.total)}" if t.total is not None else "")
+    count = f"{t.done}/{t.total}" if t.total is not None else str(t.done)
+    return f"{count} {t.unit}" if t.unit else count
+
+
+class ByteProgress:
+    """An `upgrade.Progress` (start a phase, advance by bytes) drawn as ticks, one task per phase."""
+
+    def __init__(self, display: ProgressDisplay, labels: dict[str, str]) -> None:
+        self.display, self.labels = display, labels
+        self._task, self._done, self._total = "", 0, 0
+
+    def start(self, phase: str, total: int) -> None:
+        if self._task and self._done < self._total:
+            self.display.tick(Tick(self._task, self._total, self._total, "bytes"))  # the phase before is done
+        self._task, self._done, self._total = self.labels.get(phase, phase), 0, total
+        self.display.tick(Tick(self._task, 0, total, "bytes"))
+
+    def advance(self, nbytes: int) -> None:
+        self._done += nbytes
+        self.display.tick(Tick(self._task, self._done, self._total, "bytes"))
 
 
 @dataclass
@@ -80,29 +115,23 @@ class ProgressDisplay:
             self.interval = LINE_INTERVAL_S
 
     def __enter__(self) -> ProgressDisplay:
-        if self.live:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
+        return self  # the live display starts with the first tick: a command without one draws nothing
 
-            self._rich = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[unit]}"),
-                TextColumn("{task.fields[info]}"),
-                TimeElapsedColumn(),
-                TimeRemainingColumn(),
-                console=console(stderr=True),
-                transient=False,
-            )
-            self._rich.__enter__()
-        return self
+    def _start_live(self) -> Any:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        self._rich = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[count]}"),
+            TextColumn("{task.fields[info]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console(stderr=True),
+            transient=False,
+        )
+        self._rich.__enter__()
+        return self._rich
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         if self._rich is not None:
@@ -125,17 +154,16 @@ class ProgressDisplay:
         if task is None or t.done < task.done:  # a task name reused for a new run starts over
             task = self._tasks[t.task] = _Task(started=now)
         task.done = t.done
-        if self._rich is not None:
+        if self.live:
+            bar = self._rich or self._start_live()
             if task.rich_id is None:
-                task.rich_id = self._rich.add_task(t.task, total=t.total, unit=t.unit, info="")
-            self._rich.update(task.rich_id, completed=t.done, total=t.total, info=t.info)
+                task.rich_id = bar.add_task(t.task, total=t.total, count="", info="")
+            bar.update(task.rich_id, completed=t.done, total=t.total, count=_count(t), info=t.info)
             return
         last = t.total is not None and t.done >= t.total
         since = now - (task.started if task.last_line is None else task.last_line)
         due = since >= (self.interval or 0.0)
         if due or (last and task.last_line is not None):
             task.last_line = now
-            count = f"{t.done}/{t.total}" if t.total is not None else str(t.done)
-            unit = f" {t.unit}" if t.unit else ""
             info = f", {t.info}" if t.info else ""
-            click.echo(f"{t.task}: {count}{unit}{info} {eta_text(now - task.started, t.done, t.total)}", err=True)
+            click.echo(f"{t.task}: {_count(t)}{info} {eta_text(now - task.started, t.done, t.total)}", err=True)

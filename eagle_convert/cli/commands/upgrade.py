@@ -199,9 +199,10 @@ def upgrade_cmd(
             verify=verify,
             fsync=fsync,
             apply=lambda _p, out, **kw: apply_link(lplan, out, **kw),
+            as_json=as_json,
         )
     else:
-        result = _apply(plan, output, force=force, verify=verify, fsync=fsync, apply=apply_upgrade)
+        result = _apply(plan, output, force=force, verify=verify, fsync=fsync, apply=apply_upgrade, as_json=as_json)
     if as_json:
         echo_json({"dry_run": False, **head, "result": result.to_dict()})
     else:
@@ -218,16 +219,14 @@ def _apply(
     verify: bool,
     fsync: bool,
     apply: Callable[..., UpgradeResult],
+    as_json: bool = False,
 ) -> UpgradeResult:
-    """Run `apply` with a progress bar on a terminal (interrupts: `cli.interrupt`)."""
-    from contextlib import nullcontext
+    """Run `apply` with its bytes on the one progress display (interrupts: `cli.interrupt`)."""
+    from eagle_convert.cli.progress import ByteProgress, ProgressDisplay
 
-    from eagle_convert.cli.output import console
-    from eagle_convert.cli.render.upgrade import RichProgress
-
-    err = console(stderr=True)
-    show = err.is_terminal and plan.total_bytes >= PROGRESS_MIN_BYTES
-    with RichProgress(err) if show else nullcontext() as progress:
+    show = plan.total_bytes >= PROGRESS_MIN_BYTES
+    with ProgressDisplay(json_mode=as_json) as display:
+        progress = ByteProgress(display, {"write": "copying", "verify": "verifying"}) if show else None
         return apply(plan, output, force=force, verify=verify, progress=progress, fsync=fsync)
 
 

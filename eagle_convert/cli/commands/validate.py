@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -13,29 +12,17 @@ from eagle_convert.cli.options import speculative_config_option, vllm_version_op
 
 
 @contextlib.contextmanager
-def _progress(enabled: bool) -> Iterator[Callable[[int, int, str], None] | None]:
-    """A rich progress bar on stderr for --deep (only on a terminal), as a `validate` progress callback."""
-    if not enabled or not sys.stderr.isatty():
+def _progress(enabled: bool, as_json: bool) -> Iterator[Callable[[int, int, str], None] | None]:
+    """The deep scan's bytes on the one progress display (`cli/progress.py`), as a `validate`
+    progress callback; None without --deep."""
+    if not enabled:
         yield None
         return
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+    from eagle_convert.cli.progress import ProgressDisplay
+    from eagle_convert.progress import Tick
 
-    from eagle_convert.cli.output import console
-
-    with Progress(
-        TextColumn("deep scan {task.fields[tensor]}"),
-        BarColumn(),
-        DownloadColumn(),
-        TimeRemainingColumn(),
-        console=console(stderr=True),
-        transient=True,
-    ) as bar:
-        task = bar.add_task("scan", total=None, tensor="")
-
-        def update(done: int, total: int, tensor: str) -> None:
-            bar.update(task, completed=done, total=total, tensor=tensor)
-
-        yield update
+    with ProgressDisplay(json_mode=as_json) as display:
+        yield lambda done, total, tensor: display.tick(Tick("deep scan", done, total, "bytes", tensor))
 
 
 @click.command("validate")
@@ -111,7 +98,7 @@ def validate_cmd(
     if vllm_version == ALL:
         _matrix(checkpoint, target, deep, engine, serving_context, strict, as_json, junit, speculative_config)
         return
-    with _progress(deep and not as_json) as progress:
+    with _progress(deep, as_json) as progress:
         report = validate_checkpoint(
             checkpoint,
             target=target,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -146,45 +146,3 @@ def render_result(console: Console, plan: UpgradePlan, result: UpgradeResult) ->
         f"{size} in {result.write_seconds:.2f}s; {check}"
         + (f" in {result.verify_seconds:.2f}s" if result.verified else "")
     )
-
-
-class RichProgress:
-    """A `upgrade.Progress` drawing one bar per phase (bytes, rate, time left) on stderr."""
-
-    LABELS = {"write": "copying", "verify": "verifying"}
-
-    def __init__(self, console: Console) -> None:
-        from rich.progress import (
-            BarColumn,
-            DownloadColumn,
-            Progress,
-            TextColumn,
-            TimeRemainingColumn,
-            TransferSpeedColumn,
-        )
-
-        self._progress = Progress(
-            TextColumn("{task.description:>9}"),
-            BarColumn(),
-            DownloadColumn(),
-            TransferSpeedColumn(),
-            TimeRemainingColumn(),
-            console=console,
-            transient=False,
-        )
-        self._task: Any = None
-
-    def __enter__(self) -> RichProgress:
-        self._progress.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._progress.__exit__(*exc)  # type: ignore[arg-type]
-
-    def start(self, phase: str, total: int) -> None:
-        if self._task is not None:
-            self._progress.update(self._task, completed=self._progress.tasks[-1].total)
-        self._task = self._progress.add_task(self.LABELS.get(phase, phase), total=total)
-
-    def advance(self, nbytes: int) -> None:
-        self._progress.advance(self._task, nbytes)
