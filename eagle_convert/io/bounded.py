@@ -37,7 +37,7 @@ __all__ = [
 #: Real draft and target configs are under 100 KB; a config above this is refused unread.
 MAX_CONFIG_BYTES = 8 << 20
 #: The largest published shard indexes (DeepSeek-V3's 91k tensors) are about 9 MB.
-MAX_INDEX_BYTES = 64 << 20
+MAX_INDEX_BYTES = 32 << 20
 #: Configs nest 3-4 levels; far deeper JSON is an attack on the recursive code that walks it.
 MAX_JSON_DEPTH = 64
 
