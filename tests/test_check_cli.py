@@ -172,3 +172,29 @@ def test_hub_draft_static_stage_reads_headers_only(
         assert (folder / "config.json").is_file() and (folder / "model.safetensors").stat().st_size == size
         with pytest.raises(HubNotFoundError):
             local_folder("org/missing", "draft")
+
+
+@pytest.mark.parametrize("width", [80, 100, 160])
+def test_the_table_reads_at_80_columns_without_split_words(drafts, width: int) -> None:
+    """As validate's: the full table when it fits, else the checks' details as a list under it."""
+    import io
+    import re
+
+    from rich.console import Console
+
+    from eagle_convert.check.run import run_check
+    from eagle_convert.check.stages import TITLES, format_value
+    from eagle_convert.cli.render.check import render_check
+
+    report = run_check(drafts["broken"], keep_going=True)  # E101's message holds a 29-character tensor name
+    buf = io.StringIO()
+    render_check(Console(file=buf, width=width, soft_wrap=False, color_system=None), report)
+    text = buf.getvalue()
+    assert [line for line in text.splitlines() if len(line.rstrip()) > width] == []
+    shown = set(re.sub(r"[\u2500-\u257f]", " ", text).split())
+    fields = [
+        (TITLES[r.stage], r.name, format_value(r.figure), format_value(r.threshold), r.message) for r in report.results
+    ]
+    assert sorted({w for row in fields for f in row for w in f.split()} - shown) == []
+    narrow = "1. static: errors" in text
+    assert narrow is (width == 80)  # 80 columns: the details go under the table; 100 fit them beside

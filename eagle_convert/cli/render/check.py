@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from eagle_convert.check.run import CheckReport
 from eagle_convert.check.stages import STAGES, TITLES, format_value
@@ -12,8 +14,48 @@ from eagle_convert.check.stages import STAGES, TITLES, format_value
 _STATUS = {"pass": "[green]pass[/green]", "fail": "[bold red]FAIL[/bold red]", "skip": "[dim]skip[/dim]"}
 
 
-def _cell(value: object) -> str:
-    return escape(format_value(value))
+_MIN_TEXT_COLUMN = 24  # the details column's least width in the full table
+_COLUMN_OVERHEAD = 3  # a rich table's own width per column: padding each side and one border
+
+
+def _longest_word(texts: list[str]) -> int:
+    return max((len(w) for t in texts for w in t.split()), default=0)
+
+
+def _render_checks(console: Console, report: CheckReport) -> None:
+    """One row per check, never splitting a word (as validate's findings): the full table when it
+    fits the console's width, else the table without details and the details as a numbered list."""
+    rows = [
+        (TITLES[r.stage], r.name, r.status, format_value(r.figure), format_value(r.threshold), r.message)
+        for r in report.results
+    ]
+    heads = ("stage", "check", "result", "figure", "threshold")
+    words = [max(len(h), _longest_word([row[i] for row in rows])) for i, h in enumerate(heads)]
+    whole = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(heads)]
+    details = max(_MIN_TEXT_COLUMN, _longest_word([row[5] for row in rows]))
+
+    def fits(widths: list[int]) -> bool:
+        return sum(widths) + details + _COLUMN_OVERHEAD * (len(heads) + 1) + 1 <= console.width
+
+    # Each short column as wide as its longest cell, else its longest word (wrapping between words);
+    # the details get the rest, or go under the table when even that leaves them too narrow.
+    widths = whole if fits(whole) else words
+    full = fits(widths)
+    table = Table(show_lines=False)
+    if not full:
+        table.add_column("#", justify="right")
+    for head, width in zip(heads, widths):
+        table.add_column(head, overflow="fold", min_width=width, max_width=width if full else None)
+    if full:
+        table.add_column("details", overflow="fold", min_width=details)
+    for i, (stage, name, status, figure, threshold, message) in enumerate(rows, 1):
+        cells = [escape(stage), escape(name), _STATUS[status], escape(figure), escape(threshold)]
+        table.add_row(*([str(i)] if not full else []), *cells, *([escape(message)] if full else []))
+    console.print(table)
+    if not full:
+        for i, (_stage, name, _status, _figure, _threshold, message) in enumerate(rows, 1):
+            console.print(f"[bold]{i}.[/bold] {escape(name)}")
+            console.print(Padding(Text(message), (0, 0, 0, 3), expand=False))
 
 
 def render_check(console: Console, report: CheckReport) -> None:
@@ -33,14 +75,7 @@ def render_check(console: Console, report: CheckReport) -> None:
     if report.serve is not None:
         head.add_row("serve config", escape(report.serve.line()))
     console.print(head)
-    table = Table(show_lines=False)
-    for col in ("stage", "check", "result", "figure", "threshold", "details"):
-        table.add_column(col, overflow="fold")
-    for r in report.results:
-        table.add_row(
-            TITLES[r.stage], escape(r.name), _STATUS[r.status], _cell(r.figure), _cell(r.threshold), escape(r.message)
-        )
-    console.print(table)
+    _render_checks(console, report)
     times = ", ".join(f"{TITLES[s]} {report.stage_seconds[s]:.1f} s" for s in STAGES if s in report.stage_seconds)
     swaps = f", {report.draft_swaps} draft swap(s)" if report.draft_swaps else ""
     starts = f"{report.engine_starts} engine start(s){swaps}, {report.load_checks} load check(s)"
