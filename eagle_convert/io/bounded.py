@@ -17,6 +17,7 @@ import os
 import re
 import stat
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -114,25 +115,16 @@ def regular_size(path: Path | str) -> int:
     return st.st_size
 
 
+@dataclass(frozen=True, kw_only=True)
 class JsonLimits:
     """What `parse_json` accepts beyond plain JSON syntax (one instance per kind of document)."""
 
-    def __init__(
-        self,
-        *,
-        max_bytes: int,
-        what: str,
-        allow_constants: bool = True,
-        max_depth: int = MAX_JSON_DEPTH,
-        fix: str = "fix or regenerate the file",
-        walk: bool = True,
-    ) -> None:
-        self.max_bytes = max_bytes
-        self.walk = walk  # check depth after parsing (the header reader checks its own few free-form values)
-        self.fix = fix
-        self.max_depth = max_depth
-        self.what = what  # "config", "index", "safetensors header": named in messages
-        self.allow_constants = allow_constants  # NaN / Infinity, which Python's json.load accepts
+    max_bytes: int
+    what: str  # "config", "shard index", "safetensors header": named in messages
+    allow_constants: bool = True  # NaN / Infinity, which Python's json.load accepts
+    max_depth: int = MAX_JSON_DEPTH
+    fix: str = "fix or regenerate the file"
+    walk: bool = True  # check depth after parsing (the header reader checks its few free-form values)
 
 
 _SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
