@@ -155,9 +155,12 @@ def _dup_name(d: Path) -> None:
     put_header(d, raw, data + b"\0" * 4)
 
 
-def _big_config(d: Path) -> None:
-    with open(d / "config.json", "r+b") as fh:
-        fh.truncate(4 << 30)  # sparse: 4 GiB claimed, nothing allocated
+def _sparse(name: str, size: int) -> Callable[[Path], None]:
+    def craft(d: Path) -> None:
+        with open(d / name, "r+b") as fh:
+            fh.truncate(size)  # sparse: claimed, nothing allocated
+
+    return craft
 
 
 D = "{d}/model.safetensors"
@@ -322,9 +325,16 @@ CASES: list[tuple[str, str, Callable[[Path], None], str]] = [
     (
         "sparse-4gib-config",
         "vllm-eagle3",
-        _big_config,
+        _sparse("config.json", 4 << 30),
         "{d}/config.json: 4294967296 bytes, more than the 8 MiB a config may have (this is not a real one; replace "
         "it with the original file)",
+    ),
+    (
+        "sparse-1gib-index",
+        "vllm-eagle3-sharded",
+        _sparse("model.safetensors.index.json", 1 << 30),
+        "{d}/model.safetensors.index.json: 1073741824 bytes, more than the 32 MiB a shard index may have (this is "
+        "not a real one; replace it with the original file)",
     ),
 ]
 
