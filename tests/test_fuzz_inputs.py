@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -26,12 +27,13 @@ from hypothesis import strategies as st
 
 from eagle_convert.cli.app import main
 from fixtures.drafts import FIXTURE_MATRIX, build_draft
-from fixtures.mutants import COMMANDS, FIXTURES, Broken, check_run, mutate
+from fixtures.mutants import COMMANDS, FIXTURES, MAX_SECONDS, Broken, check_run, mutate
 
 ROOT = Path(__file__).resolve().parent.parent
 MUTANTS = int(os.environ.get("EAGLE_FUZZ_MUTANTS", "2000"))
 SEED = os.environ.get("EAGLE_FUZZ_SEED")
 SUBPROCESS_MUTANTS = 12
+HANG_SECONDS = 2 * MAX_SECONDS
 MEMORY_LIMIT = 2 << 30
 
 
@@ -54,8 +56,23 @@ def bases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {name: build_draft(root / name, FIXTURE_MATRIX[name]) for name in FIXTURES}
 
 
+class StillRunning(Exception):
+    """Raised in a command by SIGALRM; CliRunner reports it as the run's exception."""
+
+
+def _alarm(signum: int, frame: object) -> None:
+    raise StillRunning(f"still running after {HANG_SECONDS:.0f} s")
+
+
 def _invoke(args: list[str]):
-    return CliRunner().invoke(main, args)
+    """CliRunner, with SIGALRM turning a hang (a blocking open, a runaway loop) into a failure."""
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(int(HANG_SECONDS))
+    try:
+        return CliRunner().invoke(main, args)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _fresh(tmp: Path, base: Path) -> Path:
