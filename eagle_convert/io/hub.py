@@ -90,6 +90,10 @@ def _valid_repo_id(repo_id: str) -> bool:
 # -- the source -------------------------------------------------------------------------------
 
 
+_RANGE_CACHE_ITEM = 1 << 20  # cache a fetched range up to 1 MiB ...
+_RANGE_CACHE_TOTAL = 16 << 20  # ... and at most 16 MiB per source
+
+
 class HubSource:
     """Read-only access to one revision of a hub model repo (implements `source.Source`)."""
 
@@ -112,6 +116,10 @@ class HubSource:
         self._from_cache = False  # the listing came from the local cache (offline or hub unreachable)
         self._cache_reason = ""  # why: "offline mode is on (HF_HUB_OFFLINE)" or "the hub at ... is unreachable"
         self._complete = True  # the listing is known to hold every file of the revision
+        # Small ranges fetched once per source (headers, d2t/t2d): the preflight, the model card's
+        # matrix and validate read the same bytes of one revision, which never change under it.
+        self._ranges: dict[tuple[str, int, int], bytes] = {}
+        self._ranges_bytes = 0
 
     # -- Source protocol ------------------------------------------------------------------
 
@@ -155,7 +163,14 @@ class HubSource:
             return self._pread(local, name, start, length)
         if self._from_cache or _offline():
             raise self._not_cached(name)
-        return self._fetch_range(name, start, length)
+        key = (name, start, length)
+        if key in self._ranges:
+            return self._ranges[key]
+        data = self._fetch_range(name, start, length)
+        if length <= _RANGE_CACHE_ITEM and self._ranges_bytes + length <= _RANGE_CACHE_TOTAL:
+            self._ranges[key] = data
+            self._ranges_bytes += length
+        return data
 
     def local_path(self, name: str) -> Path:
         self.file_size(name)  # existence check against the listing
