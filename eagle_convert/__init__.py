@@ -12,6 +12,7 @@ stays cheap: no torch, numpy, vLLM, click or rich until a call needs them)::
     info = ec.describe(ckpt)
     plan = ec.plan_upgrade(ckpt, info)                     # pure: nothing is written yet
     ec.apply_upgrade(plan, "path/to/out")                  # EAGLE-3.1 draft, written atomically
+    ec.upgrade_draft("path/to/draft", "path/to/out2")      # all of `upgrade`: refusals, preflight, apply
     print(ec.validate_checkpoint("path/to/out").errors)    # []: no vLLM loader rule broken
     print([t["name"] for t in ec.diff_checkpoints("path/to/draft", "path/to/out").added])
 
@@ -53,6 +54,9 @@ _API: dict[str, str] = {
     "plan_upgrade": "eagle_convert.upgrade.plan",
     "UpgradeResult": "eagle_convert.upgrade.apply",
     "apply_upgrade": "eagle_convert.upgrade.apply",
+    "UpgradeRun": "eagle_convert.upgrade.run",
+    "plan_upgrade_draft": "eagle_convert.upgrade.run",
+    "upgrade_draft": "eagle_convert.upgrade.run",
     "ValidationReport": "eagle_convert.validate.run",
     "validate_checkpoint": "eagle_convert.validate.run",
     "CheckpointDiff": "eagle_convert.diff",
@@ -96,6 +100,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from eagle_convert.smoke.run import run_smoke
     from eagle_convert.upgrade.apply import UpgradeResult, apply_upgrade
     from eagle_convert.upgrade.plan import UpgradePlan, plan_upgrade
+    from eagle_convert.upgrade.run import UpgradeRun, plan_upgrade_draft, upgrade_draft
     from eagle_convert.validate.run import ValidationReport, validate_checkpoint
 
 

@@ -5,7 +5,8 @@ upgraded into a draft validate rejected: its routed-expert MLP fits no vLLM 0.32
 (all have a dense MLP: llama_eagle3.py LlamaMLP, deepseek_eagle3.py "Always uses MLP (not MoE)"),
 so under the LlamaForCausalLMEagle3 the upgrade wrote, gate/up/down_proj load nothing (E101) and
 the expert tensors have no parameter (E102). Both are in the input already; the upgrade cannot fix
-them, so it refuses. Errors it does fix (E301, E302: config only) do not stop it.
+them, so it refuses. Errors it does fix (E302: config only) do not stop it; a P-EAGLE draft
+(E301 in the input) is refused by every entry point, the library's included.
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from click.testing import CliRunner
 from eagle_convert.cli.app import main
 from eagle_convert.draft.checkpoint import open_checkpoint
 from eagle_convert.draft.describe import describe
-from eagle_convert.errors import EagleConvertError, UpgradeRefusedError
+from eagle_convert.errors import EagleConvertError, NotADraftError, UpgradeRefusedError
 from eagle_convert.upgrade.apply import apply_upgrade
 from eagle_convert.upgrade.linkplan import plan_link
 from eagle_convert.upgrade.plan import plan_upgrade
 from eagle_convert.upgrade.preflight import output_errors, planned_checkpoint, refuse_invalid_output
+from eagle_convert.upgrade.run import plan_upgrade_draft, upgrade_draft
 from eagle_convert.validate.rules import run_static
 from eagle_convert.validate.rules.context import build_context
 from eagle_convert.validate.run import validate_checkpoint
@@ -78,15 +80,43 @@ def test_cli_refuses_the_glm_moe_draft_in_one_line(real, tmp_path: Path, extra: 
 
 
 def test_errors_the_upgrade_fixes_do_not_stop_it(real, tmp_path: Path) -> None:
-    """E301 (unregistered architecture) and E302 (MTP model_type) live in the config the upgrade rewrites."""
-    for key, code in (("specforge-qwen3-8b-peagle", "E301"), ("torchspec-qwen3-8b-mla", "E302")):
-        draft, target = real[key]
-        assert {f.code for f in validate_checkpoint(draft, target=target).errors} == {code}
-        plan = plan_for(key, draft, target)
-        refuse_invalid_output(plan)
-        assert output_errors(plan) == []
-        out = materialize_plan(plan, tmp_path / key)
-        assert validate_checkpoint(out, target=target).errors == []
+    """E302 (MTP model_type) lives in the config the upgrade rewrites."""
+    key = "torchspec-qwen3-8b-mla"
+    draft, target = real[key]
+    assert {f.code for f in validate_checkpoint(draft, target=target).errors} == {"E302"}
+    plan = plan_for(key, draft, target)
+    refuse_invalid_output(plan)
+    assert output_errors(plan) == []
+    out = materialize_plan(plan, tmp_path / key)
+    assert validate_checkpoint(out, target=target).errors == []
+
+
+PEAGLE = "specforge-qwen3-8b-peagle"
+
+
+def peagle_message(src: Path) -> str:
+    return (
+        f"{src}: a P-EAGLE (parallel drafting) draft ('PEagleDraftModel' is a parallel-drafting (P-EAGLE) "
+        "architecture in vLLM's registry; embed_tokens.weight [151936, 4096]; lm_head.weight [32000, 4096]): "
+        "P-EAGLE drafts are inspected and validated, but upgrade supports sequential EAGLE-3 drafts only"
+    )
+
+
+@pytest.mark.parametrize("call", ["upgrade_draft", "plan_upgrade_draft", "dry_run"])
+def test_the_library_refuses_a_peagle_draft_as_the_cli_does(real, tmp_path: Path, call: str) -> None:
+    """One policy for every entry point: the library refuses P-EAGLE (E301 in the input) before planning."""
+    draft, target = real[PEAGLE]
+    assert {f.code for f in validate_checkpoint(draft, target=target).errors} == {"E301"}
+    with pytest.raises(NotADraftError) as exc:
+        if call == "plan_upgrade_draft":
+            plan_upgrade_draft(draft, target=target)
+        else:
+            upgrade_draft(draft, tmp_path / "out", target=target, dry_run=call == "dry_run")
+    assert (str(exc.value), exc.value.kind) == (peagle_message(draft), "peagle")
+    assert list(tmp_path.iterdir()) == []
+    res = run("upgrade", draft, tmp_path / "out", "--target", target)
+    assert (res.exit_code, res.output) == (1, f"Error: {peagle_message(draft)}\n")
+    assert list(tmp_path.iterdir()) == []
 
 
 def _findings(ckpt) -> list[tuple[str, str, str]]:
@@ -103,7 +133,7 @@ def test_the_planned_output_validates_as_the_written_one(real, tmp_path: Path, l
     for key, (draft, target) in real.items():
         try:
             plan = plan_for(key, draft, target, layout=layout)
-        except EagleConvertError:  # already 3.1, norm_before_fc, no ids, no speculators MLA
+        except EagleConvertError:  # already 3.1, norm_before_fc, no ids, no speculators MLA, P-EAGLE
             continue
         out = materialize_plan(plan, tmp_path / key)
         written = open_checkpoint(out)
@@ -120,7 +150,7 @@ def test_the_planned_output_validates_as_the_written_one(real, tmp_path: Path, l
             assert not refused, key
             assert validate_checkpoint(out).errors == [], key
         checked += 1
-    assert checked >= 18
+    assert checked >= 17  # of 25 (P-EAGLE is refused before planning, as in the CLI)
 
 
 def test_keep_layout_refused_where_vllm_misreads_its_names(built_fixtures, tmp_path: Path) -> None:

@@ -10,10 +10,16 @@ import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eagle_convert.progress import OnTick
 from eagle_convert.smoke.prompts import NATURAL, Prompt
+
+if TYPE_CHECKING:
+    from eagle_convert.draft.checkpoint import Checkpoint
+    from eagle_convert.upgrade.norminit import NormInit
+    from eagle_convert.upgrade.plan import UpgradePlan
+    from eagle_convert.upgrade.run import Calibrate
 
 __all__ = [
     "ReportOptions",
@@ -141,31 +147,31 @@ def upgrade_stage(
 ) -> tuple[dict[str, Any], str]:
     """`upgrade DRAFT OUT --force` (identity fc_norm), or with `calibrate`
     `upgrade DRAFT OUT --init calibrated --target TARGET [--prompts FILE] --force`."""
-    from eagle_convert.draft.checkpoint import open_checkpoint
-    from eagle_convert.draft.describe import describe
-    from eagle_convert.upgrade.apply import apply_upgrade
-    from eagle_convert.upgrade.configgen import read_target
-    from eagle_convert.upgrade.plan import plan_upgrade
+    from eagle_convert.upgrade.run import upgrade_draft
 
-    ckpt = open_checkpoint(draft)
-    info = describe(ckpt, read_vocab=False)
-    tinfo = read_target(str(target)) if target else None
-    plan = plan_upgrade(ckpt, info, target=tinfo, out=out)
     result: dict[str, Any] = {}
     args: list[str | Path] = ["upgrade", draft, out]
+    measure: Calibrate | None = None
     if calibrate:
         from eagle_convert.finetune.calibrate import calibrate_fc_norm
 
         assert target is not None
-        cal = calibrate_fc_norm(ckpt, target, aux_ids=plan.aux.ids, prompts=prompts, say=say, on_tick=on_tick)
-        plan = plan_upgrade(ckpt, info, target=tinfo, out=out, norm_init=cal.norm_init())
-        result["calibration"] = cal.to_dict()
+        tgt = target
+
+        def calibrated(ckpt: Checkpoint, plan: UpgradePlan) -> NormInit:
+            cal = calibrate_fc_norm(ckpt, tgt, aux_ids=plan.aux.ids, prompts=prompts, say=say, on_tick=on_tick)
+            result["calibration"] = cal.to_dict()
+            return cal.norm_init()
+
+        measure = calibrated
         args += ["--init", "calibrated"]
     if target:
         args += ["--target", target]
     if prompts:
         args += ["--prompts", Path(prompts)]
-    res = apply_upgrade(plan, out, force=True)
+    run = upgrade_draft(draft, out, target=target, force=True, calibrate=measure)
+    res, plan = run.result, run.plan
+    assert res is not None  # not a dry run
     result |= {
         "out": str(out),
         "bytes": res.total_bytes,

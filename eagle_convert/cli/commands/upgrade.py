@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,7 +16,8 @@ from eagle_convert.upgrade.plan import LAYOUTS
 if TYPE_CHECKING:
     from eagle_convert.draft.checkpoint import Checkpoint
     from eagle_convert.finetune.calibrate import Calibration
-    from eagle_convert.upgrade.apply import UpgradeResult
+    from eagle_convert.upgrade.apply import Progress
+    from eagle_convert.upgrade.norminit import NormInit
     from eagle_convert.upgrade.plan import UpgradePlan
 
 INITS = ("ones", "calibrated")
@@ -134,13 +136,7 @@ def upgrade_cmd(
     of which only config, index and weight files are downloaded.
     """
     from eagle_convert.cli.output import console, echo_json
-    from eagle_convert.draft.checkpoint import open_checkpoint
-    from eagle_convert.draft.describe import describe
-    from eagle_convert.draft.kind import ensure_draft
-    from eagle_convert.upgrade.apply import apply_upgrade, check_output
-    from eagle_convert.upgrade.configgen import read_target
-    from eagle_convert.upgrade.plan import plan_upgrade
-    from eagle_convert.upgrade.preflight import refuse_invalid_output
+    from eagle_convert.upgrade.run import UpgradeRun, upgrade_draft
 
     if init == "calibrated":  # before reading (or downloading) anything
         from eagle_convert.extras import require
@@ -148,86 +144,49 @@ def upgrade_cmd(
 
         require("smoke", "upgrade --init calibrated", CALIBRATE_MODULES)
     on_interrupt(output_detail(output, checkpoint, verified=verify))
-    ckpt = open_checkpoint(checkpoint)
-    ensure_draft(ckpt, "upgrade")  # also P-EAGLE, which the EAGLE-3.1 config writer cannot express
-    info = describe(ckpt, read_vocab=False)
-    target_info = read_target(target) if target else None
-    plan = plan_upgrade(
-        ckpt, info, layout=layout, norm_output=norm_output, aux_layer_ids=aux_layer_ids, target=target_info, out=output
-    )
-    refuse_invalid_output(plan)  # what validate would reject is refused before calibrating, dry run included
-    if init == "calibrated" or prompts_file is not None:
-        check_output(plan, output, force=force)  # refuse before the slow part
-        calibration = _calibrate(ckpt, target, plan, prompts_file, init, quiet=as_json)
-        plan = plan_upgrade(
-            ckpt,
-            info,
-            layout=layout,
-            norm_output=norm_output,
-            aux_layer_ids=aux_layer_ids,
-            target=target_info,
-            out=output,
-            norm_init=calibration.norm_init(),
-        )
-    lplan = None
-    if link:
-        from eagle_convert.upgrade.linkplan import plan_link
-
-        lplan = plan_link(plan)
-    check_output(plan, output, force=force)
     screen = console()
-    head = {"output": str(output), "plan": plan.to_dict()} | ({"link": lplan.to_dict()} if lplan else {})
-    if dry_run:
-        if as_json:
-            echo_json({"dry_run": True, **head})
-        else:
+
+    def calibrate(ckpt: Checkpoint, plan: UpgradePlan) -> NormInit:
+        return _calibrate(ckpt, target, plan, prompts_file, init, quiet=as_json).norm_init()
+
+    def show_plan(run: UpgradeRun) -> None:
+        if not as_json:
             from eagle_convert.cli.render.upgrade import render_plan
 
-            render_plan(screen, plan, output, dry_run=True, link=lplan)
-        return
-    if not as_json:
-        from eagle_convert.cli.render.upgrade import render_plan
+            render_plan(screen, run.plan, output, dry_run=dry_run, link=run.link)
 
-        render_plan(screen, plan, output, dry_run=False, link=lplan)
-    if lplan is not None:
-        from eagle_convert.upgrade.link import apply_link
-
-        result = _apply(
-            plan,
-            output,
-            force=force,
-            verify=verify,
-            fsync=fsync,
-            apply=lambda _p, out, **kw: apply_link(lplan, out, **kw),
-            as_json=as_json,
-        )
-    else:
-        result = _apply(plan, output, force=force, verify=verify, fsync=fsync, apply=apply_upgrade, as_json=as_json)
+    run = upgrade_draft(
+        checkpoint,
+        output,
+        layout=layout,
+        norm_output=norm_output,
+        aux_layer_ids=aux_layer_ids,
+        target=target,
+        link=link,
+        force=force,
+        verify=verify,
+        fsync=fsync,
+        dry_run=dry_run,
+        calibrate=calibrate if init == "calibrated" or prompts_file is not None else None,
+        on_plan=show_plan,
+        progress=lambda plan: _progress(plan, as_json=as_json),
+    )
     if as_json:
-        echo_json({"dry_run": False, **head, "result": result.to_dict()})
-    else:
+        echo_json(run.to_dict())
+    elif run.result is not None:
         from eagle_convert.cli.render.upgrade import render_result
 
-        render_result(screen, plan, result)
+        render_result(screen, run.plan, run.result)
 
 
-def _apply(
-    plan: UpgradePlan,
-    output: Path,
-    *,
-    force: bool,
-    verify: bool,
-    fsync: bool,
-    apply: Callable[..., UpgradeResult],
-    as_json: bool = False,
-) -> UpgradeResult:
-    """Run `apply` with its bytes on the one progress display (interrupts: `cli.interrupt`)."""
+@contextmanager
+def _progress(plan: UpgradePlan, *, as_json: bool) -> Iterator[Progress | None]:
+    """The write's bytes on the one progress display (interrupts: `cli.interrupt`)."""
     from eagle_convert.cli.progress import ByteProgress, ProgressDisplay
 
     show = plan.total_bytes >= PROGRESS_MIN_BYTES
     with ProgressDisplay(json_mode=as_json) as display:
-        progress = ByteProgress(display, {"write": "copying", "verify": "verifying"}) if show else None
-        return apply(plan, output, force=force, verify=verify, progress=progress, fsync=fsync)
+        yield ByteProgress(display, {"write": "copying", "verify": "verifying"}) if show else None
 
 
 def _calibrate(
