@@ -18,6 +18,11 @@ _MIN_TEXT_COLUMN = 24  # the details column's least width in the full table
 _COLUMN_OVERHEAD = 3  # a rich table's own width per column: padding each side and one border
 
 
+def _cell(value: object) -> str:
+    """A figure or threshold as every output writes it (check.stages.format_value), markup escaped."""
+    return escape(format_value(value))
+
+
 def _longest_word(texts: list[str]) -> int:
     return max((len(w) for t in texts for w in t.split()), default=0)
 
@@ -49,7 +54,7 @@ def _render_checks(console: Console, report: CheckReport) -> None:
     if full:
         table.add_column("details", overflow="fold", min_width=details)
     for i, (stage, name, status, figure, threshold, message) in enumerate(rows, 1):
-        cells = [escape(stage), escape(name), _STATUS[status], escape(figure), escape(threshold)]
+        cells = [escape(stage), escape(name), _STATUS[status], _cell(figure), _cell(threshold)]
         table.add_row(*([str(i)] if not full else []), *cells, *([escape(message)] if full else []))
     console.print(table)
     if not full:
