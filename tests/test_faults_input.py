@@ -8,7 +8,6 @@ FIFOs, lone surrogates, BOMs, huge or sparse claims, and `.bin` pickles built to
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -25,6 +24,7 @@ from click.testing import CliRunner
 
 from eagle_convert.cli.app import main
 from fixtures.drafts import FIXTURE_MATRIX, build_draft
+from fixtures.mutants import snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = ("inspect", "validate", "upgrade", "diff")
@@ -41,20 +41,6 @@ def bases(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
         return built[name]
 
     return get
-
-
-def snapshot(folder: Path) -> dict[str, str]:
-    """Every entry under `folder`: file hashes, link targets, and the kind of anything else."""
-    out = {}
-    for path in sorted(folder.rglob("*")):
-        rel = str(path.relative_to(folder))
-        if path.is_symlink():
-            out[rel] = "link:" + os.readlink(path)
-        elif path.is_fifo():
-            out[rel] = "fifo"
-        elif path.is_file():
-            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return out
 
 
 def header(folder: Path, name: str = "model.safetensors") -> tuple[dict, bytes]:
