@@ -32,15 +32,16 @@ LAYERS: dict[str, int] = {
     "validate": 5,
     "diff": 5,
     "reference": 6,  # the torch reference engine
-    "smoke": 7,
-    "finetune": 7,
-    "check": 7,  # the pre-deployment gate: runs validate, the vLLM worker and smoke's measurements
-    "report": 7,  # inspect, upgrade, finetune, validate and smoke of one draft, side by side, resumable
-    "push": 7,  # validate, then upload a draft folder to the hub
-    "cli": 8,  # click and rich
-    "__main__": 8,  # `python -m eagle_convert`: the CLI
+    "measure": 7,  # what smoke, check, report and drift share: prompts, counters, engines, pass planning
+    "smoke": 8,
+    "finetune": 8,
+    "check": 8,  # the pre-deployment gate: runs validate, the vLLM worker and measure's passes
+    "report": 8,  # inspect, upgrade, finetune, validate and smoke of one draft, side by side, resumable
+    "push": 8,  # validate, then upload a draft folder to the hub
+    "cli": 9,  # click and rich
+    "__main__": 9,  # `python -m eagle_convert`: the CLI
 }
-ROOT_LAYER = 9  # eagle_convert/__init__.py: the public API, loaded lazily
+ROOT_LAYER = 10  # eagle_convert/__init__.py: the public API, loaded lazily
 UI_MODULES = ("click", "rich")
 
 
