@@ -27,18 +27,13 @@ upgrade story side by side (resumable; `ReportOptions` holds its settings). Erro
 
 from __future__ import annotations
 
-import importlib
+from eagle_convert._lazy import attach
+from eagle_convert._version import __version__
 
 # Not `from typing import TYPE_CHECKING`: typing costs ~4 ms, and the console script imports this
 # package before it can turn a start-up Ctrl-C into one line (cli/entry.py). Type checkers read
 # this name as `typing.TYPE_CHECKING`.
 TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
-
-# The single home of the version: pyproject reads it (tool.setuptools.dynamic), provenance
-# blocks write it. A constant, because importlib.metadata costs ~0.1 s of CLI start-up.
-__version__ = "0.1.0"
 
 # public name -> the module that defines it (loaded by __getattr__ on first use).
 _API: dict[str, str] = {
@@ -83,7 +78,7 @@ _API: dict[str, str] = {
 
 __all__ = ["__version__", *_API]
 
-if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads these lazily
+if TYPE_CHECKING:  # what type checkers and IDEs see
     from eagle_convert.diff import CheckpointDiff, diff_checkpoints
     from eagle_convert.draft.card import model_card, write_model_card
     from eagle_convert.draft.checkpoint import Checkpoint, CheckpointRef, open_checkpoint
@@ -102,17 +97,5 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from eagle_convert.upgrade.plan import UpgradePlan, plan_upgrade
     from eagle_convert.upgrade.run import UpgradeRun, plan_upgrade_draft, upgrade_draft
     from eagle_convert.validate.run import ValidationReport, validate_checkpoint
-
-
-def __getattr__(name: str) -> Any:
-    """Load a public name from its module on first access (PEP 562) and cache it here."""
-    module = _API.get(name)
-    if module is None:
-        raise AttributeError(f"module 'eagle_convert' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_API))
+else:  # at run time each name is loaded from its module on first access (PEP 562)
+    __getattr__, __dir__ = attach(__name__, _API)

@@ -13,7 +13,7 @@ from typing import Any
 
 from eagle_convert.draft.checkpoint import Checkpoint, open_checkpoint
 from eagle_convert.draft.layout import canonical_name
-from eagle_convert.io.safetensors_header import TensorInfo
+from eagle_convert.io import TensorInfo
 
 __all__ = ["CheckpointDiff", "ConfigDiff", "TensorChange", "config_diff", "diff_checkpoints"]
 
@@ -177,7 +177,7 @@ def _compare(ca: Checkpoint, cb: Checkpoint, ta: TensorInfo, tb: TensorInfo) -> 
         return TensorChange(ta.name, tb.name, (ta.dtype, tb.dtype), shapes, None)
     import numpy as np
 
-    from eagle_convert.io.tensordata import DECODABLE, decode, tensor_bytes
+    from eagle_convert.io import DECODABLE, decode, tensor_bytes
 
     if ta.dtype not in DECODABLE or tb.dtype not in DECODABLE:  # sub-byte floats: compare bytes only
         step = CHUNK_ELEMS * 4

@@ -29,9 +29,7 @@ from eagle_convert.errors import (
     PushRefusedError,
     UsageError,
 )
-from eagle_convert.io.hub_env import OFFLINE_REASON, endpoint, endpoint_display, offline
-from eagle_convert.io.hub_errors import translate
-from eagle_convert.io.localpath import suggestion
+from eagle_convert.io import OFFLINE_REASON, endpoint, endpoint_display, offline, suggestion, translate
 from eagle_convert.validate.run import validate_checkpoint
 
 __all__ = ["PushPlan", "PushResult", "plan_push", "push_draft", "push_files"]

@@ -21,6 +21,8 @@ PKG_DIR = Path(__file__).resolve().parent.parent / "eagle_convert"
 # lower layers; across packages of one layer only without a cycle. `errors`, `extras` and
 # `progress` are shared.
 LAYERS: dict[str, int] = {
+    "_version": 0,  # __version__: a constant, imports nothing
+    "_lazy": 0,  # attach(): the lazy __getattr__ of every package face
     "errors": 0,
     "extras": 0,
     "progress": 0,  # the library's progress ticks (the CLI draws them)
@@ -110,15 +112,10 @@ def _layer(module: str) -> int:
     return ROOT_LAYER if pkg == "" else LAYERS[pkg]
 
 
-def _is_version_import(i: Import) -> bool:
-    """`from eagle_convert import __version__`: a constant of the root, which imports nothing eagerly."""
-    return i.target == "eagle_convert" and i.names == ("__version__",)
-
-
 def _graph(key) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for i in _internal():
-        if _is_version_import(i) or i.target not in _modules():
+        if i.target not in _modules():
             continue
         a, b = key(i.importer), key(i.target)
         if a != b:
@@ -178,7 +175,7 @@ def test_lower_layers_never_import_higher_ones() -> None:
     bad = [
         f"{i.importer}:{i.line} imports {i.target} (layer {_layer(i.importer)} -> {_layer(i.target)})"
         for i in _internal()
-        if not _is_version_import(i) and _package(i.importer) and _layer(i.target) > _layer(i.importer)
+        if _package(i.importer) and _layer(i.target) > _layer(i.importer)
     ]
     assert not bad, "\n".join(bad)
 
@@ -196,16 +193,25 @@ def _parent(module: str) -> str:
     return module if _modules()[module].name == "__init__.py" else module.rpartition(".")[0]
 
 
+def _private_owner(module: str) -> str | None:
+    """The package a private module (`pkg._m`, or anything under it) belongs to; None if public."""
+    parts = module.split(".")
+    private = [k for k, p in enumerate(parts) if p.startswith("_") and not p.startswith("__")]
+    return ".".join(parts[: private[0]]) if private else None
+
+
 def test_no_private_names_cross_packages() -> None:
-    """`from eagle_convert.x.y import _name` (or a `_module`) only from inside package x.y's parent."""
+    """`from eagle_convert.x.y import _name` only from inside package x.y's parent; a private module
+    `pkg._m` only from inside `pkg` (eagle_convert's own `_version` and `_lazy`: from anywhere)."""
     bad = []
     for i in _internal():
-        if i.target not in _modules() or _parent(i.importer) == _parent(i.target):
-            continue
-        private = [n for n in i.names if n.startswith("_") and not n.startswith("__")]
-        private += [p for p in i.target.split(".") if p.startswith("_") and not p.startswith("__")]
-        if private:
-            bad.append(f"{i.importer}:{i.line} imports {private} from {i.target}")
+        owner = _private_owner(i.target)
+        if owner is not None and not (i.importer == owner or i.importer.startswith(owner + ".")):
+            bad.append(f"{i.importer}:{i.line} imports the private module {i.target}")
+        if i.target in _modules() and _parent(i.importer) != _parent(i.target):
+            private = [n for n in i.names if n.startswith("_") and not n.startswith("__")]
+            if private:
+                bad.append(f"{i.importer}:{i.line} imports {private} from {i.target}")
     # `module._name` attribute access on an imported eagle_convert module of another package.
     for name, tree in _trees().items():
         aliases = {}
@@ -258,30 +264,138 @@ def _defined_names(tree: ast.Module) -> set[str]:
     return out
 
 
-def test_no_re_export_shims() -> None:
-    """Every name is imported from the module that defines it, and no module passes on what it
-    imports (`from x import y as y`, or `y` in its `__all__`): no shims, no facades but the root's."""
+def _is_init(module: str) -> bool:
+    return _modules()[module].name == "__init__.py"
+
+
+def test_re_exports_only_in_a_package_init() -> None:
+    """Every name is imported from the module that defines it or from a package's face, and only a
+    package's `__init__` passes on what it imports (`from x import y as y`, or `y` in its `__all__`)."""
     trees = _trees()
     bad = []
     for i in _internal():
-        if i.target in trees and i.target != "eagle_convert":
+        if i.target in trees and i.target != "eagle_convert" and not (_is_init(i.target) and _face(i.target).lazy):
             bad += [
                 f"{i.importer}:{i.line} imports {n} from {i.target}, which does not define it"
                 for n in i.names
                 if n not in _defined_names(trees[i.target])
             ]
     for name, tree in trees.items():
-        exported: set[str] = set()
-        for node in tree.body:
-            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
-                exported |= {e.value for e in getattr(node.value, "elts", []) if isinstance(e, ast.Constant)}
+        if _is_init(name):
+            continue
+        exported = set(_face(name).exported)
         for node in tree.body:
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("eagle_convert"):
                 bad += [
                     f"{name}:{node.lineno} re-exports {a.name} from {node.module}"
                     for a in node.names
-                    if a.name != "__version__" and (a.asname == a.name or (a.asname or a.name) in exported)
+                    if a.asname == a.name or (a.asname or a.name) in exported
                 ]
+    assert not bad, "\n".join(bad)
+
+
+# ------------------------------------------------------------------------------------ the faces
+
+# Packages whose face is enforced: an import of them from another package names the face and a name
+# in its `__all__` (`from eagle_convert.io import TensorInfo`). Grows bottom-up as the packages get
+# their faces; in the end it is every package.
+FACED = {"io"}
+FACE_RUNTIME_IMPORTS = {"__future__", "typing", "eagle_convert._lazy"}  # all a face imports when loaded
+
+
+def _packages() -> set[str]:
+    """eagle_convert's sub-packages (folders; a single module such as diff.py is its own face)."""
+    return {_package(m) for m, p in _modules().items() if p.name == "__init__.py" and m.count(".") == 1}
+
+
+@dataclass(frozen=True)
+class Face:
+    exported: tuple[str, ...]  # __all__
+    typed: dict[str, str]  # name -> module, of the imports under `if TYPE_CHECKING:` (for type checkers)
+    lazy: dict[str, str]  # name -> module, of the table given to `attach()` (what runs)
+    eager: tuple[str, ...]  # the modules imported when the face is imported
+
+
+def _face(module: str) -> Face:
+    exported: tuple[str, ...] = ()
+    typed: dict[str, str] = {}
+    lazy: dict[str, str] = {}
+    eager: list[str] = []
+    for node in _trees()[module].body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+            exported = tuple(e.value for e in getattr(node.value, "elts", []) if isinstance(e, ast.Constant))
+        elif isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            typed |= {a.name: n.module or "" for n in node.body if isinstance(n, ast.ImportFrom) for a in n.names}
+            for n in ast.walk(ast.Module(body=node.orelse, type_ignores=[])):
+                if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "attach" and len(n.args) == 2:
+                    table = n.args[1]
+                    if isinstance(table, ast.Dict):
+                        lazy |= {
+                            getattr(k, "value", ""): getattr(v, "value", "") for k, v in zip(table.keys, table.values)
+                        }
+        elif isinstance(node, ast.Import):
+            eager += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            eager.append(_resolve(node.module, node.level, module) or "")
+    return Face(exported, typed, lazy, tuple(eager))
+
+
+def test_faced_packages_exist() -> None:
+    assert FACED <= _packages(), sorted(FACED - _packages())
+
+
+def test_faces_are_lazy_and_name_their_own_definitions() -> None:
+    """A face's `__all__`, its TYPE_CHECKING imports and its `attach()` table name the same names,
+    each defined in a module of the package itself (not a sub-module's name: the import system would
+    replace the value with the module); loading a face imports only `_lazy`."""
+    bad = []
+    for pkg in sorted(FACED):
+        face_module = f"eagle_convert.{pkg}"
+        face = _face(face_module)
+        if not face.exported:
+            bad.append(f"{face_module}: no __all__")
+        if len(set(face.exported)) != len(face.exported):
+            bad.append(f"{face_module}: __all__ names a name twice")
+        if set(face.exported) != set(face.typed) or face.typed != face.lazy:
+            diff = sorted(set(face.exported) ^ set(face.typed) | set(face.typed.items()) ^ set(face.lazy.items()))
+            bad.append(f"{face_module}: __all__, the TYPE_CHECKING imports and attach()'s table differ: {diff}")
+        for name, home in face.lazy.items():
+            if not home.startswith(face_module + ".") or home not in _modules():
+                bad.append(f"{face_module}: {name} from {home}, not a module of {face_module}")
+            elif name not in _defined_names(_trees()[home]):
+                bad.append(f"{face_module}: {name} is not defined in {home}")
+            if f"{face_module}.{name}" in _modules():
+                bad.append(f"{face_module}: {name} is also a sub-module's name")
+        bad += [f"{face_module} imports {m} when loaded" for m in face.eager if m not in FACE_RUNTIME_IMPORTS]
+    assert not bad, "\n".join(bad)
+
+
+def test_cross_package_imports_name_a_face() -> None:
+    """From another package, `from eagle_convert.B import name` with `name` in B's `__all__`; never a
+    module of B. eagle_convert's own table (the public API) names each name's home instead."""
+    bad = []
+    for i in _internal():
+        src, dst = _package(i.importer), _package(i.target)
+        if src in ("", dst) or dst not in FACED:
+            continue
+        face_module = f"eagle_convert.{dst}"
+        if i.target != face_module or not i.names:
+            what = ", ".join(i.names) or "the module"
+            bad.append(f"{i.importer}:{i.line} imports {what} from {i.target}: import it from {face_module}")
+        else:
+            missing = [n for n in i.names if n not in _face(face_module).exported]
+            if missing:
+                bad.append(f"{i.importer}:{i.line} imports {missing} from {face_module}, not in its __all__")
+    assert not bad, "\n".join(bad)
+
+
+def test_imports_inside_a_package_stay_direct() -> None:
+    """A module never imports its own package's face (it would import itself through it)."""
+    bad = [
+        f"{i.importer}:{i.line} imports {i.names} from its own face {i.target}"
+        for i in _internal()
+        if i.importer != i.target and i.target == f"eagle_convert.{_package(i.importer)}"
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -313,10 +427,44 @@ def test_no_re_export_shims() -> None:
         (
             "eagle_convert.io.writer",
             "from eagle_convert.io.outfile import PAGE_BYTES as PAGE_BYTES",
-            test_no_re_export_shims,
+            test_re_exports_only_in_a_package_init,
+        ),
+        (
+            "eagle_convert.draft.checkpoint",
+            "from eagle_convert.io.source import x",
+            test_cross_package_imports_name_a_face,
+        ),
+        ("eagle_convert.draft.checkpoint", "from eagle_convert.io import x", test_cross_package_imports_name_a_face),
+        ("eagle_convert.draft.checkpoint", "import eagle_convert.io.source", test_cross_package_imports_name_a_face),
+        (
+            "eagle_convert.io.source",
+            "from eagle_convert.io import LocalSource",
+            test_imports_inside_a_package_stay_direct,
+        ),
+        ("eagle_convert.io", "import json", test_faces_are_lazy_and_name_their_own_definitions),
+        ("eagle_convert.io", "__all__ = ['nope']", test_faces_are_lazy_and_name_their_own_definitions),
+        (
+            "eagle_convert.upgrade.plan",
+            "from eagle_convert.validate._x import y",
+            test_no_private_names_cross_packages,
         ),
     ],
-    ids=["layer", "rich", "cli-from-smoke", "private", "module-cycle", "package-cycle", "shim"],
+    ids=[
+        "layer",
+        "rich",
+        "cli-from-smoke",
+        "private",
+        "module-cycle",
+        "package-cycle",
+        "shim",
+        "deep-import",
+        "not-in-face",
+        "module-import",
+        "own-face",
+        "eager-face",
+        "face-lists-differ",
+        "private-module",
+    ],
 )
 def test_the_rules_catch_a_violation(rule, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each rule fails when one offending import is added to a real module (so none passes vacuously)."""

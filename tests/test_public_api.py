@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import json
 import re
 import subprocess
 import sys
@@ -87,3 +88,31 @@ def test_docstring_example_runs_on_a_fixture(built_fixtures, tmp_path: Path) -> 
     assert lines[2] == str([f"fc_norm.{i}.weight" for i in range(3)]), lines  # diff: what upgrade added
     assert lines[3] == "[]", f"the static example imported torch: {lines[3]}"
     assert (out / "config.json").is_file()
+
+
+FACES = sorted(f"eagle_convert.{p.name}" for p in (ROOT / "eagle_convert").iterdir() if (p / "__init__.py").is_file())
+
+
+def test_package_faces_are_cheap() -> None:
+    """Importing every package's face (its __init__) loads no heavy module and no module of the
+    package: a face's names are imported on first use (tests/test_architecture.py checks the source)."""
+    code = (
+        f"import json, sys, {', '.join(FACES)}\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r} or m.startswith('eagle_convert'))))"
+    ).replace("{HEAVY!r}", repr(set(HEAVY)))
+    proc = _run(code)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == sorted({"eagle_convert", "eagle_convert._lazy", "eagle_convert._version", *FACES})
+
+
+def test_a_face_loads_a_name_from_its_home_on_first_use() -> None:
+    """What the lazy face (eagle_convert._lazy.attach) promises: the defining module's object, cached in
+    the face, listed by dir(), and AttributeError for a name the face does not offer."""
+    import eagle_convert.io as face
+
+    value = face.TensorInfo
+    assert value is importlib.import_module("eagle_convert.io.safetensors_header").TensorInfo
+    assert vars(face)["TensorInfo"] is value  # cached: __getattr__ is not asked again
+    assert set(face.__all__) <= set(dir(face))
+    with pytest.raises(AttributeError, match="module 'eagle_convert.io' has no attribute 'nope'"):
+        face.nope  # noqa: B018

@@ -23,7 +23,7 @@ from typing import Any
 
 from eagle_convert.draft.checkpoint import CheckpointRef
 from eagle_convert.errors import CheckpointNotFoundError
-from eagle_convert.io.localpath import missing_path_error
+from eagle_convert.io import missing_path_error
 from eagle_convert.vllm.session import EngineSession, PassResult, PassSpec
 
 MAIN, GREEDY, EPS, MIXED = "main", "greedy", "eps", "mixed"
@@ -42,7 +42,7 @@ def local_folder(ref: str, what: str) -> Path:
                 f"{what} {ref}: no config.json in {folder}", hint="give the checkpoint folder (vLLM loads folders)"
             )
         return folder.resolve()
-    from eagle_convert.io.hub import HubSource
+    from eagle_convert.io import HubSource
 
     src = HubSource(parsed.repo, parsed.revision)  # type: ignore[arg-type]
     names = src.list_files()

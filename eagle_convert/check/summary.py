@@ -7,7 +7,7 @@ from pathlib import Path
 
 from eagle_convert.check.run import CheckReport
 from eagle_convert.check.stages import TITLES, format_value
-from eagle_convert.io.atomic import write_text_atomic
+from eagle_convert.io import write_text_atomic
 
 MARK = {"pass": "✅ pass", "fail": "❌ fail", "skip": "⏭️ skip"}
 

@@ -16,12 +16,12 @@ from typing import Any
 
 import click
 
-from eagle_convert import __version__
+from eagle_convert._version import __version__
 from eagle_convert.cli.interrupt import interrupt_exit_code, interrupt_message, raising_signals
 from eagle_convert.cli.options import vllm_version_option
 from eagle_convert.cli.output import console, echo_json
 from eagle_convert.errors import EagleConvertError
-from eagle_convert.io.printable import printable
+from eagle_convert.io import printable
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 # Lazily loaded commands: module names under eagle_convert/cli/commands/.

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-from eagle_convert.io.signals import INTERRUPT_SIGNALS, TerminatedBySignal
+from eagle_convert.io import INTERRUPT_SIGNALS, TerminatedBySignal
 
 __all__ = [
     "NOTHING_WRITTEN",

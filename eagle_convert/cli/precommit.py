@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from eagle_convert.errors import EagleConvertError
-from eagle_convert.io.printable import printable
+from eagle_convert.io import printable
 
 
 class _Command(click.Command):

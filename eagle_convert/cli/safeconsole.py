@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from rich.console import Console
 from rich.segment import Segment
 
-from eagle_convert.io.printable import printable
+from eagle_convert.io import printable
 
 __all__ = ["SafeConsole"]
 

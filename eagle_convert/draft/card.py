@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from eagle_convert.draft.checkpoint import CheckpointRef, open_checkpoint
 from eagle_convert.errors import CheckpointNotFoundError, UsageError
-from eagle_convert.io.atomic import write_text_atomic
+from eagle_convert.io import write_text_atomic
 from eagle_convert.vllm_model.config import read_config
 from eagle_convert.vllm_model.versions import TESTED_VERSION
 

@@ -14,12 +14,21 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.errors import CheckpointNotFoundError, CheckpointReadError, ConfigError
-from eagle_convert.io.bounded import MAX_INDEX_BYTES, JsonLimits, brief
-from eagle_convert.io.localpath import looks_like_path
-from eagle_convert.io.outfile import INDEX_FILENAME, SINGLE_FILENAME
-from eagle_convert.io.safetensors_header import TensorInfo, read_header
-from eagle_convert.io.source import LocalSource, Source, read_json, where
-from eagle_convert.io.tensordata import tensor_bytes
+from eagle_convert.io import (
+    INDEX_FILENAME,
+    MAX_INDEX_BYTES,
+    SINGLE_FILENAME,
+    JsonLimits,
+    LocalSource,
+    Source,
+    TensorInfo,
+    brief,
+    looks_like_path,
+    read_header,
+    read_json,
+    tensor_bytes,
+    where,
+)
 
 CONFIG_FNAME = "config.json"
 BIN_FNAME = "pytorch_model.bin"
@@ -47,7 +56,7 @@ class CheckpointRef:
         path = Path(text).expanduser()
         if not text.startswith("hf://") and (path.exists() or looks_like_path(text)):
             return cls(text, local=path)
-        from eagle_convert.io.hub import parse_hub_ref  # lazy: huggingface_hub costs import time
+        from eagle_convert.io import parse_hub_ref  # lazy: huggingface_hub costs import time
 
         parsed = parse_hub_ref(text)
         if parsed is None:
@@ -110,7 +119,7 @@ def open_checkpoint(ref: str | Path | CheckpointRef, *, require_config: bool = F
     if not isinstance(ref, CheckpointRef):
         ref = CheckpointRef.parse(str(ref))
     if ref.is_hub:
-        from eagle_convert.io.hub import HubSource
+        from eagle_convert.io import HubSource
 
         source: Source = HubSource(ref.repo, ref.revision)  # type: ignore[arg-type]
     else:
@@ -133,7 +142,7 @@ def load_from_source(source: Source, *, require_config: bool = False) -> Checkpo
     metadata: dict[str, dict[str, str]] = {}
     if storage == "bin":
         for fname in weight_files:
-            from eagle_convert.io.binranges import read_bin_tensors  # pickle, zipfile: only for .bin
+            from eagle_convert.io import read_bin_tensors  # pickle, zipfile: only for .bin
 
             tensors |= read_bin_tensors(source, fname)
     else:

@@ -17,7 +17,7 @@ from eagle_convert.draft.checkpoint import Checkpoint
 from eagle_convert.draft.config_schema import check_config
 from eagle_convert.draft.kind import ensure_draft
 from eagle_convert.draft.layout import LayoutMatch, canonical_map, config_alias, detect_attention, detect_layout
-from eagle_convert.io.tensordata import readable_vocab_map, tensor_bytes
+from eagle_convert.io import readable_vocab_map, tensor_bytes
 from eagle_convert.vllm_model.config import VllmDraftConfig, lookup, read_config
 from eagle_convert.vllm_model.releases import Release
 from eagle_convert.vllm_model.tables import AUX_ID_LOCATIONS, FLAG_NAMES

@@ -24,7 +24,7 @@ from typing import Any
 from eagle_convert.draft.checkpoint import CONFIG_FNAME, CheckpointRef
 from eagle_convert.draft.kind import SWAP, ensure_target_config
 from eagle_convert.errors import CheckpointNotFoundError, ConfigError
-from eagle_convert.io.source import LocalSource, Source, read_json
+from eagle_convert.io import LocalSource, Source, read_json
 from eagle_convert.vllm_model.config import rope_declared, rope_is_nested, rope_parameters, rope_theta_declared
 from eagle_convert.vllm_model.tables import DRAFT_QUANT_SOURCE, TEXT_CONFIG_KEYS
 
@@ -149,7 +149,7 @@ def load_target(ref: str | Path, *, swap: str = SWAP) -> Target:
     parsed = CheckpointRef.parse(str(ref))
     name = CONFIG_FNAME
     if parsed.is_hub:
-        from eagle_convert.io.hub import HubSource
+        from eagle_convert.io import HubSource
 
         source: Source = HubSource(parsed.repo, parsed.revision)  # type: ignore[arg-type]
     else:

@@ -35,8 +35,7 @@ from typing import Any
 from eagle_convert.draft.target import Target
 from eagle_convert.errors import CheckpointNotFoundError, EagleConvertError, UsageError
 from eagle_convert.extras import require
-from eagle_convert.io.atomic import check_output_dir
-from eagle_convert.io.localpath import suggestion
+from eagle_convert.io import check_output_dir, suggestion
 from eagle_convert.progress import Tick
 from eagle_convert.smoke.prompts import Prompt, prompt_items, resolve_chat_template
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eagle_convert import __version__
+from eagle_convert._version import __version__
 from eagle_convert.draft.card import CARD_FILE, PROVENANCE_KEY, model_card
 from eagle_convert.errors import EagleConvertError, UsageError
 from eagle_convert.finetune.plan import (
@@ -448,8 +448,7 @@ def _write(plan: FinetunePlan, drafter: Any, prov: dict[str, Any]) -> None:
     import torch
 
     from eagle_convert.errors import OutputError
-    from eagle_convert.io.atomic import OutputExistsError, atomic_output_dir
-    from eagle_convert.io.tensordata import torch_dtype
+    from eagle_convert.io import OutputExistsError, atomic_output_dir, torch_dtype
     from eagle_convert.reference.data import load_drafter
     from eagle_convert.reference.train import write_draft
     from eagle_convert.validate.matrix import serving_summary

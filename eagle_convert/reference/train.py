@@ -359,7 +359,7 @@ def save_draft(
     """Write the draft into `out_dir` atomically, replacing it if it exists: `io.atomic`'s temp
     sibling and one rename, as upgrade and finetune write (same permissions, temp removed on
     error, Ctrl-C or SIGTERM, a killed run's leftovers removed by the next one)."""
-    from eagle_convert.io.atomic import atomic_output_dir
+    from eagle_convert.io import atomic_output_dir
 
     out_dir = Path(out_dir)
     with atomic_output_dir(out_dir, force=True) as tmp:

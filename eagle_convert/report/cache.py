@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.draft.card import CARD_FILE
-from eagle_convert.io.atomic import write_text_atomic
+from eagle_convert.io import write_text_atomic
 
 __all__ = ["STATE_DIR", "HashMemo", "StageRecord", "StageStore", "folder_digest", "stage_key", "write_json_atomic"]
 

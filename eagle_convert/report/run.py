@@ -23,7 +23,7 @@ from typing import Any
 
 from eagle_convert.errors import CheckpointNotFoundError, OutputError, UsageError
 from eagle_convert.extras import require
-from eagle_convert.io.localpath import suggestion
+from eagle_convert.io import suggestion
 from eagle_convert.progress import OnTick
 from eagle_convert.report.cache import STATE_DIR
 from eagle_convert.report.runner import CALIBRATED, EAGLE3, FINETUNED, IDENTITY, Runner, StageEvent, Variant

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eagle_convert import __version__
+from eagle_convert._version import __version__
 from eagle_convert.errors import EagleConvertError
 from eagle_convert.progress import OnTick, Tick
 from eagle_convert.report.cache import STATE_DIR, HashMemo, StageRecord, StageStore, folder_digest, stage_key

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eagle_convert import __version__
-from eagle_convert.io.atomic import write_text_atomic
+from eagle_convert._version import __version__
+from eagle_convert.io import write_text_atomic
 from eagle_convert.report.cache import StageRecord, write_json_atomic
 from eagle_convert.report.markdown import render_markdown
 from eagle_convert.report.runner import CALIBRATED, EAGLE3, FINETUNED, IDENTITY, StageEvent, Variant

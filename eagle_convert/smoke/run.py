@@ -16,7 +16,7 @@ from typing import Any
 
 from eagle_convert.errors import CheckpointNotFoundError, UsageError
 from eagle_convert.extras import require
-from eagle_convert.io.localpath import suggestion
+from eagle_convert.io import suggestion
 from eagle_convert.progress import OnTick
 from eagle_convert.smoke.engines import counts_from_pass, run_reference
 from eagle_convert.smoke.prompts import (

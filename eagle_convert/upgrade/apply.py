@@ -21,11 +21,20 @@ from eagle_convert.draft.card import CARD_FILE
 from eagle_convert.draft.checkpoint import open_checkpoint
 from eagle_convert.draft.describe import describe
 from eagle_convert.errors import CheckpointReadError, EagleConvertError, OutputError, VerificationError
-from eagle_convert.io.atomic import OutputExistsError, atomic_output_dir, check_output_dir
-from eagle_convert.io.durable import flush_early
-from eagle_convert.io.outfile import INDEX_FILENAME, ByteRange, OutFile, OutTensor, WriterError
-from eagle_convert.io.verify import verify_file
-from eagle_convert.io.writer import write_file, write_index
+from eagle_convert.io import (
+    INDEX_FILENAME,
+    ByteRange,
+    OutFile,
+    OutputExistsError,
+    OutTensor,
+    WriterError,
+    atomic_output_dir,
+    check_output_dir,
+    flush_early,
+    verify_file,
+    write_file,
+    write_index,
+)
 from eagle_convert.upgrade.outfiles import index_json
 from eagle_convert.upgrade.plan import UpgradePlan
 from eagle_convert.upgrade.preflight import refuse_invalid_output

@@ -17,12 +17,18 @@ import time
 from pathlib import Path
 
 from eagle_convert.draft.card import CARD_FILE
-from eagle_convert.io.atomic import atomic_output_dir
-from eagle_convert.io.durable import flush_early
-from eagle_convert.io.links import LinkOutcome, link_or_copy, same_bytes_cheaply
-from eagle_convert.io.outfile import INDEX_FILENAME, OutFile
-from eagle_convert.io.verify import verify_file, verify_same_bytes
-from eagle_convert.io.writer import write_file
+from eagle_convert.io import (
+    INDEX_FILENAME,
+    LinkOutcome,
+    OutFile,
+    atomic_output_dir,
+    flush_early,
+    link_or_copy,
+    same_bytes_cheaply,
+    verify_file,
+    verify_same_bytes,
+    write_file,
+)
 from eagle_convert.upgrade.apply import Progress, UpgradeResult, check_output, verify_against_plan, write_errors
 from eagle_convert.upgrade.linkplan import LinkPlan
 from eagle_convert.upgrade.preflight import refuse_invalid_output

@@ -23,9 +23,7 @@ from typing import Any
 from eagle_convert.draft.card import CARD_FILE, PROVENANCE_KEY
 from eagle_convert.draft.layout import canonical_name
 from eagle_convert.errors import UpgradeRefusedError
-from eagle_convert.io.outfile import FORMAT_PT_METADATA, INDEX_FILENAME, OutFile, file_header
-from eagle_convert.io.safetensors_header import DTYPE_BYTES
-from eagle_convert.io.writer import index_text
+from eagle_convert.io import DTYPE_BYTES, FORMAT_PT_METADATA, INDEX_FILENAME, OutFile, file_header, index_text
 from eagle_convert.upgrade.outfiles import PlannedFile
 from eagle_convert.upgrade.plan import UpgradePlan
 from eagle_convert.vllm_model.weights import vllm_name

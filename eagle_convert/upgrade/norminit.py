@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eagle_convert.errors import UsageError
-from eagle_convert.io.tensordata import encode
+from eagle_convert.io import encode
 
 FLOAT_DTYPES = ("BF16", "F16", "F32", "F64")  # the dtypes fc_norm weights can be written in
 

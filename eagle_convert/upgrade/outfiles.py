@@ -15,10 +15,17 @@ from typing import Any
 from eagle_convert.draft.checkpoint import Checkpoint
 from eagle_convert.draft.layout import canonical_name
 from eagle_convert.errors import CheckpointReadError
-from eagle_convert.io.outfile import DTYPE_BITS, SINGLE_FILENAME, ByteRange, OutFile, OutTensor, file_header
-from eagle_convert.io.safetensors_header import TensorInfo
-from eagle_convert.io.source import Source
-from eagle_convert.io.writer import index_text
+from eagle_convert.io import (
+    DTYPE_BITS,
+    SINGLE_FILENAME,
+    ByteRange,
+    OutFile,
+    OutTensor,
+    Source,
+    TensorInfo,
+    file_header,
+    index_text,
+)
 
 __all__ = ["FC_NORM", "PlannedFile", "PlannedSource", "index_json", "norm_name", "plan_files", "planned_output"]
 

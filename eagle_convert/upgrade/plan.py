@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eagle_convert import __version__
+from eagle_convert._version import __version__
 from eagle_convert.diff import config_diff
 from eagle_convert.draft.card import CARD_FILE, PROVENANCE_KEY, model_card, recorded_target, weights_dtype
 from eagle_convert.draft.checkpoint import Checkpoint
 from eagle_convert.draft.describe import DraftInfo
 from eagle_convert.draft.target import Target
 from eagle_convert.errors import EagleConvertError, UpgradeRefusedError, UsageError
-from eagle_convert.io.outfile import INDEX_FILENAME, ByteRange, OutTensor
+from eagle_convert.io import INDEX_FILENAME, ByteRange, OutTensor
 from eagle_convert.upgrade.auxids import AuxIds, resolve_aux
 from eagle_convert.upgrade.configgen import (
     apply_rules,

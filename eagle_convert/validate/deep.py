@@ -28,9 +28,7 @@ from dataclasses import asdict, dataclass, field
 
 from eagle_convert.draft.checkpoint import Checkpoint
 from eagle_convert.errors import CheckpointReadError
-from eagle_convert.io.safetensors_header import DTYPE_BYTES, TensorInfo
-from eagle_convert.io.source import LocalSource
-from eagle_convert.io.tensordata import decode
+from eagle_convert.io import DTYPE_BYTES, LocalSource, TensorInfo, decode
 from eagle_convert.validate.findings import Finding, finding
 
 CHUNK_BYTES = 512 << 10

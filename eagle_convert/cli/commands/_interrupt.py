@@ -17,7 +17,7 @@ def output_detail(out: Path, unchanged: object, *, verified: bool = True) -> Cal
     flush and the removal of a replaced output all done), so it is true at every point."""
 
     def detail() -> str:
-        from eagle_convert.io.atomic import was_published
+        from eagle_convert.io import was_published
 
         if was_published(out):
             done = "written and verified" if verified else "written"

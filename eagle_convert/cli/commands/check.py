@@ -77,7 +77,7 @@ def check_cmd(
     from eagle_convert.check.summary import write_summary
     from eagle_convert.cli.interrupt import on_interrupt
     from eagle_convert.cli.progress import ProgressDisplay
-    from eagle_convert.io.atomic import write_text_atomic
+    from eagle_convert.io import write_text_atomic
 
     policy = load_policy(policy_file)
     shared = ctx.find_root().obj or {}  # in-process callers (tests) may share engine runs and the vLLM worker

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from eagle_convert.draft.checkpoint import Checkpoint
 from eagle_convert.draft.describe import DraftInfo
 from eagle_convert.draft.target import Target
-from eagle_convert.io.safetensors_header import TensorInfo
+from eagle_convert.io import TensorInfo
 from eagle_convert.vllm_model.config import MAX_COUNT, VllmDraftConfig, read_config
 from eagle_convert.vllm_model.releases import Release
 from eagle_convert.vllm_model.serve_config import ServeConfig

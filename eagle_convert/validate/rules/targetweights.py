@@ -30,8 +30,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from eagle_convert.draft import schemas
-from eagle_convert.io.rows import RowReader
-from eagle_convert.io.tensordata import decode, encode, read_array
+from eagle_convert.io import RowReader, decode, encode, read_array
 from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules.context import Context
 from eagle_convert.validate.rules.shapes import INTS

@@ -7,7 +7,7 @@ vLLM but must agree with d2t: when it does not, one of the two maps is corrupt.
 
 from __future__ import annotations
 
-from eagle_convert.io.tensordata import read_array, readable_vocab_map
+from eagle_convert.io import read_array, readable_vocab_map
 from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules.context import Context
 from eagle_convert.validate.rules.shapes import INTS
