@@ -38,7 +38,10 @@ def attach(package: str, homes: Mapping[str, str]) -> tuple[Callable[[str], obje
 
     Returns:
         `(__getattr__, __dir__)`: the first imports a public name's module on first access and
-        caches the value in the face; the second lists the face's names, loaded or not.
+        returns the name's current value there; the second lists the face's names, loaded or not.
+        Nothing is cached in the face: `from face import name` binds what the defining module holds
+        at that moment, as `from home import name` did, so patching the home (a test's monkeypatch)
+        is seen by a caller that imports the name when it runs.
 
     Raises:
         AttributeError: (from `__getattr__`) for a name the face does not offer, as for any module.
@@ -48,9 +51,7 @@ def attach(package: str, homes: Mapping[str, str]) -> tuple[Callable[[str], obje
         home = homes.get(name)
         if home is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(home), name)
-        setattr(sys.modules[package], name, value)
-        return value
+        return getattr(importlib.import_module(home), name)
 
     def __dir__() -> list[str]:
         return sorted(set(vars(sys.modules[package])) | set(homes))

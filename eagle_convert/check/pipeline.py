@@ -133,8 +133,7 @@ def _info(s: State) -> Any:
 
 def features(s: State) -> list[CheckResult]:
     """The draft's EAGLE-3.1 features against the named release's (releases.py), else the installed source."""
-    from eagle_convert.vllm_model.features import VllmFeatures, detect_features, features_of
-    from eagle_convert.vllm_model.versions import installed_status
+    from eagle_convert.vllm_model import VllmFeatures, detect_features, features_of, installed_status
 
     found: VllmFeatures | None
     if s.requested_release is not None:

@@ -161,8 +161,7 @@ def _serve_config(
 ) -> Any:
     """The serve config for the release checked (and for the installed vLLM the engines run, when
     they run and it is another release); refused where it contradicts the policy's [acceptance]."""
-    from eagle_convert.vllm_model.serve_config import parse_serve_config
-    from eagle_convert.vllm_model.versions import installed_status
+    from eagle_convert.vllm_model import installed_status, parse_serve_config
 
     serve = parse_serve_config(value, status.rules, max_model_len=max_model_len)
     installed = installed_status()
@@ -233,8 +232,7 @@ def run_check(
     """
     from eagle_convert.check import pipeline
     from eagle_convert.check.measure import Engines
-    from eagle_convert.vllm_model.features import vllm_available
-    from eagle_convert.vllm_model.versions import installed_status
+    from eagle_convert.vllm_model import installed_status, vllm_available
 
     t0 = time.perf_counter()
     policy = policy or load_policy()

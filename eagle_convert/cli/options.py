@@ -100,7 +100,7 @@ def measure_options(*, buckets: str, concurrency_default: str) -> Callable[[F], 
 
 def vllm_version_option(*, allow_all: bool) -> Callable[[F], F]:
     """`--vllm-version X.Y.Z` (validate, check, inspect): the release the verdict is for."""
-    from eagle_convert.vllm_model.releases import NEWEST_RELEASE, OLDEST_RELEASE
+    from eagle_convert.vllm_model import NEWEST_RELEASE, OLDEST_RELEASE
 
     every = " 'all' prints one row per known release (the compatibility matrix)." if allow_all else ""
 

@@ -25,8 +25,7 @@ from typing import Any, Protocol
 from eagle_convert.draft.checkpoint import CheckpointRef, open_checkpoint
 from eagle_convert.errors import CheckpointNotFoundError, UsageError
 from eagle_convert.io import write_text_atomic
-from eagle_convert.vllm_model.config import read_config
-from eagle_convert.vllm_model.versions import TESTED_VERSION
+from eagle_convert.vllm_model import TESTED_VERSION, read_config
 
 __all__ = [
     "CARD_FILE",

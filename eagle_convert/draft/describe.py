@@ -18,9 +18,7 @@ from eagle_convert.draft.config_schema import check_config
 from eagle_convert.draft.kind import ensure_draft
 from eagle_convert.draft.layout import LayoutMatch, canonical_map, config_alias, detect_attention, detect_layout
 from eagle_convert.io import readable_vocab_map, tensor_bytes
-from eagle_convert.vllm_model.config import VllmDraftConfig, lookup, read_config
-from eagle_convert.vllm_model.releases import Release
-from eagle_convert.vllm_model.tables import AUX_ID_LOCATIONS, FLAG_NAMES
+from eagle_convert.vllm_model import AUX_ID_LOCATIONS, FLAG_NAMES, Release, VllmDraftConfig, lookup, read_config
 
 # safetensors dtype -> array type code of the same width (d2t/t2d; "q" and "i" are 8 and 4 bytes on
 # every platform CPython supports).

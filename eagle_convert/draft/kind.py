@@ -17,7 +17,7 @@ from typing import Any
 from eagle_convert.draft import schemas
 from eagle_convert.draft.layout import _match
 from eagle_convert.errors import NotADraftError
-from eagle_convert.vllm_model.config import read_config
+from eagle_convert.vllm_model import read_config
 
 __all__ = ["SWAP", "DraftKind", "detect_kind", "ensure_draft", "ensure_target_config", "looks_like_draft"]
 

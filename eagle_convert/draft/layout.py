@@ -10,7 +10,7 @@ from typing import Any
 
 from eagle_convert.draft import schemas
 from eagle_convert.errors import UnknownLayoutError
-from eagle_convert.vllm_model.config import lookup
+from eagle_convert.vllm_model import lookup
 
 
 @dataclass(frozen=True)
@@ -88,8 +88,7 @@ def _check(
         name = _arch0(config) or ""
         return f"architectures[0] is {name!r}" if any(part in name for part in arg) else None
     if kind == "parallel_drafting":
-        from eagle_convert.vllm_model.config import read_config
-        from eagle_convert.vllm_model.tables import PARALLEL_DRAFTING_ARCHITECTURES
+        from eagle_convert.vllm_model import PARALLEL_DRAFTING_ARCHITECTURES, read_config
 
         declared = _arch0(config)
         parallel = next(

@@ -25,8 +25,14 @@ from eagle_convert.draft.checkpoint import CONFIG_FNAME, CheckpointRef
 from eagle_convert.draft.kind import SWAP, ensure_target_config
 from eagle_convert.errors import CheckpointNotFoundError, ConfigError
 from eagle_convert.io import LocalSource, Source, read_json
-from eagle_convert.vllm_model.config import rope_declared, rope_is_nested, rope_parameters, rope_theta_declared
-from eagle_convert.vllm_model.tables import DRAFT_QUANT_SOURCE, TEXT_CONFIG_KEYS
+from eagle_convert.vllm_model import (
+    DRAFT_QUANT_SOURCE,
+    TEXT_CONFIG_KEYS,
+    rope_declared,
+    rope_is_nested,
+    rope_parameters,
+    rope_theta_declared,
+)
 
 __all__ = ["Target", "load_target", "text_config"]
 

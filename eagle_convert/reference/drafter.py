@@ -16,8 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from eagle_convert.vllm_model.config import read_config, rope_parameters
-from eagle_convert.vllm_model.tables import DEFAULT_ROPE_THETA
+from eagle_convert.vllm_model import DEFAULT_ROPE_THETA, read_config, rope_parameters
 
 __all__ = [
     "DraftConfig",

@@ -26,7 +26,7 @@ from torch import Tensor
 
 from eagle_convert.reference.drafter import EagleDrafter
 from eagle_convert.reference.target import TargetModel
-from eagle_convert.vllm_model.acceptance import AcceptanceMetrics
+from eagle_convert.vllm_model import AcceptanceMetrics
 
 __all__ = ["SpecResult", "speculative_generate", "greedy_generate", "summarize"]
 

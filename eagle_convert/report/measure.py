@@ -40,7 +40,7 @@ BASELINE_STAGE = "smoke:no-speculation"
 def engine_build(engine: str) -> str:
     """The engine build the measurements depend on (part of every measuring stage's key)."""
     if engine == "vllm":
-        from eagle_convert.vllm_model.features import vllm_version
+        from eagle_convert.vllm_model import vllm_version
 
         return f"vllm {vllm_version()}"
     import torch

@@ -40,7 +40,7 @@ def run_reference(
     from eagle_convert.reference.loop import speculative_generate
     from eagle_convert.reference.quiet import quiet_loading
     from eagle_convert.reference.target import TargetModel
-    from eagle_convert.vllm_model.tables import default_aux_ids
+    from eagle_convert.vllm_model import default_aux_ids
 
     with quiet_loading():
         tgt = TargetModel.from_pretrained(target, device=device)  # device None: GPU if torch sees one

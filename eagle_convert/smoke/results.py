@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.smoke.prompts import PromptSet
-from eagle_convert.vllm_model.acceptance import AcceptanceMetrics
+from eagle_convert.vllm_model import AcceptanceMetrics
 
 __all__ = [
     "Counts",

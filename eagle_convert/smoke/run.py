@@ -46,7 +46,7 @@ SMOKE_MODULES = ("torch", "transformers", "tokenizers")
 
 def default_engine() -> str:
     """vllm when it is importable and a GPU is present, else the reference engine."""
-    from eagle_convert.vllm_model.features import vllm_available
+    from eagle_convert.vllm_model import vllm_available
 
     if not vllm_available():
         return "reference"
@@ -101,8 +101,7 @@ def _serve_config(value: str | dict[str, Any] | None, k: int | None, engine: str
     """
     if value is None:
         return None, 3 if k is None else k
-    from eagle_convert.vllm_model.serve_config import parse_serve_config
-    from eagle_convert.vllm_model.versions import installed_status
+    from eagle_convert.vllm_model import installed_status, parse_serve_config
 
     serve = parse_serve_config(value, installed_status().rules)
     assert serve is not None  # a value was given

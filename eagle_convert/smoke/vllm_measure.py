@@ -41,7 +41,7 @@ from eagle_convert.smoke.vllm_run import (
 
 if TYPE_CHECKING:
     from eagle_convert.vllm.session import EngineSession, PassResult
-    from eagle_convert.vllm_model.serve_config import ServeConfig
+    from eagle_convert.vllm_model import ServeConfig
 
 __all__ = ["DraftMeasurement", "Measurement", "engine_device", "measure_vllm", "throughput_report"]
 

@@ -14,8 +14,7 @@ from eagle_convert.draft.describe import DraftInfo
 from eagle_convert.draft.target import Target
 from eagle_convert.errors import UpgradeRefusedError, UsageError
 from eagle_convert.upgrade.refusals import refuse
-from eagle_convert.vllm_model.config import lookup
-from eagle_convert.vllm_model.tables import default_aux_ids
+from eagle_convert.vllm_model import default_aux_ids, lookup
 
 __all__ = ["AuxIds", "resolve_aux"]
 

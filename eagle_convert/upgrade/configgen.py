@@ -13,15 +13,17 @@ from eagle_convert.draft import schemas
 from eagle_convert.draft.checkpoint import CheckpointRef
 from eagle_convert.draft.target import Target, load_target
 from eagle_convert.errors import UsageError
-from eagle_convert.vllm_model.config import flatten_speculators, lookup, mtp_rewrite
-from eagle_convert.vllm_model.releases import all_releases
-from eagle_convert.vllm_model.tables import (
+from eagle_convert.vllm_model import (
     ARCHITECTURES,
     DRAFT_CLASSES,
     PARALLEL_DRAFTING_ARCHITECTURES,
     SAFE_MODEL_TYPE,
     SPECULATORS_ARCHITECTURES,
     WRITE_ARCHITECTURE,
+    all_releases,
+    flatten_speculators,
+    lookup,
+    mtp_rewrite,
 )
 
 __all__ = [
@@ -57,7 +59,7 @@ def speculators_verifier(target: Target) -> tuple[str, str | None]:
     else its config's `_name_or_path` (transformers writes it on save) when that is a repo id; a hub --target drops its @revision.
     """
     from eagle_convert.draft.card import hub_repo_id
-    from eagle_convert.vllm_model.verifier import verifier_problem
+    from eagle_convert.vllm_model import verifier_problem
 
     parsed = CheckpointRef.parse(target.ref)
     candidates = [parsed.repo] if parsed.is_hub else [hub_repo_id(target.ref), target.config.get("_name_or_path")]

@@ -26,7 +26,7 @@ from eagle_convert.errors import UpgradeRefusedError
 from eagle_convert.io import DTYPE_BYTES, FORMAT_PT_METADATA, INDEX_FILENAME, OutFile, file_header, index_text
 from eagle_convert.upgrade.outfiles import PlannedFile
 from eagle_convert.upgrade.plan import UpgradePlan
-from eagle_convert.vllm_model.weights import vllm_name
+from eagle_convert.vllm_model import vllm_name
 
 __all__ = ["NORM_SHARD", "LinkPlan", "LinkedFile", "plan_link"]
 

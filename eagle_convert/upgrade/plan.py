@@ -38,7 +38,7 @@ from eagle_convert.upgrade.configgen import (
 from eagle_convert.upgrade.norminit import NormInit, norm_bytes
 from eagle_convert.upgrade.outfiles import PlannedFile, index_json, norm_name, plan_files, planned_output
 from eagle_convert.upgrade.refusals import check_upgradable
-from eagle_convert.vllm_model.config import mtp_rewrite
+from eagle_convert.vllm_model import mtp_rewrite
 
 __all__ = ["LAYOUTS", "UpgradePlan", "plan_upgrade"]
 

@@ -11,7 +11,7 @@ from eagle_convert.draft.checkpoint import Checkpoint
 from eagle_convert.draft.describe import DraftInfo
 from eagle_convert.errors import UpgradeRefusedError
 from eagle_convert.upgrade.norminit import FLOAT_DTYPES
-from eagle_convert.vllm_model.config import read_config
+from eagle_convert.vllm_model import read_config
 
 __all__ = ["check_upgradable", "refuse"]
 

@@ -28,8 +28,7 @@ from typing import Any, Literal
 from eagle_convert.draft.checkpoint import Checkpoint, CheckpointRef
 from eagle_convert.validate.findings import Finding, code_table
 from eagle_convert.validate.run import ValidationReport, open_draft, static_report
-from eagle_convert.vllm_model.releases import KNOWN_RELEASES
-from eagle_convert.vllm_model.versions import VllmVersionStatus, installed_status, status_for
+from eagle_convert.vllm_model import KNOWN_RELEASES, VllmVersionStatus, installed_status, status_for
 
 __all__ = [
     "AS_TRAINED",
@@ -202,7 +201,7 @@ def _serve_for(
     """The serve config as `status`'s release reads it, or E911 with the reason it refuses it."""
     from eagle_convert.errors import UsageError
     from eagle_convert.validate.findings import finding
-    from eagle_convert.vllm_model.serve_config import parse_serve_config
+    from eagle_convert.vllm_model import parse_serve_config
 
     if loaded is None:
         return parse_serve_config(None, status.rules, max_model_len=serving_context), None
@@ -233,7 +232,7 @@ def compatibility_matrix(
     Raises:
         EagleConvertError: unreadable inputs, as `validate_checkpoint`.
     """
-    from eagle_convert.vllm_model.serve_config import load_speculative_config
+    from eagle_convert.vllm_model import load_speculative_config
 
     default = default or installed_status()
     loaded = None if speculative_config is None else load_speculative_config(speculative_config)  # not JSON: exit 2

@@ -20,8 +20,7 @@ from eagle_convert.errors import ConfigError, NotADraftError, UnknownLayoutError
 from eagle_convert.extras import require
 from eagle_convert.validate.deep import DeepSummary, Progress
 from eagle_convert.validate.findings import Report, finding
-from eagle_convert.vllm_model.serve_config import ServeConfig, parse_serve_config
-from eagle_convert.vllm_model.versions import VllmVersionStatus, installed_status
+from eagle_convert.vllm_model import ServeConfig, VllmVersionStatus, installed_status, parse_serve_config
 
 SCHEMA_VERSION = 1
 ENGINES = ("vllm",)
@@ -245,7 +244,7 @@ def static_report(
     )
     if opened.classified is None:
         return report
-    from eagle_convert.vllm_model.config import read_config
+    from eagle_convert.vllm_model import read_config
 
     view = read_config(opened.ckpt.config, status.rules)  # read once: describe and the rules share it
     info = describe(opened.ckpt, read_vocab=False, release=status.rules, classified=opened.classified, view=view)

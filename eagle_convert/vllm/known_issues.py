@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from eagle_convert.vllm_model.features import vllm_package_dir, vllm_version
+from eagle_convert.vllm_model import vllm_package_dir, vllm_version
 
 _SHIMS = "utils/cpu_triton_utils.py"
 _PLATFORM = "platforms/cpu.py"

@@ -26,7 +26,7 @@ def _aux_layers(vc) -> dict:
     and the V2 runner's config lookups, and the target's default (2, N//2, N-3)."""
     from types import SimpleNamespace
 
-    from eagle_convert.vllm_model.tables import default_aux_ids
+    from eagle_convert.vllm_model import default_aux_ids
 
     out: dict = {}
     n = vc.model_config.get_total_num_hidden_layers()
@@ -89,7 +89,7 @@ def run_check(req: dict) -> dict:
 
     out["vllm_version"] = vllm.__version__
     out["timings"]["import_s"] = round(time.perf_counter() - t0, 3)
-    from eagle_convert.vllm_model.serve_config import speculative_config_for
+    from eagle_convert.vllm_model import speculative_config_for
 
     spec = speculative_config_for(req["draft"], int(req.get("num_speculative_tokens", 3)), req.get("speculative"))
     try:

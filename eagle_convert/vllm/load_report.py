@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from eagle_convert.errors import EngineError
-from eagle_convert.vllm_model.features import VllmFeatures
+from eagle_convert.vllm_model import VllmFeatures
 
 __all__ = ["EngineReport", "load_reports", "load_request"]
 

@@ -27,9 +27,7 @@ from typing import Any
 from eagle_convert.errors import EngineError
 from eagle_convert.vllm.load_report import EngineReport, load_reports, load_request
 from eagle_convert.vllm.sharing import sharing_enabled, swap_key
-from eagle_convert.vllm_model.acceptance import AcceptanceMetrics
-from eagle_convert.vllm_model.features import detect_features, vllm_available
-from eagle_convert.vllm_model.serve_config import speculative_config_for
+from eagle_convert.vllm_model import AcceptanceMetrics, detect_features, speculative_config_for, vllm_available
 
 __all__ = ["PassSpec", "PassResult", "EngineRun", "EngineSession"]
 

@@ -93,7 +93,7 @@ def validate_cmd(
     release; the exit status is the default release's (the installed vLLM, else the newest).
     """
     from eagle_convert.validate.run import validate_checkpoint
-    from eagle_convert.vllm_model.versions import ALL
+    from eagle_convert.vllm_model import ALL
 
     if vllm_version == ALL:
         _matrix(checkpoint, target, deep, engine, serving_context, strict, as_json, junit, speculative_config)

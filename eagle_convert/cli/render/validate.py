@@ -17,7 +17,7 @@ from rich.text import Text
 from eagle_convert.validate.findings import Finding, code_table
 from eagle_convert.validate.matrix import AS_TRAINED, FAILS, VERDICTS, Matrix
 from eagle_convert.validate.run import ValidationReport
-from eagle_convert.vllm_model.releases import KNOWN_RELEASES
+from eagle_convert.vllm_model import KNOWN_RELEASES
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 #: Rows of one finding code in the table; the summary line and --json count every finding.

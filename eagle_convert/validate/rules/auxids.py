@@ -13,8 +13,7 @@ from typing import Any
 from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules.context import Context
 from eagle_convert.validate.rules.shapes import weights_aux_count
-from eagle_convert.vllm_model.config import as_list, eagle_section
-from eagle_convert.vllm_model.tables import default_aux_ids
+from eagle_convert.vllm_model import as_list, default_aux_ids, eagle_section
 
 # Producers whose trainer, given no aux ids, captures the same target states as vLLM's default
 # (2, N//2, N-3): SafeAILab's training target records the stream before layers {2, N//2, N-3};

@@ -13,8 +13,14 @@ from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules import contextlen, windows
 from eagle_convert.validate.rules.context import Context
 from eagle_convert.validate.rules.producer import trained_norm_before_residual
-from eagle_convert.vllm_model.config import MAX_COUNT, eagle_section
-from eagle_convert.vllm_model.tables import ARCHITECTURES, FLAG_NAMES, SPECULATORS_ARCHITECTURES, WRITE_ARCHITECTURE
+from eagle_convert.vllm_model import (
+    ARCHITECTURES,
+    FLAG_NAMES,
+    MAX_COUNT,
+    SPECULATORS_ARCHITECTURES,
+    WRITE_ARCHITECTURE,
+    eagle_section,
+)
 
 REQUIRED_FIELDS = ("hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size", "vocab_size")
 MLA_FIELDS = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")

@@ -15,10 +15,7 @@ from eagle_convert.draft.checkpoint import Checkpoint
 from eagle_convert.draft.describe import DraftInfo
 from eagle_convert.draft.target import Target
 from eagle_convert.io import TensorInfo
-from eagle_convert.vllm_model.config import MAX_COUNT, VllmDraftConfig, read_config
-from eagle_convert.vllm_model.releases import Release
-from eagle_convert.vllm_model.serve_config import ServeConfig
-from eagle_convert.vllm_model.weights import vllm_name
+from eagle_convert.vllm_model import MAX_COUNT, Release, ServeConfig, VllmDraftConfig, read_config, vllm_name
 
 __all__ = ["Context", "build_context"]
 

@@ -13,8 +13,7 @@ from typing import Any
 
 from eagle_convert.validate.findings import Finding, Impact, finding
 from eagle_convert.validate.rules.context import Context
-from eagle_convert.vllm_model.config import rope_parameters
-from eagle_convert.vllm_model.tables import ROPE_TYPES_UNSCALED_MAX_LEN
+from eagle_convert.vllm_model import ROPE_TYPES_UNSCALED_MAX_LEN, rope_parameters
 
 # get_rope (model_executor/layers/rotary_embedding/__init__.py, 0.21.0-0.33.0) builds these with
 # original_max_position_embeddings, not max_position_embeddings: their cos/sin cache spans

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules.context import Context
-from eagle_convert.vllm_model.weights import Unknown, unknown_name
+from eagle_convert.vllm_model import Unknown, unknown_name
 
 _KEYERROR_WHERE = "its hand-written load_weights up to 0.24.0; ValueError from 0.25.0"
 _SERVE_31 = "Serve the draft on vLLM >= {first}: it is an EAGLE-3.1 draft, which this release cannot serve as trained."

@@ -13,10 +13,15 @@ from __future__ import annotations
 
 from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules.context import Context
-from eagle_convert.vllm_model import speculative as sp
-from eagle_convert.vllm_model.config import architecture_for_method, guess_method
-from eagle_convert.vllm_model.serve_config import ServeConfig, recorded_k
-from eagle_convert.vllm_model.tables import DRAFT_QUANT_SOURCE
+from eagle_convert.vllm_model import (
+    DRAFT_QUANT_SOURCE,
+    EAGLE3_METHOD,
+    LOSSY_REJECTION,
+    ServeConfig,
+    architecture_for_method,
+    guess_method,
+    recorded_k,
+)
 
 
 def check(ctx: Context) -> list[Finding]:
@@ -41,7 +46,7 @@ def _method(ctx: Context, serve: ServeConfig) -> list[Finding]:
     if method is None:
         method = guess_method(path)
         why = f"no method: {rel} guesses it from the model path ({path!r} gives {method})"
-    if method == sp.EAGLE3_METHOD:
+    if method == EAGLE3_METHOD:
         return []
     declared = ctx.arch or ""
     if method == "eagle":
@@ -63,7 +68,7 @@ def _method(ctx: Context, serve: ServeConfig) -> list[Finding]:
             "E901",
             f"{serve.source}: {said}: {rel} builds {what}",
             field="method",
-            fix=f'Add "method": "{sp.EAGLE3_METHOD}" to the speculative config.',
+            fix=f'Add "method": "{EAGLE3_METHOD}" to the speculative config.',
         )
     ]
 
@@ -101,7 +106,7 @@ def _k(ctx: Context, serve: ServeConfig) -> list[Finding]:
 def _rejection(ctx: Context, serve: ServeConfig) -> list[Finding]:
     """E904 / W905: a lossy rejection_sample_method (the output is not the target's)."""
     method = serve.rejection_sample_method
-    why = sp.LOSSY_REJECTION.get(method)
+    why = LOSSY_REJECTION.get(method)
     if why is None:
         return []
     text = f'{serve.source}: rejection_sample_method "{method}" {why}; vLLM {ctx.release.version} does not'

@@ -13,14 +13,17 @@ from typing import Any
 from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules.context import Context
 from eagle_convert.validate.rules.keys import _QUANT_SUFFIXES
-from eagle_convert.vllm_model.config import architecture_for_method, guess_method, sliding_windows
-from eagle_convert.vllm_model.releases import CHANGES, Change
-from eagle_convert.vllm_model.tables import (
+from eagle_convert.vllm_model import (
     ARCHITECTURES,
     ARCHITECTURES_FROM,
+    CHANGES,
     DRAFT_QUANT_SOURCE,
     SLIDING_WINDOW_FIELDS,
     WRITE_ARCHITECTURE,
+    Change,
+    architecture_for_method,
+    guess_method,
+    sliding_windows,
 )
 
 # Dtypes that only quantized checkpoints hold (beside keys._QUANT_SUFFIXES' tensor names).

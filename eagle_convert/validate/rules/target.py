@@ -18,8 +18,14 @@ from eagle_convert.draft.target import Target, load_target
 from eagle_convert.errors import CheckpointNotFoundError, ConfigError
 from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules.context import Context
-from eagle_convert.vllm_model.config import rope_is_nested, rope_parameters, rope_theta_declared
-from eagle_convert.vllm_model.tables import DRAFT_QUANT_SOURCE, ROPE_DEFAULTS, ROPE_KEYS
+from eagle_convert.vllm_model import (
+    DRAFT_QUANT_SOURCE,
+    ROPE_DEFAULTS,
+    ROPE_KEYS,
+    rope_is_nested,
+    rope_parameters,
+    rope_theta_declared,
+)
 
 
 @dataclass

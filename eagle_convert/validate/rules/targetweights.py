@@ -34,7 +34,7 @@ from eagle_convert.io import RowReader, decode, encode, read_array
 from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules.context import Context
 from eagle_convert.validate.rules.shapes import INTS
-from eagle_convert.vllm_model.tables import EMBED_SHARING
+from eagle_convert.vllm_model import EMBED_SHARING
 
 if TYPE_CHECKING:
     import numpy as np

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from eagle_convert.draft import schemas
 from eagle_convert.validate.rules.context import Context
 from eagle_convert.validate.rules.expr import evaluate
-from eagle_convert.vllm_model.config import MAX_COUNT
+from eagle_convert.vllm_model import MAX_COUNT
 
 _LAYER_RE = re.compile(r"^layers\.(\d+)\.")
 

@@ -16,9 +16,7 @@ from typing import Any
 
 from eagle_convert.validate.findings import Finding, Impact, finding
 from eagle_convert.validate.rules.context import Context
-from eagle_convert.vllm_model.config import eagle_section, lookup
-from eagle_convert.vllm_model.tables import FLAG_NAMES
-from eagle_convert.vllm_model.verifier import verifier_problem
+from eagle_convert.vllm_model import FLAG_NAMES, eagle_section, lookup, verifier_problem
 
 TOP, INNER, EAGLE = "the top level", "transformer_layer_config", "eagle_config"
 _FC_NORM = re.compile(r"^fc_norm\.\d+\.weight$")
