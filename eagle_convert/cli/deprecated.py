@@ -1,0 +1,103 @@
+"""Renamed flags and command forms keep working for a while, each with one warning line on stderr.
+
+A rename must not break the scripts that use the old spelling, and must not stay silent either: the
+old flag becomes a hidden alias of the new one (`renamed_option`), an old positional form is told
+apart by the command itself and reported with `warn_deprecated`. Both print the same line:
+
+    Warning: --engine is deprecated; use --load (it will be removed in a later release).
+
+stdout is untouched, so `--json` output stays parseable.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+import click
+from click.core import ParameterSource
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+__all__ = ["deprecation_line", "renamed_option", "warn_deprecated"]
+
+
+def deprecation_line(old: str, new: str) -> str:
+    """The one warning line for `old` (a flag or a command form) replaced by `new`."""
+    return f"Warning: {old} is deprecated; use {new} (it will be removed in a later release)."
+
+
+def warn_deprecated(old: str, new: str) -> None:
+    """Print `deprecation_line(old, new)` on stderr, e.g. when a command sees its old positional
+    form (`smoke TARGET -d DRAFT`): the command decides which form it was given, this says it."""
+    click.echo(deprecation_line(old, new), err=True)
+
+
+def _hidden_alias(old: str, new: click.Option, name: str) -> click.Option:
+    """A hidden option spelled `old` that parses exactly as `new` does (type, flag, count, repeat)."""
+    if new.secondary_opts:
+        raise TypeError(f"renamed_option: {new.opts[0]} has an off switch ({new.secondary_opts[0]}); not supported")
+    kwargs: dict[str, Any] = {"hidden": True, "callback": new.callback, "metavar": new.metavar}
+    if new.is_flag:
+        kwargs.update(is_flag=True, flag_value=new.flag_value)
+    elif new.count:
+        kwargs.update(count=True)
+    else:
+        kwargs.update(type=new.type, multiple=new.multiple, nargs=new.nargs)
+    return click.Option([old, name], **kwargs)
+
+
+def _given(ctx: click.Context, name: str) -> bool:
+    """The user set parameter `name` (command line, environment, default map or prompt)."""
+    return ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
+
+
+def renamed_option(old: str, new: str) -> Callable[[F], F]:
+    """Keep the old flag `old` as a hidden alias of the command's option `new`.
+
+    Write it directly above the new option's decorator (click applies decorators bottom-up, so the
+    new option must already be declared). The alias parses like the new option and hands its value
+    to the command under the new option's name, after printing `deprecation_line(old, new)` once;
+    passing both spellings is a usage error (exit 2). A required new option stays required: either
+    spelling satisfies it.
+
+    Args:
+        old: The old flag, e.g. `"--engine"`.
+        new: One of the new option's flags, e.g. `"--load"`.
+
+    Returns:
+        A decorator for the click command function.
+
+    Raises:
+        TypeError: at import time, when no option spelled `new` is declared below the decorator, or
+            it is an on/off switch (`--x/--no-x`).
+    """
+
+    def decorate(f: F) -> F:
+        declared: list[click.Parameter] = getattr(f, "__click_params__", [])
+        target = next((p for p in declared if isinstance(p, click.Option) and new in p.opts), None)
+        if target is None or target.name is None:
+            raise TypeError(f"renamed_option: declare {new} below the alias of {old}")
+        new_name = target.name
+        alias_name = "deprecated_" + old.lstrip("-").replace("-", "_")
+        alias = _hidden_alias(old, target, alias_name)
+        required, target.required = target.required, False
+
+        @functools.wraps(f)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            ctx = click.get_current_context()
+            value = kwargs.pop(alias_name)
+            if _given(ctx, alias_name):
+                if _given(ctx, new_name):
+                    raise click.UsageError(f"{old} is the old name of {new}: pass {new} only")
+                warn_deprecated(old, new)
+                kwargs[new_name] = value
+            elif required and not _given(ctx, new_name):
+                raise click.MissingParameter(ctx=ctx, param=target)
+            return f(*args, **kwargs)
+
+        command.__click_params__ = [*declared, alias]  # type: ignore[attr-defined]
+        return cast(F, command)
+
+    return decorate
