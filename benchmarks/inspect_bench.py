@@ -20,7 +20,7 @@ from benchmarks.timing import folder_bytes, median_seconds
 
 def measure(folder: Path, repeat: int) -> dict[str, float]:
     from eagle_convert.draft.checkpoint import open_checkpoint
-    from eagle_convert.draft.describe import describe
+    from eagle_convert.draft.info import describe
 
     library = median_seconds(lambda: describe(open_checkpoint(folder)), repeat)
     cli = median_seconds(

@@ -41,8 +41,8 @@ _API: dict[str, str] = {
     "CheckpointRef": "eagle_convert.draft.checkpoint",
     "Checkpoint": "eagle_convert.draft.checkpoint",
     "open_checkpoint": "eagle_convert.draft.checkpoint",
-    "DraftInfo": "eagle_convert.draft.describe",
-    "describe": "eagle_convert.draft.describe",
+    "DraftInfo": "eagle_convert.draft.info",
+    "describe": "eagle_convert.draft.info",
     "InspectReport": "eagle_convert.draft.report",
     "inspect_checkpoint": "eagle_convert.draft.report",
     "UpgradePlan": "eagle_convert.upgrade.plan",
@@ -82,7 +82,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from eagle_convert.diff import CheckpointDiff, diff_checkpoints
     from eagle_convert.draft.card import model_card, write_model_card
     from eagle_convert.draft.checkpoint import Checkpoint, CheckpointRef, open_checkpoint
-    from eagle_convert.draft.describe import DraftInfo, describe
+    from eagle_convert.draft.info import DraftInfo, describe
     from eagle_convert.draft.report import InspectReport, inspect_checkpoint
     from eagle_convert.errors import EagleConvertError
     from eagle_convert.finetune.calibrate import Calibration, calibrate_fc_norm

@@ -11,8 +11,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from eagle_convert.draft.checkpoint import Checkpoint, open_checkpoint
-from eagle_convert.draft.layout import canonical_name
+from eagle_convert.draft import Checkpoint, canonical_name, open_checkpoint
 from eagle_convert.io import TensorInfo
 
 __all__ = ["CheckpointDiff", "ConfigDiff", "TensorChange", "config_diff", "diff_checkpoints"]

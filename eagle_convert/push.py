@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.draft.card import CARD_FILE, retarget_card
+from eagle_convert.draft import CARD_FILE, retarget_card
 from eagle_convert.errors import (
     CheckpointNotFoundError,
     EagleConvertError,

@@ -148,7 +148,7 @@ def _vllm_version() -> str | None:
 def prepare(run: Run, pair: Path | None) -> tuple[Path, Path, Path]:
     """(target, EAGLE-3 draft, its EAGLE-3.1 upgrade): the trained fixture pair, built or reused."""
     from eagle_convert.draft.checkpoint import open_checkpoint
-    from eagle_convert.draft.describe import describe
+    from eagle_convert.draft.info import describe
     from eagle_convert.upgrade.apply import apply_upgrade
     from eagle_convert.upgrade.plan import plan_upgrade
     from fixtures.trained import build_trained_pair

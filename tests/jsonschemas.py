@@ -30,6 +30,6 @@ def check_schema(data: Any, name: str) -> None:
 
     from eagle_convert.draft import schemas
 
-    schema = schemas.load(name)
+    schema = schemas.load_schema(name)
     jsonschema.Draft202012Validator.check_schema(schema)
     jsonschema.Draft202012Validator(schema, registry=_registry()).validate(json.loads(json.dumps(data)))

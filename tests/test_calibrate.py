@@ -142,7 +142,7 @@ def test_calibrated_drafts_closer_to_eagle3_than_identity(tmp_path: Path) -> Non
     import torch
 
     from eagle_convert.draft.checkpoint import open_checkpoint
-    from eagle_convert.draft.describe import describe
+    from eagle_convert.draft.info import describe
     from eagle_convert.finetune.calibrate import calibrate_fc_norm
     from eagle_convert.smoke.prompts import builtin_prompts
     from eagle_convert.smoke.run import run_smoke

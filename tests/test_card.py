@@ -22,7 +22,7 @@ from eagle_convert.draft.card import (
     write_model_card,
 )
 from eagle_convert.draft.checkpoint import open_checkpoint
-from eagle_convert.draft.describe import describe
+from eagle_convert.draft.info import describe
 from eagle_convert.draft.target import Target
 from eagle_convert.upgrade.apply import apply_upgrade
 from eagle_convert.upgrade.plan import plan_upgrade

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from eagle_convert.cli.app import main
 from eagle_convert.draft.checkpoint import open_checkpoint
-from eagle_convert.draft.describe import describe
+from eagle_convert.draft.info import describe
 from eagle_convert.io import atomic
 from eagle_convert.io.atomic import write_text_atomic
 from eagle_convert.upgrade.apply import apply_upgrade

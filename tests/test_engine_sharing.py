@@ -28,7 +28,7 @@ from eagle_convert.vllm_model.features import vllm_available
 
 def _upgrade(draft: Path, out: Path) -> Path:
     from eagle_convert.draft.checkpoint import open_checkpoint
-    from eagle_convert.draft.describe import describe
+    from eagle_convert.draft.info import describe
     from eagle_convert.upgrade.apply import apply_upgrade
     from eagle_convert.upgrade.plan import plan_upgrade
 

@@ -139,7 +139,7 @@ def test_finetune_recovers_acceptance_of_the_upgrade(tmp_path: Path) -> None:
     import torch
 
     from eagle_convert.draft.checkpoint import open_checkpoint
-    from eagle_convert.draft.describe import describe
+    from eagle_convert.draft.info import describe
     from eagle_convert.draft.report import inspect_checkpoint
     from eagle_convert.finetune.plan import Stage
     from eagle_convert.finetune.run import finetune_draft

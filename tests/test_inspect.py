@@ -7,7 +7,7 @@ import json
 import pytest
 
 from eagle_convert.draft.checkpoint import open_checkpoint
-from eagle_convert.draft.describe import describe
+from eagle_convert.draft.info import describe
 from eagle_convert.draft.report import inspect_checkpoint
 from fixtures.drafts import EXPECTED, FIXTURE_MATRIX
 
@@ -115,4 +115,4 @@ def test_report_matches_published_schema(name: str, built_fixtures) -> None:
     from eagle_convert.draft import schemas
 
     data = json.loads(json.dumps(inspect_checkpoint(str(built_fixtures(name))).to_dict()))
-    jsonschema.validate(data, schemas.load("inspect-report.schema.json"))
+    jsonschema.validate(data, schemas.load_schema("inspect-report.schema.json"))

@@ -117,11 +117,11 @@ def test_schema_enums_are_the_code_s() -> None:
     from eagle_convert.validate.findings import IMPACTS, LEVELS
     from eagle_convert.validate.matrix import VERDICTS
 
-    finding = schemas.load("validate-report.schema.json")["$defs"]["finding"]["properties"]
+    finding = schemas.load_schema("validate-report.schema.json")["$defs"]["finding"]["properties"]
     assert finding["level"]["enum"] == list(LEVELS) and finding["impact"]["enum"] == list(IMPACTS)
-    row = schemas.load("validate-matrix.schema.json")["properties"]["matrix"]["items"]["properties"]
+    row = schemas.load_schema("validate-matrix.schema.json")["properties"]["matrix"]["items"]["properties"]
     assert row["verdict"]["enum"] == list(VERDICTS)
-    assert schemas.load("check-report.schema.json")["$defs"]["stage"]["enum"] == list(STAGES)
+    assert schemas.load_schema("check-report.schema.json")["$defs"]["stage"]["enum"] == list(STAGES)
 
 
 # Command -> its --json schema (README "JSON output" lists the same).
@@ -149,4 +149,4 @@ def test_every_json_command_has_a_schema() -> None:
     with_json = {n for n, c in commands.items() if c is not None and any(o.name == "as_json" for o in c.params)}
     assert with_json == set(SCHEMAS)
     for name in [*SCHEMAS.values(), "validate-matrix.schema.json"]:
-        jsonschema.Draft202012Validator.check_schema(schemas.load(name))
+        jsonschema.Draft202012Validator.check_schema(schemas.load_schema(name))

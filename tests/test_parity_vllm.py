@@ -93,7 +93,7 @@ def _bf16_ulp(x: float) -> float:
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> dict:
     from eagle_convert.draft.checkpoint import open_checkpoint
-    from eagle_convert.draft.describe import describe
+    from eagle_convert.draft.info import describe
     from eagle_convert.upgrade.apply import apply_upgrade
     from eagle_convert.upgrade.plan import plan_upgrade
     from fixtures.trained import build_trained_pair, trained_info

@@ -15,7 +15,7 @@ from hubserver import hub_server
 from eagle_convert.cli.app import main
 from eagle_convert.draft.card import retarget_card, serve_command
 from eagle_convert.draft.checkpoint import open_checkpoint
-from eagle_convert.draft.describe import describe
+from eagle_convert.draft.info import describe
 from eagle_convert.draft.target import Target
 from eagle_convert.upgrade.apply import apply_upgrade
 from eagle_convert.upgrade.plan import plan_upgrade

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from eagle_convert.cli.app import main
 from eagle_convert.draft.checkpoint import open_checkpoint
-from eagle_convert.draft.describe import describe
+from eagle_convert.draft.info import describe
 from eagle_convert.upgrade.configgen import read_target
 from eagle_convert.upgrade.plan import plan_upgrade
 from eagle_convert.validate.findings import Finding

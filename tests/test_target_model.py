@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from eagle_convert.draft.checkpoint import open_checkpoint
-from eagle_convert.draft.describe import describe
+from eagle_convert.draft.info import describe
 from eagle_convert.draft.target import Target, load_target
 from eagle_convert.errors import CheckpointNotFoundError, ConfigError
 from eagle_convert.upgrade.configgen import read_target

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from eagle_convert.cli.app import main
 from eagle_convert.draft.card import PROVENANCE_KEY
 from eagle_convert.draft.checkpoint import open_checkpoint
-from eagle_convert.draft.describe import describe
+from eagle_convert.draft.info import describe
 from eagle_convert.errors import UpgradeRefusedError, VerificationError
 from eagle_convert.io import links as links_mod
 from eagle_convert.upgrade.link import apply_link

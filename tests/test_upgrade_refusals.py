@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from eagle_convert.cli.app import main
 from eagle_convert.draft.checkpoint import open_checkpoint
-from eagle_convert.draft.describe import describe
+from eagle_convert.draft.info import describe
 from eagle_convert.errors import EagleConvertError, NotADraftError, UpgradeRefusedError
 from eagle_convert.upgrade.apply import apply_upgrade
 from eagle_convert.upgrade.linkplan import plan_link

@@ -312,7 +312,7 @@ def test_e702_engine_load_failed_from_engine_report() -> None:
 
 def test_e703_feature_missing_from_installed_vllm(tmp_path: Path) -> None:
     from eagle_convert.draft.checkpoint import open_checkpoint
-    from eagle_convert.draft.describe import describe
+    from eagle_convert.draft.info import describe
     from eagle_convert.validate.rules.context import build_context
     from eagle_convert.validate.rules.engine import feature_findings
 

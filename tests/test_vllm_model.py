@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from eagle_convert.draft.checkpoint import open_checkpoint
-from eagle_convert.draft.describe import describe
+from eagle_convert.draft.info import describe
 from eagle_convert.errors import UpgradeRefusedError, UsageError
 from eagle_convert.upgrade.apply import apply_upgrade
 from eagle_convert.upgrade.plan import plan_upgrade

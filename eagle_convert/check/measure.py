@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.draft.checkpoint import CheckpointRef
+from eagle_convert.draft import CheckpointRef
 from eagle_convert.errors import CheckpointNotFoundError
 from eagle_convert.io import missing_path_error
 from eagle_convert.vllm.session import EngineSession, PassResult, PassSpec

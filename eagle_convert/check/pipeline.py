@@ -125,8 +125,7 @@ def static(s: State) -> list[CheckResult]:
 def _info(s: State) -> Any:
     if s.report is not None:
         return s.report.info
-    from eagle_convert.draft.checkpoint import open_checkpoint
-    from eagle_convert.draft.describe import describe
+    from eagle_convert.draft import describe, open_checkpoint
 
     return describe(open_checkpoint(s.draft), read_vocab=False)
 
@@ -145,7 +144,7 @@ def features(s: State) -> list[CheckResult]:
 
 
 def engine(s: State) -> list[CheckResult]:
-    from eagle_convert.draft.checkpoint import open_checkpoint
+    from eagle_convert.draft import open_checkpoint
     from eagle_convert.validate.rules.context import build_context
     from eagle_convert.validate.rules.engine import feature_findings, from_engine
     from eagle_convert.validate.rules.target import open_target

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.draft import schemas
+from eagle_convert.draft import load_schema
 from eagle_convert.errors import UsageError
 
 if sys.version_info >= (3, 11):
@@ -46,7 +46,7 @@ class Policy:
         t = self.data.get(table) or {}
         if key in t:
             return t[key]
-        prop = schemas.load(SCHEMA)["properties"][table]["properties"][key]
+        prop = load_schema(SCHEMA)["properties"][table]["properties"][key]
         return prop.get("default", default)
 
     def path(self, table: str, key: str) -> Path | None:
@@ -162,7 +162,7 @@ def _describe(schema: dict[str, Any]) -> str:
 
 def validate_policy(data: dict[str, Any]) -> str | None:
     """The first problem of a parsed policy (one line naming the key), or None."""
-    problem = _check(data, schemas.load(SCHEMA), [])
+    problem = _check(data, load_schema(SCHEMA), [])
     if problem:
         return problem
     acc = data.get("acceptance") or {}

@@ -126,7 +126,7 @@ def inspect_cmd(checkpoint: str, as_json: bool, tensors: bool, vllm_version: str
 
     Hub repos are read through config and safetensors headers only: no weights are downloaded.
     """
-    from eagle_convert.draft.report import inspect_checkpoint
+    from eagle_convert.draft import inspect_checkpoint
 
     report = inspect_checkpoint(checkpoint, vllm_version=vllm_version)
     if as_json:

@@ -1,1 +1,96 @@
 """The draft checkpoint as a model: open it, detect its producer layout, check its config, describe it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from eagle_convert._lazy import attach
+
+if TYPE_CHECKING:  # what type checkers see
+    from eagle_convert.draft.card import (
+        CARD_FILE,
+        PROVENANCE_KEY,
+        acceptance_from_smoke,
+        hub_repo_id,
+        model_card,
+        recorded_target,
+        retarget_card,
+        weights_dtype,
+        write_model_card,
+    )
+    from eagle_convert.draft.checkpoint import (
+        CONFIG_FNAME,
+        Checkpoint,
+        CheckpointRef,
+        load_from_source,
+        open_checkpoint,
+    )
+    from eagle_convert.draft.info import Classified, DraftInfo, classify, describe
+    from eagle_convert.draft.kind import ensure_draft, ensure_target_config
+    from eagle_convert.draft.layout import canonical_map, canonical_name
+    from eagle_convert.draft.report import InspectReport, inspect_checkpoint
+    from eagle_convert.draft.schemas import load_schema
+    from eagle_convert.draft.target import Target, load_target
+else:  # what runs: each name imported from its module on first use
+    __getattr__, __dir__ = attach(
+        __name__,
+        {
+            "CARD_FILE": "eagle_convert.draft.card",
+            "PROVENANCE_KEY": "eagle_convert.draft.card",
+            "acceptance_from_smoke": "eagle_convert.draft.card",
+            "hub_repo_id": "eagle_convert.draft.card",
+            "model_card": "eagle_convert.draft.card",
+            "recorded_target": "eagle_convert.draft.card",
+            "retarget_card": "eagle_convert.draft.card",
+            "weights_dtype": "eagle_convert.draft.card",
+            "write_model_card": "eagle_convert.draft.card",
+            "CONFIG_FNAME": "eagle_convert.draft.checkpoint",
+            "Checkpoint": "eagle_convert.draft.checkpoint",
+            "CheckpointRef": "eagle_convert.draft.checkpoint",
+            "load_from_source": "eagle_convert.draft.checkpoint",
+            "open_checkpoint": "eagle_convert.draft.checkpoint",
+            "Classified": "eagle_convert.draft.info",
+            "DraftInfo": "eagle_convert.draft.info",
+            "classify": "eagle_convert.draft.info",
+            "describe": "eagle_convert.draft.info",
+            "ensure_draft": "eagle_convert.draft.kind",
+            "ensure_target_config": "eagle_convert.draft.kind",
+            "canonical_map": "eagle_convert.draft.layout",
+            "canonical_name": "eagle_convert.draft.layout",
+            "InspectReport": "eagle_convert.draft.report",
+            "inspect_checkpoint": "eagle_convert.draft.report",
+            "load_schema": "eagle_convert.draft.schemas",
+            "Target": "eagle_convert.draft.target",
+            "load_target": "eagle_convert.draft.target",
+        },
+    )
+
+__all__ = [
+    "acceptance_from_smoke",
+    "canonical_map",
+    "canonical_name",
+    "CARD_FILE",
+    "Checkpoint",
+    "CheckpointRef",
+    "Classified",
+    "classify",
+    "CONFIG_FNAME",
+    "describe",
+    "DraftInfo",
+    "ensure_draft",
+    "ensure_target_config",
+    "hub_repo_id",
+    "inspect_checkpoint",
+    "InspectReport",
+    "load_from_source",
+    "load_schema",
+    "load_target",
+    "model_card",
+    "open_checkpoint",
+    "PROVENANCE_KEY",
+    "recorded_target",
+    "retarget_card",
+    "Target",
+    "weights_dtype",
+    "write_model_card",
+]

@@ -77,7 +77,7 @@ def _problem(value: Any, node: dict[str, Any], root: dict[str, Any], path: str) 
 
 def config_problem(config: dict[str, Any]) -> str | None:
     """The first schema violation in `config`, as text, or None."""
-    root = schemas.load("draft-config.schema.json")
+    root = schemas.load_schema("draft-config.schema.json")
     return _problem(config, root, root, "")
 
 

@@ -55,7 +55,7 @@ def detect_kind(
     """The first `not_drafts` rule whose every condition holds, or None for an ordinary EAGLE-3 draft."""
     keys = list(keys)
     facts = dict(keys=keys, config=config, metadata={}, storage="")
-    for rule in schemas.load("layouts.json")["not_drafts"]:
+    for rule in schemas.load_schema("layouts.json")["not_drafts"]:
         reasons = _match(rule, **facts)
         if reasons is None:
             continue

@@ -124,7 +124,7 @@ def detect_layout(
     """First rule of `schemas/layouts.json` whose every condition holds, with the reasons."""
     keys = list(keys)
     facts = dict(keys=keys, config=config, metadata=metadata or {}, storage=storage)
-    for rule in schemas.load("layouts.json")["layouts"]:
+    for rule in schemas.load_schema("layouts.json")["layouts"]:
         reasons = _match(rule, **facts)
         if reasons is not None:
             return LayoutMatch(rule["id"], rule["producer"], reasons)
@@ -138,7 +138,7 @@ def detect_layout(
 def detect_attention(keys: Iterable[str]) -> tuple[str, str]:
     """('llama' | 'qwen3' | 'mla', reason) from which attention tensors exist."""
     keys = list(keys)
-    for rule in schemas.load("layouts.json")["attention"]:
+    for rule in schemas.load_schema("layouts.json")["attention"]:
         reasons = _match(rule, keys=keys, config={}, metadata={}, storage="")
         if reasons is not None:
             return rule["id"], "; ".join(reasons) or "standard q/k/v/o projections"
@@ -147,7 +147,7 @@ def detect_attention(keys: Iterable[str]) -> tuple[str, str]:
 
 def canonical_name(name: str) -> str:
     """vLLM-native name for an on-disk name (e.g. `model.midlayer.fc` -> `layers.0.fc`)."""
-    rules = schemas.load("keymap.json")["prefix_renames"]
+    rules = schemas.load_schema("keymap.json")["prefix_renames"]
     changed = True
     while changed:
         changed = False
@@ -175,7 +175,7 @@ def canonical_map(keys: Iterable[str]) -> dict[str, str]:
 
 def config_alias(name: str) -> str | None:
     """Legacy config key that means `name` (e.g. `use_aux_norm` for `fc_norm`)."""
-    for old, new in schemas.load("keymap.json")["config_aliases"].items():
+    for old, new in schemas.load_schema("keymap.json")["config_aliases"].items():
         if new == name:
             return old
     return None

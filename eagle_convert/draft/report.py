@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eagle_convert.draft.checkpoint import Checkpoint, CheckpointRef, open_checkpoint
-from eagle_convert.draft.describe import DraftInfo, describe
+from eagle_convert.draft.info import DraftInfo, describe
 from eagle_convert.vllm_model import VllmVersionStatus, installed_status
 
 SCHEMA_VERSION = 2  # 2: `vllm` names the release the verdict is for (was: the tested range)

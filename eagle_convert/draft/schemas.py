@@ -25,7 +25,7 @@ def schema_path(name: str) -> Path:
 
 
 @cache
-def load(name: str) -> Any:
+def load_schema(name: str) -> Any:
     """Parsed JSON of `schemas/<name>`, cached for the process."""
     with open(schema_path(name), encoding="utf-8") as fh:
         return json.load(fh)

@@ -19,9 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.draft.checkpoint import Checkpoint, CheckpointRef, open_checkpoint
-from eagle_convert.draft.layout import canonical_map
-from eagle_convert.draft.target import Target
+from eagle_convert.draft import Checkpoint, CheckpointRef, Target, canonical_map, open_checkpoint
 from eagle_convert.errors import (
     CheckpointNotFoundError,
     CheckpointReadError,

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.draft.target import Target
+from eagle_convert.draft import Target
 from eagle_convert.errors import CheckpointNotFoundError, EagleConvertError, UsageError
 from eagle_convert.extras import require
 from eagle_convert.io import check_output_dir, suggestion
@@ -328,9 +328,7 @@ def plan_finetune(
         raise UsageError("no prompts to generate training data from")
     template, template_label = resolve_chat_template(chat_template)
 
-    from eagle_convert.draft.checkpoint import open_checkpoint
-    from eagle_convert.draft.describe import describe
-    from eagle_convert.draft.kind import ensure_draft, ensure_target_config
+    from eagle_convert.draft import describe, ensure_draft, ensure_target_config, open_checkpoint
 
     ckpt = open_checkpoint(dpath)  # the reader every command uses: shards, .bin, NeMo sub-folders
     if not ckpt.has_config:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert._version import __version__
-from eagle_convert.draft.card import CARD_FILE, PROVENANCE_KEY, model_card
+from eagle_convert.draft import CARD_FILE, PROVENANCE_KEY, model_card
 from eagle_convert.errors import EagleConvertError, UsageError
 from eagle_convert.finetune.plan import (
     DEFAULT_CONTINUATION_TOKENS,

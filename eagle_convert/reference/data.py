@@ -15,8 +15,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from eagle_convert.draft.checkpoint import Checkpoint, CheckpointRef, open_checkpoint
-from eagle_convert.draft.layout import canonical_map
+from eagle_convert.draft import Checkpoint, CheckpointRef, canonical_map, open_checkpoint
 from eagle_convert.io import tensor_torch
 from eagle_convert.reference.drafter import DraftConfig, EagleDrafter, draft_config_from_dict
 from eagle_convert.reference.target import resolve_device

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.draft.card import CARD_FILE
+from eagle_convert.draft import CARD_FILE
 from eagle_convert.io import write_text_atomic
 
 __all__ = ["STATE_DIR", "HashMemo", "StageRecord", "StageStore", "folder_digest", "stage_key", "write_json_atomic"]

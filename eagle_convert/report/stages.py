@@ -16,7 +16,7 @@ from eagle_convert.progress import OnTick
 from eagle_convert.smoke.prompts import NATURAL, Prompt
 
 if TYPE_CHECKING:
-    from eagle_convert.draft.checkpoint import Checkpoint
+    from eagle_convert.draft import Checkpoint
     from eagle_convert.upgrade.norminit import NormInit
     from eagle_convert.upgrade.plan import UpgradePlan
     from eagle_convert.upgrade.run import Calibrate
@@ -90,7 +90,7 @@ def command(*parts: str | Path | None) -> str:
 
 
 def inspect_stage(draft: Path) -> tuple[dict[str, Any], str]:
-    from eagle_convert.draft.report import inspect_checkpoint
+    from eagle_convert.draft import inspect_checkpoint
 
     rep = inspect_checkpoint(str(draft)).to_dict(tensors=False)
     keep = (

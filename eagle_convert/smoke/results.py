@@ -268,8 +268,7 @@ def draft_labels(paths: Sequence[Path]) -> list[str]:
 
 def _variant(path: Path) -> str | None:
     try:
-        from eagle_convert.draft.checkpoint import open_checkpoint
-        from eagle_convert.draft.describe import describe
+        from eagle_convert.draft import describe, open_checkpoint
 
         return describe(open_checkpoint(path), read_vocab=False).variant
     except Exception as exc:  # a label only: the engines report real load problems

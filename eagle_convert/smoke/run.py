@@ -63,11 +63,11 @@ def _local_dir(path: str | Path, what: str) -> Path:
         raise CheckpointNotFoundError(
             f"{what} {path}: no such folder", hint=suggestion(p) or "smoke needs a local checkpoint folder"
         )
-    from eagle_convert.draft.kind import ensure_draft, ensure_target_config
+    from eagle_convert.draft import ensure_draft, ensure_target_config
 
     swap = "did you swap TARGET and --draft?"
     if what == "draft":
-        from eagle_convert.draft.checkpoint import open_checkpoint
+        from eagle_convert.draft import open_checkpoint
 
         ckpt = open_checkpoint(p)
         has_config = ckpt.has_config
@@ -83,7 +83,7 @@ def _local_dir(path: str | Path, what: str) -> Path:
 
 
 def _target_context(target: Path) -> int | None:
-    from eagle_convert.draft.target import Target
+    from eagle_convert.draft import Target
 
     return Target.from_folder(target).max_position_embeddings
 

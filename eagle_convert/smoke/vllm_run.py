@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from eagle_convert.draft.target import Target
+from eagle_convert.draft import Target
 from eagle_convert.smoke.control import SamplingControl, compare_outputs, dtype_of, sampling_margin
 from eagle_convert.smoke.prompts import PromptSet
 

@@ -17,9 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from eagle_convert.draft.card import CARD_FILE
-from eagle_convert.draft.checkpoint import open_checkpoint
-from eagle_convert.draft.describe import describe
+from eagle_convert.draft import CARD_FILE, describe, open_checkpoint
 from eagle_convert.errors import CheckpointReadError, EagleConvertError, OutputError, VerificationError
 from eagle_convert.io import (
     INDEX_FILENAME,

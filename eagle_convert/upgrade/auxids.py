@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eagle_convert.draft.checkpoint import Checkpoint
-from eagle_convert.draft.describe import DraftInfo
-from eagle_convert.draft.target import Target
+from eagle_convert.draft import Checkpoint, DraftInfo, Target
 from eagle_convert.errors import UpgradeRefusedError, UsageError
 from eagle_convert.upgrade.refusals import refuse
 from eagle_convert.vllm_model import default_aux_ids, lookup

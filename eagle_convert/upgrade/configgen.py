@@ -9,9 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from eagle_convert.draft import schemas
-from eagle_convert.draft.checkpoint import CheckpointRef
-from eagle_convert.draft.target import Target, load_target
+from eagle_convert.draft import CheckpointRef, Target, load_schema, load_target
 from eagle_convert.errors import UsageError
 from eagle_convert.vllm_model import (
     ARCHITECTURES,
@@ -58,7 +56,7 @@ def speculators_verifier(target: Target) -> tuple[str, str | None]:
     written as the repo it names where it tells one: a folder in the HF cache (models--ORG--NAME/...),
     else its config's `_name_or_path` (transformers writes it on save) when that is a repo id; a hub --target drops its @revision.
     """
-    from eagle_convert.draft.card import hub_repo_id
+    from eagle_convert.draft import hub_repo_id
     from eagle_convert.vllm_model import verifier_problem
 
     parsed = CheckpointRef.parse(target.ref)
@@ -111,7 +109,7 @@ def to_native(config: dict[str, Any]) -> dict[str, Any]:
 
 def to_speculators(config: dict[str, Any], attention: str, verifier: str) -> dict[str, Any]:
     """Wrap a native draft config in the speculators format (inner `transformer_layer_config`)."""
-    data = schemas.load("upgrade-config.json")
+    data = load_schema("upgrade-config.json")
     model_type = attention if attention in SPECULATORS_ARCHITECTURES["eagle3"] else None
     if model_type is None:
         raise UsageError(
@@ -164,7 +162,7 @@ def _applies(rule: dict[str, Any], config: dict[str, Any], values: dict[str, Any
 def apply_rules(config: dict[str, Any], fmt: str, layout: str, values: dict[str, Any]) -> dict[str, Any]:
     """A copy of `config` with every rule of `fmt` ("native" | "speculators") applied for `layout`."""
     out = copy.deepcopy(config)
-    for rule in schemas.load("upgrade-config.json")["formats"][fmt]:
+    for rule in load_schema("upgrade-config.json")["formats"][fmt]:
         if "layouts" in rule and layout not in rule["layouts"]:
             continue
         if not _applies(rule, out, values):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from eagle_convert.draft.card import CARD_FILE
+from eagle_convert.draft import CARD_FILE
 from eagle_convert.io import (
     INDEX_FILENAME,
     LinkOutcome,

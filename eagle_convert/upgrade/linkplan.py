@@ -20,8 +20,7 @@ import copy
 from dataclasses import dataclass, replace
 from typing import Any
 
-from eagle_convert.draft.card import CARD_FILE, PROVENANCE_KEY
-from eagle_convert.draft.layout import canonical_name
+from eagle_convert.draft import CARD_FILE, PROVENANCE_KEY, canonical_name
 from eagle_convert.errors import UpgradeRefusedError
 from eagle_convert.io import DTYPE_BYTES, FORMAT_PT_METADATA, INDEX_FILENAME, OutFile, file_header, index_text
 from eagle_convert.upgrade.outfiles import PlannedFile

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.draft.checkpoint import Checkpoint
-from eagle_convert.draft.layout import canonical_name
+from eagle_convert.draft import Checkpoint, canonical_name
 from eagle_convert.errors import CheckpointReadError
 from eagle_convert.io import (
     DTYPE_BITS,

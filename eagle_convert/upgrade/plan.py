@@ -20,10 +20,16 @@ from typing import Any
 
 from eagle_convert._version import __version__
 from eagle_convert.diff import config_diff
-from eagle_convert.draft.card import CARD_FILE, PROVENANCE_KEY, model_card, recorded_target, weights_dtype
-from eagle_convert.draft.checkpoint import Checkpoint
-from eagle_convert.draft.describe import DraftInfo
-from eagle_convert.draft.target import Target
+from eagle_convert.draft import (
+    CARD_FILE,
+    PROVENANCE_KEY,
+    Checkpoint,
+    DraftInfo,
+    Target,
+    model_card,
+    recorded_target,
+    weights_dtype,
+)
 from eagle_convert.errors import EagleConvertError, UpgradeRefusedError, UsageError
 from eagle_convert.io import INDEX_FILENAME, ByteRange, OutTensor
 from eagle_convert.upgrade.auxids import AuxIds, resolve_aux

@@ -13,8 +13,7 @@ table of fixable codes to keep in step with the rules.
 
 from __future__ import annotations
 
-from eagle_convert.draft.checkpoint import Checkpoint
-from eagle_convert.draft.describe import describe
+from eagle_convert.draft import Checkpoint, describe
 from eagle_convert.errors import EagleConvertError, UpgradeRefusedError
 from eagle_convert.upgrade.outfiles import planned_output
 from eagle_convert.upgrade.plan import UpgradePlan, plan_upgrade

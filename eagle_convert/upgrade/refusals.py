@@ -7,8 +7,7 @@ drafts (the aux states would be normalised twice), drafts already EAGLE-3.1, and
 
 from __future__ import annotations
 
-from eagle_convert.draft.checkpoint import Checkpoint
-from eagle_convert.draft.describe import DraftInfo
+from eagle_convert.draft import Checkpoint, DraftInfo
 from eagle_convert.errors import UpgradeRefusedError
 from eagle_convert.upgrade.norminit import FLOAT_DTYPES
 from eagle_convert.vllm_model import read_config

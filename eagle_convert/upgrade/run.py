@@ -14,10 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.draft.checkpoint import Checkpoint, open_checkpoint
-from eagle_convert.draft.describe import DraftInfo, describe
-from eagle_convert.draft.kind import ensure_draft
-from eagle_convert.draft.target import Target
+from eagle_convert.draft import Checkpoint, DraftInfo, Target, describe, ensure_draft, open_checkpoint
 from eagle_convert.upgrade.apply import Progress, UpgradeResult, apply_upgrade, check_output
 from eagle_convert.upgrade.configgen import read_target
 from eagle_convert.upgrade.linkplan import LinkPlan, plan_link

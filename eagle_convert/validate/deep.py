@@ -26,7 +26,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 
-from eagle_convert.draft.checkpoint import Checkpoint
+from eagle_convert.draft import Checkpoint
 from eagle_convert.errors import CheckpointReadError
 from eagle_convert.io import DTYPE_BYTES, LocalSource, TensorInfo, decode
 from eagle_convert.validate.findings import Finding, finding

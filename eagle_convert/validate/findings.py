@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import Any, Literal
 
-from eagle_convert.draft import schemas
+from eagle_convert.draft import load_schema
 
 Level = Literal["error", "warning", "info"]
 LEVELS: tuple[Level, ...] = ("error", "warning", "info")
@@ -45,7 +45,7 @@ class CodeInfo:
 def code_table() -> dict[str, CodeInfo]:
     """code -> CodeInfo, checked once: the letter must agree with the level."""
     table: dict[str, CodeInfo] = {}
-    for row in schemas.load("findings.json")["codes"]:
+    for row in load_schema("findings.json")["codes"]:
         info = CodeInfo(
             row["code"], row["slug"], row["family"], row["level"], row["title"], row["why"], row["fix"], row["impact"]
         )

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from eagle_convert.draft.checkpoint import Checkpoint, CheckpointRef
+from eagle_convert.draft import Checkpoint, CheckpointRef
 from eagle_convert.validate.findings import Finding, code_table
 from eagle_convert.validate.run import ValidationReport, open_draft, static_report
 from eagle_convert.vllm_model import KNOWN_RELEASES, VllmVersionStatus, installed_status, status_for

@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.draft.checkpoint import Checkpoint, CheckpointRef, open_checkpoint
-from eagle_convert.draft.describe import Classified, DraftInfo, classify, describe
+from eagle_convert.draft import Checkpoint, CheckpointRef, Classified, DraftInfo, classify, describe, open_checkpoint
 from eagle_convert.errors import ConfigError, NotADraftError, UnknownLayoutError, UsageError
 from eagle_convert.extras import require
 from eagle_convert.validate.deep import DeepSummary, Progress

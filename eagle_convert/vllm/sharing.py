@@ -22,8 +22,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from eagle_convert.draft.card import PROVENANCE_KEY
-from eagle_convert.draft.checkpoint import open_checkpoint
+from eagle_convert.draft import PROVENANCE_KEY, open_checkpoint
 from eagle_convert.errors import EagleConvertError
 
 __all__ = ["FRESH_ENGINES_ENV", "IGNORED_CONFIG_KEYS", "engine_groups", "engine_order", "sharing_enabled", "swap_key"]

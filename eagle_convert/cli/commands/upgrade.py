@@ -14,7 +14,7 @@ from eagle_convert.cli.interrupt import on_interrupt
 from eagle_convert.upgrade.plan import LAYOUTS
 
 if TYPE_CHECKING:
-    from eagle_convert.draft.checkpoint import Checkpoint
+    from eagle_convert.draft import Checkpoint
     from eagle_convert.finetune.calibrate import Calibration
     from eagle_convert.upgrade.apply import Progress
     from eagle_convert.upgrade.norminit import NormInit

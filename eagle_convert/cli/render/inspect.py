@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from eagle_convert.draft.report import InspectReport
+from eagle_convert.draft import InspectReport
 
 
 def human_bytes(n: int) -> str:

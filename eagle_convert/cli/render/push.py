@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from eagle_convert.cli.render.inspect import human_bytes
-from eagle_convert.draft.card import CARD_FILE
+from eagle_convert.draft import CARD_FILE
 from eagle_convert.push import PushPlan, PushResult
 
 

@@ -12,8 +12,7 @@ from rich.table import Table
 from eagle_convert.cli.render.diff import ABSENT, config_table
 from eagle_convert.cli.render.inspect import human_bytes
 from eagle_convert.diff import config_diff
-from eagle_convert.draft.card import CARD_FILE, PROVENANCE_KEY
-from eagle_convert.draft.checkpoint import CONFIG_FNAME
+from eagle_convert.draft import CARD_FILE, CONFIG_FNAME, PROVENANCE_KEY
 from eagle_convert.io import INDEX_FILENAME
 from eagle_convert.upgrade.apply import UpgradeResult
 from eagle_convert.upgrade.plan import UpgradePlan

@@ -11,9 +11,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from eagle_convert.draft.checkpoint import Checkpoint
-from eagle_convert.draft.describe import DraftInfo
-from eagle_convert.draft.target import Target
+from eagle_convert.draft import Checkpoint, DraftInfo, Target
 from eagle_convert.io import TensorInfo
 from eagle_convert.vllm_model import MAX_COUNT, Release, ServeConfig, VllmDraftConfig, read_config, vllm_name
 

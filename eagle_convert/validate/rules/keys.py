@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from eagle_convert.draft.layout import canonical_name
+from eagle_convert.draft import canonical_name
 from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules import loading
 from eagle_convert.validate.rules.context import Context

@@ -8,7 +8,7 @@ that are easy to get wrong (it ignores the top-level aux ids for Llama drafts).
 
 from __future__ import annotations
 
-from eagle_convert.draft.layout import canonical_name
+from eagle_convert.draft import canonical_name
 from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules.context import Context
 from eagle_convert.validate.rules.tensorspec import expected_tensors

@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.draft.checkpoint import Checkpoint, load_from_source
-from eagle_convert.draft.target import Target, load_target
+from eagle_convert.draft import Checkpoint, Target, load_from_source, load_target
 from eagle_convert.errors import CheckpointNotFoundError, ConfigError
 from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules.context import Context

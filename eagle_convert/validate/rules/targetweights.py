@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from eagle_convert.draft import schemas
+from eagle_convert.draft import load_schema
 from eagle_convert.io import RowReader, decode, encode, read_array
 from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules.context import Context
@@ -61,7 +61,7 @@ def check(ctx: Context) -> list[Finding]:
     if weights is None:
         ctx.notes["target_weights"] = tm.weights_note or "target weights not read"
         return []
-    names = schemas.load("layouts.json")["target_tensors"]
+    names = load_schema("layouts.json")["target_tensors"]
     t_embed = next((n for n in names["embed"] if n in weights.tensors), None)
     t_head = next((n for n in names["lm_head"] if n in weights.tensors), None) or t_embed  # tied embeddings
     t0 = time.perf_counter()

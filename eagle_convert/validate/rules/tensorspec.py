@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from eagle_convert.draft import schemas
+from eagle_convert.draft import load_schema
 from eagle_convert.validate.rules.context import Context
 from eagle_convert.validate.rules.expr import evaluate
 from eagle_convert.vllm_model import MAX_COUNT
@@ -72,7 +72,7 @@ def _per_release(ctx: Context, out: dict[str, Expected]) -> dict[str, Expected]:
 
 
 def _expand(ctx: Context, env: dict) -> dict[str, Expected]:
-    data = schemas.load("tensors.json")
+    data = load_schema("tensors.json")
     out: dict[str, Expected] = {}
     for spec in data["tensors"]:
         if "for" in spec:

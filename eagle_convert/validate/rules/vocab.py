@@ -83,9 +83,9 @@ def _side_files(ctx: Context) -> list[Finding]:
     """E409: a reduced vocabulary whose map sits in a file vLLM never reads (NeMo Automodel PR #2447)."""
     from fnmatch import fnmatch
 
-    from eagle_convert.draft import schemas
+    from eagle_convert.draft import load_schema
 
-    patterns = schemas.load("layouts.json")["vocab_side_files"]
+    patterns = load_schema("layouts.json")["vocab_side_files"]
     weights = set(ctx.ckpt.weight_files)
     try:
         files = ctx.ckpt.source.list_files()
