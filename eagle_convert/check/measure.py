@@ -24,7 +24,7 @@ from typing import Any
 from eagle_convert.draft import CheckpointRef
 from eagle_convert.errors import CheckpointNotFoundError
 from eagle_convert.io import missing_path_error
-from eagle_convert.vllm.session import EngineSession, PassResult, PassSpec
+from eagle_convert.vllm import EngineSession, PassResult, PassSpec
 
 MAIN, GREEDY, EPS, MIXED = "main", "greedy", "eps", "mixed"
 

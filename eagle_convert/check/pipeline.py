@@ -299,7 +299,7 @@ def identity(s: State) -> list[CheckResult]:
             tol,
         )
         if not r.passed:
-            from eagle_convert.vllm.known_issues import sampling_issues
+            from eagle_convert.vllm import sampling_issues
 
             found = sampling_issues()
             r.message += f". Cause: {found[0].summary}" if found else ""

@@ -29,7 +29,7 @@ from eagle_convert.errors import UsageError
 from eagle_convert.smoke.prompts import NATURAL, PromptSet
 
 if TYPE_CHECKING:
-    from eagle_convert.vllm.session import EngineRun, PassResult, PassSpec
+    from eagle_convert.vllm import EngineRun, PassResult, PassSpec
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
@@ -77,7 +77,7 @@ def _pass_name(c: int, r: int) -> str:
 def throughput_passes(concurrency: Sequence[int], pset: PromptSet, seed: int) -> list[PassSpec]:
     """The warm-up and the measuring passes (greedy), on the natural-bucket prompts cycled to
     fill each batch (all prompts when no natural bucket was asked for)."""
-    from eagle_convert.vllm.session import PassSpec
+    from eagle_convert.vllm import PassSpec
 
     pool = [i for i, p in enumerate(pset.prompts) if p.bucket == NATURAL] or list(range(len(pset.prompts)))
     passes = [PassSpec(WARMUP, 0.0, seed, (pool[0],))]

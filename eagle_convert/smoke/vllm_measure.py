@@ -40,7 +40,7 @@ from eagle_convert.smoke.vllm_run import (
 )
 
 if TYPE_CHECKING:
-    from eagle_convert.vllm.session import EngineSession, PassResult
+    from eagle_convert.vllm import EngineSession, PassResult
     from eagle_convert.vllm_model import ServeConfig
 
 __all__ = ["DraftMeasurement", "Measurement", "engine_device", "measure_vllm", "throughput_report"]
@@ -100,8 +100,7 @@ def measure_vllm(
     """Run every draft (and, with `concurrency` and `baseline`, the target alone) in one worker;
     with `serve` (--speculative-config) every draft's engine runs with exactly its keys; `on_tick`
     counts the engines run (one per draft, plus the target alone)."""
-    from eagle_convert.vllm.session import EngineSession, PassSpec
-    from eagle_convert.vllm.sharing import engine_order
+    from eagle_convert.vllm import EngineSession, PassSpec, engine_order
 
     concurrency = parse_concurrency(concurrency) if concurrency else []
     own = session is None

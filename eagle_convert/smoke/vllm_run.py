@@ -19,7 +19,7 @@ from eagle_convert.smoke.control import SamplingControl, compare_outputs, dtype_
 from eagle_convert.smoke.prompts import PromptSet
 
 if TYPE_CHECKING:
-    from eagle_convert.vllm.session import EngineRun, PassResult
+    from eagle_convert.vllm import EngineRun, PassResult
 
 CONTROL_TEMPERATURE = 0.01
 CONTROL_PROMPTS = 2
@@ -46,7 +46,7 @@ def max_model_len_for(target: Path, pset: PromptSet, max_new_tokens: int, k: int
 
 def control_passes(temperature: float, n_prompts: int, seed: int) -> list:
     """The two control passes of the sampling control (greedy with top-2 logits, and T = eps)."""
-    from eagle_convert.vllm.session import PassSpec
+    from eagle_convert.vllm import PassSpec
 
     idx = tuple(range(min(CONTROL_PROMPTS, n_prompts)))
     return [PassSpec(GREEDY, 0.0, seed, idx, logprobs=2), PassSpec(EPS, temperature, seed, idx)]
@@ -81,7 +81,7 @@ def sampling_control(
         _compare(*alone, pset, dtype, temperature) if alone else None,
     )
     if not control.passed:
-        from eagle_convert.vllm.known_issues import sampling_issues
+        from eagle_convert.vllm import sampling_issues
 
         found = sampling_issues()
         control.cause = found[0].summary if found else None

@@ -285,7 +285,7 @@ def _version_findings(report: ValidationReport) -> list:
 def _engine(report: ValidationReport, ctx: Any, ckpt: Any, target: str | Path | None, timeout_s: float) -> list:
     from eagle_convert.io import LocalSource
     from eagle_convert.validate.rules.engine import feature_findings, from_engine
-    from eagle_convert.vllm.check import check_with_vllm
+    from eagle_convert.vllm import check_with_vllm
 
     target_ref = CheckpointRef.parse(str(target))
     if not isinstance(ckpt.source, LocalSource) or target_ref.is_hub:

@@ -1,1 +1,36 @@
 """Every use of vLLM's own (private) APIs: the strict load check and the spec-decode run, in a subprocess."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from eagle_convert._lazy import attach
+
+if TYPE_CHECKING:  # what type checkers see
+    from eagle_convert.vllm.check import check_with_vllm
+    from eagle_convert.vllm.known_issues import sampling_issues
+    from eagle_convert.vllm.session import EngineRun, EngineSession, PassResult, PassSpec
+    from eagle_convert.vllm.sharing import engine_order
+else:  # what runs: each name imported from its module on first use
+    __getattr__, __dir__ = attach(
+        __name__,
+        {
+            "check_with_vllm": "eagle_convert.vllm.check",
+            "sampling_issues": "eagle_convert.vllm.known_issues",
+            "EngineRun": "eagle_convert.vllm.session",
+            "EngineSession": "eagle_convert.vllm.session",
+            "PassResult": "eagle_convert.vllm.session",
+            "PassSpec": "eagle_convert.vllm.session",
+            "engine_order": "eagle_convert.vllm.sharing",
+        },
+    )
+
+__all__ = [
+    "check_with_vllm",
+    "engine_order",
+    "EngineRun",
+    "EngineSession",
+    "PassResult",
+    "PassSpec",
+    "sampling_issues",
+]
