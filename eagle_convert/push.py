@@ -30,7 +30,7 @@ from eagle_convert.errors import (
     UsageError,
 )
 from eagle_convert.io import OFFLINE_REASON, endpoint, endpoint_display, offline, suggestion, translate
-from eagle_convert.validate.run import validate_checkpoint
+from eagle_convert.validate import validate_checkpoint
 
 __all__ = ["PushPlan", "PushResult", "plan_push", "push_draft", "push_files"]
 

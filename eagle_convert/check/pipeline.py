@@ -104,7 +104,7 @@ def _unmeasured(s: State, stage: str) -> list[CheckResult] | None:
 
 
 def static(s: State) -> list[CheckResult]:
-    from eagle_convert.validate.run import validate_checkpoint
+    from eagle_convert.validate import validate_checkpoint
 
     s.report = validate_checkpoint(
         s.draft,
@@ -145,9 +145,7 @@ def features(s: State) -> list[CheckResult]:
 
 def engine(s: State) -> list[CheckResult]:
     from eagle_convert.draft import open_checkpoint
-    from eagle_convert.validate.rules.context import build_context
-    from eagle_convert.validate.rules.engine import feature_findings, from_engine
-    from eagle_convert.validate.rules.target import open_target
+    from eagle_convert.validate import build_context, feature_findings, from_engine, open_target
 
     draft, target = s.folder("draft"), s.folder("target")
     result = s.engines.load_check(

@@ -43,7 +43,7 @@ def precommit_cmd(files: tuple[Path, ...], strict: bool, policy_file: Path | Non
     """Validate the draft folders that FILES belong to."""
     from eagle_convert.check.changed import draft_folders
     from eagle_convert.check.policy import load_policy
-    from eagle_convert.validate.run import validate_checkpoint
+    from eagle_convert.validate import validate_checkpoint
 
     policy = load_policy(policy_file)
     allowed = set(policy.get("static", "allow_warnings", []))

@@ -451,7 +451,7 @@ def _write(plan: FinetunePlan, drafter: Any, prov: dict[str, Any]) -> None:
     from eagle_convert.io import OutputExistsError, atomic_output_dir, torch_dtype
     from eagle_convert.reference.data import load_drafter
     from eagle_convert.reference.train import write_draft
-    from eagle_convert.validate.matrix import serving_summary
+    from eagle_convert.validate import serving_summary
 
     dtype = torch_dtype(plan.dtype)  # F32, BF16 or F16 (plan.py)
     config = {**plan.config, PROVENANCE_KEY: prov}

@@ -118,7 +118,7 @@ def inspect_stage(draft: Path) -> tuple[dict[str, Any], str]:
 
 
 def validate_stage(folder: Path, target: Path) -> tuple[dict[str, Any], str]:
-    from eagle_convert.validate.run import validate_checkpoint
+    from eagle_convert.validate import validate_checkpoint
 
     rep = validate_checkpoint(folder, target=target).to_dict()
     findings = [{"code": f["code"], "level": f["level"], "message": f.get("message")} for f in rep["findings"]]

@@ -57,7 +57,7 @@ def _cards(variants: Sequence[Variant], target: Path, acc_dict: dict[str, Any]) 
     """Each variant the report built gets its model card with the measured table (the input is
     the user's folder and is never written to)."""
     from eagle_convert.draft import acceptance_from_smoke, write_model_card
-    from eagle_convert.validate.matrix import serving_summary
+    from eagle_convert.validate import serving_summary
 
     cards = {}
     for v in variants:

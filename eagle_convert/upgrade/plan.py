@@ -255,7 +255,7 @@ def plan_upgrade(
 def _serving(ckpt: Checkpoint, files: list[PlannedFile], config: dict[str, Any]) -> str | None:
     """The card's compatibility-matrix sentence for the output as planned (None: the planned output
     cannot be read as a draft, which the preflight then refuses with its own message)."""
-    from eagle_convert.validate.matrix import serving_summary
+    from eagle_convert.validate import serving_summary
 
     sharded = len(files) > 1 or ckpt.storage == "sharded"
     try:

@@ -17,9 +17,7 @@ from eagle_convert.draft import Checkpoint, describe
 from eagle_convert.errors import EagleConvertError, UpgradeRefusedError
 from eagle_convert.upgrade.outfiles import planned_output
 from eagle_convert.upgrade.plan import UpgradePlan, plan_upgrade
-from eagle_convert.validate.findings import Finding
-from eagle_convert.validate.rules import run_static
-from eagle_convert.validate.rules.context import build_context
+from eagle_convert.validate import Finding, build_context, run_static
 
 __all__ = ["output_errors", "planned_checkpoint", "refuse_invalid_output"]
 

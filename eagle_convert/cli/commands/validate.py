@@ -92,7 +92,7 @@ def validate_cmd(
     listed in docs/findings.md. With --vllm-version all: one verdict per known vLLM
     release; the exit status is the default release's (the installed vLLM, else the newest).
     """
-    from eagle_convert.validate.run import validate_checkpoint
+    from eagle_convert.validate import validate_checkpoint
     from eagle_convert.vllm_model import ALL
 
     if vllm_version == ALL:
@@ -137,7 +137,7 @@ def _matrix(
     speculative_config: str | None = None,
 ) -> None:
     """`--vllm-version all`: the compatibility matrix (static rules only, once per release)."""
-    from eagle_convert.validate.matrix import compatibility_matrix
+    from eagle_convert.validate import compatibility_matrix
 
     for flag, given in (("--deep", deep), ("--engine", engine is not None)):
         if given:

@@ -14,9 +14,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from eagle_convert.validate.findings import Finding, code_table
-from eagle_convert.validate.matrix import AS_TRAINED, FAILS, VERDICTS, Matrix
-from eagle_convert.validate.run import ValidationReport
+from eagle_convert.validate import AS_TRAINED, FAILS, VERDICTS, Finding, Matrix, ValidationReport, code_table
 from eagle_convert.vllm_model import KNOWN_RELEASES
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
