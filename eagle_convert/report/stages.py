@@ -17,9 +17,7 @@ from eagle_convert.smoke.prompts import NATURAL, Prompt
 
 if TYPE_CHECKING:
     from eagle_convert.draft import Checkpoint
-    from eagle_convert.upgrade.norminit import NormInit
-    from eagle_convert.upgrade.plan import UpgradePlan
-    from eagle_convert.upgrade.run import Calibrate
+    from eagle_convert.upgrade import Calibrate, NormInit, UpgradePlan
 
 __all__ = [
     "ReportOptions",
@@ -147,7 +145,7 @@ def upgrade_stage(
 ) -> tuple[dict[str, Any], str]:
     """`upgrade DRAFT OUT --force` (identity fc_norm), or with `calibrate`
     `upgrade DRAFT OUT --init calibrated --target TARGET [--prompts FILE] --force`."""
-    from eagle_convert.upgrade.run import upgrade_draft
+    from eagle_convert.upgrade import upgrade_draft
 
     result: dict[str, Any] = {}
     args: list[str | Path] = ["upgrade", draft, out]

@@ -11,14 +11,12 @@ import click
 
 from eagle_convert.cli.commands._interrupt import output_detail
 from eagle_convert.cli.interrupt import on_interrupt
-from eagle_convert.upgrade.plan import LAYOUTS
+from eagle_convert.upgrade import LAYOUTS
 
 if TYPE_CHECKING:
     from eagle_convert.draft import Checkpoint
     from eagle_convert.finetune.calibrate import Calibration
-    from eagle_convert.upgrade.apply import Progress
-    from eagle_convert.upgrade.norminit import NormInit
-    from eagle_convert.upgrade.plan import UpgradePlan
+    from eagle_convert.upgrade import NormInit, Progress, UpgradePlan
 
 INITS = ("ones", "calibrated")
 PROGRESS_MIN_BYTES = 64 << 20  # smaller checkpoints finish before a bar is worth drawing
@@ -136,7 +134,7 @@ def upgrade_cmd(
     of which only config, index and weight files are downloaded.
     """
     from eagle_convert.cli.output import console, echo_json
-    from eagle_convert.upgrade.run import UpgradeRun, upgrade_draft
+    from eagle_convert.upgrade import UpgradeRun, upgrade_draft
 
     if init == "calibrated":  # before reading (or downloading) anything
         from eagle_convert.extras import require

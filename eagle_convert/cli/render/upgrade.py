@@ -14,11 +14,10 @@ from eagle_convert.cli.render.inspect import human_bytes
 from eagle_convert.diff import config_diff
 from eagle_convert.draft import CARD_FILE, CONFIG_FNAME, PROVENANCE_KEY
 from eagle_convert.io import INDEX_FILENAME
-from eagle_convert.upgrade.apply import UpgradeResult
-from eagle_convert.upgrade.plan import UpgradePlan
+from eagle_convert.upgrade import UpgradePlan, UpgradeResult
 
 if TYPE_CHECKING:
-    from eagle_convert.upgrade.linkplan import LinkPlan
+    from eagle_convert.upgrade import LinkPlan
 
 HARDLINK_NOTE = (
     "hard links share the inode with the input: a program that writes into either file in place "
