@@ -36,6 +36,7 @@ LAYERS: dict[str, int] = {
     "reference": 6,  # the torch reference engine
     "measure": 7,  # what smoke, check, report and drift share: prompts, counters, engines, pass planning
     "smoke": 8,
+    "drift": 8,  # attention drift by draft depth: the reference loop with the drafter's observer
     "finetune": 8,
     "check": 8,  # the pre-deployment gate: runs validate, the vLLM worker and measure's passes
     "report": 8,  # inspect, upgrade, finetune, validate and smoke of one draft, side by side, resumable

@@ -131,6 +131,7 @@ SCHEMAS = {
     "upgrade": "upgrade-report.schema.json",
     "diff": "diff-report.schema.json",
     "smoke": "smoke-report.schema.json",
+    "drift": "drift-report.schema.json",
     "finetune": "finetune-report.schema.json",
     "check": "check-report.schema.json",
     "report": "report.schema.json",

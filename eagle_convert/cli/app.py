@@ -25,7 +25,7 @@ from eagle_convert.io import printable
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 # Lazily loaded commands: module names under eagle_convert/cli/commands/.
-COMMANDS = ("upgrade", "diff", "validate", "smoke", "finetune", "check", "report", "push")
+COMMANDS = ("upgrade", "diff", "validate", "smoke", "drift", "finetune", "check", "report", "push")
 
 
 def _command_module_exists(name: str) -> bool:

@@ -9,7 +9,9 @@ return pair and the d2t offset scatter. Unquantised, one device (CPU or GPU), no
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 import torch
@@ -20,6 +22,7 @@ from eagle_convert.vllm_model import DEFAULT_ROPE_THETA, read_config, rope_param
 
 __all__ = [
     "DraftConfig",
+    "DraftObserver",
     "EagleDrafter",
     "DraftCache",
     "KVSlot",
@@ -163,6 +166,27 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
 
 
+class DraftObserver(Protocol):
+    """What a drafter reports when `EagleDrafter.observer` is set (drift, `drift/`): observing
+    never changes what is computed, it only receives copies of intermediate values.
+
+    `attention(layer, probs)`: one attention layer's probabilities, fp32 `[B, heads, T, S]` (query
+    rows T of this pass, every cached key S). `states(name, value)`: "aux" (the target's aux
+    states as given), "fc_input" (after input_norm / fc_norm, what `fc` reads) and, once per pass,
+    "fed" (the state fed back to the next step: pre-norm, or post-norm with `norm_output`).
+    """
+
+    def attention(self, layer: int, probs: Tensor) -> None: ...
+
+    def states(self, name: str, value: Tensor) -> None: ...
+
+
+def attention_probs(q: Tensor, k: Tensor, mask: Tensor, scale: float) -> Tensor:
+    """Softmax attention weights in fp32 (what SDPA applies), for an observer. k: expanded to q's heads."""
+    scores = (q.float() @ k.float().transpose(-1, -2)) * scale
+    return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+
+
 class KVSlot(Protocol):
     """Where one attention layer keeps its keys/values; decides what each query may see."""
 
@@ -176,9 +200,10 @@ def expand_kv(x: Tensor, groups: int) -> Tensor:
 class CacheSlot:
     """Incremental causal KV cache; `truncate` drops entries, as vLLM overwrites rejected slots."""
 
-    def __init__(self) -> None:
+    def __init__(self, observe: Callable[[Tensor], None] | None = None) -> None:
         self.k: Tensor | None = None
         self.v: Tensor | None = None
+        self.observe = observe  # receives the attention probabilities of every pass
 
     def __len__(self) -> int:
         return 0 if self.k is None else self.k.shape[2]
@@ -194,16 +219,19 @@ class CacheSlot:
         t, s = q.shape[2], self.k.shape[2]
         mask = torch.ones(t, s, dtype=torch.bool, device=q.device).tril(diagonal=past)
         groups = q.shape[1] // k.shape[1]
-        return F.scaled_dot_product_attention(
-            q, expand_kv(self.k, groups), expand_kv(self.v, groups), attn_mask=mask, scale=scale
-        )
+        keys = expand_kv(self.k, groups)
+        if self.observe is not None:
+            self.observe(attention_probs(q, keys, mask, scale))
+        return F.scaled_dot_product_attention(q, keys, expand_kv(self.v, groups), attn_mask=mask, scale=scale)
 
 
 class DraftCache:
     """Per-layer cache slots of one draft sequence; length is the number of cached positions."""
 
-    def __init__(self, num_layers: int) -> None:
-        self.slots = [CacheSlot() for _ in range(num_layers)]
+    def __init__(self, num_layers: int, observer: DraftObserver | None = None) -> None:
+        self.slots = [
+            CacheSlot(None if observer is None else partial(observer.attention, i)) for i in range(num_layers)
+        ]
 
     def __len__(self) -> int:
         return len(self.slots[0])
@@ -304,6 +332,7 @@ class EagleDrafter(nn.Module):
         self.lm_head = nn.Linear(h, cfg.draft_vocab_size, bias=False)
         self.register_buffer("d2t", torch.zeros(cfg.draft_vocab_size, dtype=torch.long))
         self.inv_freq = rope_inv_freq(cfg)  # plain attribute: stays fp32 under `.to(dtype)`
+        self.observer: DraftObserver | None = None  # set it before `new_cache()` to watch attention too
 
     @property
     def draft_to_target(self) -> Tensor:
@@ -315,11 +344,15 @@ class EagleDrafter(nn.Module):
         """`[.., A*T]` target aux states (ascending layer order) -> `[.., H]` (input_norm, fc_norm, fc)."""
         if not self.cfg.use_aux_hidden_state:
             return aux
+        if self.observer is not None:
+            self.observer.states("aux", aux)
         if self.cfg.norm_before_fc:
             aux = self.input_norm(aux)
         if self.cfg.fc_norm:
             chunks = aux.chunk(self.cfg.num_aux_hidden_states, dim=-1)
             aux = torch.cat([n(c) for n, c in zip(self.fc_norm, chunks)], dim=-1)
+        if self.observer is not None:
+            self.observer.states("fc_input", aux)
         return self.fc(aux)
 
     def rope(self, positions: Tensor) -> tuple[Tensor, Tensor]:
@@ -341,7 +374,10 @@ class EagleDrafter(nn.Module):
         for layer, slot in zip(self.layers, slots):
             hidden, residual = layer(embeds, hidden, residual, cos, sin, slot)
         normed, prenorm = self.norm(hidden, residual)
-        return normed, (normed if self.cfg.norm_output else prenorm)
+        fed = normed if self.cfg.norm_output else prenorm
+        if self.observer is not None:
+            self.observer.states("fed", fed)
+        return normed, fed
 
     def draft_logits(self, normed: Tensor) -> Tensor:
         """Logits over the draft vocabulary."""
@@ -357,4 +393,4 @@ class EagleDrafter(nn.Module):
         return out
 
     def new_cache(self) -> DraftCache:
-        return DraftCache(len(self.layers))
+        return DraftCache(len(self.layers), self.observer)

@@ -1,0 +1,134 @@
+"""`eagle-convert drift DRAFT [DRAFT ...] --target T`: attention drift by draft depth, side by side."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command("drift")
+@click.argument("drafts", nargs=-1, required=True, metavar="DRAFT [DRAFT ...]")
+@click.option("--target", required=True, help="The target model folder the drafts speculate for.")
+@click.option(
+    "--prompts",
+    "prompts_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help='JSONL file, one object per line: {"prompt": ...} or {"messages": [...]}, optional "category" '
+    'and "id". Default: the built-in set.',
+)
+@click.option("--category", "categories", multiple=True, help="Only prompts of this category (repeatable).")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N prompts per category.")
+@click.option(
+    "--depth",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Draft steps per round (the chain's k), beyond the serving k on purpose.",
+)
+@click.option(
+    "--sink-tokens",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="The first context positions counted as attention sinks.",
+)
+@click.option(
+    "--max-new-tokens",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="Tokens generated per prompt; every draft round is one position drafted from.",
+)
+@click.option(
+    "--buckets",
+    default="natural",
+    show_default=True,
+    help="Context lengths to measure, e.g. natural,256,1024 (prompts padded with neutral filler text).",
+)
+@click.option(
+    "--chat-template",
+    "chat_templates",
+    multiple=True,
+    help="Jinja template (file or literal) replacing the target's, 'none' for raw text; repeat to compare "
+    "templates. Default: the target's own.",
+)
+@click.option("--device", default=None, help="Where the reference engine runs (cpu, cuda). Default: cuda if present.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write a PNG: sink share, fed-back RMS and conditional acceptance by depth, a line per draft, "
+    "a row per bucket.",
+)
+def drift_cmd(
+    drafts: tuple[str, ...],
+    target: str,
+    prompts_file: str | None,
+    categories: tuple[str, ...],
+    limit: int | None,
+    depth: int,
+    sink_tokens: int,
+    max_new_tokens: int,
+    buckets: str,
+    chat_templates: tuple[str, ...],
+    device: str | None,
+    as_json: bool,
+    plot_path: str | None,
+) -> None:
+    """Show attention drift of each DRAFT against --target: as the draft chain deepens, the share
+    of attention on the sink tokens, on the rest of the context and on the draft's own tokens, the
+    RMS of the fed-back hidden state and of each aux input, and the conditional acceptance, per depth,
+    context bucket and chat template, with a one-line verdict per draft (docs/drift.md).
+
+    Compare an EAGLE-3 draft with its upgrades: eagle-convert drift eagle3 eagle31 --target TARGET.
+    """
+    from eagle_convert.cli.interrupt import on_interrupt
+    from eagle_convert.cli.output import console, echo_json
+    from eagle_convert.cli.progress import ProgressDisplay
+    from eagle_convert.drift.run import run_drift
+    from eagle_convert.errors import UsageError
+    from eagle_convert.smoke.prompts import builtin_prompts, load_prompts, parse_buckets, select_prompts
+
+    if plot_path is not None and not plot_path.lower().endswith(".png"):
+        raise UsageError(f"--plot: {plot_path} must end in .png")
+    if plot_path is not None:
+        from eagle_convert.drift.plot import require_drift_plot
+
+        require_drift_plot()
+    prompts = select_prompts(load_prompts(prompts_file) if prompts_file else builtin_prompts(), categories, limit)
+    with ProgressDisplay(json_mode=as_json) as display:
+        report = run_drift(
+            target,
+            list(drafts),
+            prompts=prompts,
+            depth=depth,
+            sink_tokens=sink_tokens,
+            max_new_tokens=max_new_tokens,
+            buckets=parse_buckets(buckets),
+            chat_templates=list(chat_templates) or [None],
+            device=device,
+            progress=display.say,
+            on_tick=display.tick,
+        )
+    if plot_path is not None:
+        from eagle_convert.drift.plot import plot_drift
+
+        plot_drift(report, plot_path)  # atomic: the old plot or the new one, never half
+        on_interrupt(f"; wrote only {plot_path}")
+    if as_json:
+        data = report.to_dict()
+        if plot_path is not None:
+            data["plot"] = plot_path
+        echo_json(data)
+        return
+    from eagle_convert.cli.render.drift import render_drift
+
+    render_drift(console(), report)
+    if plot_path is not None:
+        click.echo(f"plot: {plot_path}")
+
+
+def register(group: click.Group) -> None:
+    group.add_command(drift_cmd)

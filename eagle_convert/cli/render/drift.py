@@ -1,0 +1,76 @@
+"""Render a `DriftReport`: settings, then per draft its verdict and one row per depth (pooled), and
+the per-bucket / per-template rows when there are several groups."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from eagle_convert.drift.results import DepthRow, DraftDrift, DriftGroup, DriftReport
+from eagle_convert.smoke.prompts import NATURAL
+
+
+def _f(x: float | None, fmt: str = "{:.2f}") -> str:
+    return "—" if x is None else fmt.format(x)
+
+
+def _group_name(g: DriftGroup) -> str:
+    bucket = "all" if g.bucket is None else "natural" if g.bucket == NATURAL else f"~{g.bucket}"
+    return bucket if g.chat_template is None else f"{bucket}, template {g.chat_template}"
+
+
+def _depth_table(title: str, rows: list[DepthRow]) -> Table:
+    t = Table(title=title, title_justify="left", show_edge=False)
+    for name in ("depth", "sink", "context", "own", "fed RMS", "accept", "n"):
+        t.add_column(name, justify="right")
+    for r in rows:
+        t.add_row(
+            str(r.depth),
+            _f(r.sink),
+            _f(r.context),
+            _f(r.own),
+            _f(r.fed_rms, "{:.3g}"),
+            _f(r.acceptance),
+            f"{r.accepted}/{r.reached}",
+        )
+    return t
+
+
+def _aux_line(g: DriftGroup) -> str:
+    parts = [
+        f"{'#' + str(a.chunk) if a.layer_id is None else 'layer ' + str(a.layer_id)} {_f(a.rms, '{:.3g}')}"
+        + ("" if a.fc_input_rms == a.rms else f" -> {_f(a.fc_input_rms, '{:.3g}')}")
+        for a in g.aux
+    ]
+    return "aux RMS at the fc input: " + ", ".join(parts) if parts else "aux RMS: —"
+
+
+def _draft(console: Console, d: DraftDrift) -> None:
+    flags = ", ".join(f for f, on in (("fc_norm", d.fc_norm), ("norm_output", d.norm_output)) if on) or "no 3.1 flags"
+    colour = "red" if d.verdict.status == "drifts" else "green" if d.verdict.status == "stable" else "yellow"
+    console.print(f"[bold]{d.label}[/bold] [dim]({d.variant or '?'}; {flags})[/dim]")
+    console.print(f"  [{colour}]{d.verdict.text}[/{colour}]")
+    console.print(_depth_table("  all prompts", d.overall.depths))
+    console.print(f"  {_aux_line(d.overall)}")
+    if len(d.groups) > 1:
+        for g in d.groups:
+            console.print(_depth_table(f"  {_group_name(g)} ({g.prompts} prompts)", g.depths))
+
+
+def render_drift(console: Console, r: DriftReport) -> None:
+    """The whole report on `console`."""
+    s = r.settings
+    console.print(f"[bold]target[/bold]  {r.target}")
+    console.print(f"[bold]engine[/bold]  {r.engine}")
+    console.print(
+        f"[bold]drafting[/bold]  depth {s['depth']}, greedy, {s['max_new_tokens']} new tokens per prompt, "
+        f"sink = first {s['sink_tokens']} tokens; templates {', '.join(s['chat_templates'])}"
+    )
+    console.print(
+        "[dim]shares: attention mass of the draft layer(s) on the sink tokens, the rest of the context and the "
+        "draft's own tokens (mean over heads and positions); fed RMS: the hidden state fed back to the next "
+        "step; accept: P(accepted | drafts before it accepted)[/dim]"
+    )
+    for d in r.drafts:
+        console.print()
+        _draft(console, d)

@@ -1,0 +1,259 @@
+"""`drift`: how a draft's attention and fed-back state change as its chain deepens, beside its acceptance.
+
+The measurement is the reference engine's own speculative loop (`reference/loop.py`, the one smoke
+runs) at k = depth, greedy, with a `DriftRecorder` set as the drafter's observer: every draft
+round is one position drafted from, every chain step one depth. Observing changes nothing the
+loop computes (the attention probabilities are computed beside SDPA, not instead of it), so the
+acceptance read here is smoke's at that k. Prompts are smoke's (built-in set or a JSONL file,
+context buckets), prepared once per chat template.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eagle_convert.drift.recorder import DriftRecorder
+from eagle_convert.drift.results import DraftDrift, DriftReport, group_from, pooled, verdict
+from eagle_convert.errors import CheckpointNotFoundError, EngineError, UsageError
+from eagle_convert.extras import require
+from eagle_convert.progress import OnTick, Tick, tick_or_nothing
+from eagle_convert.smoke.prompts import NATURAL, Prompt, PromptSet
+
+if TYPE_CHECKING:
+    from eagle_convert.reference.drafter import EagleDrafter
+    from eagle_convert.reference.target import TargetModel
+
+__all__ = ["DRIFT_MODULES", "measure_drift", "run_drift"]
+
+DRIFT_MODULES = ("torch", "transformers", "tokenizers")
+
+
+def measure_drift(
+    target: TargetModel,
+    drafter: EagleDrafter,
+    prompts: Sequence[Sequence[int]],
+    *,
+    depth: int,
+    sink_tokens: int,
+    max_new_tokens: int,
+    aux_ids: Sequence[int],
+    on_prompt: Callable[[int], None] | None = None,
+) -> DriftRecorder:
+    """Draft to `depth` from every round of a greedy speculative run on each prompt; return the sums.
+
+    Args:
+        target: the reference target.
+        drafter: the reference drafter, on the target's device (its observer is set for the run).
+        prompts: token ids of each prompt.
+        depth: draft tokens per round (the loop's k).
+        sink_tokens: the first context positions counted as the sink.
+        max_new_tokens: tokens generated per prompt.
+        aux_ids: the target layers whose states the draft reads.
+        on_prompt: called with the number of prompts done.
+
+    Returns:
+        The recorder holding the per-depth sums and the acceptance counters.
+    """
+    from eagle_convert.reference.loop import speculative_generate
+
+    rec = DriftRecorder(depth, drafter.cfg.num_aux_hidden_states, sink_tokens)
+    drafter.observer = rec
+    try:
+        for i, ids in enumerate(prompts):
+            r = speculative_generate(target, drafter, ids, k=depth, max_new_tokens=max_new_tokens, aux_ids=aux_ids)
+            rec.count_acceptance(r.num_drafts, r.accepted_per_pos)
+            if on_prompt is not None:
+                on_prompt(i + 1)
+    finally:
+        drafter.observer = None
+    return rec
+
+
+def _folder(path: str | Path, what: str) -> Path:
+    """A local folder with a config.json (a draft where the reader every command uses finds it)."""
+    from eagle_convert.draft.kind import ensure_draft, ensure_target_config
+
+    p = Path(path).expanduser()
+    if not p.is_dir():
+        raise CheckpointNotFoundError(f"{what} {path}: no such folder", hint="drift needs a local checkpoint folder")
+    swap = "did you swap DRAFT and --target?"
+    if what == "draft":
+        from eagle_convert.draft.checkpoint import open_checkpoint
+
+        ckpt = open_checkpoint(p)
+        if not ckpt.has_config:
+            raise CheckpointNotFoundError(f"draft {path}: no config.json")
+        ensure_draft(ckpt, "drift", swap=swap)
+    else:
+        if not (p / "config.json").is_file():
+            raise CheckpointNotFoundError(f"target {path}: no config.json")
+        ensure_target_config(json.loads((p / "config.json").read_text()), f"target {path}", swap=swap)
+    return p.resolve()
+
+
+def _prompt_sets(
+    tdir: Path,
+    prompts: Sequence[Prompt] | None,
+    templates: Sequence[str | None],
+    *,
+    depth: int,
+    max_new_tokens: int,
+    buckets: Sequence[int],
+) -> list[PromptSet]:
+    from eagle_convert.smoke.run import prepare_smoke_prompts
+
+    return [
+        prepare_smoke_prompts(
+            tdir, prompts, k=depth, max_new_tokens=max_new_tokens, buckets=buckets, chat_template=template
+        )
+        for template in templates
+    ]
+
+
+def _draft_facts(path: Path) -> tuple[str | None, bool, bool]:
+    """(variant, fc_norm, norm_output) as describe reads the draft."""
+    from eagle_convert.draft.checkpoint import open_checkpoint
+    from eagle_convert.draft.describe import describe
+    from eagle_convert.vllm_model.config import read_config
+
+    ckpt = open_checkpoint(path)
+    flags = read_config(ckpt.config).flags
+    return describe(ckpt, read_vocab=False).variant, bool(flags["fc_norm"]), bool(flags["norm_output"])
+
+
+def _measure_draft(
+    tgt: TargetModel,
+    path: Path,
+    label: str,
+    sets: list[PromptSet],
+    buckets: Sequence[int],
+    kw: dict[str, Any],
+    tick: OnTick,
+) -> DraftDrift:
+    from eagle_convert.reference.data import load_drafter
+    from eagle_convert.vllm_model.tables import default_aux_ids
+
+    t0 = time.perf_counter()
+    try:
+        drafter = load_drafter(
+            path, target_embed=tgt.embed_weight, target_lm_head=tgt.lm_head_weight, device=tgt.device
+        )
+    except (ValueError, KeyError, RuntimeError, NotImplementedError) as exc:
+        raise EngineError(f"reference engine cannot load draft {path}: {exc}") from None
+    aux = tuple(drafter.cfg.aux_layer_ids or default_aux_ids(tgt.num_layers))
+    total = sum(len(s.prompts) for s in sets)
+    done, groups, recs = 0, [], []
+    tick(Tick(f"drift {label}", 0, total, "prompts"))
+    for pset in sets:
+        for bucket in buckets:
+            ids = [p.token_ids for p in pset.prompts if p.bucket == bucket]
+            if not ids:
+                continue
+            base = done
+
+            def on_prompt(n: int, base: int = base) -> None:
+                tick(Tick(f"drift {label}", base + n, total, "prompts"))
+
+            try:
+                rec = measure_drift(tgt, drafter, ids, aux_ids=aux, on_prompt=on_prompt, **kw)
+            except (ValueError, RuntimeError, IndexError) as exc:  # shape mismatches with the target
+                raise EngineError(f"reference engine failed on draft {path}: {exc}") from None
+            done += len(ids)
+            recs.append(rec)
+            groups.append(group_from(rec, pset.chat_template, bucket, len(ids), aux))
+    all_rec = pooled(recs, kw["depth"], drafter.cfg.num_aux_hidden_states, kw["sink_tokens"])
+    overall = group_from(all_rec, None, None, done, aux)
+    variant, fc_norm, norm_output = _draft_facts(path)
+    return DraftDrift(
+        label,
+        str(path),
+        variant,
+        fc_norm,
+        norm_output,
+        groups,
+        overall,
+        verdict(overall.depths),
+        time.perf_counter() - t0,
+    )
+
+
+def run_drift(
+    target: str | Path,
+    drafts: Sequence[str | Path],
+    *,
+    prompts: Sequence[Prompt] | None = None,
+    depth: int = 8,
+    sink_tokens: int = 4,
+    max_new_tokens: int = 64,
+    buckets: Sequence[int] = (NATURAL,),
+    chat_templates: Sequence[str | None] = (None,),
+    device: str | None = None,
+    progress: Callable[[str], None] | None = None,
+    on_tick: OnTick | None = None,
+) -> DriftReport:
+    """Measure attention drift of every draft on the same prompts with the reference engine.
+
+    Args:
+        target: the target model folder.
+        drafts: the draft folders, in the order shown.
+        prompts: the prompts (None: the built-in set).
+        depth: the deepest draft step (the chain's k; beyond the serving k is the point).
+        sink_tokens: the first context positions counted as attention sinks.
+        max_new_tokens: tokens generated per prompt (each draft round is one position drafted from).
+        buckets: context lengths (`NATURAL`: the prompts as they are).
+        chat_templates: --chat-template values (None: the target's own), one group each.
+        device: where the reference engine runs (None: "cuda" when torch sees a GPU, else "cpu").
+        progress: receives one line per draft started.
+        on_tick: a count per prompt of each draft.
+
+    Returns:
+        Per draft: depth rows per template x bucket and pooled, aux RMS, the verdict.
+
+    Raises:
+        MissingExtraError: torch or transformers is not installed.
+        UsageError: a bad setting, or no prompt fits the buckets.
+        CheckpointNotFoundError: a target or draft folder missing or without config.json.
+        NotADraftError: a draft that is not an EAGLE-3 draft (or a target given as a draft).
+        EngineError: the reference engine cannot load or run a draft.
+    """
+    t0 = time.perf_counter()
+    require("smoke", "drift", DRIFT_MODULES)
+    for bad, message in (
+        (not drafts, "give at least one DRAFT"),
+        (depth < 1, "--depth must be at least 1"),
+        (sink_tokens < 1, "--sink-tokens must be at least 1"),
+        (max_new_tokens < 1, "--max-new-tokens must be at least 1"),
+        (not chat_templates, "give at least one chat template (None: the target's)"),
+    ):
+        if bad:
+            raise UsageError(message)
+    import torch
+
+    from eagle_convert.reference.quiet import quiet_loading
+    from eagle_convert.reference.target import TargetModel
+    from eagle_convert.smoke.results import draft_labels
+
+    tdir = _folder(target, "target")
+    dpaths = [_folder(d, "draft") for d in drafts]
+    sets = _prompt_sets(tdir, prompts, chat_templates, depth=depth, max_new_tokens=max_new_tokens, buckets=buckets)
+    with quiet_loading():
+        tgt = TargetModel.from_pretrained(tdir, device=device)
+    say, tick = progress or (lambda _m: None), tick_or_nothing(on_tick)
+    kw = {"depth": depth, "sink_tokens": sink_tokens, "max_new_tokens": max_new_tokens}
+    results = []
+    for path, label in zip(dpaths, draft_labels(dpaths)):
+        say(f"drift: {label}: {sum(len(s.prompts) for s in sets)} runs to depth {depth} (reference engine)")
+        results.append(_measure_draft(tgt, path, label, sets, buckets, kw, tick))
+    settings = {
+        **kw,
+        "buckets": list(buckets),
+        "chat_templates": [s.chat_template for s in sets],
+        "temperature": 0.0,
+        "skipped": sum(len(s.skipped) for s in sets),
+    }
+    engine = f"reference (torch {torch.__version__} on {tgt.device.type})"
+    return DriftReport(str(tdir), engine, settings, results, time.perf_counter() - t0)
