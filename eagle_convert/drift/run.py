@@ -75,14 +75,14 @@ def measure_drift(
 
 def _folder(path: str | Path, what: str) -> Path:
     """A local folder with a config.json (a draft where the reader every command uses finds it)."""
-    from eagle_convert.draft.kind import ensure_draft, ensure_target_config
+    from eagle_convert.draft import ensure_draft, ensure_target_config
 
     p = Path(path).expanduser()
     if not p.is_dir():
         raise CheckpointNotFoundError(f"{what} {path}: no such folder", hint="drift needs a local checkpoint folder")
     swap = "did you swap DRAFT and --target?"
     if what == "draft":
-        from eagle_convert.draft.checkpoint import open_checkpoint
+        from eagle_convert.draft import open_checkpoint
 
         ckpt = open_checkpoint(p)
         if not ckpt.has_config:
@@ -116,9 +116,8 @@ def _prompt_sets(
 
 def _draft_facts(path: Path) -> tuple[str | None, bool, bool]:
     """(variant, fc_norm, norm_output) as describe reads the draft."""
-    from eagle_convert.draft.checkpoint import open_checkpoint
-    from eagle_convert.draft.describe import describe
-    from eagle_convert.vllm_model.config import read_config
+    from eagle_convert.draft import describe, open_checkpoint
+    from eagle_convert.vllm_model import read_config
 
     ckpt = open_checkpoint(path)
     flags = read_config(ckpt.config).flags
@@ -135,7 +134,7 @@ def _measure_draft(
     tick: OnTick,
 ) -> DraftDrift:
     from eagle_convert.reference.data import load_drafter
-    from eagle_convert.vllm_model.tables import default_aux_ids
+    from eagle_convert.vllm_model import default_aux_ids
 
     t0 = time.perf_counter()
     try:
