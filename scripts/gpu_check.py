@@ -240,23 +240,18 @@ def _why_differ(run: Run, target: Path, draft: Path, prepared, prompt_id: str) -
 def check_finetune(run: Run, target: Path, up: Path) -> Outcome:
     import torch
 
-    from eagle_convert.finetune.plan import Stage
+    from eagle_convert.finetune.options import FinetuneOptions
     from eagle_convert.finetune.run import finetune_draft
     from eagle_convert.smoke.prompts import builtin_prompts, select_prompts
     from eagle_convert.validate.run import validate_checkpoint
 
     short = select_prompts(builtin_prompts(), ("coding", "chat"), limit=1)  # the CPU run must stay short too
-    kw = dict(
-        prompts=short,
-        continuation_tokens=16,
-        seed=0,
-        force=True,
-        stages=[Stage("fc_norm", steps=8, lr=1e-3), Stage("all", steps=8, lr=1e-4, l2sp=1e-3)],
-    )
-    cpu = finetune_draft(up, target, run.work / "ft-cpu", device="cpu", **kw)
+    opts = FinetuneOptions(continuation_tokens=16, steps_fc_norm=8, steps_all=8)  # lr and l2sp: the defaults
+    kw = dict(prompts=short, force=True)
+    cpu = finetune_draft(up, target, run.work / "ft-cpu", opts, device="cpu", **kw)
     if run.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
-    gpu = finetune_draft(up, target, run.work / "ft-gpu", device=run.device, **kw)
+    gpu = finetune_draft(up, target, run.work / "ft-gpu", opts, device=run.device, **kw)
     peak = torch.cuda.max_memory_allocated() / 2**20 if run.device.startswith("cuda") else 0.0
     if run.device.startswith("cuda") and peak <= 0:
         return Outcome(

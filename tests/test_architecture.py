@@ -26,6 +26,7 @@ LAYERS: dict[str, int] = {
     "errors": 0,
     "extras": 0,
     "progress": 0,  # the library's progress ticks (the CLI draws them)
+    "optionspec": 0,  # option-object fields carrying their CLI facts (cli/options.py makes the click options)
     "io": 1,  # bytes only
     "vllm_model": 2,  # how vLLM reads a draft: tables and rules, no I/O of its own
     "draft": 3,  # the checkpoint as a draft model: open, layout, config schema, describe

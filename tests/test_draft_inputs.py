@@ -87,7 +87,8 @@ def test_smoke_counts_the_same_for_every_storage(tiny) -> None:
 
 def test_finetune_trains_the_same_for_every_storage(tiny, tmp_path: Path) -> None:
     """plan + run on each storage: the same plan, the same accuracies, a byte-identical output."""
-    from eagle_convert.finetune.plan import Stage, plan_finetune
+    from eagle_convert.finetune.options import FinetuneOptions
+    from eagle_convert.finetune.plan import plan_finetune
     from eagle_convert.finetune.run import run_finetune
     from eagle_convert.smoke.prompts import Prompt
 
@@ -102,9 +103,8 @@ def test_finetune_trains_the_same_for_every_storage(tiny, tmp_path: Path) -> Non
             drafts[name],
             target,
             tmp_path / name,
+            FinetuneOptions(continuation_tokens=8, steps_fc_norm=2, lr_fc_norm=1e-3, steps_all=1, lr_all=1e-4, l2sp=0),
             prompts=prompts,
-            continuation_tokens=8,
-            stages=[Stage("fc_norm", 2, 1e-3), Stage("all", 1, 1e-4)],
             batch_size=2,
         )
         res = run_finetune(plan)
@@ -187,7 +187,7 @@ def test_trained_pair_smoke_and_finetune_accept_every_storage(tmp_path: Path) ->
                 str(target),
                 "--out",
                 str(out),
-                "--prompts",
+                "--train-prompts",
                 str(prompts),
                 "--continuation-tokens",
                 "8",

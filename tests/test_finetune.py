@@ -75,7 +75,6 @@ def test_cli_output_inside_input(tmp_path: Path, where: str) -> None:
     [
         (["--steps-fc-norm", "0", "--steps-all", "0"], "every stage has 0 steps: nothing to train"),
         (["--lr-all", "0"], "stage all: steps must be >= 0, lr > 0 and l2sp >= 0"),
-        (["--continuation-tokens", "0"], "--continuation-tokens must be at least 1"),
         (["--max-len", "4"], "--max-len must be at least 5 (TTT depth + 2)"),
     ],
 )
@@ -84,6 +83,24 @@ def test_cli_usage_errors(tmp_path: Path, args: list[str], message: str) -> None
     res = _cli("finetune", str(draft), "--target", str(target), "--out", str(tmp_path / "o"), *args)
     assert res.exit_code == 2
     assert res.stderr == f"Error: {message}\n"
+
+
+def test_continuation_tokens_has_one_bound_in_cli_and_library(tmp_path: Path) -> None:
+    """`FinetuneOptions.continuation_tokens` (min 1) is click's range in finetune and report alike;
+    the library refuses the same value for a Python caller."""
+    from eagle_convert.errors import UsageError
+    from eagle_convert.finetune.options import FinetuneOptions
+    from eagle_convert.finetune.plan import plan_finetune
+
+    draft, target = _folder(tmp_path / "d", {}), _folder(tmp_path / "t", {})
+    for command in (["finetune", str(draft)],):
+        res = _cli(*command, "--target", str(target), "--out", str(tmp_path / "o"), "--continuation-tokens", "0")
+        assert (res.exit_code, res.stderr.splitlines()[-1]) == (
+            2,
+            "Error: Invalid value for '--continuation-tokens': 0 is not in the range x>=1.",
+        )
+    with pytest.raises(UsageError, match="^--continuation-tokens must be at least 1$"):
+        plan_finetune(draft, target, tmp_path / "o", FinetuneOptions(continuation_tokens=0))
 
 
 @pytest.mark.parametrize(
@@ -141,7 +158,7 @@ def test_finetune_recovers_acceptance_of_the_upgrade(tmp_path: Path) -> None:
     from eagle_convert.draft.checkpoint import open_checkpoint
     from eagle_convert.draft.info import describe
     from eagle_convert.draft.report import inspect_checkpoint
-    from eagle_convert.finetune.plan import Stage
+    from eagle_convert.finetune.options import FinetuneOptions
     from eagle_convert.finetune.run import finetune_draft
     from eagle_convert.smoke.prompts import builtin_prompts
     from eagle_convert.smoke.run import run_smoke
@@ -163,9 +180,8 @@ def test_finetune_recovers_acceptance_of_the_upgrade(tmp_path: Path) -> None:
             up,
             target,
             out,
+            FinetuneOptions(continuation_tokens=48, steps_fc_norm=40, lr_fc_norm=1e-3, steps_all=40, lr_all=1e-4),
             prompts=_corpus_prompts(48),
-            continuation_tokens=48,
-            stages=[Stage("fc_norm", 40, 1e-3), Stage("all", 40, 1e-4, l2sp=1e-3)],
         )
         assert _tree_hash(up) == before  # the input never changes
         assert [s.name for s in res.stages] == ["fc_norm", "all"]
@@ -234,7 +250,7 @@ def test_cli_json_and_force(tmp_path: Path) -> None:
         str(target),
         "--out",
         str(out),
-        "--prompts",
+        "--train-prompts",
         str(prompts),
         "--continuation-tokens",
         "8",

@@ -1,17 +1,142 @@
-"""The measuring options `smoke` and `report` share, declared once so that names, validation and
-help cannot drift apart between the two commands (report runs smoke's measurement on each variant).
+"""Click options made from option objects (`optionspec`), and the few options several commands share.
+
+`dataclass_options` turns the fields of `MeasureOptions`, `FinetuneOptions`, `UpgradeOptions` and
+`ReportOptions` into click options, so a flag's name, bounds and help live on the field and cannot
+drift between `smoke`, `report`, `finetune` and `upgrade` (report runs all three).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+import dataclasses
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, cast
 
 import click
 
-ENGINE_CHOICES = ("auto", "reference", "vllm")
+from eagle_convert.errors import EagleConvertError
+from eagle_convert.optionspec import OptionSpec, cli_fields, option_kind
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _Parsed(click.ParamType):
+    """A field with its own reader (`OptionSpec.parse`): a ValueError is click's "Invalid value",
+    an EagleConvertError (a UsageError naming the flag) reaches the group's one-line error."""
+
+    def __init__(self, parse: Callable[[str], Any], name: str) -> None:
+        self.parse, self.name = parse, name
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value  # a default, already the field's value
+        try:
+            return self.parse(value)
+        except EagleConvertError:
+            raise
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def _param_type(cls: type, f: dataclasses.Field[Any], spec: OptionSpec) -> Any:
+    kind = option_kind(cls, f.name)
+    if spec.parse is not None:
+        return _Parsed(spec.parse, (spec.metavar or "text").lower())
+    if spec.choices is not None:
+        return click.Choice(spec.choices)
+    if spec.path:
+        return click.Path(dir_okay=False)
+    if kind is int:
+        lo, hi = (None if b is None else int(b) for b in (spec.min, spec.max))
+        return click.IntRange(min=lo, max=hi) if (lo, hi) != (None, None) else int
+    if kind is float:
+        return click.FloatRange(min=spec.min, max=spec.max) if (spec.min, spec.max) != (None, None) else float
+    return str
+
+
+def param_name(into: str, field: str) -> str:
+    """The click parameter of `field` of the object passed as `into` (unique across objects)."""
+    return f"{into}__{field}"
+
+
+def field_option(
+    cls: type, f: dataclasses.Field[Any], spec: OptionSpec, name: str, default: Any, help_extra: str = ""
+) -> Callable[[F], F]:
+    """The click option of one option field (`default` may differ from the field's: report's buckets)."""
+    flag = spec.flag_for(f.name)
+    helptext = f"{spec.help} {help_extra}".strip()
+    if option_kind(cls, f.name) is bool and spec.parse is None:
+        if default is False:
+            return click.option(flag, name, is_flag=True, help=helptext)
+        return click.option(f"{flag}/--no-{flag[2:]}", name, default=default, show_default=True, help=helptext)
+    decls = [flag, spec.short] if spec.short else [flag]
+    show: Any = spec.show_default and default not in (None, ())
+    if show and spec.format is not None:
+        show = spec.format(default)
+    return click.option(
+        *decls,
+        name,
+        type=_param_type(cls, f, spec),
+        default=default,
+        multiple=spec.multiple,
+        metavar=spec.metavar,
+        show_default=show,
+        help=helptext,
+    )
+
+
+def dataclass_options(
+    cls: type,
+    into: str,
+    *,
+    only: Sequence[str] | None = None,
+    defaults: dict[str, Any] | None = None,
+    help_extra: dict[str, str] | None = None,
+) -> Callable[[F], F]:
+    """One click option per option field of `cls` (`optionspec.option`), in field order; the command
+    receives them as one object, the keyword argument `into` (mergekit's `add_merge_options` idea).
+
+    Args:
+        cls: the option dataclass.
+        into: the command's parameter that receives the object.
+        only: the fields to offer (default all); the others keep their defaults.
+        defaults: this command's defaults where they differ from the class's.
+        help_extra: a sentence added to a field's help in this command.
+
+    Returns:
+        The decorator.
+    """
+    chosen = [(f, s) for f, s in cli_fields(cls) if only is None or f.name in only]
+    own = defaults or {}
+
+    def decorator(func: F) -> F:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            kwargs[into] = options_from_params(cls, into, kwargs, pop=True)
+            return func(*args, **kwargs)
+
+        out: Any = wrapper
+        for f, spec in reversed(chosen):  # click stacks decorators bottom-up
+            default = own.get(f.name, f.default)
+            out = field_option(cls, f, spec, param_name(into, f.name), default, (help_extra or {}).get(f.name, ""))(out)
+        return cast(F, out)
+
+    return decorator
+
+
+def options_from_params(cls: type, into: str, params: dict[str, Any], *, pop: bool = False) -> Any:
+    """The object of `cls` from a command's parsed parameters (`ctx.params`): the fields it offers
+    from their options (a repeated option as a tuple), the others at the class's defaults."""
+    values: dict[str, Any] = {}
+    for f, spec in cli_fields(cls):
+        key = param_name(into, f.name)
+        if key in params:
+            value = params.pop(key) if pop else params[key]
+            values[f.name] = tuple(value) if spec.multiple else value
+    return cls(**values)
+
+
+ENGINE_CHOICES = ("auto", "reference", "vllm")
 
 
 def measure_options(*, buckets: str, concurrency_default: str) -> Callable[[F], F]:

@@ -35,14 +35,12 @@ from typing import Any
 from eagle_convert.draft import Target
 from eagle_convert.errors import CheckpointNotFoundError, EagleConvertError, UsageError
 from eagle_convert.extras import require
+from eagle_convert.finetune.options import DEFAULT_MAX_LEN, FinetuneOptions, Stage
 from eagle_convert.io import check_output_dir, suggestion
 from eagle_convert.progress import Tick
 from eagle_convert.smoke.prompts import Prompt, prompt_items, resolve_chat_template
 
 __all__ = [
-    "DEFAULT_CONTINUATION_TOKENS",
-    "DEFAULT_MAX_LEN",
-    "DEFAULT_STAGES",
     "HOLD_OUT_EVERY",
     "STAGE_PARAMS",
     "FinetuneEvent",
@@ -50,7 +48,6 @@ __all__ = [
     "FinetuneRefusedError",
     "FinetuneResult",
     "Progress",
-    "Stage",
     "StageResult",
     "plan_finetune",
 ]
@@ -62,24 +59,10 @@ class FinetuneRefusedError(EagleConvertError):
     """The draft cannot be fine-tuned here (engine cannot load it, target does not match)."""
 
 
-@dataclass(frozen=True)
-class Stage:
-    """One training stage: which parameters (`STAGE_PARAMS[name]`), how long, how fast."""
-
-    name: str
-    steps: int
-    lr: float
-    l2sp: float = 0.0
-
-
 # Stage name -> fnmatch patterns over canonical names; None: every trainable draft weight.
 STAGE_PARAMS: dict[str, list[str] | None] = {"fc_norm": ["fc_norm.*", "fc.weight"], "all": None}
 # Frozen in every stage: the target-shared embedding and the reduced head copied from it.
 FROZEN = ("embed_tokens.weight", "lm_head.weight")
-# CPU defaults that finish in a few minutes on the built-in prompts (docs/finetune.md has the measurements).
-DEFAULT_STAGES = (Stage("fc_norm", steps=60, lr=1e-3), Stage("all", steps=60, lr=1e-4, l2sp=1e-3))
-DEFAULT_CONTINUATION_TOKENS = 96
-DEFAULT_MAX_LEN = 128  # positions per training sample (the last ones: prompt tail + continuation)
 HOLD_OUT_EVERY = 5  # every 5th sequence scores the steps (EAL) instead of training
 BATCH_SIZE = 8
 LOSS_DECAY = 0.8
@@ -252,14 +235,11 @@ def _folder(path: str | Path, what: str, *, config: bool = True) -> Path:
     return p.resolve()
 
 
-def _stages(stages: Sequence[str | Stage] | None) -> list[Stage]:
-    defaults = {s.name: s for s in DEFAULT_STAGES}
+def _stages(stages: Sequence[Stage]) -> list[Stage]:
     out = []
-    for s in DEFAULT_STAGES if stages is None else stages:
-        stage = s if isinstance(s, Stage) else defaults.get(s)
-        if stage is None or stage.name not in STAGE_PARAMS:
-            name = s.name if isinstance(s, Stage) else s
-            raise UsageError(f"unknown fine-tune stage {name!r} (choose from {', '.join(STAGE_PARAMS)})")
+    for stage in stages:
+        if stage.name not in STAGE_PARAMS:
+            raise UsageError(f"unknown fine-tune stage {stage.name!r} (choose from {', '.join(STAGE_PARAMS)})")
         if stage.steps < 0 or stage.lr <= 0 or stage.l2sp < 0:
             raise UsageError(f"stage {stage.name}: steps must be >= 0, lr > 0 and l2sp >= 0")
         if stage.steps:
@@ -273,17 +253,11 @@ def plan_finetune(
     draft: str | Path,
     target: str | Path,
     out: str | Path,
+    opts: FinetuneOptions | None = None,
     *,
-    prompts: Sequence[Prompt] | str | Path | None = None,
-    chat_template: str | None = None,
-    continuation_tokens: int = DEFAULT_CONTINUATION_TOKENS,
-    stages: Sequence[str | Stage] | None = None,
-    ttt_steps: int = 3,
-    seed: int = 0,
+    prompts: Sequence[Prompt] | None = None,
     force: bool = False,
     batch_size: int = BATCH_SIZE,
-    max_len: int | None = DEFAULT_MAX_LEN,
-    eval_every: int = 1,
 ) -> FinetunePlan:
     """Check paths, the draft's config and its match with the target; no torch work yet.
 
@@ -291,26 +265,23 @@ def plan_finetune(
         draft: the draft to fine-tune (usually an upgraded EAGLE-3.1 draft).
         target: the target model folder.
         out: the new output folder.
-        prompts: None (built-in set), a list of `Prompt`s, or a JSONL path (`load_prompts`).
-        chat_template: a --chat-template value replacing the target's.
-        continuation_tokens: greedy target tokens generated per prompt to train on.
-        stages: names (defaults of `DEFAULT_STAGES`) or `Stage`s; 0-step stages are dropped.
-        ttt_steps: the training-time-test depth.
-        seed: the batch order and initial state.
+        opts: the data, stages, TTT depth and seed (default `FinetuneOptions()`); its `prompts` is
+            a JSONL path (None: the built-in set).
+        prompts: `Prompt`s to train on instead of `opts.prompts`.
         force: replace an existing `out`.
         batch_size: sequences per step.
-        max_len: positions per training sample (None: whole sequences).
-        eval_every: score the held-out EAL every this many steps (and at each stage's end).
 
     Returns:
         The plan `run_finetune` executes.
 
     Raises:
         CheckpointNotFoundError: a draft or target without config.json.
-        UsageError: bad settings (an unknown stage, a value out of range, no prompts).
+        UsageError: bad settings (a value out of range, every stage at 0 steps, no prompts).
         FinetuneRefusedError: a draft or target it cannot fine-tune (a config the reference engine
             cannot read, aux ids outside the target's layers, ...).
     """
+    o = opts or FinetuneOptions()
+    continuation_tokens, ttt_steps, max_len, eval_every = o.continuation_tokens, o.ttt_steps, o.train_len, o.eval_every
     require("smoke", "finetune", FINETUNE_MODULES)  # the pair check below builds the torch reference drafter
     if continuation_tokens < 1:
         raise UsageError("--continuation-tokens must be at least 1")
@@ -320,13 +291,13 @@ def plan_finetune(
         raise UsageError(f"--max-len must be at least {ttt_steps + 2} (TTT depth + 2)")
     if eval_every < 1:
         raise UsageError("--eval-every must be at least 1")
-    plan_stages = _stages(stages)
+    plan_stages = _stages(o.stages())
     dpath, tpath = _folder(draft, "draft", config=False), _folder(target, "target")
     final = check_output_dir(out, {"input draft": dpath, "target": tpath}, force=force)
-    items, label = prompt_items(prompts)
+    items, label = prompt_items(prompts if prompts is not None else o.prompts)
     if not items:
         raise UsageError("no prompts to generate training data from")
-    template, template_label = resolve_chat_template(chat_template)
+    template, template_label = resolve_chat_template(o.chat_template)
 
     from eagle_convert.draft import describe, ensure_draft, ensure_target_config, open_checkpoint
 
@@ -357,7 +328,7 @@ def plan_finetune(
         template_label,
         continuation_tokens,
         ttt_steps,
-        seed,
+        o.seed,
         force,
         batch_size,
         max_len,

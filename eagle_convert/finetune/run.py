@@ -16,9 +16,8 @@ from typing import Any
 from eagle_convert._version import __version__
 from eagle_convert.draft import CARD_FILE, PROVENANCE_KEY, model_card
 from eagle_convert.errors import EagleConvertError, UsageError
+from eagle_convert.finetune.options import FinetuneOptions, Stage
 from eagle_convert.finetune.plan import (
-    DEFAULT_CONTINUATION_TOKENS,
-    DEFAULT_MAX_LEN,
     FROZEN,
     HOLD_OUT_EVERY,
     LOSS_DECAY,
@@ -28,7 +27,6 @@ from eagle_convert.finetune.plan import (
     FinetuneRefusedError,
     FinetuneResult,
     Progress,
-    Stage,
     StageResult,
     held_out_al,
     plan_finetune,
@@ -45,34 +43,22 @@ def finetune_draft(
     draft: str | Path,
     target: str | Path,
     out: str | Path,
+    opts: FinetuneOptions | None = None,
     *,
-    prompts: Sequence[Prompt] | str | Path | None = None,
-    chat_template: str | None = None,
-    continuation_tokens: int = DEFAULT_CONTINUATION_TOKENS,
-    stages: Sequence[str | Stage] | None = None,
-    ttt_steps: int = 3,
-    seed: int = 0,
+    prompts: Sequence[Prompt] | None = None,
     force: bool = False,
-    max_len: int | None = DEFAULT_MAX_LEN,
-    eval_every: int = 1,
     progress: Progress | None = None,
     device: str | None = None,
 ) -> FinetuneResult:
     """Plan, then run: fine-tune `draft` against `target` into the new folder `out`.
 
     Args:
-        draft: the draft to fine-tune; target, out and the keyword arguments as for `plan_finetune`.
+        draft: the draft to fine-tune.
         target: the target model folder.
         out: the new output folder.
+        opts: the fine-tune's settings (default `FinetuneOptions()`), as for `plan_finetune`.
         prompts: as for `plan_finetune`.
-        chat_template: as for `plan_finetune`.
-        continuation_tokens: as for `plan_finetune`.
-        stages: as for `plan_finetune`.
-        ttt_steps: as for `plan_finetune`.
-        seed: as for `plan_finetune`.
-        force: as for `plan_finetune`.
-        max_len: as for `plan_finetune`.
-        eval_every: as for `plan_finetune`.
+        force: replace an existing `out`.
         progress: receives each phase and step.
         device: as for `run_finetune`.
 
@@ -84,20 +70,7 @@ def finetune_draft(
         UsageError: as for `plan_finetune`.
         OutputError: as for `run_finetune`.
     """
-    plan = plan_finetune(
-        draft,
-        target,
-        out,
-        prompts=prompts,
-        chat_template=chat_template,
-        continuation_tokens=continuation_tokens,
-        stages=stages,
-        ttt_steps=ttt_steps,
-        seed=seed,
-        force=force,
-        max_len=max_len,
-        eval_every=eval_every,
-    )
+    plan = plan_finetune(draft, target, out, opts, prompts=prompts, force=force)
     return run_finetune(plan, progress=progress, device=device)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from eagle_convert.report.stages import (
     upgrade_stage,
     validate_stage,
 )
+from eagle_convert.upgrade import UpgradeOptions
 
 __all__ = ["ReportResult", "run_report"]
 
@@ -161,7 +162,13 @@ def run_report(
     notes: list[str] = []
 
     ident = out / IDENTITY
-    r.stage("upgrade:identity", {}, {"draft": d_draft}, lambda: upgrade_stage(dpath, ident), outputs=(IDENTITY,))
+    r.stage(
+        "upgrade:identity",
+        {},
+        {"draft": d_draft},
+        lambda: upgrade_stage(dpath, ident, UpgradeOptions()),
+        outputs=(IDENTITY,),
+    )
     variants.append(Variant(IDENTITY, ident, TITLES[IDENTITY], "upgrade:identity"))
 
     if opts.calibrate:
@@ -173,9 +180,8 @@ def run_report(
             lambda: upgrade_stage(
                 dpath,
                 cal,
+                UpgradeOptions(init="calibrated", calibration_prompts=opts.calibration_prompts),
                 target=tpath,
-                calibrate=True,
-                prompts=opts.calibration_prompts,
                 say=lambda m: say(f"  {m}"),  # calibrate_fc_norm starts its lines with "calibrate: "
                 on_tick=on_tick,
             ),
@@ -186,20 +192,17 @@ def run_report(
     if opts.finetune:
         source = next((v for v in variants if v.name.endswith(opts.finetune_from)), variants[1])
         ft = out / FINETUNED
+        train = opts.finetune_options()
         ft_opts = {
             "source": source.name,
-            "continuation_tokens": opts.continuation_tokens,
-            "steps_fc_norm": opts.steps_fc_norm,
-            "steps_all": opts.steps_all,
-            "seed": opts.seed,
-            "chat_template": opts.chat_template,
+            "options": {k: v for k, v in asdict(train).items() if k != "prompts"},
             "defaults": finetune_defaults(),
         }
         r.stage(
             "finetune",
             ft_opts,
             {"source": r.digest(source.path), "target": d_target, "prompts": _file_digest(r, opts.finetune_prompts)},
-            lambda: finetune_stage(source.path, tpath, ft, opts, say, on_tick),
+            lambda: finetune_stage(source.path, tpath, ft, train, say, on_tick),
             outputs=(FINETUNED,),
         )
         variants.append(Variant(FINETUNED, ft, TITLES[FINETUNED] + f" from {source.name}", "finetune"))

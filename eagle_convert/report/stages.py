@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from eagle_convert.finetune.options import FinetuneOptions
+from eagle_convert.optionspec import to_argv
 from eagle_convert.progress import OnTick
 from eagle_convert.smoke.prompts import NATURAL, Prompt
+from eagle_convert.upgrade import UpgradeOptions
 
 if TYPE_CHECKING:
     from eagle_convert.draft import Checkpoint
@@ -60,6 +63,16 @@ class ReportOptions:
     steps_all: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # recorded, not interpreted
 
+    def finetune_options(self) -> FinetuneOptions:
+        """The fine-tune's options: finetune's defaults where the report leaves them unset."""
+        base = FinetuneOptions(prompts=self.finetune_prompts, chat_template=self.chat_template, seed=self.seed)
+        given: dict[str, Any] = {
+            "continuation_tokens": self.continuation_tokens,
+            "steps_fc_norm": self.steps_fc_norm,
+            "steps_all": self.steps_all,
+        }
+        return replace(base, **{k: v for k, v in given.items() if v is not None})
+
     def smoke_options(self) -> dict[str, Any]:
         return {
             "engine": self.engine,
@@ -81,7 +94,7 @@ def q(path: str | Path) -> str:
 
 def command(*parts: str | Path | None) -> str:
     """`eagle-convert ...` with every part quoted for a POSIX shell (None parts dropped)."""
-    return " ".join(["eagle-convert", *(q(p) if isinstance(p, Path) else str(p) for p in parts if p is not None)])
+    return " ".join(["eagle-convert", *(q(p) for p in parts if p is not None)])
 
 
 # ------------------------------------------------------------------------------ stages
@@ -136,25 +149,23 @@ def validate_stage(folder: Path, target: Path) -> tuple[dict[str, Any], str]:
 def upgrade_stage(
     draft: Path,
     out: Path,
+    opts: UpgradeOptions,
     *,
     target: Path | None = None,
-    calibrate: bool = False,
-    prompts: str | None = None,
     say: Say | None = None,
     on_tick: OnTick | None = None,
 ) -> tuple[dict[str, Any], str]:
-    """`upgrade DRAFT OUT --force` (identity fc_norm), or with `calibrate`
-    `upgrade DRAFT OUT --init calibrated --target TARGET [--prompts FILE] --force`."""
+    """`upgrade DRAFT OUT --force` with `opts` (identity fc_norm), or with `opts.init` calibrated
+    `upgrade DRAFT OUT --target TARGET --force --init calibrated [--calibration-prompts FILE]`."""
     from eagle_convert.upgrade import upgrade_draft
 
     result: dict[str, Any] = {}
-    args: list[str | Path] = ["upgrade", draft, out]
     measure: Calibrate | None = None
-    if calibrate:
+    if opts.init == "calibrated":
         from eagle_convert.finetune.calibrate import calibrate_fc_norm
 
         assert target is not None
-        tgt = target
+        tgt, prompts = target, opts.calibration_prompts
 
         def calibrated(ckpt: Checkpoint, plan: UpgradePlan) -> NormInit:
             cal = calibrate_fc_norm(ckpt, tgt, aux_ids=plan.aux.ids, prompts=prompts, say=say, on_tick=on_tick)
@@ -162,12 +173,7 @@ def upgrade_stage(
             return cal.norm_init()
 
         measure = calibrated
-        args += ["--init", "calibrated"]
-    if target:
-        args += ["--target", target]
-    if prompts:
-        args += ["--prompts", Path(prompts)]
-    run = upgrade_draft(draft, out, target=target, force=True, calibrate=measure)
+    run = upgrade_draft(draft, out, opts, target=target, force=True, calibrate=measure)
     res, plan = run.result, run.plan
     assert res is not None  # not a dry run
     result |= {
@@ -177,57 +183,29 @@ def upgrade_stage(
         "config_changes": plan.to_dict()["config_diff"],
         "additions": plan.to_dict()["additions"],
     }
-    return result, command(*args, "--force")
+    args: list[str | Path] = ["upgrade", draft, out]
+    if target:
+        args += ["--target", target]
+    args.append("--force")
+    return result, command(*args, *to_argv(opts))
 
 
 def finetune_defaults() -> str:
     """finetune's defaults, part of the stage key: a resumed report reruns a fine-tune whose
-    defaults changed with the installed eagle-convert (their values are not in the options)."""
+    defaults changed with the installed eagle-convert (the internal constants too)."""
     from eagle_convert.finetune import plan
 
-    return repr(
-        [
-            getattr(plan, n, None)
-            for n in (
-                "DEFAULT_STAGES",
-                "DEFAULT_CONTINUATION_TOKENS",
-                "DEFAULT_MAX_LEN",
-                "HOLD_OUT_EVERY",
-                "BATCH_SIZE",
-                "LOSS_DECAY",
-            )
-        ]
-    )
+    return repr([asdict(FinetuneOptions()), [getattr(plan, n) for n in ("HOLD_OUT_EVERY", "BATCH_SIZE", "LOSS_DECAY")]])
 
 
 def finetune_stage(
-    source: Path, target: Path, out: Path, opts: ReportOptions, say: Say, on_tick: OnTick | None = None
+    source: Path, target: Path, out: Path, opts: FinetuneOptions, say: Say, on_tick: OnTick | None = None
 ) -> tuple[dict[str, Any], str]:
     """`finetune SOURCE --target TARGET --out OUT --force` with the report's finetune options."""
-    from dataclasses import replace
-
-    from eagle_convert.finetune.plan import DEFAULT_STAGES, plan_finetune
+    from eagle_convert.finetune.plan import plan_finetune
     from eagle_convert.finetune.run import run_finetune
 
-    a, b = DEFAULT_STAGES
-    stages = [
-        replace(a, steps=opts.steps_fc_norm if opts.steps_fc_norm is not None else a.steps),
-        replace(b, steps=opts.steps_all if opts.steps_all is not None else b.steps),
-    ]
-    kw: dict[str, Any] = {}
-    if opts.continuation_tokens is not None:
-        kw["continuation_tokens"] = opts.continuation_tokens
-    plan = plan_finetune(
-        source,
-        target,
-        out,
-        prompts=opts.finetune_prompts,
-        chat_template=opts.chat_template,
-        stages=stages,
-        seed=opts.seed,
-        force=True,
-        **kw,
-    )
+    plan = plan_finetune(source, target, out, opts, force=True)
 
     best: list[float] = []
 
@@ -241,22 +219,7 @@ def finetune_stage(
             say(f"  finetune: {event.message}")
 
     res = run_finetune(plan, progress=progress)
-    args: list[str | Path] = ["finetune", source, "--target", target, "--out", out]
-    if opts.finetune_prompts:
-        args += ["--prompts", Path(opts.finetune_prompts)]
-    if opts.chat_template:
-        args += ["--chat-template", q(opts.chat_template)]
-    if opts.continuation_tokens is not None:
-        args += ["--continuation-tokens", str(opts.continuation_tokens)]
-    args += [
-        "--steps-fc-norm",
-        str(stages[0].steps),
-        "--steps-all",
-        str(stages[1].steps),
-        "--seed",
-        str(opts.seed),
-        "--force",
-    ]
+    args: list[str | Path] = ["finetune", source, "--target", target, "--out", out, "--force", *to_argv(opts)]
     return {"plan": plan.to_dict(), "result": res.to_dict(), "source": str(source)}, command(*args)
 
 
@@ -269,7 +232,7 @@ def smoke_command(target: Path, drafts: Sequence[Path], opts: ReportOptions, eng
     if opts.prompts_file:
         args += ["--prompts", Path(opts.prompts_file)]
     for c in opts.categories:
-        args += ["--category", q(c)]
+        args += ["--category", c]
     if opts.limit:
         args += ["--limit", str(opts.limit)]
     args += [
@@ -285,7 +248,7 @@ def smoke_command(target: Path, drafts: Sequence[Path], opts: ReportOptions, eng
         ",".join("natural" if b == NATURAL else str(b) for b in opts.buckets),
     ]
     if opts.chat_template:
-        args += ["--chat-template", q(opts.chat_template)]
+        args += ["--chat-template", opts.chat_template]
     if opts.tensor_parallel_size != 1:
         args += ["--tensor-parallel-size", str(opts.tensor_parallel_size)]
     if opts.concurrency:

@@ -10,6 +10,7 @@ if TYPE_CHECKING:  # what type checkers see
     from eagle_convert.upgrade.apply import Progress, UpgradeResult, apply_upgrade
     from eagle_convert.upgrade.linkplan import LinkPlan
     from eagle_convert.upgrade.norminit import FLOAT_DTYPES, NormInit
+    from eagle_convert.upgrade.options import UpgradeOptions
     from eagle_convert.upgrade.plan import LAYOUTS, UpgradePlan, plan_upgrade
     from eagle_convert.upgrade.run import Calibrate, UpgradeRun, plan_upgrade_draft, upgrade_draft
 else:  # what runs: each name imported from its module on first use
@@ -22,6 +23,7 @@ else:  # what runs: each name imported from its module on first use
             "LinkPlan": "eagle_convert.upgrade.linkplan",
             "FLOAT_DTYPES": "eagle_convert.upgrade.norminit",
             "NormInit": "eagle_convert.upgrade.norminit",
+            "UpgradeOptions": "eagle_convert.upgrade.options",
             "LAYOUTS": "eagle_convert.upgrade.plan",
             "UpgradePlan": "eagle_convert.upgrade.plan",
             "plan_upgrade": "eagle_convert.upgrade.plan",
@@ -44,6 +46,7 @@ __all__ = [
     "Progress",
     "upgrade_draft",
     "UpgradePlan",
+    "UpgradeOptions",
     "UpgradeResult",
     "UpgradeRun",
 ]

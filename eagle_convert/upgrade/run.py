@@ -19,6 +19,7 @@ from eagle_convert.upgrade.apply import Progress, UpgradeResult, apply_upgrade, 
 from eagle_convert.upgrade.configgen import read_target
 from eagle_convert.upgrade.linkplan import LinkPlan, plan_link
 from eagle_convert.upgrade.norminit import NormInit
+from eagle_convert.upgrade.options import UpgradeOptions
 from eagle_convert.upgrade.plan import UpgradePlan, plan_upgrade
 from eagle_convert.upgrade.preflight import refuse_invalid_output
 
@@ -62,10 +63,8 @@ def _open(
 def plan_upgrade_draft(
     checkpoint: str | Path | Checkpoint,
     out: str | Path | None = None,
+    opts: UpgradeOptions | None = None,
     *,
-    layout: str = "vllm",
-    norm_output: bool = True,
-    aux_layer_ids: list[int] | None = None,
     target: str | Path | None = None,
     norm_init: NormInit | None = None,
 ) -> UpgradePlan:
@@ -75,9 +74,8 @@ def plan_upgrade_draft(
         checkpoint: a folder, a .safetensors/.bin file, a hub repo (org/name[@revision]) or an
             opened `Checkpoint`.
         out: the output folder the plan's model card names (a placeholder when None).
-        layout: the output's tensor names: "vllm", "keep" or "speculators".
-        norm_output: also set `norm_output` (False: only the fc_norm weights).
-        aux_layer_ids: aux ids in vLLM's convention, for a config that has none.
+        opts: the layout, `norm_output` and aux ids (default `UpgradeOptions()`; the fields about
+            writing are not read).
         target: the target model (folder, config.json or org/name): vLLM's default aux ids and the
             speculators verifier.
         norm_init: the fc_norm values (default ones).
@@ -91,30 +89,22 @@ def plan_upgrade_draft(
         EagleConvertError: the checkpoint or the target cannot be read.
     """
     ckpt, info, tinfo = _open(checkpoint, target)
-    return plan_upgrade(
-        ckpt,
-        info,
-        layout=layout,
-        norm_output=norm_output,
-        aux_layer_ids=aux_layer_ids,
-        target=tinfo,
-        norm_init=norm_init,
-        out=out,
-    )
+    return plan_upgrade(ckpt, info, target=tinfo, norm_init=norm_init, out=out, **_plan_options(opts))
+
+
+def _plan_options(opts: UpgradeOptions | None) -> dict[str, Any]:
+    o = opts or UpgradeOptions()
+    ids = None if o.aux_layer_ids is None else list(o.aux_layer_ids)
+    return {"layout": o.layout, "norm_output": o.norm_output, "aux_layer_ids": ids}
 
 
 def upgrade_draft(
     checkpoint: str | Path | Checkpoint,
     out: str | Path,
+    opts: UpgradeOptions | None = None,
     *,
-    layout: str = "vllm",
-    norm_output: bool = True,
-    aux_layer_ids: list[int] | None = None,
     target: str | Path | None = None,
-    link: bool = False,
     force: bool = False,
-    verify: bool = True,
-    fsync: bool = True,
     dry_run: bool = False,
     calibrate: Calibrate | None = None,
     on_plan: Callable[[UpgradeRun], None] | None = None,
@@ -125,14 +115,11 @@ def upgrade_draft(
     Args:
         checkpoint: a folder, a .safetensors/.bin file, a hub repo or an opened `Checkpoint`.
         out: the output folder; it appears atomically and the input is never modified.
-        layout: the output's tensor names: "vllm", "keep" or "speculators".
-        norm_output: also set `norm_output` (False: only the fc_norm weights).
-        aux_layer_ids: aux ids in vLLM's convention, for a config that has none.
+        opts: layout, flags, aux ids, `link` (reflink/hard-link the input's weight files and add
+            one small shard), `verify` and `fsync` (default `UpgradeOptions()`). Its `init` and
+            `calibration_prompts` are the caller's to turn into `calibrate`.
         target: the target model (folder, config.json or org/name).
-        link: reflink/hard-link the input's weight files and add one small shard (`plan_link`).
         force: replace an existing `out`.
-        verify: re-read the output against the plan before publishing it.
-        fsync: flush the output to stable storage before returning.
         dry_run: plan, preflight and check `out`; write nothing (`result` is None).
         calibrate: measures the fc_norm values from the checkpoint and the plan with ones (e.g.
             `finetune.calibrate_fc_norm`); called after the preflight and the output check, then
@@ -150,14 +137,15 @@ def upgrade_draft(
         VerificationError: the written output does not match the plan.
     """
     out = Path(out)
+    o = opts or UpgradeOptions()
     ckpt, info, tinfo = _open(checkpoint, target)
-    opts: dict[str, Any] = {"layout": layout, "norm_output": norm_output, "aux_layer_ids": aux_layer_ids}
-    plan = plan_upgrade(ckpt, info, target=tinfo, out=out, **opts)
+    popts = _plan_options(o)
+    plan = plan_upgrade(ckpt, info, target=tinfo, out=out, **popts)
     refuse_invalid_output(plan)  # what validate would reject is refused before calibrating, dry run included
     if calibrate is not None:
         check_output(plan, out, force=force)  # refuse before the slow part
-        plan = plan_upgrade(ckpt, info, target=tinfo, out=out, norm_init=calibrate(ckpt, plan), **opts)
-    lplan = plan_link(plan) if link else None
+        plan = plan_upgrade(ckpt, info, target=tinfo, out=out, norm_init=calibrate(ckpt, plan), **popts)
+    lplan = plan_link(plan) if o.link else None
     check_output(plan, out, force=force)
     run = UpgradeRun(out, plan, lplan, dry_run=dry_run)
     if on_plan is not None:
@@ -165,7 +153,7 @@ def upgrade_draft(
     if dry_run:
         return run
     with progress(plan) if progress is not None else nullcontext(None) as bytes_progress:
-        kw: dict[str, Any] = {"force": force, "verify": verify, "progress": bytes_progress, "fsync": fsync}
+        kw: dict[str, Any] = {"force": force, "verify": o.verify, "progress": bytes_progress, "fsync": o.fsync}
         if lplan is not None:
             from eagle_convert.upgrade.link import apply_link
 

@@ -1,0 +1,140 @@
+"""Option objects whose fields carry their command-line facts: one typed home per option set.
+
+A frozen dataclass declares each option once, with `option(default, help=..., min=..., ...)`: the
+CLI builds its click options from those fields (`cli/options.py::dataclass_options`), and
+`to_argv` writes the flags that reproduce an object (report's `commands.sh`), so the help, the
+bounds and the spelling of a flag cannot drift between the commands that share it. No click here:
+the metadata is plain data that the CLI layer reads (vLLM's `SpeculativeConfig` and mergekit's
+`MergeOptions` keep their options the same way).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Callable, Iterator
+from dataclasses import MISSING, dataclass
+from typing import Any
+
+__all__ = ["OptionSpec", "cli_fields", "option", "option_kind", "to_argv"]
+
+KEY = "eagle_convert.option"  # the dataclass field metadata key
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """The command-line facts of one field: its flag, help text, bounds and how its text reads."""
+
+    help: str
+    flag: str | None = None  # "--name"; None: the field name with dashes
+    short: str | None = None  # "-k"
+    min: float | None = None
+    max: float | None = None
+    choices: tuple[str, ...] | None = None
+    multiple: bool = False  # repeatable: the field is a tuple of the items
+    metavar: str | None = None
+    path: bool = False  # a file (the CLI checks it is not a folder)
+    parse: Callable[[str], Any] | None = None  # the flag's text -> the field's value
+    format: Callable[[Any], str] | None = None  # the field's value -> the flag's text (to_argv)
+    show_default: bool = True
+
+    def flag_for(self, name: str) -> str:
+        return self.flag or "--" + name.replace("_", "-")
+
+
+def option(
+    default: Any = MISSING,
+    *,
+    help: str,
+    flag: str | None = None,
+    short: str | None = None,
+    min: float | None = None,
+    max: float | None = None,
+    choices: tuple[str, ...] | None = None,
+    multiple: bool = False,
+    metavar: str | None = None,
+    path: bool = False,
+    parse: Callable[[str], Any] | None = None,
+    format: Callable[[Any], str] | None = None,
+    show_default: bool = True,
+) -> Any:
+    """A dataclass field that is also a command-line option.
+
+    Args:
+        default: the field's default (a `multiple` field defaults to `()`).
+        help: the `--help` text.
+        flag: the long flag (default: `--` and the field name with dashes).
+        short: a one-letter alias such as `-k`.
+        min: the smallest value a number may take (inclusive).
+        max: the largest value a number may take (inclusive).
+        choices: the only values a text may take.
+        multiple: the flag repeats; the field is a tuple.
+        metavar: the value's name in `--help`.
+        path: the value is a file path.
+        parse: reads the flag's text into the field's value (raise `UsageError` on bad text).
+        format: writes the field's value as the flag's text (the inverse of `parse`).
+        show_default: `--help` shows the default.
+
+    Returns:
+        A `dataclasses.field` carrying an `OptionSpec` in its metadata.
+    """
+    if multiple and default is MISSING:
+        default = ()
+    spec = OptionSpec(help, flag, short, min, max, choices, multiple, metavar, path, parse, format, show_default)
+    return dataclasses.field(default=default, metadata={KEY: spec})
+
+
+def cli_fields(cls: type) -> Iterator[tuple[dataclasses.Field[Any], OptionSpec]]:
+    """The fields of an option dataclass that are options, in declaration order."""
+    for f in dataclasses.fields(cls):
+        spec = f.metadata.get(KEY)
+        if spec is not None:
+            yield f, spec
+
+
+def option_kind(cls: type, name: str) -> type:
+    """The scalar type of a field (bool, int, float or str): `int | None` and `tuple[int, ...]` are int."""
+    hint = typing.get_type_hints(cls)[name]
+    args = [a for a in typing.get_args(hint) if a is not type(None) and a is not Ellipsis]
+    if typing.get_origin(hint) is tuple or (args and typing.get_origin(args[0]) is tuple):
+        inner = typing.get_args(args[0]) if typing.get_origin(hint) is not tuple else tuple(args)
+        args = [a for a in inner if a is not Ellipsis]
+    kind = args[0] if args else hint
+    return kind if kind in (bool, int, float, str) else str
+
+
+def _text(value: Any, spec: OptionSpec) -> str:
+    if spec.format is not None:
+        return spec.format(value)
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def to_argv(opts: Any) -> list[str]:
+    """The flags that give `opts` from the class defaults: only the fields that differ, in field order.
+
+    Args:
+        opts: an instance of an option dataclass.
+
+    Returns:
+        The argument list (unquoted), e.g. `["--limit", "2", "--category", "chat"]`.
+
+    Raises:
+        ValueError: a field is None where its default is not (no flag says "unset").
+    """
+    out: list[str] = []
+    cls = type(opts)
+    for f, spec in cli_fields(cls):
+        value, default = getattr(opts, f.name), f.default
+        if value == default:
+            continue
+        flag = spec.flag_for(f.name)
+        if option_kind(cls, f.name) is bool and spec.parse is None:
+            out.append(flag if value else "--no-" + flag[2:])
+        elif value is None:
+            raise ValueError(f"{cls.__name__}.{f.name}: None cannot be written as {flag}")
+        elif spec.multiple:
+            for item in value:
+                out += [flag, _text(item, spec)]
+        else:
+            out += [flag, _text(value, spec)]
+    return out
