@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from eagle_convert.cli.app import main
 from eagle_convert.cli.options import options_from_params
+from eagle_convert.errors import UsageError
 from eagle_convert.finetune.options import FinetuneOptions
 from eagle_convert.optionspec import to_argv
 from eagle_convert.upgrade.options import UpgradeOptions
@@ -86,23 +87,41 @@ def test_every_field_round_trips_through_its_command() -> None:
 
 
 @pytest.mark.parametrize(
-    ("command", "args", "warning"),
+    ("command", "patch", "field", "new"),
     [
-        (["finetune", "D", "--target", "T", "--out", "O"], ["--prompts", "p.jsonl"], "--train-prompts"),
-        (["upgrade", "D", "O"], ["--prompts", "p.jsonl"], "--calibration-prompts"),
+        (
+            ["finetune", "D", "--target", "T", "--out", "O"],
+            "eagle_convert.finetune.plan.plan_finetune",
+            "prompts",
+            "--train-prompts",
+        ),
+        (
+            ["upgrade", "D", "O"],
+            "eagle_convert.upgrade.run.upgrade_draft",
+            "calibration_prompts",
+            "--calibration-prompts",
+        ),
     ],
 )
-def test_old_prompts_spelling_still_works_with_one_warning(command: list[str], args: list[str], warning: str) -> None:
-    cls = FinetuneOptions if command[0] == "finetune" else UpgradeOptions
-    new = "prompts" if cls is FinetuneOptions else "calibration_prompts"
-    runner = CliRunner()
-    with runner.isolation() as (_out, err, _):
-        opts = _parse(command[0], [*command[1:], *args], cls)
-        printed = err.getvalue().decode()
-    assert getattr(opts, new) == "p.jsonl"
-    assert printed == f"Warning: --prompts is deprecated; use {warning} (it will be removed in a later release).\n"
-    hidden = runner.invoke(main, [command[0], "--help"])
-    assert warning in hidden.stdout and "--prompts " not in hidden.stdout
+def test_old_prompts_spelling_still_works_with_one_warning(
+    monkeypatch: pytest.MonkeyPatch, command: list[str], patch: str, field: str, new: str
+) -> None:
+    """The command receives the old flag's value under the new field; stderr has exactly one warning line."""
+    seen = []
+
+    def capture(*args, **kwargs):
+        seen.append(args[3] if command[0] == "finetune" else args[2])
+        raise UsageError("stop here")
+
+    monkeypatch.setattr(patch, capture)
+    res = CliRunner().invoke(main, [*command, "--prompts", "p.jsonl"])
+    assert res.exit_code == 2 and res.stdout == ""
+    assert res.stderr == (
+        f"Warning: --prompts is deprecated; use {new} (it will be removed in a later release).\nError: stop here\n"
+    )
+    assert getattr(seen[0], field) == "p.jsonl"
+    shown = CliRunner().invoke(main, [command[0], "--help"], terminal_width=200).stdout
+    assert new in shown and "--prompts " not in shown
 
 
 def test_old_and_new_spelling_together_is_a_usage_error() -> None:

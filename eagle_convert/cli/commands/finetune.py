@@ -26,7 +26,6 @@ from eagle_convert.finetune.options import FinetuneOptions
 )
 @renamed_option("--prompts", "--train-prompts")
 @dataclass_options(FinetuneOptions, "opts")
-)
 @click.option("--force", is_flag=True, help="Replace an existing OUT (atomically).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan and the result as JSON.")
 @click.pass_context
