@@ -16,15 +16,17 @@ from eagle_convert.optionspec import to_argv
 from eagle_convert.upgrade.options import UpgradeOptions
 
 
-def _command(name: str) -> click.Command:
-    cmd = main.get_command(click.Context(main), name)
-    assert cmd is not None
-    return cmd
+def _root() -> click.Context:
+    # The group's settings (-h): click caches a command's help option from the first context it sees.
+    return click.Context(main, info_name="main", **main.context_settings)
 
 
 def _parse(name: str, argv: list[str], cls: type, into: str = "opts"):
     """The options object the command `name` builds from `argv` (click parses, nothing runs)."""
-    ctx = _command(name).make_context(name, argv)
+    root = _root()
+    cmd = main.get_command(root, name)
+    assert cmd is not None
+    ctx = cmd.make_context(name, argv, parent=root)
     return options_from_params(cls, into, ctx.params)
 
 
