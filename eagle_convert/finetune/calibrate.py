@@ -130,16 +130,16 @@ def calibrate_fc_norm(
     import torch
     from transformers import AutoTokenizer
 
-    from eagle_convert.reference.calibrate import (
+    from eagle_convert.reference import (
+        TargetModel,
         aux_rms,
+        draft_config_from_dict,
         drafter_with_fc_norm,
         fc_norm_values,
         first_position_agreement,
+        load_drafter,
+        quiet_loading,
     )
-    from eagle_convert.reference.data import load_drafter
-    from eagle_convert.reference.drafter import draft_config_from_dict
-    from eagle_convert.reference.quiet import quiet_loading
-    from eagle_convert.reference.target import TargetModel
 
     say = say or (lambda _m: None)
     t0 = time.perf_counter()

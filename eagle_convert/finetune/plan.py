@@ -338,7 +338,7 @@ def plan_finetune(
 
 def _check_pair(dpath: Path, config: dict[str, Any], tgt: Target) -> list[int]:
     """The reference engine must be able to build the draft, and the target must fit it."""
-    from eagle_convert.reference.drafter import draft_config_from_dict
+    from eagle_convert.reference import draft_config_from_dict
     from eagle_convert.vllm_model import default_aux_ids
 
     try:

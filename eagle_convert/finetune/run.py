@@ -185,9 +185,7 @@ def provenance(plan: FinetunePlan, result: FinetuneResult) -> dict[str, Any]:
 def _load_pair(plan: FinetunePlan, device: str | None) -> tuple[Any, Any, Any]:
     from transformers import AutoTokenizer
 
-    from eagle_convert.reference.data import load_drafter
-    from eagle_convert.reference.quiet import quiet_loading
-    from eagle_convert.reference.target import TargetModel
+    from eagle_convert.reference import TargetModel, load_drafter, quiet_loading
 
     with quiet_loading():
         tgt = TargetModel.from_pretrained(plan.target, device=device)  # None: GPU if torch sees one
@@ -271,7 +269,7 @@ def _evaluate(
     the target features are computed once and reused for the after-training evaluation."""
     import torch
 
-    from eagle_convert.reference.train import ttt_loss
+    from eagle_convert.reference import ttt_loss
 
     say(FinetuneEvent("evaluate", "evaluating " + ("before" if features is None else "after") + " training"))
     rows = drafter.draft_to_target
@@ -316,8 +314,7 @@ def _selection(
 ) -> tuple[Any, Any, float | None]:
     """(KeepBest holding the input's weights, the held-out evaluator, the input's EAL); all None
     without held-out data."""
-    from eagle_convert.reference.select import KeepBest, expected_acceptance_length
-    from eagle_convert.reference.train import heldout_accuracy
+    from eagle_convert.reference import KeepBest, expected_acceptance_length, heldout_accuracy
 
     if not held:
         return None, None, None
@@ -349,7 +346,7 @@ def _train_stage(
     score: Any = None,
     keep: Any = None,
 ) -> StageResult:
-    from eagle_convert.reference.train import StepInfo, train_draft, trainable_names
+    from eagle_convert.reference import StepInfo, train_draft, trainable_names
 
     pats = STAGE_PARAMS[stage.name]
     try:
@@ -422,8 +419,7 @@ def _write(plan: FinetunePlan, drafter: Any, prov: dict[str, Any]) -> None:
 
     from eagle_convert.errors import OutputError
     from eagle_convert.io import OutputExistsError, atomic_output_dir, torch_dtype
-    from eagle_convert.reference.data import load_drafter
-    from eagle_convert.reference.train import write_draft
+    from eagle_convert.reference import load_drafter, write_draft
     from eagle_convert.validate import serving_summary
 
     dtype = torch_dtype(plan.dtype)  # F32, BF16 or F16 (plan.py)

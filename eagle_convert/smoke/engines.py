@@ -36,10 +36,7 @@ def run_reference(
     prompts of each draft (with its AL so far)."""
     import torch
 
-    from eagle_convert.reference.data import load_drafter
-    from eagle_convert.reference.loop import speculative_generate
-    from eagle_convert.reference.quiet import quiet_loading
-    from eagle_convert.reference.target import TargetModel
+    from eagle_convert.reference import TargetModel, load_drafter, quiet_loading, speculative_generate
     from eagle_convert.vllm_model import default_aux_ids
 
     with quiet_loading():
