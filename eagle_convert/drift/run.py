@@ -24,8 +24,7 @@ from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 from eagle_convert.smoke.prompts import NATURAL, Prompt, PromptSet
 
 if TYPE_CHECKING:
-    from eagle_convert.reference.drafter import EagleDrafter
-    from eagle_convert.reference.target import TargetModel
+    from eagle_convert.reference import EagleDrafter, TargetModel
 
 __all__ = ["DRIFT_MODULES", "measure_drift", "run_drift"]
 
@@ -58,7 +57,7 @@ def measure_drift(
     Returns:
         The recorder holding the per-depth sums and the acceptance counters.
     """
-    from eagle_convert.reference.loop import speculative_generate
+    from eagle_convert.reference import speculative_generate
 
     rec = DriftRecorder(depth, drafter.cfg.num_aux_hidden_states, sink_tokens)
     drafter.observer = rec
@@ -133,7 +132,7 @@ def _measure_draft(
     kw: dict[str, Any],
     tick: OnTick,
 ) -> DraftDrift:
-    from eagle_convert.reference.data import load_drafter
+    from eagle_convert.reference import load_drafter
     from eagle_convert.vllm_model import default_aux_ids
 
     t0 = time.perf_counter()
@@ -232,8 +231,7 @@ def run_drift(
             raise UsageError(message)
     import torch
 
-    from eagle_convert.reference.quiet import quiet_loading
-    from eagle_convert.reference.target import TargetModel
+    from eagle_convert.reference import TargetModel, quiet_loading
     from eagle_convert.smoke.results import draft_labels
 
     tdir = _folder(target, "target")

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # what type checkers see
         first_position_agreement,
     )
     from eagle_convert.reference.data import load_drafter
-    from eagle_convert.reference.drafter import draft_config_from_dict
+    from eagle_convert.reference.drafter import EagleDrafter, draft_config_from_dict
     from eagle_convert.reference.loop import speculative_generate
     from eagle_convert.reference.quiet import quiet_loading
     from eagle_convert.reference.select import KeepBest, expected_acceptance_length
@@ -42,6 +42,7 @@ else:  # what runs: each name imported from its module on first use
             "fc_norm_values": "eagle_convert.reference.calibrate",
             "first_position_agreement": "eagle_convert.reference.calibrate",
             "load_drafter": "eagle_convert.reference.data",
+            "EagleDrafter": "eagle_convert.reference.drafter",
             "draft_config_from_dict": "eagle_convert.reference.drafter",
             "speculative_generate": "eagle_convert.reference.loop",
             "quiet_loading": "eagle_convert.reference.quiet",
@@ -61,6 +62,7 @@ __all__ = [
     "aux_rms",
     "draft_config_from_dict",
     "drafter_with_fc_norm",
+    "EagleDrafter",
     "expected_acceptance_length",
     "fc_norm_values",
     "first_position_agreement",
