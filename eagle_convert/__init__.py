@@ -43,8 +43,8 @@ _API: dict[str, str] = {
     "open_checkpoint": "eagle_convert.draft.checkpoint",
     "DraftInfo": "eagle_convert.draft.info",
     "describe": "eagle_convert.draft.info",
-    "InspectReport": "eagle_convert.draft.report",
-    "inspect_checkpoint": "eagle_convert.draft.report",
+    "InspectReport": "eagle_convert.draft.inspect",
+    "inspect_checkpoint": "eagle_convert.draft.inspect",
     "UpgradePlan": "eagle_convert.upgrade.plan",
     "plan_upgrade": "eagle_convert.upgrade.plan",
     "UpgradeResult": "eagle_convert.upgrade.apply",
@@ -83,7 +83,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from eagle_convert.draft.card import model_card, write_model_card
     from eagle_convert.draft.checkpoint import Checkpoint, CheckpointRef, open_checkpoint
     from eagle_convert.draft.info import DraftInfo, describe
-    from eagle_convert.draft.report import InspectReport, inspect_checkpoint
+    from eagle_convert.draft.inspect import InspectReport, inspect_checkpoint
     from eagle_convert.errors import EagleConvertError
     from eagle_convert.finetune.calibrate import Calibration, calibrate_fc_norm
     from eagle_convert.finetune.plan import FinetunePlan, FinetuneResult, plan_finetune

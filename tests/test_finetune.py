@@ -157,7 +157,7 @@ def test_finetune_recovers_acceptance_of_the_upgrade(tmp_path: Path) -> None:
 
     from eagle_convert.draft.checkpoint import open_checkpoint
     from eagle_convert.draft.info import describe
-    from eagle_convert.draft.report import inspect_checkpoint
+    from eagle_convert.draft.inspect import inspect_checkpoint
     from eagle_convert.finetune.options import FinetuneOptions
     from eagle_convert.finetune.run import finetune_draft
     from eagle_convert.smoke.prompts import builtin_prompts

@@ -8,7 +8,7 @@ import pytest
 
 from eagle_convert.draft.checkpoint import open_checkpoint
 from eagle_convert.draft.info import describe
-from eagle_convert.draft.report import inspect_checkpoint
+from eagle_convert.draft.inspect import inspect_checkpoint
 from fixtures.drafts import EXPECTED, FIXTURE_MATRIX
 
 # Fixture layout name -> what detection must call it. Kimi MLA drafts ship in vLLM-native names.

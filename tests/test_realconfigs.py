@@ -83,7 +83,7 @@ def test_producer_tensors_match_published_sizes(built):
 
 @pytest.mark.parametrize("key", KEYS)
 def test_inspect_real_config(built, key):
-    from eagle_convert.draft.report import inspect_checkpoint
+    from eagle_convert.draft.inspect import inspect_checkpoint
 
     rc, draft = REAL_CONFIGS[key], built[key][0]
     info = inspect_checkpoint(draft).info
@@ -159,7 +159,7 @@ def _expected_ids(key: str) -> tuple[int, ...]:
 @pytest.mark.parametrize("key", UPGRADABLE)
 def test_upgrade_plan_passes_validate(built, key, tmp_path):
     """The planned EAGLE-3.1 draft (config, headers, new norms, d2t/t2d; weights as holes) validates."""
-    from eagle_convert.draft.report import inspect_checkpoint
+    from eagle_convert.draft.inspect import inspect_checkpoint
     from eagle_convert.validate.run import validate_checkpoint
 
     draft, target = built[key]

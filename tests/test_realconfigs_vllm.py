@@ -1,7 +1,7 @@
 """Real-dimension drafts in the real vLLM: loaded as EAGLE-3.1 after upgrade, and one that fails as
 validate predicts, then loads with validate's fix. One worker (`EngineSession`) for all four loads.
 
-The strict load check (`vllm/load_check.py`) builds vLLM's engine config for the target and loads
+The strict load check (`vllm/strict_load_worker.py`) builds vLLM's engine config for the target and loads
 only the draft, so a target is a config.json of the real target's dimensions (no weights, no
 tokenizer). Drafts are sparse (fixtures/realconfigs.py): vLLM reads their holes as zeros. The
 Llama-3.1-8B draft is upgraded by `apply_upgrade` (1.9 GB written); the 6 GB Kimi MLA draft's upgrade

@@ -670,7 +670,7 @@ def test_parallel_drafting_against_the_drafts_mask_hidden(plain: Path, tmp_path:
 
 
 def test_validate_engine_check_loads_with_the_served_keys(plain: Path, tmp_path: Path, monkeypatch) -> None:
-    import eagle_convert.vllm.check as vllm_check
+    import eagle_convert.vllm.strict_load as vllm_check
     from eagle_convert.vllm.load_report import EngineReport
 
     seen: list[dict] = []

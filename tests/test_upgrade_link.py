@@ -268,7 +268,7 @@ def test_a_linked_output_loads_in_vllm_as_eagle31(tmp_path: Path) -> None:
     """The real loader reads the linked files, the new shard and the index: fc_norm is built and written."""
     from dataclasses import replace
 
-    from eagle_convert.vllm.check import check_with_vllm
+    from eagle_convert.vllm.strict_load import check_with_vllm
     from eagle_convert.vllm_model.features import vllm_available
     from fixtures.drafts import VLLM_TINY, build_draft
     from fixtures.target import build_target

@@ -44,7 +44,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, tup
 
 
 def test_vllm_loads_every_upgraded_draft_as_eagle31(setup) -> None:
-    from eagle_convert.vllm.check import check_many_with_vllm
+    from eagle_convert.vllm.strict_load import check_many_with_vllm
 
     target, drafts = setup
     names = list(drafts)

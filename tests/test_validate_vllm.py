@@ -70,7 +70,7 @@ def drafts(work: Path) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def engine_reports(drafts: dict[str, Path], target: Path) -> dict[str, object]:
     """One vLLM loader worker for every draft of the module."""
-    from eagle_convert.vllm.check import check_many_with_vllm
+    from eagle_convert.vllm.strict_load import check_many_with_vllm
 
     names = sorted(drafts)
     return dict(zip(names, check_many_with_vllm([drafts[n] for n in names], target, timeout_s=900), strict=True))
@@ -79,7 +79,7 @@ def engine_reports(drafts: dict[str, Path], target: Path) -> dict[str, object]:
 @pytest.fixture()
 def validate_with_engine(drafts, target, engine_reports, monkeypatch: pytest.MonkeyPatch):
     """validate(..., engine="vllm") answered from the module's worker run (same EngineReport objects)."""
-    import eagle_convert.vllm.check as engine_check
+    import eagle_convert.vllm.strict_load as engine_check
     from eagle_convert.validate.run import validate_checkpoint
 
     by_path = {p.resolve(): engine_reports[n] for n, p in drafts.items()}

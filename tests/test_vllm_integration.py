@@ -151,7 +151,7 @@ def test_detect_features_older_source_tree(tmp_path: Path):
 
 @pytest.fixture(scope="module")
 def checks(drafts: dict[str, Path], target: Path):
-    from eagle_convert.vllm.check import check_many_with_vllm
+    from eagle_convert.vllm.strict_load import check_many_with_vllm
 
     names = [n for n in drafts if n != "eagle3"]
     reports = check_many_with_vllm([drafts[n] for n in names], target, timeout_s=600)
@@ -159,7 +159,7 @@ def checks(drafts: dict[str, Path], target: Path):
 
 
 def test_check_with_vllm_passes_valid_eagle3(drafts, target):
-    from eagle_convert.vllm.check import check_with_vllm
+    from eagle_convert.vllm.strict_load import check_with_vllm
 
     r = check_with_vllm(drafts["eagle3"], target, timeout_s=300)
     assert r.ok, r
@@ -246,7 +246,7 @@ def test_check_maps_config_errors_to_one_line(checks):
 
 def test_worker_timeout_kills_and_raises(drafts, target):
     from eagle_convert.errors import EngineError
-    from eagle_convert.vllm.check import check_with_vllm
+    from eagle_convert.vllm.strict_load import check_with_vllm
 
     with pytest.raises(EngineError, match="timed out after 1 s"):
         check_with_vllm(drafts["eagle3"], target, timeout_s=1)

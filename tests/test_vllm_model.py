@@ -491,7 +491,7 @@ def test_mtp_model_type_is_rewritten_by_upgrade(built_fixtures, tmp_path: Path) 
 @pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed")
 def test_vllm_loader_agrees_with_the_model(tmp_path: Path) -> None:
     """One loader worker, several upgraded variants: vLLM's applied flags, aux count and taps equal ours."""
-    from eagle_convert.vllm.check import check_many_with_vllm
+    from eagle_convert.vllm.strict_load import check_many_with_vllm
     from fixtures.drafts import VLLM_TINY, build_draft
     from fixtures.target import build_target
 

@@ -26,9 +26,9 @@ if TYPE_CHECKING:  # what type checkers see
         open_checkpoint,
     )
     from eagle_convert.draft.info import Classified, DraftInfo, classify, describe
+    from eagle_convert.draft.inspect import InspectReport, inspect_checkpoint
     from eagle_convert.draft.kind import ensure_draft, ensure_target_config
     from eagle_convert.draft.layout import canonical_map, canonical_name
-    from eagle_convert.draft.report import InspectReport, inspect_checkpoint
     from eagle_convert.draft.schemas import load_schema
     from eagle_convert.draft.target import Target, load_target
 else:  # what runs: each name imported from its module on first use
@@ -57,8 +57,8 @@ else:  # what runs: each name imported from its module on first use
             "ensure_target_config": "eagle_convert.draft.kind",
             "canonical_map": "eagle_convert.draft.layout",
             "canonical_name": "eagle_convert.draft.layout",
-            "InspectReport": "eagle_convert.draft.report",
-            "inspect_checkpoint": "eagle_convert.draft.report",
+            "InspectReport": "eagle_convert.draft.inspect",
+            "inspect_checkpoint": "eagle_convert.draft.inspect",
             "load_schema": "eagle_convert.draft.schemas",
             "Target": "eagle_convert.draft.target",
             "load_target": "eagle_convert.draft.target",

@@ -7,15 +7,15 @@ from typing import TYPE_CHECKING
 from eagle_convert._lazy import attach
 
 if TYPE_CHECKING:  # what type checkers see
-    from eagle_convert.vllm.check import check_with_vllm
     from eagle_convert.vllm.known_issues import sampling_issues
     from eagle_convert.vllm.session import EngineRun, EngineSession, PassResult, PassSpec
     from eagle_convert.vllm.sharing import engine_order
+    from eagle_convert.vllm.strict_load import check_with_vllm
 else:  # what runs: each name imported from its module on first use
     __getattr__, __dir__ = attach(
         __name__,
         {
-            "check_with_vllm": "eagle_convert.vllm.check",
+            "check_with_vllm": "eagle_convert.vllm.strict_load",
             "sampling_issues": "eagle_convert.vllm.known_issues",
             "EngineRun": "eagle_convert.vllm.session",
             "EngineSession": "eagle_convert.vllm.session",

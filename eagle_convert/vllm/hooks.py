@@ -4,7 +4,7 @@ Before loading, every parameter is filled with a sentinel (NaN, or ``SENTINEL_IN
 integer parameters); after loading, any parameter still holding it was never written by the
 checkpoint. ``scan_unwritten`` names those parameters, per shard for stacked ones, with the
 on-disk keys that should have filled them; ``applied_config`` records the flags the built
-draft actually uses. Used by `vllm/load_check.py`; torch is imported lazily.
+draft actually uses. Used by `vllm/strict_load_worker.py`; torch is imported lazily.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What a strict load check reports per draft (`EngineReport`), and the request and answer shapes
-the session's worker speaks for it (`load_check.run_check_many` runs on the other side)."""
+the session's worker speaks for it (`strict_load_worker.run_check_many` runs on the other side)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 one JSON request per line. Each ``engine(...)`` call runs several generate passes on an engine for
 (target, draft): a fresh ``LLM(...)``, or, when the previous call's draft has the same swap key
 (`vllm/sharing.py`) and sharing is on, that engine with the new draft's weights swapped in
-(`vllm/draft_swap.py`). ``load_check(...)`` is the strict sentinel load of ``check.py``. The worker
+(`vllm/draft_swap.py`). ``load_check(...)`` is the strict sentinel load of ``strict_load.py``. The worker
 runs in its own session and is killed, with every engine process it started, on timeout and on
 ``close()``.
 """
@@ -325,7 +325,7 @@ class EngineSession:
         timeout_s: float = 600,
         speculative: dict[str, Any] | None = None,
     ) -> list[EngineReport]:
-        """The strict sentinel load of every draft (`vllm/check.py`) inside this session's worker,
+        """The strict sentinel load of every draft (`vllm/strict_load.py`) inside this session's worker,
         with the deployment's speculative-config keys ``speculative``; ``timeout_s`` covers the
         worker's start and the whole batch."""
         features = detect_features()

@@ -2,7 +2,7 @@
 
     python -m eagle_convert.vllm.session_worker      # JSON requests on stdin, one per line
 
-Ops: ``load_check`` (the strict sentinel load of ``load_check.run_check_many``), ``engine`` (an
+Ops: ``load_check`` (the strict sentinel load of ``strict_load_worker.run_check_many``), ``engine`` (an
 ``LLM`` for the target, with or without an EAGLE-3 draft, running several generate *passes*) and
 ``quit``. An engine asked for with a ``swap_key`` stays up after its request: the next request with
 the same key swaps its draft in place (``draft_swap``) instead of starting another; any other
@@ -271,7 +271,7 @@ def _handle(req: dict) -> dict:
     if op == "engine":
         return run_engine(req)
     if op == "load_check":
-        from eagle_convert.vllm.load_check import run_check_many
+        from eagle_convert.vllm.strict_load_worker import run_check_many
 
         _Live.stop()  # one engine's memory at a time
         return run_check_many(req)

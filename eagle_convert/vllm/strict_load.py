@@ -5,7 +5,7 @@ loader's "weights not initialized from checkpoint" check: a missing ``mlp.down_p
 ``fc_norm.*`` loads silently (vLLM 0.32.0 ``model_loader/default_loader.py``,
 ``DefaultModelLoader.load_weights``: the strict check runs only when ``load_weights`` returns a set).
 This module runs vLLM's own loader in
-a worker subprocess (`vllm/session.py`, `vllm/load_check.py`), fills every parameter with a sentinel (NaN, or
+a worker subprocess (`vllm/session.py`, `vllm/strict_load_worker.py`), fills every parameter with a sentinel (NaN, or
 -12345 for integer parameters) right after the model is built, and lists the parameters still
 holding it just before ``process_weights_after_loading``. Load exceptions (unknown names, shape
 mismatches) come back as a one-line ``error``.
