@@ -182,8 +182,8 @@ def test_the_table_reads_at_80_columns_without_split_words(drafts, width: int) -
 
     from rich.console import Console
 
+    from eagle_convert.check.checks import TITLES, format_value
     from eagle_convert.check.run import run_check
-    from eagle_convert.check.stages import TITLES, format_value
     from eagle_convert.cli.render.check import render_check
 
     report = run_check(drafts["broken"], keep_going=True)  # E101's message holds a 29-character tensor name

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from eagle_convert.check import stages as st
+from eagle_convert.check import checks as ck
 from eagle_convert.check.policy import Policy
 from eagle_convert.check.run import run_check
 from eagle_convert.cli.app import main
@@ -97,17 +97,17 @@ def test_hygiene_warnings_pass_and_can_be_made_to_fail() -> None:
     rep = Report("d", families_run=["files", "config"])
     rep.add(finding("W204", "fp32 weights", tensor="fc.weight"))  # hygiene in the table
     rep.add(finding("W307", "implicit", field="norm_before_residual", impact="hygiene"))
-    errors, warnings, hygiene = st.static_checks(rep, [])
+    errors, warnings, hygiene = ck.static_checks(rep, [])
     assert (errors.passed, warnings.passed, hygiene.passed) == (True, True, True)
     assert warnings.message == "no warning changes what vLLM serves"
     assert hygiene.figure == 2 and hygiene.threshold == "reported"
     assert hygiene.message.startswith("served as trained: W204 unusual-dtype: fp32 weights; W307")
-    *_, hygiene = st.static_checks(rep, [], fail_on_hygiene=True)
+    *_, hygiene = ck.static_checks(rep, [], fail_on_hygiene=True)
     assert hygiene.passed is False and hygiene.threshold == "0"
     rep.add(finding("W323", "ids only in eagle_config", field="eagle_config"))  # computes-differently
-    _, warnings, _ = st.static_checks(rep, [])
+    _, warnings, _ = ck.static_checks(rep, [])
     assert warnings.passed is False and warnings.details["impacts"] == ["computes-differently"]
-    _, warnings, _ = st.static_checks(rep, ["W323"])
+    _, warnings, _ = ck.static_checks(rep, ["W323"])
     assert warnings.passed and warnings.message == "no warning changes what vLLM serves (1 allowed: W323)"
 
 

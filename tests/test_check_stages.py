@@ -1,6 +1,6 @@
 """Every check kind of `eagle-convert check`, pass and fail, on measurements built by hand.
 
-The functions under test are pure (check/stages.py, smoke/control.py, vllm/known_issues.py): the same
+The functions under test are pure (check/checks.py, smoke/control.py, vllm/known_issues.py): the same
 code judges the real vLLM runs of tests/test_check_vllm.py.
 """
 
@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from eagle_convert.check import stages as st
+from eagle_convert.check import checks as ck
 from eagle_convert.check.policy import Policy
 from eagle_convert.smoke.control import (
     Comparison,
@@ -58,16 +58,16 @@ CATS = {"a": "coding", "b": "coding", "c": "chat"}
 
 def test_static_errors_fail_warnings_fail_unless_allowed() -> None:
     rep = Report("d", families_run=["files", "keys"])
-    assert [r.passed for r in st.static_checks(rep, [])] == [True, True]
+    assert [r.passed for r in ck.static_checks(rep, [])] == [True, True]
     rep.add(finding("W307", "norm before residual is implicit", field="norm_output"))
-    errors, warnings = st.static_checks(rep, [])
+    errors, warnings = ck.static_checks(rep, [])
     assert errors.passed and warnings.passed is False and warnings.figure == 1
     assert warnings.message == "W307 implicit-norm-before-residual: norm before residual is implicit"
-    errors, warnings = st.static_checks(rep, ["W307"])
+    errors, warnings = ck.static_checks(rep, ["W307"])
     assert warnings.passed and warnings.message == "no warnings (1 allowed: W307)"
     assert warnings.threshold == "0 (allowed: W307)"
     rep.add(finding("E101", "layers.0.mlp.down_proj.weight is missing", tensor="layers.0.mlp.down_proj.weight"))
-    errors, _ = st.static_checks(rep, ["W307"])
+    errors, _ = ck.static_checks(rep, ["W307"])
     assert errors.passed is False and errors.details["codes"] == ["E101"]
     assert errors.message.startswith("E101 missing-tensor: layers.0.mlp.down_proj.weight is missing")
 
@@ -87,12 +87,12 @@ def _features(version: str = "0.32.0", **flags: bool):
 
 def test_features_required_in_draft_and_in_vllm() -> None:
     pol = _policy(features={"require": ["fc_norm", "norm_output"]})
-    ok = st.feature_checks(_info(fc_norm=True, norm_output=True), _features(), pol)
+    ok = ck.feature_checks(_info(fc_norm=True, norm_output=True), _features(), pol)
     assert [r.passed for r in ok] == [True, True] and ok[0].figure == "draft: yes, vLLM: yes"
-    missing = st.feature_checks(_info(fc_norm=True, norm_output=False), _features(), pol)
+    missing = ck.feature_checks(_info(fc_norm=True, norm_output=False), _features(), pol)
     assert [r.passed for r in missing] == [True, False]
     assert missing[1].message == "the draft does not enable norm_output (config.json)"
-    old = st.feature_checks(_info(fc_norm=True, norm_output=True), _features("0.20.0", fc_norm=False), pol)
+    old = ck.feature_checks(_info(fc_norm=True, norm_output=True), _features("0.20.0", fc_norm=False), pol)
     assert old[0].passed is False
     assert old[0].message == (
         "vLLM 0.20.0 does not build fc_norm: src:fc_norm; the load fails on the fc_norm.* tensors (KeyError before 0.22.0)"
@@ -100,17 +100,17 @@ def test_features_required_in_draft_and_in_vllm() -> None:
 
 
 def test_features_the_draft_uses_must_be_built_even_when_not_required() -> None:
-    [r] = st.feature_checks(_info(fc_norm=True, norm_output=False), _features(fc_norm=False), _policy())
+    [r] = ck.feature_checks(_info(fc_norm=True, norm_output=False), _features(fc_norm=False), _policy())
     assert (r.name, r.passed, r.threshold) == ("feature fc_norm", False, "used by the draft")
-    [r] = st.feature_checks(_info(fc_norm=False, norm_output=False), None, _policy())
+    [r] = ck.feature_checks(_info(fc_norm=False, norm_output=False), None, _policy())
     assert r.passed and "requires none" in r.message
 
 
 def test_min_vllm_version_and_feature_flags() -> None:
     pol = _policy(features={"min_vllm_version": "0.32", "vllm_features": ["per_request_spec_decode_metrics"]})
-    version, flag = st.feature_checks(_info(), _features("0.32.0"), pol)
+    version, flag = ck.feature_checks(_info(), _features("0.32.0"), pol)
     assert version.passed and flag.passed and version.threshold == ">= 0.32"
-    version, flag = st.feature_checks(_info(), _features("0.31.2+cpu", per_request_spec_decode_metrics=False), pol)
+    version, flag = ck.feature_checks(_info(), _features("0.31.2+cpu", per_request_spec_decode_metrics=False), pol)
     assert version.passed is False and version.message == "installed vLLM 0.31.2+cpu is below 0.32"
     assert flag.passed is False and flag.message == "src:per_request_spec_decode_metrics"
 
@@ -120,7 +120,7 @@ def test_min_vllm_version_and_feature_flags() -> None:
 
 def test_engine_load_pass_and_unwritten_parameter() -> None:
     ok = SimpleNamespace(loaded=["a", "b"], unwritten=[], unwritten_keys=[], error=None, vllm_version="0.32.0")
-    [r] = st.engine_checks([], ok)
+    [r] = ck.engine_checks([], ok)
     assert r.passed and r.message == "vLLM 0.32.0 loaded 2 parameters, none left unwritten"
     bad = SimpleNamespace(
         loaded=["a"],
@@ -130,7 +130,7 @@ def test_engine_load_pass_and_unwritten_parameter() -> None:
         vllm_version="0.32.0",
     )
     f = finding("E701", "model.layers.0.mlp.down_proj.weight was never written", tensor="layers.0.mlp.down_proj.weight")
-    [r] = st.engine_checks([f], bad)
+    [r] = ck.engine_checks([f], bad)
     assert r.passed is False and r.figure == "1 unwritten" and r.details["unwritten"] == bad.unwritten
     assert r.message == "E701 unwritten-parameter: model.layers.0.mlp.down_proj.weight was never written"
 
@@ -141,11 +141,11 @@ def test_engine_load_pass_and_unwritten_parameter() -> None:
 def test_mean_al_floor_names_the_measured_figure() -> None:
     d = _draft(HISTS, CATS)
     assert d.total.acceptance_length == pytest.approx(1 + (10 + 6 + 0) / 12)
-    [r] = st.acceptance_checks(d, _policy(acceptance={"min_acceptance_length": 2.0}))
+    [r] = ck.acceptance_checks(d, _policy(acceptance={"min_acceptance_length": 2.0}))
     assert r.passed and r.figure == pytest.approx(7 / 3) and r.threshold == ">= 2"
-    [r] = st.acceptance_checks(d, _policy(acceptance={"min_acceptance_length": 2.8}))
+    [r] = ck.acceptance_checks(d, _policy(acceptance={"min_acceptance_length": 2.8}))
     assert r.passed is False and r.message == "AL 2.333 over 3 requests (12 draft rounds); floor 2.8: 0.467 short"
-    [r] = st.acceptance_checks(d, _policy(acceptance={}))
+    [r] = ck.acceptance_checks(d, _policy(acceptance={}))
     assert r.passed is None  # measured and reported, no floor asked for
 
 
@@ -160,7 +160,7 @@ def test_per_position_category_and_bucket_floors() -> None:
             "min_per_bucket": 2.0,
         }
     )
-    pos, *rest = st.acceptance_checks(d, pol)[1:]
+    pos, *rest = ck.acceptance_checks(d, pol)[1:]
     assert pos.passed and pos.figure == "0.583 / 0.500 / 0.250"
     by_name = {r.name: r for r in rest}
     assert by_name["AL category coding"].passed and by_name["AL category coding"].figure == pytest.approx(3.0)
@@ -168,21 +168,21 @@ def test_per_position_category_and_bucket_floors() -> None:
     assert by_name["AL category chat"].message == "AL 1 over 1 requests; 0.5 below the floor"
     assert by_name["AL bucket natural"].passed and by_name["AL bucket natural"].figure == pytest.approx(7 / 3)
     pol = _policy(acceptance={"min_per_position": [0.6], "min_per_category": {"math": 2.0}})
-    pos, cat = st.acceptance_checks(d, pol)[1:]
+    pos, cat = ck.acceptance_checks(d, pol)[1:]
     assert pos.passed is False and pos.message == "position 1: 0.583 < 0.600"
     assert cat.passed is False and cat.message == "no measured category 'math' (measured: coding, chat)"
 
 
 def test_per_bucket_with_two_buckets() -> None:
     d = _draft({"a": [0, 0, 2, 2], "a2": [4, 0, 0, 0]}, {"a": "coding", "a2": "coding"}, {"a": NATURAL, "a2": 1024})
-    checks = st.acceptance_checks(d, _policy(acceptance={"min_per_bucket": {"natural": 3.0, "1024": 1.5}}))[1:]
+    checks = ck.acceptance_checks(d, _policy(acceptance={"min_per_bucket": {"natural": 3.0, "1024": 1.5}}))[1:]
     assert [(r.name, r.passed) for r in checks] == [("AL bucket natural", True), ("AL bucket 1024", False)]
 
 
 def test_floors_need_per_request_counters() -> None:
     d = _draft(HISTS, CATS)
     d.per_request, d.groups = False, []
-    [_, r] = st.acceptance_checks(d, _policy(acceptance={"min_per_category": 2.0}))
+    [_, r] = ck.acceptance_checks(d, _policy(acceptance={"min_per_category": 2.0}))
     assert r.passed is False and "no per-request counters" in r.message
 
 
@@ -190,13 +190,13 @@ def test_baseline_absolute_and_relative_drop() -> None:
     cand = _draft({"a": [1, 1, 1, 1]}, {"a": "coding"})  # AL 2.5
     base = _draft({"a": [0, 0, 2, 2]}, {"a": "coding"})  # AL 3.5
     base.label = "prod"
-    ab, rel = st.baseline_checks(
+    ab, rel = ck.baseline_checks(
         cand, base, _policy(acceptance={"max_acceptance_length_drop": 0.5, "max_acceptance_length_drop_relative": 0.3})
     )
     assert ab.passed is False and ab.figure == pytest.approx(1.0) and ab.threshold == "<= 0.5"
     assert ab.message == "candidate AL 2.5 vs baseline prod AL 3.5: drop 1 (28.6%)"
     assert rel.passed and rel.figure == pytest.approx(1 / 3.5)
-    [up] = st.baseline_checks(base, cand, _policy(acceptance={"max_acceptance_length_drop": 0.0}))
+    [up] = ck.baseline_checks(base, cand, _policy(acceptance={"max_acceptance_length_drop": 0.0}))
     assert up.passed and "gain 1" in up.message
 
 
@@ -215,14 +215,14 @@ def test_alarms_pass_and_each_kind_fails() -> None:
     d = _draft(HISTS, CATS)
     outputs = [[1, 2, 3, 4, 5, 6, 7, 8], [5, 6, 7, 8, 9, 10, 11, 12], [3, 1, 4, 1, 5, 9, 2, 6]]
     pol = _policy(alarms={"implausible_acceptance_length": 3.6})
-    loops, high, low = st.alarm_checks(d, outputs, K, pol)
+    loops, high, low = ck.alarm_checks(d, outputs, K, pol)
     assert loops.passed and high.passed and low.passed is False  # c: AL 1.0 = 1 of 3 > 25%
     assert low.message == "1 of 3 requests at AL <= 1.05: c (AL 1)" and low.figure == pytest.approx(1 / 3)
     outputs[0] = [1, 2, 7, 7, 7, 7, 7, 7]
-    loops, high, _ = st.alarm_checks(d, outputs, K, _policy(alarms={"implausible_acceptance_length": 3.5}))
+    loops, high, _ = ck.alarm_checks(d, outputs, K, _policy(alarms={"implausible_acceptance_length": 3.5}))
     assert loops.passed is False and loops.message == "1 of 3 outputs end in a loop: a (period 1, last 6 tokens)"
     assert high.passed and high.message == "1 of 3 requests at AL >= 3.5: a (AL 3.5)"  # 1/3 <= 50%
-    _, high, _ = st.alarm_checks(
+    _, high, _ = ck.alarm_checks(
         d, outputs, K, _policy(alarms={"implausible_acceptance_length": 2.0, "max_implausible_fraction": 0.5})
     )
     assert high.passed is False and high.figure == pytest.approx(2 / 3)
@@ -260,10 +260,10 @@ def test_identity_near_tie_excused_only_for_the_runner_up() -> None:
     assert not real.passed and real.failures[0].describe() == (
         "prompt 'q' token 3: 30 instead of 3 (top-2 margin 0.5 > tolerance 0.125)"
     )
-    r = st.identity_check("greedy batch", real, "near-ties")
+    r = ck.identity_check("greedy batch", real, "near-ties")
     assert r.passed is False and r.figure == "1 of 2 differ"
     assert r.message.startswith("1 of 2 prompts change: prompt 'q' token 3")
-    assert st.identity_check("greedy batch", tie, "near-ties").message == (
+    assert ck.identity_check("greedy batch", tie, "near-ties").message == (
         "1 of 2 prompts identical token for token, 1 diverge at a near-tie (prompt 'p' token 2: 60 instead of 6 "
         "(near-tie: top-2 margin 0.1 <= tolerance 0.125))"
     )
@@ -272,7 +272,7 @@ def test_identity_near_tie_excused_only_for_the_runner_up() -> None:
 
 def test_sampling_control_pass_and_fail_with_cause() -> None:
     ok = SamplingControl(0.01, Comparison(2, 2), Comparison(2, 2))
-    r = st.sampling_check(ok)
+    r = ck.sampling_check(ok)
     assert r.passed and r.message == (
         "with speculation at T=0.01, 2 prompts converge to greedy; without speculation all 2 equal greedy"
     )
@@ -284,7 +284,7 @@ def test_sampling_control_pass_and_fail_with_cause() -> None:
         min_margin=sampling_margin(0.01),
     )
     bad = SamplingControl(0.01, bad_cmp, Comparison(1, 1), cause="the shim")
-    r = st.sampling_check(bad)
+    r = ck.sampling_check(bad)
     assert r.passed is False and r.figure == "1 of 1 differ" and r.threshold == "0 at T=0.01"
     assert r.message == (
         "with speculation at T=0.01, 1 of 1 prompts leave the greedy result; without speculation "
@@ -350,6 +350,6 @@ def test_format_value_is_the_figure_text_everywhere() -> None:
     from eagle_convert.check.summary import _cell as md_cell
     from eagle_convert.cli.render.check import _cell as rich_cell
 
-    assert [st.format_value(v) for v in (None, 2.345678, 3, ">= 2.5")] == ["", "2.346", "3", ">= 2.5"]
+    assert [ck.format_value(v) for v in (None, 2.345678, 3, ">= 2.5")] == ["", "2.346", "3", ">= 2.5"]
     assert md_cell("a|b\nc") == "a\\|b c" and md_cell(None) == ""
     assert rich_cell("[x]") == "\\[x]" and rich_cell(0.1234567) == "0.1235"

@@ -112,7 +112,7 @@ def test_a_wrong_output_fails_its_schema(drafts) -> None:
 
 def test_schema_enums_are_the_code_s() -> None:
     """The levels, impacts, verdicts and check stages written in the schemas are the library's own."""
-    from eagle_convert.check.stages import STAGES
+    from eagle_convert.check.checks import STAGES
     from eagle_convert.draft import schemas
     from eagle_convert.validate.findings import IMPACTS, LEVELS
     from eagle_convert.validate.matrix import VERDICTS

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from eagle_convert.check.checks import TITLES, format_value
 from eagle_convert.check.run import CheckReport
-from eagle_convert.check.stages import TITLES, format_value
 
 SUITE = "eagle-convert check"
 

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.check import stages as st
+from eagle_convert.check import checks as ck
+from eagle_convert.check.checks import CheckResult
 from eagle_convert.check.measure import EPS, GREEDY, MAIN, MIXED, Engines, local_folder, plan_passes
 from eagle_convert.check.policy import Policy
-from eagle_convert.check.stages import CheckResult
 
 
 @dataclass
@@ -97,7 +97,7 @@ def _unmeasured(s: State, stage: str) -> list[CheckResult] | None:
     """A skip when the candidate's engine run, which this stage reads, did not happen."""
     if "candidate" in s.passes:
         return None
-    return [st.skipped(stage, "not measured: the candidate's engine run failed (acceptance stage)")]
+    return [ck.skipped(stage, "not measured: the candidate's engine run failed (acceptance stage)")]
 
 
 # -------------------------------------------------------------------------------- the stages
@@ -115,7 +115,7 @@ def static(s: State) -> list[CheckResult]:
         speculative_config=s.serve,
         identity_required=s.need.identity,
     )
-    return st.static_checks(
+    return ck.static_checks(
         s.report,
         list(s.policy.get("static", "allow_warnings", [])),
         fail_on_hygiene=bool(s.policy.get("static", "fail_on_hygiene")),
@@ -140,7 +140,7 @@ def features(s: State) -> list[CheckResult]:
     else:
         found = detect_features()
         s.vllm_version = found.version if found else None
-    return st.feature_checks(_info(s), found, s.policy)
+    return ck.feature_checks(_info(s), found, s.policy)
 
 
 def engine(s: State) -> list[CheckResult]:
@@ -164,7 +164,7 @@ def engine(s: State) -> list[CheckResult]:
         target_source=tgt.description,
         serving_context=s.serving_context,
     )
-    return st.engine_checks(feature_findings(ctx, result.features) + from_engine(result), result)
+    return ck.engine_checks(feature_findings(ctx, result.features) + from_engine(result), result)
 
 
 def _prompts(s: State) -> Any:
@@ -244,13 +244,13 @@ def acceptance(s: State) -> list[CheckResult]:
     }
     out = _run(s, "candidate", s.folder("draft"), _plan(s).candidate)
     s.candidate = _draft_result(s, s.folder("draft"), out[MAIN], "candidate")
-    return st.acceptance_checks(s.candidate, s.policy)
+    return ck.acceptance_checks(s.candidate, s.policy)
 
 
 def alarms(s: State) -> list[CheckResult]:
     if (skip := _unmeasured(s, "alarms")) is not None:
         return skip
-    return st.alarm_checks(s.candidate, s.passes["candidate"][MAIN].outputs, s.k, s.policy)
+    return ck.alarm_checks(s.candidate, s.passes["candidate"][MAIN].outputs, s.k, s.policy)
 
 
 def baseline(s: State) -> list[CheckResult]:
@@ -258,7 +258,7 @@ def baseline(s: State) -> list[CheckResult]:
         return skip
     out = _run(s, "baseline", s.folder("baseline"), _plan(s).baseline)
     base = _draft_result(s, s.folder("baseline"), out[MAIN], Path(s.baseline or "baseline").name or "baseline")
-    return st.baseline_checks(s.candidate, base, s.policy)
+    return ck.baseline_checks(s.candidate, base, s.policy)
 
 
 def _dtype(s: State) -> str:
@@ -283,7 +283,7 @@ def identity(s: State) -> list[CheckResult]:
     ids = [s.pset.prompts[i].id for i in ref.prompts]
     tol = f"near-ties excused: top-2 logits within {ulps:g} {dtype} ulps"
     out = [
-        st.identity_check(
+        ck.identity_check(
             "greedy batch",
             compare_outputs(ids, ref.outputs, _greedy(s).outputs, ref.top2, dtype=dtype, tie_ulps=ulps),
             tol,
@@ -291,7 +291,7 @@ def identity(s: State) -> list[CheckResult]:
     ]
     mixed = s.passes["candidate"].get(MIXED)
     if mixed is not None:
-        r = st.identity_check(
+        r = ck.identity_check(
             "mixed batch (greedy next to sampled requests)",
             compare_outputs(ids, ref.outputs, mixed.outputs, ref.top2, dtype=dtype, tie_ulps=ulps),
             tol,
@@ -315,4 +315,4 @@ def sampling(s: State) -> list[CheckResult]:
     control = sampling_control(
         _greedy(s), s.passes["candidate"][EPS], s.pset, _dtype(s), float(s.need.control), alone=pair
     )
-    return [st.sampling_check(control)]
+    return [ck.sampling_check(control)]

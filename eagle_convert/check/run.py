@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eagle_convert.check.checks import STAGES, TITLES, CheckResult, skipped
 from eagle_convert.check.policy import Policy, load_policy
-from eagle_convert.check.stages import STAGES, TITLES, CheckResult, skipped
 from eagle_convert.errors import EngineError, UsageError
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from eagle_convert.check.checks import TITLES, format_value
 from eagle_convert.check.run import CheckReport
-from eagle_convert.check.stages import TITLES, format_value
 from eagle_convert.io import write_text_atomic
 
 MARK = {"pass": "✅ pass", "fail": "❌ fail", "skip": "⏭️ skip"}

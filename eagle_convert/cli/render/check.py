@@ -8,8 +8,8 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from eagle_convert.check.checks import STAGES, TITLES, format_value
 from eagle_convert.check.run import CheckReport
-from eagle_convert.check.stages import STAGES, TITLES, format_value
 
 _STATUS = {"pass": "[green]pass[/green]", "fail": "[bold red]FAIL[/bold red]", "skip": "[dim]skip[/dim]"}
 
@@ -19,7 +19,7 @@ _COLUMN_OVERHEAD = 3  # a rich table's own width per column: padding each side a
 
 
 def _cell(value: object) -> str:
-    """A figure or threshold as every output writes it (check.stages.format_value), markup escaped."""
+    """A figure or threshold as every output writes it (check.checks.format_value), markup escaped."""
     return escape(format_value(value))
 
 
