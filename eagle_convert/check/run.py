@@ -130,7 +130,7 @@ def needs(
     ]
     if wants_vllm:
         require("vllm", f"check (the policy's {', '.join(wants_vllm)})")
-    if acc:  # its prompts are tokenized here, in this process (check/pipeline.py, smoke's preparation)
+    if acc:  # its prompts are tokenized here, in this process (check/stages.py, smoke's preparation)
         from eagle_convert.smoke.run import SMOKE_MODULES
 
         require("smoke", "check (the policy's [acceptance])", SMOKE_MODULES)
@@ -230,7 +230,7 @@ def run_check(
         UsageError: a stage cannot run here, `vllm_version` names no known release, or the
             speculative config is refused by the release or contradicts the policy.
     """
-    from eagle_convert.check import pipeline
+    from eagle_convert.check import stages
     from eagle_convert.check.measure import Engines
     from eagle_convert.vllm_model import installed_status, vllm_available
 
@@ -245,18 +245,18 @@ def run_check(
     report = CheckReport(str(draft), target_s, baseline_s, policy, release=status)
     say = progress or (lambda _m: None)
     engines = Engines(cache if cache is not None else {}, session)
-    state = pipeline.State(str(draft), target_s, baseline_s, policy, need, engines, release=vllm_version)
+    state = stages.State(str(draft), target_s, baseline_s, policy, need, engines, release=vllm_version)
     state.worker_starts_before = engines.worker_starts
     state.serve = report.serve = serve
     plan = [
-        ("static", need.static, pipeline.static),
-        ("features", need.features, pipeline.features),
-        ("engine", need.engine, pipeline.engine),
-        ("acceptance", need.acceptance, pipeline.acceptance),
-        ("alarms", need.alarms, pipeline.alarms),
-        ("baseline", need.baseline, pipeline.baseline),
-        ("identity", need.identity, pipeline.identity),
-        ("sampling", need.control is not None, pipeline.sampling),
+        ("static", need.static, stages.static),
+        ("features", need.features, stages.features),
+        ("engine", need.engine, stages.engine),
+        ("acceptance", need.acceptance, stages.acceptance),
+        ("alarms", need.alarms, stages.alarms),
+        ("baseline", need.baseline, stages.baseline),
+        ("identity", need.identity, stages.identity),
+        ("sampling", need.control is not None, stages.sampling),
     ]
     tick, runs = tick_or_nothing(on_tick), sum(1 for _s, wanted, _f in plan if wanted)
     ran = 0
@@ -264,7 +264,7 @@ def run_check(
     try:
         for stage, wanted, fn in plan:
             if not wanted:
-                report.results.append(skipped(stage, pipeline.why_skipped(stage, state)))
+                report.results.append(skipped(stage, stages.why_skipped(stage, state)))
                 continue
             if report.stopped_after is not None:
                 report.results.append(

@@ -1,4 +1,4 @@
-"""The stages of `check`: gather one stage's measurements, hand them to `stages.py`.
+"""The stages of `check`: gather one stage's measurements, hand them to `checks.py`.
 
 `State` carries what later stages reuse: the validation report, local folders (downloaded once
 for hub references), the prepared prompts, and every engine pass (`measure.Engines`).
