@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eagle_convert.finetune.options import FinetuneOptions
+from eagle_convert.finetune import FinetuneOptions
 from eagle_convert.optionspec import to_argv
 from eagle_convert.progress import OnTick
 from eagle_convert.smoke.prompts import NATURAL, Prompt
@@ -162,7 +162,7 @@ def upgrade_stage(
     result: dict[str, Any] = {}
     measure: Calibrate | None = None
     if opts.init == "calibrated":
-        from eagle_convert.finetune.calibrate import calibrate_fc_norm
+        from eagle_convert.finetune import calibrate_fc_norm
 
         assert target is not None
         tgt, prompts = target, opts.calibration_prompts
@@ -193,17 +193,16 @@ def upgrade_stage(
 def finetune_defaults() -> str:
     """finetune's defaults, part of the stage key: a resumed report reruns a fine-tune whose
     defaults changed with the installed eagle-convert (the internal constants too)."""
-    from eagle_convert.finetune import plan
+    from eagle_convert.finetune import BATCH_SIZE, HOLD_OUT_EVERY, LOSS_DECAY
 
-    return repr([asdict(FinetuneOptions()), [getattr(plan, n) for n in ("HOLD_OUT_EVERY", "BATCH_SIZE", "LOSS_DECAY")]])
+    return repr([asdict(FinetuneOptions()), [HOLD_OUT_EVERY, BATCH_SIZE, LOSS_DECAY]])
 
 
 def finetune_stage(
     source: Path, target: Path, out: Path, opts: FinetuneOptions, say: Say, on_tick: OnTick | None = None
 ) -> tuple[dict[str, Any], str]:
     """`finetune SOURCE --target TARGET --out OUT --force` with the report's finetune options."""
-    from eagle_convert.finetune.plan import plan_finetune
-    from eagle_convert.finetune.run import run_finetune
+    from eagle_convert.finetune import plan_finetune, run_finetune
 
     plan = plan_finetune(source, target, out, opts, force=True)
 

@@ -10,7 +10,7 @@ from eagle_convert.cli.commands._interrupt import output_detail
 from eagle_convert.cli.deprecated import renamed_option
 from eagle_convert.cli.interrupt import on_interrupt
 from eagle_convert.cli.options import dataclass_options
-from eagle_convert.finetune.options import FinetuneOptions
+from eagle_convert.finetune import FinetuneOptions
 
 
 @click.command("finetune")
@@ -44,8 +44,7 @@ def finetune_cmd(
     from eagle_convert.cli.output import console, echo_json
     from eagle_convert.cli.progress import ProgressDisplay
     from eagle_convert.cli.render.finetune import FinetuneProgress, render_plan, render_result
-    from eagle_convert.finetune.plan import plan_finetune
-    from eagle_convert.finetune.run import run_finetune
+    from eagle_convert.finetune import plan_finetune, run_finetune
 
     on_interrupt(output_detail(out, draft))
     plan = plan_finetune(draft, target, out, opts, force=force)

@@ -17,7 +17,7 @@ from eagle_convert.upgrade import UpgradeOptions
 
 if TYPE_CHECKING:
     from eagle_convert.draft import Checkpoint
-    from eagle_convert.finetune.calibrate import Calibration
+    from eagle_convert.finetune import Calibration
     from eagle_convert.upgrade import NormInit, Progress, UpgradePlan
 
 PROGRESS_MIN_BYTES = 64 << 20  # smaller checkpoints finish before a bar is worth drawing
@@ -63,7 +63,7 @@ def upgrade_cmd(
 
     if opts.init == "calibrated":  # before reading (or downloading) anything
         from eagle_convert.extras import require
-        from eagle_convert.finetune.calibrate import CALIBRATE_MODULES
+        from eagle_convert.finetune import CALIBRATE_MODULES
 
         require("smoke", "upgrade --init calibrated", CALIBRATE_MODULES)
     on_interrupt(output_detail(output, checkpoint, verified=opts.verify))
@@ -112,7 +112,7 @@ def _calibrate(
 ) -> Calibration:
     """--init calibrated: measure the fc_norm values on the target (finetune.calibrate)."""
     from eagle_convert.errors import UsageError
-    from eagle_convert.finetune.calibrate import calibrate_fc_norm
+    from eagle_convert.finetune import calibrate_fc_norm
 
     if opts.init != "calibrated":
         raise UsageError("--calibration-prompts is for --init calibrated")

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from eagle_convert.finetune.calibrate import Calibration
+from eagle_convert.finetune import Calibration
 
 
 def _pct(x: float | None) -> str:

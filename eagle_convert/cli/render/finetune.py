@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from eagle_convert.cli.progress import ProgressDisplay
-from eagle_convert.finetune.plan import (
+from eagle_convert.finetune import (
     HOLD_OUT_EVERY,
     STAGE_PARAMS,
     FinetuneEvent,
