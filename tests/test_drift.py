@@ -209,3 +209,37 @@ def test_cli_swapped_arguments(pair) -> None:
     assert res.stderr.startswith(f"Error: target {pair['draft'].resolve()}: this looks like an EAGLE-3 draft"), (
         res.stderr
     )
+
+
+# --------------------------------------------------------------------------------- check
+
+
+def test_check_drift_checks_against_the_verdict() -> None:
+    from eagle_convert.check.checks import drift_checks
+    from eagle_convert.check.policy import Policy
+
+    v = verdict([_row(1, 0.61, 1.0), _row(2, 0.40, 1.5), _row(6, 0.18, 3.4)])
+    policy = Policy({"drift": {"max_rms_growth": 3.0, "min_sink_share": 0.1}})
+    growth, sink = drift_checks(v, policy)
+    assert (growth.passed, growth.message) == (False, "fed-back RMS grows 3.4x (depth 6) > 3.0")
+    assert (sink.passed, sink.message) == (True, "lowest sink share 0.18 (depth 6)")
+    assert drift_checks(v, Policy({"drift": {"depth": 4}})) == []  # no limit: nothing to check
+
+
+@pytest.mark.parametrize("limit, status", [("1000.0", "pass"), ("1.0", "fail")])
+def test_check_runs_drift_only_when_a_limit_is_set(pair, tmp_path: Path, limit: str, status: str) -> None:
+    policy = tmp_path / "eagle-check.toml"
+    policy.write_text(f"[engine]\nload = false\n[drift]\nmax_rms_growth = {limit}\nmax_new_tokens = 4\ndepth = 3\n")
+    args = ["check", str(pair["draft"]), "--target", str(pair["target"]), "--json"]
+    res = CliRunner().invoke(main, [*args, "--policy", str(policy)])
+    data = json.loads(res.stdout)
+    check_schema(data, "check-report.schema.json")
+    (drift,) = [c for c in data["checks"] if c["stage"] == "drift"]
+    assert drift["status"] == status and drift["threshold"] == f"<= {float(limit)}"
+    assert res.exit_code == (0 if status == "pass" else 1), res.output
+    off = tmp_path / "off.toml"
+    off.write_text("[engine]\nload = false\n")
+    res = CliRunner().invoke(main, [*args, "--policy", str(off)])
+    (drift,) = [c for c in json.loads(res.stdout)["checks"] if c["stage"] == "drift"]
+    assert drift["status"] == "skip"
+    assert drift["message"] == "off: the policy sets no [drift] limit (max_rms_growth, min_sink_share)"

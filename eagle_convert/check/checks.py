@@ -15,7 +15,7 @@ from eagle_convert.check.policy import Policy
 from eagle_convert.smoke.control import Comparison, SamplingControl, repetition_loop
 from eagle_convert.smoke.prompts import NATURAL
 
-STAGES = ("static", "features", "engine", "acceptance", "alarms", "baseline", "identity", "sampling")
+STAGES = ("static", "features", "engine", "acceptance", "alarms", "baseline", "identity", "sampling", "drift")
 TITLES = {
     "static": "static validation",
     "features": "EAGLE-3.1 features",
@@ -25,6 +25,7 @@ TITLES = {
     "baseline": "baseline comparison",
     "identity": "output identity (T=0)",
     "sampling": "sampling sanity (T->0)",
+    "drift": "attention drift",
 }
 
 
@@ -472,3 +473,21 @@ def sampling_check(control: SamplingControl) -> CheckResult:
         msg,
         details=control.to_dict(),
     )
+
+
+def drift_checks(verdict: Any, policy: Policy) -> list[CheckResult]:
+    """[drift] max_rms_growth and min_sink_share against drift's verdict figures (`drift.results.Verdict`)."""
+    out = []
+    growth, ceiling = verdict.rms_growth, policy.get("drift", "max_rms_growth")
+    if ceiling is not None:
+        ok = growth is not None and growth <= ceiling
+        where = f" (depth {verdict.rms_growth_depth})" if growth is not None else ""
+        msg = f"fed-back RMS grows {format_value(growth)}x{where}" + ("" if ok else f" > {ceiling}")
+        out.append(CheckResult("drift: fed-back RMS growth", "drift", ok, growth, f"<= {ceiling}", msg))
+    sink, floor = verdict.sink_min, policy.get("drift", "min_sink_share")
+    if floor is not None:
+        ok = sink is not None and sink >= floor
+        where = f" (depth {verdict.sink_min_depth})" if sink is not None else ""
+        msg = f"lowest sink share {format_value(sink)}{where}" + ("" if ok else f" < {floor}")
+        out.append(CheckResult("drift: sink share", "drift", ok, sink, f">= {floor}", msg))
+    return out

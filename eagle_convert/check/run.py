@@ -100,6 +100,7 @@ class _Needs:
     alarms: bool
     baseline: bool
     control: float | None  # the control's temperature, None when it does not run
+    drift: bool = False  # a [drift] limit is set
 
 
 def needs(
@@ -136,6 +137,13 @@ def needs(
         require("smoke", "check (the policy's [acceptance])", SMOKE_MODULES)
     if (load is True or acc) and target is None:
         raise UsageError(f"the policy's {'[acceptance]' if acc else '[engine] load = true'} needs --target")
+    drift = any(policy.get("drift", key) is not None for key in ("max_rms_growth", "min_sink_share"))
+    if drift:
+        from eagle_convert.drift.run import DRIFT_MODULES
+
+        require("smoke", "check (the policy's [drift] limits)", DRIFT_MODULES)
+        if target is None:
+            raise UsageError("the policy's [drift] limits need --target")
     temperature = float(policy.get("acceptance", "temperature", 0.0))
     control = policy.get("sampling", "control")
     runs_control = acc and (control is True or (control == "auto" and temperature > 0))
@@ -148,6 +156,7 @@ def needs(
         alarms=acc and bool(policy.get("alarms", "enabled")),
         baseline=acc and baseline is not None,
         control=float(policy.get("sampling", "temperature")) if runs_control else None,
+        drift=drift,
     )
 
 
@@ -257,6 +266,7 @@ def run_check(
         ("baseline", need.baseline, stages.baseline),
         ("identity", need.identity, stages.identity),
         ("sampling", need.control is not None, stages.sampling),
+        ("drift", need.drift, stages.drift),
     ]
     tick, runs = tick_or_nothing(on_tick), sum(1 for _s, wanted, _f in plan if wanted)
     ran = 0

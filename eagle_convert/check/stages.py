@@ -79,6 +79,8 @@ def why_skipped(stage: str, s: State) -> str:
         return "off: [static] enabled = false"
     if stage == "features":
         return "vLLM is not installed and the policy has no [features] table"
+    if stage == "drift":
+        return "off: the policy sets no [drift] limit (max_rms_growth, min_sink_share)"
     if stage == "engine":
         if policy.get("engine", "load") is False:
             return "off: [engine] load = false"
@@ -316,3 +318,18 @@ def sampling(s: State) -> list[CheckResult]:
         _greedy(s), s.passes["candidate"][EPS], s.pset, _dtype(s), float(s.need.control), alone=pair
     )
     return [ck.sampling_check(control)]
+
+
+def drift(s: State) -> list[CheckResult]:
+    """`drift` on the draft (reference engine, built-in prompts), its verdict against the [drift] limits."""
+    from eagle_convert.drift.run import run_drift
+    from eagle_convert.smoke.prompts import builtin_prompts, select_prompts
+
+    rep = run_drift(
+        s.folder("target"),
+        [s.folder("draft")],
+        prompts=select_prompts(builtin_prompts(), (), int(s.policy.get("drift", "limit"))),
+        depth=int(s.policy.get("drift", "depth")),
+        max_new_tokens=int(s.policy.get("drift", "max_new_tokens")),
+    )
+    return ck.drift_checks(rep.drafts[0].verdict, s.policy)
