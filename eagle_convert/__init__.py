@@ -27,13 +27,8 @@ upgrade story side by side (resumable; `ReportOptions` holds its settings). Erro
 
 from __future__ import annotations
 
-from eagle_convert._lazy import attach
+from eagle_convert._lazy import TYPE_CHECKING, attach  # not typing's: see _lazy
 from eagle_convert._version import __version__
-
-# Not `from typing import TYPE_CHECKING`: typing costs ~4 ms, and the console script imports this
-# package before it can turn a start-up Ctrl-C into one line (cli/entry.py). Type checkers read
-# this name as `typing.TYPE_CHECKING`.
-TYPE_CHECKING = False
 
 # public name -> the module that defines it (loaded by __getattr__ on first use).
 _API: dict[str, str] = {

@@ -4,9 +4,7 @@ name is imported from the module that defines it on first access, so importing a
 
 A face is written as::
 
-    from typing import TYPE_CHECKING
-
-    from eagle_convert._lazy import attach
+    from eagle_convert._lazy import TYPE_CHECKING, attach
 
     if TYPE_CHECKING:  # what type checkers see
         from eagle_convert.io.source import LocalSource
@@ -24,7 +22,10 @@ from __future__ import annotations
 import importlib
 import sys
 
-TYPE_CHECKING = False  # not typing's: the root face imports this module, and typing costs ~4 ms
+# Not `from typing import TYPE_CHECKING`: typing costs ~4 ms, and the console script imports the
+# root and cli faces before it can turn a start-up Ctrl-C into one line (cli/entry.py). Faces import
+# this name; type checkers read any `TYPE_CHECKING` as `typing.TYPE_CHECKING`.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 

@@ -1,1 +1,33 @@
 """`drift`: attention drift of a draft as its chain deepens (sink share, fed-back RMS, acceptance by depth)."""
+
+from __future__ import annotations
+
+from eagle_convert._lazy import TYPE_CHECKING, attach
+
+if TYPE_CHECKING:  # what type checkers see
+    from eagle_convert.drift.plot import plot_drift, require_drift_plot
+    from eagle_convert.drift.results import DepthRow, DraftDrift, DriftGroup, DriftReport
+    from eagle_convert.drift.run import run_drift
+else:  # what runs: each name imported from its module on first use
+    __getattr__, __dir__ = attach(
+        __name__,
+        {
+            "plot_drift": "eagle_convert.drift.plot",
+            "require_drift_plot": "eagle_convert.drift.plot",
+            "DepthRow": "eagle_convert.drift.results",
+            "DraftDrift": "eagle_convert.drift.results",
+            "DriftGroup": "eagle_convert.drift.results",
+            "DriftReport": "eagle_convert.drift.results",
+            "run_drift": "eagle_convert.drift.run",
+        },
+    )
+
+__all__ = [
+    "DepthRow",
+    "DraftDrift",
+    "DriftGroup",
+    "DriftReport",
+    "plot_drift",
+    "require_drift_plot",
+    "run_drift",
+]

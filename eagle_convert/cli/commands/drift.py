@@ -87,14 +87,14 @@ def drift_cmd(
     from eagle_convert.cli.interrupt import on_interrupt
     from eagle_convert.cli.output import console, echo_json
     from eagle_convert.cli.progress import ProgressDisplay
-    from eagle_convert.drift.run import run_drift
+    from eagle_convert.drift import run_drift
     from eagle_convert.errors import UsageError
     from eagle_convert.smoke.prompts import builtin_prompts, load_prompts, parse_buckets, select_prompts
 
     if plot_path is not None and not plot_path.lower().endswith(".png"):
         raise UsageError(f"--plot: {plot_path} must end in .png")
     if plot_path is not None:
-        from eagle_convert.drift.plot import require_drift_plot
+        from eagle_convert.drift import require_drift_plot
 
         require_drift_plot()
     prompts = select_prompts(load_prompts(prompts_file) if prompts_file else builtin_prompts(), categories, limit)
@@ -113,7 +113,7 @@ def drift_cmd(
             on_tick=display.tick,
         )
     if plot_path is not None:
-        from eagle_convert.drift.plot import plot_drift
+        from eagle_convert.drift import plot_drift
 
         plot_drift(report, plot_path)  # atomic: the old plot or the new one, never half
         on_interrupt(f"; wrote only {plot_path}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from eagle_convert.drift.results import DepthRow, DraftDrift, DriftGroup, DriftReport
+from eagle_convert.drift import DepthRow, DraftDrift, DriftGroup, DriftReport
 from eagle_convert.smoke.prompts import NATURAL
 
 
