@@ -139,7 +139,7 @@ def needs(
         raise UsageError(f"the policy's {'[acceptance]' if acc else '[engine] load = true'} needs --target")
     drift = any(policy.get("drift", key) is not None for key in ("max_rms_growth", "min_sink_share"))
     if drift:
-        from eagle_convert.drift.run import DRIFT_MODULES
+        from eagle_convert.drift import DRIFT_MODULES
 
         require("smoke", "check (the policy's [drift] limits)", DRIFT_MODULES)
         if target is None:

@@ -322,7 +322,7 @@ def sampling(s: State) -> list[CheckResult]:
 
 def drift(s: State) -> list[CheckResult]:
     """`drift` on the draft (reference engine, built-in prompts), its verdict against the [drift] limits."""
-    from eagle_convert.drift.run import run_drift
+    from eagle_convert.drift import run_drift
     from eagle_convert.smoke.prompts import builtin_prompts, select_prompts
 
     rep = run_drift(

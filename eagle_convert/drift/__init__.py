@@ -7,7 +7,7 @@ from eagle_convert._lazy import TYPE_CHECKING, attach
 if TYPE_CHECKING:  # what type checkers see
     from eagle_convert.drift.plot import plot_drift, require_drift_plot
     from eagle_convert.drift.results import DepthRow, DraftDrift, DriftGroup, DriftReport
-    from eagle_convert.drift.run import run_drift
+    from eagle_convert.drift.run import DRIFT_MODULES, run_drift
 else:  # what runs: each name imported from its module on first use
     __getattr__, __dir__ = attach(
         __name__,
@@ -18,6 +18,7 @@ else:  # what runs: each name imported from its module on first use
             "DraftDrift": "eagle_convert.drift.results",
             "DriftGroup": "eagle_convert.drift.results",
             "DriftReport": "eagle_convert.drift.results",
+            "DRIFT_MODULES": "eagle_convert.drift.run",
             "run_drift": "eagle_convert.drift.run",
         },
     )
@@ -25,6 +26,7 @@ else:  # what runs: each name imported from its module on first use
 __all__ = [
     "DepthRow",
     "DraftDrift",
+    "DRIFT_MODULES",
     "DriftGroup",
     "DriftReport",
     "plot_drift",
