@@ -35,6 +35,7 @@ LAYERS: dict[str, int] = {
     "validate": 5,
     "diff": 5,
     "reference": 6,  # the torch reference engine
+    "cache": 6,  # the capture cache: aux states and logits from vLLM or the reference target, read back for training
     "measure": 7,  # what smoke, check, report and drift share: prompts, counters, engines, pass planning
     "smoke": 8,
     "drift": 8,  # attention drift by draft depth: the reference loop with the drafter's observer

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -31,6 +32,7 @@ from eagle_convert.reference.select import KeepBest, expected_acceptance_length
 from eagle_convert.reference.target import TargetModel
 
 __all__ = [
+    "FeatureSource",
     "StepInfo",
     "TrainResult",
     "heldout_accuracy",
@@ -141,11 +143,25 @@ def _pad_rows(x: Tensor, t: int) -> Tensor:
     return out
 
 
+class FeatureSource(Protocol):
+    """What the trainer needs of a target besides a live model: a capture cache
+    (`cache/source.py`, `CachedTarget`) answers the same features without the target in memory."""
+
+    device: torch.device
+    vocab_size: int
+
+    def features(
+        self, ids: Tensor, lens: Tensor, aux_ids: Sequence[int], rows: Tensor, t2d: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor]: ...
+
+
 def _target_features(
-    target: TargetModel, ids: Tensor, aux_ids: Sequence[int], rows: Tensor, t2d: Tensor
+    target: TargetModel | FeatureSource, ids: Tensor, lens: Tensor, aux_ids: Sequence[int], rows: Tensor, t2d: Tensor
 ) -> tuple[Tensor, Tensor, Tensor]:
     """(aux [B,T,A*H] fp32, target logits on the draft vocab [B,T,Vd], target argmax in the draft
     vocab [B,T]). Right padding needs no mask: padded positions come after every real one."""
+    if not isinstance(target, TargetModel):
+        return target.features(ids, lens, aux_ids, rows, t2d)
     out = target.forward(ids, aux_ids=aux_ids)
     return out.aux.float(), out.logits[..., rows], t2d[out.logits.argmax(-1)]
 
@@ -189,7 +205,7 @@ def ttt_loss(
 
 
 def train_draft(
-    target: TargetModel,
+    target: TargetModel | FeatureSource,
     drafter: EagleDrafter,
     sequences: list[list[int]],
     *,
@@ -225,7 +241,8 @@ def train_draft(
     weights toward their starting values (L2-SP). With `cache_target`, the frozen target runs once
     per sequence and its features are kept in memory. Runs on the target's device (the drafter
     must be on it too): batches are built on the CPU and moved there, and the batch order comes
-    from a CPU generator, so a CPU run is the same whatever devices exist.
+    from a CPU generator, so a CPU run is the same whatever devices exist. `target` may be a
+    `FeatureSource` (a capture cache): the same training without the target in memory.
     """
     t0 = time.perf_counter()
     gen = torch.Generator().manual_seed(seed)
@@ -254,8 +271,8 @@ def train_draft(
     if cache_target:  # one batched pass over the data; features kept per sequence
         for start in range(0, len(sequences), 16):
             chunk = list(range(start, min(start + 16, len(sequences))))
-            ids, _ = _pad([sequences[i] for i in chunk])
-            feats = _target_features(target, ids.to(dev), aux_ids, rows, t2d)
+            ids, lens = _pad([sequences[i] for i in chunk])
+            feats = _target_features(target, ids.to(dev), lens.to(dev), aux_ids, rows, t2d)
             for j, i in enumerate(chunk):
                 cache[i] = tuple(f[j, : len(sequences[i])] for f in feats)
 
@@ -263,7 +280,7 @@ def train_draft(
         ids, lens = _pad([sequences[i] for i in batch])
         ids, lens = ids.to(dev), lens.to(dev)
         if not cache_target:
-            return (ids, lens, *_target_features(target, ids, aux_ids, rows, t2d))
+            return (ids, lens, *_target_features(target, ids, lens, aux_ids, rows, t2d))
         t = ids.shape[1]
         padded = [torch.stack([_pad_rows(cache[i][c], t) for i in batch]) for c in range(3)]
         return (ids, lens, *padded)
@@ -394,7 +411,7 @@ def write_draft(
 
 
 def heldout_accuracy(
-    target: TargetModel,
+    target: TargetModel | FeatureSource,
     drafter: EagleDrafter,
     sequences: list[list[int]],
     *,
@@ -416,7 +433,7 @@ def heldout_accuracy(
     for start in range(0, len(sequences), batch_size):
         ids, lens = _pad(sequences[start : start + batch_size])
         ids, lens = ids.to(dev), lens.to(dev)
-        feats = _target_features(target, ids, aux_ids, rows, t2d)
+        feats = _target_features(target, ids, lens, aux_ids, rows, t2d)
         if max_len is not None:
             ids, lens, *rest = _last_positions([ids, *feats], lens, max_len)
             feats = (rest[0], rest[1], rest[2])

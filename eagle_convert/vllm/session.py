@@ -314,6 +314,59 @@ class EngineSession:
             res.get("swap"),
         )
 
+    def capture_shard(
+        self,
+        target: Path,
+        sequences: list[tuple[str, list[int]]],
+        *,
+        aux_ids: list[int],
+        rows: list[int] | None,
+        path: Path,
+        metadata: dict[str, str],
+        hooks: bool = True,
+        dtype: str = "auto",
+        tensor_parallel_size: int = 1,
+        pipeline_parallel_size: int = 1,
+        max_model_len: int = 1024,
+        seed: int = 0,
+        timeout_s: float = 1800,
+    ) -> dict[str, Any]:
+        """Prefill each ``(key, token ids)`` alone in a target engine (kept up across calls with the
+        same settings) and write their aux states at ``aux_ids``, logits on ``rows`` (None: the whole
+        vocabulary) and argmax to the safetensors file ``path`` (`vllm/capture_ext.py`). With
+        ``hooks`` false only the prefill runs (nothing written): vLLM's own prefill speed.
+
+        Returns the worker's answer (tokens, dtype, prefill_s, vllm_version).
+
+        Raises:
+            EngineError: the engine failed to start, prefill or write.
+        """
+        if pipeline_parallel_size > 1:
+            raise EngineError(
+                "capture with --pipeline-parallel-size > 1 is not supported yet",
+                hint="use --tensor-parallel-size (each rank holds every layer's residual stream)",
+            )
+        req = {
+            "op": "capture",
+            "target": str(Path(target).resolve()),
+            "dtype": dtype,
+            "tensor_parallel_size": tensor_parallel_size,
+            "pipeline_parallel_size": pipeline_parallel_size,
+            "max_model_len": max_model_len,
+            "seed": seed,
+            "aux_ids": [int(i) for i in aux_ids],
+            "rows": None if rows is None else [int(r) for r in rows],
+            "path": str(path),
+            "metadata": metadata,
+            "hooks": hooks,
+            "sequences": [{"key": k, "ids": [int(t) for t in ids]} for k, ids in sequences],
+        }
+        res = self.request(req, timeout_s=timeout_s)
+        self.engine_starts += bool(res.get("started"))
+        if not res.get("ok"):
+            raise EngineError(f"vLLM capture failed at {res.get('stage')}: {res.get('error')}")
+        return res
+
     def load_check(
         self,
         drafts: list[Path],

@@ -266,8 +266,21 @@ def run_engine(req: dict) -> dict:
     return out
 
 
+def _stop_capture() -> None:
+    if "eagle_convert.vllm.capture_worker" in sys.modules:  # a capture engine may be up
+        from eagle_convert.vllm.capture_worker import stop_capture
+
+        stop_capture()
+
+
 def _handle(req: dict) -> dict:
     op = req.get("op")
+    if op == "capture":
+        from eagle_convert.vllm.capture_worker import run_capture
+
+        _Live.stop()  # one engine's memory at a time
+        return run_capture(req)
+    _stop_capture()
     if op == "engine":
         return run_engine(req)
     if op == "load_check":
@@ -295,6 +308,7 @@ def main() -> int:
         real_stdout.write(json.dumps(res) + "\n")
         real_stdout.flush()
     _Live.stop()
+    _stop_capture()
     return 0
 
 

@@ -1,0 +1,36 @@
+"""The capture cache: a target's aux states and logits for a draft, captured once (vLLM or the
+reference target) into safetensors shards, and read back as training features."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from eagle_convert._lazy import attach
+
+if TYPE_CHECKING:  # what type checkers see
+    from eagle_convert.cache.capture import CaptureResult, capture_cache, draft_features_spec
+    from eagle_convert.cache.source import CachedTarget
+    from eagle_convert.cache.store import CACHE_FORMAT, Manifest, read_manifest
+else:  # what runs: each name imported from its module on first use
+    __getattr__, __dir__ = attach(
+        __name__,
+        {
+            "CaptureResult": "eagle_convert.cache.capture",
+            "capture_cache": "eagle_convert.cache.capture",
+            "draft_features_spec": "eagle_convert.cache.capture",
+            "CachedTarget": "eagle_convert.cache.source",
+            "CACHE_FORMAT": "eagle_convert.cache.store",
+            "Manifest": "eagle_convert.cache.store",
+            "read_manifest": "eagle_convert.cache.store",
+        },
+    )
+
+__all__ = [
+    "CACHE_FORMAT",
+    "CachedTarget",
+    "CaptureResult",
+    "Manifest",
+    "capture_cache",
+    "draft_features_spec",
+    "read_manifest",
+]

@@ -1,0 +1,249 @@
+"""Capture a target's aux states and logits for a draft into a cache (`cache/store.py`), shard by shard.
+
+Two engines write the same format: ``vllm`` (the target in vLLM, tensor parallel if asked;
+`vllm/capture_ext.py` takes the states out of the running engine) and ``reference`` (the torch
+reference target, `reference/target.py`: the fallback without vLLM and the equality baseline).
+Only one shard's tensors are in memory at a time; progress ticks carry tokens/s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from eagle_convert.cache.store import (
+    CACHE_FORMAT,
+    CachePlan,
+    Manifest,
+    ShardEntry,
+    file_sha256,
+    open_manifest,
+    sequences_sha256,
+    shard_name,
+)
+from eagle_convert.errors import UsageError
+from eagle_convert.progress import OnTick, Tick, tick_or_nothing
+
+__all__ = ["CaptureResult", "capture_cache", "draft_features_spec"]
+
+ENGINES = ("vllm", "reference")
+
+
+@dataclass
+class CaptureResult:
+    out: Path
+    manifest: Manifest
+    captured: list[int]  # shards captured by this run (the rest were verified and kept)
+    seconds: float
+    tokens: int  # tokens this run captured
+    prefill_seconds: float  # time inside the engine's prefills (vLLM) or forwards (reference)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def bytes_per_token(self) -> float:
+        return self.manifest.bytes / max(self.manifest.tokens, 1)
+
+
+def draft_features_spec(draft: Path, target_layers: int) -> tuple[list[int], list[int] | None]:
+    """(aux ids as the installed vLLM reads the draft's config, the target id of every draft id or
+    None when the vocabularies match).
+
+    Raises:
+        UsageError: the draft has no config.json, or its aux ids cannot be determined.
+    """
+    from eagle_convert.vllm_model import read_config
+
+    try:
+        config = json.loads((draft / "config.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{draft}/config.json: cannot be read ({exc})") from None
+    ids = read_config(config).runtime_aux_ids(target_layers)
+    if not ids:
+        raise UsageError(f"{draft}/config.json: no aux layer ids, and the target's depth is unknown")
+    flat = config.get("transformer_layer_config", config)
+    vd, v = flat.get("draft_vocab_size"), flat.get("vocab_size")
+    if vd is None or vd == v:
+        return sorted(set(int(i) for i in ids)), None
+    from safetensors import safe_open
+
+    for f in sorted(draft.glob("*.safetensors")):
+        with safe_open(str(f), framework="pt") as h:
+            if "d2t" in h.keys():
+                d2t = h.get_tensor("d2t").long()
+                return sorted(set(int(i) for i in ids)), [i + int(d) for i, d in enumerate(d2t.tolist())]
+    raise UsageError(f"{draft}: draft_vocab_size {vd} != vocab_size {v} but no d2t tensor")
+
+
+def _rows_sha(rows: list[int] | None) -> str:
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
+
+
+def _reference_shard(target: Any, seqs: list[tuple[str, list[int]]], aux_ids, rows, path: Path, meta) -> float:
+    import torch
+    from safetensors.torch import save_file
+
+    t0 = time.perf_counter()
+    out: dict[str, Any] = {}
+    for key, ids in seqs:
+        res = target.forward(torch.tensor([ids], device=target.device), aux_ids=aux_ids)
+        logits = res.logits[0]
+        out[f"{key}.ids"] = torch.tensor(ids, dtype=torch.long)
+        out[f"{key}.aux"] = res.aux[0].contiguous().cpu()
+        out[f"{key}.argmax"] = logits.argmax(-1).long().cpu()
+        out[f"{key}.logits"] = (logits if rows is None else logits[:, rows]).float().contiguous().cpu()
+    seconds = time.perf_counter() - t0
+    save_file(out, str(path), metadata=meta)
+    return seconds
+
+
+def capture_cache(
+    target: Path,
+    draft: Path,
+    sequences: Sequence[Sequence[int]],
+    out: Path,
+    *,
+    engine: str = "vllm",
+    dtype: str = "auto",
+    shard_size: int = 64,
+    tensor_parallel_size: int = 1,
+    pipeline_parallel_size: int = 1,
+    max_model_len: int | None = None,
+    provenance: Sequence[dict[str, Any]] | None = None,
+    force: bool = False,
+    on_tick: OnTick | None = None,
+    session: Any = None,
+    reference_target: Any = None,
+) -> CaptureResult:
+    """Capture every sequence into ``out``, resuming a killed capture of the same plan.
+
+    Args:
+        target: the target folder (vLLM or transformers loads it).
+        draft: the draft folder: its aux ids (as vLLM reads them) and its vocabulary.
+        sequences: token ids to prefill, one list per training sequence.
+        out: the cache folder (created; a cache of the same plan is continued).
+        engine: ``vllm`` or ``reference``.
+        dtype: the engine's dtype (``auto``: the target's).
+        shard_size: sequences per shard.
+        tensor_parallel_size, pipeline_parallel_size: vLLM's, passed through.
+        provenance: per sequence, where it came from (prompt set, index, template); in the manifest.
+        force: start over when ``out`` holds another plan's cache.
+        on_tick: progress per shard (tokens/s in ``info``).
+        session: an open ``EngineSession`` to use (vllm); reference_target: a loaded ``TargetModel``.
+
+    Returns:
+        CaptureResult with the manifest, what this run captured and its speed.
+
+    Raises:
+        UsageError: bad arguments or another plan's cache in ``out``. EngineError: vLLM failed.
+    """
+    from eagle_convert.draft import load_target
+
+    if engine not in ENGINES:
+        raise UsageError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    if shard_size < 1 or not sequences:
+        raise UsageError("capture needs at least one sequence and --shard-size >= 1")
+    seqs = [[int(t) for t in s] for s in sequences]
+    tgt = load_target(target)
+    aux_ids, rows = draft_features_spec(Path(draft), int(tgt.num_layers or 0))
+    plan = CachePlan(
+        str(Path(target).resolve()),
+        str(Path(draft).resolve()),
+        engine,
+        dtype,
+        aux_ids,
+        _rows_sha(rows),
+        sequences_sha256(seqs),
+        len(seqs),
+        shard_size,
+    )
+    out = Path(out)
+    man, todo = open_manifest(out, plan, force=force)
+    if provenance is not None:
+        man.provenance = {str(i): dict(p) for i, p in enumerate(provenance)}
+    tick = tick_or_nothing(on_tick)
+    total = len(list(plan.shards()))
+    t0, tokens, prefill, own = time.perf_counter(), 0, 0.0, None
+    if engine == "vllm" and session is None:
+        from eagle_convert.vllm import EngineSession
+
+        session = own = EngineSession()
+    if engine == "reference" and reference_target is None:
+        from eagle_convert.reference.target import TargetModel
+
+        kw = {} if dtype == "auto" else {"dtype": _torch_dtype(dtype)}  # auto: fp32, the reference's own
+        reference_target = TargetModel.from_pretrained(target, device="cpu", **kw)
+    length = max_model_len or max(len(s) for s in seqs) + 8
+    try:
+        for n, idx in plan.shards():
+            if n not in todo:
+                continue
+            part = [(f"s{i}", seqs[i]) for i in idx]
+            final = out / shard_name(n)
+            tmp = out / (final.name + ".tmp")
+            # one key: safetensors writes its metadata map in no fixed order, and a shard's bytes must not vary
+            meta = {"eagle_convert": json.dumps({"format": CACHE_FORMAT, "shard": n, "sequences": list(idx)})}
+            t1 = time.perf_counter()
+            if engine == "vllm":
+                res = session.capture_shard(
+                    target,
+                    part,
+                    aux_ids=aux_ids,
+                    rows=rows,
+                    path=tmp,
+                    metadata=meta,
+                    dtype=dtype,
+                    tensor_parallel_size=tensor_parallel_size,
+                    pipeline_parallel_size=pipeline_parallel_size,
+                    max_model_len=length,
+                )
+                prefill += float(res["prefill_s"])
+                man.engine_info = {"engine": "vllm", "vllm_version": res.get("vllm_version"), "dtype": res.get("dtype")}
+            else:
+                prefill += _reference_shard(reference_target, part, aux_ids, rows, tmp, meta)
+                man.engine_info = {"engine": "reference", "dtype": str(reference_target.embed_weight.dtype)[6:]}
+            _publish(tmp, final)
+            n_tok = sum(len(s) for _, s in part)
+            tokens += n_tok
+            man.shards[n] = ShardEntry(
+                final.name,
+                list(idx),
+                n_tok,
+                final.stat().st_size,
+                file_sha256(final),
+                round(time.perf_counter() - t1, 3),
+            )
+            man.save(out)
+            rate = tokens / max(time.perf_counter() - t0, 1e-9)
+            tick(Tick("capture", len(man.shards), total, "shards", f"{rate:.0f} tokens/s"))
+        man.save(out)
+    finally:
+        if own is not None:
+            own.close()
+    return CaptureResult(out, man, [n for n in todo], time.perf_counter() - t0, tokens, prefill)
+
+
+def _torch_dtype(name: str):
+    import torch
+
+    return {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[name]
+
+
+def _publish(tmp: Path, final: Path) -> None:
+    """fsync the shard, rename it into place, fsync the folder: a listed shard survives a crash."""
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, final)
+    fd = os.open(final.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,114 @@
+"""The worker side of a capture: one target engine kept up across shards, one shard per request.
+
+Request ``{"op": "capture", "target", "dtype", "tensor_parallel_size", "pipeline_parallel_size",
+"max_model_len", "seed", "aux_ids", "rows", "path", "metadata", "sequences": [{"key", "ids"}],
+"hooks": true}``: every sequence is prefilled alone (``max_tokens=1``, so no decode step runs, and
+prefix caching off, so every position is computed) with `capture_ext`'s hooks armed, then the
+shard is written to ``path``. ``hooks`` false prefills the same way without hooks (what the
+benchmark compares against). Not a public API: the shapes are private to ``session.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import traceback
+from typing import Any
+
+from eagle_convert.vllm.errors import one_line_error
+
+__all__ = ["run_capture", "stop_capture"]
+
+
+class _Engine:
+    llm: Any = None
+    key: str | None = None
+
+
+def stop_capture() -> None:
+    """Shut the capture engine down (another op needs the memory, or the worker exits)."""
+    llm, _Engine.llm, _Engine.key = _Engine.llm, None, None
+    if llm is not None:
+        try:
+            llm.llm_engine.engine_core.shutdown()
+        except Exception:
+            pass
+        del llm
+        import gc
+
+        gc.collect()
+
+
+def _engine(req: dict):
+    from vllm import LLM
+
+    from eagle_convert.vllm.capture_ext import EXTENSION
+
+    kwargs = dict(
+        model=req["target"],
+        enforce_eager=True,
+        max_model_len=int(req["max_model_len"]),
+        dtype=req.get("dtype", "auto"),
+        seed=int(req.get("seed", 0)),
+        tensor_parallel_size=int(req.get("tensor_parallel_size", 1)),
+        pipeline_parallel_size=int(req.get("pipeline_parallel_size", 1)),
+        max_num_seqs=1,
+        enable_prefix_caching=False,  # a cached prefix would skip the positions the hooks must see
+        max_num_batched_tokens=max(int(req["max_model_len"]), 2048),  # one prompt, one forward
+        worker_extension_cls=EXTENSION,
+    )
+    key = json.dumps(kwargs, sort_keys=True)
+    if key != _Engine.key or _Engine.llm is None:
+        stop_capture()
+        _Engine.llm, _Engine.key = LLM(**kwargs), key
+        return True
+    return False
+
+
+def _first_ok(answers: list[dict]) -> dict:
+    return next((a for a in answers if a.get("ok")), answers[0])
+
+
+def run_capture(req: dict) -> dict:
+    """Capture (or, with ``hooks`` false, only prefill) every sequence of one shard."""
+    t0 = time.perf_counter()
+    out: dict = {"ok": False, "timings": {}, "stage": "engine"}
+    try:
+        import vllm
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        out["vllm_version"] = vllm.__version__
+        out["started"] = _engine(req)
+        out["timings"]["engine_start_s"] = round(time.perf_counter() - t0, 3)
+        llm = _Engine.llm
+        params = SamplingParams(max_tokens=1, temperature=0.0)
+        hooks = bool(req.get("hooks", True))
+        tokens, dtype, seconds = 0, None, 0.0
+        for seq in req["sequences"]:
+            out["stage"] = f"capture ({seq['key']})"
+            if hooks:
+                llm.collective_rpc("eagle_convert_capture_arm", args=(list(req["aux_ids"]),))
+            t1 = time.perf_counter()
+            llm.generate([TokensPrompt(prompt_token_ids=list(seq["ids"]))], params, use_tqdm=False)
+            seconds += time.perf_counter() - t1
+            tokens += len(seq["ids"])
+            if hooks:
+                took = _first_ok(
+                    llm.collective_rpc("eagle_convert_capture_take", args=(seq["key"], list(seq["ids"]), req["rows"]))
+                )
+                if not took.get("ok"):
+                    raise RuntimeError("no rank holds both the aux states and the logits")
+                dtype = took["dtype"]
+        if hooks:
+            out["stage"] = "write"
+            written = llm.collective_rpc("eagle_convert_capture_flush", args=(req["path"], req["metadata"]))
+            if sum(bool(w.get("written")) for w in written) != 1:
+                raise RuntimeError(f"expected one rank to write the shard, got {written}")
+        out.update(ok=True, tokens=tokens, dtype=dtype, prefill_s=round(seconds, 6))
+    except Exception as exc:
+        out["error"] = one_line_error(exc)
+        out["traceback"] = traceback.format_exc()[-4000:]
+        stop_capture()
+    out["timings"]["total_s"] = round(time.perf_counter() - t0, 3)
+    return out
