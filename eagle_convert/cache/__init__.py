@@ -3,9 +3,7 @@ reference target) into safetensors shards, and read back as training features.""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from eagle_convert._lazy import attach
+from eagle_convert._lazy import TYPE_CHECKING, attach
 
 if TYPE_CHECKING:  # what type checkers see
     from eagle_convert.cache.capture import CaptureResult, capture_cache, draft_features_spec

@@ -177,7 +177,7 @@ def capture_cache(
 
         session = own = EngineSession()
     if engine == "reference" and reference_target is None:
-        from eagle_convert.reference.target import TargetModel
+        from eagle_convert.reference import TargetModel
 
         kw = {} if dtype == "auto" else {"dtype": _torch_dtype(dtype)}  # auto: fp32, the reference's own
         reference_target = TargetModel.from_pretrained(target, device="cpu", **kw)
