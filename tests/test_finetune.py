@@ -128,7 +128,8 @@ def test_cli_mismatched_target(built_fixtures, tmp_path: Path, field: str, value
     assert not (tmp_path / "o").exists()
 
 
-def test_mla_draft_is_refused(built_fixtures, tmp_path: Path) -> None:
+def test_mla_draft_is_planned(built_fixtures, tmp_path: Path) -> None:
+    """MLA drafts fine-tune (reference/mla.py); a config the reference cannot build is still refused."""
     from eagle_convert.finetune.plan import FinetuneRefusedError, plan_finetune
 
     draft = built_fixtures("kimi-mla-eagle31")
@@ -136,8 +137,13 @@ def test_mla_draft_is_refused(built_fixtures, tmp_path: Path) -> None:
     target = _folder(
         tmp_path / "t", {"hidden_size": cfg["hidden_size"], "vocab_size": cfg["vocab_size"], "num_hidden_layers": 8}
     )
-    with pytest.raises(FinetuneRefusedError, match="MLA drafts cannot be fine-tuned: the reference engine"):
-        plan_finetune(draft, target, tmp_path / "o")
+    plan = plan_finetune(draft, target, tmp_path / "o")
+    assert plan.variant == "EAGLE-3.1" and not (tmp_path / "o").exists()
+    bad = _folder(tmp_path / "gelu", {**cfg, "hidden_act": "gelu"})
+    for f in ("model.safetensors",):
+        (bad / f).write_bytes((draft / f).read_bytes())
+    with pytest.raises(FinetuneRefusedError, match="cannot be fine-tuned: the reference engine cannot build it"):
+        plan_finetune(bad, target, tmp_path / "o2")
 
 
 # ------------------------------------------------------------------ the trained fixture

@@ -149,7 +149,10 @@ def calibrate_fc_norm(
         raise UsageError("no calibration prompts")
     template, template_label = resolve_chat_template(chat_template)
     ckpt = draft if isinstance(draft, Checkpoint) else open_checkpoint(draft, require_config=True)
-    cfg = draft_config_from_dict(ckpt.config)
+    try:
+        cfg = draft_config_from_dict(ckpt.config)
+    except NotImplementedError as exc:
+        raise UpgradeRefusedError(f"{ckpt.description}: the reference engine cannot build the draft ({exc})") from None
     tconf = Target.from_folder(tdir, str(target))
     if tconf.hidden_size != cfg.target_hidden_size:
         raise UpgradeRefusedError(

@@ -344,9 +344,8 @@ def _check_pair(dpath: Path, config: dict[str, Any], tgt: Target) -> list[int]:
     try:
         cfg = draft_config_from_dict(config)
     except NotImplementedError as exc:
-        what = "MLA drafts" if "MLA" in str(exc) else str(exc)
         raise FinetuneRefusedError(
-            f"{dpath}: {what} cannot be fine-tuned: the reference engine has no implementation for them"
+            f"{dpath}: cannot be fine-tuned: the reference engine cannot build it ({exc})"
         ) from None
     except (KeyError, ValueError, TypeError) as exc:
         raise FinetuneRefusedError(f"{dpath}: the reference engine cannot read config.json ({exc})") from None

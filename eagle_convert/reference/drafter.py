@@ -1,6 +1,7 @@
 """A torch reference of the EAGLE-3 / EAGLE-3.1 draft exactly as vLLM computes it.
 
-Mirrors `vllm/model_executor/models/llama_eagle3.py` and `qwen3_eagle3.py` (vLLM 0.32): the
+Mirrors `vllm/model_executor/models/llama_eagle3.py`, `qwen3_eagle3.py` and `deepseek_eagle3.py`
+(vLLM 0.32; the MLA attention of the last is `reference/mla.py`): the
 same module tree under canonical (vLLM-native) names, the same fused add+RMSNorm casting, rope
 positions taken from the target token positions, `combine_hidden_states`, the (normed, aux)
 return pair and the d2t offset scatter. Unquantised, one device (CPU or GPU), no tensor parallelism.
@@ -18,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from eagle_convert.reference.mla import MLAAttention, MLAConfig, mla_config_from_dict, mla_inv_freq
 from eagle_convert.vllm_model import DEFAULT_ROPE_THETA, read_config, rope_parameters
 
 __all__ = [
@@ -88,6 +90,7 @@ class DraftConfig:
     mlp_bias: bool = False
     qwen3: bool = False
     logit_scale: float = 1.0
+    mla: MLAConfig | None = None  # MLA attention (vLLM's deepseek_eagle3.py) instead of Llama/Qwen3
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -100,13 +103,14 @@ def draft_config_from_dict(config: dict[str, Any]) -> DraftConfig:
     """
     view = read_config(config)
     cfg = view.vcfg
-    if view.attention == "mla" or cfg.get("model_type") in ("kimi_k2", "deepseek_v2", "deepseek_v3"):
-        raise NotImplementedError(f"{view.architecture}: MLA drafts are not implemented in the reference drafter")
+    if view.attention != "mla" and cfg.get("model_type") in ("kimi_k2", "deepseek_v2", "deepseek_v3"):
+        raise NotImplementedError(f"{view.architecture}: an MLA config under a non-MLA draft class")
     qwen3 = view.attention == "qwen3"
     hidden = int(cfg["hidden_size"])
     heads = int(cfg["num_attention_heads"])
     ids = view.aux_ids_v1  # the V1 runner's ids: vLLM's CPU runner is a V1 runner
     rope = rope_parameters(cfg)
+    mla = mla_config_from_dict(cfg, rope) if view.attention == "mla" else None
     rope_type = rope["rope_type"]
     flags = view.flags
     return DraftConfig(
@@ -130,9 +134,10 @@ def draft_config_from_dict(config: dict[str, Any]) -> DraftConfig:
         norm_output=flags["norm_output"],
         use_aux_hidden_state=flags["use_aux"],
         attention_bias=bool(cfg.get("attention_bias", cfg.get("bias", False))),
-        mlp_bias=bool(cfg.get("mlp_bias", False)),
+        mlp_bias=bool(cfg.get("mlp_bias", False)) and mla is None,  # DeepseekV2MLP has no bias
         qwen3=qwen3,
         logit_scale=float(cfg.get("logit_scale", 1.0)),
+        mla=mla,
         raw=dict(cfg),
     )
 
@@ -288,7 +293,12 @@ class DecoderLayer(nn.Module):
         h = cfg.hidden_size
         self.idx = idx
         self.norm_before_residual = cfg.norm_before_residual
-        self.self_attn = Attention(cfg, 2 * h if idx == 0 else h)
+        in_dim = 2 * h if idx == 0 else h
+        self.self_attn: nn.Module = (
+            MLAAttention(cfg.mla, h, cfg.num_attention_heads, in_dim, lambda d: RMSNorm(d, cfg.rms_norm_eps))
+            if cfg.mla is not None
+            else Attention(cfg, in_dim)
+        )
         self.mlp = MLP(cfg)
         self.input_layernorm = RMSNorm(h, cfg.rms_norm_eps)
         self.hidden_norm = RMSNorm(h, cfg.rms_norm_eps)  # built in every layer, used in layer 0
@@ -331,7 +341,8 @@ class EagleDrafter(nn.Module):
         self.norm = RMSNorm(h, cfg.rms_norm_eps)
         self.lm_head = nn.Linear(h, cfg.draft_vocab_size, bias=False)
         self.register_buffer("d2t", torch.zeros(cfg.draft_vocab_size, dtype=torch.long))
-        self.inv_freq = rope_inv_freq(cfg)  # plain attribute: stays fp32 under `.to(dtype)`
+        # A plain attribute: stays fp32 under `.to(dtype)`.
+        self.inv_freq = rope_inv_freq(cfg) if cfg.mla is None else mla_inv_freq(cfg.mla, cfg.rope_theta)
         self.observer: DraftObserver | None = None  # set it before `new_cache()` to watch attention too
 
     @property
