@@ -301,8 +301,10 @@ def test_re_exports_only_in_a_package_init() -> None:
 
 # Packages whose face is enforced: an import of them from another package names the face and a name
 # in its `__all__` (`from eagle_convert.io import TensorInfo`). Grows bottom-up as the packages get
-# their faces; in the end it is every package.
+# their faces; in the end it is every package. A new package starts with a face: only the ones of
+# NO_FACE_YET (waiting for smoke's modules to move into measure/) may be without one.
 FACED = {"io", "vllm_model", "draft", "vllm", "validate", "upgrade", "reference", "finetune", "drift", "cli"}
+NO_FACE_YET = {"measure", "smoke", "check", "report"}
 FACE_RUNTIME_IMPORTS = {"__future__", "eagle_convert._lazy"}  # all a face imports when loaded (not even typing)
 
 
@@ -343,8 +345,9 @@ def _face(module: str) -> Face:
     return Face(exported, typed, lazy, tuple(eager))
 
 
-def test_faced_packages_exist() -> None:
-    assert FACED <= _packages(), sorted(FACED - _packages())
+def test_every_package_has_a_face() -> None:
+    assert FACED | NO_FACE_YET == _packages(), sorted(_packages() ^ (FACED | NO_FACE_YET))
+    assert not FACED & NO_FACE_YET
 
 
 def test_faces_are_lazy_and_name_their_own_definitions() -> None:
