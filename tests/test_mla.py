@@ -152,8 +152,8 @@ def _corpus_prompts(n: int):
 def test_finetune_raises_held_out_acceptance_of_the_mla_upgrade(mla_pair, tmp_path: Path) -> None:
     """`upgrade` (identity fc_norm, norm_output) then `finetune` on the MLA pair: the fine-tune's
     held-out EAL and the reference engine's AL on the fixture's held-out prompts both rise."""
+    from eagle_convert.draft import describe
     from eagle_convert.draft.checkpoint import open_checkpoint
-    from eagle_convert.draft.describe import describe
     from eagle_convert.finetune.plan import Stage
     from eagle_convert.finetune.run import finetune_draft
     from eagle_convert.upgrade.apply import apply_upgrade

@@ -34,17 +34,9 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor, nn
 
-__all__ = ["MLAConfig", "MLAAttention", "apply_rope_interleaved", "mla_config_from_dict", "mla_inv_freq"]
+from eagle_convert.vllm_model import MLA_DIM_DEFAULTS
 
-# transformers' DeepseekV3Config defaults: what vLLM's config class gives a field the file leaves out
-# (`kimi_k2` and `deepseek_v3` drafts load through it).
-_DEFAULTS = {
-    "q_lora_rank": 1536,
-    "kv_lora_rank": 512,
-    "qk_nope_head_dim": 128,
-    "qk_rope_head_dim": 64,
-    "v_head_dim": 128,
-}
+__all__ = ["MLAConfig", "MLAAttention", "apply_rope_interleaved", "mla_config_from_dict", "mla_inv_freq"]
 
 
 @dataclass(frozen=True)
@@ -82,7 +74,7 @@ def mla_config_from_dict(cfg: dict[str, Any], rope: dict[str, Any]) -> MLAConfig
     act = cfg.get("hidden_act", "silu")
     if act != "silu":
         raise NotImplementedError(f"MLA draft hidden_act {act!r}: vLLM's DeepseekV2MLP supports only silu")
-    dims = {k: cfg[k] if k in cfg else v for k, v in _DEFAULTS.items()}
+    dims = {k: cfg[k] if k in cfg else v for k, v in MLA_DIM_DEFAULTS.items()}
     nope, pe = int(dims["qk_nope_head_dim"]), int(dims["qk_rope_head_dim"])
     scale = (nope + pe) ** -0.5
     kind = str(rope.get("rope_type", "default"))

@@ -330,6 +330,17 @@ def default_rope_theta(model_type: object) -> float:
     )
 
 
+# transformers' DeepseekV3Config defaults: what vLLM's config class gives an MLA field the draft's
+# config.json leaves out (`kimi_k2` and `deepseek_v3` drafts load through it; vLLM 0.32
+# model_executor/models/deepseek_eagle3.py reads these attributes off that config).
+MLA_DIM_DEFAULTS: dict[str, int] = {
+    "q_lora_rank": 1536,
+    "kv_lora_rank": 512,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+}
+
 # transformers `standardize_rope_params`: these types get original_max_position_embeddings, defaulting to
 # the config's max_position_embeddings (before vLLM raises that to the target's context).
 ROPE_TYPES_WITH_ORIGINAL_MAX = ("llama3", "yarn", "longrope")
