@@ -38,10 +38,17 @@ def _load_docs_gen() -> ModuleType:
 docs_gen = _load_docs_gen()
 
 
+class _InOrder(click.Group):
+    """A plain group that lists its commands in the order given (main's: pipeline order)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
+
+
 def _plain_group(replace: dict[str, click.Command] | None = None) -> click.Group:
     """A plain click group with main's options and commands (lazy ones loaded), some replaced."""
     cmds = dict(docs_gen.commands(main)) | (replace or {})
-    return click.Group(
+    return _InOrder(
         "eagle-convert", commands=cmds, params=main.params, help=main.help, context_settings=main.context_settings
     )
 

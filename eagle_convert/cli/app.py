@@ -24,8 +24,11 @@ from eagle_convert.errors import EagleConvertError
 from eagle_convert.io import printable
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-# Lazily loaded commands: module names under eagle_convert/cli/commands/.
-COMMANDS = ("upgrade", "diff", "validate", "smoke", "drift", "finetune", "check", "report", "push")
+# Lazily loaded commands (module names under eagle_convert/cli/commands/), in pipeline order: the
+# order `--help` lists them in, after `inspect` (defined here): look, convert, compare, check the
+# static path, measure, train, gate, report, publish.
+COMMANDS = ("upgrade", "diff", "validate", "smoke", "drift", "finetune", "report", "check", "push")
+PIPELINE = ("inspect", *COMMANDS)
 
 
 def _command_module_exists(name: str) -> bool:
@@ -71,7 +74,9 @@ class _Group(click.Group):
     """
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(set(self.commands) | {c for c in COMMANDS if _command_module_exists(c)})
+        """Every command in pipeline order (`PIPELINE`); one added without a place in it comes last."""
+        names = set(self.commands) | {c for c in COMMANDS if _command_module_exists(c)}
+        return [c for c in PIPELINE if c in names] + sorted(names - set(PIPELINE))
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The command list of --help from each command's docstring, importing none of them."""
@@ -111,7 +116,11 @@ class _Group(click.Group):
 )
 @click.pass_context
 def main(ctx: click.Context, debug: bool) -> None:
-    """Inspect, upgrade (EAGLE-3 to EAGLE-3.1), validate and smoke-test EAGLE-3 draft checkpoints."""
+    """Inspect, upgrade (EAGLE-3 to EAGLE-3.1), validate, measure and publish EAGLE-3 draft checkpoints.
+
+    The commands, in pipeline order: inspect, upgrade, diff, validate, smoke, drift, finetune,
+    report, check, push.
+    """
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
 
