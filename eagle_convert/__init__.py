@@ -51,7 +51,7 @@ _API: dict[str, str] = {
     "validate_checkpoint": "eagle_convert.validate.run",
     "CheckpointDiff": "eagle_convert.diff",
     "diff_checkpoints": "eagle_convert.diff",
-    "SmokeReport": "eagle_convert.smoke.results",
+    "SmokeReport": "eagle_convert.measure.results",
     "run_smoke": "eagle_convert.smoke.run",
     "FinetunePlan": "eagle_convert.finetune.plan",
     "FinetuneResult": "eagle_convert.finetune.plan",
@@ -86,7 +86,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from eagle_convert.push import PushPlan, PushResult, plan_push, push_draft
     from eagle_convert.report.run import ReportResult, run_report
     from eagle_convert.report.stages import ReportOptions
-    from eagle_convert.smoke.results import SmokeReport
+    from eagle_convert.measure.results import SmokeReport
     from eagle_convert.smoke.run import run_smoke
     from eagle_convert.upgrade.apply import UpgradeResult, apply_upgrade
     from eagle_convert.upgrade.plan import UpgradePlan, plan_upgrade

@@ -167,7 +167,7 @@ def prepare(run: Run, pair: Path | None) -> tuple[Path, Path, Path]:
 def prompts():  # noqa: ANN201 - list[Prompt]
     """The first built-in prompt of each category (coding, chat, reasoning, long document): every
     path of the prompt handling, quick to decode on the CPU run the GPU run is compared with."""
-    from eagle_convert.smoke.prompts import builtin_prompts, select_prompts
+    from eagle_convert.measure.prompts import builtin_prompts, select_prompts
 
     return select_prompts(builtin_prompts(), limit=1)
 
@@ -242,7 +242,7 @@ def check_finetune(run: Run, target: Path, up: Path) -> Outcome:
 
     from eagle_convert.finetune.options import FinetuneOptions
     from eagle_convert.finetune.run import finetune_draft
-    from eagle_convert.smoke.prompts import builtin_prompts, select_prompts
+    from eagle_convert.measure.prompts import builtin_prompts, select_prompts
     from eagle_convert.validate.run import validate_checkpoint
 
     short = select_prompts(builtin_prompts(), ("coding", "chat"), limit=1)  # the CPU run must stay short too

@@ -135,7 +135,7 @@ def test_cli_target_without_tokenizer(built_fixtures, tmp_path: Path) -> None:
 
 
 def _corpus_prompts(n: int):
-    from eagle_convert.smoke.prompts import Prompt
+    from eagle_convert.measure.prompts import Prompt
     from fixtures.corpus_prompts import corpus_prompts
 
     return [Prompt(f"c{i}", "custom", text=t) for i, t in enumerate(corpus_prompts(n, seed=2))]
@@ -153,7 +153,7 @@ def test_calibrated_drafts_closer_to_eagle3_than_identity(tmp_path: Path) -> Non
     from eagle_convert.draft.checkpoint import open_checkpoint
     from eagle_convert.draft.info import describe
     from eagle_convert.finetune.calibrate import calibrate_fc_norm
-    from eagle_convert.smoke.prompts import builtin_prompts
+    from eagle_convert.measure.prompts import builtin_prompts
     from eagle_convert.smoke.run import run_smoke
     from eagle_convert.upgrade.apply import apply_upgrade
     from eagle_convert.upgrade.plan import plan_upgrade

@@ -1,6 +1,6 @@
 """Every check kind of `eagle-convert check`, pass and fail, on measurements built by hand.
 
-The functions under test are pure (check/checks.py, smoke/control.py, vllm/known_issues.py): the same
+The functions under test are pure (check/checks.py, measure/control.py, vllm/known_issues.py): the same
 code judges the real vLLM runs of tests/test_check_vllm.py.
 """
 
@@ -14,7 +14,7 @@ import pytest
 
 from eagle_convert.check import checks as ck
 from eagle_convert.check.policy import Policy
-from eagle_convert.smoke.control import (
+from eagle_convert.measure.control import (
     Comparison,
     SamplingControl,
     compare_outputs,
@@ -23,8 +23,8 @@ from eagle_convert.smoke.control import (
     sampling_margin,
     ulp,
 )
-from eagle_convert.smoke.prompts import NATURAL, PreparedPrompt, PromptSet
-from eagle_convert.smoke.results import Counts, RequestResult, counts_from_histogram, draft_results
+from eagle_convert.measure.prompts import NATURAL, PreparedPrompt, PromptSet
+from eagle_convert.measure.results import Counts, RequestResult, counts_from_histogram, draft_results
 from eagle_convert.validate.findings import Report, finding
 from eagle_convert.vllm.known_issues import sampling_issues
 

@@ -69,7 +69,7 @@ def test_every_storage_loads_the_same_drafter(tiny) -> None:
 
 
 def test_smoke_counts_the_same_for_every_storage(tiny) -> None:
-    from eagle_convert.smoke.prompts import Prompt
+    from eagle_convert.measure.prompts import Prompt
     from eagle_convert.smoke.run import run_smoke
 
     target, drafts = tiny
@@ -90,7 +90,7 @@ def test_finetune_trains_the_same_for_every_storage(tiny, tmp_path: Path) -> Non
     from eagle_convert.finetune.options import FinetuneOptions
     from eagle_convert.finetune.plan import plan_finetune
     from eagle_convert.finetune.run import run_finetune
-    from eagle_convert.smoke.prompts import Prompt
+    from eagle_convert.measure.prompts import Prompt
 
     target, drafts = tiny
     prompts = [

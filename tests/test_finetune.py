@@ -151,7 +151,7 @@ def test_mla_draft_is_planned(built_fixtures, tmp_path: Path) -> None:
 
 def _corpus_prompts(n: int):
     """Training prompts disjoint from the built-in set the acceptance is measured on."""
-    from eagle_convert.smoke.prompts import Prompt
+    from eagle_convert.measure.prompts import Prompt
     from fixtures.corpus_prompts import corpus_prompts
 
     return [Prompt(f"c{i}", "custom", text=t) for i, t in enumerate(corpus_prompts(n, seed=1))]
@@ -166,7 +166,7 @@ def test_finetune_recovers_acceptance_of_the_upgrade(tmp_path: Path) -> None:
     from eagle_convert.draft.inspect import inspect_checkpoint
     from eagle_convert.finetune.options import FinetuneOptions
     from eagle_convert.finetune.run import finetune_draft
-    from eagle_convert.smoke.prompts import builtin_prompts
+    from eagle_convert.measure.prompts import builtin_prompts
     from eagle_convert.smoke.run import run_smoke
     from eagle_convert.upgrade.apply import apply_upgrade
     from eagle_convert.upgrade.plan import PROVENANCE_KEY, plan_upgrade

@@ -126,7 +126,7 @@ def make_run(script: ModuleType, tmp_path: Path):
 
 
 def _counts(drafts: int, accepted_per_pos: list[int]):
-    from eagle_convert.smoke.results import Counts
+    from eagle_convert.measure.results import Counts
 
     return Counts(
         num_drafts=drafts,

@@ -142,7 +142,7 @@ def test_mla_draft_acceptance_depends_on_its_attention(mla_pair) -> None:
 
 
 def _corpus_prompts(n: int):
-    from eagle_convert.smoke.prompts import Prompt
+    from eagle_convert.measure.prompts import Prompt
     from fixtures.corpus_prompts import corpus_prompts
 
     return [Prompt(f"c{i}", "custom", text=t) for i, t in enumerate(corpus_prompts(n, seed=1))]

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from eagle_convert.cli.app import main
 from eagle_convert.errors import ConfigError
 from eagle_convert.report.cache import HashMemo, StageRecord, StageStore, folder_digest, stage_key
-from eagle_convert.smoke.reader import check_smoke_dict, read_drafts
+from eagle_convert.measure.reader import check_smoke_dict, read_drafts
 from eagle_convert.validate.matrix import serving_summary
 
 try:
@@ -69,8 +69,8 @@ def test_stage_key_and_store_skip_only_when_inputs_and_outputs_are_unchanged(tmp
 
 
 def _smoke_dict(tmp_path: Path) -> dict:
-    from eagle_convert.smoke.prompts import NATURAL, PreparedPrompt, PromptSet
-    from eagle_convert.smoke.results import Counts, DraftResult, Group, RequestResult, SmokeReport, deltas
+    from eagle_convert.measure.prompts import NATURAL, PreparedPrompt, PromptSet
+    from eagle_convert.measure.results import Counts, DraftResult, Group, RequestResult, SmokeReport, deltas
 
     pset = PromptSet([PreparedPrompt("p", "chat", NATURAL, [1, 2])], [], "target")
 
@@ -307,7 +307,7 @@ def test_fixture_report_vllm_per_user_throughput_fewest_engines_and_resume(tmp_p
     concurrency 1 and 4 beside AL, the CPU note; a re-run starts no engine at all. The three
     EAGLE-3.1 variants share one engine (two swaps), so 3 engine starts instead of 5."""
     from eagle_convert.report.run import run_report
-    from eagle_convert.smoke.throughput import MIN_REQUESTS, NO_SPEC
+    from eagle_convert.measure.throughput import MIN_REQUESTS, NO_SPEC
     from fixtures.trained import build_trained_pair
 
     target, draft = build_trained_pair(log=lambda _m: None)

@@ -19,8 +19,8 @@ from click.testing import CliRunner
 
 from eagle_convert.cli.app import main
 from eagle_convert.errors import CheckpointNotFoundError, UsageError
-from eagle_convert.smoke.prompts import NATURAL, Prompt
-from eagle_convert.smoke.results import Counts, counts_from_histogram
+from eagle_convert.measure.prompts import NATURAL, Prompt
+from eagle_convert.measure.results import Counts, counts_from_histogram
 from eagle_convert.smoke.run import run_smoke
 
 try:
@@ -276,9 +276,9 @@ def test_render_and_plot_totals_only(tmp_path: Path) -> None:
 
     from eagle_convert.cli.render.smoke import render_smoke
     from eagle_convert.smoke.plot import panels, plot_smoke
-    from eagle_convert.smoke.prompts import PreparedPrompt, PromptSet
-    from eagle_convert.smoke.results import DraftResult, RequestResult, SmokeReport
-    from eagle_convert.smoke.results import deltas as _deltas
+    from eagle_convert.measure.prompts import PreparedPrompt, PromptSet
+    from eagle_convert.measure.results import DraftResult, RequestResult, SmokeReport
+    from eagle_convert.measure.results import deltas as _deltas
 
     pset = PromptSet([PreparedPrompt("a", "chat", NATURAL, [1, 2, 3])], [], "target")
 
@@ -316,7 +316,7 @@ def test_render_and_plot_totals_only(tmp_path: Path) -> None:
     assert panels(rep) == ["positions"]
 
     # With --concurrency: a throughput panel, tokens/s by level for no speculation and each draft.
-    from eagle_convert.smoke.throughput import NO_SPEC, EngineRates, LevelRate, ThroughputReport
+    from eagle_convert.measure.throughput import NO_SPEC, EngineRates, LevelRate, ThroughputReport
 
     def rates(label: str, path: str | None, tps: list[float]) -> EngineRates:
         return EngineRates(label, path, [LevelRate(c, 4, r, r, r, 0.01, None) for c, r in zip((1, 4), tps)])

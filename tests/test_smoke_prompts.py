@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from eagle_convert.errors import ConfigError, UsageError
-from eagle_convert.smoke.prompts import (
+from eagle_convert.measure.prompts import (
     NATURAL,
     Prompt,
     builtin_prompts,

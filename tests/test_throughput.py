@@ -1,4 +1,4 @@
-"""Per-user tokens/s by concurrency (smoke/throughput.py): passes, folding, speedups, refusals.
+"""Per-user tokens/s by concurrency (measure/throughput.py): passes, folding, speedups, refusals.
 
 The engine itself is exercised by the one vllm-marked report test (tests/test_report.py); here the
 engine's pass results are built by hand, so each number below is known exactly.
@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from eagle_convert.errors import UsageError
-from eagle_convert.smoke.prompts import NATURAL, PreparedPrompt, PromptSet
-from eagle_convert.smoke.throughput import (
+from eagle_convert.measure.prompts import NATURAL, PreparedPrompt, PromptSet
+from eagle_convert.measure.throughput import (
     MIN_REQUESTS,
     NO_SPEC,
     ThroughputReport,

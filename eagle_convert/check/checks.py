@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eagle_convert.check.policy import Policy
-from eagle_convert.smoke.control import Comparison, SamplingControl, repetition_loop
-from eagle_convert.smoke.prompts import NATURAL
+from eagle_convert.measure.control import Comparison, SamplingControl, repetition_loop
+from eagle_convert.measure.prompts import NATURAL
 
 STAGES = ("static", "features", "engine", "acceptance", "alarms", "baseline", "identity", "sampling", "drift")
 TITLES = {
@@ -275,7 +275,7 @@ def _floors(spec: Any, names: list[str]) -> dict[str, float]:
 def _category_and_bucket_groups(cand: Any) -> tuple[list, list]:
     """AL per category (over all buckets) and per bucket (over all categories). With one bucket,
     smoke's (category, bucket) rows are the per-category numbers and the total is the bucket's."""
-    from eagle_convert.smoke.results import Group
+    from eagle_convert.measure.results import Group
 
     ids = {g.bucket for g in cand.groups if g.bucket is not None}
     if len(ids) > 1:
@@ -438,7 +438,7 @@ def alarm_checks(cand: Any, outputs: list[list[int]], k: int, policy: Policy) ->
 
 
 def identity_check(name: str, cmp: Comparison, tolerance: str) -> CheckResult:
-    """Speculation must not change the target's greedy tokens (near-ties excused: smoke/control.py)."""
+    """Speculation must not change the target's greedy tokens (near-ties excused: measure/control.py)."""
     bad, excused = cmp.failures, cmp.excused
     if bad:
         msg = f"{len(bad)} of {cmp.compared} prompts change: " + "; ".join(d.describe() for d in bad[:2])

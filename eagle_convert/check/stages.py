@@ -27,7 +27,7 @@ class State:
     report: Any = None  # ValidationReport of the static stage
     folders: dict[str, Path] = field(default_factory=dict)
     pset: Any = None
-    candidate: Any = None  # smoke.results.DraftResult of the measuring pass
+    candidate: Any = None  # measure.results.DraftResult of the measuring pass
     passes: dict[str, dict[str, Any]] = field(default_factory=dict)  # role -> pass name -> PassResult
     settings: dict[str, Any] = field(default_factory=dict)
     vllm_version: str | None = None
@@ -170,7 +170,7 @@ def engine(s: State) -> list[CheckResult]:
 
 
 def _prompts(s: State) -> Any:
-    from eagle_convert.smoke.prompts import NATURAL, builtin_prompts, load_prompts, select_prompts
+    from eagle_convert.measure.prompts import NATURAL, builtin_prompts, load_prompts, select_prompts
     from eagle_convert.smoke.run import prepare_smoke_prompts
 
     path = s.policy.path("acceptance", "prompts")
@@ -190,7 +190,7 @@ def _prompts(s: State) -> Any:
 
 
 def _run(s: State, role: str, draft: Path | None, specs: list) -> dict[str, Any]:
-    from eagle_convert.smoke.vllm_run import max_model_len_for
+    from eagle_convert.measure.vllm_run import max_model_len_for
 
     n = int(s.acc("max_new_tokens"))
     needed = max_model_len_for(s.folder("target"), s.pset, n, s.k)
@@ -225,8 +225,8 @@ def _plan(s: State):
 
 
 def _draft_result(s: State, path: Path, pr: Any, label: str) -> Any:
-    from eagle_convert.smoke.engines import counts_from_pass
-    from eagle_convert.smoke.results import draft_results
+    from eagle_convert.measure.engines import counts_from_pass
+    from eagle_convert.measure.results import draft_results
 
     reqs, total = counts_from_pass(pr, s.pset, s.k)
     [d] = draft_results([path], [(reqs, total, None)], s.pset, labels=[label])
@@ -264,7 +264,7 @@ def baseline(s: State) -> list[CheckResult]:
 
 
 def _dtype(s: State) -> str:
-    from eagle_convert.smoke.vllm_run import target_dtype
+    from eagle_convert.measure.vllm_run import target_dtype
 
     return target_dtype(s.folder("target"))
 
@@ -275,7 +275,7 @@ def _greedy(s: State) -> Any:
 
 
 def identity(s: State) -> list[CheckResult]:
-    from eagle_convert.smoke.control import compare_outputs
+    from eagle_convert.measure.control import compare_outputs
 
     if (skip := _unmeasured(s, "identity")) is not None:
         return skip
@@ -308,7 +308,7 @@ def identity(s: State) -> list[CheckResult]:
 
 
 def sampling(s: State) -> list[CheckResult]:
-    from eagle_convert.smoke.vllm_run import sampling_control
+    from eagle_convert.measure.vllm_run import sampling_control
 
     if (skip := _unmeasured(s, "sampling")) is not None:
         return skip
@@ -323,7 +323,7 @@ def sampling(s: State) -> list[CheckResult]:
 def drift(s: State) -> list[CheckResult]:
     """`drift` on the draft (reference engine, built-in prompts), its verdict against the [drift] limits."""
     from eagle_convert.drift import run_drift
-    from eagle_convert.smoke.prompts import builtin_prompts, select_prompts
+    from eagle_convert.measure.prompts import builtin_prompts, select_prompts
 
     rep = run_drift(
         s.folder("target"),

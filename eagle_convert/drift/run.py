@@ -21,7 +21,7 @@ from eagle_convert.drift.results import DraftDrift, DriftReport, group_from, poo
 from eagle_convert.errors import CheckpointNotFoundError, EngineError, UsageError
 from eagle_convert.extras import require
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
-from eagle_convert.smoke.prompts import NATURAL, Prompt, PromptSet
+from eagle_convert.measure.prompts import NATURAL, Prompt, PromptSet
 
 if TYPE_CHECKING:
     from eagle_convert.reference import EagleDrafter, TargetModel
@@ -232,7 +232,7 @@ def run_drift(
     import torch
 
     from eagle_convert.reference import TargetModel, quiet_loading
-    from eagle_convert.smoke.results import draft_labels
+    from eagle_convert.measure.results import draft_labels
 
     tdir = _folder(target, "target")
     dpaths = [_folder(d, "draft") for d in drafts]

@@ -8,7 +8,7 @@ top-1 agreement of the first draft step, calibrated and identity (ones), on the 
 The result is a `NormInit` that `upgrade.plan_upgrade` carries as the added tensors' data.
 
 Lives here rather than in `upgrade/` because it runs the torch reference engine (`reference/`, a
-later layer than `upgrade/`) on prompts rendered by `smoke.prompts`; `upgrade.plan` stays pure.
+later layer than `upgrade/`) on prompts rendered by `measure.prompts`; `upgrade.plan` stays pure.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from eagle_convert.errors import (
 from eagle_convert.extras import require
 from eagle_convert.io import torch_dtype
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
-from eagle_convert.smoke.prompts import Prompt, prepare_prompts, prompt_items, resolve_chat_template
+from eagle_convert.measure.prompts import Prompt, prepare_prompts, prompt_items, resolve_chat_template
 from eagle_convert.upgrade import FLOAT_DTYPES, NormInit
 
 __all__ = ["CALIBRATE_MODULES", "Calibration", "calibrate_fc_norm"]

@@ -6,7 +6,7 @@ variants that changed; those run together, in one reference-engine pass (one tar
 in one vLLM worker (one engine per draft structure, the EAGLE-3.1 variants swapped into one,
 plus `smoke:no-speculation`, the target alone, when per-user tokens/s are measured). Each record
 holds a one-draft `SmokeReport.to_dict()`, the shape `smoke --json` prints; the report's
-`acceptance` block is all of them, read back by `smoke/reader.py` and joined with the first (the
+`acceptance` block is all of them, read back by `measure/reader.py` and joined with the first (the
 input EAGLE-3 draft) as baseline.
 """
 
@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 from eagle_convert.progress import OnTick
 from eagle_convert.report.cache import StageRecord
 from eagle_convert.report.stages import ReportOptions, smoke_command, smoke_prompts
-from eagle_convert.smoke.engines import counts_from_pass, run_reference
-from eagle_convert.smoke.prompts import PromptSet
-from eagle_convert.smoke.reader import read_drafts
-from eagle_convert.smoke.results import DraftResult, SmokeReport, deltas, draft_results, smoke_settings
+from eagle_convert.measure.engines import counts_from_pass, run_reference
+from eagle_convert.measure.prompts import PromptSet
+from eagle_convert.measure.reader import read_drafts
+from eagle_convert.measure.results import DraftResult, SmokeReport, deltas, draft_results, smoke_settings
 from eagle_convert.smoke.run import prepare_smoke_prompts
-from eagle_convert.smoke.throughput import NO_SPEC, EngineRates, ThroughputReport
+from eagle_convert.measure.throughput import NO_SPEC, EngineRates, ThroughputReport
 
 if TYPE_CHECKING:
     from eagle_convert.report.runner import Runner, Variant
@@ -116,7 +116,7 @@ def _run_vllm(
     say: Any,
     on_tick: OnTick | None = None,
 ) -> tuple[list[tuple[dict[str, Any], float]], dict[str, Any] | None]:
-    from eagle_convert.smoke.vllm_measure import engine_device, measure_vllm
+    from eagle_convert.measure.vllm_measure import engine_device, measure_vllm
 
     t0 = time.perf_counter()
     m = measure_vllm(

@@ -13,7 +13,7 @@ from typing import Any
 
 from eagle_convert.extras import require
 from eagle_convert.smoke.plot import bucket_label, plot_grouped_al, plot_positions, save_png
-from eagle_convert.smoke.results import SmokeReport
+from eagle_convert.measure.results import SmokeReport
 
 __all__ = ["PLOTS", "plot_report"]
 

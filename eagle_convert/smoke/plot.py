@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.extras import require
-from eagle_convert.smoke.prompts import NATURAL
-from eagle_convert.smoke.results import SmokeReport
+from eagle_convert.measure.prompts import NATURAL
+from eagle_convert.measure.results import SmokeReport
 
 __all__ = [
     "PLOT_MODULES",

@@ -1,9 +1,9 @@
 """`smoke`: acceptance length and per-position acceptance of EAGLE-3 drafts against a target.
 
-Pure orchestration that returns data: prompts are rendered and tokenized once (`prompts.py`), each
-draft decodes them with the reference engine (torch, `reference/`, through `engines.py`) or vLLM
-(`vllm_measure.py`, drafts of one structure share an engine start), and the counters are summed per
-draft x category x context bucket into the data model of `results.py`.
+Pure orchestration that returns data: prompts are rendered and tokenized once (`measure/prompts.py`),
+each draft decodes them with the reference engine (torch, `reference/`, through `measure/engines.py`)
+or vLLM (`measure/vllm_measure.py`, drafts of one structure share an engine start), and the counters
+are summed per draft x category x context bucket into the data model of `measure/results.py`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from eagle_convert.errors import CheckpointNotFoundError, UsageError
 from eagle_convert.extras import require
 from eagle_convert.io import suggestion
 from eagle_convert.progress import OnTick
-from eagle_convert.smoke.engines import counts_from_pass, run_reference
-from eagle_convert.smoke.prompts import (
+from eagle_convert.measure.engines import counts_from_pass, run_reference
+from eagle_convert.measure.prompts import (
     NATURAL,
     Prompt,
     PromptSet,
@@ -27,7 +27,7 @@ from eagle_convert.smoke.prompts import (
     prepare_prompts,
     resolve_chat_template,
 )
-from eagle_convert.smoke.results import SmokeReport, deltas, draft_labels, draft_results, smoke_settings
+from eagle_convert.measure.results import SmokeReport, deltas, draft_labels, draft_results, smoke_settings
 
 __all__ = [
     "ENGINES",
@@ -196,7 +196,7 @@ def run_smoke(
         device: places the reference engine ("cpu", "cuda", ...; None: "cuda" when torch sees a
             GPU, else "cpu").
         concurrency: levels (vLLM only) that add per-user tokens/s with each draft and without
-            speculation (`smoke/throughput.py`).
+            speculation (`measure/throughput.py`).
         speculative_config: the --speculative-config value, read as the installed vLLM reads it:
             what every vLLM engine runs with; its num_speculative_tokens is k.
         on_tick: a count per prompt (reference) or engine run (vLLM).
@@ -246,7 +246,7 @@ def run_smoke(
     if engine == "reference":
         raw, version = run_reference(tdir, dpaths, pset, device=device, **kw)
     else:
-        from eagle_convert.smoke.vllm_measure import measure_vllm, throughput_report
+        from eagle_convert.measure.vllm_measure import measure_vllm, throughput_report
 
         m = measure_vllm(
             tdir,

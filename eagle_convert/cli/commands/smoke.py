@@ -56,9 +56,9 @@ def smoke_cmd(
     from eagle_convert.cli.output import console, echo_json
     from eagle_convert.cli.progress import ProgressDisplay
     from eagle_convert.errors import UsageError
-    from eagle_convert.smoke.prompts import builtin_prompts, load_prompts, parse_buckets, select_prompts
+    from eagle_convert.measure.prompts import builtin_prompts, load_prompts, parse_buckets, select_prompts
     from eagle_convert.smoke.run import run_smoke
-    from eagle_convert.smoke.throughput import parse_concurrency
+    from eagle_convert.measure.throughput import parse_concurrency
 
     if plot_path is not None and not plot_path.lower().endswith(".png"):
         raise UsageError(f"--plot: {plot_path} must end in .png")

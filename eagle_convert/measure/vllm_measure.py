@@ -1,7 +1,7 @@
 """Acceptance and per-user throughput of several drafts in one vLLM worker, fewest engine starts.
 
 Each draft runs the acceptance pass (and, above T = 0, the sampling control of
-`smoke/vllm_run.py`) and, with concurrency levels, the throughput passes of `smoke/throughput.py`
+`measure/vllm_run.py`) and, with concurrency levels, the throughput passes of `measure/throughput.py`
 on its engine: drafts
 of one structure (`vllm/sharing.py`) share one engine start, each swapped in after the other. One
 more engine, the target alone, runs the same throughput passes. Every engine lives in the same
@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
-from eagle_convert.smoke.prompts import PromptSet
-from eagle_convert.smoke.throughput import (
+from eagle_convert.measure.prompts import PromptSet
+from eagle_convert.measure.throughput import (
     NO_SPEC,
     EngineRates,
     ThroughputReport,
@@ -26,7 +26,7 @@ from eagle_convert.smoke.throughput import (
     parse_concurrency,
     throughput_passes,
 )
-from eagle_convert.smoke.vllm_run import (
+from eagle_convert.measure.vllm_run import (
     CONTROL_TEMPERATURE,
     EPS,
     GREEDY,
@@ -53,7 +53,7 @@ class DraftMeasurement:
     path: Path
     main: PassResult
     start_seconds: float | None
-    control: Any  # smoke.control.SamplingControl, None at T = 0
+    control: Any  # measure.control.SamplingControl, None at T = 0
     rates: EngineRates | None
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from eagle_convert.errors import UsageError
-from eagle_convert.smoke.prompts import NATURAL, PromptSet
+from eagle_convert.measure.prompts import NATURAL, PromptSet
 
 if TYPE_CHECKING:
     from eagle_convert.vllm import EngineRun, PassResult, PassSpec

@@ -4,7 +4,7 @@ category x bucket group, the differences to the baseline draft, and the report w
 Definitions follow vLLM 0.32.0 (`v1/spec_decode/metrics.py`, `SpecDecodingLogging.log`): AL =
 1 + accepted / drafts, the rate at position i = rounds whose first i+1 drafts were accepted / rounds,
 acceptance rate = accepted / draft tokens. Target forward passes per request = 1 (prefill) + draft
-rounds. Engines fill these in `smoke/engines.py`; `smoke/reader.py` reads the JSON back.
+rounds. Engines fill these in `measure/engines.py`; `measure/reader.py` reads the JSON back.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.smoke.prompts import PromptSet
+from eagle_convert.measure.prompts import PromptSet
 from eagle_convert.vllm_model import AcceptanceMetrics
 
 __all__ = [
@@ -129,7 +129,7 @@ class DraftResult:
     requests: list[RequestResult]
     per_request: bool  # whether category / bucket groups are available
     load_seconds: float | None = None
-    sampling_control: Any = None  # smoke.control.SamplingControl of this draft's engine (vLLM, T > 0)
+    sampling_control: Any = None  # measure.control.SamplingControl of this draft's engine (vLLM, T > 0)
 
     def group(self, category: str, bucket: int | None) -> Counts | None:
         return next((g.counts for g in self.groups if g.category == category and g.bucket == bucket), None)
@@ -160,7 +160,7 @@ class SmokeReport:
     drafts: list[DraftResult]
     deltas: list[Delta]
     seconds: float = 0.0
-    throughput: Any = None  # smoke.throughput.ThroughputReport (vLLM with concurrency levels)
+    throughput: Any = None  # measure.throughput.ThroughputReport (vLLM with concurrency levels)
 
     @property
     def categories(self) -> list[str]:

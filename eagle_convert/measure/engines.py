@@ -1,5 +1,5 @@
 """The two smoke engines behind one shape (`EngineOut`: per draft the request results, totals and
-load seconds): the torch reference engine (`reference/`) and vLLM (`smoke/vllm_measure.py`), whose
+load seconds): the torch reference engine (`reference/`) and vLLM (`measure/vllm_measure.py`), whose
 passes become counters through vLLM's per-request histograms (`counts_from_pass`).
 """
 
@@ -12,8 +12,8 @@ from typing import Any
 
 from eagle_convert.errors import EngineError
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
-from eagle_convert.smoke.prompts import PromptSet
-from eagle_convert.smoke.results import Counts, EngineOut, RequestResult, counts_from_histogram
+from eagle_convert.measure.prompts import PromptSet
+from eagle_convert.measure.results import Counts, EngineOut, RequestResult, counts_from_histogram
 
 __all__ = ["run_reference", "counts_from_pass"]
 

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from eagle_convert.errors import ConfigError
-from eagle_convert.smoke.control import Comparison, Divergence, SamplingControl
-from eagle_convert.smoke.results import Counts, DraftResult, Group, RequestResult
+from eagle_convert.measure.control import Comparison, Divergence, SamplingControl
+from eagle_convert.measure.results import Counts, DraftResult, Group, RequestResult
 
 __all__ = ["check_smoke_dict", "counts_from_dict", "read_drafts"]
 
