@@ -83,10 +83,10 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from eagle_convert.finetune.calibrate import Calibration, calibrate_fc_norm
     from eagle_convert.finetune.plan import FinetunePlan, FinetuneResult, plan_finetune
     from eagle_convert.finetune.run import finetune_draft, run_finetune
+    from eagle_convert.measure.results import SmokeReport
     from eagle_convert.push import PushPlan, PushResult, plan_push, push_draft
     from eagle_convert.report.run import ReportResult, run_report
     from eagle_convert.report.stages import ReportOptions
-    from eagle_convert.measure.results import SmokeReport
     from eagle_convert.smoke.run import run_smoke
     from eagle_convert.upgrade.apply import UpgradeResult, apply_upgrade
     from eagle_convert.upgrade.plan import UpgradePlan, plan_upgrade

@@ -159,7 +159,7 @@ def test_hub_draft_static_stage_reads_headers_only(
 ) -> None:
     """`check org/draft@rev`: headers (and d2t/t2d) only; the engine stages download the repo, with the
     hub errors the tool distinguishes."""
-    from eagle_convert.check.measure import local_folder
+    from eagle_convert.check.stages import local_folder
     from eagle_convert.errors import HubNotFoundError
 
     with hub_server({"org/draft": drafts["good"]}) as server:

@@ -146,8 +146,8 @@ def test_three_drafts_one_engine_start_equal_three_separate_runs(tmp_path: Path)
     from safetensors import safe_open
 
     from eagle_convert.measure.prompts import builtin_prompts, select_prompts
-    from eagle_convert.smoke.run import prepare_smoke_prompts
     from eagle_convert.measure.vllm_measure import measure_vllm
+    from eagle_convert.smoke.run import prepare_smoke_prompts
     from eagle_convert.vllm.session import EngineSession
     from fixtures.trained import build_trained_pair
 

@@ -16,8 +16,8 @@ from click.testing import CliRunner
 
 from eagle_convert.cli.app import main
 from eagle_convert.errors import ConfigError
-from eagle_convert.report.cache import HashMemo, StageRecord, StageStore, folder_digest, stage_key
 from eagle_convert.measure.reader import check_smoke_dict, read_drafts
+from eagle_convert.report.cache import HashMemo, StageRecord, StageStore, folder_digest, stage_key
 from eagle_convert.validate.matrix import serving_summary
 
 try:
@@ -306,8 +306,8 @@ def test_fixture_report_vllm_per_user_throughput_fewest_engines_and_resume(tmp_p
     """The engine path: four variants and the target alone in one worker, per-user tokens/s at
     concurrency 1 and 4 beside AL, the CPU note; a re-run starts no engine at all. The three
     EAGLE-3.1 variants share one engine (two swaps), so 3 engine starts instead of 5."""
-    from eagle_convert.report.run import run_report
     from eagle_convert.measure.throughput import MIN_REQUESTS, NO_SPEC
+    from eagle_convert.report.run import run_report
     from fixtures.trained import build_trained_pair
 
     target, draft = build_trained_pair(log=lambda _m: None)

@@ -438,7 +438,7 @@ def test_session_requests_and_llm_kwargs_carry_exactly_the_served_keys(tmp_path:
 
 
 def test_check_engines_key_their_cache_on_the_served_keys(tmp_path: Path) -> None:
-    from eagle_convert.check.measure import Engines
+    from eagle_convert.measure.passes import Engines
     from eagle_convert.vllm.session import EngineRun, PassResult, PassSpec
 
     calls: list[dict] = []

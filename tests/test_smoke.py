@@ -275,10 +275,10 @@ def test_render_and_plot_totals_only(tmp_path: Path) -> None:
     from rich.console import Console
 
     from eagle_convert.cli.render.smoke import render_smoke
-    from eagle_convert.smoke.plot import panels, plot_smoke
     from eagle_convert.measure.prompts import PreparedPrompt, PromptSet
     from eagle_convert.measure.results import DraftResult, RequestResult, SmokeReport
     from eagle_convert.measure.results import deltas as _deltas
+    from eagle_convert.smoke.plot import panels, plot_smoke
 
     pset = PromptSet([PreparedPrompt("a", "chat", NATURAL, [1, 2, 3])], [], "target")
 

@@ -224,7 +224,7 @@ def run_check(
 
     Args:
         progress: one line per stage started; `on_tick` counts the stages that run.
-        cache: shares engine runs between checks in one process (check/measure.py).
+        cache: shares engine runs between checks in one process (measure/passes.py).
         session: a `vllm.session.EngineSession`, left open, sharing one vLLM worker between checks.
         vllm_version: the release the draft will be served on (else the policy's [static]
             vllm_version, else the installed vLLM, else the newest known): the static and features
@@ -240,7 +240,7 @@ def run_check(
             speculative config is refused by the release or contradicts the policy.
     """
     from eagle_convert.check import stages
-    from eagle_convert.check.measure import Engines
+    from eagle_convert.measure.passes import Engines
     from eagle_convert.vllm_model import installed_status, vllm_available
 
     t0 = time.perf_counter()

@@ -2,6 +2,9 @@
 
 `State` carries what later stages reuse: the validation report, local folders (downloaded once
 for hub references), the prepared prompts, and every engine pass (`measure.Engines`).
+
+Hub references are downloaded here (into the normal Hugging Face cache, through `io.hub`), only
+for the stages that load weights; the static stages read headers only.
 """
 
 from __future__ import annotations
@@ -12,8 +15,40 @@ from typing import Any
 
 from eagle_convert.check import checks as ck
 from eagle_convert.check.checks import CheckResult
-from eagle_convert.check.measure import EPS, GREEDY, MAIN, MIXED, Engines, local_folder, plan_passes
 from eagle_convert.check.policy import Policy
+from eagle_convert.draft import CheckpointRef
+from eagle_convert.errors import CheckpointNotFoundError
+from eagle_convert.io import missing_path_error
+from eagle_convert.measure.passes import CONTROL_EPS, GREEDY, MAIN, MIXED, Engines, plan_check_passes
+
+
+def local_folder(ref: str, what: str) -> Path:
+    """A local checkpoint folder for `ref`: the folder itself, or a hub repo downloaded into the HF cache."""
+    parsed = CheckpointRef.parse(str(ref))
+    if not parsed.is_hub:
+        path = Path(parsed.local or ref).expanduser()
+        if not path.exists():
+            raise missing_path_error(path)
+        folder = path if path.is_dir() else path.parent
+        if not (folder / "config.json").is_file():
+            raise CheckpointNotFoundError(
+                f"{what} {ref}: no config.json in {folder}", hint="give the checkpoint folder (vLLM loads folders)"
+            )
+        return folder.resolve()
+    from eagle_convert.io import HubSource
+
+    src = HubSource(parsed.repo, parsed.revision)  # type: ignore[arg-type]
+    names = src.list_files()
+    if "config.json" not in names:
+        raise CheckpointNotFoundError(f"{what} {ref}: the repo has no config.json at its root")
+    found: Path | None = None
+    for name in names:
+        path = src.local_path(name)
+        if name == "config.json":
+            found = path.parent
+    if found is None:  # list_files() named config.json, so local_path() fetched it
+        raise CheckpointNotFoundError(f"{what} {ref}: config.json could not be downloaded")
+    return found
 
 
 @dataclass
@@ -213,7 +248,7 @@ def _run(s: State, role: str, draft: Path | None, specs: list) -> dict[str, Any]
 
 def _plan(s: State):
     out = s.policy.get("output", "mixed_batch")
-    return plan_passes(
+    return plan_check_passes(
         temperature=float(s.acc("temperature")),
         seed=int(s.acc("seed")),
         identity=s.need.identity,
@@ -225,12 +260,9 @@ def _plan(s: State):
 
 
 def _draft_result(s: State, path: Path, pr: Any, label: str) -> Any:
-    from eagle_convert.measure.engines import counts_from_pass
-    from eagle_convert.measure.results import draft_results
+    from eagle_convert.measure.engines import draft_from_pass
 
-    reqs, total = counts_from_pass(pr, s.pset, s.k)
-    [d] = draft_results([path], [(reqs, total, None)], s.pset, labels=[label])
-    return d
+    return draft_from_pass(path, pr, s.pset, s.k, label)
 
 
 def acceptance(s: State) -> list[CheckResult]:
@@ -313,9 +345,9 @@ def sampling(s: State) -> list[CheckResult]:
     if (skip := _unmeasured(s, "sampling")) is not None:
         return skip
     alone = s.passes.get("target alone", {})
-    pair = (alone[GREEDY], alone[EPS]) if EPS in alone else None
+    pair = (alone[GREEDY], alone[CONTROL_EPS]) if CONTROL_EPS in alone else None
     control = sampling_control(
-        _greedy(s), s.passes["candidate"][EPS], s.pset, _dtype(s), float(s.need.control), alone=pair
+        _greedy(s), s.passes["candidate"][CONTROL_EPS], s.pset, _dtype(s), float(s.need.control), alone=pair
     )
     return [ck.sampling_check(control)]
 

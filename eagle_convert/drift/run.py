@@ -20,8 +20,8 @@ from eagle_convert.drift.recorder import DriftRecorder
 from eagle_convert.drift.results import DraftDrift, DriftReport, group_from, pooled, verdict
 from eagle_convert.errors import CheckpointNotFoundError, EngineError, UsageError
 from eagle_convert.extras import require
-from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 from eagle_convert.measure.prompts import NATURAL, Prompt, PromptSet
+from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 
 if TYPE_CHECKING:
     from eagle_convert.reference import EagleDrafter, TargetModel
@@ -231,8 +231,8 @@ def run_drift(
             raise UsageError(message)
     import torch
 
-    from eagle_convert.reference import TargetModel, quiet_loading
     from eagle_convert.measure.results import draft_labels
+    from eagle_convert.reference import TargetModel, quiet_loading
 
     tdir = _folder(target, "target")
     dpaths = [_folder(d, "draft") for d in drafts]

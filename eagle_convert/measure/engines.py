@@ -11,11 +11,18 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.errors import EngineError
-from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 from eagle_convert.measure.prompts import PromptSet
-from eagle_convert.measure.results import Counts, EngineOut, RequestResult, counts_from_histogram
+from eagle_convert.measure.results import (
+    Counts,
+    DraftResult,
+    EngineOut,
+    RequestResult,
+    counts_from_histogram,
+    draft_results,
+)
+from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 
-__all__ = ["run_reference", "counts_from_pass"]
+__all__ = ["run_reference", "counts_from_pass", "draft_from_pass"]
 
 
 def run_reference(
@@ -121,3 +128,12 @@ def counts_from_pass(pr: Any, pset: PromptSet, k: int) -> tuple[list[RequestResu
             c.prompt_tokens, c.generated_tokens = p.num_tokens, len(pr.outputs[i])
         reqs.append(RequestResult(p.id, p.category, p.bucket, c))
     return reqs, total
+
+
+def draft_from_pass(
+    path: Path, pr: Any, pset: PromptSet, k: int, label: str, start_seconds: float | None = None
+) -> DraftResult:
+    """One draft's result from its vLLM measuring pass (`vllm.session.PassResult`); `start_seconds`:
+    until its engine could draft (None where not measured)."""
+    [d] = draft_results([path], [(*counts_from_pass(pr, pset, k), start_seconds)], pset, labels=[label])
+    return d

