@@ -1,0 +1,58 @@
+"""Where a suite's prompts come from: one `Provenance` per row, and the rows a loader read.
+
+Every loader of a named suite (the shipped Spec-Bench sample, a Spec-Bench or SPEED-Bench folder,
+the long-context builder) returns `SuiteRows`: the `Prompt`s, each row's provenance, and the
+one-line notices of rows it refused (SPEED-Bench's placeholders), so that a report can say what
+was measured and what was left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from eagle_convert.measure.prompts import Prompt
+
+__all__ = ["FIRST_TURN", "Provenance", "SuiteRows"]
+
+# How a multi-turn row becomes one prompt: its first user turn only, as vLLM 0.32's benchmark
+# datasets do (vllm/benchmarks/datasets/datasets.py: SpecBench.load_data takes `row["turns"][0]`,
+# SpeedBench.load_data `row["messages"][0]["content"]`), rendered as one user message through the
+# target's chat template. Later turns need the target's own answers to be meaningful; they are
+# counted in `Provenance.turns` but not measured.
+FIRST_TURN = "first turn"
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where one row of a suite comes from.
+
+    Attributes:
+        source: the dataset the text was written for (e.g. "MT-Bench (lm-sys/FastChat)").
+        license: its licence as an SPDX id, or a sentence when there is none to name.
+        origin: the file and row it was read from (repository@commit path id, or path:line).
+        turns: user turns in the row; only the first is measured (`FIRST_TURN`).
+    """
+
+    source: str
+    license: str
+    origin: str
+    turns: int = 1
+
+    def as_dict(self) -> dict[str, object]:
+        """The JSON form (`smoke --json`, report.json)."""
+        return {"source": self.source, "license": self.license, "origin": self.origin, "turns": self.turns}
+
+
+@dataclass
+class SuiteRows:
+    """What a suite loader read: prompts in file order, provenance by prompt id, refusal lines.
+
+    Attributes:
+        prompts: the rows that will be measured.
+        provenance: prompt id -> `Provenance`, for every prompt.
+        notices: one line per group of refused rows (how many and why); empty when none.
+    """
+
+    prompts: list[Prompt]
+    provenance: dict[str, Provenance] = field(default_factory=dict)
+    notices: list[str] = field(default_factory=list)

@@ -1,0 +1,199 @@
+"""Named prompt suites (issue 18 point 1): the shipped Spec-Bench sample and its provenance, a
+prepared SPEED-Bench folder and the refusal of its placeholders, a full Spec-Bench folder, and real
+long context cut to token counts of the fixture tokenizer, the same on every run."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from eagle_convert.errors import ConfigError, UsageError
+from eagle_convert.measure.longctx import CODE_FILES, LENGTHS, build_long_prompts, parse_lengths
+from eagle_convert.measure.specbench import SOURCES
+from eagle_convert.measure.speedbench import PLACEHOLDER
+from eagle_convert.measure.suites import SUITES, long_rows, resolve_suite, token_counter
+
+REDISTRIBUTABLE = {"Apache-2.0", "MIT", "CC-BY-SA-3.0"}
+
+
+def _write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+# ------------------------------------------------------------------------ the shipped sample
+
+
+def test_shipped_sample_loads_with_provenance() -> None:
+    suite = resolve_suite("spec-bench-sample")
+    assert suite.label == "spec-bench-sample" and suite.notices == []
+    cats = Counter(p.category for p in suite.prompts)
+    shipped = {c for c, src in SOURCES.items() if src.license is not None}
+    assert set(cats) == shipped and set(cats.values()) == {5}  # five rows per redistributable category
+    assert "translation" not in cats and "summarization" not in cats
+    for p in suite.prompts:
+        prov = suite.rows.provenance[p.id]
+        assert prov.license in REDISTRIBUTABLE
+        assert prov.source == SOURCES[p.category].name and prov.license == SOURCES[p.category].license
+        qid = p.id.removeprefix("spec-bench-")
+        assert prov.origin.endswith(f"data/spec_bench/question.jsonl question_id {qid}")
+        assert p.text and p.messages is None
+    assert {suite.rows.provenance[p.id].turns for p in suite.prompts if p.category == "writing"} == {2}
+
+
+def test_notice_names_every_shipped_source_and_licence() -> None:
+    notice = (resources.files("eagle_convert") / "data" / "NOTICE").read_text(encoding="utf-8")
+    for src in SOURCES.values():
+        repo = src.name.split("(")[1].split(",")[0].rstrip(")")
+        assert repo in notice, repo
+    for licence in ("Apache License", "MIT License", "Attribution-ShareAlike 3.0"):
+        assert licence in notice
+
+
+# ----------------------------------------------------------------------- SPEED-Bench folder
+
+
+def _speed_rows() -> list[dict]:
+    def row(i: int, cat: str, *turns: str) -> dict:
+        return {
+            "question_id": f"q{i}",
+            "category": cat,
+            "sub_category": "",
+            "source": "some/dataset",
+            "src_id": f"s{i}",
+            "messages": [{"role": "user", "content": t} for t in turns],
+        }
+
+    return [
+        row(1, "coding", "Write a function that reverses a list."),
+        row(2, "summarization", f"{PLACEHOLDER}\n\nSummarize: {{article}}"),
+        row(3, "multilingual", "Translate 'good morning' to French.", "And to German?"),
+        row(4, "qa", f"{PLACEHOLDER}\n\n{{question}}"),
+        row(5, "qa", "Why is the sky blue?"),
+    ]
+
+
+REFUSAL = (
+    "{path}: refused 2 of 5 SPEED-Bench rows: they are placeholders for text whose source licence keeps "
+    "it out of SPEED-Bench (NeMo-Skills' nemo_skills/dataset/speed-bench/prepare.py fetches them)"
+)
+
+
+def test_speed_bench_folder_gives_rows_and_refuses_placeholders(tmp_path: Path) -> None:
+    path = _write_jsonl(tmp_path / "speed" / "qualitative.jsonl", _speed_rows())
+    _write_jsonl(tmp_path / "speed" / "throughput_1k.jsonl", _speed_rows()[:1])
+    suite = resolve_suite(str(tmp_path / "speed"))
+    assert [(p.id, p.category, p.text) for p in suite.prompts] == [
+        ("speed-bench-q1", "coding", "Write a function that reverses a list."),
+        ("speed-bench-q3", "multilingual", "Translate 'good morning' to French."),  # first turn
+        ("speed-bench-q5", "qa", "Why is the sky blue?"),
+    ]
+    assert suite.notices == [REFUSAL.format(path=path)]
+    prov = suite.rows.provenance["speed-bench-q3"]
+    assert prov.turns == 2 and prov.origin == f"{path}:3" and "some/dataset (s3)" in prov.source
+
+
+def test_speed_bench_raw_turns_and_all_placeholders(tmp_path: Path) -> None:
+    raw = [{**r, "turns": [m["content"] for m in r.pop("messages")]} for r in _speed_rows()]
+    path = _write_jsonl(tmp_path / "throughput_8k.jsonl", raw)
+    assert [p.id for p in resolve_suite(str(path)).prompts] == ["speed-bench-q1", "speed-bench-q3", "speed-bench-q5"]
+    only = _write_jsonl(tmp_path / "only.jsonl", [r for r in raw if r["turns"][0].startswith(PLACEHOLDER)])
+    with pytest.raises(ConfigError) as err:
+        resolve_suite(str(only))
+    assert str(err.value) == (
+        f"{only}: refused 2 of 2 SPEED-Bench rows: they are placeholders for text whose source licence keeps "
+        "it out of SPEED-Bench (NeMo-Skills' nemo_skills/dataset/speed-bench/prepare.py fetches them)"
+        "; no rows left to measure"
+    )
+
+
+def test_speed_bench_folder_without_the_default_subset(tmp_path: Path) -> None:
+    _write_jsonl(tmp_path / "throughput_2k.jsonl", _speed_rows())
+    with pytest.raises(ConfigError, match=r"no qualitative.jsonl .*it has throughput_2k: pass one of those files"):
+        resolve_suite(str(tmp_path))
+
+
+# ------------------------------------------------------------------------ Spec-Bench folder
+
+
+def test_full_spec_bench_folder(tmp_path: Path) -> None:
+    rows = [
+        {"question_id": 81, "category": "writing", "turns": ["Write a haiku.", "Now a limerick."]},
+        {"question_id": 161, "category": "translation", "turns": ["Translate German to English: Guten Tag"]},
+    ]
+    _write_jsonl(tmp_path / "data" / "spec_bench" / "question.jsonl", rows)
+    suite = resolve_suite(str(tmp_path))
+    assert [(p.id, p.text) for p in suite.prompts] == [
+        ("spec-bench-81", "Write a haiku."),
+        ("spec-bench-161", "Translate German to English: Guten Tag"),
+    ]
+    assert suite.rows.provenance["spec-bench-161"].license.startswith("not redistributable")
+    assert suite.rows.provenance["spec-bench-81"].turns == 2
+
+
+def test_names_files_joins_and_errors(tmp_path: Path) -> None:
+    assert resolve_suite(None).label == "built-in" and resolve_suite("builtin").prompts == resolve_suite(None).prompts
+    own = _write_jsonl(tmp_path / "mine.jsonl", [{"prompt": "hello there", "category": "chat"}])
+    joined = resolve_suite(f"{own}+long-code:1k")
+    assert [p.category for p in joined.prompts] == ["chat"] and joined.long_kinds == ("code",)
+    assert joined.long_lengths == (1000,)
+    with pytest.raises(UsageError) as err:
+        resolve_suite("spec-bench-full")
+    assert str(err.value) == (
+        f"--prompts: spec-bench-full is neither a suite ({', '.join(SUITES)}) nor an existing file or folder"
+    )
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match="neither a Spec-Bench folder"):
+        resolve_suite(str(tmp_path / "empty"))
+    with pytest.raises(ConfigError, match="is in two of the joined suites"):
+        resolve_suite("builtin+builtin")
+
+
+def test_parse_lengths() -> None:
+    assert parse_lengths(None) == LENGTHS == (1000, 4000, 8000, 16000, 32000)
+    assert parse_lengths("4k,1k,1500") == (1000, 1500, 4000)
+    with pytest.raises(UsageError, match="too short"):
+        parse_lengths("100")
+    with pytest.raises(UsageError, match="not a token count"):
+        parse_lengths("big")
+
+
+# ---------------------------------------------------------------------------- long context
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from fixtures.target import build_tokenizer
+
+    return build_tokenizer()
+
+
+def test_long_context_has_the_requested_token_counts_on_every_run(tokenizer) -> None:
+    count = token_counter(tokenizer)
+    suite = resolve_suite("long-context")
+    first, lengths = long_rows(suite, count)
+    assert Counter(lengths.values()) == {n: 4 for n in LENGTHS}  # 2 kinds x 2 rows per length
+    for p in first.prompts:
+        n = lengths[p.id]
+        got = count(p.text or "")
+        assert 0.99 * n <= got <= n, (p.id, got)
+        assert p.category in ("long-code", "long-prose")
+    code = next(p for p in first.prompts if p.category == "long-code")
+    assert f"# Lib/{CODE_FILES[0]}\n" in (code.text or "")
+    prose = next(p for p in first.prompts if p.category == "long-prose")
+    assert (prose.text or "").endswith("Answer in a few sentences.")
+    again, _ = long_rows(resolve_suite("long-context"), token_counter(tokenizer))
+    assert [(p.id, p.text) for p in again.prompts] == [(p.id, p.text) for p in first.prompts]
+
+
+def test_long_context_raw_template_and_unreachable_length(tokenizer) -> None:
+    count = token_counter(tokenizer, "none")
+    (p,) = build_long_prompts(count, kinds=("prose",), lengths=(2000,), rows=1)
+    assert 1980 <= count(p.text) <= 2000 and p.num_tokens == count(p.text)
+    with pytest.raises(ConfigError, match="the whole corpus has"):
+        build_long_prompts(count, kinds=("prose",), lengths=(10**8,), rows=1)
