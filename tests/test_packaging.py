@@ -53,7 +53,9 @@ def test_wheel_holds_everything_and_builds_without_warnings(tmp_path: Path) -> N
     expected = {
         p.relative_to(ROOT).as_posix()
         for p in (ROOT / "eagle_convert").rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts and p.suffix in (".py", ".jsonl", ".typed")
+        if p.is_file()
+        and "__pycache__" not in p.parts
+        and (p.suffix in (".py", ".jsonl", ".typed") or p.name == "NOTICE")
     }
     assert expected - names == set()
     schemas = {f"eagle_convert/_schemas/{p.name}" for p in (ROOT / "schemas").glob("*.json")}
