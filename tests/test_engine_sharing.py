@@ -145,9 +145,9 @@ def test_three_drafts_one_engine_start_equal_three_separate_runs(tmp_path: Path)
     refused (the swap would overwrite the target's) and gets a fresh engine."""
     from safetensors import safe_open
 
+    from eagle_convert.measure import prepare_smoke_prompts
     from eagle_convert.measure.prompts import builtin_prompts, select_prompts
     from eagle_convert.measure.vllm_measure import measure_vllm
-    from eagle_convert.smoke.run import prepare_smoke_prompts
     from eagle_convert.vllm.session import EngineSession
     from fixtures.trained import build_trained_pair
 

@@ -343,7 +343,7 @@ def test_render_and_plot_totals_only(tmp_path: Path) -> None:
 def test_default_engine(monkeypatch: pytest.MonkeyPatch, has_vllm: bool, has_cuda: bool, expected: str) -> None:
     import torch
 
-    from eagle_convert.smoke.run import default_engine
+    from eagle_convert.measure import default_engine
     from eagle_convert.vllm_model import features as vllm_compat
 
     monkeypatch.setattr(vllm_compat, "vllm_available", lambda: has_vllm)

@@ -100,8 +100,8 @@ def test_load_target_takes_a_folder_or_its_config_file(tmp_path: Path) -> None:
 def test_upgrade_validate_finetune_and_smoke_agree_on_a_multimodal_target(tmp_path: Path) -> None:
     """Behaviour change: upgrade used to take the top level's 8 layers, validate the text config's 40."""
     from eagle_convert.finetune.plan import _check_pair
+    from eagle_convert.measure.prompts import _target_context
     from eagle_convert.measure.vllm_run import target_config
-    from eagle_convert.smoke.run import _target_context
 
     target = _target(tmp_path / "target", MULTIMODAL)
     draft = edit_draft(

@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eagle_convert.check.policy import Policy
-from eagle_convert.measure.control import Comparison, SamplingControl, repetition_loop
-from eagle_convert.measure.prompts import NATURAL
+from eagle_convert.measure import NATURAL, Comparison, SamplingControl, repetition_loop
 
 STAGES = ("static", "features", "engine", "acceptance", "alarms", "baseline", "identity", "sampling", "drift")
 TITLES = {
@@ -275,7 +274,7 @@ def _floors(spec: Any, names: list[str]) -> dict[str, float]:
 def _category_and_bucket_groups(cand: Any) -> tuple[list, list]:
     """AL per category (over all buckets) and per bucket (over all categories). With one bucket,
     smoke's (category, bucket) rows are the per-category numbers and the total is the bucket's."""
-    from eagle_convert.measure.results import Group
+    from eagle_convert.measure import Group
 
     ids = {g.bucket for g in cand.groups if g.bucket is not None}
     if len(ids) > 1:

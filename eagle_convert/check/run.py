@@ -132,7 +132,7 @@ def needs(
     if wants_vllm:
         require("vllm", f"check (the policy's {', '.join(wants_vllm)})")
     if acc:  # its prompts are tokenized here, in this process (check/stages.py, smoke's preparation)
-        from eagle_convert.smoke.run import SMOKE_MODULES
+        from eagle_convert.measure import SMOKE_MODULES
 
         require("smoke", "check (the policy's [acceptance])", SMOKE_MODULES)
     if (load is True or acc) and target is None:
@@ -240,7 +240,7 @@ def run_check(
             speculative config is refused by the release or contradicts the policy.
     """
     from eagle_convert.check import stages
-    from eagle_convert.measure.passes import Engines
+    from eagle_convert.measure import Engines
     from eagle_convert.vllm_model import installed_status, vllm_available
 
     t0 = time.perf_counter()

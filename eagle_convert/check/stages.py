@@ -19,7 +19,7 @@ from eagle_convert.check.policy import Policy
 from eagle_convert.draft import CheckpointRef
 from eagle_convert.errors import CheckpointNotFoundError
 from eagle_convert.io import missing_path_error
-from eagle_convert.measure.passes import CONTROL_EPS, GREEDY, MAIN, MIXED, Engines, plan_check_passes
+from eagle_convert.measure import CONTROL_EPS, GREEDY, MAIN, MIXED, Engines, plan_check_passes
 
 
 def local_folder(ref: str, what: str) -> Path:
@@ -205,8 +205,7 @@ def engine(s: State) -> list[CheckResult]:
 
 
 def _prompts(s: State) -> Any:
-    from eagle_convert.measure.prompts import NATURAL, builtin_prompts, load_prompts, select_prompts
-    from eagle_convert.smoke.run import prepare_smoke_prompts
+    from eagle_convert.measure import NATURAL, builtin_prompts, load_prompts, prepare_smoke_prompts, select_prompts
 
     path = s.policy.path("acceptance", "prompts")
     prompts = load_prompts(path) if path is not None else builtin_prompts()
@@ -225,7 +224,7 @@ def _prompts(s: State) -> Any:
 
 
 def _run(s: State, role: str, draft: Path | None, specs: list) -> dict[str, Any]:
-    from eagle_convert.measure.vllm_run import max_model_len_for
+    from eagle_convert.measure import max_model_len_for
 
     n = int(s.acc("max_new_tokens"))
     needed = max_model_len_for(s.folder("target"), s.pset, n, s.k)
@@ -260,7 +259,7 @@ def _plan(s: State):
 
 
 def _draft_result(s: State, path: Path, pr: Any, label: str) -> Any:
-    from eagle_convert.measure.engines import draft_from_pass
+    from eagle_convert.measure import draft_from_pass
 
     return draft_from_pass(path, pr, s.pset, s.k, label)
 
@@ -296,7 +295,7 @@ def baseline(s: State) -> list[CheckResult]:
 
 
 def _dtype(s: State) -> str:
-    from eagle_convert.measure.vllm_run import target_dtype
+    from eagle_convert.measure import target_dtype
 
     return target_dtype(s.folder("target"))
 
@@ -307,7 +306,7 @@ def _greedy(s: State) -> Any:
 
 
 def identity(s: State) -> list[CheckResult]:
-    from eagle_convert.measure.control import compare_outputs
+    from eagle_convert.measure import compare_outputs
 
     if (skip := _unmeasured(s, "identity")) is not None:
         return skip
@@ -340,7 +339,7 @@ def identity(s: State) -> list[CheckResult]:
 
 
 def sampling(s: State) -> list[CheckResult]:
-    from eagle_convert.measure.vllm_run import sampling_control
+    from eagle_convert.measure import sampling_control
 
     if (skip := _unmeasured(s, "sampling")) is not None:
         return skip
@@ -355,7 +354,7 @@ def sampling(s: State) -> list[CheckResult]:
 def drift(s: State) -> list[CheckResult]:
     """`drift` on the draft (reference engine, built-in prompts), its verdict against the [drift] limits."""
     from eagle_convert.drift import run_drift
-    from eagle_convert.measure.prompts import builtin_prompts, select_prompts
+    from eagle_convert.measure import builtin_prompts, select_prompts
 
     rep = run_drift(
         s.folder("target"),

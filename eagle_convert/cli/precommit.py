@@ -41,8 +41,7 @@ class _Command(click.Command):
 @click.option("--target", metavar="PATH_OR_REPO", help="Cross-check every draft against this target's config.")
 def precommit_cmd(files: tuple[Path, ...], strict: bool, policy_file: Path | None, target: str | None) -> None:
     """Validate the draft folders that FILES belong to."""
-    from eagle_convert.check.changed import draft_folders
-    from eagle_convert.check.policy import load_policy
+    from eagle_convert.check import draft_folders, load_policy
     from eagle_convert.validate import validate_checkpoint
 
     policy = load_policy(policy_file)

@@ -20,7 +20,7 @@ from eagle_convert.drift.recorder import DriftRecorder
 from eagle_convert.drift.results import DraftDrift, DriftReport, group_from, pooled, verdict
 from eagle_convert.errors import CheckpointNotFoundError, EngineError, UsageError
 from eagle_convert.extras import require
-from eagle_convert.measure.prompts import NATURAL, Prompt, PromptSet
+from eagle_convert.measure import NATURAL, Prompt, PromptSet
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ def _prompt_sets(
     max_new_tokens: int,
     buckets: Sequence[int],
 ) -> list[PromptSet]:
-    from eagle_convert.smoke.run import prepare_smoke_prompts
+    from eagle_convert.measure import prepare_smoke_prompts
 
     return [
         prepare_smoke_prompts(
@@ -231,7 +231,7 @@ def run_drift(
             raise UsageError(message)
     import torch
 
-    from eagle_convert.measure.results import draft_labels
+    from eagle_convert.measure import draft_labels
     from eagle_convert.reference import TargetModel, quiet_loading
 
     tdir = _folder(target, "target")

@@ -29,7 +29,7 @@ from eagle_convert.errors import (
 )
 from eagle_convert.extras import require
 from eagle_convert.io import torch_dtype
-from eagle_convert.measure.prompts import Prompt, prepare_prompts, prompt_items, resolve_chat_template
+from eagle_convert.measure import Prompt, prepare_prompts, prompt_items, resolve_chat_template
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 from eagle_convert.upgrade import FLOAT_DTYPES, NormInit
 

@@ -37,7 +37,7 @@ from eagle_convert.errors import CheckpointNotFoundError, EagleConvertError, Usa
 from eagle_convert.extras import require
 from eagle_convert.finetune.options import DEFAULT_MAX_LEN, FinetuneOptions, Stage
 from eagle_convert.io import check_output_dir, suggestion
-from eagle_convert.measure.prompts import Prompt, prompt_items, resolve_chat_template
+from eagle_convert.measure import Prompt, prompt_items, resolve_chat_template
 from eagle_convert.progress import Tick
 
 __all__ = [

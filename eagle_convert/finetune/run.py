@@ -31,7 +31,7 @@ from eagle_convert.finetune.plan import (
     held_out_al,
     plan_finetune,
 )
-from eagle_convert.measure.prompts import Prompt
+from eagle_convert.measure import Prompt
 
 __all__ = ["finetune_draft", "provenance", "run_finetune"]
 
@@ -200,7 +200,7 @@ def _load_pair(plan: FinetunePlan, device: str | None) -> tuple[Any, Any, Any]:
 
 def _generate(plan: FinetunePlan, tgt: Any, tokenizer: Any, say: Progress) -> tuple[list[list[int]], float]:
     """The target's greedy continuation of every rendered prompt (the serving template)."""
-    from eagle_convert.measure.prompts import prepare_prompts
+    from eagle_convert.measure import prepare_prompts
 
     t0 = time.perf_counter()
     ctx = getattr(tgt.model.config, "max_position_embeddings", None)

@@ -1,4 +1,5 @@
-"""Prompt sets for `smoke`: the built-in set, JSONL files, chat templates and context buckets.
+"""Prompt sets for `smoke`, `check`, `report` and `drift`: the built-in set, JSONL files, chat
+templates and context buckets; `prepare_smoke_prompts` renders and tokenizes them for a target folder.
 
 A prompt is either plain text or a list of chat messages. Both are rendered with the target's chat
 template (a plain prompt becomes one user message) unless the template is turned off, and then
@@ -335,3 +336,43 @@ def _pad(render: _Renderer, p: Prompt, words: list[str], target: int, base: list
         else:
             hi = mid - 1
     return best_ids, best
+
+
+def _target_context(target: Path) -> int | None:
+    from eagle_convert.draft import Target
+
+    return Target.from_folder(target).max_position_embeddings
+
+
+def prepare_smoke_prompts(
+    target_dir: Path,
+    prompts: Sequence[Prompt] | None,
+    *,
+    k: int,
+    max_new_tokens: int,
+    buckets: Sequence[int] = (NATURAL,),
+    chat_template: str | None = None,
+) -> PromptSet:
+    """Render and tokenize `prompts` (None: the built-in set) with the target's tokenizer, leaving
+    room for `max_new_tokens` and one draft round in its context."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(target_dir))
+    template, label = resolve_chat_template(chat_template)
+    ctx = _target_context(target_dir)
+    room = None if ctx is None else ctx - max_new_tokens - k - 1
+    if room is not None and room < 16:
+        raise UsageError(
+            f"--max-new-tokens {max_new_tokens} leaves no room for a prompt in the target's context ({ctx})"
+        )
+    pset = prepare_prompts(
+        list(prompts) if prompts is not None else builtin_prompts(),
+        tokenizer,
+        buckets=buckets,
+        chat_template=template,
+        template_label=label,
+        max_prompt_tokens=room,
+    )
+    if not pset.prompts:
+        raise UsageError("no prompt fits the requested buckets (see --buckets)")
+    return pset

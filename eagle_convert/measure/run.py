@@ -22,7 +22,22 @@ from eagle_convert.progress import OnTick
 if TYPE_CHECKING:
     from eagle_convert.measure.vllm_measure import Measurement
 
-__all__ = ["Measured", "measure_drafts"]
+__all__ = ["ENGINES", "Measured", "SMOKE_MODULES", "default_engine", "measure_drafts"]
+
+ENGINES = ("reference", "vllm")
+# What every measuring run imports (the tokenizer, and torch for either engine); --plot adds matplotlib.
+SMOKE_MODULES = ("torch", "transformers", "tokenizers")
+
+
+def default_engine() -> str:
+    """vllm when it is importable and a GPU is present, else the reference engine."""
+    from eagle_convert.vllm_model import vllm_available
+
+    if not vllm_available():
+        return "reference"
+    import torch
+
+    return "vllm" if torch.cuda.is_available() else "reference"
 
 
 @dataclass

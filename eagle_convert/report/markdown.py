@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from eagle_convert.finetune import held_out_al
-from eagle_convert.smoke.plot import bucket_label
+from eagle_convert.smoke import bucket_label
 
 __all__ = ["render_markdown"]
 

@@ -19,15 +19,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eagle_convert.measure.prompts import PromptSet
-from eagle_convert.measure.reader import read_drafts
-from eagle_convert.measure.results import DraftResult, SmokeReport, deltas, smoke_settings
-from eagle_convert.measure.run import measure_drafts
-from eagle_convert.measure.throughput import NO_SPEC, EngineRates, ThroughputReport
+from eagle_convert.measure import (
+    NO_SPEC,
+    DraftResult,
+    EngineRates,
+    PromptSet,
+    SmokeReport,
+    ThroughputReport,
+    deltas,
+    measure_drafts,
+    prepare_smoke_prompts,
+    read_drafts,
+    smoke_settings,
+)
 from eagle_convert.progress import OnTick
 from eagle_convert.report.cache import StageRecord
 from eagle_convert.report.stages import ReportOptions, smoke_command, smoke_prompts
-from eagle_convert.smoke.run import prepare_smoke_prompts
 
 if TYPE_CHECKING:
     from eagle_convert.report.runner import Runner, Variant
@@ -115,7 +122,7 @@ def _measure(
             acc = _single(target, "reference", measured.version, settings, pset, d, seconds)
             ref.append(({"acceptance": acc, "rates": None}, seconds))
         return ref, None
-    from eagle_convert.measure.vllm_measure import engine_device
+    from eagle_convert.measure import engine_device
 
     settings = _settings(opts, pset, opts.tensor_parallel_size)
     per = (time.perf_counter() - t0) / max(len(pending) + int(baseline), 1)  # of the whole measuring run

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.extras import require
-from eagle_convert.measure.results import SmokeReport
-from eagle_convert.smoke.plot import bucket_label, plot_grouped_al, plot_positions, save_png
+from eagle_convert.measure import SmokeReport
+from eagle_convert.smoke import bucket_label, plot_grouped_al, plot_positions, save_png
 
 __all__ = ["PLOTS", "plot_report"]
 

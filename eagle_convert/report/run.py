@@ -127,10 +127,10 @@ def run_report(
         UsageError: an unknown engine, or `concurrency` without the vLLM engine.
         OutputError: `out` is, contains or lies inside an input, or is not a folder.
     """
+    from eagle_convert.measure import SMOKE_MODULES, default_engine
     from eagle_convert.report.measure import measure_variants
     from eagle_convert.report.write import write_outputs
-    from eagle_convert.smoke.plot import PLOT_MODULES
-    from eagle_convert.smoke.run import SMOKE_MODULES, default_engine
+    from eagle_convert.smoke import PLOT_MODULES
 
     opts = options or ReportOptions()
     # Everything the run will import, before its first stage: the plots come last, after minutes

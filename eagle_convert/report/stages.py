@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eagle_convert.finetune import FinetuneOptions
-from eagle_convert.measure.prompts import NATURAL, Prompt
+from eagle_convert.measure import NATURAL, Prompt
 from eagle_convert.optionspec import to_argv
 from eagle_convert.progress import OnTick
 from eagle_convert.upgrade import UpgradeOptions
@@ -41,7 +41,7 @@ Say = Callable[[str], None]
 class ReportOptions:
     """Everything a report run is asked for besides DRAFT, TARGET and OUT (the CLI's options)."""
 
-    engine: str | None = None  # None: smoke.run.default_engine()
+    engine: str | None = None  # None: measure.default_engine()
     prompts_file: str | None = None  # smoke prompts (JSONL); None: the built-in set
     categories: tuple[str, ...] = ()
     limit: int | None = None
@@ -257,7 +257,7 @@ def smoke_command(target: Path, drafts: Sequence[Path], opts: ReportOptions, eng
 
 def smoke_prompts(opts: ReportOptions) -> list[Prompt]:
     """The prompts smoke would use for these options (`select_prompts`, as `smoke` selects them)."""
-    from eagle_convert.measure.prompts import builtin_prompts, load_prompts, select_prompts
+    from eagle_convert.measure import builtin_prompts, load_prompts, select_prompts
 
     base = load_prompts(opts.prompts_file) if opts.prompts_file else builtin_prompts()
     return select_prompts(base, opts.categories, opts.limit)

@@ -13,7 +13,7 @@ from typing import Any
 
 from eagle_convert._version import __version__
 from eagle_convert.io import write_text_atomic
-from eagle_convert.measure.results import SmokeReport
+from eagle_convert.measure import SmokeReport
 from eagle_convert.report.cache import StageRecord, write_json_atomic
 from eagle_convert.report.markdown import render_markdown
 from eagle_convert.report.runner import CALIBRATED, EAGLE3, FINETUNED, IDENTITY, StageEvent, Variant

@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.extras import require
-from eagle_convert.measure.prompts import NATURAL
-from eagle_convert.measure.results import SmokeReport
+from eagle_convert.measure import NATURAL, SmokeReport
 
 __all__ = [
     "PLOT_MODULES",

@@ -17,42 +17,24 @@ from typing import Any
 from eagle_convert.errors import CheckpointNotFoundError, UsageError
 from eagle_convert.extras import require
 from eagle_convert.io import suggestion
-from eagle_convert.measure.prompts import (
+from eagle_convert.measure import (
+    ENGINES,
     NATURAL,
+    SMOKE_MODULES,
     Prompt,
-    PromptSet,
-    builtin_prompts,
-    prepare_prompts,
-    resolve_chat_template,
+    SmokeReport,
+    default_engine,
+    deltas,
+    measure_drafts,
+    prepare_smoke_prompts,
+    smoke_settings,
 )
-from eagle_convert.measure.results import SmokeReport, deltas, smoke_settings
-from eagle_convert.measure.run import measure_drafts
 from eagle_convert.progress import OnTick
 
-__all__ = [
-    "ENGINES",
-    "SMOKE_MODULES",
-    "default_engine",
-    "run_smoke",
-    "prepare_smoke_prompts",
-]
+__all__ = ["run_smoke"]
 
-ENGINES = ("reference", "vllm")
-# What every smoke run imports (the tokenizer, and torch for either engine); --plot adds matplotlib.
-SMOKE_MODULES = ("torch", "transformers", "tokenizers")
 
 # ------------------------------------------------------------------------------- helpers
-
-
-def default_engine() -> str:
-    """vllm when it is importable and a GPU is present, else the reference engine."""
-    from eagle_convert.vllm_model import vllm_available
-
-    if not vllm_available():
-        return "reference"
-    import torch
-
-    return "vllm" if torch.cuda.is_available() else "reference"
 
 
 def _local_dir(path: str | Path, what: str) -> Path:
@@ -80,12 +62,6 @@ def _local_dir(path: str | Path, what: str) -> Path:
     if not has_config:
         raise CheckpointNotFoundError(f"{what} {path}: no config.json")
     return p.resolve()
-
-
-def _target_context(target: Path) -> int | None:
-    from eagle_convert.draft import Target
-
-    return Target.from_folder(target).max_position_embeddings
 
 
 # Keys the reference engine follows (it always drafts as method eagle3, at num_speculative_tokens).
@@ -123,40 +99,6 @@ def _serve_config(value: str | dict[str, Any] | None, k: int | None, engine: str
 
 
 # ---------------------------------------------------------------------------------- main
-
-
-def prepare_smoke_prompts(
-    target_dir: Path,
-    prompts: Sequence[Prompt] | None,
-    *,
-    k: int,
-    max_new_tokens: int,
-    buckets: Sequence[int] = (NATURAL,),
-    chat_template: str | None = None,
-) -> PromptSet:
-    """Render and tokenize `prompts` (None: the built-in set) with the target's tokenizer, leaving
-    room for `max_new_tokens` and one draft round in its context."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(target_dir))
-    template, label = resolve_chat_template(chat_template)
-    ctx = _target_context(target_dir)
-    room = None if ctx is None else ctx - max_new_tokens - k - 1
-    if room is not None and room < 16:
-        raise UsageError(
-            f"--max-new-tokens {max_new_tokens} leaves no room for a prompt in the target's context ({ctx})"
-        )
-    pset = prepare_prompts(
-        list(prompts) if prompts is not None else builtin_prompts(),
-        tokenizer,
-        buckets=buckets,
-        chat_template=template,
-        template_label=label,
-        max_prompt_tokens=room,
-    )
-    if not pset.prompts:
-        raise UsageError("no prompt fits the requested buckets (see --buckets)")
-    return pset
 
 
 def run_smoke(
@@ -255,7 +197,7 @@ def run_smoke(
     results, version = measured.drafts, measured.version
     throughput = None
     if measured.vllm is not None and concurrency:
-        from eagle_convert.measure.vllm_measure import throughput_report
+        from eagle_convert.measure import throughput_report
 
         throughput = throughput_report(measured.vllm, concurrency)
     settings = smoke_settings(

@@ -71,10 +71,7 @@ def check_cmd(
     strict load in vLLM, acceptance floors, output identity and sampling sanity, as the policy
     (eagle-check.toml) asks. Stages run cheapest first and stop at the first failure.
     """
-    from eagle_convert.check.junit import to_junit
-    from eagle_convert.check.policy import load_policy
-    from eagle_convert.check.run import run_check
-    from eagle_convert.check.summary import write_summary
+    from eagle_convert.check import load_policy, run_check, to_junit, write_summary
     from eagle_convert.cli.interrupt import on_interrupt
     from eagle_convert.cli.progress import ProgressDisplay
     from eagle_convert.io import write_text_atomic

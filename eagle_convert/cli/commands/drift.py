@@ -89,7 +89,7 @@ def drift_cmd(
     from eagle_convert.cli.progress import ProgressDisplay
     from eagle_convert.drift import run_drift
     from eagle_convert.errors import UsageError
-    from eagle_convert.measure.prompts import builtin_prompts, load_prompts, parse_buckets, select_prompts
+    from eagle_convert.measure import builtin_prompts, load_prompts, parse_buckets, select_prompts
 
     if plot_path is not None and not plot_path.lower().endswith(".png"):
         raise UsageError(f"--plot: {plot_path} must end in .png")

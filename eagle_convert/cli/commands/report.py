@@ -95,11 +95,8 @@ def report_cmd(
     failure (the message names the stage), 2 on usage, 130 when interrupted.
     """
     from eagle_convert.cli.interrupt import on_interrupt
-    from eagle_convert.measure.prompts import parse_buckets
-    from eagle_convert.measure.throughput import DEFAULT_CONCURRENCY, parse_concurrency
-    from eagle_convert.report.run import run_report
-    from eagle_convert.report.stages import ReportOptions
-    from eagle_convert.smoke.run import default_engine
+    from eagle_convert.measure import DEFAULT_CONCURRENCY, default_engine, parse_buckets, parse_concurrency
+    from eagle_convert.report import ReportOptions, run_report
 
     chosen = None if engine == "auto" else engine
     if concurrency is not None and concurrency.strip().lower() == "none":

@@ -56,14 +56,13 @@ def smoke_cmd(
     from eagle_convert.cli.output import console, echo_json
     from eagle_convert.cli.progress import ProgressDisplay
     from eagle_convert.errors import UsageError
-    from eagle_convert.measure.prompts import builtin_prompts, load_prompts, parse_buckets, select_prompts
-    from eagle_convert.measure.throughput import parse_concurrency
-    from eagle_convert.smoke.run import run_smoke
+    from eagle_convert.measure import builtin_prompts, load_prompts, parse_buckets, parse_concurrency, select_prompts
+    from eagle_convert.smoke import run_smoke
 
     if plot_path is not None and not plot_path.lower().endswith(".png"):
         raise UsageError(f"--plot: {plot_path} must end in .png")
     if plot_path is not None:
-        from eagle_convert.smoke.plot import require_plot
+        from eagle_convert.smoke import require_plot
 
         require_plot()
     if speculative_config is not None:  # k from the config unless -k was given
@@ -101,7 +100,7 @@ def smoke_cmd(
     if as_json and report.throughput is not None and report.throughput.note:  # the table prints it otherwise
         click.echo(f"Note: per-user tokens/s {report.throughput.note}", err=True)
     if plot_path is not None:
-        from eagle_convert.smoke.plot import plot_smoke
+        from eagle_convert.smoke import plot_smoke
 
         plot_smoke(report, plot_path)  # atomic: the old plot or the new one, never half
         on_interrupt(f"; wrote only {plot_path}")

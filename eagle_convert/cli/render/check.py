@@ -8,8 +8,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from eagle_convert.check.checks import STAGES, TITLES, format_value
-from eagle_convert.check.run import CheckReport
+from eagle_convert.check import STAGES, TITLES, CheckReport, format_value
 
 _STATUS = {"pass": "[green]pass[/green]", "fail": "[bold red]FAIL[/bold red]", "skip": "[dim]skip[/dim]"}
 

@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from eagle_convert.drift import DepthRow, DraftDrift, DriftGroup, DriftReport
-from eagle_convert.measure.prompts import NATURAL
+from eagle_convert.measure import NATURAL
 
 
 def _f(x: float | None, fmt: str = "{:.2f}") -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from eagle_convert.report.run import ReportResult
+from eagle_convert.report import ReportResult
 
 
 def render_report(console: Console, result: ReportResult) -> None:
@@ -44,7 +44,7 @@ def render_report(console: Console, result: ReportResult) -> None:
         console.print(f"{mark} {c['claim']}: {c['detail']}")
     if acc.get("throughput"):
         from eagle_convert.cli.render.throughput import render_throughput
-        from eagle_convert.measure.throughput import ThroughputReport
+        from eagle_convert.measure import ThroughputReport
 
         console.print()
         render_throughput(

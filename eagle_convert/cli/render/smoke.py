@@ -7,8 +7,7 @@ from collections import Counter
 from rich.console import Console
 from rich.table import Table
 
-from eagle_convert.measure.prompts import NATURAL
-from eagle_convert.measure.results import Counts, DraftResult, SmokeReport
+from eagle_convert.measure import NATURAL, Counts, DraftResult, SmokeReport
 
 
 def bucket_name(bucket: int | None) -> str:

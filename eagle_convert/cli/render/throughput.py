@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from rich.console import Console
 from rich.table import Table
 
-from eagle_convert.measure.throughput import ThroughputReport
+from eagle_convert.measure import ThroughputReport
 
 
 def render_throughput(console: Console, t: ThroughputReport, al: Mapping[str, float] | None = None) -> None:
