@@ -17,6 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from eagle_convert.cache.capture import capture_cache  # noqa: E402
+from eagle_convert.cache.options import CaptureOptions  # noqa: E402
 from eagle_convert.cache.source import CachedTarget  # noqa: E402
 from eagle_convert.cache.store import MANIFEST, read_manifest  # noqa: E402
 from eagle_convert.errors import UsageError  # noqa: E402
@@ -51,8 +52,7 @@ def test_reference_capture_holds_the_targets_features(pair, ref_target, tmp_path
         pair["draft"],
         pair["prompts"],
         tmp_path / "c",
-        engine="reference",
-        shard_size=4,
+        CaptureOptions(engine="reference", shard_size=4),
         reference_target=ref_target,
     )
     assert res.captured == [0, 1] and res.tokens == sum(map(len, pair["prompts"]))
@@ -68,43 +68,53 @@ def test_reference_capture_holds_the_targets_features(pair, ref_target, tmp_path
         pair["draft"],
         pair["prompts"],
         tmp_path / "c",
-        engine="reference",
-        shard_size=4,
+        CaptureOptions(engine="reference", shard_size=4),
         reference_target=ref_target,
     )
     assert again.captured == [] and _shas(tmp_path / "c") == before  # verified by hash, kept
 
 
 def test_a_corrupted_shard_is_captured_again(pair, ref_target, tmp_path: Path) -> None:
-    kw = dict(engine="reference", shard_size=2, reference_target=ref_target)
-    capture_cache(pair["target"], pair["draft"], pair["prompts"], tmp_path / "c", **kw)
+    kw = dict(reference_target=ref_target)
+    ref2 = CaptureOptions(engine="reference", shard_size=2)
+    capture_cache(pair["target"], pair["draft"], pair["prompts"], tmp_path / "c", ref2, **kw)
     before = _shas(tmp_path / "c")
     shard = tmp_path / "c" / "shard-00001.safetensors"
     data = bytearray(shard.read_bytes())
     data[-1] ^= 0xFF
     shard.write_bytes(bytes(data))
-    res = capture_cache(pair["target"], pair["draft"], pair["prompts"], tmp_path / "c", **kw)
+    res = capture_cache(pair["target"], pair["draft"], pair["prompts"], tmp_path / "c", ref2, **kw)
     assert res.captured == [1] and _shas(tmp_path / "c") == before
 
 
 def test_another_plan_is_refused(pair, ref_target, tmp_path: Path) -> None:
-    kw = dict(engine="reference", reference_target=ref_target)
-    capture_cache(pair["target"], pair["draft"], pair["prompts"], tmp_path / "c", shard_size=2, **kw)
+    kw = dict(reference_target=ref_target)
+    capture_cache(
+        pair["target"], pair["draft"], pair["prompts"], tmp_path / "c", CaptureOptions("reference", shard_size=2), **kw
+    )
     with pytest.raises(UsageError, match=r"holds a capture of another plan \(shard_size differ\)"):
-        capture_cache(pair["target"], pair["draft"], pair["prompts"], tmp_path / "c", shard_size=3, **kw)
+        capture_cache(
+            pair["target"],
+            pair["draft"],
+            pair["prompts"],
+            tmp_path / "c",
+            CaptureOptions("reference", shard_size=3),
+            **kw,
+        )
 
 
 _KILLER = """
 import os, signal, sys
 from pathlib import Path
 from eagle_convert.cache.capture import capture_cache
+from eagle_convert.cache.options import CaptureOptions
 from fixtures.trained import build_trained_pair, trained_info
 t, d = build_trained_pair(log=lambda m: None)
 prompts = trained_info(t.parent)["heldout_prompts"][:6]
 def tick(t):
     if t.done == 2:
         os.kill(os.getpid(), signal.SIGKILL)  # killed midway: after two of three shards
-capture_cache(t, d, prompts, Path(sys.argv[1]), engine="reference", shard_size=2, on_tick=tick)
+capture_cache(t, d, prompts, Path(sys.argv[1]), CaptureOptions("reference", shard_size=2), on_tick=tick)
 """
 
 
@@ -113,10 +123,11 @@ def test_a_capture_killed_midway_resumes_to_the_same_cache(pair, ref_target, tmp
     proc = subprocess.run([sys.executable, "-c", _KILLER, str(tmp_path / "k")], env=env, cwd=ROOT)
     assert proc.returncode == -signal.SIGKILL
     assert sorted(read_manifest(tmp_path / "k").shards) == [0, 1]
-    kw = dict(engine="reference", shard_size=2, reference_target=ref_target)
-    res = capture_cache(pair["target"], pair["draft"], pair["prompts"], tmp_path / "k", **kw)
+    kw = dict(reference_target=ref_target)
+    ref2 = CaptureOptions(engine="reference", shard_size=2)
+    res = capture_cache(pair["target"], pair["draft"], pair["prompts"], tmp_path / "k", ref2, **kw)
     assert res.captured == [2]
-    capture_cache(pair["target"], pair["draft"], pair["prompts"], tmp_path / "whole", **kw)
+    capture_cache(pair["target"], pair["draft"], pair["prompts"], tmp_path / "whole", ref2, **kw)
     for name in ("shard-00000.safetensors", "shard-00001.safetensors", "shard-00002.safetensors"):
         assert (tmp_path / "k" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes()
     assert _shas(tmp_path / "k") == _shas(tmp_path / "whole")
@@ -135,7 +146,9 @@ def _train(source, pair, ref_target, seqs):
 
 def test_training_from_the_cache_equals_online_training(pair, ref_target, tmp_path: Path) -> None:
     seqs = pair["prompts"]
-    capture_cache(pair["target"], pair["draft"], seqs, tmp_path / "c", engine="reference", reference_target=ref_target)
+    capture_cache(
+        pair["target"], pair["draft"], seqs, tmp_path / "c", CaptureOptions("reference"), reference_target=ref_target
+    )
     cache = CachedTarget(tmp_path / "c")
     online, w_online = _train(ref_target, pair, ref_target, seqs)
     cached, w_cached = _train(cache, pair, ref_target, seqs)
@@ -152,7 +165,7 @@ def test_a_cache_of_other_aux_ids_is_refused(pair, ref_target, tmp_path: Path) -
         pair["draft"],
         pair["prompts"][:2],
         tmp_path / "c",
-        engine="reference",
+        CaptureOptions("reference"),
         reference_target=ref_target,
     )
     cache = CachedTarget(tmp_path / "c")
@@ -185,7 +198,7 @@ def vllm_cache(pair, tmp_path_factory):
     from eagle_convert.vllm.session import EngineSession
 
     root = tmp_path_factory.mktemp("vcap")
-    kw = dict(engine="vllm", shard_size=2)
+    kw = dict(opts=CaptureOptions("vllm", shard_size=2))
     with EngineSession() as s:
         whole = capture_cache(pair["target"], pair["draft"], pair["prompts"], root / "whole", session=s, **kw)
 

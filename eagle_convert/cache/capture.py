@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eagle_convert.cache.options import CAPTURE_ENGINES, CaptureOptions
 from eagle_convert.cache.store import (
     CACHE_FORMAT,
     CachePlan,
@@ -28,11 +29,31 @@ from eagle_convert.cache.store import (
     shard_name,
 )
 from eagle_convert.errors import UsageError
+from eagle_convert.extras import require
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 
-__all__ = ["CaptureResult", "capture_cache", "draft_features_spec"]
+__all__ = ["CaptureResult", "capture_cache", "check_capture_options", "draft_features_spec"]
 
-ENGINES = ("vllm", "reference")
+
+def check_capture_options(opts: CaptureOptions) -> None:
+    """Refuse what no capture can run, before anything loads.
+
+    Raises:
+        UsageError: an unknown engine or dtype, a shard size below 1, pipeline parallelism.
+        MissingExtraError: engine vllm without vLLM installed.
+    """
+    if opts.engine not in CAPTURE_ENGINES:
+        raise UsageError(f"--engine {opts.engine!r}: expected one of {', '.join(CAPTURE_ENGINES)}")
+    if opts.shard_size < 1:
+        raise UsageError("--shard-size must be at least 1")
+    if opts.pipeline_parallel_size > 1:
+        # the hooks need every aux layer and the final norm on one rank (vllm/capture_ext.py)
+        raise UsageError(
+            "--pipeline-parallel-size > 1: capture does not support pipeline parallelism yet; "
+            "use --tensor-parallel-size"
+        )
+    if opts.engine == "vllm":
+        require("vllm", "capture --engine vllm")
 
 
 @dataclass
@@ -110,13 +131,8 @@ def capture_cache(
     draft: Path,
     sequences: Sequence[Sequence[int]],
     out: Path,
+    opts: CaptureOptions | None = None,
     *,
-    engine: str = "vllm",
-    dtype: str = "auto",
-    shard_size: int = 64,
-    tensor_parallel_size: int = 1,
-    pipeline_parallel_size: int = 1,
-    max_model_len: int | None = None,
     provenance: Sequence[dict[str, Any]] | None = None,
     force: bool = False,
     on_tick: OnTick | None = None,
@@ -130,10 +146,7 @@ def capture_cache(
         draft: the draft folder: its aux ids (as vLLM reads them) and its vocabulary.
         sequences: token ids to prefill, one list per training sequence.
         out: the cache folder (created; a cache of the same plan is continued).
-        engine: ``vllm`` or ``reference``.
-        dtype: the engine's dtype (``auto``: the target's).
-        shard_size: sequences per shard.
-        tensor_parallel_size, pipeline_parallel_size: vLLM's, passed through.
+        opts: the engine, its dtype and parallelism, the shard size (default `CaptureOptions()`).
         provenance: per sequence, where it came from (prompt set, index, template); in the manifest.
         force: start over when ``out`` holds another plan's cache.
         on_tick: progress per shard (tokens/s in ``info``).
@@ -143,14 +156,16 @@ def capture_cache(
         CaptureResult with the manifest, what this run captured and its speed.
 
     Raises:
-        UsageError: bad arguments or another plan's cache in ``out``. EngineError: vLLM failed.
+        UsageError: bad arguments or another plan's cache in ``out``. MissingExtraError: vLLM is not
+        installed (engine vllm). EngineError: vLLM failed.
     """
+    o = opts or CaptureOptions()
+    engine, dtype, shard_size = o.engine, o.dtype, o.shard_size
+    check_capture_options(o)
     from eagle_convert.draft import load_target
 
-    if engine not in ENGINES:
-        raise UsageError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
-    if shard_size < 1 or not sequences:
-        raise UsageError("capture needs at least one sequence and --shard-size >= 1")
+    if not sequences:
+        raise UsageError("capture needs at least one sequence")
     seqs = [[int(t) for t in s] for s in sequences]
     tgt = load_target(target)
     aux_ids, rows = draft_features_spec(Path(draft), int(tgt.num_layers or 0))
@@ -181,7 +196,7 @@ def capture_cache(
 
         kw = {} if dtype == "auto" else {"dtype": _torch_dtype(dtype)}  # auto: fp32, the reference's own
         reference_target = TargetModel.from_pretrained(target, device="cpu", **kw)
-    length = max_model_len or max(len(s) for s in seqs) + 8
+    length = o.max_model_len or max(len(s) for s in seqs) + 8
     try:
         for n, idx in plan.shards():
             if n not in todo:
@@ -201,8 +216,8 @@ def capture_cache(
                     path=tmp,
                     metadata=meta,
                     dtype=dtype,
-                    tensor_parallel_size=tensor_parallel_size,
-                    pipeline_parallel_size=pipeline_parallel_size,
+                    tensor_parallel_size=o.tensor_parallel_size,
+                    pipeline_parallel_size=o.pipeline_parallel_size,
                     max_model_len=length,
                 )
                 prefill += float(res["prefill_s"])

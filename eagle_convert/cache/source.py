@@ -19,7 +19,7 @@ from torch import Tensor
 from eagle_convert.cache.store import Manifest, read_manifest
 from eagle_convert.errors import UsageError
 
-__all__ = ["CachedTarget"]
+__all__ = ["CachedTarget", "target_head_weights"]
 
 
 class CachedTarget:
@@ -50,6 +50,11 @@ class CachedTarget:
         if n is None:
             raise UsageError(f"{self.manifest.plan.target}: the target's config.json has no vocab_size")
         return int(n)
+
+    @property
+    def target(self) -> Path:
+        """The target folder the cache was captured from (the manifest's plan)."""
+        return Path(self.manifest.plan.target)
 
     def sequences(self) -> list[list[int]]:
         """Every cached sequence's token ids, in capture order."""
@@ -102,3 +107,32 @@ def _pad(x: Tensor, t: int) -> Tensor:
     out = x.new_zeros((t, *x.shape[1:]))
     out[: x.shape[0]] = x
     return out
+
+
+def target_head_weights(target: str | Path) -> tuple[Tensor, Tensor]:
+    """(embedding, lm_head) of the target folder as fp32, read from its safetensors alone: what a
+    draft shares with its target, without loading the target (the lm_head is the embedding when
+    the target ties them or stores no head).
+
+    Raises:
+        UsageError: no safetensors in the folder, or no embedding tensor in them.
+    """
+    from safetensors import safe_open
+
+    folder = Path(target)
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise UsageError(f"{folder}: no *.safetensors files; the draft's embedding comes from the target's weights")
+    found: dict[str, Tensor] = {}
+    for f in files:
+        with safe_open(str(f), framework="pt") as h:
+            for key in h.keys():
+                if key.endswith("embed_tokens.weight") and "embed" not in found:
+                    found["embed"] = h.get_tensor(key).float()
+                elif key == "lm_head.weight" or key.endswith(".lm_head.weight"):
+                    found["head"] = h.get_tensor(key).float()
+    if "embed" not in found:
+        raise UsageError(f"{folder}: no embed_tokens.weight in its safetensors files")
+    config = json.loads((folder / "config.json").read_text())
+    tied = bool(config.get("tie_word_embeddings", config.get("text_config", {}).get("tie_word_embeddings", False)))
+    return found["embed"], found["embed"] if tied or "head" not in found else found["head"]

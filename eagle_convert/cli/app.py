@@ -26,8 +26,8 @@ from eagle_convert.io import printable
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 # Lazily loaded commands (module names under eagle_convert/cli/commands/), in pipeline order: the
 # order `--help` lists them in, after `inspect` (defined here): look, convert, compare, check the
-# static path, measure, train, gate, report, publish.
-COMMANDS = ("upgrade", "diff", "validate", "smoke", "drift", "finetune", "report", "check", "push")
+# static path, measure, capture the target's features, train, gate, report, publish.
+COMMANDS = ("upgrade", "diff", "validate", "smoke", "drift", "capture", "finetune", "report", "check", "push")
 PIPELINE = ("inspect", *COMMANDS)
 
 

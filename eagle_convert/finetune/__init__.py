@@ -6,6 +6,7 @@ from eagle_convert._lazy import TYPE_CHECKING, attach
 
 if TYPE_CHECKING:  # what type checkers see
     from eagle_convert.finetune.calibrate import CALIBRATE_MODULES, Calibration, calibrate_fc_norm
+    from eagle_convert.finetune.capture import capture_training_data
     from eagle_convert.finetune.options import FinetuneOptions
     from eagle_convert.finetune.plan import (
         BATCH_SIZE,
@@ -26,6 +27,7 @@ else:  # what runs: each name imported from its module on first use
             "CALIBRATE_MODULES": "eagle_convert.finetune.calibrate",
             "Calibration": "eagle_convert.finetune.calibrate",
             "calibrate_fc_norm": "eagle_convert.finetune.calibrate",
+            "capture_training_data": "eagle_convert.finetune.capture",
             "FinetuneOptions": "eagle_convert.finetune.options",
             "BATCH_SIZE": "eagle_convert.finetune.plan",
             "FinetuneEvent": "eagle_convert.finetune.plan",
@@ -44,6 +46,7 @@ else:  # what runs: each name imported from its module on first use
 __all__ = [
     "BATCH_SIZE",
     "calibrate_fc_norm",
+    "capture_training_data",
     "CALIBRATE_MODULES",
     "Calibration",
     "finetune_draft",

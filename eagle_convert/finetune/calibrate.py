@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from eagle_convert.cache import CaptureOptions
 from eagle_convert.draft import Checkpoint, CheckpointRef, Target, canonical_map, open_checkpoint
 from eagle_convert.errors import (
     CheckpointNotFoundError,
@@ -106,6 +107,8 @@ def calibrate_fc_norm(
     device: str | None = None,
     say: Callable[[str], None] | None = None,
     on_tick: OnTick | None = None,
+    cache: str | Path | None = None,
+    capture: CaptureOptions | None = None,
 ) -> Calibration:
     """Measure fc_norm weights for the EAGLE-3 `draft` on `target` (a local folder).
 
@@ -119,16 +122,21 @@ def calibrate_fc_norm(
         device: None: the first GPU torch sees, else CPU.
         say: gets a line per phase.
         on_tick: a count of the prompts run in each phase.
+        cache: a capture cache (`eagle-convert capture`) to read the aux states from instead of
+            running the target: its sequences are the calibration data (`prompts` and
+            `chat_template` are not used), every 4th held out as above; the target is not loaded.
+        capture: first capture the rendered calibration prompts (no continuation) into `cache`
+            with these settings (vLLM: the target tensor parallel if asked), then read them back.
 
     Returns:
         The measured weights (`norm_init()` for `plan_upgrade`) and the held-out agreement.
 
     Raises:
         MissingExtraError: torch is not installed.
+        UsageError: no prompts, or a cache captured for another target or aux ids, or incomplete.
     """
     require("smoke", "upgrade --init calibrated", CALIBRATE_MODULES)
     import torch
-    from transformers import AutoTokenizer
 
     from eagle_convert.reference import (
         TargetModel,
@@ -144,10 +152,6 @@ def calibrate_fc_norm(
     say = say or (lambda _m: None)
     t0 = time.perf_counter()
     tdir = _target_folder(target)
-    items, label = prompt_items(prompts)
-    if not items:
-        raise UsageError("no calibration prompts")
-    template, template_label = resolve_chat_template(chat_template)
     ckpt = draft if isinstance(draft, Checkpoint) else open_checkpoint(draft, require_config=True)
     try:
         cfg = draft_config_from_dict(ckpt.config)
@@ -159,34 +163,24 @@ def calibrate_fc_norm(
             f"target {target}: hidden size {tconf.hidden_size} != the draft's "
             f"target_hidden_size {cfg.target_hidden_size}: this draft was not trained for it"
         )
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(str(tdir))
-    except (OSError, ValueError) as exc:
-        raise CheckpointReadError(
-            f"target {target}: transformers cannot load its tokenizer ({exc})".split("\n")[0],
-            hint="--init calibrated needs the target's tokenizer files beside its config",
-        ) from None
-    ctx = tconf.max_position_embeddings
-    pset = prepare_prompts(
-        items,
-        tokenizer,
-        chat_template=template,
-        template_label=template_label,
-        max_prompt_tokens=ctx,
-    )
-    seqs = [p.token_ids for p in pset.prompts]
-    if not seqs:
-        raise UsageError("no calibration prompt fits the target's context")
+    if capture is not None:
+        if cache is None:
+            raise UsageError("--capture needs the cache folder to capture into (--cache)")
+        _capture(ckpt, tdir, cache, prompts, chat_template, capture, say, on_tick)
+    if cache is not None:
+        tgt, seqs, label, template_label = _from_cache(cache, tdir, int(tconf.num_layers or 0), aux_ids, say)
+    else:
+        seqs, label, template_label = _rendered(tdir, target, tconf, prompts, chat_template)
+        say(f"calibrate: loading {tdir.name}")
+        try:
+            with quiet_loading():
+                tgt = TargetModel.from_pretrained(tdir, device=device)
+        except (OSError, ValueError, KeyError) as exc:
+            raise CheckpointReadError(f"target {target}: transformers cannot load it ({exc})".split("\n")[0]) from None
     is_held = [len(seqs) >= 2 and i % HOLD_OUT_EVERY == HOLD_OUT_EVERY - 1 for i in range(len(seqs))]
     held = [s for s, h in zip(seqs, is_held) if h]
     fit = [s for s, h in zip(seqs, is_held) if not h]
 
-    say(f"calibrate: loading {tdir.name}")
-    try:
-        with quiet_loading():
-            tgt = TargetModel.from_pretrained(tdir, device=device)
-    except (OSError, ValueError, KeyError) as exc:
-        raise CheckpointReadError(f"target {target}: transformers cannot load it ({exc})".split("\n")[0]) from None
     ids = sorted(set(aux_ids))
     if max(ids) > tgt.num_layers:
         raise UpgradeRefusedError(f"aux layer id {max(ids)} is beyond the target's {tgt.num_layers} layers")
@@ -236,4 +230,101 @@ def calibrate_fc_norm(
         agreement_identity=agreement_id,
         device=str(tgt.device),
         seconds=time.perf_counter() - t0,
+    )
+
+
+def _rendered(
+    tdir: Path,
+    target: str | Path,
+    tconf: Target,
+    prompts: Sequence[Prompt] | str | Path | None,
+    chat_template: str | None,
+) -> tuple[list[list[int]], str, str]:
+    """The calibration prompts rendered with the serving template: (token ids, prompts label, template label)."""
+    from transformers import AutoTokenizer
+
+    items, label = prompt_items(prompts)
+    if not items:
+        raise UsageError("no calibration prompts")
+    template, template_label = resolve_chat_template(chat_template)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(tdir))
+    except (OSError, ValueError) as exc:
+        raise CheckpointReadError(
+            f"target {target}: transformers cannot load its tokenizer ({exc})".split("\n")[0],
+            hint="--init calibrated needs the target's tokenizer files beside its config",
+        ) from None
+    pset = prepare_prompts(
+        items,
+        tokenizer,
+        chat_template=template,
+        template_label=template_label,
+        max_prompt_tokens=tconf.max_position_embeddings,
+    )
+    seqs = [p.token_ids for p in pset.prompts]
+    if not seqs:
+        raise UsageError("no calibration prompt fits the target's context")
+    return seqs, label, template_label
+
+
+class _CachedAux:
+    """What `reference.calibrate` asks of a target (``forward(ids, aux_ids=).aux``, ``device``,
+    ``embed_weight``, ``lm_head_weight``, ``num_layers``), answered from a capture cache."""
+
+    def __init__(self, cache: Any, tdir: Path, num_layers: int) -> None:
+        from eagle_convert.cache import target_head_weights
+
+        self.cache = cache
+        self.device = cache.device
+        self.num_layers = num_layers
+        self.embed_weight, self.lm_head_weight = target_head_weights(tdir)
+
+    def forward(self, input_ids: Any, *, aux_ids: Sequence[int]) -> Any:
+        from types import SimpleNamespace
+
+        return SimpleNamespace(aux=self.cache.load(input_ids[0].tolist())["aux"][None].to(self.device))
+
+
+def _from_cache(
+    cache: str | Path, tdir: Path, num_layers: int, aux_ids: Sequence[int], say: Callable[[str], None]
+) -> tuple[Any, list[list[int]], str, str]:
+    """(the cache standing in for the target, its sequences, prompts label, template label)."""
+    from eagle_convert.cache import CachedTarget, check_cache
+
+    man = check_cache(cache, target=tdir, aux_ids=aux_ids)  # aux states only: any draft vocabulary
+    source = CachedTarget(cache)
+    seqs = source.sequences()
+    first = man.provenance.get("0", {}) if isinstance(man.provenance, dict) else {}
+    say(f"calibrate: aux hidden states from the cache {cache} ({len(seqs)} sequences)")
+    return _CachedAux(source, tdir, num_layers), seqs, f"cache {cache}", str(first.get("chat_template", "cache"))
+
+
+def _capture(
+    ckpt: Checkpoint,
+    tdir: Path,
+    cache: str | Path,
+    prompts: Sequence[Prompt] | str | Path | None,
+    chat_template: str | None,
+    capture: CaptureOptions,
+    say: Callable[[str], None],
+    on_tick: OnTick | None,
+) -> None:
+    """The calibration prompts, rendered as `_rendered` renders them, captured into `cache`."""
+    from eagle_convert.finetune.capture import capture_training_data
+    from eagle_convert.finetune.options import FinetuneOptions
+
+    root = getattr(ckpt.source, "root", None)
+    if root is None or not (Path(root) / ckpt.prefix / "config.json").is_file():
+        raise UsageError(f"{ckpt.description}: --capture needs the draft in a local folder with its config.json")
+    given = None if prompts is None or not isinstance(prompts, (str, Path)) else str(prompts)
+    data = FinetuneOptions(prompts=given, chat_template=chat_template, continuation_tokens=0)
+    capture_training_data(
+        Path(root) / ckpt.prefix,
+        tdir,
+        cache,
+        data,
+        capture,
+        prompts=None if given is not None or prompts is None else list(prompts),  # type: ignore[arg-type]
+        say=say,
+        on_tick=on_tick,
     )

@@ -28,10 +28,11 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from eagle_convert.cache import CaptureOptions, check_cache
 from eagle_convert.draft import Target
 from eagle_convert.errors import CheckpointNotFoundError, EagleConvertError, UsageError
 from eagle_convert.extras import require
@@ -48,6 +49,7 @@ __all__ = [
     "FinetuneRefusedError",
     "FinetuneResult",
     "Progress",
+    "default_cache_dir",
     "StageResult",
     "plan_finetune",
 ]
@@ -81,8 +83,9 @@ def held_out_al(eal: float) -> float:
 
 @dataclass
 class FinetuneEvent:
-    """One progress report: `kind` is generate | features | stage | step | evaluate | write | done.
-    A step carries its loss and, when it was scored, its held-out EAL (`best`: kept so far)."""
+    """One progress report: `kind` is capture | generate | features | stage | step | evaluate | write
+    | done. A step carries its loss and, when it was scored, its held-out EAL (`best`: kept so far);
+    a capture event its count (`progress`: continuations, then shards with tokens/s)."""
 
     kind: str
     message: str
@@ -92,10 +95,13 @@ class FinetuneEvent:
     loss: float | None = None
     eal: float | None = None
     best: bool = False
+    progress: Tick | None = None
 
     def tick(self, prefix: str = "finetune", best_eal: float | None = None) -> Tick | None:
         """The event as a progress count (target continuations, a stage's steps with loss and
         held-out AL, `best_eal` the best so far), None for a one-line event (stage, evaluate, write)."""
+        if self.kind == "capture":
+            return None if self.progress is None else replace(self.progress, task=f"{prefix} {self.progress.task}")
         if self.kind == "generate":
             return Tick(f"{prefix}: target continuations", self.step, self.total, "prompts")
         if self.kind != "step":
@@ -135,8 +141,13 @@ class FinetunePlan:
     batch_size: int = BATCH_SIZE
     max_len: int | None = DEFAULT_MAX_LEN
     eval_every: int = 1
+    cache: Path | None = None  # train from this capture cache (the target is not loaded)
+    capture: CaptureOptions | None = None  # capture into `cache` first, with these settings
 
     def to_dict(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {} if self.cache is None else {"cache": str(self.cache)}
+        if self.capture is not None:
+            extra["capture"] = asdict(self.capture)
         return {
             "draft": str(self.draft),
             "target": str(self.target),
@@ -155,6 +166,7 @@ class FinetunePlan:
             "max_len": self.max_len,
             "eval_every": self.eval_every,
             "hold_out_every": HOLD_OUT_EVERY,
+            **extra,
         }
 
 
@@ -222,6 +234,13 @@ class FinetuneResult:
 # ------------------------------------------------------------------------------- planning
 
 
+def default_cache_dir(out: str | Path) -> Path:
+    """Where `finetune --capture` caches without `--cache`: ``OUT.cache`` beside the output (kept,
+    so a killed run resumes and a later `finetune --cache` reuses it)."""
+    p = Path(out).expanduser().resolve()
+    return p.with_name(p.name + ".cache")
+
+
 def _folder(path: str | Path, what: str, *, config: bool = True) -> Path:
     """A local folder; with `config`, one with a config.json at its root (the draft's config may
     sit in a weights sub-folder: `plan_finetune` asks the checkpoint reader)."""
@@ -258,6 +277,8 @@ def plan_finetune(
     prompts: Sequence[Prompt] | None = None,
     force: bool = False,
     batch_size: int = BATCH_SIZE,
+    cache: str | Path | None = None,
+    capture: CaptureOptions | None = None,
 ) -> FinetunePlan:
     """Check paths, the draft's config and its match with the target; no torch work yet.
 
@@ -270,13 +291,18 @@ def plan_finetune(
         prompts: `Prompt`s to train on instead of `opts.prompts`.
         force: replace an existing `out`.
         batch_size: sequences per step.
+        cache: train from this capture cache (`eagle-convert capture`): its sequences, its target
+            features; the target is not loaded. With `capture`, the folder to capture into first
+            (default `OUT.cache`).
+        capture: capture the training data first with these settings, then train from the cache.
 
     Returns:
         The plan `run_finetune` executes.
 
     Raises:
         CheckpointNotFoundError: a draft or target without config.json.
-        UsageError: bad settings (a value out of range, every stage at 0 steps, no prompts).
+        UsageError: bad settings (a value out of range, every stage at 0 steps, no prompts), or a
+            cache captured for another target, aux layer ids or vocabulary, or incomplete.
         FinetuneRefusedError: a draft or target it cannot fine-tune (a config the reference engine
             cannot read, aux ids outside the target's layers, ...).
     """
@@ -294,9 +320,12 @@ def plan_finetune(
     plan_stages = _stages(o.stages())
     dpath, tpath = _folder(draft, "draft", config=False), _folder(target, "target")
     final = check_output_dir(out, {"input draft": dpath, "target": tpath}, force=force)
+    if cache is not None and capture is None and (prompts is not None or o.prompts is not None):
+        raise UsageError("--train-prompts with --cache: the cache holds the training data; drop one of them")
     items, label = prompt_items(prompts if prompts is not None else o.prompts)
     if not items:
         raise UsageError("no prompts to generate training data from")
+    cache_dir = None if cache is None and capture is None else Path(cache or default_cache_dir(final)).expanduser()
     template, template_label = resolve_chat_template(o.chat_template)
 
     from eagle_convert.draft import describe, ensure_draft, ensure_target_config, open_checkpoint
@@ -310,6 +339,9 @@ def plan_finetune(
     tcfg = json.loads((tpath / "config.json").read_text())
     ensure_target_config(tcfg, f"--target {target}")
     aux_ids = _check_pair(dpath, config, Target.from_config(tcfg, str(target)))
+    if cache_dir is not None and capture is None:
+        check_cache(cache_dir, draft=dpath, target=tpath, aux_ids=aux_ids)
+        label = f"cache {cache_dir}"
     floats = {k: v for k, v in info.dtypes.items() if k in ("F32", "BF16", "F16")}
     dtype = max(floats, key=floats.__getitem__) if floats else "BF16"
     return FinetunePlan(
@@ -333,6 +365,8 @@ def plan_finetune(
         batch_size,
         max_len,
         eval_every,
+        None if cache_dir is None else cache_dir.resolve(),
+        capture,
     )
 
 

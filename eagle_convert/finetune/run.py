@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert._version import __version__
+from eagle_convert.cache import CaptureOptions
 from eagle_convert.draft import CARD_FILE, PROVENANCE_KEY, model_card
-from eagle_convert.errors import EagleConvertError, UsageError
+from eagle_convert.errors import EagleConvertError
 from eagle_convert.finetune.options import FinetuneOptions, Stage
 from eagle_convert.finetune.plan import (
     FROZEN,
@@ -36,7 +37,6 @@ from eagle_convert.measure import Prompt
 __all__ = ["finetune_draft", "provenance", "run_finetune"]
 
 LOG = logging.getLogger(__name__)
-GENERATE_BATCH = 8  # prompts the target continues in one `generate` call
 
 
 def finetune_draft(
@@ -98,6 +98,8 @@ def run_finetune(plan: FinetunePlan, *, progress: Progress | None = None, device
 
     say = progress or (lambda _e: None)
     t0 = time.perf_counter()
+    if plan.capture is not None and plan.cache is not None:  # plan_finetune sets both
+        _capture(plan, plan.cache, plan.capture, say)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(plan.seed)
         tgt, drafter, tokenizer = _load_pair(plan, device)
@@ -182,72 +184,88 @@ def provenance(plan: FinetunePlan, result: FinetuneResult) -> dict[str, Any]:
 # ------------------------------------------------------------------------------- helpers
 
 
-def _load_pair(plan: FinetunePlan, device: str | None) -> tuple[Any, Any, Any]:
-    from transformers import AutoTokenizer
+def _capture(plan: FinetunePlan, cache: Path, capture: CaptureOptions, say: Progress) -> None:
+    """`--capture`: the training data made and cached into `cache` (resuming it; `--force` starts a
+    cache of other data over), then checked like a given `--cache`."""
+    from eagle_convert.cache import check_cache
+    from eagle_convert.finetune.capture import capture_training_data
 
+    label = plan.template_label
+    template = None if label == "target" else plan.chat_template if label == "inline" else label
+    data = FinetuneOptions(
+        chat_template=template, continuation_tokens=plan.continuation_tokens, ttt_steps=plan.ttt_steps
+    )
+    say(FinetuneEvent("capture", f"capturing the training data with {capture.engine} into {cache}"))
+    res = capture_training_data(
+        plan.draft,
+        plan.target,
+        cache,
+        data,
+        capture,
+        prompts=plan.prompts,
+        force=plan.force,
+        say=lambda m: say(FinetuneEvent("capture", m)),
+        on_tick=lambda t: say(FinetuneEvent("capture", t.task, progress=t)),
+    )
+    say(
+        FinetuneEvent(
+            "capture",
+            f"captured {res.tokens} tokens in {res.seconds:.1f}s ({res.tokens_per_s:.0f} tokens/s), "
+            f"{len(res.manifest.shards) - len(res.captured)} shards kept from an earlier run",
+        )
+    )
+    check_cache(cache, draft=plan.draft, target=plan.target, aux_ids=plan.aux_ids)
+
+
+def _load_pair(plan: FinetunePlan, device: str | None) -> tuple[Any, Any, Any]:
+    """(the target, or the cache standing in for it; the drafter; the tokenizer, None from a cache)."""
     from eagle_convert.reference import TargetModel, load_drafter, quiet_loading
 
-    with quiet_loading():
-        tgt = TargetModel.from_pretrained(plan.target, device=device)  # None: GPU if torch sees one
+    if plan.cache is not None:  # the target is not loaded: its embedding and head come from its files
+        from eagle_convert.cache import CachedTarget, target_head_weights
+
+        source: Any = CachedTarget(plan.cache, device=device or "cpu")
+        embed, head = target_head_weights(plan.target)
+        tokenizer = None
+    else:
+        from transformers import AutoTokenizer
+
+        with quiet_loading():
+            source = TargetModel.from_pretrained(plan.target, device=device)  # None: GPU if torch sees one
+        embed, head = source.embed_weight, source.lm_head_weight
+        tokenizer = AutoTokenizer.from_pretrained(str(plan.target))
     try:
-        drafter = load_drafter(
-            plan.draft, target_embed=tgt.embed_weight, target_lm_head=tgt.lm_head_weight, device=tgt.device
-        )
+        drafter = load_drafter(plan.draft, target_embed=embed, target_lm_head=head, device=source.device)
     except (ValueError, KeyError, RuntimeError) as exc:
         raise FinetuneRefusedError(f"{plan.draft}: the reference engine cannot load the draft ({exc})") from None
-    return tgt, drafter, AutoTokenizer.from_pretrained(str(plan.target))
+    return source, drafter, tokenizer
 
 
 def _generate(plan: FinetunePlan, tgt: Any, tokenizer: Any, say: Progress) -> tuple[list[list[int]], float]:
-    """The target's greedy continuation of every rendered prompt (the serving template)."""
-    from eagle_convert.measure import prepare_prompts
+    """The target's greedy continuation of every rendered prompt (the serving template); with a
+    cache (`plan.cache`), the sequences it holds (captured from the same data), nothing generated."""
+    from eagle_convert.finetune.data import greedy_continuations, pad_token, render_training_prompts
 
     t0 = time.perf_counter()
-    ctx = getattr(tgt.model.config, "max_position_embeddings", None)
-    room = None if ctx is None else int(ctx) - plan.continuation_tokens - plan.ttt_steps - 1
-    pset = prepare_prompts(
+    if plan.cache is not None:
+        return tgt.sequences(), 0.0
+    rendered = render_training_prompts(
         plan.prompts,
         tokenizer,
         chat_template=plan.chat_template,
         template_label=plan.template_label,
-        max_prompt_tokens=room,
+        prompts_label=plan.prompts_label,
+        context=getattr(tgt.model.config, "max_position_embeddings", None),
+        continuation_tokens=plan.continuation_tokens,
+        ttt_steps=plan.ttt_steps,
     )
-    if not pset.prompts:
-        raise UsageError("no prompt fits the target's context with --continuation-tokens")
-    prompts = [p.token_ids for p in pset.prompts]
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
-    seqs: list[list[int]] = [[] for _ in prompts]
-    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))  # similar lengths share a batch
-    for start in range(0, len(order), GENERATE_BATCH):
-        idx = order[start : start + GENERATE_BATCH]
-        for i, cont in zip(idx, _greedy_batch(tgt, [prompts[i] for i in idx], plan.continuation_tokens, pad)):
-            seqs[i] = prompts[i] + cont
-        done = min(start + GENERATE_BATCH, len(order))
-        say(FinetuneEvent("generate", f"target continuation {done}/{len(prompts)}", step=done, total=len(prompts)))
+    n = len(rendered.token_ids)
+
+    def each(done: int) -> None:
+        say(FinetuneEvent("generate", f"target continuation {done}/{n}", step=done, total=n))
+
+    seqs = greedy_continuations(tgt, rendered.token_ids, plan.continuation_tokens, pad_token(tokenizer), each)
     return seqs, time.perf_counter() - t0
-
-
-def _greedy_batch(tgt: Any, prompts: list[list[int]], n: int, pad: int) -> list[list[int]]:
-    """`n` greedy target tokens after each prompt, one left-padded `generate` for the batch (EOS
-    does not stop it: every continuation has `n` tokens, as the one-prompt loop produced)."""
-    import torch
-
-    t = max(map(len, prompts))
-    ids = torch.full((len(prompts), t), pad, dtype=torch.long)
-    mask = torch.zeros(len(prompts), t, dtype=torch.long)
-    for j, p in enumerate(prompts):
-        ids[j, t - len(p) :] = torch.tensor(p)
-        mask[j, t - len(p) :] = 1
-    with torch.no_grad():
-        out = tgt.model.generate(
-            input_ids=ids.to(tgt.device),
-            attention_mask=mask.to(tgt.device),
-            max_new_tokens=n,
-            min_new_tokens=n,
-            do_sample=False,
-            pad_token_id=pad,
-        )
-    return out[:, t:].tolist()
 
 
 @dataclass
@@ -286,7 +304,9 @@ def _evaluate(
             for i, s in enumerate(batch):
                 ids[i, : len(s)] = torch.tensor(s)
             ids, lens = ids.to(tgt.device), lens.to(tgt.device)
-            if features is None:
+            if features is None and plan.cache is not None:  # the cache answers what the target would
+                feats.append(tgt.features(ids, lens, plan.aux_ids, rows, in_draft))
+            elif features is None:
                 out = tgt.forward(ids, aux_ids=plan.aux_ids)
                 feats.append((out.aux.float(), out.logits[..., rows], in_draft[out.logits.argmax(-1)]))
             aux, tlogits, in_vocab = feats[b]

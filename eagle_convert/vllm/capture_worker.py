@@ -2,10 +2,12 @@
 
 Request ``{"op": "capture", "target", "dtype", "tensor_parallel_size", "pipeline_parallel_size",
 "max_model_len", "seed", "aux_ids", "rows", "path", "metadata", "sequences": [{"key", "ids"}],
-"hooks": true}``: every sequence is prefilled alone (``max_tokens=1``, so no decode step runs, and
+"hooks": true, "generate": 0}``: every sequence is prefilled alone (``max_tokens=1``, so no decode step runs, and
 prefix caching off, so every position is computed) with `capture_ext`'s hooks armed, then the
 shard is written to ``path``. ``hooks`` false prefills the same way without hooks (what the
-benchmark compares against). Not a public API: the shapes are private to ``session.py``.
+benchmark compares against). ``generate`` N > 0 instead continues every sequence with N greedy
+tokens (EOS ignored) in the same engine and answers them as ``continuations`` (key -> ids): the
+training data of `finetune --capture vllm`, made by the engine that then captures it. Not a public API: the shapes are private to ``session.py``.
 """
 
 from __future__ import annotations
@@ -69,6 +71,24 @@ def _first_ok(answers: list[dict]) -> dict:
     return next((a for a in answers if a.get("ok")), answers[0])
 
 
+def _continue(llm: Any, req: dict, out: dict, t0: float) -> dict:
+    """``generate`` greedy tokens after each sequence, one sequence at a time (the engine's batch is 1)."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    n = int(req["generate"])
+    params = SamplingParams(max_tokens=n, min_tokens=n, temperature=0.0, ignore_eos=True)
+    conts: dict[str, list[int]] = {}
+    t1 = time.perf_counter()
+    for seq in req["sequences"]:
+        out["stage"] = f"generate ({seq['key']})"
+        res = llm.generate([TokensPrompt(prompt_token_ids=list(seq["ids"]))], params, use_tqdm=False)
+        conts[seq["key"]] = [int(t) for t in res[0].outputs[0].token_ids]
+    out.update(ok=True, continuations=conts, generate_s=round(time.perf_counter() - t1, 6))
+    out["timings"]["total_s"] = round(time.perf_counter() - t0, 3)
+    return out
+
+
 def run_capture(req: dict) -> dict:
     """Capture (or, with ``hooks`` false, only prefill) every sequence of one shard."""
     t0 = time.perf_counter()
@@ -84,6 +104,8 @@ def run_capture(req: dict) -> dict:
         llm = _Engine.llm
         params = SamplingParams(max_tokens=1, temperature=0.0)
         hooks = bool(req.get("hooks", True))
+        if int(req.get("generate") or 0) > 0:
+            return _continue(llm, req, out, t0)
         tokens, dtype, seconds = 0, None, 0.0
         for seq in req["sequences"]:
             out["stage"] = f"capture ({seq['key']})"

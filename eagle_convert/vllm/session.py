@@ -324,6 +324,7 @@ class EngineSession:
         path: Path,
         metadata: dict[str, str],
         hooks: bool = True,
+        generate: int = 0,
         dtype: str = "auto",
         tensor_parallel_size: int = 1,
         pipeline_parallel_size: int = 1,
@@ -334,9 +335,11 @@ class EngineSession:
         """Prefill each ``(key, token ids)`` alone in a target engine (kept up across calls with the
         same settings) and write their aux states at ``aux_ids``, logits on ``rows`` (None: the whole
         vocabulary) and argmax to the safetensors file ``path`` (`vllm/capture_ext.py`). With
-        ``hooks`` false only the prefill runs (nothing written): vLLM's own prefill speed.
+        ``hooks`` false only the prefill runs (nothing written): vLLM's own prefill speed. With
+        ``generate`` N > 0 nothing is captured: each sequence is continued with N greedy tokens (EOS
+        ignored) in the same engine, answered as ``continuations`` (key -> token ids).
 
-        Returns the worker's answer (tokens, dtype, prefill_s, vllm_version).
+        Returns the worker's answer (tokens, dtype, prefill_s, vllm_version; or continuations).
 
         Raises:
             EngineError: the engine failed to start, prefill or write.
@@ -359,6 +362,7 @@ class EngineSession:
             "path": str(path),
             "metadata": metadata,
             "hooks": hooks,
+            "generate": int(generate),
             "sequences": [{"key": k, "ids": [int(t) for t in ids]} for k, ids in sequences],
         }
         res = self.request(req, timeout_s=timeout_s)
@@ -366,6 +370,25 @@ class EngineSession:
         if not res.get("ok"):
             raise EngineError(f"vLLM capture failed at {res.get('stage')}: {res.get('error')}")
         return res
+
+    def continue_greedy(
+        self,
+        target: Path,
+        sequences: list[tuple[str, list[int]]],
+        tokens: int,
+        **engine: Any,
+    ) -> dict[str, list[int]]:
+        """``tokens`` greedy target tokens after each ``(key, token ids)`` (EOS ignored), in the
+        engine `capture_shard` keeps up for the same ``engine`` settings (dtype, parallelism,
+        max_model_len): one engine start serves the continuations and the capture after them.
+
+        Raises:
+            EngineError: the engine failed to start or to generate.
+        """
+        res = self.capture_shard(
+            target, sequences, aux_ids=[], rows=None, path=Path(), metadata={}, hooks=False, generate=tokens, **engine
+        )
+        return {k: list(v) for k, v in res["continuations"].items()}
 
     def load_check(
         self,

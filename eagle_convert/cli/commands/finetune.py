@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from eagle_convert.cache import CAPTURE_ENGINES, CaptureOptions
 from eagle_convert.cli.commands._interrupt import output_detail
 from eagle_convert.cli.deprecated import renamed_option
 from eagle_convert.cli.interrupt import on_interrupt
@@ -26,11 +27,51 @@ from eagle_convert.finetune import FinetuneOptions
 )
 @renamed_option("--prompts", "--train-prompts")
 @dataclass_options(FinetuneOptions, "opts")
-@click.option("--force", is_flag=True, help="Replace an existing OUT (atomically).")
+@click.option(
+    "--cache",
+    "cache",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="CACHE",
+    help="Train from this capture cache (eagle-convert capture): its sequences and the target features in it; "
+    "the target is not loaded (its embedding is read from its files). With --capture: the folder to capture "
+    "into (default OUT.cache).",
+)
+@click.option(
+    "--capture",
+    "capture_engine",
+    type=click.Choice(CAPTURE_ENGINES),
+    default=None,
+    help="Capture the training data first (vllm: the target in vLLM, tensor parallel if asked; reference: the "
+    "torch target) into --cache, then train from the cache. A killed run resumes the cache.",
+)
+@dataclass_options(
+    CaptureOptions,
+    "capture_opts",
+    only=("dtype", "tensor_parallel_size", "pipeline_parallel_size", "shard_size", "max_model_len"),
+    help_extra={
+        k: "With --capture."
+        for k in ("dtype", "tensor_parallel_size", "pipeline_parallel_size", "shard_size", "max_model_len")
+    },
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace an existing OUT (atomically); with --capture, also restart a cache of other data.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the plan and the result as JSON.")
 @click.pass_context
 def finetune_cmd(
-    ctx: click.Context, draft: str, target: str, out: Path, opts: FinetuneOptions, force: bool, as_json: bool
+    ctx: click.Context,
+    draft: str,
+    target: str,
+    out: Path,
+    opts: FinetuneOptions,
+    cache: Path | None,
+    capture_engine: str | None,
+    capture_opts: CaptureOptions,
+    force: bool,
+    as_json: bool,
 ) -> None:
     """Fine-tune DRAFT (typically an `upgrade`d EAGLE-3.1 draft) against TARGET into the new folder OUT.
 
@@ -39,15 +80,20 @@ def finetune_cmd(
     but the shared embedding and lm_head (small lr, L2-SP), both with training-time test. Every
     5th sequence is held out: each step is scored by expected acceptance length on it and the
     best step (the input included) is written. DRAFT is never modified; OUT keeps DRAFT's config
-    plus a _eagle_convert provenance entry, and gets a model card (README.md).
+    plus a _eagle_convert provenance entry, and gets a model card (README.md). With --cache (a
+    capture cache) or --capture (capture first), the target's features come from the cache and the
+    target is not loaded for training.
     """
+    from dataclasses import replace
+
     from eagle_convert.cli.output import console, echo_json
     from eagle_convert.cli.progress import ProgressDisplay
     from eagle_convert.cli.render.finetune import FinetuneProgress, render_plan, render_result
     from eagle_convert.finetune import plan_finetune, run_finetune
 
     on_interrupt(output_detail(out, draft))
-    plan = plan_finetune(draft, target, out, opts, force=force)
+    capture = None if capture_engine is None else replace(capture_opts, engine=capture_engine)
+    plan = plan_finetune(draft, target, out, opts, force=force, cache=cache, capture=capture)
     screen = console()
     if not as_json:
         render_plan(screen, plan)

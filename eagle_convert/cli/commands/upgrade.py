@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from eagle_convert.cache import CAPTURE_ENGINES, CaptureOptions
 from eagle_convert.cli.commands._interrupt import output_detail
 from eagle_convert.cli.deprecated import renamed_option
 from eagle_convert.cli.interrupt import on_interrupt
@@ -38,6 +39,30 @@ PROGRESS_MIN_BYTES = 64 << 20  # smaller checkpoints finish before a bar is wort
 @click.option("--force", is_flag=True, help="Replace an existing OUTPUT (atomically).")
 @renamed_option("--prompts", "--calibration-prompts")
 @dataclass_options(UpgradeOptions, "opts")
+@click.option(
+    "--cache",
+    "cache",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="CACHE",
+    help="--init calibrated: read the aux states from this capture cache (eagle-convert capture) instead of "
+    "running --target; with --capture, the folder to capture the calibration prompts into (default "
+    "OUTPUT.cache).",
+)
+@click.option(
+    "--capture",
+    "capture_engine",
+    type=click.Choice(CAPTURE_ENGINES),
+    default=None,
+    help="--init calibrated: capture the calibration prompts with this engine (vllm: tensor parallel if asked "
+    "with --tensor-parallel-size) into --cache first, then calibrate from the cache.",
+)
+@dataclass_options(
+    CaptureOptions,
+    "capture_opts",
+    only=("tensor_parallel_size",),
+    help_extra={"tensor_parallel_size": "With --capture vllm."},
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the plan (and result) as JSON.")
 @click.pass_context
 def upgrade_cmd(
@@ -48,6 +73,9 @@ def upgrade_cmd(
     dry_run: bool,
     force: bool,
     opts: UpgradeOptions,
+    cache: Path | None,
+    capture_engine: str | None,
+    capture_opts: CaptureOptions,
     as_json: bool,
 ) -> None:
     """Upgrade the EAGLE-3 draft CHECKPOINT to EAGLE-3.1 into the new folder OUTPUT.
@@ -69,8 +97,18 @@ def upgrade_cmd(
     on_interrupt(output_detail(output, checkpoint, verified=opts.verify))
     screen = console()
 
+    from dataclasses import replace
+
+    capture = None if capture_engine is None else replace(capture_opts, engine=capture_engine)
+    if (cache is not None or capture is not None) and opts.init != "calibrated":
+        from eagle_convert.errors import UsageError
+
+        raise UsageError("--cache and --capture are for --init calibrated")
+    if capture is not None and cache is None:
+        cache = output.expanduser().resolve().with_name(output.name + ".cache")
+
     def calibrate(ckpt: Checkpoint, plan: UpgradePlan) -> NormInit:
-        return _calibrate(ckpt, target, plan, opts, quiet=as_json).norm_init()
+        return _calibrate(ckpt, target, plan, opts, quiet=as_json, cache=cache, capture=capture).norm_init()
 
     def show_plan(run: UpgradeRun) -> None:
         if not as_json:
@@ -108,7 +146,14 @@ def _progress(plan: UpgradePlan, *, as_json: bool) -> Iterator[Progress | None]:
 
 
 def _calibrate(
-    ckpt: Checkpoint, target: str | None, plan: UpgradePlan, opts: UpgradeOptions, *, quiet: bool
+    ckpt: Checkpoint,
+    target: str | None,
+    plan: UpgradePlan,
+    opts: UpgradeOptions,
+    *,
+    quiet: bool,
+    cache: Path | None = None,
+    capture: CaptureOptions | None = None,
 ) -> Calibration:
     """--init calibrated: measure the fc_norm values on the target (finetune.calibrate)."""
     from eagle_convert.errors import UsageError
@@ -128,6 +173,8 @@ def _calibrate(
             prompts=opts.calibration_prompts,
             say=None if quiet else display.say,
             on_tick=display.tick,
+            cache=cache,
+            capture=capture,
         )
     if not quiet:
         from eagle_convert.cli.output import console

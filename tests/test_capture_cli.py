@@ -1,0 +1,231 @@
+"""`capture`, `finetune --cache/--capture` and `upgrade --init calibrated --cache/--capture`: the
+reference engine on the trained fixture pair (CPU, fast); the vLLM path is tests/test_capture_vllm.py.
+
+Training and calibrating from a cache equal their online runs (the same data: the reference
+capture makes exactly online finetune's sequences); a cache of another draft is refused in one line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+torch = pytest.importorskip("torch")
+
+from eagle_convert.cache.options import CaptureOptions  # noqa: E402
+from eagle_convert.cache.store import read_manifest  # noqa: E402
+from eagle_convert.cli.app import main  # noqa: E402
+
+REF = CaptureOptions(engine="reference", shard_size=2)
+
+
+def _cli(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory) -> dict:
+    from fixtures.corpus_prompts import corpus_prompts
+    from fixtures.trained import build_trained_pair
+
+    torch.set_num_threads(1)
+    target, draft = build_trained_pair(log=lambda _m: None)
+    root = tmp_path_factory.mktemp("capcli")
+    prompts = root / "p.jsonl"
+    prompts.write_text("".join(json.dumps({"prompt": t}) + "\n" for t in corpus_prompts(6, seed=3)))
+    return {"target": target, "draft": draft, "prompts": prompts, "root": root}
+
+
+def _shas(folder: Path) -> dict[int, str]:
+    return {n: e.sha256 for n, e in read_manifest(folder).shards.items()}
+
+
+def test_cli_capture_end_to_end_and_resume(pair, tmp_path: Path) -> None:
+    args = ["capture", "--target", str(pair["target"]), "--draft", str(pair["draft"]), "--out", str(tmp_path / "c")]
+    args += ["--prompts", str(pair["prompts"]), "--continuation-tokens", "8", "--engine", "reference"]
+    res = _cli(*args, "--shard-size", "4", "--json")
+    assert res.exit_code == 0, res.output
+    got = json.loads(res.stdout)
+    assert got["captured_shards"] == [0, 1] and got["sequences"] == 6 and got["engine"] == "reference"
+    assert got["tokens_per_s"] > 0 and got["bytes_per_token"] > 0
+    man = read_manifest(tmp_path / "c")
+    assert man.provenance["0"]["continuation"] == "target greedy (reference), 8 tokens"
+    again = json.loads(_cli(*args, "--shard-size", "4", "--json").stdout)
+    assert again["captured_shards"] == [] and _shas(tmp_path / "c") == {n: e.sha256 for n, e in man.shards.items()}
+    res = _cli(*args, "--shard-size", "3")
+    assert res.exit_code == 2
+    assert res.stderr.splitlines(keepends=True)[-1] == (  # after the progress lines
+        f"Error: {tmp_path / 'c'}: holds a capture of another plan (shard_size differ); "
+        "use another --out, or --force to start over\n"
+    )
+    res = _cli(*args, "--shard-size", "3", "--force")
+    assert res.exit_code == 0 and "captured now" in res.stdout and "tokens/s" in res.stdout
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            ["--pipeline-parallel-size", "2"],
+            "Error: --pipeline-parallel-size > 1: capture does not support pipeline parallelism yet; "
+            "use --tensor-parallel-size\n",
+        ),
+    ],
+)
+def test_cli_capture_usage_errors(pair, tmp_path: Path, extra: list[str], message: str) -> None:
+    res = _cli(
+        "capture", "--target", str(pair["target"]), "--draft", str(pair["draft"]), "--out", str(tmp_path / "c"), *extra
+    )
+    assert res.exit_code == 2 and res.stderr == message
+    assert not (tmp_path / "c").exists()
+
+
+def test_cli_capture_without_vllm_names_the_extra(pair, tmp_path: Path, monkeypatch) -> None:
+    import eagle_convert.extras as extras
+
+    monkeypatch.setattr(extras, "module_available", lambda name: name != "vllm")
+    res = _cli("capture", "--target", str(pair["target"]), "--draft", str(pair["draft"]), "--out", str(tmp_path / "c"))
+    assert res.exit_code == 2
+    assert res.stderr.startswith("Error: capture --engine vllm needs vllm, which is not installed: pip install")
+
+
+def _finetune_opts():
+    from eagle_convert.finetune.options import FinetuneOptions
+
+    return FinetuneOptions(
+        prompts=None, continuation_tokens=8, steps_fc_norm=3, steps_all=3, lr_fc_norm=1e-3, lr_all=1e-4
+    )
+
+
+def _weights(folder: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "model.safetensors"))
+
+
+def test_finetune_from_the_cache_equals_online_finetune(pair, tmp_path: Path) -> None:
+    """Online: the target generates, then its features are computed batched (right-padded); the
+    cache holds the same sequences (the reference capture runs online finetune's generate) with
+    features computed one sequence at a time. fp32 matmuls of other shapes round differently
+    (~1e-6 relative), so the loss curves and weights agree to 1e-4, not bit for bit."""
+    from eagle_convert.finetune.capture import capture_training_data
+    from eagle_convert.finetune.plan import plan_finetune
+    from eagle_convert.finetune.run import run_finetune
+    from eagle_convert.measure.prompts import load_prompts
+
+    items = load_prompts(pair["prompts"])
+    online = run_finetune(
+        plan_finetune(pair["draft"], pair["target"], tmp_path / "online", _finetune_opts(), prompts=items)
+    )
+    res = capture_training_data(pair["draft"], pair["target"], tmp_path / "c", _finetune_opts(), REF, prompts=items)
+    assert res.captured == [0, 1, 2]
+    plan = plan_finetune(pair["draft"], pair["target"], tmp_path / "cached", _finetune_opts(), cache=tmp_path / "c")
+    assert plan.prompts_label == f"cache {tmp_path / 'c'}"
+    cached = run_finetune(plan)
+    assert cached.sequences == online.sequences and cached.tokens == online.tokens and cached.generate_seconds == 0
+    for a, b in zip(online.stages, cached.stages):
+        assert a.losses == pytest.approx(b.losses, rel=1e-4, abs=1e-5), a.name
+        assert [e for _, e in a.eal] == pytest.approx([e for _, e in b.eal], abs=1e-4)
+    assert online.best == cached.best  # the same step kept
+    # The drafts are written in bf16 (the input's dtype): a ~1e-6 difference flips a value lying at a
+    # rounding boundary by one bf16 ulp (2^-7 relative to the larger), so: within 2^-6, and rarely.
+    w_on, w_ca = _weights(tmp_path / "online"), _weights(tmp_path / "cached")
+    flipped = sum(int((w_on[k] != w_ca[k]).sum()) for k in w_on)
+    total = sum(v.numel() for v in w_on.values())
+    worst = max(float((w_on[k].float() - w_ca[k].float()).abs().max()) for k in w_on)
+    print(f"finetune --cache vs online: {flipped} of {total} written weights differ, max |diff| {worst:.2e}")
+    assert flipped <= total // 1000
+    for k, v in w_on.items():
+        assert torch.allclose(v.float(), w_ca[k].float(), rtol=2**-6, atol=1e-4), k
+
+
+def test_cli_finetune_capture_then_cache(pair, tmp_path: Path) -> None:
+    """`finetune --capture reference` captures into OUT.cache and trains; `--cache` on that cache
+    trains again without capturing, to the same weights (the same features, read back)."""
+    common = ["--target", str(pair["target"]), "--train-prompts", str(pair["prompts"]), "--continuation-tokens", "8"]
+    common += ["--steps-fc-norm", "2", "--steps-all", "2"]
+    res = _cli(
+        "finetune", str(pair["draft"]), "--out", str(tmp_path / "a"), *common, "--capture", "reference", "--json"
+    )
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["plan"]["cache"] == str(tmp_path / "a.cache")
+    assert read_manifest(tmp_path / "a.cache").complete()
+    common.remove("--train-prompts")
+    common.remove(str(pair["prompts"]))
+    res = _cli(
+        "finetune", str(pair["draft"]), "--out", str(tmp_path / "b"), *common, "--cache", str(tmp_path / "a.cache")
+    )
+    assert res.exit_code == 0, res.output
+    w_a, w_b = _weights(tmp_path / "a"), _weights(tmp_path / "b")
+    assert all(torch.equal(w_a[k], w_b[k]) for k in w_a)
+
+
+def test_cli_finetune_refuses_a_cache_of_other_aux_ids(pair, tmp_path: Path) -> None:
+    from eagle_convert.cache.capture import capture_cache
+
+    capture_cache(pair["target"], pair["draft"], [[1, 2, 3, 4, 5, 6]], tmp_path / "c", REF)
+    man = json.loads((tmp_path / "c" / "manifest.json").read_text())
+    man["plan"]["aux_ids"] = [2, 4, 5]
+    (tmp_path / "c" / "manifest.json").write_text(json.dumps(man))
+    res = _cli(
+        "finetune", str(pair["draft"]), "--target", str(pair["target"]), "--out", str(tmp_path / "o"),
+        "--cache", str(tmp_path / "c"),
+    )  # fmt: skip
+    assert res.exit_code == 2
+    assert res.stderr == (
+        f"Error: {tmp_path / 'c' / 'manifest.json'}: aux_ids [2, 4, 5] differ from the draft's aux layer ids "
+        f"[1, 3, 6]; capture for it (eagle-convert capture --target {pair['target'].resolve()} "
+        f"--draft {pair['draft'].resolve()} "
+        "--out NEW_CACHE)\n"
+    )
+    res = _cli(
+        "finetune", str(pair["draft"]), "--target", str(pair["target"]), "--out", str(tmp_path / "o"),
+        "--cache", str(tmp_path / "nope"),
+    )  # fmt: skip
+    assert res.exit_code == 2
+    assert res.stderr == (
+        f"Error: {tmp_path / 'nope'}: not a capture cache (no manifest.json); create it with eagle-convert capture\n"
+    )
+    res = _cli(
+        "finetune", str(pair["draft"]), "--target", str(pair["target"]), "--out", str(tmp_path / "o"),
+        "--cache", str(tmp_path / "c"), "--train-prompts", str(pair["prompts"]),
+    )  # fmt: skip
+    assert res.exit_code == 2
+    assert res.stderr == "Error: --train-prompts with --cache: the cache holds the training data; drop one of them\n"
+
+
+def test_calibrated_from_the_cache_equals_online_calibration(pair, tmp_path: Path) -> None:
+    """The cache of the calibration prompts alone (no continuation) holds the aux states the online
+    calibration computes (the same fp32 forward, one sequence at a time): equal values, agreement."""
+    from eagle_convert.draft.checkpoint import open_checkpoint
+    from eagle_convert.finetune.calibrate import calibrate_fc_norm
+    from eagle_convert.measure.prompts import load_prompts
+
+    items = load_prompts(pair["prompts"])
+    ckpt = open_checkpoint(pair["draft"])
+    online = calibrate_fc_norm(ckpt, pair["target"], aux_ids=[1, 3, 6], prompts=items, device="cpu")
+    cached = calibrate_fc_norm(
+        ckpt, pair["target"], aux_ids=[1, 3, 6], prompts=items, cache=tmp_path / "c", capture=REF
+    )
+    print("calibrated values online", online.values, "cache", cached.values)
+    assert cached.values == pytest.approx(online.values, rel=1e-6)
+    assert cached.tokens == online.tokens and cached.positions == online.positions
+    assert cached.agreement == pytest.approx(online.agreement, abs=1e-9)
+    assert cached.agreement_identity == pytest.approx(online.agreement_identity, abs=1e-9)
+
+
+def test_cli_upgrade_calibrated_capture_then_cache(pair, tmp_path: Path) -> None:
+    base = ["upgrade", str(pair["draft"])]
+    opts = ["--target", str(pair["target"]), "--init", "calibrated", "--calibration-prompts", str(pair["prompts"])]
+    res = _cli(*base, str(tmp_path / "a"), *opts, "--capture", "reference", "--json")
+    assert res.exit_code == 0, res.output
+    assert read_manifest(tmp_path / "a.cache").complete()
+    res = _cli(*base, str(tmp_path / "b"), *opts, "--cache", str(tmp_path / "a.cache"), "--json")
+    assert res.exit_code == 0, res.output
+    w_a, w_b = _weights(tmp_path / "a"), _weights(tmp_path / "b")
+    assert all(torch.equal(w_a[k], w_b[k]) for k in w_a if k.startswith("fc_norm"))
+    res = _cli(*base, str(tmp_path / "c"), "--cache", str(tmp_path / "a.cache"))
+    assert res.exit_code == 2 and res.stderr == "Error: --cache and --capture are for --init calibrated\n"
