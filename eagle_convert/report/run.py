@@ -21,12 +21,22 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eagle_convert.cache import CAPTURE_ENGINES
 from eagle_convert.errors import CheckpointNotFoundError, OutputError, UsageError
 from eagle_convert.extras import require
 from eagle_convert.io import suggestion
 from eagle_convert.progress import OnTick
 from eagle_convert.report.cache import STATE_DIR
-from eagle_convert.report.runner import CALIBRATED, EAGLE3, FINETUNED, IDENTITY, Runner, StageEvent, Variant
+from eagle_convert.report.runner import (
+    CALIBRATED,
+    EAGLE3,
+    FINETUNE_CACHE,
+    FINETUNED,
+    IDENTITY,
+    Runner,
+    StageEvent,
+    Variant,
+)
 from eagle_convert.report.stages import (
     ReportOptions,
     Say,
@@ -143,6 +153,8 @@ def run_report(
         require("vllm", "report --engine vllm")
     if opts.concurrency and engine != "vllm":
         raise UsageError("--concurrency measures per-user tokens/s with --engine vllm only")
+    if opts.capture is not None and opts.capture not in CAPTURE_ENGINES:
+        raise UsageError(f"--capture {opts.capture!r}: choose from {', '.join(CAPTURE_ENGINES)}")
     if opts.finetune_from not in ("identity", "calibrated"):
         raise UsageError(f"--finetune-from {opts.finetune_from!r}: choose identity or calibrated")
     dpath, tpath = _local(draft, "draft"), _local(target, "target")
@@ -198,11 +210,23 @@ def run_report(
             "options": {k: v for k, v in asdict(train).items() if k != "prompts"},
             "defaults": finetune_defaults(),
         }
+        if opts.capture is not None:  # absent otherwise: the stage keys of reports without it stay
+            ft_opts["capture"] = {"engine": opts.capture, "tensor_parallel_size": opts.tensor_parallel_size}
         r.stage(
             "finetune",
             ft_opts,
             {"source": r.digest(source.path), "target": d_target, "prompts": _file_digest(r, opts.finetune_prompts)},
-            lambda: finetune_stage(source.path, tpath, ft, train, say, on_tick),
+            lambda: finetune_stage(
+                source.path,
+                tpath,
+                ft,
+                train,
+                say,
+                on_tick,
+                capture=opts.capture,
+                cache=out / FINETUNE_CACHE,
+                tensor_parallel_size=opts.tensor_parallel_size,
+            ),
             outputs=(FINETUNED,),
         )
         variants.append(Variant(FINETUNED, ft, TITLES[FINETUNED] + f" from {source.name}", "finetune"))

@@ -18,6 +18,7 @@ __all__ = ["CALIBRATED", "EAGLE3", "FINETUNED", "IDENTITY", "Runner", "StageEven
 Say = Callable[[str], None]
 # The report's variants: each one's name is its folder in the report, its label in the measurements.
 EAGLE3, IDENTITY, CALIBRATED, FINETUNED = "eagle3", "eagle31-identity", "eagle31-calibrated", "eagle31-finetuned"
+FINETUNE_CACHE = "finetune-capture"  # --capture: the fine-tune's capture cache (kept: a rerun resumes it)
 
 
 @dataclass

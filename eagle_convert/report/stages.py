@@ -61,6 +61,7 @@ class ReportOptions:
     continuation_tokens: int | None = None  # None: finetune's default (same for the steps below)
     steps_fc_norm: int | None = None
     steps_all: int | None = None
+    capture: str | None = None  # "vllm" | "reference": the fine-tune trains from a capture cache made so
     extra: dict[str, Any] = field(default_factory=dict)  # recorded, not interpreted
 
     def finetune_options(self) -> FinetuneOptions:
@@ -199,12 +200,24 @@ def finetune_defaults() -> str:
 
 
 def finetune_stage(
-    source: Path, target: Path, out: Path, opts: FinetuneOptions, say: Say, on_tick: OnTick | None = None
+    source: Path,
+    target: Path,
+    out: Path,
+    opts: FinetuneOptions,
+    say: Say,
+    on_tick: OnTick | None = None,
+    *,
+    capture: str | None = None,
+    cache: Path | None = None,
+    tensor_parallel_size: int = 1,
 ) -> tuple[dict[str, Any], str]:
-    """`finetune SOURCE --target TARGET --out OUT --force` with the report's finetune options."""
+    """`finetune SOURCE --target TARGET --out OUT --force` with the report's finetune options; with
+    `capture` (an engine), `--capture ENGINE --cache CACHE`: the data captured first, then trained from."""
+    from eagle_convert.cache import CaptureOptions
     from eagle_convert.finetune import plan_finetune, run_finetune
 
-    plan = plan_finetune(source, target, out, opts, force=True)
+    cap = None if capture is None else CaptureOptions(engine=capture, tensor_parallel_size=tensor_parallel_size)
+    plan = plan_finetune(source, target, out, opts, force=True, cache=cache, capture=cap)
 
     best: list[float] = []
 
@@ -214,11 +227,15 @@ def finetune_stage(
         tick = event.tick("finetune", best[0] if event.kind == "step" and event.eal is not None else None)
         if tick is not None and on_tick is not None:
             on_tick(tick)
-        elif event.kind not in ("generate", "step") or event.step in (1, event.total):
+        elif event.kind not in ("generate", "step", "capture") or event.step in (1, event.total):
             say(f"  finetune: {event.message}")
 
     res = run_finetune(plan, progress=progress)
     args: list[str | Path] = ["finetune", source, "--target", target, "--out", out, "--force", *to_argv(opts)]
+    if cap is not None and plan.cache is not None:
+        args += ["--capture", cap.engine, "--cache", plan.cache]
+        if tensor_parallel_size != 1:
+            args += ["--tensor-parallel-size", str(tensor_parallel_size)]
     return {"plan": plan.to_dict(), "result": res.to_dict(), "source": str(source)}, command(*args)
 
 

@@ -56,6 +56,15 @@ from eagle_convert.cli.options import measure_options
 )
 @click.option("--steps-fc-norm", type=click.IntRange(min=0), default=None, help="Fine-tune stage A steps.")
 @click.option("--steps-all", type=click.IntRange(min=0), default=None, help="Fine-tune stage B steps.")
+@click.option(
+    "--capture",
+    "capture",
+    type=click.Choice(["vllm", "reference"]),
+    default=None,
+    help="Fine-tune from a capture cache (finetune --capture): the fine-tune's data captured with this engine "
+    "(vllm: the target in vLLM, --tensor-parallel-size passed through) into DIR/finetune-capture, then "
+    "trained from without the target in memory.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print report.json to stdout.")
 @click.pass_context
 def report_cmd(
@@ -83,6 +92,7 @@ def report_cmd(
     continuation_tokens: int | None,
     steps_fc_norm: int | None,
     steps_all: int | None,
+    capture: str | None,
     as_json: bool,
 ) -> None:
     """Inspect DRAFT, upgrade it to EAGLE-3.1 (identity and calibrated fc_norm), fine-tune, validate,
@@ -126,6 +136,7 @@ def report_cmd(
         continuation_tokens=continuation_tokens,
         steps_fc_norm=steps_fc_norm,
         steps_all=steps_all,
+        capture=capture,
     )
     events: list[object] = []
 
