@@ -252,3 +252,34 @@ def test_report_finetune_stage_takes_the_capture_path(pair, tmp_path: Path) -> N
     assert read_manifest(tmp_path / "finetune-capture").complete()
     assert cmd.endswith(f"--capture reference --cache {tmp_path / 'finetune-capture'}")
     assert any("captured" in line for line in lines)
+
+
+def test_cli_capture_interrupted_after_a_shard_resumes_to_the_same_cache(pair, tmp_path: Path, monkeypatch) -> None:
+    """Ctrl-C right after the first shard is published: exit 130 and a line saying what was kept;
+    the same command again captures the rest, and the cache equals an uninterrupted one."""
+    import eagle_convert.cache.capture as capture_mod
+
+    args = ["capture", "--target", str(pair["target"]), "--draft", str(pair["draft"])]
+    args += ["--prompts", str(pair["prompts"]), "--continuation-tokens", "8", "--engine", "reference"]
+    args += ["--shard-size", "2"]
+    assert _cli(*args, "--out", str(tmp_path / "whole")).exit_code == 0
+    publish = capture_mod._publish
+
+    def cut(tmp: Path, final: Path) -> None:
+        publish(tmp, final)
+        if final.name == "shard-00000.safetensors":
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(capture_mod, "_publish", cut)
+    res = _cli(*args, "--out", str(tmp_path / "cut"))
+    assert res.exit_code == 130
+    # the manifest is saved after each shard: the one published just before the interrupt is redone
+    assert res.stderr.splitlines()[-1] == (
+        f"Error: interrupted (SIGINT); 0 whole shards kept in {tmp_path / 'cut'}: run the same capture again to resume"
+    )
+    monkeypatch.setattr(capture_mod, "_publish", publish)
+    res = _cli(*args, "--out", str(tmp_path / "cut"), "--json")
+    assert res.exit_code == 0 and json.loads(res.stdout)["captured_shards"] == [0, 1, 2]
+    assert _shas(tmp_path / "cut") == _shas(tmp_path / "whole")
+    for name in ("shard-00000.safetensors", "shard-00001.safetensors", "shard-00002.safetensors"):
+        assert (tmp_path / "cut" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes()

@@ -184,6 +184,7 @@ def capture_cache(
     man, todo = open_manifest(out, plan, force=force)
     if provenance is not None:
         man.provenance = {str(i): dict(p) for i, p in enumerate(provenance)}
+    man.save(out)  # before any shard: a kill after the first shard's rename still leaves a cache to resume
     tick = tick_or_nothing(on_tick)
     total = len(list(plan.shards()))
     t0, tokens, prefill, own = time.perf_counter(), 0, 0.0, None
