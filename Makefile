@@ -60,6 +60,7 @@ bench: env
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.engine_share_bench
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.durable_bench
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.startup_bench
+	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.capture_bench
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.suite_bench
 
 # On an NVIDIA GPU machine: the GPU branches end to end (scripts/gpu_check.py; exit 2 = no CUDA device).
