@@ -118,8 +118,8 @@ class _Group(click.Group):
 def main(ctx: click.Context, debug: bool) -> None:
     """Inspect, upgrade (EAGLE-3 to EAGLE-3.1), validate, measure and publish EAGLE-3 draft checkpoints.
 
-    The commands, in pipeline order: inspect, upgrade, diff, validate, smoke, drift, finetune,
-    report, check, push.
+    The commands, in pipeline order: inspect, upgrade, diff, validate, smoke, drift, capture,
+    finetune, report, check, push.
     """
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
