@@ -222,9 +222,11 @@ def _load_pair(plan: FinetunePlan, device: str | None) -> tuple[Any, Any, Any]:
     from eagle_convert.reference import TargetModel, load_drafter, quiet_loading
 
     if plan.cache is not None:  # the target is not loaded: its embedding and head come from its files
+        import torch
+
         from eagle_convert.cache import CachedTarget, target_head_weights
 
-        source: Any = CachedTarget(plan.cache, device=device or "cpu")
+        source: Any = CachedTarget(plan.cache, device=device or ("cuda" if torch.cuda.is_available() else "cpu"))
         embed, head = target_head_weights(plan.target)
         tokenizer = None
     else:
@@ -418,6 +420,7 @@ def _train_stage(
         eval_every=plan.eval_every,
         keep=keep,
         label=stage.name,
+        cache_target=plan.cache is None,  # from a cache: each batch read from its shards, not all kept
         max_len=plan.max_len,
     )
     return StageResult(
