@@ -139,6 +139,18 @@ def controls(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"target": target, "zero_target": zero_target, "random": random_draft, "perfect": perfect}
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """One torch thread: on a shared 2-core machine two threads spin against other processes
+    (a 24-token run measured 44 s with two, 0.8 s with one)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def _sweep_and_runs(target_dir: Path, draft_dir: Path, prompts: list[list[int]], k_max: int, max_new: int):
     """The one-run sweep at K (with timed step costs) and the separate runs at k = 1..K."""
     from eagle_convert.measure.stepcost import time_reference_steps
