@@ -278,6 +278,12 @@ def test_cli_capture_interrupted_after_a_shard_resumes_to_the_same_cache(pair, t
         f"Error: interrupted (SIGINT); 0 whole shards kept in {tmp_path / 'cut'}: run the same capture again to resume"
     )
     monkeypatch.setattr(capture_mod, "_publish", publish)
+    import eagle_convert.finetune.capture as data_mod
+
+    def no_generation(*_a, **_k):
+        raise AssertionError("a resumed capture must reuse its sequences.json")
+
+    monkeypatch.setattr(data_mod, "greedy_continuations", no_generation)
     res = _cli(*args, "--out", str(tmp_path / "cut"), "--json")
     assert res.exit_code == 0 and json.loads(res.stdout)["captured_shards"] == [0, 1, 2]
     assert _shas(tmp_path / "cut") == _shas(tmp_path / "whole")

@@ -1,6 +1,8 @@
 """The capture cache on disk: safetensors shards and a manifest, written one shard at a time.
 
     CACHE/manifest.json           what was asked (the plan) and every finished shard with its sha256
+    CACHE/sequences.json          (`capture` only) the rendered prompts' continuations it generated, with
+                                  the key of what made them: a resumed capture reuses them
     CACHE/shard-00000.safetensors ``{key}.ids`` [T] int64, ``{key}.aux`` [T, A*H] (the engine's dtype),
                                   ``{key}.logits`` [T, Vd] fp32 on the draft vocabulary,
                                   ``{key}.argmax`` [T] int64 (the target's argmax over its whole vocab)
@@ -28,6 +30,7 @@ from eagle_convert.io import write_text_atomic
 __all__ = [
     "CACHE_FORMAT",
     "MANIFEST",
+    "SEQUENCES",
     "CachePlan",
     "Manifest",
     "ShardEntry",
@@ -40,6 +43,7 @@ __all__ = [
 
 CACHE_FORMAT = "eagle-convert-capture/1"
 MANIFEST = "manifest.json"
+SEQUENCES = "sequences.json"  # `capture`'s generated data, kept so a resumed capture does not regenerate it
 
 
 def file_sha256(path: Path) -> str:
@@ -177,7 +181,7 @@ def open_manifest(folder: Path, plan: CachePlan, *, force: bool = False) -> tupl
                 if f.is_file() and f.stat().st_size == entry.bytes and file_sha256(f) == entry.sha256:
                     man.shards[n] = entry
             man.provenance, man.engine_info = old.provenance, old.engine_info
-    elif any(p.name != MANIFEST for p in folder.iterdir() if not p.name.endswith(".tmp")):
+    elif any(p.name not in (MANIFEST, SEQUENCES) for p in folder.iterdir() if not p.name.endswith(".tmp")):
         raise UsageError(f"{folder}: exists and is not a capture cache; use another --out")
     for tmp in folder.glob("*.tmp"):  # a killed run's half-written shard
         tmp.unlink()
