@@ -10,7 +10,7 @@ if TYPE_CHECKING:  # what type checkers see
     from eagle_convert.cache.check import check_cache
     from eagle_convert.cache.options import CAPTURE_ENGINES, CaptureOptions
     from eagle_convert.cache.source import CachedTarget, target_head_weights
-    from eagle_convert.cache.store import CACHE_FORMAT, Manifest, read_manifest
+    from eagle_convert.cache.store import CACHE_FORMAT, MANIFEST, SEQUENCES, Manifest, read_manifest
 else:  # what runs: each name imported from its module on first use
     __getattr__, __dir__ = attach(
         __name__,
@@ -25,6 +25,8 @@ else:  # what runs: each name imported from its module on first use
             "CachedTarget": "eagle_convert.cache.source",
             "target_head_weights": "eagle_convert.cache.source",
             "CACHE_FORMAT": "eagle_convert.cache.store",
+            "MANIFEST": "eagle_convert.cache.store",
+            "SEQUENCES": "eagle_convert.cache.store",
             "Manifest": "eagle_convert.cache.store",
             "read_manifest": "eagle_convert.cache.store",
         },
@@ -36,7 +38,9 @@ __all__ = [
     "CachedTarget",
     "CaptureOptions",
     "CaptureResult",
+    "MANIFEST",
     "Manifest",
+    "SEQUENCES",
     "capture_cache",
     "check_cache",
     "check_capture_options",

@@ -19,8 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.cache import CaptureOptions, CaptureResult, capture_cache, check_capture_options
-from eagle_convert.cache.store import SEQUENCES
+from eagle_convert.cache import SEQUENCES, CaptureOptions, CaptureResult, capture_cache, check_capture_options
 from eagle_convert.errors import CheckpointNotFoundError, CheckpointReadError
 from eagle_convert.extras import require
 from eagle_convert.finetune.data import greedy_continuations, pad_token, render_training_prompts
@@ -204,7 +203,7 @@ def _saved_sequences(out: Path, key: str) -> list[list[int]] | None:
 
 def _save_sequences(out: Path, key: str, seqs: list[list[int]]) -> None:
     """Beside the manifest; never into a folder that is not a cache (capture_cache refuses it next)."""
-    from eagle_convert.cache.store import MANIFEST
+    from eagle_convert.cache import MANIFEST
 
     if out.is_dir() and any(out.iterdir()) and not any((out / n).exists() for n in (MANIFEST, SEQUENCES)):
         return
