@@ -65,6 +65,7 @@ FINETUNE = FinetuneOptions(
     l2sp=0.0,
     ttt_steps=2,
     seed=11,
+    nproc=2,
 )
 UPGRADE = UpgradeOptions(
     layout="keep",

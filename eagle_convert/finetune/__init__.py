@@ -7,6 +7,7 @@ from eagle_convert._lazy import TYPE_CHECKING, attach
 if TYPE_CHECKING:  # what type checkers see
     from eagle_convert.finetune.calibrate import CALIBRATE_MODULES, Calibration, calibrate_fc_norm
     from eagle_convert.finetune.capture import capture_training_data
+    from eagle_convert.finetune.distributed import serve_torchrun, torchrun_world
     from eagle_convert.finetune.options import FinetuneOptions
     from eagle_convert.finetune.plan import (
         BATCH_SIZE,
@@ -28,6 +29,8 @@ else:  # what runs: each name imported from its module on first use
             "Calibration": "eagle_convert.finetune.calibrate",
             "calibrate_fc_norm": "eagle_convert.finetune.calibrate",
             "capture_training_data": "eagle_convert.finetune.capture",
+            "serve_torchrun": "eagle_convert.finetune.distributed",
+            "torchrun_world": "eagle_convert.finetune.distributed",
             "FinetuneOptions": "eagle_convert.finetune.options",
             "BATCH_SIZE": "eagle_convert.finetune.plan",
             "FinetuneEvent": "eagle_convert.finetune.plan",
@@ -59,5 +62,7 @@ __all__ = [
     "LOSS_DECAY",
     "plan_finetune",
     "run_finetune",
+    "serve_torchrun",
     "STAGE_PARAMS",
+    "torchrun_world",
 ]

@@ -75,6 +75,13 @@ class FinetuneOptions:
     l2sp: float = option(_B.l2sp, help="Stage B L2-SP weight: pulls the weights toward those the stage starts from.")
     ttt_steps: int = option(3, min=1, help="Training-time-test depth (draft steps unrolled per position).")
     seed: int = option(0, help="Seed for the batch order and the initial state.")
+    nproc: int = option(
+        1,
+        min=1,
+        help="Data-parallel training processes (torch.distributed: gloo on the CPU, nccl on GPUs, one GPU "
+        "each): each trains on its part of every batch from a capture cache of the training sequences. "
+        "Under torchrun the world is torchrun's (docs/scale.md).",
+    )
 
     def stages(self) -> list[Stage]:
         """Stage A then stage B with these steps and rates (`plan_finetune` drops a 0-step stage)."""

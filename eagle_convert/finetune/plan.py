@@ -143,6 +143,7 @@ class FinetunePlan:
     eval_every: int = 1
     cache: Path | None = None  # train from this capture cache (the target is not loaded)
     capture: CaptureOptions | None = None  # capture into `cache` first, with these settings
+    nproc: int = 1  # data-parallel training processes (finetune/distributed.py)
 
     def to_dict(self) -> dict[str, Any]:
         extra: dict[str, Any] = {} if self.cache is None else {"cache": str(self.cache)}
@@ -165,6 +166,7 @@ class FinetunePlan:
             "seed": self.seed,
             "max_len": self.max_len,
             "eval_every": self.eval_every,
+            "nproc": self.nproc,
             "hold_out_every": HOLD_OUT_EVERY,
             **extra,
         }
@@ -317,6 +319,11 @@ def plan_finetune(
         raise UsageError(f"--max-len must be at least {ttt_steps + 2} (TTT depth + 2)")
     if eval_every < 1:
         raise UsageError("--eval-every must be at least 1")
+    if not 1 <= o.nproc <= batch_size:
+        raise UsageError(
+            f"--nproc {o.nproc}: must be between 1 and {batch_size}, the sequences per batch "
+            "(each process trains on its part)"
+        )
     plan_stages = _stages(o.stages())
     dpath, tpath = _folder(draft, "draft", config=False), _folder(target, "target")
     final = check_output_dir(out, {"input draft": dpath, "target": tpath}, force=force)
@@ -367,6 +374,7 @@ def plan_finetune(
         eval_every,
         None if cache_dir is None else cache_dir.resolve(),
         capture,
+        o.nproc,
     )
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from eagle_convert._version import __version__
 from eagle_convert.cache import CaptureOptions
 from eagle_convert.draft import CARD_FILE, PROVENANCE_KEY, model_card
-from eagle_convert.errors import EagleConvertError
+from eagle_convert.errors import EagleConvertError, UsageError
 from eagle_convert.finetune.options import FinetuneOptions, Stage
 from eagle_convert.finetune.plan import (
     FROZEN,
@@ -107,7 +107,12 @@ def run_finetune(plan: FinetunePlan, *, progress: Progress | None = None, device
         before = _evaluate(plan, tgt, drafter, seqs, say)
         train, held = _split_held_out(seqs)
         keep, score, eal0 = _selection(plan, tgt, drafter, held, say)
-        stages = [_train_stage(plan, s, i, tgt, drafter, train, say, score, keep) for i, s in enumerate(plan.stages)]
+        if plan.nproc > 1:
+            stages = _train_parallel(plan, tgt, drafter, train, say, score, keep)
+        else:
+            stages = [
+                _train_stage(plan, s, i, tgt, drafter, train, say, score, keep) for i, s in enumerate(plan.stages)
+            ]
         best = None
         if keep is not None:
             keep.restore(drafter)  # the best scored step's weights, not the last step's
@@ -357,6 +362,63 @@ def _selection(
     return keep, score, eal
 
 
+def _train_parallel(
+    plan: FinetunePlan, tgt: Any, drafter: Any, train: list[list[int]], say: Progress, score: Any, keep: Any
+) -> list[StageResult]:
+    """The stages over `plan.nproc` processes (`finetune/distributed.py`), this one rank 0, every
+    rank training from the capture cache (`--cache`; without one, the training sequences captured
+    here first by the loaded target)."""
+    from contextlib import nullcontext
+
+    from eagle_convert.cache import CachedTarget
+    from eagle_convert.finetune.distributed import job_for, launch, send, temporary_capture
+
+    if len(train) < plan.nproc:
+        raise UsageError(f"--nproc {plan.nproc}: only {len(train)} training sequences; pass a smaller --nproc")
+    kwargs = [_stage_kwargs(plan, s, i, drafter) for i, s in enumerate(plan.stages)]
+    ctx = (
+        nullcontext(plan.cache)
+        if plan.cache is not None
+        else temporary_capture(plan.target, plan.draft, train, plan.out, tgt, say)
+    )
+    with ctx as folder:
+        source = tgt if plan.cache is not None else CachedTarget(folder, device=tgt.device)
+        with launch(plan.nproc, tgt.device) as ranks:
+            send(ranks, job_for(folder, drafter, plan.config, train, kwargs))
+            return [
+                _train_stage(plan, s, i, source, drafter, train, say, score, keep, parallel=ranks)
+                for i, s in enumerate(plan.stages)
+            ]
+
+
+def _stage_kwargs(plan: FinetunePlan, stage: Stage, index: int, drafter: Any) -> dict[str, Any]:
+    """`train_draft`'s arguments for a stage, but the target, drafter, data and callbacks: what
+    every rank of a data-parallel run passes alike."""
+    from eagle_convert.reference import trainable_names
+
+    pats = STAGE_PARAMS[stage.name]
+    try:
+        names = [n for n in trainable_names(drafter, pats or "all") if n not in FROZEN]
+    except ValueError:
+        names = []
+    if not names:
+        raise FinetuneRefusedError(f"stage {stage.name}: the draft has no parameter matching {pats}")
+    return {
+        "aux_ids": plan.aux_ids,
+        "ttt_steps": plan.ttt_steps,
+        "steps": stage.steps,
+        "lr": stage.lr,
+        "seed": plan.seed + index,
+        "trainable": names,
+        "l2sp": stage.l2sp,
+        "log_every": max(1, stage.steps // 50),
+        "batch_size": plan.batch_size,
+        "loss_decay": LOSS_DECAY,
+        "eval_every": plan.eval_every,
+        "max_len": plan.max_len,
+    }
+
+
 def _train_stage(
     plan: FinetunePlan,
     stage: Stage,
@@ -367,16 +429,12 @@ def _train_stage(
     say: Progress,
     score: Any = None,
     keep: Any = None,
+    parallel: Any = None,
 ) -> StageResult:
-    from eagle_convert.reference import StepInfo, train_draft, trainable_names
+    from eagle_convert.reference import StepInfo, train_draft
 
-    pats = STAGE_PARAMS[stage.name]
-    try:
-        names = [n for n in trainable_names(drafter, pats or "all") if n not in FROZEN]
-    except ValueError:
-        names = []
-    if not names:
-        raise FinetuneRefusedError(f"stage {stage.name}: the draft has no parameter matching {pats}")
+    kwargs = _stage_kwargs(plan, stage, index, drafter)
+    names = kwargs["trainable"]
     say(
         FinetuneEvent(
             "stage",
@@ -405,23 +463,14 @@ def _train_stage(
         tgt,
         drafter,
         seqs,
-        aux_ids=plan.aux_ids,
-        ttt_steps=plan.ttt_steps,
-        steps=stage.steps,
-        lr=stage.lr,
-        seed=plan.seed + index,
-        trainable=names,
-        l2sp=stage.l2sp,
-        log_every=max(1, stage.steps // 50),
-        batch_size=plan.batch_size,
-        loss_decay=LOSS_DECAY,
         on_step=on_step,
         evaluate=score,
-        eval_every=plan.eval_every,
         keep=keep,
         label=stage.name,
-        cache_target=plan.cache is None,  # from a cache: each batch read from its shards, not all kept
-        max_len=plan.max_len,
+        parallel=parallel,
+        # from a cache, or on a rank: each batch read from the cache's shards, not all kept
+        cache_target=plan.cache is None and parallel is None,
+        **kwargs,
     )
     return StageResult(
         stage.name,

@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # what type checkers see
         fc_norm_values,
         first_position_agreement,
     )
-    from eagle_convert.reference.data import load_drafter
+    from eagle_convert.reference.data import drafter_from_state_dict, load_drafter
     from eagle_convert.reference.drafter import EagleDrafter, draft_config_from_dict
     from eagle_convert.reference.loop import speculative_generate
     from eagle_convert.reference.quiet import quiet_loading
@@ -39,6 +39,7 @@ else:  # what runs: each name imported from its module on first use
             "drafter_with_fc_norm": "eagle_convert.reference.calibrate",
             "fc_norm_values": "eagle_convert.reference.calibrate",
             "first_position_agreement": "eagle_convert.reference.calibrate",
+            "drafter_from_state_dict": "eagle_convert.reference.data",
             "load_drafter": "eagle_convert.reference.data",
             "EagleDrafter": "eagle_convert.reference.drafter",
             "draft_config_from_dict": "eagle_convert.reference.drafter",
@@ -59,6 +60,7 @@ else:  # what runs: each name imported from its module on first use
 __all__ = [
     "aux_rms",
     "draft_config_from_dict",
+    "drafter_from_state_dict",
     "drafter_with_fc_norm",
     "EagleDrafter",
     "expected_acceptance_length",

@@ -32,6 +32,7 @@ from eagle_convert.reference.select import KeepBest, expected_acceptance_length
 from eagle_convert.reference.target import TargetModel
 
 __all__ = [
+    "DataParallel",
     "FeatureSource",
     "StepInfo",
     "TrainResult",
@@ -40,6 +41,7 @@ __all__ = [
     "save_draft",
     "train_draft",
     "trainable_names",
+    "ttt_token_counts",
     "write_draft",
 ]
 LOG = logging.getLogger(__name__)
@@ -155,6 +157,25 @@ class FeatureSource(Protocol):
     ) -> tuple[Tensor, Tensor, Tensor]: ...
 
 
+class DataParallel(Protocol):
+    """One rank of a data-parallel run (`finetune/distributed.py`): every rank draws the same global
+    batch, trains on its part of it, and the sums below make the step the one-process step."""
+
+    rank: int
+
+    def local(self, batch: list[int]) -> list[int]:
+        """This rank's part of the global batch (sequence indices)."""
+        ...
+
+    def sum(self, values: list[float]) -> list[float]:
+        """``values`` summed over every rank."""
+        ...
+
+    def reduce_grads(self, params: list[Tensor]) -> None:
+        """Replace each parameter's gradient with its sum over every rank."""
+        ...
+
+
 def _target_features(
     target: TargetModel | FeatureSource, ids: Tensor, lens: Tensor, aux_ids: Sequence[int], rows: Tensor, t2d: Tensor
 ) -> tuple[Tensor, Tensor, Tensor]:
@@ -164,6 +185,21 @@ def _target_features(
         return target.features(ids, lens, aux_ids, rows, t2d)
     out = target.forward(ids, aux_ids=aux_ids)
     return out.aux.float(), out.logits[..., rows], t2d[out.logits.argmax(-1)]
+
+
+def _step_mask(ids: Tensor, lens: Tensor, in_vocab: Tensor, j: int) -> tuple[Tensor, Tensor, Tensor]:
+    """(the positions TTT step `j` scores, the token index each reads, the tokens it feeds)."""
+    b, t = ids.shape
+    src = torch.arange(t, device=ids.device) + j + 1  # step j at index i reads token x[i+j+1]
+    valid = src[None] < lens[:, None]
+    gather = src.clamp(max=t - 1)[None].expand(b, t)
+    tok = torch.where(valid, ids.gather(1, gather), torch.zeros_like(ids))
+    return valid & in_vocab.gather(1, gather), gather, tok
+
+
+def ttt_token_counts(ids: Tensor, lens: Tensor, in_vocab: Tensor, ttt_steps: int) -> list[float]:
+    """The positions each TTT step scores in a batch: `ttt_loss`'s denominators (before the clamp)."""
+    return [float(_step_mask(ids, lens, in_vocab, j)[0].sum()) for j in range(ttt_steps)]
 
 
 def ttt_loss(
@@ -176,8 +212,13 @@ def ttt_loss(
     ttt_steps: int,
     loss_decay: float,
     in_vocab: Tensor,
+    denoms: Sequence[float] | None = None,
 ) -> tuple[Tensor, list[float]]:
-    """Weighted TTT loss over a right-padded batch, and per-step argmax accuracy."""
+    """Weighted TTT loss over a right-padded batch, and per-step argmax accuracy.
+
+    `denoms`: each step's scored positions over the whole global batch (`ttt_token_counts` summed
+    over the ranks of a data-parallel run) instead of this batch's; the ranks' losses and accuracies
+    then sum to the global batch's."""
     b, t = ids.shape
     dtype = drafter.norm.weight.dtype
     hidden = drafter.combine_hidden_states(aux.to(dtype))
@@ -187,16 +228,13 @@ def ttt_loss(
     targ = tlogits.argmax(-1)
     total, accs = hidden.new_zeros((), dtype=torch.float32), []
     for j in range(ttt_steps):
-        src = idx + j + 1  # step j at index i reads token x[i+j+1], predicts via target at i+j+1
-        valid = src[None] < lens[:, None]
-        gather = src.clamp(max=t - 1)[None].expand(b, t)
-        tok = torch.where(valid, ids.gather(1, gather), torch.zeros_like(ids))
+        scored, gather, tok = _step_mask(ids, lens, in_vocab, j)  # predicts via the target at i+j+1
         pos = (idx + j)[None].expand(b, t)
         normed, hidden = drafter(tok, pos, hidden, slots)
         logp = F.log_softmax(drafter.draft_logits(normed), dim=-1)
         p = tprob.gather(1, gather[..., None].expand(b, t, tprob.shape[-1]))
-        mask = (valid & in_vocab.gather(1, gather)).float()
-        denom = mask.sum().clamp_min(1.0)
+        mask = scored.float()
+        denom = mask.sum().clamp_min(1.0) if denoms is None else mask.new_tensor(max(denoms[j], 1.0))
         ce = -(p * logp).sum(-1)
         total = total + loss_decay**j * (ce * mask).sum() / denom
         hit = (logp.argmax(-1) == targ.gather(1, gather)).float()
@@ -227,6 +265,7 @@ def train_draft(
     keep: KeepBest | None = None,
     label: str = "",
     max_len: int | None = None,
+    parallel: DataParallel | None = None,
 ) -> TrainResult:
     """Train `drafter` in place with TTT on the target's own distributions over `sequences`.
 
@@ -243,6 +282,10 @@ def train_draft(
     must be on it too): batches are built on the CPU and moved there, and the batch order comes
     from a CPU generator, so a CPU run is the same whatever devices exist. `target` may be a
     `FeatureSource` (a capture cache): the same training without the target in memory.
+    With `parallel` (one rank of a data-parallel run), the rank trains on its part of each global
+    batch, the loss is normalised over the global batch and the gradients are summed over the
+    ranks before clipping: the step of one process with the whole batch, up to fp32 summation
+    order. Only rank 0 adds the L2-SP term; `evaluate` belongs on rank 0 alone.
     """
     t0 = time.perf_counter()
     gen = torch.Generator().manual_seed(seed)
@@ -313,15 +356,24 @@ def train_draft(
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
         batch = torch.randperm(len(sequences), generator=gen)[:batch_size].tolist()
+        if parallel is not None:
+            batch = parallel.local(batch)
         ids, lens, aux, tl, iv = features(batch)
-        loss, accs = ttt_loss(drafter, ids, lens, aux, tl, ttt_steps=ttt_steps, loss_decay=loss_decay, in_vocab=iv)
-        if anchor:
+        denoms = None if parallel is None else parallel.sum(ttt_token_counts(ids, lens, iv, ttt_steps))
+        loss, accs = ttt_loss(
+            drafter, ids, lens, aux, tl, ttt_steps=ttt_steps, loss_decay=loss_decay, in_vocab=iv, denoms=denoms
+        )
+        if anchor and (parallel is None or parallel.rank == 0):
             loss = loss + l2sp * sum(((p - anchor[n]) ** 2).sum() for n, p in params)
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        if parallel is not None:
+            parallel.reduce_grads([p for _, p in params])
         torch.nn.utils.clip_grad_norm_([p for _, p in params], 0.5)
         opt.step()
         losses.append(float(loss.detach()))
+        if parallel is not None:  # the global batch's loss and accuracy
+            losses[-1], *accs = parallel.sum([losses[-1], *accs])
         window.append(accs)
         info = StepInfo(step + 1, steps, losses[-1], lr_at(step), accs)
         if evaluate is not None and ((step + 1) % max(1, eval_every) == 0 or step == steps - 1):

@@ -11,6 +11,7 @@ from eagle_convert.cli.commands._interrupt import output_detail
 from eagle_convert.cli.deprecated import renamed_option
 from eagle_convert.cli.interrupt import on_interrupt
 from eagle_convert.cli.options import dataclass_options
+from eagle_convert.errors import UsageError
 from eagle_convert.finetune import FinetuneOptions
 
 
@@ -89,8 +90,15 @@ def finetune_cmd(
     from eagle_convert.cli.output import console, echo_json
     from eagle_convert.cli.progress import ProgressDisplay
     from eagle_convert.cli.render.finetune import FinetuneProgress, render_plan, render_result
-    from eagle_convert.finetune import plan_finetune, run_finetune
+    from eagle_convert.finetune import plan_finetune, run_finetune, serve_torchrun, torchrun_world
 
+    world = torchrun_world()
+    if world is not None:  # one of torchrun's ranks (docs/scale.md): rank 0 runs the fine-tune, the rest train
+        if opts.nproc != world[1]:
+            raise UsageError(f"--nproc {opts.nproc}: torchrun started {world[1]} processes; pass --nproc {world[1]}")
+        if world[0] > 0:
+            serve_torchrun()
+            return
     on_interrupt(output_detail(out, draft))
     capture = None if capture_engine is None else replace(capture_opts, engine=capture_engine)
     plan = plan_finetune(draft, target, out, opts, force=force, cache=cache, capture=capture)
