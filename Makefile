@@ -37,7 +37,7 @@ demo: env
 	rm -rf $(DEMO)
 	$(PY) -m fixtures.drafts $(DEMO)/eagle3-draft --name specforge-eagle3
 	$(VENV)/bin/eagle-convert inspect $(DEMO)/eagle3-draft
-	$(VENV)/bin/eagle-convert upgrade $(DEMO)/eagle3-draft $(DEMO)/eagle31-draft
+	$(VENV)/bin/eagle-convert upgrade $(DEMO)/eagle3-draft --out $(DEMO)/eagle31-draft
 	$(VENV)/bin/eagle-convert diff $(DEMO)/eagle3-draft $(DEMO)/eagle31-draft
 	$(VENV)/bin/eagle-convert validate $(DEMO)/eagle31-draft
 	# The whole story on a tiny target with an EAGLE-3 draft trained for it (fixtures/trained.py, built

@@ -48,8 +48,8 @@ def tools(src: Path, out: Path) -> dict[str, list[str]]:
     return {
         BASELINE: ["sh", "-c", 'cp -r "$1" "$2" && sync', "sh", str(src), str(out)],
         "cp -r": ["cp", "-r", str(src), str(out)],
-        "upgrade": [*CLI, "upgrade", str(src), str(out)],
-        "upgrade --no-fsync": [*CLI, "upgrade", str(src), str(out), "--no-fsync"],
+        "upgrade": [*CLI, "upgrade", str(src), "--out", str(out)],
+        "upgrade --no-fsync": [*CLI, "upgrade", str(src), "--out", str(out), "--no-fsync"],
     }
 
 

@@ -38,8 +38,8 @@ def build_family(work: Path) -> tuple[Path, list[Path]]:
     target, draft = build_trained_pair(log=lambda _m: None)
     up, cal, ft = work / "eagle31-identity", work / "eagle31-calibrated", work / "eagle31-finetuned"
     steps = [
-        (up, [*CLI, "upgrade", str(draft), str(up)]),
-        (cal, [*CLI, "upgrade", str(draft), str(cal), "--init", "calibrated", "--target", str(target)]),
+        (up, [*CLI, "upgrade", str(draft), "--out", str(up)]),
+        (cal, [*CLI, "upgrade", str(draft), "--out", str(cal), "--init", "calibrated", "--target", str(target)]),
         (ft, [*CLI, "finetune", str(cal), "--target", str(target), "--out", str(ft), "--steps-all", "20"]),
     ]
     for out, cmd in steps:

@@ -107,9 +107,9 @@ def tools(src: Path, out: Path) -> dict[str, list[str]]:
         "cp -r": ["cp", "-r", str(src), str(out)],
         # --no-fsync: like cp -r, leave the data in the page cache; what flushing costs is measured
         # against `cp -r && sync` by benchmarks/durable_bench.py.
-        "upgrade --no-verify": [*CLI, "upgrade", str(src), str(out), "--no-verify", "--no-fsync"],
-        "upgrade": [*CLI, "upgrade", str(src), str(out), "--no-fsync"],
-        "upgrade --link": [*CLI, "upgrade", str(src), str(out), "--link", "--json", "--no-fsync"],
+        "upgrade --no-verify": [*CLI, "upgrade", str(src), "--out", str(out), "--no-verify", "--no-fsync"],
+        "upgrade": [*CLI, "upgrade", str(src), "--out", str(out), "--no-fsync"],
+        "upgrade --link": [*CLI, "upgrade", str(src), "--out", str(out), "--link", "--json", "--no-fsync"],
         "cat": ["cat", *weights],  # its stdout is /dev/null (measure)
         "validate --deep": [*CLI, "validate", str(src), "--deep", "--json"],
     }

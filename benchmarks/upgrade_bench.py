@@ -52,8 +52,8 @@ def tools(src: Path, dst: Path) -> dict[str, list[str]]:
         "cp -r": ["cp", "-r", str(src), str(dst)],
         # --no-fsync: like cp -r and save_file, leave the data in the page cache (the durable default
         # against `cp -r && sync`: benchmarks/durable_bench.py).
-        "upgrade --no-verify": [*CLI, "upgrade", str(src), str(dst), "--no-verify", "--no-fsync"],
-        "upgrade": [*CLI, "upgrade", str(src), str(dst), "--no-fsync"],
+        "upgrade --no-verify": [*CLI, "upgrade", str(src), "--out", str(dst), "--no-verify", "--no-fsync"],
+        "upgrade": [*CLI, "upgrade", str(src), "--out", str(dst), "--no-fsync"],
         "load_file+save_file": [sys.executable, "-c", ROUND_TRIP, str(src), str(dst)],
     }
 

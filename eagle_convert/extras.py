@@ -44,10 +44,11 @@ def missing_modules(extra: str, modules: Iterable[str] | None = None) -> list[st
     return [m for m in names if not module_available(m)]
 
 
-def require(extra: str, what: str, modules: Iterable[str] | None = None) -> None:
+def require(extra: str, what: str, modules: Iterable[str] | None = None, *, options: Iterable[str] = ()) -> None:
     """Raise MissingExtraError (exit 2) unless `extra`'s modules (or the subset `modules`) are installed.
 
-    `what` names the feature in the message, e.g. "smoke" or "validate --engine vllm".
+    `what` names the feature in the message, e.g. "smoke" or "validate {engine=vllm}" with the option
+    names it writes as `{name=value}` in `options` (see `errors.EagleConvertError`).
     """
     missing = missing_modules(extra, modules)
     if missing:
@@ -56,4 +57,5 @@ def require(extra: str, what: str, modules: Iterable[str] | None = None) -> None
             f"not installed: {INSTALL[extra]}",
             extra=extra,
             missing=missing,
+            options=options,
         )

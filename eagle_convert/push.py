@@ -7,7 +7,7 @@ is not sent as it lies: an eagle-convert model card names the local folder in it
 command, and the pushed card names the repo instead (`draft.card.retarget_card`).
 
 A draft with validation errors (`validate.run.validate_checkpoint`, static checks, with the target
-when given) is refused unless `force`: a broken draft on the hub is what `validate` exists to stop.
+when given) is refused unless `allow_invalid`: a broken draft on the hub is what `validate` exists to stop.
 
 `plan_push` decides all of that (files, sizes, the card, the commit message, the verdict) without a
 hub request; `push --dry-run` renders it.
@@ -16,6 +16,7 @@ hub request; `push --dry-run` renders it.
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,8 +37,8 @@ __all__ = ["PushPlan", "PushResult", "plan_push", "push_draft", "push_files"]
 
 _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 WRITE_HINT = "push needs a token with write access to the namespace: set HF_TOKEN or run `hf auth login`"
-PUSH_OFFLINE_HINT = "unset HF_HUB_OFFLINE to upload; --dry-run shows what would be sent"
-PUSH_UNREACHABLE_HINT = "check the network connection and HF_ENDPOINT; --dry-run shows what would be sent"
+PUSH_OFFLINE_HINT = "unset HF_HUB_OFFLINE to upload; {dry_run} shows what would be sent"
+PUSH_UNREACHABLE_HINT = "check the network connection and HF_ENDPOINT; {dry_run} shows what would be sent"
 
 
 @dataclass
@@ -53,15 +54,15 @@ class PushPlan:
     files: dict[str, int]  # path in the repo -> bytes that would be sent
     card_retargeted: bool  # the model card's `vllm serve` would name the repo
     endpoint: str
-    force: bool
+    allow_invalid: bool
     validation_errors: list[tuple[str, str]] = field(default_factory=list)  # (code, message)
     validation_warnings: int = 0
     card_bytes: bytes | None = None  # the retargeted card, sent instead of the local README.md
 
     @property
     def refused(self) -> bool:
-        """The draft fails validation and `force` was not given: nothing would be sent."""
-        return bool(self.validation_errors) and not self.force
+        """The draft fails validation and `allow_invalid` was not given: nothing would be sent."""
+        return bool(self.validation_errors) and not self.allow_invalid
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -93,7 +94,7 @@ class PushResult:
     files: dict[str, int]  # path in the repo -> bytes sent
     card_retargeted: bool  # the model card's `vllm serve` now names the repo
     endpoint: str
-    validation_errors: list[str] = field(default_factory=list)  # codes pushed anyway (--force)
+    validation_errors: list[str] = field(default_factory=list)  # codes pushed anyway (allow_invalid)
     validation_warnings: int = 0
 
     def to_dict(self) -> dict[str, Any]:
@@ -130,9 +131,10 @@ def plan_push(
     revision: str | None = None,
     create_pr: bool = False,
     private: bool | None = None,
-    force: bool = False,
+    allow_invalid: bool = False,
     target: str | Path | None = None,
     commit_message: str | None = None,
+    force: bool | None = None,
 ) -> PushPlan:
     """Validate `folder` and list what a push to `repo_id` would send; no hub request, so it works offline.
 
@@ -142,9 +144,10 @@ def plan_push(
         revision: the branch (created from main when missing).
         create_pr: open a pull request against it instead of committing.
         private: for a new repo (an existing one keeps its visibility).
-        force: push although the draft fails validation.
+        allow_invalid: push although the draft fails validation.
         target: also cross-check the draft against its target while validating.
         commit_message: default `Upload FOLDER with eagle-convert`.
+        force: the old name of `allow_invalid` (deprecated: a DeprecationWarning).
 
     Returns:
         The repo and branch, every file with its size, the commit message and the validation verdict.
@@ -153,6 +156,7 @@ def plan_push(
         CheckpointNotFoundError: `folder` has no config.json.
         UsageError: `repo_id` is not `org/name`.
     """
+    allow_invalid = _allow_invalid(allow_invalid, force)
     path = Path(folder).expanduser()
     if not path.is_dir():
         raise CheckpointNotFoundError(
@@ -183,7 +187,7 @@ def plan_push(
         files=sizes,
         card_retargeted=retargeted,
         endpoint=endpoint_display(),
-        force=force,
+        allow_invalid=allow_invalid,
         validation_errors=[(f.code, f.message) for f in report.errors],
         validation_warnings=len(report.warnings),
         card_bytes=card,
@@ -197,14 +201,15 @@ def push_draft(
     revision: str | None = None,
     create_pr: bool = False,
     private: bool | None = None,
-    force: bool = False,
+    allow_invalid: bool = False,
     target: str | Path | None = None,
     token: str | None = None,
     commit_message: str | None = None,
+    force: bool | None = None,
 ) -> PushResult:
     """Upload `folder` to the model repo `repo_id` (created when missing) in one commit.
 
-    Refuses a draft with validation errors unless `force`. `plan_push` with the same arguments
+    Refuses a draft with validation errors unless `allow_invalid`. `plan_push` with the same arguments
     says what would be sent.
 
     Args:
@@ -213,16 +218,17 @@ def push_draft(
         revision: the branch (created from main when missing).
         create_pr: open a pull request against it instead of committing.
         private: for a new repo (an existing one keeps its visibility).
-        force: push although the draft fails validation.
+        allow_invalid: push although the draft fails validation.
         target: also cross-check the draft against its target while validating.
         token: the hub token (default: `HF_TOKEN` or the `hf auth login` one).
         commit_message: default `Upload FOLDER with eagle-convert`.
+        force: the old name of `allow_invalid` (deprecated: a DeprecationWarning).
 
     Returns:
         The commit (or pull request) made and what was sent.
 
     Raises:
-        PushRefusedError: the draft fails validation (and not `force`); nothing was sent.
+        PushRefusedError: the draft fails validation (and not `allow_invalid`); nothing was sent.
         HubOfflineError: offline mode is on, or the hub cannot be reached.
         HubError: the hub refused the upload (no write access).
     """
@@ -232,7 +238,7 @@ def push_draft(
         revision=revision,
         create_pr=create_pr,
         private=private,
-        force=force,
+        allow_invalid=_allow_invalid(allow_invalid, force),
         target=target,
         commit_message=commit_message,
     )
@@ -241,10 +247,12 @@ def push_draft(
         n = len(plan.validation_errors)
         raise PushRefusedError(
             f"{folder}: fails validation with {n} error{'s' * (n > 1)} ({code}: {message}); nothing was uploaded",
-            hint=f"see eagle-convert validate {folder}, or pass --force to push it anyway",
+            hint=f"see eagle-convert validate {folder}, or pass {{allow_invalid}} to push it anyway",
+            options=("allow_invalid",),
+            file=str(folder),
         )
     if offline():
-        raise HubOfflineError(f"{repo_id}: cannot push, {OFFLINE_REASON}", hint=PUSH_OFFLINE_HINT)
+        raise HubOfflineError(f"{repo_id}: cannot push, {OFFLINE_REASON}", hint=PUSH_OFFLINE_HINT, options=("dry_run",))
     from huggingface_hub import CommitOperationAdd, HfApi
 
     api = HfApi(endpoint=endpoint(), token=token)  # HF_ENDPOINT now, not at the client's import
@@ -283,6 +291,14 @@ def push_draft(
     )
 
 
+def _allow_invalid(allow_invalid: bool, force: bool | None) -> bool:
+    """`allow_invalid`, or the deprecated `force` it replaced (one DeprecationWarning)."""
+    if force is None:
+        return allow_invalid
+    warnings.warn("push: force= is deprecated; use allow_invalid=", DeprecationWarning, stacklevel=3)
+    return allow_invalid or force
+
+
 def _hub_error(exc: Exception, repo_id: str, branch: str) -> Exception:
     from huggingface_hub.errors import HfHubHTTPError
 
@@ -291,5 +307,5 @@ def _hub_error(exc: Exception, repo_id: str, branch: str) -> Exception:
         return HubError(f"{repo_id}: the hub refused the upload (HTTP {status})", hint=WRITE_HINT)
     mapped = translate(exc, repo_id=repo_id, revision=branch, description=repo_id, name=None)
     if isinstance(mapped, HubOfflineError):  # a reader's hint ("download the files first") does not fit an upload
-        return HubOfflineError(mapped.message, hint=PUSH_UNREACHABLE_HINT)
+        return HubOfflineError(mapped.message, hint=PUSH_UNREACHABLE_HINT, options=("dry_run",))
     return mapped if mapped is not None else exc

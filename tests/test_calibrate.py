@@ -69,7 +69,7 @@ def _target_folder(path: Path, **cfg) -> Path:
     ],
 )
 def test_cli_usage(built_fixtures, tmp_path: Path, args: list[str], message: str) -> None:
-    res = _cli("upgrade", built_fixtures("vllm-eagle3"), tmp_path / "out", *args)
+    res = _cli("upgrade", built_fixtures("vllm-eagle3"), "--out", tmp_path / "out", *args)
     warning = (
         "Warning: --prompts is deprecated; use --calibration-prompts (it will be removed in a later release).\n"
         if args[0] == "--prompts"
@@ -85,6 +85,7 @@ def test_cli_target_must_be_a_local_model_folder(built_fixtures, tmp_path: Path)
     res = _cli(
         "upgrade",
         built_fixtures("vllm-eagle3"),
+        "--out",
         tmp_path / "out",
         "--init",
         "calibrated",
@@ -104,6 +105,7 @@ def test_cli_existing_output_is_refused_before_calibrating(built_fixtures, tmp_p
     res = _cli(
         "upgrade",
         built_fixtures("vllm-eagle3"),
+        "--out",
         tmp_path / "out",
         "--init",
         "calibrated",
@@ -118,6 +120,7 @@ def test_cli_target_without_tokenizer(built_fixtures, tmp_path: Path) -> None:
     res = _cli(
         "upgrade",
         built_fixtures("vllm-eagle3"),
+        "--out",
         tmp_path / "out",
         "--init",
         "calibrated",

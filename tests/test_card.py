@@ -203,7 +203,7 @@ def test_upgrade_cli_prints_no_model_type_warning_for_a_speculators_draft(built_
 
     from eagle_convert.cli.app import main
 
-    res = CliRunner().invoke(main, ["upgrade", str(built_fixtures("speculators-eagle3")), str(tmp_path / "o")])
+    res = CliRunner().invoke(main, ["upgrade", str(built_fixtures("speculators-eagle3")), "--out", str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
     assert "warning" not in res.output and "model_type" not in res.output
 

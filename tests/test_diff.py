@@ -29,7 +29,7 @@ def upgraded(tmp_path_factory: pytest.TempPathFactory):
     for name in ("specforge-eagle3", "vllm-eagle3-fp16-bin", "nemo-eagle3"):
         src = build_draft(base / name, M[name])
         extra = ["--aux-layer-ids", "2,4,5"] if name == "nemo-eagle3" else []
-        res = CliRunner().invoke(main, ["upgrade", str(src), str(base / f"{name}-31"), *extra])
+        res = CliRunner().invoke(main, ["upgrade", str(src), "--out", str(base / f"{name}-31"), *extra])
         assert res.exit_code == 0, res.output
         out[name] = (src, base / f"{name}-31")
     return out

@@ -94,11 +94,11 @@ def test_flushed_in_order(name: str, replace: bool, built_fixtures, tmp_path: Pa
 
 def test_no_fsync_flushes_nothing_and_writes_the_same_output(built_fixtures, tmp_path: Path, events) -> None:
     src = built_fixtures("vllm-eagle3-sharded")
-    res = CliRunner().invoke(main, ["upgrade", str(src), str(tmp_path / "a" / "out")])
+    res = CliRunner().invoke(main, ["upgrade", str(src), "--out", str(tmp_path / "a" / "out")])
     assert res.exit_code == 0, res.output
     assert any(k == "fsync" for k, _ in events)
     events.clear()
-    res = CliRunner().invoke(main, ["upgrade", str(src), str(tmp_path / "b" / "out"), "--no-fsync"])
+    res = CliRunner().invoke(main, ["upgrade", str(src), "--out", str(tmp_path / "b" / "out"), "--no-fsync"])
     assert res.exit_code == 0, res.output
     assert [k for k, _ in events] == ["rename"]
     a, b = (sha_tree(tmp_path / d) for d in "ab")
@@ -109,7 +109,7 @@ def test_no_fsync_flushes_nothing_and_writes_the_same_output(built_fixtures, tmp
 def test_link_output_is_flushed_too(built_fixtures, tmp_path: Path, events) -> None:
     src = built_fixtures("vllm-eagle3-sharded")
     out = tmp_path / "out"
-    res = CliRunner().invoke(main, ["upgrade", str(src), str(out), "--layout", "keep", "--link"])
+    res = CliRunner().invoke(main, ["upgrade", str(src), "--out", str(out), "--layout", "keep", "--link"])
     assert res.exit_code == 0, res.output
     published = [k for k, _ in events].index("rename")
     flushed = {Path(p).name for k, p in events[:published] if k == "fsync"}

@@ -89,7 +89,7 @@ def test_finetune_without_tokenizers(hide, built_fixtures, target, tmp_path) -> 
 def test_upgrade_init_calibrated_without_torch(hide, built_fixtures, target, tmp_path) -> None:
     hide("torch")
     out = tmp_path / "out"
-    res = _cli("upgrade", built_fixtures("vllm-eagle3"), out, "--init", "calibrated", "--target", target)
+    res = _cli("upgrade", built_fixtures("vllm-eagle3"), "--out", out, "--init", "calibrated", "--target", target)
     assert (res.exit_code, res.stderr, res.stdout) == (
         2,
         f"Error: upgrade --init calibrated needs torch, which is not installed: {SMOKE_EXTRA}\n",
@@ -117,7 +117,7 @@ def test_lean_commands_run_with_every_optional_module_hidden(hide, built_fixture
     up = tmp_path / "up"
     assert _cli("inspect", draft).exit_code == 0
     assert _cli("validate", draft, "--deep").exit_code == 0
-    assert _cli("upgrade", draft, up).exit_code == 0
+    assert _cli("upgrade", draft, "--out", up).exit_code == 0
     assert _cli("diff", draft, up).exit_code == 0
     moved = shutil.copytree(up, tmp_path / "push")
     res = _cli("push", moved, "me/draft", "--dry-run")

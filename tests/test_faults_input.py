@@ -333,7 +333,7 @@ def _run(args: list[str]) -> tuple[int, str]:
 
 def _args(command: str, folder: Path, base: Path, out: Path) -> list[str]:
     if command == "upgrade":
-        return ["upgrade", str(folder), str(out)]
+        return ["upgrade", str(folder), "--out", str(out)]
     if command == "diff":
         return ["diff", str(base), str(folder)]
     return [command, str(folder)]
@@ -463,7 +463,7 @@ def test_escape_sequences_in_names_reach_the_terminal_escaped(bases, tmp_path: P
         assert result.exit_code in (0, 1), result.output
         assert "\x1b" not in result.output and "\u202e" not in result.output and "\x07" not in result.output
         assert "\\x1b]0;owned" in result.output and "\\u202e" in result.output
-    result = CliRunner().invoke(main, ["upgrade", str(folder), str(tmp_path / "out")])
+    result = CliRunner().invoke(main, ["upgrade", str(folder), "--out", str(tmp_path / "out")])
     assert result.exit_code == 1 and result.stderr.count("\n") == 1 and "\x1b" not in result.stderr
 
 
@@ -493,7 +493,7 @@ def test_architectures_of_the_wrong_type(value: object, shown: str, bases, tmp_p
     want = "a list" if not isinstance(value, list) else "a string"
     line = f"Error: {folder}/config.json: field {field!r} must be {want}, got {shown} (fix the field in config.json)\n"
     assert _run(["inspect", str(folder)]) == (1, line)
-    assert _run(["upgrade", str(folder), str(tmp_path / "out")]) == (1, line)
+    assert _run(["upgrade", str(folder), "--out", str(tmp_path / "out")]) == (1, line)
     result = CliRunner().invoke(main, ["validate", "--json", str(folder)])
     assert result.exit_code == 1
     [hit] = json.loads(result.stdout)["findings"]

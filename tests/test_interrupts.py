@@ -94,7 +94,7 @@ def reference(built_fixtures, tmp_path_factory: pytest.TempPathFactory) -> tuple
     """A small draft and the files of its uninterrupted upgrade (the model card names its folder)."""
     src = built_fixtures("vllm-eagle3")
     ref = tmp_path_factory.mktemp("ref") / "out"
-    assert CliRunner().invoke(main, ["upgrade", str(src), str(ref)]).exit_code == 0
+    assert CliRunner().invoke(main, ["upgrade", str(src), "--out", str(ref)]).exit_code == 0
     return src, {k: v for k, v in sha_tree(ref).items() if k != "README.md"}
 
 
@@ -115,7 +115,7 @@ def weights_of(out: Path) -> dict[str, str]:
 def test_interrupted_before_publishing(hook, sig: int, code: int, name: str, reference, tmp_path: Path) -> None:
     src, _ = reference
     before = sha_tree(src)
-    done = run_to_point(hook, ["upgrade", src, tmp_path / "out"], sig)
+    done = run_to_point(hook, ["upgrade", src, "--out", tmp_path / "out"], sig)
     assert done.returncode == code, done.stderr
     assert done.stderr == f"Error: interrupted ({name}); nothing was written and {src} is unchanged\n"
     assert list(tmp_path.iterdir()) == []  # no output, no temp folder, no lock file
@@ -141,7 +141,7 @@ def test_interrupted_after_publishing_says_so(
     if force:
         out.mkdir()
         (out / "old.txt").write_text("the previous output")
-    args = ["upgrade", src, out, *(["--force"] if force else [])]
+    args = ["upgrade", src, "--out", out, *(["--force"] if force else [])]
     done = run_to_point(hook, args, sig)
     assert done.returncode == code, done.stderr
     assert done.stderr == (
@@ -156,7 +156,10 @@ def test_sighup_under_nohup_stays_ignored(reference, tmp_path: Path) -> None:
     src, want = reference
     out = tmp_path / "out"
     done = run_to_point(
-        ("eagle_convert.io.writer", "write_file", "before", HELD), ["upgrade", src, out], signal.SIGHUP, nohup=True
+        ("eagle_convert.io.writer", "write_file", "before", HELD),
+        ["upgrade", src, "--out", out],
+        signal.SIGHUP,
+        nohup=True,
     )
     assert done.returncode == 0, done.stderr
     assert weights_of(out) == want and sorted(p.name for p in tmp_path.iterdir()) == ["out"]

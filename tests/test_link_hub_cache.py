@@ -62,7 +62,7 @@ def test_link_from_a_hub_cache_snapshot(name: str, where: str, built_fixtures, t
     out = base / "out"
     blobs = snap.parent.parent / "blobs"
     before, links_before = sha_tree(blobs), lstat_tree(snap)
-    res = CliRunner().invoke(main, ["upgrade", str(snap), str(out), "--layout", "keep", "--link"])
+    res = CliRunner().invoke(main, ["upgrade", str(snap), "--out", str(out), "--layout", "keep", "--link"])
     assert res.exit_code == 0, res.output
     entries = sorted(out.iterdir())
     assert entries and all(stat.S_ISREG(p.lstat().st_mode) for p in entries), [

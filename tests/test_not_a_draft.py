@@ -111,7 +111,7 @@ def test_the_tiny_target_is_not_a_draft_anywhere(tiny_target: Path, built_fixtur
     draft = built_fixtures("vllm-tiny")
     for args in (
         ["inspect", str(tiny_target)],
-        ["upgrade", str(tiny_target), str(tmp_path / "out")],
+        ["upgrade", str(tiny_target), "--out", str(tmp_path / "out")],
         ["finetune", str(tiny_target), "--target", str(draft), "--out", str(tmp_path / "ft")],
     ):
         res = _run(*args)
@@ -142,7 +142,10 @@ def test_smoke_names_its_own_argument_order(tiny_target: Path, built_fixtures) -
 
 def test_a_draft_as_target_is_refused(built_fixtures, tmp_path: Path) -> None:
     draft = str(built_fixtures("vllm-eagle3"))
-    for args in (["validate", draft, "--target", draft], ["upgrade", draft, str(tmp_path / "o"), "--target", draft]):
+    for args in (
+        ["validate", draft, "--target", draft],
+        ["upgrade", draft, "--out", str(tmp_path / "o"), "--target", draft],
+    ):
         res = _run(*args)
         assert res.exit_code == 1, (args, res.output)
         assert "this looks like an EAGLE-3 draft, not the target model" in res.stderr and SWAP in res.stderr

@@ -86,7 +86,7 @@ def test_every_field_round_trips_through_its_command() -> None:
             assert getattr(sample, f) != getattr(cls(), f), f"{cls.__name__}.{f}: set it away from its default"
     ft = ["D", "--target", "T", "--out", "O", *to_argv(FINETUNE)]
     assert _parse("finetune", ft, FinetuneOptions) == FINETUNE
-    assert _parse("upgrade", ["D", "O", *to_argv(UPGRADE)], UpgradeOptions) == UPGRADE
+    assert _parse("upgrade", ["D", "--out", "O", *to_argv(UPGRADE)], UpgradeOptions) == UPGRADE
 
 
 @pytest.mark.parametrize(
@@ -99,7 +99,7 @@ def test_every_field_round_trips_through_its_command() -> None:
             "--train-prompts",
         ),
         (
-            ["upgrade", "D", "O"],
+            ["upgrade", "D", "--out", "O"],
             "eagle_convert.upgrade.run.upgrade_draft",
             "calibration_prompts",
             "--calibration-prompts",

@@ -53,7 +53,9 @@ def test_existing_output_needs_force(tmp_path: Path) -> None:
     (out / "keep.txt").write_text("old")
     with pytest.raises(OutputError) as exc:
         check_output_dir(out, {})
-    assert str(exc.value) == f"{out}: output already exists (pass --force to replace it)"
+    # The library names its keyword; the command line (cli/errors.py) the flag.
+    assert str(exc.value) == f"{out}: output already exists (pass `force` to replace it)"
+    assert isinstance(exc.value, FileExistsError) and exc.value.file == str(out) and exc.value.options == ("force",)
     assert check_output_dir(out, {}, force=True) == out
 
 

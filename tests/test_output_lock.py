@@ -51,7 +51,7 @@ def test_second_upgrade_to_one_output_is_refused_at_once(force: bool, big_draft:
     first = start(big_draft, out)
     tmp = wait_for_partial(first, out)
     t0 = time.monotonic()
-    second = run_cli("upgrade", big_draft, out, *(["--force"] if force else []))
+    second = run_cli("upgrade", big_draft, "--out", out, *(["--force"] if force else []))
     assert time.monotonic() - t0 < 30  # refused, not queued behind the first run
     assert second.returncode == 1
     assert second.stderr == locked_message(out, first.pid)
@@ -61,7 +61,7 @@ def test_second_upgrade_to_one_output_is_refused_at_once(force: bool, big_draft:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temp, no lock file left
     assert run_cli("validate", out).returncode == 0
     ref = tmp_path.parent / f"{tmp_path.name}-ref"
-    assert CliRunner().invoke(main, ["upgrade", str(big_draft), str(ref)]).exit_code == 0
+    assert CliRunner().invoke(main, ["upgrade", str(big_draft), "--out", str(ref)]).exit_code == 0
     assert {k: v for k, v in sha_tree(out).items() if k != "README.md"} == {
         k: v for k, v in sha_tree(ref).items() if k != "README.md"
     }
@@ -75,7 +75,7 @@ def test_a_killed_runs_lock_is_taken_over(big_draft: Path, tmp_path: Path) -> No
     first.send_signal(signal.SIGKILL)
     first.communicate(timeout=60)
     assert lock_name(out).exists()  # SIGKILL runs no cleanup; the kernel dropped the lock itself
-    done = run_cli("upgrade", big_draft, out)
+    done = run_cli("upgrade", big_draft, "--out", out)
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
@@ -123,7 +123,7 @@ def test_lock_refuses_a_second_holder_and_is_removed_on_release(tmp_path: Path) 
         with pytest.raises(OutputLockedError):
             with atomic_output_dir(final):
                 pytest.fail("body must not run")
-        res = CliRunner().invoke(main, ["upgrade", str(tmp_path / "missing-input"), str(final)])
+        res = CliRunner().invoke(main, ["upgrade", str(tmp_path / "missing-input"), "--out", str(final)])
         assert res.exit_code == 1  # (refused for its input first: the lock costs an input check nothing)
         assert cleanup_stale_temps(final) == []  # a held lock: somebody is working, touch nothing
     finally:
@@ -137,7 +137,7 @@ def test_the_cli_refuses_a_locked_output_before_planning(built_fixtures, tmp_pat
     lock = OutputLock.acquire(out)
     try:
         for extra in ([], ["--force"], ["--dry-run"], ["--link", "--layout", "keep"]):
-            res = CliRunner().invoke(main, ["upgrade", str(src), str(out), *extra])
+            res = CliRunner().invoke(main, ["upgrade", str(src), "--out", str(out), *extra])
             assert res.exit_code == 1, res.output
             assert res.output.endswith(locked_message(out, os.getpid())), res.output
     finally:

@@ -154,12 +154,12 @@ def test_a_draft_that_fails_validation_is_refused_unless_forced(draft: Path, hub
     assert res.exit_code == 1
     assert res.stderr.startswith(f"Error: {bad}: fails validation with 1 error (E104: ")
     assert res.stderr.endswith(
-        f"; nothing was uploaded (see eagle-convert validate {bad}, or pass --force to push it anyway)\n"
+        f"; nothing was uploaded (see eagle-convert validate {bad}, or pass --allow-invalid to push it anyway)\n"
     )
     assert hub.requests == []  # refused before any request
-    res = _cli("push", bad, REPO, "--force")
+    res = _cli("push", bad, REPO, "--allow-invalid")
     assert res.exit_code == 0, res.output
-    assert "pushed despite validation errors E104 (--force)" in res.output
+    assert "pushed despite validation errors E104 (--allow-invalid)" in res.output
     assert len(hub.commits) == 1
 
 
@@ -233,9 +233,9 @@ def test_dry_run_gives_the_verdict_of_a_failing_draft(draft: Path, hub, tmp_path
     assert lines[1] == f"repo     {REPO} (pull request against v2; created private when missing)"
     verdict = " ".join(res.stdout.split("\nvalidate ")[1].split())  # rich wraps it at the console's width
     assert verdict.startswith("fails (1 error: E104, 0 warnings); push would refuse it: E104: ")
-    assert verdict.endswith(f"(see eagle-convert validate {bad}, or pass --force)")
+    assert verdict.endswith(f"(see eagle-convert validate {bad}, or pass --allow-invalid)")
     assert res.stderr == ""
-    forced = _cli("push", bad, REPO, "--dry-run", "--force", "--json")
+    forced = _cli("push", bad, REPO, "--dry-run", "--allow-invalid", "--json")
     assert forced.exit_code == 0
     assert json.loads(forced.stdout)["validation_errors"] == ["E104"] and json.loads(forced.stdout)["would_push"]
     assert hub.requests == []

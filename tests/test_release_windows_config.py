@@ -448,7 +448,7 @@ def test_upgrade_cli_warns_about_a_local_verifier(tmp_path: Path) -> None:
     local = _target(tmp_path / "local")
     res = CliRunner().invoke(
         main,
-        ["upgrade", str(draft), str(tmp_path / "out"), "--layout", "speculators", "--target", str(local)],
+        ["upgrade", str(draft), "--out", str(tmp_path / "out"), "--layout", "speculators", "--target", str(local)],
         env={"COLUMNS": "1000"},  # one console line per message
     )
     assert res.exit_code == 0, res.output

@@ -358,7 +358,7 @@ def test_cli_trained_pair_eagle3_vs_upgrade(tmp_path: Path) -> None:
 
     target, draft = build_trained_pair(log=lambda _msg: None)
     up = tmp_path / "eagle31"
-    res = CliRunner().invoke(main, ["upgrade", str(draft), str(up)])
+    res = CliRunner().invoke(main, ["upgrade", str(draft), "--out", str(up)])
     assert res.exit_code == 0, res.output
     png = tmp_path / "smoke.png"
     args = [

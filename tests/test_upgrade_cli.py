@@ -41,7 +41,7 @@ def copy_fixture(built_fixtures, name: str, dest: Path, **config_edits) -> Path:
 
 def test_upgrade_writes_and_reports(built_fixtures, tmp_path: Path) -> None:
     src = built_fixtures("vllm-eagle3")
-    res = run("upgrade", src, tmp_path / "out")
+    res = run("upgrade", src, "--out", tmp_path / "out")
     assert res.exit_code == 0, res.output
     assert f"wrote {tmp_path / 'out'}: 3 files" in res.output and "verified byte-for-byte" in res.output
     assert "aux layer ids  [2, 4, 5] (from config eagle_aux_hidden_state_layer_ids)" in res.output
@@ -50,7 +50,7 @@ def test_upgrade_writes_and_reports(built_fixtures, tmp_path: Path) -> None:
 def test_dry_run_writes_nothing_and_prints_the_plan(built_fixtures, tmp_path: Path) -> None:
     src = built_fixtures("specforge-eagle3")
     before = sha_tree(src)
-    res = run("upgrade", src, tmp_path / "out", "--dry-run")
+    res = run("upgrade", src, "--out", tmp_path / "out", "--dry-run")
     assert res.exit_code == 0, res.output
     assert list(tmp_path.iterdir()) == [] and sha_tree(src) == before
     for text in (
@@ -67,10 +67,10 @@ def test_dry_run_writes_nothing_and_prints_the_plan(built_fixtures, tmp_path: Pa
 
 def test_dry_run_json_is_the_plan_the_real_run_executes(built_fixtures, tmp_path: Path) -> None:
     src = built_fixtures("vllm-eagle3-sharded")
-    dry = run("upgrade", src, tmp_path / "out", "--dry-run", "--json")
+    dry = run("upgrade", src, "--out", tmp_path / "out", "--dry-run", "--json")
     assert dry.exit_code == 0, dry.output
     plan = json.loads(dry.output)["plan"]
-    real = run("upgrade", src, tmp_path / "out", "--json")
+    real = run("upgrade", src, "--out", tmp_path / "out", "--json")
     assert real.exit_code == 0, real.output
     result = json.loads(real.output)
     assert result["plan"] == plan
@@ -82,7 +82,7 @@ def test_dry_run_json_is_the_plan_the_real_run_executes(built_fixtures, tmp_path
 
 @pytest.mark.parametrize("name", ALREADY_31)
 def test_already_31_is_refused(name: str, built_fixtures, tmp_path: Path) -> None:
-    res = run("upgrade", built_fixtures(name), tmp_path / "out")
+    res = run("upgrade", built_fixtures(name), "--out", tmp_path / "out")
     assert res.exit_code == 1
     assert res.output.startswith(f"Error: {built_fixtures(name)}: already EAGLE-3.1: ")
     assert res.output.endswith(" (nothing to upgrade)\n") and res.output.count("\n") == 1
@@ -91,7 +91,7 @@ def test_already_31_is_refused(name: str, built_fixtures, tmp_path: Path) -> Non
 
 def test_already_31_message(built_fixtures, tmp_path: Path) -> None:
     src = built_fixtures("legacy-aux-norm-eagle31")
-    res = run("upgrade", src, tmp_path / "out")
+    res = run("upgrade", src, "--out", tmp_path / "out")
     assert res.output == (
         f"Error: {src}: already EAGLE-3.1: fc_norm is true (use_aux_norm); norm_output is true "
         "(norm_output); has 3 fc_norm.i tensors (nothing to upgrade)\n"
@@ -101,7 +101,7 @@ def test_already_31_message(built_fixtures, tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", NORM_BEFORE_FC)
 def test_norm_before_fc_is_refused(name: str, built_fixtures, tmp_path: Path) -> None:
     src = built_fixtures(name)
-    res = run("upgrade", src, tmp_path / "out")
+    res = run("upgrade", src, "--out", tmp_path / "out")
     where = {
         "modelopt": "eagle_config.norm_before_fc",
         "speculators": "norm_before_fc, transformer_layer_config.norm_before_fc",
@@ -130,7 +130,7 @@ def test_norm_before_fc_is_refused(name: str, built_fixtures, tmp_path: Path) ->
 )
 def test_flags_and_tensors_that_disagree_are_refused(edits, what, built_fixtures, tmp_path: Path) -> None:
     src = copy_fixture(built_fixtures, "vllm-eagle3", tmp_path / "in", **edits)
-    res = run("upgrade", src, tmp_path / "out")
+    res = run("upgrade", src, "--out", tmp_path / "out")
     assert res.exit_code == 1
     hint = (
         "pass --aux-layer-ids with the ids the draft was trained on"
@@ -142,7 +142,7 @@ def test_flags_and_tensors_that_disagree_are_refused(edits, what, built_fixtures
 
 def test_norm_tensor_without_its_flag_is_refused(built_fixtures, tmp_path: Path) -> None:
     src = copy_fixture(built_fixtures, "vllm-eagle31", tmp_path / "in", fc_norm=False, norm_output=False)
-    res = run("upgrade", src, tmp_path / "out")
+    res = run("upgrade", src, "--out", tmp_path / "out")
     assert res.output == (
         f"Error: {src}: flags and tensors disagree: fc_norm.0.weight exists but fc_norm is false "
         "(fc_norm) (fix config.json or the weights first; see eagle-convert inspect)\n"
@@ -151,7 +151,7 @@ def test_norm_tensor_without_its_flag_is_refused(built_fixtures, tmp_path: Path)
 
 def test_draft_without_aux_states_is_refused(built_fixtures, tmp_path: Path) -> None:
     src = copy_fixture(built_fixtures, "vllm-eagle3", tmp_path / "in", eagle_config={"use_aux_hidden_state": False})
-    res = run("upgrade", src, tmp_path / "out")
+    res = run("upgrade", src, "--out", tmp_path / "out")
     assert res.exit_code == 1
     assert res.output == (
         f"Error: {src}: eagle_config.use_aux_hidden_state is false: the draft fuses no aux hidden "
@@ -161,7 +161,7 @@ def test_draft_without_aux_states_is_refused(built_fixtures, tmp_path: Path) -> 
 
 def test_missing_aux_ids_is_a_usage_error_naming_the_fix(built_fixtures, tmp_path: Path) -> None:
     src = built_fixtures("safeailab-eagle3")
-    res = run("upgrade", src, tmp_path / "out")
+    res = run("upgrade", src, "--out", tmp_path / "out")
     assert res.exit_code == 2
     assert res.output == (
         f"Error: {src}: config.json has no aux layer ids (pass --aux-layer-ids (e.g. 2,16,29) or "
@@ -172,7 +172,7 @@ def test_missing_aux_ids_is_a_usage_error_naming_the_fix(built_fixtures, tmp_pat
 def test_target_gives_vllms_default_ids_and_says_so(built_fixtures, tmp_path: Path) -> None:
     (tmp_path / "target").mkdir()
     (tmp_path / "target/config.json").write_text(json.dumps({"num_hidden_layers": 32, "hidden_size": 64}))
-    res = run("upgrade", built_fixtures("nemo-eagle3"), tmp_path / "out", "--target", tmp_path / "target")
+    res = run("upgrade", built_fixtures("nemo-eagle3"), "--out", tmp_path / "out", "--target", tmp_path / "target")
     assert res.exit_code == 0, res.output
     assert f"[2, 16, 29] (from vLLM's default (2, N//2, N-3) for --target {tmp_path / 'target'} (N=32))" in res.output
     cfg = json.loads((tmp_path / "out/config.json").read_text())
@@ -185,7 +185,7 @@ def test_colliding_default_ids_are_never_written(built_fixtures, tmp_path: Path)
     (tmp_path / "target").mkdir()
     (tmp_path / "target/config.json").write_text(json.dumps({"num_hidden_layers": 4}))
     src = built_fixtures("nemo-eagle3")
-    res = run("upgrade", src, tmp_path / "out", "--target", tmp_path / "target")
+    res = run("upgrade", src, "--out", tmp_path / "out", "--target", tmp_path / "target")
     assert res.exit_code == 2 and not (tmp_path / "out").exists()
     assert "aux layer ids [2, 2, 1]" in res.output and "collide" in res.output
 
@@ -199,13 +199,13 @@ def test_colliding_default_ids_are_never_written(built_fixtures, tmp_path: Path)
     ],
 )
 def test_bad_aux_layer_ids_are_usage_errors(ids: str, message: str, built_fixtures, tmp_path: Path) -> None:
-    res = run("upgrade", built_fixtures("safeailab-eagle3"), tmp_path / "out", "--aux-layer-ids", ids)
+    res = run("upgrade", built_fixtures("safeailab-eagle3"), "--out", tmp_path / "out", "--aux-layer-ids", ids)
     assert res.exit_code == 2 and message in res.output
 
 
 def test_speculators_layout_needs_a_verifier(built_fixtures, tmp_path: Path) -> None:
     src = built_fixtures("vllm-eagle3")
-    res = run("upgrade", src, tmp_path / "out", "--layout", "speculators")
+    res = run("upgrade", src, "--out", tmp_path / "out", "--layout", "speculators")
     assert res.exit_code == 2
     assert res.output == (
         f"Error: --layout speculators needs --target for {src} "
@@ -217,11 +217,11 @@ def test_existing_output_is_refused_unless_force(built_fixtures, tmp_path: Path)
     src, out = built_fixtures("vllm-eagle3"), tmp_path / "out"
     out.mkdir()
     (out / "keep.txt").write_text("old")
-    res = run("upgrade", src, out)
+    res = run("upgrade", src, "--out", out)
     assert res.exit_code == 1
     assert res.output == f"Error: {out}: output already exists (pass --force to replace it)\n"
     assert (out / "keep.txt").read_text() == "old"
-    res = run("upgrade", src, out, "--force")
+    res = run("upgrade", src, "--out", out, "--force")
     assert res.exit_code == 0, res.output
     assert sorted(p.name for p in out.iterdir()) == ["README.md", "config.json", "model.safetensors"]
 
@@ -230,13 +230,13 @@ def test_output_equal_to_inside_or_around_the_input_is_refused(built_fixtures, t
     src = copy_fixture(built_fixtures, "vllm-eagle3", tmp_path / "in")
     before = sha_tree(src)
     for out in (src, src / "sub", tmp_path):
-        res = run("upgrade", src, out, "--force")
+        res = run("upgrade", src, "--out", out, "--force")
         assert res.exit_code == 1
         what = "contains the input checkpoint" if out == tmp_path else "is the input checkpoint"
         assert res.output.startswith(f"Error: {out}: output {what} {src.resolve()}"), res.output
     assert sha_tree(src) == before and sorted(p.name for p in tmp_path.iterdir()) == ["in"]
     single = src / "model.safetensors"  # a single-file input: its folder is the input too
-    assert run("upgrade", single, src).exit_code == 1
+    assert run("upgrade", single, "--out", src).exit_code == 1
 
 
 def test_failed_verification_leaves_nothing(built_fixtures, tmp_path: Path, monkeypatch) -> None:
@@ -253,7 +253,7 @@ def test_failed_verification_leaves_nothing(built_fixtures, tmp_path: Path, monk
 
     monkeypatch.setattr(upgrade_mod, "write_file", corrupting)
     src = built_fixtures("vllm-eagle3")
-    res = run("upgrade", src, tmp_path / "out")
+    res = run("upgrade", src, "--out", tmp_path / "out")
     assert res.exit_code == 1
     assert res.stderr == (
         f"Error: {src}: upgraded output failed verification: model.safetensors: t2d: bytes differ "
@@ -261,7 +261,7 @@ def test_failed_verification_leaves_nothing(built_fixtures, tmp_path: Path, monk
     )
     assert list(tmp_path.iterdir()) == []
     monkeypatch.setattr(upgrade_mod, "write_file", corrupting)
-    assert run("upgrade", src, tmp_path / "out", "--no-verify").exit_code == 0  # --no-verify skips the check
+    assert run("upgrade", src, "--out", tmp_path / "out", "--no-verify").exit_code == 0  # --no-verify skips the check
 
 
 def test_write_error_leaves_nothing(built_fixtures, tmp_path: Path, monkeypatch) -> None:
@@ -270,7 +270,7 @@ def test_write_error_leaves_nothing(built_fixtures, tmp_path: Path, monkeypatch)
         raise OSError(28, "No space left on device", str(Path(out_dir) / f.filename))
 
     monkeypatch.setattr(upgrade_mod, "write_file", full_disk)
-    res = run("upgrade", built_fixtures("vllm-eagle3"), tmp_path / "out")
+    res = run("upgrade", built_fixtures("vllm-eagle3"), "--out", tmp_path / "out")
     assert res.exit_code == 1
     assert "cannot write the output (No space left on device) (check free space and permissions)" in res.output
     assert list(tmp_path.iterdir()) == []
@@ -279,7 +279,7 @@ def test_write_error_leaves_nothing(built_fixtures, tmp_path: Path, monkeypatch)
 def test_every_fixture_is_either_upgraded_or_refused_with_one_line(built_fixtures, tmp_path: Path) -> None:
     for name, spec in FIXTURE_MATRIX.items():
         args = ["--aux-layer-ids", ",".join(map(str, spec.resolved_aux_ids))] if not EXPECTED[name]["aux_ids"] else []
-        res = run("upgrade", built_fixtures(name), tmp_path / name, "--dry-run", *args)
+        res = run("upgrade", built_fixtures(name), "--out", tmp_path / name, "--dry-run", *args)
         ok = EXPECTED[name]["variant"] == "eagle3"
         assert res.exit_code == (0 if ok else 1), (name, res.output)
         if not ok:

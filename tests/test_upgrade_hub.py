@@ -36,7 +36,7 @@ def hub(built_fixtures, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hf_env)
 
 def test_hub_upgrade_downloads_only_what_it_needs(hub, tmp_path: Path) -> None:
     server, repo = hub
-    res = CliRunner().invoke(main, ["upgrade", REPO, str(tmp_path / "out")])
+    res = CliRunner().invoke(main, ["upgrade", REPO, "--out", str(tmp_path / "out")])
     assert res.exit_code == 0, res.output
     assert server.served(REPO, "README.md") == 0 and server.served(REPO, "optimizer.pt") == 0
     for shard in ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"):
@@ -51,7 +51,7 @@ def test_hub_upgrade_downloads_only_what_it_needs(hub, tmp_path: Path) -> None:
 
 def test_hub_dry_run_downloads_no_weights(hub, tmp_path: Path) -> None:
     server, repo = hub
-    res = CliRunner().invoke(main, ["upgrade", REPO, str(tmp_path / "out"), "--dry-run"])
+    res = CliRunner().invoke(main, ["upgrade", REPO, "--out", str(tmp_path / "out"), "--dry-run"])
     assert res.exit_code == 0, res.output
     # Headers only, and the small d2t/t2d vocab maps that validate reads (the refusal check): no weights.
     maps = {n: t for n, t in open_checkpoint(repo).tensors.items() if n in ("d2t", "t2d")}

@@ -48,7 +48,7 @@ def big_draft(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def start(src: Path, out: Path) -> subprocess.Popen:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     return subprocess.Popen(
-        [sys.executable, "-c", SLOW_CLI, "upgrade", str(src), str(out)],
+        [sys.executable, "-c", SLOW_CLI, "upgrade", str(src), "--out", str(out)],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -104,7 +104,7 @@ def test_sigkill_leaves_only_a_hidden_temp_that_the_next_run_removes(big_draft: 
     assert sha_tree(big_draft) == before
     cli = [sys.executable, "-c", "from eagle_convert.cli.app import main; main()"]
     done = subprocess.run(
-        [*cli, "upgrade", str(big_draft), str(out)],
+        [*cli, "upgrade", str(big_draft), "--out", str(out)],
         cwd=ROOT,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
         capture_output=True,

@@ -68,8 +68,8 @@ def test_link_equals_the_copied_upgrade_tensor_for_tensor(
 ) -> None:
     src = built_fixtures(name)
     before = sha_tree(src)
-    assert run("upgrade", src, tmp_path / "copy", "--layout", layout).exit_code == 0
-    res = run("upgrade", src, tmp_path / "link", "--layout", layout, "--link")
+    assert run("upgrade", src, "--out", tmp_path / "copy", "--layout", layout).exit_code == 0
+    res = run("upgrade", src, "--out", tmp_path / "link", "--layout", layout, "--link")
     assert res.exit_code == 0, res.output
     same_output(tmp_path / "copy", tmp_path / "link")
     weights = sorted(p.name for p in (tmp_path / "link").glob("*.safetensors") if p.name != NORM_SHARD)
@@ -83,7 +83,7 @@ def test_link_equals_the_copied_upgrade_tensor_for_tensor(
 
 def test_dry_run_shows_what_the_real_run_links(built_fixtures, tmp_path: Path) -> None:
     src = built_fixtures("vllm-eagle3-sharded")
-    res = run("upgrade", src, tmp_path / "out", "--link", "--dry-run")
+    res = run("upgrade", src, "--out", tmp_path / "out", "--link", "--dry-run")
     assert res.exit_code == 0, res.output
     assert not (tmp_path / "out").exists()
     for text in (
@@ -94,8 +94,8 @@ def test_dry_run_shows_what_the_real_run_links(built_fixtures, tmp_path: Path) -
         "share the inode",
     ):
         assert text in flat(res.output), text
-    plan = json.loads(run("upgrade", src, tmp_path / "out", "--link", "--dry-run", "--json").output)
-    real = json.loads(run("upgrade", src, tmp_path / "out", "--link", "--json").output)
+    plan = json.loads(run("upgrade", src, "--out", tmp_path / "out", "--link", "--dry-run", "--json").output)
+    real = json.loads(run("upgrade", src, "--out", tmp_path / "out", "--link", "--json").output)
     assert plan["link"] == real["link"]
     assert set(real["result"]["files"]) == set(plan["link"]["output_files"])
     assert real["result"]["files"] == plan["link"]["output_files"]
@@ -112,17 +112,17 @@ def test_dry_run_shows_what_the_real_run_links(built_fixtures, tmp_path: Path) -
 def test_link_refuses_inputs_whose_names_vllm_would_not_read(
     name: str, args: list[str], reason: str, built_fixtures, tmp_path: Path
 ) -> None:
-    res = run("upgrade", built_fixtures(name), tmp_path / "out", "--link", *args)
+    res = run("upgrade", built_fixtures(name), "--out", tmp_path / "out", "--link", *args)
     assert res.exit_code == 1 and "cannot --link" in res.output and reason in flat(res.output), res.output
     assert len(res.output.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
-    assert run("upgrade", built_fixtures(name), tmp_path / "out", *args).exit_code == 0  # a copy still works
+    assert run("upgrade", built_fixtures(name), "--out", tmp_path / "out", *args).exit_code == 0  # a copy still works
 
 
 def test_copy_fallback_when_no_link_is_possible(built_fixtures, tmp_path: Path, monkeypatch) -> None:
     src = built_fixtures("vllm-eagle3-sharded")
     for method in ("reflink", "hardlink"):
         monkeypatch.setattr(links_mod, f"_try_{method}", lambda *a, m=method: "Invalid cross-device link")
-    res = run("upgrade", src, tmp_path / "link", "--link", "--layout", "keep")
+    res = run("upgrade", src, "--out", tmp_path / "link", "--link", "--layout", "keep")
     assert res.exit_code == 0, res.output
     assert (
         "copied model-00001-of-00002.safetensors: no link was possible (reflink: Invalid cross-device link; "
@@ -130,7 +130,7 @@ def test_copy_fallback_when_no_link_is_possible(built_fixtures, tmp_path: Path, 
     )
     for w in (tmp_path / "link").glob("model-*.safetensors"):
         assert w.stat().st_nlink == 1 and not os.path.samefile(w, src / w.name)
-    assert run("upgrade", src, tmp_path / "copy", "--layout", "keep").exit_code == 0
+    assert run("upgrade", src, "--out", tmp_path / "copy", "--layout", "keep").exit_code == 0
     same_output(tmp_path / "copy", tmp_path / "link")
 
 
@@ -179,19 +179,19 @@ def test_nothing_the_tool_does_later_writes_through_a_hard_link(built_fixtures, 
     src = shutil.copytree(built_fixtures("vllm-eagle3-ht-embed"), tmp_path / "in")  # owns embed_tokens
     before = sha_tree(src)
     out = tmp_path / "out"
-    assert run("upgrade", src, out, "--link").exit_code == 0
+    assert run("upgrade", src, "--out", out, "--link").exit_code == 0
     assert os.path.samefile(out / "model.safetensors", src / "model.safetensors")
     assert run("validate", out, "--deep").exit_code == 0
-    assert run("upgrade", src, out, "--link", "--force").exit_code == 0  # replaces a linked output
-    assert run("upgrade", src, out, "--force").exit_code == 0  # a copy over a linked output
-    assert run("upgrade", src, out, "--link", "--force").exit_code == 0
+    assert run("upgrade", src, "--out", out, "--link", "--force").exit_code == 0  # replaces a linked output
+    assert run("upgrade", src, "--out", out, "--force").exit_code == 0  # a copy over a linked output
+    assert run("upgrade", src, "--out", out, "--link", "--force").exit_code == 0
     drafter = load_drafter(out, device="cpu")
     config = json.loads((out / "config.json").read_text())
     with atomic_output_dir(out, force=True) as tmp:  # what `finetune --force OUT` does (finetune/run.py _write)
         write_draft(drafter, config, tmp, include_embed=True, dtype=torch.float32)
     assert not os.path.samefile(out / "model.safetensors", src / "model.safetensors")
     assert sha_tree(src) == before
-    assert run("upgrade", src, tmp_path / "again", "--link").exit_code == 0
+    assert run("upgrade", src, "--out", tmp_path / "again", "--link").exit_code == 0
     shutil.rmtree(tmp_path / "again")
     assert sha_tree(src) == before
 
@@ -222,7 +222,7 @@ def test_reflink_on_a_reflink_capable_filesystem(built_fixtures, tmp_path: Path)
         src = shutil.copytree(built_fixtures("vllm-eagle3-sharded"), mnt / "in")
         os.sync()  # FICLONE flushes the source's dirty pages first; start from a settled file
         before = sha_tree(src)
-        res = run("upgrade", src, mnt / "link", "--link", "--layout", "keep", "--json")
+        res = run("upgrade", src, "--out", mnt / "link", "--link", "--layout", "keep", "--json")
         assert res.exit_code == 0, res.output
         result = json.loads(res.output)["result"]
         assert set(result["links"].values()) == {"reflink"} and result["verified"]
@@ -230,7 +230,7 @@ def test_reflink_on_a_reflink_capable_filesystem(built_fixtures, tmp_path: Path)
         assert not os.path.samefile(linked, src / linked.name)  # its own inode ...
         ext = links_mod._extents(linked)
         assert ext and ext == links_mod._extents(src / linked.name)  # ... sharing the source's extents
-        assert run("upgrade", src, mnt / "copy", "--layout", "keep").exit_code == 0
+        assert run("upgrade", src, "--out", mnt / "copy", "--layout", "keep").exit_code == 0
         same_output(mnt / "copy", mnt / "link")
         with open(linked, "r+b") as fh:  # copy-on-write: writing the reflink leaves the input alone
             fh.seek(-4, os.SEEK_END)
@@ -255,7 +255,7 @@ def test_plan_link_is_pure(built_fixtures, tmp_path: Path) -> None:
     src = built_fixtures("specforge-eagle3")
     before = sha_tree(src)
     ckpt = open_checkpoint(src)
-    with pytest.raises(UpgradeRefusedError, match="--layout vllm renames 10 tensors"):
+    with pytest.raises(UpgradeRefusedError, match="`layout=vllm` renames 10 tensors"):
         plan_link(plan_upgrade(ckpt, describe(ckpt)))
     lp = plan_link(plan_upgrade(ckpt, describe(ckpt), layout="keep"))
     assert [f.filename for f in lp.linked] == ["model.safetensors"] and lp.shard.filename == NORM_SHARD
@@ -278,7 +278,7 @@ def test_a_linked_output_loads_in_vllm_as_eagle31(tmp_path: Path) -> None:
     target = build_target(tmp_path / "target")
     src = build_draft(tmp_path / "draft", replace(VLLM_TINY, layout="specforge", storage="sharded"))
     ids = ",".join(str(i) for i in VLLM_TINY.resolved_aux_ids)
-    res = run("upgrade", src, tmp_path / "linked", "--link", "--layout", "keep", "--aux-layer-ids", ids)
+    res = run("upgrade", src, "--out", tmp_path / "linked", "--link", "--layout", "keep", "--aux-layer-ids", ids)
     assert res.exit_code == 0, res.output
     report = check_with_vllm(tmp_path / "linked", target, timeout_s=600)
     assert report.ok, (report.error, report.unwritten, report.problems)

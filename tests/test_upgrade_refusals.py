@@ -71,7 +71,7 @@ def test_glm_moe_errors_are_the_inputs_and_upgrade_refuses_them(real, tmp_path: 
 )
 def test_cli_refuses_the_glm_moe_draft_in_one_line(real, tmp_path: Path, extra: list[str]) -> None:
     draft, _ = real[GLM]
-    res = run("upgrade", draft, tmp_path / "out", *extra)
+    res = run("upgrade", draft, "--out", tmp_path / "out", *extra)
     message = glm_message(draft)
     if "keep" in extra:  # the input's tensor names
         message = message.replace("(layers.0.mlp.experts.down_proj", "(midlayer.mlp.experts.down_proj")
@@ -114,7 +114,7 @@ def test_the_library_refuses_a_peagle_draft_as_the_cli_does(real, tmp_path: Path
             upgrade_draft(draft, tmp_path / "out", target=target, dry_run=call == "dry_run")
     assert (str(exc.value), exc.value.kind) == (peagle_message(draft), "peagle")
     assert list(tmp_path.iterdir()) == []
-    res = run("upgrade", draft, tmp_path / "out", "--target", target)
+    res = run("upgrade", draft, "--out", tmp_path / "out", "--target", target)
     assert (res.exit_code, res.output) == (1, f"Error: {peagle_message(draft)}\n")
     assert list(tmp_path.iterdir()) == []
 
@@ -162,10 +162,10 @@ def test_keep_layout_refused_where_vllm_misreads_its_names(built_fixtures, tmp_p
         "(use --layout vllm, whose output validate accepts)\n"
     )
     for extra in ([], ["--link"], ["--dry-run"]):
-        res = run("upgrade", src, tmp_path / "out", "--layout", "keep", "--aux-layer-ids", "2,4,5", *extra)
+        res = run("upgrade", src, "--out", tmp_path / "out", "--layout", "keep", "--aux-layer-ids", "2,4,5", *extra)
         assert (res.exit_code, res.output) == (1, message)
     assert not (tmp_path / "out").exists()
-    res = run("upgrade", src, tmp_path / "out", "--aux-layer-ids", "2,4,5")
+    res = run("upgrade", src, "--out", tmp_path / "out", "--aux-layer-ids", "2,4,5")
     assert res.exit_code == 0, res.output
     assert validate_checkpoint(tmp_path / "out").errors == []
     # The plan still spells new norms like the input's fc, and --link names its own reason.

@@ -37,7 +37,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, tup
     out: dict[str, tuple[Path, int]] = {}
     for name, (spec, args) in cases.items():
         src = build_draft(work / f"{name}-eagle3", spec)
-        res = CliRunner().invoke(main, ["upgrade", str(src), str(work / name), *args])
+        res = CliRunner().invoke(main, ["upgrade", str(src), "--out", str(work / name), *args])
         assert res.exit_code == 0, res.output
         out[name] = (work / name, spec.num_aux)
     return target, out

@@ -55,17 +55,17 @@ def test_warnings_pass_unless_strict(run, warned: Path) -> None:
     assert res.stdout.splitlines()[-1] == "FAILED: 0 error(s), 1 warning(s), 0 info (--strict: warnings fail)"
 
 
-def test_engine_without_target_is_a_usage_error(run, built_fixtures) -> None:
-    res = run(built_fixtures("vllm-eagle3"), "--engine", "vllm")
+def test_load_without_target_is_a_usage_error(run, built_fixtures) -> None:
+    res = run(built_fixtures("vllm-eagle3"), "--load", "vllm")
     assert res.exit_code == 2
-    assert res.stderr == "Error: --engine vllm needs --target: vLLM loads a draft only together with its target\n"
+    assert res.stderr == "Error: --load vllm needs --target: vLLM loads a draft only together with its target\n"
     assert res.stdout == ""
 
 
-def test_unknown_engine_is_a_usage_error(run, built_fixtures) -> None:
-    res = run(built_fixtures("vllm-eagle3"), "--engine", "sglang")
+def test_unknown_load_engine_is_a_usage_error(run, built_fixtures) -> None:
+    res = run(built_fixtures("vllm-eagle3"), "--load", "sglang")
     assert res.exit_code == 2
-    assert "Invalid value for '--engine': 'sglang' is not 'vllm'." in res.stderr
+    assert "Invalid value for '--load': 'sglang' is not 'vllm'." in res.stderr
 
 
 def test_missing_checkpoint_exits_1(run, tmp_path: Path) -> None:

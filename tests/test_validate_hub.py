@@ -96,6 +96,6 @@ def test_hub_target_that_is_a_draft_is_refused(hub) -> None:
 
 
 def test_hub_engine_check_needs_local_folders(hub) -> None:
-    res = CliRunner().invoke(main, ["validate", DRAFT, "--target", TARGET, "--engine", "vllm"])
+    res = CliRunner().invoke(main, ["validate", DRAFT, "--target", TARGET, "--load", "vllm"])
     assert res.exit_code == 2
-    assert res.stderr.startswith("Error: --engine vllm needs a local draft folder and a local target folder")
+    assert res.stderr.startswith("Error: --load vllm needs a local draft folder and a local target folder")

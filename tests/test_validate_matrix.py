@@ -165,7 +165,7 @@ def test_cli_json_has_the_matrix(run, built_fixtures) -> None:
     assert data["ok"] is True
 
 
-@pytest.mark.parametrize("flag", [["--deep"], ["--engine", "vllm", "--target", "x"]])
+@pytest.mark.parametrize("flag", [["--deep"], ["--load", "vllm", "--target", "x"]])
 def test_cli_refuses_deep_and_engine_with_all(run, built_fixtures, flag: list[str]) -> None:
     res = run(built_fixtures("vllm-eagle3"), "--vllm-version", "all", *flag)
     assert res.exit_code == 2

@@ -135,7 +135,7 @@ def test_cli_end_to_end_with_real_vllm(drafts, target) -> None:
 
     res = CliRunner().invoke(
         main,
-        ["validate", str(drafts["no_down_proj"]), "--target", str(target), "--engine", "vllm", "--json"],
+        ["validate", str(drafts["no_down_proj"]), "--target", str(target), "--load", "vllm", "--json"],
         catch_exceptions=False,
     )
     assert res.exit_code == 1, res.output

@@ -1,6 +1,7 @@
 """The `eagle-convert` command line: parse options, call the library, render, map errors.
 
-This is the only place where library exceptions become messages and exit codes:
+This is the only place where library exceptions become messages (their options spelled as flags by
+`cli.errors`) and exit codes:
 0 ok, 1 findings or operational failure, 2 usage; an interrupted command exits 130 (SIGINT),
 143 (SIGTERM) or 129 (SIGHUP) with one line saying what was written (`cli.interrupt`).
 """
@@ -17,6 +18,7 @@ from typing import Any
 import click
 
 from eagle_convert._version import __version__
+from eagle_convert.cli.errors import format_error
 from eagle_convert.cli.interrupt import interrupt_exit_code, interrupt_message, raising_signals
 from eagle_convert.cli.options import vllm_version_option
 from eagle_convert.cli.output import console, echo_json
@@ -102,7 +104,8 @@ class _Group(click.Group):
         except EagleConvertError as exc:
             if _debug_enabled(ctx):
                 raise
-            click.echo(f"Error: {printable(str(exc), one_line=True)}", err=True)
+            line = format_error(exc, ctx.invoked_subcommand)
+            click.echo(f"Error: {printable(line, one_line=True)}", err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP raised by raising_signals
             click.echo(interrupt_message(exc), err=True)

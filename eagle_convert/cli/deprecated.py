@@ -1,8 +1,9 @@
 """Renamed flags and command forms keep working for a while, each with one warning line on stderr.
 
 A rename must not break the scripts that use the old spelling, and must not stay silent either: the
-old flag becomes a hidden alias of the new one (`renamed_option`), an old positional form is told
-apart by the command itself and reported with `warn_deprecated`. Both print the same line:
+old flag becomes a hidden alias of the new one (`renamed_option`), a positional that became an
+option stays a hidden optional argument (`positional_to_option`), and any other old positional form
+is told apart by the command itself and reported with `warn_deprecated`. All print the same line:
 
     Warning: --engine is deprecated; use --load (it will be removed in a later release).
 
@@ -20,7 +21,7 @@ from click.core import ParameterSource
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-__all__ = ["deprecation_line", "renamed_option", "warn_deprecated"]
+__all__ = ["deprecation_line", "positional_to_option", "renamed_option", "warn_deprecated"]
 
 
 def deprecation_line(old: str, new: str) -> str:
@@ -98,6 +99,63 @@ def renamed_option(old: str, new: str) -> Callable[[F], F]:
             return f(*args, **kwargs)
 
         command.__click_params__ = [*declared, alias]  # type: ignore[attr-defined]
+        return cast(F, command)
+
+    return decorate
+
+
+class _HiddenArgument(click.Argument):
+    """A positional kept for an old command form: parsed, but never shown in the usage line."""
+
+    def get_usage_pieces(self, ctx: click.Context) -> list[str]:
+        return []
+
+
+def positional_to_option(new: str, *, old_form: str, new_form: str) -> Callable[[F], F]:
+    """Keep accepting, as a hidden optional last positional, what the command's option `new` now takes.
+
+    Write it directly above the new option's decorator, as `renamed_option`. A value given in the old
+    position reaches the command under the new option's name, after printing
+    `deprecation_line(old_form, new_form)` once; giving both is a usage error (exit 2). A required new
+    option stays required: either form satisfies it.
+
+    Args:
+        new: The new option's flag, e.g. `"--out"`.
+        old_form: The old command form, e.g. `"upgrade CHECKPOINT OUTPUT"`.
+        new_form: The form that replaces it, e.g. `"upgrade CHECKPOINT --out OUTPUT"`.
+
+    Returns:
+        A decorator for the click command function.
+
+    Raises:
+        TypeError: at import time, when no option spelled `new` is declared below the decorator.
+    """
+
+    def decorate(f: F) -> F:
+        declared: list[click.Parameter] = getattr(f, "__click_params__", [])
+        target = next((p for p in declared if isinstance(p, click.Option) and new in p.opts), None)
+        if target is None or target.name is None:
+            raise TypeError(f"positional_to_option: declare {new} below it")
+        new_name = target.name
+        alias_name = "deprecated_positional_" + new_name
+        alias = _HiddenArgument([alias_name], type=target.type, required=False)
+        required, target.required = target.required, False
+
+        @functools.wraps(f)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            ctx = click.get_current_context()
+            value = kwargs.pop(alias_name)
+            if value is not None:
+                if _given(ctx, new_name):
+                    raise click.UsageError(f"{new_form} and {old_form} at once: pass {new} only")
+                warn_deprecated(old_form, new_form)
+                kwargs[new_name] = value
+            elif required and not _given(ctx, new_name):
+                raise click.MissingParameter(ctx=ctx, param=target)
+            return f(*args, **kwargs)
+
+        # click builds its parameters from this list reversed: first here is the last positional.
+        command.__click_params__ = [alias, *declared]  # type: ignore[attr-defined]
         return cast(F, command)
 
     return decorate

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from eagle_convert.cli.errors import format_error
 from eagle_convert.errors import EagleConvertError
 from eagle_convert.io import printable
 
@@ -24,7 +25,7 @@ class _Command(click.Command):
         try:
             return super().invoke(ctx)
         except EagleConvertError as exc:
-            click.echo(f"Error: {printable(str(exc), one_line=True)}", err=True)
+            click.echo(f"Error: {printable(format_error(exc, 'validate'), one_line=True)}", err=True)
             ctx.exit(exc.exit_code)
 
 

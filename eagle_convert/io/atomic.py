@@ -47,8 +47,17 @@ __all__ = [
 LOG = logging.getLogger(__name__)
 
 
-class OutputExistsError(FileExistsError):
-    """The output path exists (and is not an empty directory) and ``force`` was not given."""
+class OutputExistsError(OutputError, FileExistsError):
+    """The output path exists (and is not an empty folder) and `force` was not given.
+
+    Args:
+        path: The output path (`file`).
+        why: What happened, by default "output already exists".
+    """
+
+    def __init__(self, path: str | os.PathLike[str], why: str = "output already exists") -> None:
+        super().__init__(f"{path}: {why}", hint="pass {force} to replace it", options=("force",), file=path)
+        self.filename = str(path)
 
 
 def _temp_name(final: Path, kind: str) -> str:
@@ -154,9 +163,9 @@ def _publish(tmp: Path, final: Path, *, force: bool, fsync: bool) -> None:
             if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
                 raise
             if not force:
-                raise OutputExistsError(errno.EEXIST, "output appeared while writing", str(final)) from exc
+                raise OutputExistsError(final, "output appeared while writing") from exc
     elif not force:
-        raise OutputExistsError(errno.EEXIST, "output already exists (use force)", str(final))
+        raise OutputExistsError(final)
     # Replace: swap atomically where the kernel can, so `final` always names a complete
     # output; otherwise move the old one aside first (final is briefly absent, never partial).
     if _exchange(tmp, final):
@@ -190,7 +199,7 @@ def atomic_output_dir(final: Path, *, force: bool = False, fsync: bool = True) -
     """
     final = Path(final).absolute()
     if not force and (final.exists() or final.is_symlink()) and not _is_empty_dir(final):
-        raise OutputExistsError(errno.EEXIST, "output already exists (use force)", str(final))
+        raise OutputExistsError(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     lock: OutputLock | None = None
     tmp: Path | None = None
@@ -313,7 +322,7 @@ def check_output_dir(out: str | Path, inputs: Mapping[str, Path | None], *, forc
     if final.exists() and not final.is_dir():
         raise OutputError(f"{out}: exists and is not a folder", hint="choose another output path")
     if (final.exists() or final.is_symlink()) and not force and not (final.is_dir() and not any(final.iterdir())):
-        raise OutputError(f"{out}: output already exists", hint="pass --force to replace it")
+        raise OutputExistsError(out)
     probe_output_lock(final)
     return final
 

@@ -92,7 +92,7 @@ def write_errors(out: str | Path, source: object) -> Iterator[None]:
     try:
         yield
     except OutputExistsError as exc:
-        raise OutputError(f"{out}: output already exists", hint="pass --force to replace it") from exc
+        raise OutputExistsError(out) from exc  # named as the caller gave it (io names the absolute path)
     except WriterError as exc:
         raise CheckpointReadError(f"{source}: {exc}", hint="the input changed while upgrading; retry") from exc
     except EagleConvertError:

@@ -35,7 +35,7 @@ def resolve_aux(
     config_ids = info.aux_layer_ids
     if option is not None:
         ids, origin = list(option), "option"
-        detail = "--aux-layer-ids"
+        detail = "--aux-layer-ids"  # the plan's text (rendered as is), not an error's
         if config_ids and list(config_ids) != ids:
             detail += f" (replacing {config_ids} from {info.aux_layer_ids_where[0]})"
     elif config_ids:
@@ -53,36 +53,43 @@ def resolve_aux(
             raise UsageError(
                 f"{ckpt.description}: config.json has no aux layer ids and vLLM's default (2, N//2, N-3) "
                 f"gives 3, but this draft has A={num_aux}",
-                hint=f"pass --aux-layer-ids with {num_aux} ids",
+                hint=f"pass {{aux_layer_ids}} with {num_aux} ids",
+                options=("aux_layer_ids",),
             )
         ids, origin = list(default_aux_ids(n)), "target-default"
         detail = f"vLLM's default (2, N//2, N-3) for --target {target.ref} (N={n})"
     else:
         raise UsageError(
             f"{ckpt.description}: config.json has no aux layer ids",
-            hint="pass --aux-layer-ids (e.g. 2,16,29) or --target TARGET to use vLLM's default (2, N//2, N-3)",
+            hint="pass {aux_layer_ids} (e.g. 2,16,29) or {target=TARGET} to use vLLM's default (2, N//2, N-3)",
+            options=("aux_layer_ids", "target"),
         )
     err = UpgradeRefusedError if origin == "config" else UsageError
-    where = detail if origin != "option" else "--aux-layer-ids"
+    where = detail if origin != "option" else "{aux_layer_ids}"
+    named = ("aux_layer_ids",)  # the options the messages below may name
     if len(set(ids)) != len(ids) or any(i < 0 for i in ids):
         raise err(
             f"{ckpt.description}: aux layer ids {ids} ({where}) collide or are negative; vLLM captures each "
             "target layer once",
-            hint="pass distinct non-negative --aux-layer-ids",
+            hint="pass distinct non-negative {aux_layer_ids}",
+            options=named,
         )
     if len(ids) != num_aux:
         if origin == "config":
             raise refuse(
                 ckpt,
                 f"flags and tensors disagree: {where} lists {len(ids)} aux layer ids but fc.weight takes A={num_aux}",
-                hint="pass --aux-layer-ids with the ids the draft was trained on",
+                hint="pass {aux_layer_ids} with the ids the draft was trained on",
+                options=named,
             )
         raise UsageError(
-            f"--aux-layer-ids gives {len(ids)} ids but the draft has A={num_aux}", hint=f"pass {num_aux} ids"
+            f"{{aux_layer_ids}} gives {len(ids)} ids but the draft has A={num_aux}",
+            hint=f"pass {num_aux} ids",
+            options=named,
         )
     if target is not None and target.num_layers is not None and max(ids) > target.num_layers:
         msg = f"aux layer id {max(ids)} ({where}) is beyond the target's {target.num_layers} layers"
         if origin == "option":
-            raise UsageError(msg, hint="vLLM id k means the output of k target layers")
+            raise UsageError(msg, hint="vLLM id k means the output of k target layers", options=named)
         warnings.append(msg)
     return AuxIds(tuple(ids), origin, detail)

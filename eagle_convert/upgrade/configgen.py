@@ -10,7 +10,7 @@ import copy
 from typing import Any
 
 from eagle_convert.draft import CheckpointRef, Target, load_schema, load_target
-from eagle_convert.errors import UsageError
+from eagle_convert.errors import ConfigError, UsageError
 from eagle_convert.vllm_model import (
     ARCHITECTURES,
     DRAFT_CLASSES,
@@ -45,7 +45,14 @@ def read_target(ref: str) -> Target:
         ConfigError: the target has no positive num_hidden_layers (where vLLM reads it).
     """
     target = load_target(ref)  # refuses a draft: default aux ids from a draft's 1 layer would be nonsense
-    target.require_layers(hint="pass --aux-layer-ids instead")
+    if target.num_layers is None:  # as Target.require_layers, with the option that avoids the need
+        raise ConfigError(
+            f"{target.ref}/config.json: no positive num_hidden_layers",
+            hint="pass {aux_layer_ids} instead",
+            options=("aux_layer_ids",),
+            file=f"{target.ref}/config.json",
+            field="num_hidden_layers",
+        )
     return target
 
 
@@ -113,9 +120,11 @@ def to_speculators(config: dict[str, Any], attention: str, verifier: str) -> dic
     model_type = attention if attention in SPECULATORS_ARCHITECTURES["eagle3"] else None
     if model_type is None:
         raise UsageError(
-            f"--layout speculators has no {attention} draft: vLLM maps transformer_layer_config."
+            f"{{layout=speculators}} has no {attention} draft: vLLM maps transformer_layer_config."
             f"model_type to llama or qwen3 only",
-            hint="use --layout vllm",
+            hint="use {layout=vllm}",
+            options=("layout",),
+            field="transformer_layer_config.model_type",
         )
     inner = {k: copy.deepcopy(v) for k, v in config.items() if k not in data["native_only_keys"]}
     inner = {"model_type": model_type, **inner}

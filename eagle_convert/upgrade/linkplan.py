@@ -30,7 +30,7 @@ from eagle_convert.vllm_model import vllm_name
 __all__ = ["NORM_SHARD", "LinkPlan", "LinkedFile", "plan_link"]
 
 NORM_SHARD = "fc_norm.safetensors"
-NO_LINK = "drop --link to write a converted copy"
+NO_LINK = "drop {link} to write a converted copy"
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ def _check_linkable(plan: UpgradePlan) -> None:
     ckpt = plan.checkpoint
 
     def refuse(why: str, hint: str = NO_LINK) -> UpgradeRefusedError:
-        return UpgradeRefusedError(f"{ckpt.description}: cannot --link: {why}", hint=hint)
+        return UpgradeRefusedError(f"{ckpt.description}: cannot {{link}}: {why}", hint=hint, options=("link", "layout"))
 
     if ckpt.storage == "bin":
         raise refuse(
@@ -150,12 +150,12 @@ def _check_linkable(plan: UpgradePlan) -> None:
         first, to = next(iter(plan.renames.items()))
         if all(a.replace("midlayer.", "layers.0.", 1) == b for a, b in plan.renames.items()):
             raise refuse(
-                f"--layout {plan.layout} renames {len(plan.renames)} tensors (e.g. {first!r} -> {to!r}), "
+                f"{{layout={plan.layout}}} renames {len(plan.renames)} tensors (e.g. {first!r} -> {to!r}), "
                 "and a linked file keeps its tensor names",
-                hint="use --layout keep --link: vLLM renames midlayer. to layers.0. itself",
+                hint="use {layout=keep} {link}: vLLM renames midlayer. to layers.0. itself",
             )
         raise refuse(
-            f"--layout {plan.layout} renames {len(plan.renames)} tensors (e.g. {first!r} -> {to!r}), "
+            f"{{layout={plan.layout}}} renames {len(plan.renames)} tensors (e.g. {first!r} -> {to!r}), "
             "and a linked file keeps its tensor names"
         )
     if len(plan.files) != len(ckpt.weight_files):

@@ -277,8 +277,9 @@ def _plan_config(
         return "speculators", ckpt.config
     if target is None:
         raise UsageError(
-            f"--layout speculators needs --target for {ckpt.description}",
+            f"{{layout=speculators}} needs {{target}} for {ckpt.description}",
             hint="it is written as speculators_config.verifier.name_or_path",
+            options=("layout", "target"),
         )
     verifier, warning = speculators_verifier(target)
     if warning:

@@ -84,9 +84,9 @@ def refuse_invalid_output(plan: UpgradePlan) -> None:
         why = why or ", none in the input: the upgrade's own doing"
         hint = "an eagle-convert bug: please report it with the draft's config.json"
     elif _default_layout_fixes(plan):
-        why = f", kept from the input by --layout {plan.layout}"
-        hint = "use --layout vllm, whose output validate accepts"
+        why = f", kept from the input by {{layout={plan.layout}}}"
+        hint = "use {layout=vllm}, whose output validate accepts"
     else:
         why = ", as in the input: the upgrade carries every tensor but fc_norm as it is, so it cannot fix them"
         hint = f"fix the draft first; eagle-convert validate {src} gives each finding's fix"
-    raise UpgradeRefusedError(head + why, hint=hint)
+    raise UpgradeRefusedError(head + why, hint=hint, options=("layout",))

@@ -15,8 +15,8 @@ from eagle_convert.vllm_model import read_config
 __all__ = ["check_upgradable", "refuse"]
 
 
-def refuse(ckpt: Checkpoint, what: str, hint: str | None = None) -> UpgradeRefusedError:
-    return UpgradeRefusedError(f"{ckpt.description}: {what}", hint=hint)
+def refuse(ckpt: Checkpoint, what: str, hint: str | None = None, options: tuple[str, ...] = ()) -> UpgradeRefusedError:
+    return UpgradeRefusedError(f"{ckpt.description}: {what}", hint=hint, options=options)
 
 
 def check_upgradable(ckpt: Checkpoint, info: DraftInfo) -> tuple[str, int, int]:

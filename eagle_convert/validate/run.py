@@ -72,9 +72,12 @@ def _check_args(engine: str | None, target: Any) -> None:
     if engine is not None and engine not in ENGINES:
         raise UsageError(f"unknown engine {engine!r}", hint=f"choose from: {', '.join(ENGINES)}")
     if engine is not None and target is None:
-        raise UsageError(f"--engine {engine} needs --target: vLLM loads a draft only together with its target")
+        raise UsageError(
+            f"{{engine={engine}}} needs {{target}}: vLLM loads a draft only together with its target",
+            options=("engine", "target"),
+        )
     if engine == "vllm":
-        require("vllm", "validate --engine vllm")  # before the static checks, not after them
+        require("vllm", "validate {engine=vllm}", options=("engine",))  # before the static checks, not after them
 
 
 def validate_checkpoint(
@@ -290,12 +293,13 @@ def _engine(report: ValidationReport, ctx: Any, ckpt: Any, target: str | Path | 
     target_ref = CheckpointRef.parse(str(target))
     if not isinstance(ckpt.source, LocalSource) or target_ref.is_hub:
         raise UsageError(
-            "--engine vllm needs a local draft folder and a local target folder",
+            "{engine=vllm} needs a local draft folder and a local target folder",
             hint="download both first (huggingface-cli download ...)",
+            options=("engine",),
         )
     local = target_ref.local
     if local is None:  # not a hub ref (checked above), so a local path
-        raise UsageError(f"--target {target}: not a local folder")
+        raise UsageError(f"{{target={target}}}: not a local folder", options=("target",), file=str(target))
     target_dir = local if local.is_dir() else local.parent
     t0 = time.perf_counter()
     serve = ctx.serve if ctx.serve is not None and ctx.serve.given else None

@@ -7,6 +7,8 @@ from typing import Any
 
 import click
 
+from eagle_convert.cli.deprecated import renamed_option
+
 
 @click.command("push")
 @click.argument("folder", type=click.Path(path_type=Path))
@@ -27,7 +29,8 @@ import click
     default=None,
     help="Also cross-check the draft against its target while validating.",
 )
-@click.option("--force", is_flag=True, help="Push a draft that fails validation anyway.")
+@renamed_option("--force", "--allow-invalid")
+@click.option("--allow-invalid", is_flag=True, help="Push a draft that fails validation anyway.")
 @click.option(
     "--message", "commit_message", default=None, help="Commit message (default: Upload FOLDER with eagle-convert)."
 )
@@ -45,7 +48,7 @@ def push_cmd(
     create_pr: bool,
     private: bool | None,
     target: str | None,
-    force: bool,
+    allow_invalid: bool,
     commit_message: str | None,
     dry_run: bool,
     as_json: bool,
@@ -53,7 +56,7 @@ def push_cmd(
     """Upload the draft FOLDER to the hub model repo ORG/NAME in one commit (or one pull request).
 
     The draft is validated first (eagle-convert validate) and refused when it has errors, unless
-    --force. The repo is created when missing. An eagle-convert model card (README.md) is sent
+    --allow-invalid. The repo is created when missing. An eagle-convert model card (README.md) is sent
     with its `vllm serve` command pointing at ORG/NAME. HF_TOKEN (or `hf auth login`) and
     HF_ENDPOINT are honoured.
     """
@@ -64,7 +67,7 @@ def push_cmd(
         revision=revision,
         create_pr=create_pr,
         private=private,
-        force=force,
+        allow_invalid=allow_invalid,
         target=target,
         commit_message=commit_message,
     )

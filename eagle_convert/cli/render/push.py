@@ -16,7 +16,7 @@ def render_push(console: Console, folder: Path, result: PushResult) -> None:
     if result.validation_errors:
         console.print(
             f"[yellow]warning:[/yellow] pushed despite validation errors "
-            f"{', '.join(result.validation_errors)} (--force)"
+            f"{', '.join(result.validation_errors)} (--allow-invalid)"
         )
     total = sum(result.files.values())
     where = (
@@ -55,13 +55,13 @@ def render_push_plan(console: Console, folder: Path, plan: PushPlan) -> None:
         return
     n = len(plan.validation_errors)
     codes = ", ".join(code for code, _ in plan.validation_errors)
-    if plan.force:
+    if plan.allow_invalid:
         console.print(
-            f"validate [red]fails[/red] ({n} error{'s' * (n > 1)}: {codes}{warnings}); --force pushes it anyway"
+            f"validate [red]fails[/red] ({n} error{'s' * (n > 1)}: {codes}{warnings}); --allow-invalid pushes it anyway"
         )
         return
     code, message = plan.validation_errors[0]
     console.print(
         f"validate [red]fails[/red] ({n} error{'s' * (n > 1)}: {codes}{warnings}); push would refuse it: "
-        f"{code}: {escape(message)} (see eagle-convert validate {escape(str(folder))}, or pass --force)"
+        f"{code}: {escape(message)} (see eagle-convert validate {escape(str(folder))}, or pass --allow-invalid)"
     )

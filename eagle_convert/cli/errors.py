@@ -1,0 +1,58 @@
+"""How the command line names the library's options in its error lines: one table, option -> flag.
+
+A library error names an option of the call by its keyword (`EagleConvertError.options`, written
+`{name}` or `{name=value}` in the message); `str(exc)` spells it as the keyword, and this module
+spells it as the flag that sets it: `{force}` -> `--force`, `{layout=speculators}` ->
+`--layout speculators`. A name spelled differently by one command is keyed `command:name`
+(`validate` passes its `--load` to the library's `engine`). A name missing from the table is
+spelled `--name-with-dashes`; tests/test_cli_errors.py checks that every option a library error
+names is in the table.
+"""
+
+from __future__ import annotations
+
+from eagle_convert.errors import EagleConvertError, Spelling
+
+__all__ = ["FLAGS", "cli_spelling", "format_error"]
+
+FLAGS: dict[str, str] = {
+    "aux_layer_ids": "--aux-layer-ids",
+    "allow_invalid": "--allow-invalid",
+    "dry_run": "--dry-run",
+    "engine": "--engine",
+    "force": "--force",
+    "init": "--init",
+    "layout": "--layout",
+    "link": "--link",
+    "target": "--target",
+    "vllm_version": "--vllm-version",
+    "validate:engine": "--load",
+    "validate:engine_timeout_s": "--load-timeout",
+}
+
+
+def flag(name: str, command: str | None = None) -> str:
+    """The flag that sets the library option `name` in `command`."""
+    return FLAGS.get(f"{command}:{name}") or FLAGS.get(name) or "--" + name.replace("_", "-")
+
+
+def cli_spelling(command: str | None) -> Spelling:
+    """A `Spelling` naming each option as `command`'s flag (`--layout speculators`)."""
+
+    def spell(name: str, value: str | None) -> str:
+        return flag(name, command) if value is None else f"{flag(name, command)} {value}"
+
+    return spell
+
+
+def format_error(exc: EagleConvertError, command: str | None = None) -> str:
+    """The error's message and hint as the command line says them (flags, not keywords).
+
+    Args:
+        exc: The library error.
+        command: The command that raised it (`validate`), for the names it spells its own way.
+
+    Returns:
+        `message (hint)` with every option the error names spelled as a flag.
+    """
+    return exc.render(cli_spelling(command))

@@ -1,0 +1,113 @@
+"""Library errors name options by keyword; the command line spells them as flags from one table."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import click
+import pytest
+
+from eagle_convert.cli.app import main
+from eagle_convert.cli.errors import FLAGS, flag, format_error
+from eagle_convert.errors import EagleConvertError, UsageError
+from eagle_convert.io import OutputExistsError
+
+PKG = Path(__file__).resolve().parents[1] / "eagle_convert"
+
+
+def test_the_library_says_keywords_and_the_cli_says_flags() -> None:
+    exc = UsageError("{layout=speculators} needs {target}", hint="or use {layout=vllm}", options=("layout", "target"))
+    assert str(exc) == "`layout=speculators` needs `target` (or use `layout=vllm`)"
+    assert exc.message == "`layout=speculators` needs `target`" and exc.hint == exc.fix == "or use `layout=vllm`"
+    assert format_error(exc) == "--layout speculators needs --target (or use --layout vllm)"
+
+
+def test_a_command_may_spell_an_option_its_own_way() -> None:
+    exc = UsageError("{engine=vllm} needs {target}", options=("engine", "target"))
+    assert format_error(exc, "validate") == "--load vllm needs --target"
+    assert format_error(exc, "smoke") == "--engine vllm needs --target"
+
+
+def test_braces_that_name_no_option_stay_as_they_are() -> None:
+    exc = UsageError('fc_norm.{i}.weight and {"model": DRAFT} with {force}', options=("force",))
+    assert format_error(exc) == 'fc_norm.{i}.weight and {"model": DRAFT} with --force'
+    plain = EagleConvertError("fc_norm.{i}.weight {force}")  # no options: nothing is spelled
+    assert str(plain) == format_error(plain) == "fc_norm.{i}.weight {force}"
+
+
+def test_a_prefixed_message_keeps_its_options() -> None:
+    exc = OutputExistsError("/o")
+    exc.message = f"report stage upgrade: {exc.message}"  # what report's runner does
+    assert format_error(exc) == "report stage upgrade: /o: output already exists (pass --force to replace it)"
+
+
+def test_output_exists_is_a_library_error_with_its_fields() -> None:
+    exc = OutputExistsError(Path("/o"))
+    assert isinstance(exc, EagleConvertError) and isinstance(exc, FileExistsError)
+    assert (exc.file, exc.filename, exc.options) == ("/o", "/o", ("force",))
+    assert str(exc) == "/o: output already exists (pass `force` to replace it)"
+
+
+def _options_named_by_library_errors() -> set[str]:
+    """Every string in an `options=(...)` keyword or a `named = (...)` tuple outside cli/."""
+    names: set[str] = set()
+    for path in PKG.rglob("*.py"):
+        if "cli" in path.relative_to(PKG).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            values: list[ast.expr] = []
+            if isinstance(node, ast.keyword) and node.arg == "options":
+                values = [node.value]
+            elif isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "named" for t in node.targets
+            ):
+                values = [node.value]
+            for v in values:
+                names |= {c.value for c in ast.walk(v) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+    return names
+
+
+def test_every_option_a_library_error_names_is_in_the_table() -> None:
+    named = _options_named_by_library_errors()
+    assert {"force", "aux_layer_ids", "layout", "link", "target", "engine", "allow_invalid"} <= named
+    assert sorted(named - set(FLAGS)) == []
+
+
+def test_every_flag_in_the_table_exists() -> None:
+    ctx = click.Context(main)
+    spelled = {o for name in main.list_commands(ctx) for p in main.get_command(ctx, name).params for o in p.opts}
+    for key, value in FLAGS.items():
+        assert value in spelled, key
+        if ":" in key:
+            command, name = key.split(":")
+            assert value in {o for p in main.get_command(ctx, command).params for o in p.opts}, key
+
+
+@pytest.mark.parametrize("key", sorted(FLAGS))
+def test_flags_are_written_as_flags(key: str) -> None:
+    command, _, name = key.rpartition(":")
+    assert flag(name, command or None) == FLAGS[key]
+    assert re.fullmatch(r"--[a-z][a-z0-9-]*", FLAGS[key])
+
+
+def test_an_option_missing_from_the_table_is_spelled_with_dashes() -> None:
+    assert flag("max_new_tokens") == "--max-new-tokens"
+
+
+def test_no_library_error_names_a_flag_in_the_packages_that_were_converted() -> None:
+    """upgrade/, validate/run.py and push.py raise in keywords; their flags come from cli/errors.py."""
+    files = [*sorted((PKG / "upgrade").glob("*.py")), PKG / "validate" / "run.py", PKG / "push.py"]
+    bad = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "").endswith(("Error", "refuse")):
+                for c in ast.walk(node):
+                    if (
+                        isinstance(c, ast.Constant)
+                        and isinstance(c.value, str)
+                        and re.search(r"(?<![\w-])--[a-z]", c.value)
+                    ):
+                        bad.append(f"{path.name}:{node.lineno}: {c.value}")
+    assert bad == []
