@@ -221,14 +221,14 @@ def test_calibrated_from_the_cache_equals_online_calibration(pair, tmp_path: Pat
 def test_cli_upgrade_calibrated_capture_then_cache(pair, tmp_path: Path) -> None:
     base = ["upgrade", str(pair["draft"])]
     opts = ["--target", str(pair["target"]), "--init", "calibrated", "--calibration-prompts", str(pair["prompts"])]
-    res = _cli(*base, str(tmp_path / "a"), *opts, "--capture", "reference", "--json")
+    res = _cli(*base, "--out", str(tmp_path / "a"), *opts, "--capture", "reference", "--json")
     assert res.exit_code == 0, res.output
     assert read_manifest(tmp_path / "a.cache").complete()
-    res = _cli(*base, str(tmp_path / "b"), *opts, "--cache", str(tmp_path / "a.cache"), "--json")
+    res = _cli(*base, "--out", str(tmp_path / "b"), *opts, "--cache", str(tmp_path / "a.cache"), "--json")
     assert res.exit_code == 0, res.output
     w_a, w_b = _weights(tmp_path / "a"), _weights(tmp_path / "b")
     assert all(torch.equal(w_a[k], w_b[k]) for k in w_a if k.startswith("fc_norm"))
-    res = _cli(*base, str(tmp_path / "c"), "--cache", str(tmp_path / "a.cache"))
+    res = _cli(*base, "--out", str(tmp_path / "c"), "--cache", str(tmp_path / "a.cache"))
     assert res.exit_code == 2 and res.stderr == "Error: --cache and --capture are for --init calibrated\n"
 
 

@@ -19,7 +19,10 @@ def test_help_lists_the_commands_in_pipeline_order() -> None:
     res = CliRunner().invoke(main, ["--help"])
     assert res.exit_code == 0
     listed = [line.split()[0] for line in res.stdout.split("Commands:\n", 1)[1].splitlines() if line.strip()]
-    expected = ["inspect", "upgrade", "diff", "validate", "smoke", "drift", "finetune", "report", "check", "push"]
+    expected = [
+        *("inspect", "upgrade", "diff", "validate", "smoke", "drift", "capture", "finetune", "report", "check"),
+        "push",
+    ]
     assert [c for c in listed if c in expected] == expected
     assert listed == [c for c in PIPELINE if c in listed]
 

@@ -186,7 +186,7 @@ def test_peagle_is_a_draft_but_refused_where_unsupported(tiny_target: Path, tmp_
     res = _run("validate", str(draft), "--json")
     assert "E004" not in {f["code"] for f in json.loads(res.stdout)["findings"]}
     for command, args in (
-        ("upgrade", [str(draft), str(tmp_path / "out")]),
+        ("upgrade", [str(draft), "--out", str(tmp_path / "out")]),
         ("finetune", [str(draft), "--target", str(tiny_target), "--out", str(tmp_path / "out")]),
         ("smoke", [str(tiny_target), "--draft", str(draft), "--engine", "reference"]),
     ):
