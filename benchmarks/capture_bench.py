@@ -8,9 +8,13 @@ On the trained fixture pair and N corpus prompts (rendered and continued as `fin
                 taking the states out costs (skipped without vLLM, or with --no-vllm)
     bytes       cache bytes per token
     training    train_draft steps/s (the same steps, batch 8 and seed) from the cache vs from the
-                live reference target (its one forward over the data is part of the online cost)
+                live reference target (its one forward over the data is part of the online cost),
+                and trained tokens/s (positions the loss scores per step, each sample's last 128)
+    parallel    the same training from the cache over `--nproc` gloo processes
+                (`finetune/distributed.py`; each rank --threads threads) against one process
 
-    python -m benchmarks.capture_bench [--prompts 16] [--continuation 32] [--steps 10] [--no-vllm] [--json OUT]
+    python -m benchmarks.capture_bench [--prompts 16] [--continuation 32] [--steps 10] [--nproc 2]
+        [--no-vllm] [--json OUT]
 """
 
 from __future__ import annotations
@@ -40,12 +44,44 @@ def _train_rate(source: Any, drafter_of: Any, seqs: list[list[int]], steps: int)
     return steps / (time.perf_counter() - t0)  # optimizer steps per second, target features included
 
 
+def _trained_tokens(seqs: list[list[int]], steps: int, max_len: int = 128) -> int:
+    """Positions trained over `steps` steps of batch 8, seed 0: the batches `train_draft` draws."""
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    return sum(
+        min(len(seqs[i]), max_len) for _ in range(steps) for i in torch.randperm(len(seqs), generator=gen)[:8].tolist()
+    )
+
+
+def _parallel_rate(
+    cache: Path, draft: Path, drafter_of: Any, seqs: list[list[int]], steps: int, nproc: int
+) -> tuple[float, float]:
+    """Steps/s of the same training over `nproc` gloo processes: (spawning, the job's broadcast and
+    joining included; the training steps alone)."""
+    from eagle_convert.cache import CachedTarget
+    from eagle_convert.finetune.distributed import job_for, launch, send
+    from eagle_convert.reference import train_draft
+
+    kw = dict(aux_ids=[1, 3, 6], steps=steps, lr=1e-4, batch_size=8, seed=0, max_len=128)
+    config = json.loads((draft / "config.json").read_text())
+    drafter, source = drafter_of(), CachedTarget(cache)
+    t0 = time.perf_counter()
+    with launch(nproc, "cpu") as ranks:
+        send(ranks, job_for(cache, drafter, config, seqs, [kw]))
+        t1 = time.perf_counter()
+        train_draft(source, drafter, seqs, parallel=ranks, cache_target=False, **kw)
+        t2 = time.perf_counter()
+    return steps / (time.perf_counter() - t0), steps / (t2 - t1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument("--continuation", type=int, default=32)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--nproc", type=int, default=2, help="data-parallel processes (0: skip)")
     ap.add_argument("--no-vllm", action="store_true")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
@@ -87,6 +123,18 @@ def main() -> None:
             "cache": round(cached, 2),
             "cache_over_online": round(cached / online, 3),
         }
+        per_step = _trained_tokens(seqs, args.steps) / args.steps
+        out["training_tokens_per_s"] = {"online": round(online * per_step), "cache": round(cached * per_step)}
+        if args.nproc > 1:
+            whole, steps_only = _parallel_rate(work / "ref", draft, drafter, seqs, args.steps, args.nproc)
+            out["parallel"] = {
+                "nproc": args.nproc,
+                "threads_per_rank": args.threads,
+                "cache_tokens_per_s": round(steps_only * per_step),
+                "over_one_process": round(steps_only / cached, 3),
+                "with_startup_tokens_per_s": round(whole * per_step),
+                "note": "gloo on the CPU; with_startup adds spawning the ranks, the job's broadcast and joining",
+            }
         if vllm_available() and not args.no_vllm:
             from eagle_convert.vllm import EngineSession
 

@@ -125,11 +125,11 @@ def test_cli_nproc_must_match_torchrun(tmp_path: Path) -> None:
     draft, target = _folder(tmp_path / "d", {}), _folder(tmp_path / "t", {})
     res = CliRunner().invoke(
         main,
-        ["finetune", str(draft), "--target", str(target), "--out", str(tmp_path / "o")],
+        ["finetune", str(draft), "--target", str(target), "--out", str(tmp_path / "o"), "--nproc", "3"],
         env={"WORLD_SIZE": "2", "RANK": "0"},
     )
     assert res.exit_code == 2
-    assert res.stderr == "Error: --nproc 1: torchrun started 2 processes; pass --nproc 2\n"
+    assert res.stderr == "Error: --nproc 3: torchrun started 2 processes; leave --nproc out\n"
 
 
 @pytest.mark.slow

@@ -264,6 +264,8 @@ def serve_torchrun(device: str | None = None) -> None:
     dev = _rank_device(base, tr[0])
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
+    else:  # the node's cores shared between its ranks, as `launch` spawns them
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", tr[1]))))
     dist.init_process_group(backend_for(dev), init_method="env://", timeout=TIMEOUT)
     try:
         serve(Ranks(tr[0], tr[1], dev))

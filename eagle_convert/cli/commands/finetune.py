@@ -94,8 +94,10 @@ def finetune_cmd(
 
     world = torchrun_world()
     if world is not None:  # one of torchrun's ranks (docs/scale.md): rank 0 runs the fine-tune, the rest train
-        if opts.nproc != world[1]:
-            raise UsageError(f"--nproc {opts.nproc}: torchrun started {world[1]} processes; pass --nproc {world[1]}")
+        # torchrun's own parser takes `--nproc` for its `--nproc-per-node`: the world size is the default here
+        if opts.nproc not in (1, world[1]):
+            raise UsageError(f"--nproc {opts.nproc}: torchrun started {world[1]} processes; leave --nproc out")
+        opts = replace(opts, nproc=world[1])
         if world[0] > 0:
             serve_torchrun()
             return
