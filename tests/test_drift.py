@@ -243,3 +243,93 @@ def test_check_runs_drift_only_when_a_limit_is_set(pair, tmp_path: Path, limit: 
     (drift,) = [c for c in json.loads(res.stdout)["checks"] if c["stage"] == "drift"]
     assert drift["status"] == "skip"
     assert drift["message"] == "off: the policy sets no [drift] limit (max_rms_growth, min_sink_share)"
+
+
+# ------------------------------------------------------------------- the vLLM cross-check's parts
+
+
+def test_round_log_keeps_every_round_as_the_recorder_sums_it() -> None:
+    """Positions rise round by round, k values each, and their means are the recorder's rows."""
+    from eagle_convert.drift.crosscheck import RoundLog, reference_rounds
+
+    target, m = tiny_target(), _drafter()
+    log = RoundLog(5, m.cfg.num_aux_hidden_states, 4)
+    measure_drift(target, m, PROMPTS[:1], depth=5, sink_tokens=4, max_new_tokens=12, aux_ids=AUX, recorder=log)
+    assert [p for p, _ in log.rounds][0] == len(PROMPTS[0]) - 1  # the first pass ends at the prompt's last token
+    assert all(b > a for (a, _), (b, _) in zip(log.rounds, log.rounds[1:]))
+    assert all(len(rms) == 5 for _, rms in log.rounds)
+    for d, s in enumerate(log.depths):
+        assert s.fed_rms / s.passes == pytest.approx(sum(r[d] for _, r in log.rounds) / len(log.rounds), rel=1e-6)
+    ((tokens, rounds),) = reference_rounds(target, m, PROMPTS[:1], depth=5, max_new_tokens=12, aux_ids=AUX)
+    assert rounds == log.rounds and len(tokens) == 12 and m.observer is None
+
+
+def test_compare_rounds_matches_rounds_by_position_up_to_where_the_text_parts() -> None:
+    from eagle_convert.drift.crosscheck import compare_rounds
+
+    prompt = [1, 2, 3, 4]  # rounds draft from position 3 (the prompt's last token) on
+    ref = [([5, 6, 7, 8], [(3, [1.0, 2.0]), (5, [1.0, 2.0]), (6, [1.0, 4.0])])]
+    # vLLM: same text up to token 2 (index 1), one extra round at the end, 1 % off at depth 2.
+    vllm = [([5, 6, 9, 9], [(3, [1.0, 2.02]), (5, [1.0, 2.02]), (6, [9.0, 9.0]), (7, [1.0, 1.0])])]
+    rows, counts = compare_rounds([prompt], ref, vllm, 2)
+    # Round 5 reads tokens up to position 6 = generated index 2, where the texts part: not matched.
+    assert counts == {"identical_prompts": 0, "matched_rounds": 1, "reference_rounds": 3, "vllm_rounds": 4}
+    assert [r.rounds for r in rows] == [1, 1]
+    assert rows[0].rel_diff == 0.0 and rows[1].rel_diff == pytest.approx(0.01)
+    same = [([5, 6, 9, 9], [(3, [1.0, 2.0]), (5, [1.0, 2.0]), (6, [1.0, 4.0])])]
+    rows, counts = compare_rounds([prompt], same, same, 2)
+    assert counts["identical_prompts"] == 1 and counts["matched_rounds"] == 3
+    assert [r.reference_rms for r in rows] == pytest.approx([1.0, 8 / 3])
+
+
+class _FakeDraft(torch.nn.Module):
+    """Returns (normed, fed) as vLLM's Eagle3LlamaForCausalLM does; fed row i = value i + 10 * call."""
+
+    calls = 0
+
+    def forward(self, input_ids, positions, hidden_states, inputs_embeds=None):
+        n = input_ids.shape[0]
+        fed = (torch.arange(n, dtype=torch.float32) + 10.0 * self.calls)[:, None].expand(n, 4)
+        type(self).calls += 1
+        return fed * 0, fed
+
+
+class _FakeProposer:
+    """The shape of vLLM 0.32's `SpecDecodeBaseProposer.propose` for one request (batch 1, k steps)."""
+
+    def __init__(self) -> None:
+        self.model = _FakeDraft()
+
+    def set_inputs_first_pass(self, n: int):
+        return n, torch.tensor([n - 1]), None  # the last verified position is sampled
+
+    def propose(self, n: int, k: int) -> None:
+        _, rows, _ = self.set_inputs_first_pass(n)
+        self.model(input_ids=torch.zeros(n + 2), positions=torch.arange(n + 2) + 40, hidden_states=None)  # padded
+        for _ in range(k - 1):
+            self.model(input_ids=torch.zeros(2), positions=torch.zeros(2), hidden_states=None)  # batch 1, padded
+
+
+def test_drift_extension_reads_the_sampled_row_then_each_steps_first_row() -> None:
+    """The worker extension's row choice on a stand-in proposer (no vLLM): depth 1 is the first
+    pass's sampled row, depths 2..k row 0 of each step; propose is restored on take."""
+    from eagle_convert.vllm.drift_ext import DriftExtension
+
+    class Worker(DriftExtension):
+        def __init__(self) -> None:
+            self.model_runner = type("Runner", (), {"drafter": _FakeProposer()})()
+
+    w = Worker()
+    _FakeDraft.calls = 0
+    assert w.eagle_convert_drift_arm()["armed"]
+    drafter = w.model_runner.drafter
+    drafter.model(input_ids=torch.zeros(3), positions=torch.zeros(3), hidden_states=None)  # a dummy run: not seen
+    drafter.propose(5, 3)
+    drafter.propose(2, 3)
+    got = w.eagle_convert_drift_take()["rounds"]
+    # call 1 of round 1 (4th call overall: 1 dummy) row 4 -> 4 + 10; steps: row 0 -> 20, 30.
+    assert got == [
+        {"positions": [44], "rms": [[14.0], [20.0], [30.0]]},
+        {"positions": [41], "rms": [[41.0], [50.0], [60.0]]},
+    ]
+    assert "propose" not in drafter.__dict__ and not drafter.model._forward_hooks

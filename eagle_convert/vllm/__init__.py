@@ -5,6 +5,7 @@ from __future__ import annotations
 from eagle_convert._lazy import TYPE_CHECKING, attach
 
 if TYPE_CHECKING:  # what type checkers see
+    from eagle_convert.vllm.drift_rounds import VllmDriftRequest, VllmRound, vllm_drift_rounds
     from eagle_convert.vllm.known_issues import sampling_issues
     from eagle_convert.vllm.session import EngineRun, EngineSession, PassResult, PassSpec
     from eagle_convert.vllm.sharing import engine_order
@@ -15,6 +16,9 @@ else:  # what runs: each name imported from its module on first use
         {
             "check_with_vllm": "eagle_convert.vllm.strict_load",
             "sampling_issues": "eagle_convert.vllm.known_issues",
+            "VllmDriftRequest": "eagle_convert.vllm.drift_rounds",
+            "VllmRound": "eagle_convert.vllm.drift_rounds",
+            "vllm_drift_rounds": "eagle_convert.vllm.drift_rounds",
             "EngineRun": "eagle_convert.vllm.session",
             "EngineSession": "eagle_convert.vllm.session",
             "PassResult": "eagle_convert.vllm.session",
@@ -31,4 +35,7 @@ __all__ = [
     "PassResult",
     "PassSpec",
     "sampling_issues",
+    "VllmDriftRequest",
+    "VllmRound",
+    "vllm_drift_rounds",
 ]

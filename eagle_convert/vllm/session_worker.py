@@ -3,7 +3,8 @@
     python -m eagle_convert.vllm.session_worker      # JSON requests on stdin, one per line
 
 Ops: ``load_check`` (the strict sentinel load of ``strict_load_worker.run_check_many``), ``engine`` (an
-``LLM`` for the target, with or without an EAGLE-3 draft, running several generate *passes*) and
+``LLM`` for the target, with or without an EAGLE-3 draft, running several generate *passes*),
+``capture`` (``capture_worker``), ``drift`` (the fed-back RMS by depth, ``drift_worker``) and
 ``quit``. An engine asked for with a ``swap_key`` stays up after its request: the next request with
 the same key swaps its draft in place (``draft_swap``) instead of starting another; any other
 request, a failure or ``quit`` shuts it down first, so one engine holds memory at a time.
@@ -281,6 +282,11 @@ def _handle(req: dict) -> dict:
         _Live.stop()  # one engine's memory at a time
         return run_capture(req)
     _stop_capture()
+    if op == "drift":
+        from eagle_convert.vllm.drift_worker import run_drift_rounds
+
+        _Live.stop()  # one engine's memory at a time
+        return run_drift_rounds(req)
     if op == "engine":
         return run_engine(req)
     if op == "load_check":

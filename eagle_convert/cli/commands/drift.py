@@ -53,6 +53,15 @@ import click
     "templates. Default: the target's own.",
 )
 @click.option("--device", default=None, help="Where the reference engine runs (cpu, cuda). Default: cuda if present.")
+@click.option(
+    "--cross-check",
+    "cross_check",
+    type=click.Choice(["vllm"]),
+    default=None,
+    help="Also read each draft's fed-back RMS by depth from vLLM's own draft model on the same prompts "
+    "and compare it with the reference engine's (one vLLM engine start per draft; exit 1 when a depth "
+    "differs by more than the tolerance, docs/drift.md).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
     "--plot",
@@ -74,6 +83,7 @@ def drift_cmd(
     buckets: str,
     chat_templates: tuple[str, ...],
     device: str | None,
+    cross_check: str | None,
     as_json: bool,
     plot_path: str | None,
 ) -> None:
@@ -83,6 +93,8 @@ def drift_cmd(
     context bucket and chat template, with a one-line verdict per draft (docs/drift.md).
 
     Compare an EAGLE-3 draft with its upgrades: eagle-convert drift eagle3 eagle31 --target TARGET.
+
+    Exit status: 0, or 1 when --cross-check finds vLLM's fed-back RMS off the reference's.
     """
     from eagle_convert.cli.interrupt import on_interrupt
     from eagle_convert.cli.output import console, echo_json
@@ -109,6 +121,7 @@ def drift_cmd(
             buckets=parse_buckets(buckets),
             chat_templates=list(chat_templates) or [None],
             device=device,
+            cross_check=cross_check,
             progress=display.say,
             on_tick=display.tick,
         )
@@ -117,17 +130,20 @@ def drift_cmd(
 
         plot_drift(report, plot_path)  # atomic: the old plot or the new one, never half
         on_interrupt(f"; wrote only {plot_path}")
+    disagree = any(d.cross_check is not None and not d.cross_check.agrees for d in report.drafts)
     if as_json:
         data = report.to_dict()
         if plot_path is not None:
             data["plot"] = plot_path
         echo_json(data)
-        return
-    from eagle_convert.cli.render.drift import render_drift
+    else:
+        from eagle_convert.cli.render.drift import render_drift
 
-    render_drift(console(), report)
-    if plot_path is not None:
-        click.echo(f"plot: {plot_path}")
+        render_drift(console(), report)
+        if plot_path is not None:
+            click.echo(f"plot: {plot_path}")
+    if disagree:
+        click.get_current_context().exit(1)
 
 
 def register(group: click.Group) -> None:

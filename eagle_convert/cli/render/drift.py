@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from eagle_convert.drift import DepthRow, DraftDrift, DriftGroup, DriftReport
+from eagle_convert.drift import CrossCheck, DepthRow, DraftDrift, DriftGroup, DriftReport
 from eagle_convert.measure import NATURAL
 
 
@@ -55,6 +55,36 @@ def _draft(console: Console, d: DraftDrift) -> None:
     if len(d.groups) > 1:
         for g in d.groups:
             console.print(_depth_table(f"  {_group_name(g)} ({g.prompts} prompts)", g.depths))
+    if d.cross_check is not None:
+        _cross_check(console, d.cross_check)
+
+
+def _cross_check(console: Console, c: CrossCheck) -> None:
+    t = Table(
+        title=f"  cross-check: fed-back RMS, reference vs {c.engine}, {c.matched_rounds} matched rounds "
+        f"({c.identical_prompts}/{c.prompts} prompts with identical text)",
+        title_justify="left",
+        show_edge=False,
+    )
+    for name in ("depth", "reference", "vLLM", "diff", "worst round", "rounds"):
+        t.add_column(name, justify="right")
+    for r in c.rows:
+        t.add_row(
+            str(r.depth),
+            _f(r.reference_rms, "{:.4g}"),
+            _f(r.vllm_rms, "{:.4g}"),
+            _f(r.rel_diff, "{:.2%}"),
+            _f(r.max_round_rel_diff, "{:.2%}"),
+            str(r.rounds),
+        )
+    console.print(t)
+    worst = max((r.rel_diff for r in c.rows if r.rel_diff is not None), default=None)
+    if c.agrees:
+        console.print(f"  [green]vLLM agrees: every depth within {c.tolerance:.0%} (largest {worst:.2%})[/green]")
+    elif worst is None:
+        console.print("  [red]vLLM cross-check: no round matched (the engines decoded other text)[/red]")
+    else:
+        console.print(f"  [red]vLLM disagrees: a depth differs by {worst:.2%} > {c.tolerance:.0%}[/red]")
 
 
 def render_drift(console: Console, r: DriftReport) -> None:
