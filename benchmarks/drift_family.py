@@ -32,7 +32,7 @@ def _fmt(x: float | None, spec: str = ".2f") -> str:
 def table(report) -> str:
     """Markdown: one row per draft x bucket, the depth-1, middle and last depth side by side."""
     from eagle_convert.drift.plot import bucket_rows
-    from eagle_convert.smoke.plot import bucket_label
+    from eagle_convert.smoke import bucket_label
 
     depth = report.settings["depth"]
     picks = sorted({1, (depth + 1) // 2, depth})
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("drift-family"), help="report.json, drift.png, table.md")
     args = ap.parse_args(argv)
     from eagle_convert.drift import plot_drift, run_drift
-    from eagle_convert.smoke.prompts import builtin_prompts, parse_buckets, select_prompts
+    from eagle_convert.measure import builtin_prompts, parse_buckets, select_prompts
 
     work = args.workdir or Path(tempfile.gettempdir()) / "eagle-convert-engine-share-bench"
     work.mkdir(parents=True, exist_ok=True)
