@@ -17,6 +17,11 @@ from eagle_convert.measure.specbench import SOURCES
 from eagle_convert.measure.speedbench import PLACEHOLDER
 from eagle_convert.measure.suites import SUITES, long_rows, resolve_suite, token_counter
 
+try:
+    from tests.jsonschemas import check_schema
+except ImportError:  # tests/ itself on sys.path
+    from jsonschemas import check_schema
+
 REDISTRIBUTABLE = {"Apache-2.0", "MIT", "CC-BY-SA-3.0"}
 
 
@@ -197,3 +202,67 @@ def test_long_context_raw_template_and_unreachable_length(tokenizer) -> None:
     assert 1980 <= count(p.text) <= 2000 and p.num_tokens == count(p.text)
     with pytest.raises(ConfigError, match="the whole corpus has"):
         build_long_prompts(count, kinds=("prose",), lengths=(10**8,), rows=1)
+
+
+# ------------------------------------------------------------------------------- CLI wiring
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The fixture target (4096-token tokenizer, 4028 prompt tokens fit) and a random draft."""
+    from fixtures.drafts import VLLM_TINY, build_draft
+    from fixtures.target import build_target
+
+    base = tmp_path_factory.mktemp("suites")
+    return build_target(base / "target"), build_draft(base / "draft", VLLM_TINY)
+
+
+def _smoke(pair: tuple[Path, Path], *args: str):
+    from click.testing import CliRunner
+
+    from eagle_convert.cli.app import main
+
+    target, draft = pair
+    common = ["--engine", "reference", "-k", "1", "--max-new-tokens", "2", "--json"]
+    return CliRunner().invoke(main, ["smoke", str(target), "-d", str(draft), *common, *args])
+
+
+def test_cli_smoke_refuses_speed_bench_placeholders(pair, tmp_path: Path) -> None:
+    path = _write_jsonl(tmp_path / "speed" / "qualitative.jsonl", _speed_rows())
+    res = _smoke(pair, "--prompts", str(tmp_path / "speed"))
+    assert res.exit_code == 0, res.output
+    assert res.stderr.splitlines()[0] == "Note: " + REFUSAL.format(path=path)
+    data = json.loads(res.stdout)
+    assert sorted(g["category"] for g in data["drafts"][0]["groups"]) == ["coding", "multilingual", "qa"]
+    assert data["prompts"]["suite"] == str(tmp_path / "speed")
+    assert data["prompts"]["refused"] == [REFUSAL.format(path=path)]
+    prov = {i["id"]: i["provenance"] for i in data["prompts"]["items"]}
+    assert prov["speed-bench-q3"]["turns"] == 2 and prov["speed-bench-q3"]["origin"] == f"{path}:3"
+    only = _write_jsonl(tmp_path / "only" / "qualitative.jsonl", _speed_rows()[1:2] + _speed_rows()[3:4])
+    res = _smoke(pair, "--prompts", str(tmp_path / "only"))
+    assert (res.exit_code, res.stderr) == (
+        1,
+        f"Error: {only}: refused 2 of 2 SPEED-Bench rows: they are placeholders for text whose source licence "
+        "keeps it out of SPEED-Bench (NeMo-Skills' nemo_skills/dataset/speed-bench/prepare.py fetches them); "
+        "no rows left to measure\n",
+    )
+
+
+def test_cli_smoke_long_context_and_sample(pair) -> None:
+    res = _smoke(pair, "--prompts", "long-context:1k,8k", "--category", "long-code", "--limit", "1")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    (group,) = data["drafts"][0]["groups"]  # 8k does not fit the fixture's 4096-token context
+    assert (group["category"], group["bucket"]) == ("long-code", 1000)
+    (item,) = data["prompts"]["items"]
+    assert item["id"] == "long-code-1k-0" and 990 <= item["prompt_tokens"] <= 1000 and item["filler_words"] == 0
+    assert [(s["id"], s["bucket"]) for s in data["prompts"]["skipped"]] == [("long-code-8000", 8000)]
+    res = _smoke(pair, "--prompts", "spec-bench-sample", "--category", "qa", "--limit", "2")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert [g["category"] for g in data["drafts"][0]["groups"]] == ["qa"]
+    assert data["prompts"]["suite"] == "spec-bench-sample" and data["prompts"]["refused"] == []
+    assert {i["provenance"]["license"] for i in data["prompts"]["items"]} == {"CC-BY-SA-3.0"}
+    check_schema(data, "smoke-report.schema.json")
+    res = _smoke(pair, "--prompts", "spec-bench-full")
+    assert res.exit_code == 2 and res.stderr.startswith("Error: --prompts: spec-bench-full is neither a suite")

@@ -69,6 +69,7 @@ class State:
     worker_starts_before: int = 0  # of a session shared with earlier checks
     release: str | None = None  # --vllm-version / [static] vllm_version: the release the verdict is for
     serve: Any = None  # vllm_model.serve_config.ServeConfig: --speculative-config / --max-model-len
+    prompt_suite: tuple[str, list[str]] = ("built-in", [])  # [acceptance] prompts: label, refusal lines
 
     @property
     def requested_release(self) -> str | None:
@@ -205,13 +206,16 @@ def engine(s: State) -> list[CheckResult]:
 
 
 def _prompts(s: State) -> Any:
-    from eagle_convert.measure import NATURAL, builtin_prompts, load_prompts, prepare_smoke_prompts, select_prompts
+    from eagle_convert.measure import NATURAL, prepare_smoke_prompts, resolve_suite, select_suite
 
+    # a file or folder relative to the policy file, else a suite name (spec-bench-sample, long-context:4k)
+    value = s.policy.get("acceptance", "prompts")
     path = s.policy.path("acceptance", "prompts")
-    prompts = load_prompts(path) if path is not None else builtin_prompts()
+    suite = resolve_suite(str(path) if path is not None and path.exists() else value)
     # the categories asked for, then the first `limit` of each, in file order
     source = f"{s.policy.source}: [acceptance] categories"
-    prompts = select_prompts(prompts, s.acc("categories") or (), s.acc("limit"), option=source)
+    prompts = select_suite(suite, s.acc("categories") or (), s.acc("limit"), option=source)
+    s.prompt_suite = (suite.label, list(suite.notices))
     buckets = [NATURAL if b == "natural" else int(b) for b in s.acc("buckets")]
     return prepare_smoke_prompts(
         s.folder("target"),
@@ -272,6 +276,8 @@ def acceptance(s: State) -> list[CheckResult]:
         "temperature": float(s.acc("temperature")),
         "seed": int(s.acc("seed")),
         "prompts": len(s.pset.prompts),
+        "prompt_suite": s.prompt_suite[0],
+        **({"prompts_refused": s.prompt_suite[1]} if s.prompt_suite[1] else {}),
         "chat_template": s.pset.chat_template,
         "speculative_config": s.speculative,
     }

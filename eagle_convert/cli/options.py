@@ -143,6 +143,8 @@ def measure_options(*, buckets: str, concurrency_default: str) -> Callable[[F], 
     """`--engine` through `--concurrency`, in that `--help` order. The two commands differ only in
     defaults: `buckets` is the command's `--buckets` default, and `concurrency_default` is the help
     sentence saying what an unset `--concurrency` measures (report picks levels itself on vLLM)."""
+    from eagle_convert.measure import PROMPTS_HELP  # here: the suites' names, loaded with the command
+
     options = [
         click.option(
             "--engine",
@@ -155,10 +157,9 @@ def measure_options(*, buckets: str, concurrency_default: str) -> Callable[[F], 
         click.option(
             "--prompts",
             "prompts_file",
-            type=click.Path(dir_okay=False),
+            metavar="NAME|FILE|DIR",
             default=None,
-            help='JSONL file, one object per line: {"prompt": ...} or {"messages": [...]}, '
-            'optional "category" and "id". Default: the built-in set.',
+            help=PROMPTS_HELP,
         ),
         click.option("--category", "categories", multiple=True, help="Only prompts of this category (repeatable)."),
         click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N prompts per category."),
@@ -189,7 +190,8 @@ def measure_options(*, buckets: str, concurrency_default: str) -> Callable[[F], 
             default=buckets,
             show_default=True,
             help="Context lengths to measure, e.g. natural,256,1024: prompts are padded with neutral filler "
-            "text to about N tokens; prompts already longer are skipped for that bucket.",
+            "text to about N tokens; prompts already longer are skipped for that bucket. Long-context "
+            "suites' prompts are measured once, in the bucket of their own length.",
         ),
         click.option(
             "--chat-template",

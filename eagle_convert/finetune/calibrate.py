@@ -116,7 +116,8 @@ def calibrate_fc_norm(
         draft: the EAGLE-3 draft (path, reference or opened checkpoint).
         target: the target model folder.
         aux_ids: the ids the upgraded draft will use (the plan's).
-        prompts: None (the built-in set), a JSONL path or `Prompt`s; every 4th is held out for the
+        prompts: None (the built-in set), a `--prompts` value (suite name, JSONL file, prepared
+            folder: `measure.resolve_suite`) or `Prompt`s; every 4th is held out for the
             agreement when there are at least 2.
         chat_template: a --chat-template value replacing the target's.
         device: None: the first GPU torch sees, else CPU.
@@ -170,7 +171,7 @@ def calibrate_fc_norm(
     if cache is not None:
         tgt, seqs, label, template_label = _from_cache(cache, tdir, int(tconf.num_layers or 0), aux_ids, say)
     else:
-        seqs, label, template_label = _rendered(tdir, target, tconf, prompts, chat_template)
+        seqs, label, template_label = _rendered(tdir, target, tconf, prompts, chat_template, say)
         say(f"calibrate: loading {tdir.name}")
         try:
             with quiet_loading():
@@ -239,11 +240,12 @@ def _rendered(
     tconf: Target,
     prompts: Sequence[Prompt] | str | Path | None,
     chat_template: str | None,
+    say: Callable[[str], None],
 ) -> tuple[list[list[int]], str, str]:
     """The calibration prompts rendered with the serving template: (token ids, prompts label, template label)."""
     from transformers import AutoTokenizer
 
-    items, label = prompt_items(prompts)
+    items, label = prompt_items(prompts, option="--calibration-prompts", say=say)
     if not items:
         raise UsageError("no calibration prompts")
     template, template_label = resolve_chat_template(chat_template)

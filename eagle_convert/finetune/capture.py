@@ -82,7 +82,7 @@ def capture_training_data(
     say = say or (lambda _m: None)
     tick = tick_or_nothing(on_tick)
     tdir, ddir = _folder(target, "target"), _folder(draft, "draft")
-    items, label = prompt_items(prompts if prompts is not None else d.prompts)
+    items, label = prompt_items(prompts if prompts is not None else d.prompts, option="--train-prompts", say=say)
     template, template_label = resolve_chat_template(d.chat_template)
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(tdir))

@@ -44,10 +44,11 @@ class FinetuneOptions:
     prompts: str | None = option(
         None,
         flag="--train-prompts",
-        path=True,
-        help='JSONL prompts ({"prompt": ...} or {"messages": [...]} per line) the target continues '
-        "to make the training data; keep them apart from the prompts you measure on. Default: the "
-        "built-in set.",
+        metavar="NAME|FILE|DIR",
+        help="Prompts the target continues to make the training data: a suite (builtin, "
+        'spec-bench-sample), a JSONL file ({"prompt": ...} or {"messages": [...]} per line, or Spec-Bench / '
+        "SPEED-Bench rows) or a prepared Spec-Bench / SPEED-Bench folder; keep them apart from the "
+        "prompts you measure on. Default: the built-in set.",
     )
     chat_template: str | None = option(
         None,

@@ -144,6 +144,7 @@ class FinetunePlan:
     cache: Path | None = None  # train from this capture cache (the target is not loaded)
     capture: CaptureOptions | None = None  # capture into `cache` first, with these settings
     nproc: int = 1  # data-parallel training processes (finetune/distributed.py)
+    notices: list[str] = field(default_factory=list)  # the prompt suite's refusal lines (SPEED-Bench placeholders)
 
     def to_dict(self) -> dict[str, Any]:
         extra: dict[str, Any] = {} if self.cache is None else {"cache": str(self.cache)}
@@ -289,7 +290,7 @@ def plan_finetune(
         target: the target model folder.
         out: the new output folder.
         opts: the data, stages, TTT depth and seed (default `FinetuneOptions()`); its `prompts` is
-            a JSONL path (None: the built-in set).
+            a `--prompts` value (suite name, JSONL file, prepared folder; None: the built-in set).
         prompts: `Prompt`s to train on instead of `opts.prompts`.
         force: replace an existing `out`.
         batch_size: sequences per step.
@@ -329,7 +330,10 @@ def plan_finetune(
     final = check_output_dir(out, {"input draft": dpath, "target": tpath}, force=force)
     if cache is not None and capture is None and (prompts is not None or o.prompts is not None):
         raise UsageError("--train-prompts with --cache: the cache holds the training data; drop one of them")
-    items, label = prompt_items(prompts if prompts is not None else o.prompts)
+    notices: list[str] = []
+    items, label = prompt_items(
+        prompts if prompts is not None else o.prompts, option="--train-prompts", say=notices.append
+    )
     if not items:
         raise UsageError("no prompts to generate training data from")
     cache_dir = None if cache is None and capture is None else Path(cache or default_cache_dir(final)).expanduser()
@@ -375,6 +379,7 @@ def plan_finetune(
         None if cache_dir is None else cache_dir.resolve(),
         capture,
         o.nproc,
+        notices,
     )
 
 

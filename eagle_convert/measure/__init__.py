@@ -30,11 +30,10 @@ if TYPE_CHECKING:  # what type checkers see
         load_prompts,
         parse_buckets,
         prepare_prompts,
-        prepare_smoke_prompts,
-        prompt_items,
         resolve_chat_template,
         select_prompts,
     )
+    from eagle_convert.measure.provenance import Provenance
     from eagle_convert.measure.reader import read_drafts
     from eagle_convert.measure.results import (
         Counts,
@@ -47,6 +46,14 @@ if TYPE_CHECKING:  # what type checkers see
         smoke_settings,
     )
     from eagle_convert.measure.run import ENGINES, SMOKE_MODULES, Measured, default_engine, measure_drafts
+    from eagle_convert.measure.suites import (
+        PROMPTS_HELP,
+        Suite,
+        prepare_smoke_prompts,
+        prompt_items,
+        resolve_suite,
+        select_suite,
+    )
     from eagle_convert.measure.throughput import (
         DEFAULT_CONCURRENCY,
         NO_SPEC,
@@ -86,8 +93,13 @@ else:  # what runs: each name imported from its module on first use
             "load_prompts": "eagle_convert.measure.prompts",
             "parse_buckets": "eagle_convert.measure.prompts",
             "prepare_prompts": "eagle_convert.measure.prompts",
-            "prepare_smoke_prompts": "eagle_convert.measure.prompts",
-            "prompt_items": "eagle_convert.measure.prompts",
+            "prepare_smoke_prompts": "eagle_convert.measure.suites",
+            "PROMPTS_HELP": "eagle_convert.measure.suites",
+            "prompt_items": "eagle_convert.measure.suites",
+            "Provenance": "eagle_convert.measure.provenance",
+            "Suite": "eagle_convert.measure.suites",
+            "resolve_suite": "eagle_convert.measure.suites",
+            "select_suite": "eagle_convert.measure.suites",
             "resolve_chat_template": "eagle_convert.measure.prompts",
             "select_prompts": "eagle_convert.measure.prompts",
             "read_drafts": "eagle_convert.measure.reader",
@@ -162,17 +174,22 @@ __all__ = [
     "prepare_smoke_prompts",
     "Prompt",
     "prompt_items",
+    "PROMPTS_HELP",
     "PromptSet",
+    "Provenance",
     "read_drafts",
     "repetition_loop",
     "resolve_chat_template",
+    "resolve_suite",
     "run_reference",
     "sampling_control",
     "SamplingControl",
     "select_prompts",
+    "select_suite",
     "SMOKE_MODULES",
     "smoke_settings",
     "SmokeReport",
+    "Suite",
     "target_dtype",
     "throughput_report",
     "ThroughputReport",

@@ -210,7 +210,7 @@ def _fit(count: Callable[[str], int], head: str, body: str, tail: str, n: int) -
         raise ConfigError(f"long-context length {n}: the prompt's own words already take {overhead} tokens")
     aim = (low + n) / 2
     lo, hi = 0, len(body) + 1  # count at lo < low; count at hi > n (len(body) + 1: not yet tried)
-    sample = body[: min(len(body), 8192)]
+    sample = body[: min(len(body), 4096)]
     ratio = len(sample) / max(1, count(head + sample + tail) - overhead)  # characters per token
     cut = _snap(body, int((aim - overhead) * ratio))
     for _ in range(40):

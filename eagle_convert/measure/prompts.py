@@ -1,5 +1,6 @@
 """Prompt sets for `smoke`, `check`, `report` and `drift`: the built-in set, JSONL files, chat
-templates and context buckets; `prepare_smoke_prompts` renders and tokenizes them for a target folder.
+templates and context buckets (`measure/suites.py`'s `prepare_smoke_prompts` renders and tokenizes a
+suite for a target folder).
 
 A prompt is either plain text or a list of chat messages. Both are rendered with the target's chat
 template (a plain prompt becomes one user message) unless the template is turned off, and then
@@ -12,7 +13,7 @@ document, `data/filler.jsonl`, cycled when N needs more) to its first user messa
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -30,7 +31,6 @@ __all__ = [
     "filler_text",
     "load_prompts",
     "parse_buckets",
-    "prompt_items",
     "resolve_chat_template",
     "prepare_prompts",
     "select_prompts",
@@ -89,6 +89,9 @@ class PromptSet:
     prompts: list[PreparedPrompt]
     skipped: list[SkippedPrompt]
     chat_template: str  # "target", "none", or the --chat-template source
+    suite: str = "custom"  # the --prompts label ("built-in", a suite name, the path); `measure/suites.py`
+    provenance: dict[str, dict[str, Any]] = field(default_factory=dict)  # prompt id -> Provenance.as_dict()
+    refused: list[str] = field(default_factory=list)  # the suite's refusal lines (SPEED-Bench placeholders)
 
 
 # ------------------------------------------------------------------------------------ loading
@@ -122,16 +125,6 @@ def load_prompts(path: str | Path) -> list[Prompt]:
     if not prompts:
         raise ConfigError(f"{path}: no prompts (expected one JSON object per line)")
     return prompts
-
-
-def prompt_items(prompts: Sequence[Prompt] | str | Path | None) -> tuple[list[Prompt], str]:
-    """The prompts a `prompts=` argument names (None: the built-in set; a path: a JSONL file;
-    else the `Prompt`s given) and the label recorded for them: "built-in", the path or "custom"."""
-    if prompts is None:
-        return builtin_prompts(), "built-in"
-    if isinstance(prompts, (str, Path)):
-        return load_prompts(prompts), str(prompts)
-    return list(prompts), "custom"
 
 
 def _parse_lines(lines: Iterable[str], where: str) -> list[Prompt]:
@@ -289,13 +282,16 @@ def prepare_prompts(
     chat_template: str | None = None,
     template_label: str = "target",
     max_prompt_tokens: int | None = None,
+    sized: Mapping[str, int] | None = None,
 ) -> PromptSet:
     """Render and tokenize every prompt once per bucket.
 
     A bucket N pads the prompt with filler words to the largest length <= N tokens (binary search on
     the number of words); prompts already longer than N, or longer than `max_prompt_tokens`, are
-    skipped with a reason rather than truncated.
+    skipped with a reason rather than truncated. A prompt named in `sized` (id -> N: real long
+    context already cut to N tokens, `measure/longctx.py`) is measured once, as it is, in bucket N.
     """
+    sized = sized or {}
     render = _Renderer(tokenizer, chat_template)
     words = filler_text().split()
     out: list[PreparedPrompt] = []
@@ -308,6 +304,13 @@ def prepare_prompts(
             )
     for p in prompts:
         base = render.encode(p)
+        if p.id in sized:
+            if max_prompt_tokens is not None and len(base) > max_prompt_tokens:
+                why = f"{len(base)} tokens, longer than the target's context allows"
+                skipped.append(SkippedPrompt(p.id, p.category, sized[p.id], why))
+            else:
+                out.append(PreparedPrompt(p.id, p.category, sized[p.id], base))
+            continue
         for bucket in buckets:
             limit = max_prompt_tokens if bucket == NATURAL else bucket
             if limit is not None and len(base) > limit:
@@ -342,37 +345,3 @@ def _target_context(target: Path) -> int | None:
     from eagle_convert.draft import Target
 
     return Target.from_folder(target).max_position_embeddings
-
-
-def prepare_smoke_prompts(
-    target_dir: Path,
-    prompts: Sequence[Prompt] | None,
-    *,
-    k: int,
-    max_new_tokens: int,
-    buckets: Sequence[int] = (NATURAL,),
-    chat_template: str | None = None,
-) -> PromptSet:
-    """Render and tokenize `prompts` (None: the built-in set) with the target's tokenizer, leaving
-    room for `max_new_tokens` and one draft round in its context."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(target_dir))
-    template, label = resolve_chat_template(chat_template)
-    ctx = _target_context(target_dir)
-    room = None if ctx is None else ctx - max_new_tokens - k - 1
-    if room is not None and room < 16:
-        raise UsageError(
-            f"--max-new-tokens {max_new_tokens} leaves no room for a prompt in the target's context ({ctx})"
-        )
-    pset = prepare_prompts(
-        list(prompts) if prompts is not None else builtin_prompts(),
-        tokenizer,
-        buckets=buckets,
-        chat_template=template,
-        template_label=label,
-        max_prompt_tokens=room,
-    )
-    if not pset.prompts:
-        raise UsageError("no prompt fits the requested buckets (see --buckets)")
-    return pset

@@ -182,6 +182,7 @@ class SmokeReport:
             "seconds": round(self.seconds, 3),
             "prompts": {
                 "chat_template": self.prompts.chat_template,
+                "suite": self.prompts.suite,
                 "count": len(self.prompts.prompts),
                 "items": [
                     {
@@ -190,10 +191,12 @@ class SmokeReport:
                         "bucket": p.bucket,
                         "prompt_tokens": p.num_tokens,
                         "filler_words": p.filler_words,
+                        **({"provenance": self.prompts.provenance[p.id]} if p.id in self.prompts.provenance else {}),
                     }
                     for p in self.prompts.prompts
                 ],
                 "skipped": [vars(s) for s in self.prompts.skipped],
+                "refused": list(self.prompts.refused),
             },
             "drafts": [
                 {

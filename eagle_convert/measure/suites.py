@@ -26,8 +26,20 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.errors import ConfigError, UsageError
-from eagle_convert.measure.longctx import KINDS, build_long_prompts, parse_lengths
-from eagle_convert.measure.prompts import Prompt, _Renderer, builtin_prompts, load_prompts
+from eagle_convert.measure.longctx import KINDS, ROWS_PER_LENGTH, build_long_prompts, parse_lengths
+from eagle_convert.measure.prompts import (
+    NATURAL,
+    Prompt,
+    PromptSet,
+    SkippedPrompt,
+    _Renderer,
+    _target_context,
+    builtin_prompts,
+    load_prompts,
+    prepare_prompts,
+    resolve_chat_template,
+    select_prompts,
+)
 from eagle_convert.measure.provenance import Provenance, SuiteRows
 from eagle_convert.measure.specbench import is_spec_bench_row, read_spec_bench, sample_rows, spec_bench_file
 from eagle_convert.measure.speedbench import (
@@ -38,7 +50,21 @@ from eagle_convert.measure.speedbench import (
     speed_bench_file,
 )
 
-__all__ = ["BUILTIN", "SUITES", "Suite", "long_rows", "resolve_suite", "suite_names", "token_counter"]
+__all__ = [
+    "BUILTIN",
+    "PROMPTS_HELP",
+    "SUITES",
+    "Suite",
+    "as_suite",
+    "long_rows",
+    "prepare_smoke_prompts",
+    "prepare_suite",
+    "prompt_items",
+    "resolve_suite",
+    "select_suite",
+    "suite_names",
+    "token_counter",
+]
 
 BUILTIN = "builtin"
 BUILTIN_LABEL = "built-in"  # the label recorded for the built-in set (smoke --json, report.json)
@@ -52,6 +78,12 @@ SUITES: dict[str, str] = {
     "long-prose": "real long context: pydoc_data.topics, ending with a question",
     "long-context": "long-code and long-prose",
 }
+PROMPTS_HELP = (
+    "Prompt suite: builtin (default), spec-bench-sample, long-code, long-prose or long-context "
+    "(real long context; :1k,4k,... picks lengths, default 1k,4k,8k,16k,32k tokens), a JSONL file "
+    '({"prompt": ...} or {"messages": [...]} per line, or Spec-Bench / SPEED-Bench rows), or a '
+    "prepared Spec-Bench or SPEED-Bench folder; join with +."
+)
 
 
 @dataclass(frozen=True)
@@ -63,12 +95,14 @@ class Suite:
         rows: the prompts read now (everything but long context), their provenance, refusal lines.
         long_kinds: "code" and/or "prose" when the value names long context; else empty.
         long_lengths: the token counts to cut long-context prompts to.
+        long_per_length: long-context prompts per kind and length (`--limit` lowers it).
     """
 
     label: str
     rows: SuiteRows
     long_kinds: tuple[str, ...] = ()
     long_lengths: tuple[int, ...] = ()
+    long_per_length: int = ROWS_PER_LENGTH
 
     @property
     def prompts(self) -> list[Prompt]:
@@ -109,6 +143,15 @@ def resolve_suite(value: str | Path | None) -> Suite:
     return _one(text)
 
 
+def as_suite(prompts: Sequence[Prompt] | Suite | None) -> Suite:
+    """A `prompts=` argument as a suite: None is the built-in set, `Prompt`s are "custom"."""
+    if prompts is None:
+        return resolve_suite(None)
+    if isinstance(prompts, Suite):
+        return prompts
+    return Suite("custom", SuiteRows(list(prompts)))
+
+
 def long_rows(suite: Suite, count_tokens: Callable[[str], int]) -> tuple[SuiteRows, dict[str, int]]:
     """Cut the suite's long-context prompts for one target.
 
@@ -125,11 +168,160 @@ def long_rows(suite: Suite, count_tokens: Callable[[str], int]) -> tuple[SuiteRo
     rows, lengths = SuiteRows([]), dict[str, int]()
     if not suite.long_kinds:
         return rows, lengths
-    for lp in build_long_prompts(count_tokens, kinds=suite.long_kinds, lengths=suite.long_lengths):
+    built = build_long_prompts(
+        count_tokens, kinds=suite.long_kinds, lengths=suite.long_lengths, rows=suite.long_per_length
+    )
+    for lp in built:
         rows.prompts.append(Prompt(lp.id, lp.category, text=lp.text))
         rows.provenance[lp.id] = Provenance(lp.source, "PSF-2.0 (text of this Python, read at run time)", "run time")
         lengths[lp.id] = lp.length
     return rows, lengths
+
+
+def select_suite(
+    suite: Suite, categories: Sequence[str] = (), limit: int | None = None, *, option: str = "--category"
+) -> Suite:
+    """--category and --limit over a suite, as `select_prompts` over a list: only these categories
+    (long context's are `long-code` and `long-prose`), at most `limit` per category (for long
+    context: per category and length).
+
+    Raises:
+        UsageError: a category the suite does not have (names those it has).
+    """
+    long_cats = {f"long-{k}": k for k in suite.long_kinds}
+    text_cats = {p.category for p in suite.prompts}
+    if categories:
+        unknown = [c for c in categories if c not in text_cats and c not in long_cats]
+        if unknown:
+            known = sorted(text_cats | set(long_cats))
+            raise UsageError(f"{option}: no prompts in {', '.join(unknown)} (available: {', '.join(known)})")
+    wanted_text = [c for c in categories if c in text_cats]
+    prompts = [] if categories and not wanted_text else select_prompts(suite.prompts, wanted_text, limit)
+    kinds = tuple(k for c, k in long_cats.items() if not categories or c in categories)
+    rows = SuiteRows(list(prompts), {p.id: suite.rows.provenance[p.id] for p in prompts}, list(suite.notices))
+    per = min(suite.long_per_length, limit) if limit else suite.long_per_length
+    return Suite(suite.label, rows, kinds, suite.long_lengths if kinds else (), per)
+
+
+def prompt_items(
+    prompts: Sequence[Prompt] | str | Path | None,
+    *,
+    option: str = "--prompts",
+    say: Callable[[str], None] | None = None,
+) -> tuple[list[Prompt], str]:
+    """The prompts a `prompts=` argument of training or calibration names, and their label.
+
+    Args:
+        prompts: None (the built-in set), a `--prompts` value (a suite name, a JSONL file, a
+            prepared folder; see `resolve_suite`), or the `Prompt`s themselves ("custom").
+        option: the flag named in the refusal of long context.
+        say: gets each refusal line of the suite (SPEED-Bench placeholders).
+
+    Returns:
+        (the prompts, "built-in" / the suite's label / "custom").
+
+    Raises:
+        UsageError: a long-context suite (it is cut for a tokenizer at measurement time; train on
+            text prompts), or see `resolve_suite`.
+    """
+    if prompts is not None and not isinstance(prompts, (str, Path)):
+        return list(prompts), "custom"
+    suite = resolve_suite(prompts)
+    if suite.long_kinds:
+        raise UsageError(
+            f"{option} {prompts}: long-context suites are for measuring (smoke, check, report); "
+            "give a text suite, a JSONL file or a prepared folder"
+        )
+    for line in suite.notices:
+        (say or (lambda _m: None))(line)
+    return list(suite.prompts), suite.label
+
+
+def prepare_suite(
+    suite: Suite,
+    tokenizer: Any,
+    *,
+    buckets: Sequence[int] = (NATURAL,),
+    chat_template: str | None = None,
+    template_label: str = "target",
+    max_prompt_tokens: int | None = None,
+) -> PromptSet:
+    """Render and tokenize a suite for one target: its text prompts once per bucket (padded with
+    filler as `prepare_prompts` does), its long-context prompts cut for this tokenizer and template
+    and measured in the bucket of their length (lengths over `max_prompt_tokens` skipped unbuilt).
+
+    Raises:
+        UsageError, ConfigError: see `prepare_prompts` and `long_rows`.
+    """
+    fitting = tuple(n for n in suite.long_lengths if max_prompt_tokens is None or n <= max_prompt_tokens)
+    too_long = [n for n in suite.long_lengths if n not in fitting]
+    long_suite = Suite(suite.label, SuiteRows([]), suite.long_kinds if fitting else (), fitting, suite.long_per_length)
+    rows, lengths = long_rows(long_suite, token_counter(tokenizer, chat_template))
+    pset = prepare_prompts(
+        [*suite.prompts, *rows.prompts],
+        tokenizer,
+        buckets=buckets,
+        chat_template=chat_template,
+        template_label=template_label,
+        max_prompt_tokens=max_prompt_tokens,
+        sized=lengths,
+    )
+    pset.suite, pset.refused = suite.label, list(suite.notices)
+    pset.provenance = {pid: prov.as_dict() for pid, prov in {**suite.rows.provenance, **rows.provenance}.items()}
+    for kind in suite.long_kinds:
+        for n in too_long:
+            why = f"{n} tokens, longer than the target's context allows ({max_prompt_tokens} prompt tokens fit)"
+            pset.skipped.append(SkippedPrompt(f"long-{kind}-{n}", f"long-{kind}", n, why))
+    return pset
+
+
+def prepare_smoke_prompts(
+    target_dir: Path,
+    prompts: Sequence[Prompt] | Suite | None,
+    *,
+    k: int,
+    max_new_tokens: int,
+    buckets: Sequence[int] = (NATURAL,),
+    chat_template: str | None = None,
+) -> PromptSet:
+    """Render and tokenize `prompts` for a target folder, as smoke, check, report and drift measure.
+
+    Args:
+        target_dir: the target's folder (its tokenizer, chat template and context).
+        prompts: None (the built-in set), `Prompt`s, or a `Suite` (its long-context prompts are cut
+            for this target's tokenizer and template).
+        k: draft tokens per round; with `max_new_tokens` what the context must leave room for.
+        max_new_tokens: tokens each prompt generates.
+        buckets: context lengths (`NATURAL`: as written; N: padded with filler to about N tokens).
+        chat_template: a --chat-template value (None: the target's).
+
+    Returns:
+        The prepared `PromptSet` (with the suite's label, provenance and refusal lines).
+
+    Raises:
+        UsageError: no room for a prompt in the target's context, or no prompt fits the buckets.
+    """
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(target_dir))
+    template, label = resolve_chat_template(chat_template)
+    ctx = _target_context(target_dir)
+    room = None if ctx is None else ctx - max_new_tokens - k - 1
+    if room is not None and room < 16:
+        raise UsageError(
+            f"--max-new-tokens {max_new_tokens} leaves no room for a prompt in the target's context ({ctx})"
+        )
+    pset = prepare_suite(
+        as_suite(prompts),
+        tokenizer,
+        buckets=buckets,
+        chat_template=template,
+        template_label=label,
+        max_prompt_tokens=room,
+    )
+    if not pset.prompts:
+        raise UsageError("no prompt fits the requested buckets (see --buckets)")
+    return pset
 
 
 def token_counter(tokenizer: Any, chat_template: str | None = None) -> Callable[[str], int]:

@@ -15,6 +15,8 @@ output is rebuilt, and a changed input reruns exactly the stages that read it.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -26,7 +28,7 @@ from eagle_convert.errors import CheckpointNotFoundError, OutputError, UsageErro
 from eagle_convert.extras import require
 from eagle_convert.io import suggestion
 from eagle_convert.progress import OnTick
-from eagle_convert.report.cache import STATE_DIR
+from eagle_convert.report.cache import STATE_DIR, folder_digest
 from eagle_convert.report.runner import (
     CALIBRATED,
     EAGLE3,
@@ -43,6 +45,7 @@ from eagle_convert.report.stages import (
     finetune_defaults,
     finetune_stage,
     inspect_stage,
+    smoke_prompts,
     upgrade_stage,
     validate_stage,
 )
@@ -102,8 +105,17 @@ def _check_out(out: Path, inputs: dict[str, Path]) -> Path:
     return out
 
 
-def _file_digest(r: Runner, path: str | None) -> str:
-    return "built-in" if path is None else r.memo.file(Path(path))
+def _file_digest(r: Runner, value: str | None) -> str:
+    """What a prompts option names, hashed: a file's or folder's content, else the named suite's
+    prompts (a shipped suite can change with eagle-convert)."""
+    if value is None:
+        return "built-in"
+    if Path(value).exists():
+        return folder_digest(Path(value), r.memo)
+    from eagle_convert.measure import resolve_suite
+
+    rows = [[p.id, p.category, p.text, p.messages] for p in resolve_suite(value).prompts]
+    return "suite:" + hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
 
 
 def run_report(
@@ -157,6 +169,7 @@ def run_report(
         raise UsageError(f"--capture {opts.capture!r}: choose from {', '.join(CAPTURE_ENGINES)}")
     if opts.finetune_from not in ("identity", "calibrated"):
         raise UsageError(f"--finetune-from {opts.finetune_from!r}: choose identity or calibrated")
+    suite = smoke_prompts(opts)  # a bad --prompts fails here, before the first stage
     dpath, tpath = _local(draft, "draft"), _local(target, "target")
     out = _check_out(Path(out), {"draft": dpath, "target": tpath})
     out.mkdir(parents=True, exist_ok=True)
@@ -171,7 +184,9 @@ def run_report(
     d_draft, d_target = r.digest(dpath), r.digest(tpath)
     r.stage("inspect", {}, {"draft": d_draft}, lambda: inspect_stage(dpath))
     variants = [Variant(EAGLE3, dpath, TITLES[EAGLE3], None)]
-    notes: list[str] = []
+    notes: list[str] = list(suite.notices)  # rows the prompt suite refused (SPEED-Bench placeholders)
+    for line in suite.notices:
+        say(f"report: {line}")
 
     ident = out / IDENTITY
     r.stage(
@@ -230,7 +245,7 @@ def run_report(
             outputs=(FINETUNED,),
         )
         variants.append(Variant(FINETUNED, ft, TITLES[FINETUNED] + f" from {source.name}", "finetune"))
-        if opts.finetune_prompts is None and opts.prompts_file is None:
+        if opts.finetune_prompts is None and opts.prompts_file in (None, "builtin", "built-in"):
             notes.append(
                 "The fine-tune trained on the built-in prompts, which the report also measures on, so "
                 "the fine-tuned AL is optimistic: pass --finetune-prompts with other data."

@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eagle_convert.finetune import FinetuneOptions
-from eagle_convert.measure import NATURAL, Prompt
+from eagle_convert.measure import NATURAL
 from eagle_convert.optionspec import to_argv
 from eagle_convert.progress import OnTick
 from eagle_convert.upgrade import UpgradeOptions
 
 if TYPE_CHECKING:
     from eagle_convert.draft import Checkpoint
+    from eagle_convert.measure import Suite
     from eagle_convert.upgrade import Calibrate, NormInit, UpgradePlan
 
 __all__ = [
@@ -42,7 +43,7 @@ class ReportOptions:
     """Everything a report run is asked for besides DRAFT, TARGET and OUT (the CLI's options)."""
 
     engine: str | None = None  # None: measure.default_engine()
-    prompts_file: str | None = None  # smoke prompts (JSONL); None: the built-in set
+    prompts_file: str | None = None  # smoke's --prompts (suite name, JSONL file, folder); None: the built-in set
     categories: tuple[str, ...] = ()
     limit: int | None = None
     k: int = 3
@@ -245,8 +246,8 @@ def smoke_command(target: Path, drafts: Sequence[Path], opts: ReportOptions, eng
     for d in drafts:
         args += ["-d", d]
     args += ["--engine", engine]
-    if opts.prompts_file:
-        args += ["--prompts", Path(opts.prompts_file)]
+    if opts.prompts_file:  # a path as a path, a suite name as it is
+        args += ["--prompts", Path(opts.prompts_file) if Path(opts.prompts_file).exists() else opts.prompts_file]
     for c in opts.categories:
         args += ["--category", c]
     if opts.limit:
@@ -272,9 +273,8 @@ def smoke_command(target: Path, drafts: Sequence[Path], opts: ReportOptions, eng
     return command(*args, "--json")
 
 
-def smoke_prompts(opts: ReportOptions) -> list[Prompt]:
-    """The prompts smoke would use for these options (`select_prompts`, as `smoke` selects them)."""
-    from eagle_convert.measure import builtin_prompts, load_prompts, select_prompts
+def smoke_prompts(opts: ReportOptions) -> Suite:
+    """The suite smoke would measure for these options (`select_suite`, as `smoke` selects it)."""
+    from eagle_convert.measure import resolve_suite, select_suite
 
-    base = load_prompts(opts.prompts_file) if opts.prompts_file else builtin_prompts()
-    return select_prompts(base, opts.categories, opts.limit)
+    return select_suite(resolve_suite(opts.prompts_file), opts.categories, opts.limit)

@@ -23,6 +23,7 @@ from eagle_convert.measure import (
     SMOKE_MODULES,
     Prompt,
     SmokeReport,
+    Suite,
     default_engine,
     deltas,
     measure_drafts,
@@ -106,7 +107,7 @@ def run_smoke(
     drafts: Sequence[str | Path],
     *,
     engine: str | None = None,
-    prompts: Sequence[Prompt] | None = None,
+    prompts: Sequence[Prompt] | Suite | None = None,
     k: int | None = 3,
     max_new_tokens: int = 64,
     temperature: float = 0.0,
@@ -126,7 +127,8 @@ def run_smoke(
         target: the target model folder.
         drafts: the drafts to measure, baseline first.
         engine: "reference" or "vllm"; None picks `default_engine()`.
-        prompts: the prompts (None: the built-in set).
+        prompts: the prompts (None: the built-in set), or a `Suite` (`measure.resolve_suite`:
+            a `--prompts` value, with its long-context prompts cut for this target).
         k: draft tokens per round (None: the speculative config's, else 3).
         max_new_tokens: tokens generated per prompt.
         temperature: 0 is greedy.

@@ -65,9 +65,10 @@ class UpgradeOptions:
     )
     calibration_prompts: str | None = option(
         None,
-        path=True,
-        help='JSONL calibration prompts for --init calibrated ({"prompt": ...} or {"messages": [...]} per '
-        "line). Default: the built-in set.",
+        metavar="NAME|FILE|DIR",
+        help="Calibration prompts for --init calibrated: a suite (builtin, spec-bench-sample), a JSONL "
+        'file ({"prompt": ...} or {"messages": [...]} per line, or Spec-Bench / SPEED-Bench rows) or a '
+        "prepared Spec-Bench / SPEED-Bench folder. Default: the built-in set.",
     )
     link: bool = option(
         False,

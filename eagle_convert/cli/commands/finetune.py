@@ -104,6 +104,8 @@ def finetune_cmd(
     on_interrupt(output_detail(out, draft))
     capture = None if capture_engine is None else replace(capture_opts, engine=capture_engine)
     plan = plan_finetune(draft, target, out, opts, force=force, cache=cache, capture=capture)
+    for line in plan.notices:
+        click.echo(f"Note: {line}", err=True)
     screen = console()
     if not as_json:
         render_plan(screen, plan)

@@ -29,9 +29,10 @@ from eagle_convert.cli.options import measure_options
 )
 @click.option(
     "--calibration-prompts",
-    type=click.Path(dir_okay=False),
+    metavar="NAME|FILE|DIR",
     default=None,
-    help="JSONL prompts the calibration measures the target's aux hidden states on.",
+    help="Prompts the calibration measures the target's aux hidden states on: a suite (builtin, "
+    "spec-bench-sample), a JSONL file or a prepared folder (as --prompts, long context excepted).",
 )
 @click.option("--finetune/--no-finetune", default=True, show_default=True, help="Build the fine-tuned variant.")
 @click.option(
@@ -43,10 +44,10 @@ from eagle_convert.cli.options import measure_options
 )
 @click.option(
     "--finetune-prompts",
-    type=click.Path(dir_okay=False),
+    metavar="NAME|FILE|DIR",
     default=None,
-    help="JSONL prompts the target continues to make the fine-tune's data (finetune --prompts); keep "
-    "them apart from the measured prompts.",
+    help="Prompts the target continues to make the fine-tune's data (finetune --train-prompts: a suite, "
+    "a JSONL file or a prepared folder); keep them apart from the measured prompts.",
 )
 @click.option(
     "--continuation-tokens",

@@ -56,7 +56,7 @@ def smoke_cmd(
     from eagle_convert.cli.output import console, echo_json
     from eagle_convert.cli.progress import ProgressDisplay
     from eagle_convert.errors import UsageError
-    from eagle_convert.measure import builtin_prompts, load_prompts, parse_buckets, parse_concurrency, select_prompts
+    from eagle_convert.measure import parse_buckets, parse_concurrency, resolve_suite, select_suite
     from eagle_convert.smoke import run_smoke
 
     if plot_path is not None and not plot_path.lower().endswith(".png"):
@@ -70,7 +70,9 @@ def smoke_cmd(
         k_given: int | None = None if source == click.core.ParameterSource.DEFAULT else k
     else:
         k_given = k
-    prompts = select_prompts(load_prompts(prompts_file) if prompts_file else builtin_prompts(), categories, limit)
+    prompts = select_suite(resolve_suite(prompts_file), categories, limit)
+    for line in prompts.notices:
+        click.echo(f"Note: {line}", err=True)
     with ProgressDisplay(json_mode=as_json) as display:
         report = run_smoke(
             target,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from eagle_convert.measure import NATURAL, Counts, DraftResult, SmokeReport
@@ -50,10 +51,12 @@ def _header(console: Console, r: SmokeReport) -> None:
     cats = Counter(p.category for p in r.prompts.prompts)
     grid.add_row(
         "prompts",
-        f"{len(r.prompts.prompts)} runs: "
+        f"{len(r.prompts.prompts)} runs of {escape(r.prompts.suite)}: "
         + ", ".join(f"{c} {n}" for c, n in cats.items())
         + f"; chat template: {r.prompts.chat_template}",
     )
+    for line in r.prompts.refused:
+        grid.add_row("refused", f"[yellow]{escape(line)}[/yellow]")
     grid.add_row(
         "buckets",
         ", ".join(bucket_name(b) for b in r.buckets)
