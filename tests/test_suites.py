@@ -266,3 +266,51 @@ def test_cli_smoke_long_context_and_sample(pair) -> None:
     check_schema(data, "smoke-report.schema.json")
     res = _smoke(pair, "--prompts", "spec-bench-full")
     assert res.exit_code == 2 and res.stderr.startswith("Error: --prompts: spec-bench-full is neither a suite")
+
+
+def test_training_and_calibration_prompts_take_suites_but_not_long_context(tmp_path: Path) -> None:
+    from eagle_convert.measure.suites import prompt_items
+
+    items, label = prompt_items("spec-bench-sample")
+    assert (len(items), label) == (55, "spec-bench-sample")
+    assert prompt_items(None)[1] == "built-in"
+    _write_jsonl(tmp_path / "speed" / "qualitative.jsonl", _speed_rows())
+    said: list[str] = []
+    items, _ = prompt_items(str(tmp_path / "speed"), say=said.append)
+    assert len(items) == 3 and said == [REFUSAL.format(path=tmp_path / "speed" / "qualitative.jsonl")]
+    with pytest.raises(UsageError) as err:
+        prompt_items("long-context:4k", option="--train-prompts")
+    assert str(err.value) == (
+        "--train-prompts long-context:4k: long-context suites are for measuring (smoke, check, report); "
+        "give a text suite, a JSONL file or a prepared folder"
+    )
+
+
+def test_report_reproduces_a_named_suite(tmp_path: Path) -> None:
+    from eagle_convert.report.stages import ReportOptions, smoke_command, smoke_prompts
+
+    opts = ReportOptions(prompts_file="long-context:4k", categories=("long-prose",), limit=1)
+    cmd = smoke_command(tmp_path / "t", [tmp_path / "d"], opts, "reference")
+    assert " --prompts long-context:4k --category long-prose --limit 1 " in cmd
+    suite = smoke_prompts(opts)
+    assert (suite.long_kinds, suite.long_lengths, suite.long_per_length, suite.prompts) == (("prose",), (4000,), 1, [])
+
+
+def test_check_policy_names_a_suite_or_a_folder_beside_it(pair, tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from eagle_convert.check.policy import load_policy
+    from eagle_convert.check.stages import _prompts
+
+    _write_jsonl(tmp_path / "speed" / "qualitative.jsonl", _speed_rows())
+    for value, suite in (("spec-bench-sample", "spec-bench-sample"), ("speed", str(tmp_path / "speed"))):
+        (tmp_path / "eagle-check.toml").write_text(
+            f'[acceptance]\nprompts = "{value}"\ncategories = ["qa", "coding"]\nlimit = 1\n', encoding="utf-8"
+        )
+        policy = load_policy(tmp_path / "eagle-check.toml")
+        s = SimpleNamespace(policy=policy, acc=lambda key, p=policy: p.get("acceptance", key), k=1)
+        s.folder = lambda role: pair[0]
+        pset = _prompts(s)
+        assert (pset.suite, sorted(p.category for p in pset.prompts)) == (suite, ["coding", "qa"])
+        assert s.prompt_suite[0] == suite
+    assert s.prompt_suite[1] == [REFUSAL.format(path=tmp_path / "speed" / "qualitative.jsonl")]
