@@ -42,10 +42,11 @@ def _kept_detail(out: Path) -> str:
 @click.option(
     "--prompts",
     "prompts",
-    type=click.Path(dir_okay=False),
+    metavar="NAME|FILE|DIR",
     default=None,
-    help='JSONL prompts ({"prompt": ...} or {"messages": [...]} per line) the target continues; the same '
-    "file finetune --train-prompts would read. Default: the built-in set.",
+    help="Prompts the target continues, as finetune --train-prompts reads them: a suite (builtin, "
+    'spec-bench-sample), a JSONL file ({"prompt": ...} or {"messages": [...]} per line, or Spec-Bench / '
+    "SPEED-Bench rows) or a prepared folder. Default: the built-in set.",
 )
 @dataclass_options(FinetuneOptions, "data", only=("chat_template", "continuation_tokens"))
 @dataclass_options(CaptureOptions, "opts")
