@@ -34,8 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
 
+    from eagle_convert.measure.prepare import long_rows, token_counter
     from eagle_convert.measure.prompts import builtin_prompts, prepare_prompts
-    from eagle_convert.measure.suites import long_rows, resolve_suite, token_counter
+    from eagle_convert.measure.suites import resolve_suite
 
     if args.tokenizer is None:
         from fixtures.target import build_tokenizer

@@ -13,9 +13,10 @@ import pytest
 
 from eagle_convert.errors import ConfigError, UsageError
 from eagle_convert.measure.longctx import CODE_FILES, LENGTHS, build_long_prompts, parse_lengths
+from eagle_convert.measure.prepare import long_rows, token_counter
 from eagle_convert.measure.specbench import SOURCES
 from eagle_convert.measure.speedbench import PLACEHOLDER
-from eagle_convert.measure.suites import SUITES, long_rows, resolve_suite, token_counter
+from eagle_convert.measure.suites import SUITES, resolve_suite
 
 try:
     from tests.jsonschemas import check_schema

@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # what type checkers see
         draft_passes,
         plan_check_passes,
     )
+    from eagle_convert.measure.prepare import prepare_smoke_prompts
     from eagle_convert.measure.prompts import (
         NATURAL,
         Prompt,
@@ -46,14 +47,7 @@ if TYPE_CHECKING:  # what type checkers see
         smoke_settings,
     )
     from eagle_convert.measure.run import ENGINES, SMOKE_MODULES, Measured, default_engine, measure_drafts
-    from eagle_convert.measure.suites import (
-        PROMPTS_HELP,
-        Suite,
-        prepare_smoke_prompts,
-        prompt_items,
-        resolve_suite,
-        select_suite,
-    )
+    from eagle_convert.measure.suites import PROMPTS_HELP, Suite, prompt_items, resolve_suite, select_suite
     from eagle_convert.measure.throughput import (
         DEFAULT_CONCURRENCY,
         NO_SPEC,
@@ -93,7 +87,7 @@ else:  # what runs: each name imported from its module on first use
             "load_prompts": "eagle_convert.measure.prompts",
             "parse_buckets": "eagle_convert.measure.prompts",
             "prepare_prompts": "eagle_convert.measure.prompts",
-            "prepare_smoke_prompts": "eagle_convert.measure.suites",
+            "prepare_smoke_prompts": "eagle_convert.measure.prepare",
             "PROMPTS_HELP": "eagle_convert.measure.suites",
             "prompt_items": "eagle_convert.measure.suites",
             "Provenance": "eagle_convert.measure.provenance",

@@ -1,5 +1,5 @@
 """Prompt sets for `smoke`, `check`, `report` and `drift`: the built-in set, JSONL files, chat
-templates and context buckets (`measure/suites.py`'s `prepare_smoke_prompts` renders and tokenizes a
+templates and context buckets (`measure/prepare.py`'s `prepare_smoke_prompts` renders and tokenizes a
 suite for a target folder).
 
 A prompt is either plain text or a list of chat messages. Both are rendered with the target's chat
