@@ -289,3 +289,15 @@ def test_cli_capture_interrupted_after_a_shard_resumes_to_the_same_cache(pair, t
     assert _shas(tmp_path / "cut") == _shas(tmp_path / "whole")
     for name in ("shard-00000.safetensors", "shard-00001.safetensors", "shard-00002.safetensors"):
         assert (tmp_path / "cut" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes()
+
+
+def test_cli_finetune_plan_names_the_cache(pair, tmp_path: Path) -> None:
+    from eagle_convert.cache.capture import capture_cache
+
+    capture_cache(pair["target"], pair["draft"], [[1, 2, 3, 4, 5, 6, 7, 8]], tmp_path / "c", REF)
+    res = _cli(
+        "finetune", str(pair["draft"]), "--target", str(pair["target"]), "--out", str(tmp_path / "o"),
+        "--cache", str(tmp_path / "c"), "--steps-fc-norm", "1", "--steps-all", "0",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "the sequences of the capture cache" in " ".join(res.stdout.split())

@@ -25,11 +25,19 @@ def render_plan(console: Console, plan: FinetunePlan) -> None:
         "finetune", f"{escape(str(plan.draft))} [dim]({plan.variant}, {plan.dtype})[/dim] → {escape(str(plan.out))}"
     )
     grid.add_row("target", escape(str(plan.target)) + f" [dim](aux layer ids {plan.aux_ids})[/dim]")
-    grid.add_row(
-        "data",
-        f"{len(plan.prompts)} prompts ({escape(plan.prompts_label)}), chat template "
-        f"{escape(plan.template_label)}, + {plan.continuation_tokens} target greedy tokens each",
-    )
+    if plan.cache is not None and plan.capture is None:
+        grid.add_row("data", f"the sequences of the capture cache {escape(str(plan.cache))} (the target is not loaded)")
+    else:
+        grid.add_row(
+            "data",
+            f"{len(plan.prompts)} prompts ({escape(plan.prompts_label)}), chat template "
+            f"{escape(plan.template_label)}, + {plan.continuation_tokens} target greedy tokens each",
+        )
+    if plan.capture is not None:
+        grid.add_row(
+            "capture",
+            f"{plan.capture.engine} first, into {escape(str(plan.cache))}; then trained from the cache",
+        )
     for s in plan.stages:
         what = ", ".join(STAGE_PARAMS[s.name] or ["every weight but embed_tokens / lm_head"])
         l2sp = f", L2-SP {s.l2sp:g}" if s.l2sp else ""
