@@ -128,6 +128,7 @@ class EngineRun:
     timings: dict[str, float] = field(default_factory=dict)
     started: bool = True  # False: the draft was swapped into the running engine
     swap: dict[str, Any] | None = None  # what the swap did, or why it was refused
+    workarounds: list[str] = field(default_factory=list)  # engine defects avoided (vllm/cpu_rope.py)
 
     @property
     def seconds(self) -> float:
@@ -312,6 +313,7 @@ class EngineSession:
             dict(res.get("timings", {})),
             started,
             res.get("swap"),
+            list(res.get("workarounds") or []),
         )
 
     def capture_shard(

