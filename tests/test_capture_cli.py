@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from jsonschemas import check_schema
 
 torch = pytest.importorskip("torch")
 
@@ -52,6 +53,7 @@ def test_cli_capture_end_to_end_and_resume(pair, tmp_path: Path) -> None:
     got = json.loads(res.stdout)
     assert got["captured_shards"] == [0, 1] and got["sequences"] == 6 and got["engine"] == "reference"
     assert got["tokens_per_s"] > 0 and got["bytes_per_token"] > 0
+    check_schema(got, "capture-report.schema.json")
     man = read_manifest(tmp_path / "c")
     assert man.provenance["0"]["continuation"] == "target greedy (reference), 8 tokens"
     again = json.loads(_cli(*args, "--shard-size", "4", "--json").stdout)

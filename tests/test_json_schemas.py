@@ -132,6 +132,7 @@ SCHEMAS = {
     "diff": "diff-report.schema.json",
     "smoke": "smoke-report.schema.json",
     "drift": "drift-report.schema.json",
+    "capture": "capture-report.schema.json",
     "finetune": "finetune-report.schema.json",
     "check": "check-report.schema.json",
     "report": "report.schema.json",
