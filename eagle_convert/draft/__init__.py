@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # what type checkers see
         weights_dtype,
         write_model_card,
     )
+    from eagle_convert.draft.card_sweep import k_sweep_lines
     from eagle_convert.draft.checkpoint import (
         CONFIG_FNAME,
         Checkpoint,
@@ -36,6 +37,7 @@ else:  # what runs: each name imported from its module on first use
             "CARD_FILE": "eagle_convert.draft.card",
             "PROVENANCE_KEY": "eagle_convert.draft.card",
             "acceptance_from_smoke": "eagle_convert.draft.card",
+            "k_sweep_lines": "eagle_convert.draft.card_sweep",
             "hub_repo_id": "eagle_convert.draft.card",
             "model_card": "eagle_convert.draft.card",
             "recorded_target": "eagle_convert.draft.card",
@@ -65,6 +67,7 @@ else:  # what runs: each name imported from its module on first use
 
 __all__ = [
     "acceptance_from_smoke",
+    "k_sweep_lines",
     "canonical_map",
     "canonical_name",
     "CARD_FILE",

@@ -17,11 +17,12 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from eagle_convert.draft.card_sweep import k_sweep_lines
 from eagle_convert.draft.checkpoint import CheckpointRef, open_checkpoint
 from eagle_convert.errors import CheckpointNotFoundError, UsageError
 from eagle_convert.io import write_text_atomic
@@ -87,6 +88,7 @@ class AcceptanceRow:
     acceptance_rate: float | None = None
     requests: int | None = None
     this: bool = False  # the row of the draft the card describes
+    k_sweep: Mapping[str, Any] | None = None  # smoke --json's `k_sweep` of this draft (every k <= K)
 
 
 @dataclass(frozen=True)
@@ -334,7 +336,14 @@ def model_card(
         lines.append("No eagle-convert provenance recorded in `config.json`.")
     if acceptance is not None and acceptance.rows:
         lines += ["", "## Measured acceptance", "", *_acceptance_lines(acceptance)]
+        sweeps = [(_sweep_label(r), r.k_sweep) for r in acceptance.rows if r.k_sweep]
+        if sweeps:
+            lines += ["", "### Which k to serve with", "", *k_sweep_lines(sweeps)]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _sweep_label(r: AcceptanceRow) -> str:
+    return f"**{r.label}** (this draft)" if r.this else r.label
 
 
 def _serving_lines(serving: str | None) -> list[str]:
@@ -427,6 +436,7 @@ def acceptance_from_smoke(data: dict[str, Any], *, this: str | Path | None = Non
                 acceptance_rate=total.get("acceptance_rate"),
                 requests=total.get("requests"),
                 this=mine is not None and path is not None and Path(path).resolve() == mine,
+                k_sweep=d.get("k_sweep") or None,
             )
         )
     bits = [

@@ -8,6 +8,7 @@ from eagle_convert._lazy import TYPE_CHECKING, attach
 if TYPE_CHECKING:  # what type checkers see
     from eagle_convert.measure.control import Comparison, SamplingControl, compare_outputs, repetition_loop
     from eagle_convert.measure.engines import counts_from_pass, draft_from_pass, run_reference
+    from eagle_convert.measure.ksweep import KSweep, StepCosts, k_sweep
     from eagle_convert.measure.passes import (
         CONTROL_EPS,
         CONTROL_GREEDY,
@@ -46,7 +47,14 @@ if TYPE_CHECKING:  # what type checkers see
         draft_results,
         smoke_settings,
     )
-    from eagle_convert.measure.run import ENGINES, SMOKE_MODULES, Measured, default_engine, measure_drafts
+    from eagle_convert.measure.run import (
+        ENGINES,
+        SMOKE_MODULES,
+        Measured,
+        default_engine,
+        measure_drafts,
+        with_vllm_costs,
+    )
     from eagle_convert.measure.suites import PROMPTS_HELP, Suite, prompt_items, resolve_suite, select_suite
     from eagle_convert.measure.throughput import (
         DEFAULT_CONCURRENCY,
@@ -80,6 +88,9 @@ else:  # what runs: each name imported from its module on first use
             "control_passes": "eagle_convert.measure.passes",
             "draft_passes": "eagle_convert.measure.passes",
             "plan_check_passes": "eagle_convert.measure.passes",
+            "KSweep": "eagle_convert.measure.ksweep",
+            "StepCosts": "eagle_convert.measure.ksweep",
+            "k_sweep": "eagle_convert.measure.ksweep",
             "NATURAL": "eagle_convert.measure.prompts",
             "Prompt": "eagle_convert.measure.prompts",
             "PromptSet": "eagle_convert.measure.prompts",
@@ -110,6 +121,7 @@ else:  # what runs: each name imported from its module on first use
             "SMOKE_MODULES": "eagle_convert.measure.run",
             "default_engine": "eagle_convert.measure.run",
             "measure_drafts": "eagle_convert.measure.run",
+            "with_vllm_costs": "eagle_convert.measure.run",
             "DEFAULT_CONCURRENCY": "eagle_convert.measure.throughput",
             "EngineRates": "eagle_convert.measure.throughput",
             "NO_SPEC": "eagle_convert.measure.throughput",
@@ -150,6 +162,8 @@ __all__ = [
     "ENGINES",
     "GREEDY",
     "Group",
+    "k_sweep",
+    "KSweep",
     "load_prompts",
     "MAIN",
     "max_model_len_for",
@@ -183,8 +197,10 @@ __all__ = [
     "SMOKE_MODULES",
     "smoke_settings",
     "SmokeReport",
+    "StepCosts",
     "Suite",
     "target_dtype",
     "throughput_report",
     "ThroughputReport",
+    "with_vllm_costs",
 ]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.errors import EngineError
+from eagle_convert.measure.ksweep import StepCosts
 from eagle_convert.measure.prompts import PromptSet
 from eagle_convert.measure.results import (
     Counts,
@@ -37,12 +38,15 @@ def run_reference(
     say: Callable[[str], None],
     device: str | None = None,
     on_tick: OnTick | None = None,
+    step_costs: list[StepCosts] | None = None,
 ) -> tuple[EngineOut, str]:
     """Every draft on every prompt with the torch reference engine (the target loaded once), with
     counters per request; returns them and the engine's version line. `on_tick` counts the
-    prompts of each draft (with its AL so far)."""
+    prompts of each draft (with its AL so far). A `step_costs` list receives each draft's timed
+    draft / target / verification steps (`measure/stepcost.py`) after its prompts, for the k sweep."""
     import torch
 
+    from eagle_convert.measure.stepcost import time_reference_steps
     from eagle_convert.reference import TargetModel, load_drafter, quiet_loading, speculative_generate
     from eagle_convert.vllm_model import default_aux_ids
 
@@ -99,6 +103,8 @@ def run_reference(
             reqs.append(RequestResult(p.id, p.category, p.bucket, c))
             tick(Tick(f"smoke {path.name}", len(reqs), n, "prompts", f"AL {total.acceptance_length:.2f}"))
         results.append((reqs, total, load_s))
+        if step_costs is not None:
+            step_costs.append(time_reference_steps(tgt, drafter, first, k=k, aux_ids=aux))
     return results, f"torch {torch.__version__} on {tgt.device.type}"
 
 

@@ -38,7 +38,7 @@ The recommended k is the smallest one within 1 % of the best expected speedup.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +53,7 @@ __all__ = [
     "acceptance_rate_at",
     "al_standard_error",
     "costs_from_rates",
+    "costs_from_throughput",
     "expected_speedup",
     "k_sweep",
 ]
@@ -140,7 +141,7 @@ class StepCosts:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> StepCosts:
+    def from_dict(cls, d: Mapping[str, Any]) -> StepCosts:
         return cls(
             float(d["draft_s"]), float(d["target_s"]), float(d.get("verify_extra_s") or 0.0), d.get("source", "")
         )
@@ -167,6 +168,22 @@ def costs_from_rates(
     target_s = 1.0 / no_spec_tokens_per_s
     per_draft = max(0.0, (acceptance_length / spec_tokens_per_s - target_s) / k)
     return StepCosts(per_draft, target_s, 0.0, source)
+
+
+def costs_from_throughput(throughput: Any, label: str, k: int) -> StepCosts | None:
+    """`costs_from_rates` at concurrency 1 of a `ThroughputReport` (vLLM): the draft `label`'s
+    per-user rate and AL there, and the target alone's; None without a concurrency-1 level."""
+    draft = next((d for d in throughput.drafts if d.label == label), None)
+    base, mine = throughput.baseline.level(1), draft.level(1) if draft is not None else None
+    if base is None or mine is None or mine.acceptance_length is None:
+        return None
+    return costs_from_rates(
+        no_spec_tokens_per_s=base.tokens_per_s,
+        spec_tokens_per_s=mine.tokens_per_s,
+        acceptance_length=mine.acceptance_length,
+        k=k,
+        source=f"vLLM per-user decode rates at concurrency 1 ({throughput.device})",
+    )
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from typing import Any
 
 from eagle_convert.errors import ConfigError
 from eagle_convert.measure.control import Comparison, Divergence, SamplingControl
+from eagle_convert.measure.ksweep import KSweep, StepCosts, k_sweep
 from eagle_convert.measure.results import Counts, DraftResult, Group, RequestResult
 
 __all__ = ["check_smoke_dict", "counts_from_dict", "read_drafts"]
@@ -99,20 +100,40 @@ def read_drafts(data: Any, where: str = "smoke report") -> list[DraftResult]:
             r = _need(r, ("id", "category", "bucket"), f"{w}.requests[{j}]")
             counts = counts_from_dict(r, f"{w}.requests[{j}]") if "num_drafts" in r else None
             reqs.append(RequestResult(str(r["id"]), str(r["category"]), int(r["bucket"]), counts))
+        total = counts_from_dict(d["total"], f"{w}.total")
         out.append(
             DraftResult(
                 str(d["label"]),
                 str(d["path"]),
                 d["variant"],
-                counts_from_dict(d["total"], f"{w}.total"),
+                total,
                 groups,
                 reqs,
                 bool(d["per_request"]),
                 d.get("load_seconds"),
                 _control(d.get("sampling_control"), f"{w}.sampling_control"),
+                _sweep(d.get("k_sweep"), total, f"{w}.k_sweep"),
             )
         )
     return out
+
+
+def _sweep(d: Any, total: Counts, where: str) -> KSweep | None:
+    """The k sweep again from the total's counters and the written step costs (not the rounded rows)."""
+    if d is None:
+        return None
+    d = _need(d, ("k_max", "step_costs"), where)
+    if int(d["k_max"]) != len(total.accepted_per_pos):
+        raise ConfigError(
+            f"{where}: k_max {d['k_max']} disagrees with the total's {len(total.accepted_per_pos)} positions"
+        )
+    costs = d["step_costs"]
+    try:
+        return k_sweep(
+            total, StepCosts.from_dict(_need(costs, ("draft_s", "target_s"), f"{where}.step_costs")) if costs else None
+        )
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None
 
 
 def check_smoke_dict(data: Any, where: str = "smoke report") -> Mapping[str, Any]:

@@ -130,6 +130,7 @@ class DraftResult:
     per_request: bool  # whether category / bucket groups are available
     load_seconds: float | None = None
     sampling_control: Any = None  # measure.control.SamplingControl of this draft's engine (vLLM, T > 0)
+    k_sweep: Any = None  # measure.ksweep.KSweep: every k <= K from this run (smoke --k-sweep, report)
 
     def group(self, category: str, bucket: int | None) -> Counts | None:
         return next((g.counts for g in self.groups if g.category == category and g.bucket == bucket), None)
@@ -207,6 +208,7 @@ class SmokeReport:
                     "load_seconds": d.load_seconds,
                     "total": d.total.to_dict(),
                     "sampling_control": d.sampling_control.to_dict() if d.sampling_control is not None else None,
+                    "k_sweep": d.k_sweep.to_dict() if d.k_sweep is not None else None,
                     "groups": [grp(g) for g in d.groups],
                     "requests": [
                         {

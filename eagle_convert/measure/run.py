@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eagle_convert.measure.engines import draft_from_pass, run_reference
+from eagle_convert.measure.ksweep import StepCosts
+from eagle_convert.measure.ksweep import k_sweep as sweep_of
 from eagle_convert.measure.prompts import PromptSet
 from eagle_convert.measure.results import DraftResult, draft_labels, draft_results
 from eagle_convert.progress import OnTick
@@ -22,7 +24,7 @@ from eagle_convert.progress import OnTick
 if TYPE_CHECKING:
     from eagle_convert.measure.vllm_measure import Measurement
 
-__all__ = ["ENGINES", "Measured", "SMOKE_MODULES", "default_engine", "measure_drafts"]
+__all__ = ["ENGINES", "Measured", "SMOKE_MODULES", "default_engine", "measure_drafts", "with_vllm_costs"]
 
 ENGINES = ("reference", "vllm")
 # What every measuring run imports (the tokenizer, and torch for either engine); --plot adds matplotlib.
@@ -67,6 +69,7 @@ def measure_drafts(
     concurrency: Sequence[int] = (),
     baseline: bool = True,
     serve: Any = None,
+    k_sweep: bool = False,
 ) -> Measured:
     """Measure every draft on `pset` with `engine`.
 
@@ -87,6 +90,9 @@ def measure_drafts(
         concurrency: vLLM only: levels of per-user tokens/s with each draft.
         baseline: vLLM with `concurrency`: also the target alone.
         serve: vLLM only: the parsed --speculative-config (`vllm_model.ServeConfig`) every engine runs with.
+        k_sweep: each draft's `k_sweep` (every k <= `k` from this run, `measure/ksweep.py`); on the
+            reference engine with timed step costs, on vLLM without (`with_vllm_costs` adds them
+            from the concurrency-1 rates).
 
     Returns:
         The drafts' results, the engine's version line and (vLLM) the measurement behind them.
@@ -96,6 +102,7 @@ def measure_drafts(
     """
     names = list(labels) if labels is not None else draft_labels(list(drafts))
     if engine == "reference":
+        costs: list[StepCosts] | None = [] if k_sweep else None
         raw, version = run_reference(
             target,
             list(drafts),
@@ -107,8 +114,12 @@ def measure_drafts(
             say=say,
             device=device,
             on_tick=on_tick,
+            step_costs=costs,
         )
-        return Measured(draft_results(list(drafts), raw, pset, labels=names), version)
+        ref = draft_results(list(drafts), raw, pset, labels=names)
+        for d, c in zip(ref, costs or []):
+            d.k_sweep = sweep_of(d.total, c)
+        return Measured(ref, version)
     from eagle_convert.measure.vllm_measure import measure_vllm
 
     m = measure_vllm(
@@ -131,5 +142,16 @@ def measure_drafts(
     for dm, label in zip(m.drafts, names):
         d = draft_from_pass(dm.path, dm.main, pset, k, label, dm.start_seconds)
         d.sampling_control = dm.control
+        d.k_sweep = sweep_of(d.total) if k_sweep else None
         results.append(d)
     return Measured(results, m.version, m)
+
+
+def with_vllm_costs(drafts: Sequence[DraftResult], throughput: Any, k: int) -> None:
+    """Each vLLM draft's k sweep again, with the step costs of its concurrency-1 rates and the
+    target alone's (`ThroughputReport`); drafts without a sweep are left as they are."""
+    from eagle_convert.measure.ksweep import costs_from_throughput
+
+    for d in drafts:
+        if d.k_sweep is not None:
+            d.k_sweep = sweep_of(d.total, costs_from_throughput(throughput, d.label, k))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from eagle_convert.draft import k_sweep_lines
 from eagle_convert.finetune import held_out_al
 from eagle_convert.smoke import bucket_label
 
@@ -127,6 +128,9 @@ def render_markdown(data: dict[str, Any]) -> str:
         lines += ["## Checks", ""]
         lines += [f"- {'✅' if c['holds'] else '❌'} {c['claim']}: {c['detail']}" for c in data["checks"]]
         lines.append("")
+    sweeps = [(d["label"], d["k_sweep"]) for d in acc["drafts"] if d.get("k_sweep")]
+    if sweeps:
+        lines += ["## Which k to serve with", "", *k_sweep_lines(sweeps), ""]
     lines += ["## Per-user throughput", ""]
     t = acc.get("throughput")
     if t:

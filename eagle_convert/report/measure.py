@@ -27,10 +27,12 @@ from eagle_convert.measure import (
     SmokeReport,
     ThroughputReport,
     deltas,
+    k_sweep,
     measure_drafts,
     prepare_smoke_prompts,
     read_drafts,
     smoke_settings,
+    with_vllm_costs,
 )
 from eagle_convert.progress import OnTick
 from eagle_convert.report.cache import StageRecord
@@ -112,6 +114,7 @@ def _measure(
         baseline=baseline,
         say=say,
         on_tick=on_tick,
+        k_sweep=True,
     )
     m = measured.vllm
     if m is None:  # the reference engine runs on one device
@@ -235,5 +238,10 @@ def _combine(
             base.result["settings"],
         )
         assert tput.baseline.label == NO_SPEC
+    for d in drafts:  # a stage recorded before the k sweep: AL per k from its counters, no step costs
+        if d.k_sweep is None and d.total.accepted_per_pos:
+            d.k_sweep = k_sweep(d.total)
+    if tput is not None and 1 in tput.concurrency:
+        with_vllm_costs(drafts, tput, len(drafts[0].total.accepted_per_pos) or opts.k)
     version = versions[0] if len(set(versions)) == 1 else " / ".join(dict.fromkeys(str(x) for x in versions))
     return SmokeReport(str(target), engine, version, settings, pset, drafts, deltas(drafts), seconds, tput)

@@ -29,6 +29,7 @@ from eagle_convert.measure import (
     measure_drafts,
     prepare_smoke_prompts,
     smoke_settings,
+    with_vllm_costs,
 )
 from eagle_convert.progress import OnTick
 
@@ -120,6 +121,7 @@ def run_smoke(
     concurrency: Sequence[int] = (),
     speculative_config: str | dict[str, Any] | None = None,
     on_tick: OnTick | None = None,
+    k_sweep: bool = False,
 ) -> SmokeReport:
     """Measure every draft on the same tokenized prompts; the first draft is the baseline of the differences.
 
@@ -144,6 +146,9 @@ def run_smoke(
         speculative_config: the --speculative-config value, read as the installed vLLM reads it:
             what every vLLM engine runs with; its num_speculative_tokens is k.
         on_tick: a count per prompt (reference) or engine run (vLLM).
+        k_sweep: also each draft's AL and expected speedup at every k <= `k` from this one run, and
+            the recommended k (`measure/ksweep.py`): step costs timed on the reference engine, or
+            from the per-user rates at concurrency 1 on vLLM (added to `concurrency`).
 
     Returns:
         The acceptance counters per draft, group and request, with the differences.
@@ -176,6 +181,8 @@ def run_smoke(
     tdir = _local_dir(target, "target")
     dpaths = [_local_dir(d, "draft") for d in drafts]
 
+    if k_sweep and engine == "vllm" and 1 not in concurrency:  # the step costs come from c = 1
+        concurrency = sorted({1, *concurrency})
     pset = prepare_smoke_prompts(
         tdir, prompts, k=k, max_new_tokens=max_new_tokens, buckets=buckets, chat_template=chat_template
     )
@@ -194,6 +201,7 @@ def run_smoke(
         concurrency=concurrency,
         tensor_parallel_size=tensor_parallel_size,
         serve=serve,
+        k_sweep=k_sweep,
         **kw,
     )
     results, version = measured.drafts, measured.version
@@ -202,6 +210,8 @@ def run_smoke(
         from eagle_convert.measure import throughput_report
 
         throughput = throughput_report(measured.vllm, concurrency)
+        if k_sweep:
+            with_vllm_costs(results, throughput, k)
     settings = smoke_settings(
         k=k,
         max_new_tokens=max_new_tokens,

@@ -20,6 +20,14 @@ from eagle_convert.cli.options import measure_options, speculative_config_option
 )
 @measure_options(buckets="natural", concurrency_default="Default: not measured.")
 @speculative_config_option()
+@click.option(
+    "--k-sweep",
+    "k_sweep",
+    is_flag=True,
+    help="Also report, from this one run at k, each draft's AL and expected speedup at every k' <= k and "
+    "the recommended k (step costs timed on the reference engine; on vLLM from the per-user rates at "
+    "concurrency 1, which it adds). Run at the largest k you would serve with (docs/smoke.md).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
     "--plot",
@@ -44,6 +52,7 @@ def smoke_cmd(
     tensor_parallel_size: int,
     concurrency: str | None,
     speculative_config: str | None,
+    k_sweep: bool,
     as_json: bool,
     plot_path: str | None,
 ) -> None:
@@ -90,6 +99,7 @@ def smoke_cmd(
             on_tick=display.tick,
             concurrency=parse_concurrency(concurrency),
             speculative_config=speculative_config,
+            k_sweep=k_sweep,
         )
     for d in report.drafts:  # loud on stderr too, so --json consumers see it
         if d.sampling_control is not None and not d.sampling_control.passed:

@@ -188,6 +188,11 @@ def render_smoke(console: Console, report: SmokeReport) -> None:
     _summary(console, report)
     console.print()
     _groups(console, report)
+    if any(d.k_sweep is not None for d in report.drafts):
+        from eagle_convert.cli.render.ksweep import render_k_sweep
+
+        console.print()
+        render_k_sweep(console, report.drafts)
     if report.throughput is not None:
         from eagle_convert.cli.render.throughput import render_throughput
 
