@@ -239,7 +239,7 @@ def run_report(
                 say,
                 on_tick,
                 capture=opts.capture,
-                cache=out / FINETUNE_CACHE,
+                cache=None if opts.capture is None else out / FINETUNE_CACHE,  # no cache: online
                 tensor_parallel_size=opts.tensor_parallel_size,
             ),
             outputs=(FINETUNED,),
