@@ -62,6 +62,7 @@ bench: env
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.startup_bench
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.capture_bench
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.suite_bench
+	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.drift_bench
 
 # On an NVIDIA GPU machine: the GPU branches end to end (scripts/gpu_check.py; exit 2 = no CUDA device).
 # No `env` prerequisite: it runs from the source tree with whatever Python has torch + transformers
