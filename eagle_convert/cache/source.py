@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from eagle_convert.cache.store import Manifest, read_manifest
+from eagle_convert.draft import text_config
 from eagle_convert.errors import UsageError
 
 __all__ = ["CachedTarget", "target_head_weights"]
@@ -134,5 +135,6 @@ def target_head_weights(target: str | Path) -> tuple[Tensor, Tensor]:
     if "embed" not in found:
         raise UsageError(f"{folder}: no embed_tokens.weight in its safetensors files")
     config = json.loads((folder / "config.json").read_text())
-    tied = bool(config.get("tie_word_embeddings", config.get("text_config", {}).get("tie_word_embeddings", False)))
+    text, _ = text_config(config, str(folder))  # where vLLM reads the sizes (a composite's text sub-config)
+    tied = bool(config.get("tie_word_embeddings", text.get("tie_word_embeddings", False)))
     return found["embed"], found["embed"] if tied or "head" not in found else found["head"]

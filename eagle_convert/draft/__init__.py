@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # what type checkers see
     from eagle_convert.draft.kind import ensure_draft, ensure_target_config
     from eagle_convert.draft.layout import canonical_map, canonical_name
     from eagle_convert.draft.schemas import load_schema
-    from eagle_convert.draft.target import Target, load_target
+    from eagle_convert.draft.target import Target, load_target, text_config
 else:  # what runs: each name imported from its module on first use
     __getattr__, __dir__ = attach(
         __name__,
@@ -60,6 +60,7 @@ else:  # what runs: each name imported from its module on first use
             "InspectReport": "eagle_convert.draft.inspect",
             "inspect_checkpoint": "eagle_convert.draft.inspect",
             "load_schema": "eagle_convert.draft.schemas",
+            "text_config": "eagle_convert.draft.target",
             "Target": "eagle_convert.draft.target",
             "load_target": "eagle_convert.draft.target",
         },
@@ -86,6 +87,7 @@ __all__ = [
     "load_from_source",
     "load_schema",
     "load_target",
+    "text_config",
     "model_card",
     "open_checkpoint",
     "PROVENANCE_KEY",

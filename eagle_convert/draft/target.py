@@ -133,14 +133,24 @@ class Target:
         source = LocalSource(Path(folder))
         return cls.from_config(read_json(source, CONFIG_FNAME), ref or str(folder), source=source)
 
-    def require_layers(self, hint: str) -> int:
+    def require_layers(self, hint: str, options: tuple[str, ...] = ()) -> int:
         """num_hidden_layers, for the commands that cannot go on without it.
+
+        Args:
+            hint: the fix the error names.
+            options: the library options the hint names (`{name}` in it; the CLI shows their flags).
 
         Raises:
             ConfigError: the text config has no positive integer num_hidden_layers.
         """
         if self.num_layers is None:
-            raise ConfigError(f"{self.ref}/config.json: no positive num_hidden_layers", hint=hint)
+            raise ConfigError(
+                f"{self.ref}/config.json: no positive num_hidden_layers",
+                hint=hint,
+                options=options,
+                file=f"{self.ref}/config.json",
+                field="num_hidden_layers",
+            )
         return self.num_layers
 
 

@@ -10,7 +10,7 @@ import copy
 from typing import Any
 
 from eagle_convert.draft import CheckpointRef, Target, load_schema, load_target
-from eagle_convert.errors import ConfigError, UsageError
+from eagle_convert.errors import UsageError
 from eagle_convert.vllm_model import (
     ARCHITECTURES,
     DRAFT_CLASSES,
@@ -45,14 +45,7 @@ def read_target(ref: str) -> Target:
         ConfigError: the target has no positive num_hidden_layers (where vLLM reads it).
     """
     target = load_target(ref)  # refuses a draft: default aux ids from a draft's 1 layer would be nonsense
-    if target.num_layers is None:  # as Target.require_layers, with the option that avoids the need
-        raise ConfigError(
-            f"{target.ref}/config.json: no positive num_hidden_layers",
-            hint="pass {aux_layer_ids} instead",
-            options=("aux_layer_ids",),
-            file=f"{target.ref}/config.json",
-            field="num_hidden_layers",
-        )
+    target.require_layers("pass {aux_layer_ids} instead", options=("aux_layer_ids",))
     return target
 
 

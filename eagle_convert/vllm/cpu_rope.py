@@ -37,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from eagle_convert.draft import text_config
 from eagle_convert.errors import EagleConvertError
 from eagle_convert.io import LocalSource, read_json
 
@@ -52,11 +53,10 @@ def is_mla_config(model_dir: str | Path | None) -> bool:
     if model_dir is None:
         return False
     try:
-        cfg = read_json(LocalSource(Path(model_dir)), "config.json")
+        text, _ = text_config(read_json(LocalSource(Path(model_dir)), "config.json"), str(model_dir))
     except EagleConvertError:  # vLLM itself reports an unreadable config at engine start
         return False
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
-    return isinstance(text, dict) and text.get("kv_lora_rank") is not None
+    return text.get("kv_lora_rank") is not None
 
 
 def probe_rotary_kernel(kernel: Callable[..., None] | None = None) -> bool:
