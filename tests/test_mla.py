@@ -214,7 +214,7 @@ def test_finetune_raises_held_out_acceptance_of_the_mla_upgrade(mla_pair, tmp_pa
     held-out EAL and the reference engine's AL on the fixture's held-out prompts both rise."""
     from eagle_convert.draft import describe
     from eagle_convert.draft.checkpoint import open_checkpoint
-    from eagle_convert.finetune.plan import Stage
+    from eagle_convert.finetune import FinetuneOptions
     from eagle_convert.finetune.run import finetune_draft
     from eagle_convert.upgrade.apply import apply_upgrade
     from eagle_convert.upgrade.plan import plan_upgrade
@@ -232,9 +232,10 @@ def test_finetune_raises_held_out_acceptance_of_the_mla_upgrade(mla_pair, tmp_pa
             up,
             target,
             out,
+            FinetuneOptions(
+                continuation_tokens=48, steps_fc_norm=30, lr_fc_norm=1e-3, steps_all=30, lr_all=1e-4, l2sp=1e-3
+            ),
             prompts=_corpus_prompts(32),
-            continuation_tokens=48,
-            stages=[Stage("fc_norm", 30, 1e-3), Stage("all", 30, 1e-4, l2sp=1e-3)],
         )
         held = mla_pair["info"]["heldout_prompts"][:8]
         before, after = (
