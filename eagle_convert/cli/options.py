@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import click
@@ -223,6 +224,19 @@ def measure_options(*, buckets: str, concurrency_default: str) -> Callable[[F], 
         return f
 
     return apply
+
+
+def cache_options(*, cache_help: str, capture_help: str) -> Callable[[F], F]:
+    """`--cache CACHE` and `--capture ENGINE` (finetune, upgrade): train or calibrate from a capture cache."""
+    from eagle_convert.cache import CAPTURE_ENGINES
+
+    cache = click.option(
+        "--cache", "cache", type=click.Path(path_type=Path), default=None, metavar="CACHE", help=cache_help
+    )
+    capture = click.option(
+        "--capture", "capture_engine", type=click.Choice(CAPTURE_ENGINES), default=None, help=capture_help
+    )
+    return lambda f: cache(capture(f))
 
 
 def vllm_version_option(*, allow_all: bool) -> Callable[[F], F]:

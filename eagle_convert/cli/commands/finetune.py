@@ -6,11 +6,11 @@ from pathlib import Path
 
 import click
 
-from eagle_convert.cache import CAPTURE_ENGINES, CaptureOptions
+from eagle_convert.cache import CaptureOptions
 from eagle_convert.cli.commands._interrupt import output_detail
 from eagle_convert.cli.deprecated import renamed_option
 from eagle_convert.cli.interrupt import on_interrupt
-from eagle_convert.cli.options import dataclass_options
+from eagle_convert.cli.options import cache_options, dataclass_options
 from eagle_convert.errors import UsageError
 from eagle_convert.finetune import FinetuneOptions
 
@@ -28,22 +28,11 @@ from eagle_convert.finetune import FinetuneOptions
 )
 @renamed_option("--prompts", "--train-prompts")
 @dataclass_options(FinetuneOptions, "opts")
-@click.option(
-    "--cache",
-    "cache",
-    type=click.Path(path_type=Path),
-    default=None,
-    metavar="CACHE",
-    help="Train from this capture cache (eagle-convert capture): its sequences and the target features in it; "
+@cache_options(
+    cache_help="Train from this capture cache (eagle-convert capture): its sequences and the target features in it; "
     "the target is not loaded (its embedding is read from its files). With --capture: the folder to capture "
     "into (default OUT.cache).",
-)
-@click.option(
-    "--capture",
-    "capture_engine",
-    type=click.Choice(CAPTURE_ENGINES),
-    default=None,
-    help="Capture the training data first (vllm: the target in vLLM, tensor parallel if asked; reference: the "
+    capture_help="Capture the training data first (vllm: the target in vLLM, tensor parallel if asked; reference: the "
     "torch target) into --cache, then train from the cache. A killed run resumes the cache.",
 )
 @dataclass_options(

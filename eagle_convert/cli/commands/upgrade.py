@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from eagle_convert.cache import CAPTURE_ENGINES, CaptureOptions
+from eagle_convert.cache import CaptureOptions
 from eagle_convert.cli.commands._interrupt import output_detail
 from eagle_convert.cli.deprecated import positional_to_option, renamed_option
 from eagle_convert.cli.interrupt import on_interrupt
-from eagle_convert.cli.options import dataclass_options
+from eagle_convert.cli.options import cache_options, dataclass_options
 from eagle_convert.upgrade import UpgradeOptions
 
 if TYPE_CHECKING:
@@ -47,22 +47,11 @@ PROGRESS_MIN_BYTES = 64 << 20  # smaller checkpoints finish before a bar is wort
 @click.option("--force", is_flag=True, help="Replace an existing OUT (atomically).")
 @renamed_option("--prompts", "--calibration-prompts")
 @dataclass_options(UpgradeOptions, "opts")
-@click.option(
-    "--cache",
-    "cache",
-    type=click.Path(path_type=Path),
-    default=None,
-    metavar="CACHE",
-    help="--init calibrated: read the aux states from this capture cache (eagle-convert capture) instead of "
+@cache_options(
+    cache_help="--init calibrated: read the aux states from this capture cache (eagle-convert capture) instead of "
     "running --target; with --capture, the folder to capture the calibration prompts into (default "
     "OUTPUT.cache).",
-)
-@click.option(
-    "--capture",
-    "capture_engine",
-    type=click.Choice(CAPTURE_ENGINES),
-    default=None,
-    help="--init calibrated: capture the calibration prompts with this engine (vllm: tensor parallel if asked "
+    capture_help="--init calibrated: capture the calibration prompts with this engine (vllm: tensor parallel if asked "
     "with --tensor-parallel-size) into --cache first, then calibrate from the cache.",
 )
 @dataclass_options(
