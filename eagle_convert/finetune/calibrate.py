@@ -29,6 +29,7 @@ from eagle_convert.errors import (
     UsageError,
 )
 from eagle_convert.extras import require
+from eagle_convert.finetune.data import target_tokenizer
 from eagle_convert.io import torch_dtype
 from eagle_convert.measure import Prompt, prepare_prompts, prompt_items, resolve_chat_template
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
@@ -243,19 +244,13 @@ def _rendered(
     say: Callable[[str], None],
 ) -> tuple[list[list[int]], str, str]:
     """The calibration prompts rendered with the serving template: (token ids, prompts label, template label)."""
-    from transformers import AutoTokenizer
-
     items, label = prompt_items(prompts, option="--calibration-prompts", say=say)
     if not items:
         raise UsageError("no calibration prompts")
     template, template_label = resolve_chat_template(chat_template)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(str(tdir))
-    except (OSError, ValueError) as exc:
-        raise CheckpointReadError(
-            f"target {target}: transformers cannot load its tokenizer ({exc})".split("\n")[0],
-            hint="--init calibrated needs the target's tokenizer files beside its config",
-        ) from None
+    tokenizer = target_tokenizer(
+        tdir, target, hint="--init calibrated needs the target's tokenizer files beside its config"
+    )
     pset = prepare_prompts(
         items,
         tokenizer,

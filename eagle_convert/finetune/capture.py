@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.cache import SEQUENCES, CaptureOptions, CaptureResult, capture_cache, check_capture_options
-from eagle_convert.errors import CheckpointNotFoundError, CheckpointReadError
+from eagle_convert.errors import CheckpointNotFoundError
 from eagle_convert.extras import require
-from eagle_convert.finetune.data import greedy_continuations, pad_token, render_training_prompts
+from eagle_convert.finetune.data import greedy_continuations, pad_token, render_training_prompts, target_tokenizer
 from eagle_convert.finetune.options import FinetuneOptions
 from eagle_convert.io import write_text_atomic
 from eagle_convert.measure import Prompt, prompt_items, resolve_chat_template
@@ -75,8 +75,6 @@ def capture_training_data(
     d, o = data or FinetuneOptions(), opts or CaptureOptions()
     check_capture_options(o)
     require("smoke", "capture", CAPTURE_MODULES)  # the tokenizer renders the prompts
-    from transformers import AutoTokenizer
-
     from eagle_convert.draft import load_target
 
     say = say or (lambda _m: None)
@@ -84,13 +82,7 @@ def capture_training_data(
     tdir, ddir = _folder(target, "target"), _folder(draft, "draft")
     items, label = prompt_items(prompts if prompts is not None else d.prompts, option="--train-prompts", say=say)
     template, template_label = resolve_chat_template(d.chat_template)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(str(tdir))
-    except (OSError, ValueError) as exc:
-        raise CheckpointReadError(
-            f"target {target}: transformers cannot load its tokenizer ({exc})".split("\n")[0],
-            hint="capture renders the prompts with the target's tokenizer files",
-        ) from None
+    tokenizer = target_tokenizer(tdir, target, hint="capture renders the prompts with the target's tokenizer files")
     rendered = render_training_prompts(
         items,
         tokenizer,

@@ -7,12 +7,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from eagle_convert.errors import UsageError
+from eagle_convert.errors import CheckpointReadError, UsageError
 from eagle_convert.measure import Prompt
 
-__all__ = ["GENERATE_BATCH", "RenderedPrompts", "greedy_continuations", "pad_token", "render_training_prompts"]
+__all__ = [
+    "GENERATE_BATCH",
+    "RenderedPrompts",
+    "greedy_continuations",
+    "pad_token",
+    "render_training_prompts",
+    "target_tokenizer",
+]
 
 GENERATE_BATCH = 8  # prompts the reference target continues in one `generate` call
 
@@ -23,6 +31,19 @@ class RenderedPrompts:
 
     token_ids: list[list[int]]
     provenance: list[dict[str, Any]]
+
+
+def target_tokenizer(tdir: Path, target: str | Path, *, hint: str) -> Any:
+    """The target's tokenizer; files transformers cannot read are a one-line error with `hint`, not a traceback."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(tdir))
+    except (OSError, ValueError) as exc:
+        raise CheckpointReadError(
+            f"target {target}: transformers cannot load its tokenizer ({exc})".split("\n")[0],
+            hint=hint,
+        ) from None
 
 
 def render_training_prompts(

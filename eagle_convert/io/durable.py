@@ -24,22 +24,22 @@ __all__ = ["EarlyFlusher", "flush_early", "fsync_dir", "fsync_file", "fsync_tree
 _RDONLY = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 
 
-def fsync_file(path: Path) -> None:
-    """Flush one file's data and metadata (an fd opened read-only may be fsynced on Linux)."""
-    fd = os.open(path, _RDONLY | getattr(os, "O_NOFOLLOW", 0))
+def _fsync(path: Path, flag: int) -> None:
+    fd = os.open(path, _RDONLY | flag)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def fsync_file(path: Path) -> None:
+    """Flush one file's data and metadata (an fd opened read-only may be fsynced on Linux)."""
+    _fsync(path, getattr(os, "O_NOFOLLOW", 0))
 
 
 def fsync_dir(path: Path) -> None:
     """Flush a directory's entries (names created, renamed or removed in it)."""
-    fd = os.open(path, _RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _fsync(path, getattr(os, "O_DIRECTORY", 0))
 
 
 def fsync_tree(root: Path) -> None:

@@ -12,6 +12,7 @@ import ast
 import functools
 import importlib.util
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -122,25 +123,22 @@ class _Source:
             node = found
         return node
 
-    def string_line(self, qualname: str, value: str) -> int | None:
-        """Line of the first string constant ``value`` inside ``qualname`` (not in comments)."""
+    def _first_line(self, qualname: str, match: Callable[[ast.AST], bool]) -> int | None:
         node = self.find(qualname)
         if node is None:
             return None
         for sub in ast.walk(node):
-            if isinstance(sub, ast.Constant) and sub.value == value:
-                return sub.lineno
+            if match(sub):
+                return getattr(sub, "lineno", None)
         return None
+
+    def string_line(self, qualname: str, value: str) -> int | None:
+        """Line of the first string constant ``value`` inside ``qualname`` (not in comments)."""
+        return self._first_line(qualname, lambda sub: isinstance(sub, ast.Constant) and sub.value == value)
 
     def attr_line(self, qualname: str, attr: str) -> int | None:
         """Line of the first ``x.attr`` access inside ``qualname``."""
-        node = self.find(qualname)
-        if node is None:
-            return None
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.Attribute) and sub.attr == attr:
-                return sub.lineno
-        return None
+        return self._first_line(qualname, lambda sub: isinstance(sub, ast.Attribute) and sub.attr == attr)
 
     def returns_value(self, qualname: str) -> bool | None:
         """Whether the function has a ``return <value>`` of its own (None if not found)."""
