@@ -13,7 +13,7 @@ document, `data/filler.jsonl`, cycled when N needs more) to its first user messa
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -127,9 +127,8 @@ def load_prompts(path: str | Path) -> list[Prompt]:
     return prompts
 
 
-def _parse_lines(lines: Iterable[str], where: str) -> list[Prompt]:
-    out: list[Prompt] = []
-    seen: set[str] = set()
+def json_lines(lines: Iterable[str], where: str) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed value) of each non-blank JSONL line; a bad line names `where:n`."""
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -137,6 +136,13 @@ def _parse_lines(lines: Iterable[str], where: str) -> list[Prompt]:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{where}:{n}: not valid JSON ({exc.msg})") from None
+        yield n, obj
+
+
+def _parse_lines(lines: Iterable[str], where: str) -> list[Prompt]:
+    out: list[Prompt] = []
+    seen: set[str] = set()
+    for n, obj in json_lines(lines, where):
         prompt = _prompt_from(obj, f"{where}:{n}", default_id=f"p{n}")
         if prompt.id in seen:
             raise ConfigError(f"{where}:{n}: duplicate id {prompt.id!r}")

@@ -8,11 +8,14 @@ was measured and what was left out.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from eagle_convert.errors import ConfigError
 from eagle_convert.measure.prompts import Prompt
 
-__all__ = ["FIRST_TURN", "Provenance", "SuiteRows"]
+__all__ = ["FIRST_TURN", "Provenance", "SuiteRows", "suite_file_lines"]
 
 # How a multi-turn row becomes one prompt: its first user turn only, as vLLM 0.32's benchmark
 # datasets do (vllm/benchmarks/datasets/datasets.py: SpecBench.load_data takes `row["turns"][0]`,
@@ -56,3 +59,22 @@ class SuiteRows:
     prompts: list[Prompt]
     provenance: dict[str, Provenance] = field(default_factory=dict)
     notices: list[str] = field(default_factory=list)
+
+
+def suite_file_lines(
+    path: Path, find: Callable[[Path], Path | None], *, missing: str, what: str
+) -> tuple[Path, list[str]]:
+    """A suite's file and its lines: `path` itself, or what `find` picks in the folder the user prepared.
+
+    Raises:
+        ConfigError: `path: missing` when `find` picks nothing; `path: cannot read what: ...`.
+    """
+    if path.is_dir():
+        found = find(path)
+        if found is None:
+            raise ConfigError(f"{path}: {missing}")
+        path = found
+    try:
+        return path, path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read {what}: {exc}") from None

@@ -13,15 +13,14 @@ A two-turn row (MT-Bench) is measured on its first turn (`provenance.FIRST_TURN`
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from eagle_convert.errors import ConfigError
-from eagle_convert.measure.prompts import Prompt
-from eagle_convert.measure.provenance import Provenance, SuiteRows
+from eagle_convert.measure.prompts import Prompt, json_lines
+from eagle_convert.measure.provenance import Provenance, SuiteRows, suite_file_lines
 
 __all__ = [
     "SAMPLE_FILE",
@@ -127,16 +126,12 @@ def read_spec_bench(path: str | Path) -> SuiteRows:
     Raises:
         ConfigError: no question file, unreadable, a row that is not JSON or lacks a field (file:line).
     """
-    path = Path(path)
-    if path.is_dir():
-        found = spec_bench_file(path)
-        if found is None:
-            raise ConfigError(f"{path}: no question.jsonl (nor {SPEC_BENCH_PATH}) in this Spec-Bench folder")
-        path = found
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read Spec-Bench questions: {exc}") from None
+    path, lines = suite_file_lines(
+        Path(path),
+        spec_bench_file,
+        missing=f"no question.jsonl (nor {SPEC_BENCH_PATH}) in this Spec-Bench folder",
+        what="Spec-Bench questions",
+    )
     rows = SuiteRows([])
     for n, obj in _json_rows(lines, str(path)):
         prompt, turns = _prompt(obj, f"{path}:{n}")
@@ -151,13 +146,7 @@ def read_spec_bench(path: str | Path) -> SuiteRows:
 
 def _json_rows(lines: list[str], where: str) -> list[tuple[int, dict[str, Any]]]:
     out = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{where}:{n}: not valid JSON ({exc.msg})") from None
+    for n, obj in json_lines(lines, where):
         if not isinstance(obj, dict):
             raise ConfigError(f"{where}:{n}: expected a JSON object with {', '.join(_REQUIRED)}")
         out.append((n, obj))

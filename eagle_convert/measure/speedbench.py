@@ -18,13 +18,12 @@ nothing but placeholders is an error. A multi-turn row is measured on its first 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from eagle_convert.errors import ConfigError
-from eagle_convert.measure.prompts import Prompt
-from eagle_convert.measure.provenance import Provenance, SuiteRows
+from eagle_convert.measure.prompts import Prompt, json_lines
+from eagle_convert.measure.provenance import Provenance, SuiteRows, suite_file_lines
 
 __all__ = [
     "DEFAULT_SUBSET",
@@ -92,27 +91,17 @@ def read_speed_bench(path: str | Path, *, subset: str = DEFAULT_SUBSET) -> Suite
         ConfigError: no such file, a row that is not JSON or has neither `messages` nor `turns`
             (file:line), or every row a placeholder (the refusal line, then "nothing left").
     """
-    path = Path(path)
-    if path.is_dir():
-        found = speed_bench_file(path, subset)
-        if found is None:
-            raise ConfigError(f"{path}: no {subset}.jsonl in this SPEED-Bench folder")
-        path = found
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read SPEED-Bench rows: {exc}") from None
+    path, lines = suite_file_lines(
+        Path(path),
+        lambda folder: speed_bench_file(folder, subset),
+        missing=f"no {subset}.jsonl in this SPEED-Bench folder",
+        what="SPEED-Bench rows",
+    )
     rows = SuiteRows([])
     total = refused = 0
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+    for n, obj in json_lines(lines, str(path)):
         total += 1
         where = f"{path}:{n}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{where}: not valid JSON ({exc.msg})") from None
         turns = _turns(obj, where)
         if turns[0].startswith(PLACEHOLDER):
             refused += 1
