@@ -5,11 +5,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from eagle_convert.cli.deprecated import renamed_option
 from eagle_convert.cli.options import speculative_config_option, vllm_version_option
+
+if TYPE_CHECKING:
+    from eagle_convert.validate import Matrix, ValidationReport
 
 
 @contextlib.contextmanager
@@ -113,19 +117,7 @@ def validate_cmd(
             vllm_version=vllm_version,
             speculative_config=speculative_config,
         )
-    if junit is not None:
-        junit.write_text(report.to_junit(strict=strict), encoding="utf-8")
-    if as_json:
-        from eagle_convert.cli.output import echo_json
-
-        echo_json(report.to_dict())
-    else:
-        from eagle_convert.cli.output import console
-        from eagle_convert.cli.render.validate import render_validate
-
-        render_validate(console(), report, strict=strict)
-    if report.failed(strict=strict):
-        click.get_current_context().exit(1)
+    _emit(report, report, strict=strict, as_json=as_json, junit=junit)
 
 
 def _matrix(
@@ -151,18 +143,30 @@ def _matrix(
     matrix = compatibility_matrix(
         checkpoint, target=target, serving_context=serving_context, speculative_config=speculative_config
     )
-    if junit is not None:  # CI gates on one release: the default's findings
-        junit.write_text(matrix.default_row.report.to_junit(strict=strict), encoding="utf-8")
+    # CI gates on one release: the JUnit file holds the default's findings
+    _emit(matrix, matrix.default_row.report, strict=strict, as_json=as_json, junit=junit)
+
+
+def _emit(
+    result: ValidationReport | Matrix, gate: ValidationReport, *, strict: bool, as_json: bool, junit: Path | None
+) -> None:
+    """`gate`'s JUnit file, then `result` as JSON or rendered; exit 1 when `result` failed."""
+    if junit is not None:
+        junit.write_text(gate.to_junit(strict=strict), encoding="utf-8")
     if as_json:
         from eagle_convert.cli.output import echo_json
 
-        echo_json(matrix.to_dict())
+        echo_json(result.to_dict())
     else:
         from eagle_convert.cli.output import console
-        from eagle_convert.cli.render.validate import render_matrix
+        from eagle_convert.cli.render.validate import render_matrix, render_validate
+        from eagle_convert.validate import ValidationReport
 
-        render_matrix(console(), matrix, strict=strict)
-    if matrix.failed(strict=strict):
+        if isinstance(result, ValidationReport):
+            render_validate(console(), result, strict=strict)
+        else:
+            render_matrix(console(), result, strict=strict)
+    if result.failed(strict=strict):
         click.get_current_context().exit(1)
 
 
