@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-from eagle_convert.io import INTERRUPT_SIGNALS, TerminatedBySignal
+from eagle_convert.io import INTERRUPT_SIGNALS, TerminatedBySignal, restore_handlers, swap_handlers
 
 __all__ = [
     "NOTHING_WRITTEN",
@@ -78,12 +78,11 @@ def raising_signals() -> Iterator[None]:
         return
     previous: dict[int, Any] = {}
     try:
-        for s in INTERRUPT_SIGNALS:
-            h = signal.getsignal(s)
-            previous[s] = h
-            if h is not signal.SIG_IGN:
-                signal.signal(s, signal.default_int_handler if s == signal.SIGINT else _raise_terminated)
+        swap_handlers(
+            INTERRUPT_SIGNALS,
+            lambda s: signal.default_int_handler if s == signal.SIGINT else _raise_terminated,
+            previous,
+        )
         yield
     finally:
-        for num, h in previous.items():
-            signal.signal(num, h if h is not None else signal.SIG_DFL)
+        restore_handlers(previous)

@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # what type checkers see
     from eagle_convert.io.rows import RowReader
     from eagle_convert.io.safetensors_header import DTYPE_BYTES, TensorInfo, read_header
     from eagle_convert.io.safetext import printable
-    from eagle_convert.io.signals import INTERRUPT_SIGNALS, TerminatedBySignal
+    from eagle_convert.io.signals import INTERRUPT_SIGNALS, TerminatedBySignal, restore_handlers, swap_handlers
     from eagle_convert.io.source import LocalSource, Source, read_json, where
     from eagle_convert.io.tensordata import (
         DECODABLE,
@@ -91,6 +91,8 @@ else:  # what runs: each name imported from its module on first use
             "read_header": "eagle_convert.io.safetensors_header",
             "INTERRUPT_SIGNALS": "eagle_convert.io.signals",
             "TerminatedBySignal": "eagle_convert.io.signals",
+            "restore_handlers": "eagle_convert.io.signals",
+            "swap_handlers": "eagle_convert.io.signals",
             "LocalSource": "eagle_convert.io.source",
             "Source": "eagle_convert.io.source",
             "read_json": "eagle_convert.io.source",
@@ -149,11 +151,13 @@ __all__ = [
     "read_header",
     "read_json",
     "readable_vocab_map",
+    "restore_handlers",
     "RowReader",
     "same_bytes_cheaply",
     "SINGLE_FILENAME",
     "Source",
     "suggestion",
+    "swap_handlers",
     "tensor_bytes",
     "tensor_torch",
     "TensorInfo",

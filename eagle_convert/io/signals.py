@@ -16,7 +16,14 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-__all__ = ["INTERRUPT_SIGNALS", "TerminatedBySignal", "deferred_signals", "install_signal_cleanup"]
+__all__ = [
+    "INTERRUPT_SIGNALS",
+    "TerminatedBySignal",
+    "deferred_signals",
+    "install_signal_cleanup",
+    "restore_handlers",
+    "swap_handlers",
+]
 
 #: The signals a user or a supervisor sends to stop a run (Ctrl-C, `kill`, a closed terminal).
 INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -56,16 +63,30 @@ def install_signal_cleanup(
     def handler(signum: int, frame: FrameType | None) -> None:
         raise TerminatedBySignal(signum)
 
-    previous = {s: signal.getsignal(s) for s in signums}
-    for s, h in previous.items():
+    previous: dict[int, Any] = {}
+    swap_handlers(signums, lambda _s: handler, previous)
+    return lambda: restore_handlers(previous)
+
+
+def swap_handlers(signums: Iterable[int], handler_for: Callable[[int], Any], previous: dict[int, Any]) -> None:
+    """Install `handler_for(s)` for each of `signums` whose disposition is not "ignore".
+
+    Each signal's previous handler goes into `previous` before its own is swapped, so that
+    `restore_handlers(previous)` undoes exactly what was done, even after a failure part-way.
+    """
+    for s in signums:
+        if s in previous:
+            continue
+        h = signal.getsignal(s)
+        previous[s] = h
         if h is not signal.SIG_IGN:
-            signal.signal(s, handler)
+            signal.signal(s, handler_for(s))
 
-    def restore() -> None:
-        for s, h in previous.items():
-            signal.signal(s, h if h is not None else signal.SIG_DFL)
 
-    return restore
+def restore_handlers(previous: dict[int, Any]) -> None:
+    """Put back the handlers `swap_handlers` recorded (one Python did not install: the default)."""
+    for s, h in previous.items():
+        signal.signal(s, h if h is not None else signal.SIG_DFL)
 
 
 def _deliver(signum: int, handler: Any) -> None:
@@ -95,14 +116,9 @@ def deferred_signals(signums: Iterable[int] = INTERRUPT_SIGNALS) -> Iterator[Non
 
     previous: dict[int, Any] = {}
     try:
-        for s in signums:
-            h = signal.getsignal(s)
-            previous[s] = h
-            if h is not signal.SIG_IGN:
-                signal.signal(s, hold)
+        swap_handlers(signums, lambda _s: hold, previous)
         yield
     finally:
-        for s, h in previous.items():
-            signal.signal(s, h if h is not None else signal.SIG_DFL)
+        restore_handlers(previous)
         if held:
             _deliver(held[0], previous.get(held[0]))
