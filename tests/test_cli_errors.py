@@ -96,9 +96,19 @@ def test_an_option_missing_from_the_table_is_spelled_with_dashes() -> None:
     assert flag("max_new_tokens") == "--max-new-tokens"
 
 
-def test_no_library_error_names_a_flag_in_the_packages_that_were_converted() -> None:
-    """upgrade/, validate/run.py and push.py raise in keywords; their flags come from cli/errors.py."""
-    files = [*sorted((PKG / "upgrade").glob("*.py")), PKG / "validate" / "run.py", PKG / "push.py"]
+# Modules whose errors still spell flags (being reworked by other changes; each is converted in turn).
+NOT_CONVERTED = {"cache/capture.py", "drift/run.py", "report/run.py", "smoke/run.py", "vllm/session.py"}
+
+
+def test_no_library_error_names_a_flag() -> None:
+    """The library raises in keywords (`{name}` + `options`); the flags come from cli/errors.py. A
+    message may still show a whole command line (`eagle-convert capture ... --out NEW`, `vllm serve
+    --speculative-config`) as the fix or the reference."""
+    files = [
+        p
+        for p in sorted(PKG.rglob("*.py"))
+        if "cli" not in p.relative_to(PKG).parts and p.relative_to(PKG).as_posix() not in NOT_CONVERTED
+    ]
     bad = []
     for path in files:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -108,6 +118,7 @@ def test_no_library_error_names_a_flag_in_the_packages_that_were_converted() -> 
                         isinstance(c, ast.Constant)
                         and isinstance(c.value, str)
                         and re.search(r"(?<![\w-])--[a-z]", c.value)
+                        and not re.search(r"(eagle-convert|vllm serve) ", c.value)
                     ):
-                        bad.append(f"{path.name}:{node.lineno}: {c.value}")
+                        bad.append(f"{path.relative_to(PKG)}:{node.lineno}: {c.value}")
     assert bad == []

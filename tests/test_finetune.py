@@ -99,7 +99,7 @@ def test_continuation_tokens_has_one_bound_in_cli_and_library(tmp_path: Path) ->
             2,
             "Error: Invalid value for '--continuation-tokens': 0 is not in the range x>=1.",
         )
-    with pytest.raises(UsageError, match="^--continuation-tokens must be at least 1$"):
+    with pytest.raises(UsageError, match="^`continuation_tokens` must be at least 1$"):
         plan_finetune(draft, target, tmp_path / "o", FinetuneOptions(continuation_tokens=0))
 
 

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from eagle_convert.cli.app import main
+from eagle_convert.cli.errors import format_error
 from eagle_convert.errors import UsageError
 from eagle_convert.validate.run import validate_checkpoint
 from eagle_convert.vllm_model import speculative as sp
@@ -22,9 +23,10 @@ OK = {"method": "eagle3", "num_speculative_tokens": 3}
 
 
 def _parse_error(value, rel=R32, **kw) -> str:
+    """The refusal as the command line says it (the library names options by keyword)."""
     with pytest.raises(UsageError) as exc:
         parse_serve_config(value, rel, **kw)
-    return str(exc.value)
+    return format_error(exc.value)
 
 
 # ------------------------------------------------------------------------------- the key tables
@@ -464,7 +466,7 @@ def test_check_engines_key_their_cache_on_the_served_keys(tmp_path: Path) -> Non
 def test_engine_context_is_the_served_one() -> None:
     only_flag = parse_serve_config(None, R32, max_model_len=4096)
     assert only_flag is not None and only_flag.engine_max_model_len(300) == 4096
-    with pytest.raises(UsageError, match=r"--max-model-len 256 is shorter than the longest prompt plus"):
+    with pytest.raises(UsageError, match=r"`max_model_len=256` is shorter than the longest prompt plus"):
         only_flag = parse_serve_config(None, R32, max_model_len=256)
         assert only_flag is not None
         only_flag.engine_max_model_len(300)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from eagle_convert.cli.errors import format_error
 from eagle_convert.errors import ConfigError, UsageError
 from eagle_convert.measure.prompts import (
     NATURAL,
@@ -85,8 +86,10 @@ def test_parse_buckets() -> None:
     assert parse_buckets("1024, natural,256,256") == [NATURAL, 256, 1024]
     with pytest.raises(UsageError) as err:
         parse_buckets("natural,long")
-    assert str(err.value) == "--buckets: 'long' is not a token count (use e.g. natural,256,1024)"
-    with pytest.raises(UsageError, match=r"^--buckets: 8 is too short \(at least 16 tokens\)$"):
+    # The library names the keyword; the command line spells it as the flag (cli/errors.py).
+    assert str(err.value) == "`buckets`: 'long' is not a token count (use e.g. natural,256,1024)"
+    assert format_error(err.value) == "--buckets: 'long' is not a token count (use e.g. natural,256,1024)"
+    with pytest.raises(UsageError, match=r"^`buckets`: 8 is too short \(at least 16 tokens\)$"):
         parse_buckets("8")
 
 
@@ -130,7 +133,7 @@ def test_prepare_pads_to_bucket_and_skips_longer(tokenizer) -> None:
     [skip] = pset.skipped
     assert (skip.id, skip.bucket) == ("longdoc-qa", 400)
     assert skip.reason.endswith("tokens, already longer than the bucket")
-    with pytest.raises(UsageError, match=r"^--buckets: 4000 tokens leave no room"):
+    with pytest.raises(UsageError, match=r"^`buckets`: 4000 tokens leave no room"):
         prepare_prompts(prompts, tok, buckets=[4000], max_prompt_tokens=2000)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from eagle_convert.cli.errors import format_error
 from eagle_convert.errors import ConfigError, UsageError
 from eagle_convert.measure.longctx import CODE_FILES, LENGTHS, build_long_prompts, parse_lengths
 from eagle_convert.measure.prepare import long_rows, token_counter
@@ -150,7 +151,7 @@ def test_names_files_joins_and_errors(tmp_path: Path) -> None:
     assert joined.long_lengths == (1000,)
     with pytest.raises(UsageError) as err:
         resolve_suite("spec-bench-full")
-    assert str(err.value) == (
+    assert format_error(err.value) == (
         f"--prompts: spec-bench-full is neither a suite ({', '.join(SUITES)}) nor an existing file or folder"
     )
     (tmp_path / "empty").mkdir()

@@ -93,7 +93,7 @@ def test_load_target_takes_a_folder_or_its_config_file(tmp_path: Path) -> None:
     for ref in (folder, folder / "config.json"):
         t = load_target(ref)
         assert t.num_layers == 40 and t.description == str(folder) and t.ref == str(ref)
-    with pytest.raises(CheckpointNotFoundError, match=r"no config.json \(needed by --target\)"):
+    with pytest.raises(CheckpointNotFoundError, match=r"no config.json \(needed by `target`\)"):
         load_target(tmp_path)
 
 

@@ -89,7 +89,7 @@ def test_status() -> None:
     named = versions.status_for(INSIDE, "0.24.0")
     assert (named.release, named.why, named.outside) == ("0.24.0", "--vllm-version 0.24.0", False)
     assert named.to_dict()["engine_tested"] is False and inside.to_dict()["engine_tested"] is True
-    with pytest.raises(UsageError, match=r"--vllm-version 0\.19\.0: 0\.19\.0 is older than the oldest"):
+    with pytest.raises(UsageError, match=r"`vllm_version=0\.19\.0`: 0\.19\.0 is older than the oldest"):
         versions.status_for(INSIDE, "0.19.0")
     with pytest.raises(UsageError, match="is not a version"):
         versions.status_for(INSIDE, "latest")

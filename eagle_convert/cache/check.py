@@ -40,7 +40,9 @@ def check_cache(folder: str | Path, *, target: Path, aux_ids: Sequence[int], dra
     where = folder / MANIFEST
     fix = f"capture for it (eagle-convert capture --target {target} --draft {draft or 'DRAFT'} --out NEW_CACHE)"
     if Path(man.plan.target).resolve() != Path(target).resolve():
-        raise UsageError(f"{where}: target is {man.plan.target}, not --target {target}; {fix}")
+        raise UsageError(
+            f"{where}: target is {man.plan.target}, not {{target={target}}}; {fix}", options=("target",), file=where
+        )
     if list(man.plan.aux_ids) != sorted(set(int(i) for i in aux_ids)):
         raise UsageError(
             f"{where}: aux_ids {list(man.plan.aux_ids)} differ from the draft's aux layer ids "

@@ -150,9 +150,13 @@ def read_manifest(folder: Path) -> Manifest:
             f"{folder}: not a capture cache (no {MANIFEST}); create it with eagle-convert capture"
         ) from None
     except ValueError as exc:
-        raise UsageError(f"{path}: not valid JSON ({exc}); capture again with --force") from None
+        raise UsageError(
+            f"{path}: not valid JSON ({exc}); capture again with {{force}}", options=("force",), file=path
+        ) from None
     if not isinstance(d, dict) or d.get("format") != CACHE_FORMAT:
-        raise UsageError(f"{path}: format is not {CACHE_FORMAT}; capture again with --force")
+        raise UsageError(
+            f"{path}: format is not {CACHE_FORMAT}; capture again with {{force}}", options=("force",), file=path
+        )
     shards = {int(k): ShardEntry(**v) for k, v in d.get("shards", {}).items()}
     return Manifest(CachePlan(**d["plan"]), shards, d.get("provenance", {}), d.get("engine_info", {}))
 
@@ -173,7 +177,9 @@ def open_manifest(folder: Path, plan: CachePlan, *, force: bool = False) -> tupl
             diff = sorted(k for k, v in asdict(plan).items() if asdict(old.plan)[k] != v)
             raise UsageError(
                 f"{folder}: holds a capture of another plan ({', '.join(diff)} differ); "
-                "use another --out, or --force to start over"
+                "use another {out}, or {force} to start over",
+                options=("out", "force"),
+                file=folder,
             )
         if old is not None:
             for n, entry in old.shards.items():
@@ -182,7 +188,9 @@ def open_manifest(folder: Path, plan: CachePlan, *, force: bool = False) -> tupl
                     man.shards[n] = entry
             man.provenance, man.engine_info = old.provenance, old.engine_info
     elif any(p.name not in (MANIFEST, SEQUENCES) for p in folder.iterdir() if not p.name.endswith(".tmp")):
-        raise UsageError(f"{folder}: exists and is not a capture cache; use another --out")
+        raise UsageError(
+            f"{folder}: exists and is not a capture cache; use another {{out}}", options=("out",), file=folder
+        )
     for tmp in folder.glob("*.tmp"):  # a killed run's half-written shard
         tmp.unlink()
     todo = [n for n, _ in plan.shards() if n not in man.shards]

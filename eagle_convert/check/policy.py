@@ -190,7 +190,7 @@ def load_policy(path: str | Path | None = None, *, cwd: Path | None = None) -> P
         path = found
     path = Path(path)
     if not path.is_file():
-        raise UsageError(f"--policy {path}: no such file")
+        raise UsageError(f"{{policy}} {path}: no such file", options=("policy",), file=path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:

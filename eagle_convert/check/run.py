@@ -118,7 +118,9 @@ def needs(
         if policy.has(table) and not acc:
             raise UsageError(f"{policy.source}: [{table}] needs an [acceptance] table (its prompts and settings)")
     if baseline is not None and not acc:
-        raise UsageError("--baseline needs an [acceptance] table in the policy: the comparison runs there")
+        raise UsageError(
+            "{baseline} needs an [acceptance] table in the policy: the comparison runs there", options=("baseline",)
+        )
     load = policy.get("engine", "load")
     wants_vllm = [
         why
@@ -136,14 +138,16 @@ def needs(
 
         require("smoke", "check (the policy's [acceptance])", SMOKE_MODULES)
     if (load is True or acc) and target is None:
-        raise UsageError(f"the policy's {'[acceptance]' if acc else '[engine] load = true'} needs --target")
+        raise UsageError(
+            f"the policy's {'[acceptance]' if acc else '[engine] load = true'} needs {{target}}", options=("target",)
+        )
     drift = any(policy.get("drift", key) is not None for key in ("max_rms_growth", "min_sink_share"))
     if drift:
         from eagle_convert.drift import DRIFT_MODULES
 
         require("smoke", "check (the policy's [drift] limits)", DRIFT_MODULES)
         if target is None:
-            raise UsageError("the policy's [drift] limits need --target")
+            raise UsageError("the policy's [drift] limits need {target}", options=("target",))
     temperature = float(policy.get("acceptance", "temperature", 0.0))
     control = policy.get("sampling", "control")
     runs_control = acc and (control is True or (control == "auto" and temperature > 0))
@@ -178,7 +182,8 @@ def _serve_config(
         try:
             parse_serve_config(value, installed.rules, max_model_len=max_model_len)
         except UsageError as exc:
-            raise UsageError(f"{exc.message}; the engine stages run the installed vLLM", hint=exc.hint) from None
+            exc.message = f"{exc.message}; the engine stages run the installed vLLM"  # keeps its options
+            raise exc from None
     k = serve.k if serve is not None else None
     acc = policy.table("acceptance") or {}
     if k is None or not policy.has("acceptance"):
@@ -186,21 +191,27 @@ def _serve_config(
     own = acc.get("num_speculative_tokens")
     if own is not None and own != k:
         raise UsageError(
-            f"--speculative-config num_speculative_tokens is {k} but {policy.source}: [acceptance] "
+            f"{{speculative_config}} num_speculative_tokens is {k} but {policy.source}: [acceptance] "
             f"num_speculative_tokens is {own}: check measures the k you serve",
             hint="make them equal, or drop one",
+            options=("speculative_config",),
+            file=policy.source,
         )
     floors = acc.get("min_per_position")
     if floors is not None and len(floors) > k:
         raise UsageError(
-            f"{policy.source}: [acceptance] min_per_position has {len(floors)} floors but --speculative-config "
-            f"num_speculative_tokens is {k} (one floor per draft position)"
+            f"{policy.source}: [acceptance] min_per_position has {len(floors)} floors but {{speculative_config}} "
+            f"num_speculative_tokens is {k} (one floor per draft position)",
+            options=("speculative_config",),
+            file=policy.source,
         )
     al = acc.get("min_acceptance_length")
     if al is not None and al > k + 1:
         raise UsageError(
             f"{policy.source}: [acceptance] min_acceptance_length {al} is above k + 1 = {k + 1} "
-            "(--speculative-config num_speculative_tokens), the most a draft can reach"
+            "({speculative_config} num_speculative_tokens), the most a draft can reach",
+            options=("speculative_config",),
+            file=policy.source,
         )
     return serve
 

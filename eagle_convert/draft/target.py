@@ -175,8 +175,9 @@ def load_target(ref: str | Path, *, swap: str = SWAP) -> Target:
         source = LocalSource(path)  # type: ignore[arg-type]
     if name not in source.list_files():
         raise CheckpointNotFoundError(
-            f"{source.description}: no config.json (needed by --target)",
+            f"{source.description}: no config.json (needed by {{target}})",
             hint="pass the target model's folder or hub repo id",
+            options=("target",),
         )
     config = read_json(source, name)
     ensure_target_config(config, f"--target {source.description}", swap=swap)

@@ -93,7 +93,8 @@ def _target_folder(target: str | Path) -> Path:
     if not (p / "config.json").is_file():
         raise CheckpointNotFoundError(
             f"target {target}: no config.json in a local folder "
-            "(--init calibrated runs the target: pass its local folder)"
+            "({init=calibrated} runs the target: pass its local folder)",
+            options=("init",),
         )
     return p.resolve()
 
@@ -167,7 +168,7 @@ def calibrate_fc_norm(
         )
     if capture is not None:
         if cache is None:
-            raise UsageError("--capture needs the cache folder to capture into (--cache)")
+            raise UsageError("{capture} needs the cache folder to capture into ({cache})", options=("capture", "cache"))
         _capture(ckpt, tdir, cache, prompts, chat_template, capture, say, on_tick)
     if cache is not None:
         tgt, seqs, label, template_label = _from_cache(cache, tdir, int(tconf.num_layers or 0), aux_ids, say)
@@ -249,7 +250,7 @@ def _rendered(
         raise UsageError("no calibration prompts")
     template, template_label = resolve_chat_template(chat_template)
     tokenizer = target_tokenizer(
-        tdir, target, hint="--init calibrated needs the target's tokenizer files beside its config"
+        tdir, target, hint="{init=calibrated} needs the target's tokenizer files beside its config", options=("init",)
     )
     pset = prepare_prompts(
         items,
@@ -312,7 +313,10 @@ def _capture(
 
     root = getattr(ckpt.source, "root", None)
     if root is None or not (Path(root) / ckpt.prefix / "config.json").is_file():
-        raise UsageError(f"{ckpt.description}: --capture needs the draft in a local folder with its config.json")
+        raise UsageError(
+            f"{ckpt.description}: {{capture}} needs the draft in a local folder with its config.json",
+            options=("capture",),
+        )
     given = None if prompts is None or not isinstance(prompts, (str, Path)) else str(prompts)
     data = FinetuneOptions(prompts=given, chat_template=chat_template, continuation_tokens=0)
     capture_training_data(

@@ -33,7 +33,7 @@ class RenderedPrompts:
     provenance: list[dict[str, Any]]
 
 
-def target_tokenizer(tdir: Path, target: str | Path, *, hint: str) -> Any:
+def target_tokenizer(tdir: Path, target: str | Path, *, hint: str, options: tuple[str, ...] = ()) -> Any:
     """The target's tokenizer; files transformers cannot read are a one-line error with `hint`, not a traceback."""
     from transformers import AutoTokenizer
 
@@ -43,6 +43,7 @@ def target_tokenizer(tdir: Path, target: str | Path, *, hint: str) -> Any:
         raise CheckpointReadError(
             f"target {target}: transformers cannot load its tokenizer ({exc})".split("\n")[0],
             hint=hint,
+            options=options,
         ) from None
 
 
@@ -85,7 +86,9 @@ def render_training_prompts(
         items, tokenizer, chat_template=chat_template, template_label=template_label, max_prompt_tokens=room
     )
     if not pset.prompts:
-        raise UsageError("no prompt fits the target's context with --continuation-tokens")
+        raise UsageError(
+            "no prompt fits the target's context with {continuation_tokens}", options=("continuation_tokens",)
+        )
     prov = [
         {"prompts": prompts_label, "id": p.id, "category": p.category, "chat_template": template_label}
         for p in pset.prompts

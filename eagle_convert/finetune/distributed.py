@@ -130,8 +130,9 @@ def _check_devices(device: Any, nproc: int) -> None:
     dev = torch.device(device)
     if dev.type == "cuda" and (dev.index or 0) + nproc > torch.cuda.device_count():
         raise UsageError(
-            f"--nproc {nproc}: needs {nproc} GPUs from {dev}, torch sees {torch.cuda.device_count()}; "
-            "pass a smaller --nproc"
+            f"{{nproc={nproc}}}: needs {nproc} GPUs from {dev}, torch sees {torch.cuda.device_count()}; "
+            "pass a smaller {nproc}",
+            options=("nproc",),
         )
 
 

@@ -374,7 +374,10 @@ def _train_parallel(
     from eagle_convert.finetune.distributed import job_for, launch, send, temporary_capture
 
     if len(train) < plan.nproc:
-        raise UsageError(f"--nproc {plan.nproc}: only {len(train)} training sequences; pass a smaller --nproc")
+        raise UsageError(
+            f"{{nproc={plan.nproc}}}: only {len(train)} training sequences; pass a smaller {{nproc}}",
+            options=("nproc",),
+        )
     kwargs = [_stage_kwargs(plan, s, i, drafter) for i, s in enumerate(plan.stages)]
     ctx = (
         nullcontext(plan.cache)
@@ -518,7 +521,9 @@ def _write(plan: FinetunePlan, drafter: Any, prov: dict[str, Any]) -> None:
                 if not torch.equal(back[name], want):
                     raise EagleConvertError(f"{plan.out}: written tensor {name} does not read back")
     except OutputExistsError as exc:
-        raise OutputError(f"{plan.out}: output already exists", hint="pass --force to replace it") from exc
+        raise OutputError(
+            f"{plan.out}: output already exists", hint="pass {force} to replace it", options=("force",), file=plan.out
+        ) from exc
     except EagleConvertError:
         raise
     except OSError as exc:

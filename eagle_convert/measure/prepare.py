@@ -125,7 +125,8 @@ def prepare_smoke_prompts(
     room = None if ctx is None else ctx - max_new_tokens - k - 1
     if room is not None and room < 16:
         raise UsageError(
-            f"--max-new-tokens {max_new_tokens} leaves no room for a prompt in the target's context ({ctx})"
+            f"{{max_new_tokens={max_new_tokens}}} leaves no room for a prompt in the target's context ({ctx})",
+            options=("max_new_tokens",),
         )
     pset = prepare_suite(
         as_suite(prompts),
@@ -136,7 +137,7 @@ def prepare_smoke_prompts(
         max_prompt_tokens=room,
     )
     if not pset.prompts:
-        raise UsageError("no prompt fits the requested buckets (see --buckets)")
+        raise UsageError("no prompt fits the requested buckets (see {buckets})", options=("buckets",))
     return pset
 
 

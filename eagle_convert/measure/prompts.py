@@ -199,9 +199,11 @@ def parse_buckets(value: str | Sequence[int] | None) -> list[int]:
         try:
             n = int(text)
         except ValueError:
-            raise UsageError(f"--buckets: {item!r} is not a token count (use e.g. natural,256,1024)") from None
+            raise UsageError(
+                f"{{buckets}}: {item!r} is not a token count (use e.g. natural,256,1024)", options=("buckets",)
+            ) from None
         if n < 16:
-            raise UsageError(f"--buckets: {n} is too short (at least 16 tokens)")
+            raise UsageError(f"{{buckets}}: {n} is too short (at least 16 tokens)", options=("buckets",))
         out.add(n)
     return sorted(out)
 
@@ -243,7 +245,9 @@ def resolve_chat_template(value: str | None) -> tuple[str | None, str]:
     if "{" not in value and path.is_file():
         return path.read_text(encoding="utf-8"), str(path)
     if "{" not in value:
-        raise UsageError(f"--chat-template: {value} is neither a file nor a jinja template (or 'none')")
+        raise UsageError(
+            f"{{chat_template}}: {value} is neither a file nor a jinja template (or 'none')", options=("chat_template",)
+        )
     return value, "inline"
 
 
@@ -305,8 +309,9 @@ def prepare_prompts(
     for bucket in buckets:
         if max_prompt_tokens is not None and bucket > max_prompt_tokens:
             raise UsageError(
-                f"--buckets: {bucket} tokens leave no room for generation "
-                f"(at most {max_prompt_tokens} prompt tokens fit the target's context)"
+                f"{{buckets}}: {bucket} tokens leave no room for generation "
+                f"(at most {max_prompt_tokens} prompt tokens fit the target's context)",
+                options=("buckets",),
             )
     for p in prompts:
         base = render.encode(p)

@@ -39,7 +39,7 @@ def _need(d: Any, keys: tuple[str, ...], where: str) -> Mapping[str, Any]:
         raise ConfigError(f"{where}: expected an object, got {type(d).__name__}")
     missing = [k for k in keys if k not in d]
     if missing:
-        raise ConfigError(f"{where}: missing field {missing[0]!r} (not the shape smoke --json writes)")
+        raise ConfigError(f"{where}: missing field {missing[0]!r} (not the shape `eagle-convert smoke --json` writes)")
     return d
 
 

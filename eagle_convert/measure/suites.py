@@ -218,7 +218,10 @@ def _one(text: str) -> Suite:
         return Suite(text, _folder(path))
     if path.is_file():
         return Suite(text, _file(path))
-    raise UsageError(f"--prompts: {text} is neither a suite ({', '.join(SUITES)}) nor an existing file or folder")
+    raise UsageError(
+        f"{{prompts}}: {text} is neither a suite ({', '.join(SUITES)}) nor an existing file or folder",
+        options=("prompts",),
+    )
 
 
 def _folder(path: Path) -> SuiteRows:
@@ -265,7 +268,9 @@ def _join(suites: Sequence[Suite], label: str) -> Suite:
     for s in suites:
         for p in s.prompts:
             if p.id in rows.provenance:
-                raise ConfigError(f"--prompts {label}: prompt id {p.id!r} is in two of the joined suites")
+                raise ConfigError(
+                    f"{{prompts={label}}}: prompt id {p.id!r} is in two of the joined suites", options=("prompts",)
+                )
             rows.prompts.append(p)
             rows.provenance[p.id] = s.rows.provenance[p.id]
         rows.notices.extend(s.notices)

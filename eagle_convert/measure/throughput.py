@@ -61,12 +61,14 @@ def parse_concurrency(value: str | Sequence[int] | None) -> list[int]:
         try:
             c = int(x)
         except (TypeError, ValueError):
-            raise UsageError(f"--concurrency: {x!r} is not an integer (e.g. 1,4,16)") from None
+            raise UsageError(
+                f"{{concurrency}}: {x!r} is not an integer (e.g. 1,4,16)", options=("concurrency",)
+            ) from None
         if not 1 <= c <= MAX_CONCURRENCY:
-            raise UsageError(f"--concurrency: {c} is outside 1..{MAX_CONCURRENCY}")
+            raise UsageError(f"{{concurrency}}: {c} is outside 1..{MAX_CONCURRENCY}", options=("concurrency",))
         out.add(c)
     if not out:
-        raise UsageError("--concurrency: give at least one level (e.g. 1,4,16)")
+        raise UsageError("{concurrency}: give at least one level (e.g. 1,4,16)", options=("concurrency",))
     return sorted(out)
 
 

@@ -72,9 +72,10 @@ class ServeConfig:
         if self.max_model_len is not None:
             if self.max_model_len < needed:
                 raise UsageError(
-                    f"--max-model-len {self.max_model_len} is shorter than the longest prompt plus the tokens "
+                    f"{{max_model_len={self.max_model_len}}} is shorter than the longest prompt plus the tokens "
                     f"generated and one draft round ({needed})",
-                    hint="raise --max-model-len, or lower --max-new-tokens / pick shorter prompts",
+                    hint="raise {max_model_len}, or lower {max_new_tokens} / pick shorter prompts",
+                    options=("max_model_len", "max_new_tokens"),
                 )
             return self.max_model_len
         return max(needed, self.data.get("max_model_len") or 0)
@@ -131,7 +132,8 @@ def _unknown(key: str, release: Release, known: list[str], where: str) -> UsageE
     if entry is not None:  # a key of another release
         return UsageError(
             f"{where}: unknown key {key!r} for {_where(release)}: {sp.SOURCE} has it in {entry.span()}",
-            hint="drop it, or name the release you serve on with --vllm-version",
+            hint="drop it, or name the release you serve on with {vllm_version}",
+            options=("vllm_version",),
         )
     if key in sp.INTERNAL_KEYS:
         return UsageError(f"{where}: {key!r} is set by vLLM itself ({_where(release)} {sp.SOURCE}), not by the user")
@@ -213,9 +215,10 @@ def _check_post_init(data: dict[str, Any], release: Release, where: str, max_mod
     draft_len = data.get("max_model_len")
     if draft_len is not None and max_model_len is not None and draft_len > max_model_len:
         raise UsageError(
-            f"{where}: max_model_len {draft_len} is larger than --max-model-len {max_model_len} ({rel} "
+            f"{where}: max_model_len {draft_len} is larger than {{max_model_len={max_model_len}}} ({rel} "
             "SpeculativeConfig._maybe_override_draft_max_model_len raises: the draft's max_model_len cannot be "
-            "larger than the target's)"
+            "larger than the target's)",
+            options=("max_model_len",),
         )
 
 

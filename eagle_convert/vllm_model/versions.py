@@ -78,8 +78,9 @@ def status_for(installed: str | None, requested: str | None = None) -> VllmVersi
         chosen, note = nearest_known(requested)
         if chosen is None and not note.startswith(f"{requested} is newer"):
             raise UsageError(
-                f"--vllm-version {requested}: {note}",
+                f"{{vllm_version={requested}}}: {note}",
                 hint=f"name a release {OLDEST_RELEASE} ... {NEWEST_RELEASE}, or 'all'",
+                options=("vllm_version",),
             )
         return VllmVersionStatus(
             installed, chosen or NEWEST_RELEASE, f"--vllm-version {requested}", chosen is None, note
