@@ -16,7 +16,7 @@ stays cheap: no torch, numpy, vLLM, click or rich until a call needs them)::
     print(ec.validate_checkpoint("path/to/out").errors)    # []: no vLLM loader rule broken
     print([t["name"] for t in ec.diff_checkpoints("path/to/draft", "path/to/out").added])
 
-`run_smoke(target, [draft, ...])` measures acceptance, `finetune_draft(draft, target, out)`
+`run_smoke(target, [draft, ...], MeasureOptions(...))` measures acceptance, `finetune_draft(draft, target, out)`
 fine-tunes an upgraded draft and `calibrate_fc_norm(draft, target, aux_ids=...)` measures fc_norm
 values for `plan_upgrade(norm_init=...)`; these need the `smoke` extra (torch).
 `write_model_card(folder, acceptance=...)` (re)writes a draft's README.md and `push_draft(folder,
@@ -51,6 +51,7 @@ _API: dict[str, str] = {
     "validate_checkpoint": "eagle_convert.validate.run",
     "CheckpointDiff": "eagle_convert.diff",
     "diff_checkpoints": "eagle_convert.diff",
+    "MeasureOptions": "eagle_convert.measure.options",
     "SmokeReport": "eagle_convert.measure.results",
     "run_smoke": "eagle_convert.smoke.run",
     "FinetunePlan": "eagle_convert.finetune.plan",
@@ -83,6 +84,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from eagle_convert.finetune.calibrate import Calibration, calibrate_fc_norm
     from eagle_convert.finetune.plan import FinetunePlan, FinetuneResult, plan_finetune
     from eagle_convert.finetune.run import finetune_draft, run_finetune
+    from eagle_convert.measure.options import MeasureOptions
     from eagle_convert.measure.results import SmokeReport
     from eagle_convert.push import PushPlan, PushResult, plan_push, push_draft
     from eagle_convert.report.run import ReportResult, run_report

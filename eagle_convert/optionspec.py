@@ -109,11 +109,12 @@ def _text(value: Any, spec: OptionSpec) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def to_argv(opts: Any) -> list[str]:
+def to_argv(opts: Any, *, exclude: tuple[str, ...] = ()) -> list[str]:
     """The flags that give `opts` from the class defaults: only the fields that differ, in field order.
 
     Args:
         opts: an instance of an option dataclass.
+        exclude: fields left out (the command spells them its own way).
 
     Returns:
         The argument list (unquoted), e.g. `["--limit", "2", "--category", "chat"]`.
@@ -125,7 +126,7 @@ def to_argv(opts: Any) -> list[str]:
     cls = type(opts)
     for f, spec in cli_fields(cls):
         value, default = getattr(opts, f.name), f.default
-        if value == default:
+        if value == default or f.name in exclude:
             continue
         flag = spec.flag_for(f.name)
         if option_kind(cls, f.name) is bool and spec.parse is None:

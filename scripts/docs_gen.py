@@ -46,7 +46,7 @@ API_SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("Validate", ("ValidationReport", "validate_checkpoint")),
     ("Diff", ("CheckpointDiff", "diff_checkpoints")),
-    ("Smoke", ("SmokeReport", "run_smoke")),
+    ("Smoke", ("MeasureOptions", "SmokeReport", "run_smoke")),
     ("Fine-tune", ("FinetunePlan", "FinetuneResult", "plan_finetune", "finetune_draft", "run_finetune")),
     ("Calibrate", ("Calibration", "calibrate_fc_norm")),
     ("Model card", ("model_card", "write_model_card")),

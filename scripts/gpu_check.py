@@ -173,11 +173,12 @@ def prompts():  # noqa: ANN201 - list[Prompt]
 
 
 def check_reference(run: Run, target: Path, drafts: list[Path]) -> Outcome:
+    from eagle_convert.measure import MeasureOptions
     from eagle_convert.smoke.run import run_smoke
 
-    kw = dict(engine="reference", prompts=prompts(), k=3, max_new_tokens=32, temperature=0.0)
-    cpu = run_smoke(target, drafts, device="cpu", **kw)
-    gpu = run_smoke(target, drafts, device=run.device, **kw)
+    opts = MeasureOptions(engine="reference", k=3, max_new_tokens=32, temperature=0.0)
+    cpu = run_smoke(target, drafts, opts, prompts=prompts(), device="cpu")
+    gpu = run_smoke(target, drafts, opts, prompts=prompts(), device=run.device)
     als = " / ".join(f"{d.total.acceptance_length:.2f}" for d in gpu.drafts)
     n = len(gpu.prompts.prompts)
     for dc, dg in zip(cpu.drafts, gpu.drafts):
@@ -281,6 +282,7 @@ def check_vllm(run: Run, target: Path, drafts: list[Path]) -> list[Outcome]:
                 "vllm", "SKIP", "vLLM is not installed here: smoke --engine vllm and validate --engine vllm not run"
             )
         ]
+    from eagle_convert.measure import MeasureOptions
     from eagle_convert.smoke.run import run_smoke
     from eagle_convert.validate.run import validate_checkpoint
 
@@ -301,7 +303,7 @@ def check_vllm(run: Run, target: Path, drafts: list[Path]) -> list[Outcome]:
     )
     _free_gpu()
     k = 3
-    rep = run_smoke(target, drafts, engine="vllm", prompts=prompts(), k=k, max_new_tokens=32, temperature=0.0)
+    rep = run_smoke(target, drafts, MeasureOptions(engine="vllm", k=k, max_new_tokens=32), prompts=prompts())
     out.append(vllm_smoke_outcome(rep, k))
     return out
 

@@ -156,6 +156,7 @@ def test_calibrated_drafts_closer_to_eagle3_than_identity(tmp_path: Path) -> Non
     from eagle_convert.draft.checkpoint import open_checkpoint
     from eagle_convert.draft.info import describe
     from eagle_convert.finetune.calibrate import calibrate_fc_norm
+    from eagle_convert.measure import MeasureOptions
     from eagle_convert.measure.prompts import builtin_prompts
     from eagle_convert.smoke.run import run_smoke
     from eagle_convert.upgrade.apply import apply_upgrade
@@ -189,9 +190,8 @@ def test_calibrated_drafts_closer_to_eagle3_than_identity(tmp_path: Path) -> Non
         rep = run_smoke(
             target,
             [draft, tmp_path / "identity", tmp_path / "calibrated"],
-            engine="reference",
+            MeasureOptions(engine="reference", max_new_tokens=32),
             prompts=held_out,
-            max_new_tokens=32,
         )
     finally:
         torch.set_num_threads(threads)

@@ -69,6 +69,7 @@ def test_every_storage_loads_the_same_drafter(tiny) -> None:
 
 
 def test_smoke_counts_the_same_for_every_storage(tiny) -> None:
+    from eagle_convert.measure import MeasureOptions
     from eagle_convert.measure.prompts import Prompt
     from eagle_convert.smoke.run import run_smoke
 
@@ -77,7 +78,9 @@ def test_smoke_counts_the_same_for_every_storage(tiny) -> None:
         Prompt("c1", "coding", text="def main(argv=None):"),
         Prompt("q1", "chat", messages=({"role": "user", "content": "The quick brown fox"},)),
     ]
-    rep = run_smoke(target, list(drafts.values()), engine="reference", prompts=prompts, k=K, max_new_tokens=12)
+    rep = run_smoke(
+        target, list(drafts.values()), MeasureOptions(engine="reference", k=K, max_new_tokens=12), prompts=prompts
+    )
     single, *others = rep.drafts
     assert single.total.generated_tokens == 24
     for name, d in zip(list(drafts)[1:], others, strict=True):

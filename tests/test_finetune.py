@@ -166,6 +166,7 @@ def test_finetune_recovers_acceptance_of_the_upgrade(tmp_path: Path) -> None:
     from eagle_convert.draft.inspect import inspect_checkpoint
     from eagle_convert.finetune.options import FinetuneOptions
     from eagle_convert.finetune.run import finetune_draft
+    from eagle_convert.measure import MeasureOptions
     from eagle_convert.measure.prompts import builtin_prompts
     from eagle_convert.smoke.run import run_smoke
     from eagle_convert.upgrade.apply import apply_upgrade
@@ -197,7 +198,9 @@ def test_finetune_recovers_acceptance_of_the_upgrade(tmp_path: Path) -> None:
         held_out = [
             p for c in ("coding", "chat", "reasoning") for p in [q for q in builtin_prompts() if q.category == c][:2]
         ]
-        rep = run_smoke(target, [draft, up, out], engine="reference", prompts=held_out, max_new_tokens=32)
+        rep = run_smoke(
+            target, [draft, up, out], MeasureOptions(engine="reference", max_new_tokens=32), prompts=held_out
+        )
     finally:
         torch.set_num_threads(threads)
     al_orig, al_up, al_ft = (d.total.acceptance_length for d in rep.drafts)

@@ -264,7 +264,7 @@ def test_smoke_k_sweep_json_reader_card_and_report_page(controls) -> None:
 def test_vllm_k_sweep_perfect_draft(controls) -> None:
     """vLLM: the perfect draft's sweep from its counters (AL = k + 1 at every k) and step costs from
     the concurrency-1 rates `--k-sweep` adds (two engine starts: the draft's and the target alone's)."""
-    from eagle_convert.measure import Prompt
+    from eagle_convert.measure import MeasureOptions, Prompt
     from eagle_convert.smoke import run_smoke
     from eagle_convert.vllm_model import vllm_available
 
@@ -273,10 +273,8 @@ def test_vllm_k_sweep_perfect_draft(controls) -> None:
     rep = run_smoke(
         controls["zero_target"],
         [controls["perfect"]],
-        engine="vllm",
+        MeasureOptions(engine="vllm", k=4, max_new_tokens=11),
         prompts=[Prompt("c1", "coding", text="def main(argv=None):")],
-        k=4,
-        max_new_tokens=11,
         k_sweep=True,
     )
     [d] = rep.drafts

@@ -4,6 +4,10 @@ parse back, through the real click command, into an equal object (what report's 
 
 from __future__ import annotations
 
+import shlex
+from dataclasses import replace
+from pathlib import Path
+
 import click
 import pytest
 from click.testing import CliRunner
@@ -12,7 +16,9 @@ from eagle_convert.cli.app import main
 from eagle_convert.cli.options import options_from_params
 from eagle_convert.errors import UsageError
 from eagle_convert.finetune.options import FinetuneOptions
+from eagle_convert.measure import NATURAL, MeasureOptions
 from eagle_convert.optionspec import to_argv
+from eagle_convert.report import ReportOptions
 from eagle_convert.upgrade.options import UpgradeOptions
 
 
@@ -137,3 +143,119 @@ def test_old_and_new_spelling_together_is_a_usage_error() -> None:
         res.stderr.splitlines()[-1] == "Error: --prompts is the old name of --train-prompts: pass --train-prompts only"
     )
     assert res.stdout == ""
+
+
+MEASURE = MeasureOptions(
+    engine="reference",
+    prompts="my prompts.jsonl",
+    categories=("coding", "chat"),
+    limit=2,
+    k=5,
+    max_new_tokens=9,
+    temperature=0.5,
+    seed=7,
+    buckets=(NATURAL, 256),
+    chat_template="none",
+    tensor_parallel_size=2,
+    concurrency=(1, 4),
+    speculative_config='{"method": "eagle3", "num_speculative_tokens": 5}',
+)
+# Away from both the class's defaults and report's own (--buckets natural,1024; --concurrency unset).
+REPORT = ReportOptions(
+    **{f: getattr(MEASURE, f) for f in MeasureOptions.__dataclass_fields__ if f != "speculative_config"},
+    calibrate=False,
+    calibration_prompts="cal.jsonl",
+    finetune=False,
+    finetune_from="identity",
+    finetune_prompts="ft.jsonl",
+    continuation_tokens=12,
+    steps_fc_norm=0,
+    steps_all=3,
+    capture="reference",
+)
+
+
+def test_measure_and_report_options_round_trip_through_smoke_and_report() -> None:
+    for f in MeasureOptions.__dataclass_fields__:
+        assert getattr(MEASURE, f) != getattr(MeasureOptions(), f), f"MeasureOptions.{f}: set it away from its default"
+    for f in ReportOptions.__dataclass_fields__:
+        if f not in ("speculative_config", "extra"):  # report does not offer them
+            assert getattr(REPORT, f) != getattr(ReportOptions(), f), f"ReportOptions.{f}: set it away from its default"
+    assert _parse("smoke", ["T", "-d", "D", *to_argv(MEASURE)], MeasureOptions) == MEASURE
+    assert _parse("report", ["D", "--target", "T", "--out", "O", *to_argv(REPORT)], ReportOptions) == REPORT
+    # report's own defaults: two buckets, concurrency left for the command to pick
+    dflt = _parse("report", ["D", "--target", "T", "--out", "O"], ReportOptions)
+    assert dflt.buckets == (NATURAL, 1024) and dflt.concurrency is None
+    assert (
+        _parse("report", ["D", "--target", "T", "--out", "O", "--concurrency", "none"], ReportOptions).concurrency == ()
+    )
+    assert _parse("smoke", ["T", "-d", "D"], MeasureOptions) == MeasureOptions()
+
+
+def _commands_sh_lines(opts: ReportOptions, tmp: Path) -> list[str]:
+    """The commands.sh lines report writes for these options (the stage builders, without running)."""
+    from eagle_convert.cache import CaptureOptions
+    from eagle_convert.report.stages import finetune_command, smoke_command, upgrade_command
+
+    d, t, o = tmp / "my draft", tmp / "target", tmp / "out"
+    cap = CaptureOptions(engine="vllm", tensor_parallel_size=2)
+    return [
+        upgrade_command(d, o / "eagle31-identity", UpgradeOptions()),
+        upgrade_command(
+            d, o / "eagle31-calibrated", UpgradeOptions(init="calibrated", calibration_prompts="c p.jsonl"), t
+        ),
+        finetune_command(o / "eagle31-calibrated", t, o / "eagle31-finetuned", opts.finetune_options()),
+        finetune_command(o / "eagle31-calibrated", t, o / "ft", FINETUNE, cap, o / "finetune-capture"),
+        smoke_command(t, [d, o / "eagle31-identity"], opts, "reference"),
+    ]
+
+
+def _parse_line(line: str) -> tuple[str, click.Context]:
+    argv = shlex.split(line)
+    assert argv[0] == "eagle-convert"
+    root = _root()
+    cmd = main.get_command(root, argv[1])
+    assert cmd is not None
+    return argv[1], cmd.make_context(argv[1], argv[2:], parent=root)
+
+
+@pytest.mark.parametrize("opts", [ReportOptions(engine="reference", k=4, limit=1), REPORT], ids=["small", "every"])
+def test_every_commands_sh_line_parses_back_into_the_same_options(opts: ReportOptions, tmp_path: Path) -> None:
+    """Each line, split as a shell splits it, parsed by the command it names: the same option objects."""
+    from eagle_convert.cache import CaptureOptions
+
+    lines = _commands_sh_lines(replace(opts, concurrency=()), tmp_path)
+    expected = [
+        UpgradeOptions(),
+        UpgradeOptions(init="calibrated", calibration_prompts="c p.jsonl"),
+        opts.finetune_options(),
+        FINETUNE,
+        replace(opts.measure(), engine="reference", concurrency=()),
+    ]
+    for line, want in zip(lines, expected, strict=True):
+        name, ctx = _parse_line(line)
+        assert "--force" in line or name == "smoke"
+        assert options_from_params(type(want), "opts", ctx.params) == want, line
+        assert not any(p.startswith("deprecated_") and v is not None for p, v in ctx.params.items()), line
+    _, ft = _parse_line(lines[3])
+    assert ft.params["capture_engine"] == "vllm" and ft.params["cache"] == tmp_path / "out" / "finetune-capture"
+    assert options_from_params(CaptureOptions, "capture_opts", ft.params) == CaptureOptions(tensor_parallel_size=2)
+    assert shlex.split(lines[0])[1:5] == [
+        "upgrade",
+        str(tmp_path / "my draft"),
+        "--out",
+        str(tmp_path / "out" / "eagle31-identity"),
+    ]
+
+
+def test_report_smoke_line_parses_back(tmp_path: Path) -> None:
+    """The side-by-side smoke line write_outputs adds to commands.sh (the stage lines are recorded per stage)."""
+    from eagle_convert.report.runner import Variant
+    from eagle_convert.report.write import _commands
+
+    opts = ReportOptions(engine="reference", limit=1, buckets=(NATURAL, 1024))
+    variants = [Variant("a", tmp_path / "a", "A", None), Variant("b", tmp_path / "b b", "B", None)]
+    [row] = _commands({}, variants, tmp_path / "t", opts, "reference")
+    _, ctx = _parse_line(row["command"])
+    assert options_from_params(MeasureOptions, "opts", ctx.params) == replace(opts.measure(), engine="reference")
+    assert ctx.params["drafts"] == (str(tmp_path / "a"), str(tmp_path / "b b"))

@@ -11,6 +11,7 @@ import shlex
 import shutil
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -271,6 +272,13 @@ def test_fixture_report_every_variant_resume_and_rebuild(tmp_path: Path, capfd: 
             f"smoke:{v}" for v in ("eagle3", "eagle31-identity", "eagle31-calibrated", "eagle31-finetuned")
         ]
         smoke = CliRunner().invoke(main, shlex.split(fourth.data["commands"][-1]["command"])[1:])
+        for row in fourth.data["commands"]:  # every commands.sh line parses, in its current form
+            argv = shlex.split(row["command"])
+            root = click.Context(main, info_name="main", **main.context_settings)
+            cmd = main.get_command(root, argv[1])
+            assert cmd is not None, row
+            ctx = cmd.make_context(argv[1], argv[2:], parent=root)
+            assert not any(k.startswith("deprecated_") and v is not None for k, v in ctx.params.items()), row
     finally:
         torch.set_num_threads(threads)
     assert _stable(fourth.data) == _stable(first.data) == _stable(second.data)

@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from eagle_convert.cli.app import main
 from eagle_convert.errors import CheckpointNotFoundError, UsageError
+from eagle_convert.measure import MeasureOptions
 from eagle_convert.measure.prompts import NATURAL, Prompt
 from eagle_convert.measure.results import Counts, counts_from_histogram
 from eagle_convert.smoke.run import run_smoke
@@ -79,11 +80,8 @@ def test_reference_perfect_draft_reaches_k_plus_1(models) -> None:
     rep = run_smoke(
         models["zero_target"],
         [models["perfect"], models["random"]],
-        engine="reference",
+        MeasureOptions(engine="reference", k=K, max_new_tokens=9, buckets=(NATURAL, 64)),
         prompts=PROMPTS,
-        k=K,
-        max_new_tokens=9,
-        buckets=[NATURAL, 64],
     )
     perfect, rnd = rep.drafts
     assert perfect.total.acceptance_length == K + 1
@@ -99,7 +97,12 @@ def test_reference_perfect_draft_reaches_k_plus_1(models) -> None:
 
 
 def test_reference_random_draft_and_report_shape(models, tmp_path: Path) -> None:
-    rep = run_smoke(models["target"], [models["random"]], engine="reference", prompts=PROMPTS, k=K, max_new_tokens=12)
+    rep = run_smoke(
+        models["target"],
+        [models["random"]],
+        MeasureOptions(engine="reference", k=K, max_new_tokens=12),
+        prompts=PROMPTS,
+    )
     [d] = rep.drafts
     assert d.total.acceptance_length < 1.2 and d.variant == "EAGLE-3" and d.per_request
     assert d.total.generated_tokens == 24 and d.total.tokens_per_s > 0
@@ -114,11 +117,11 @@ def test_reference_random_draft_and_report_shape(models, tmp_path: Path) -> None
 
 def test_run_smoke_usage_errors(models, tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r"^--num-speculative-tokens must be at least 1$"):
-        run_smoke(models["target"], [models["random"]], engine="reference", k=0)
+        run_smoke(models["target"], [models["random"]], MeasureOptions(engine="reference", k=0))
     with pytest.raises(UsageError, match=r"^--tensor-parallel-size applies to --engine vllm only$"):
-        run_smoke(models["target"], [models["random"]], engine="reference", tensor_parallel_size=2)
+        run_smoke(models["target"], [models["random"]], MeasureOptions(engine="reference", tensor_parallel_size=2))
     with pytest.raises(CheckpointNotFoundError) as err:
-        run_smoke(models["target"], [tmp_path / "nope"], engine="reference")
+        run_smoke(models["target"], [tmp_path / "nope"], MeasureOptions(engine="reference"))
     assert str(err.value) == f"draft {tmp_path / 'nope'}: no such folder (smoke needs a local checkpoint folder)"
 
 
@@ -232,11 +235,8 @@ def test_vllm_controls(models) -> None:
     perfect = run_smoke(
         models["zero_target"],
         [models["perfect"]],
-        engine="vllm",
+        MeasureOptions(engine="vllm", k=K, max_new_tokens=13, buckets=(NATURAL, 64)),
         prompts=PROMPTS,
-        k=K,
-        max_new_tokens=13,
-        buckets=[NATURAL, 64],
     )
     [d] = perfect.drafts
     assert d.total.acceptance_length == K + 1 and d.total.per_position == [1.0] * K
@@ -253,11 +253,8 @@ def test_vllm_controls(models) -> None:
     rnd = run_smoke(
         models["target"],
         [models["random"]],
-        engine="vllm",
+        MeasureOptions(engine="vllm", k=None, max_new_tokens=13, speculative_config=served),
         prompts=PROMPTS,
-        k=None,
-        max_new_tokens=13,
-        speculative_config=served,
     )
     [r] = rnd.drafts
     assert r.total.acceptance_length < 1.2 and r.total.num_drafts > 0

@@ -291,7 +291,7 @@ def test_training_and_calibration_prompts_take_suites_but_not_long_context(tmp_p
 def test_report_reproduces_a_named_suite(tmp_path: Path) -> None:
     from eagle_convert.report.stages import ReportOptions, smoke_command, smoke_prompts
 
-    opts = ReportOptions(prompts_file="long-context:4k", categories=("long-prose",), limit=1)
+    opts = ReportOptions(prompts="long-context:4k", categories=("long-prose",), limit=1)
     cmd = smoke_command(tmp_path / "t", [tmp_path / "d"], opts, "reference")
     assert " --prompts long-context:4k --category long-prose --limit 1 " in cmd
     suite = smoke_prompts(opts)

@@ -65,15 +65,18 @@ def field_option(
 ) -> Callable[[F], F]:
     """The click option of one option field (`default` may differ from the field's: report's buckets)."""
     flag = spec.flag_for(f.name)
-    helptext = f"{spec.help} {help_extra}".strip()
+    if "{extra}" in spec.help:  # the command's sentence goes where the field's help says
+        helptext = spec.help.replace("{extra}", help_extra).replace("  ", " ").strip()
+    else:
+        helptext = f"{spec.help} {help_extra}".strip()
     if option_kind(cls, f.name) is bool and spec.parse is None:
         if default is False:
             return click.option(flag, name, is_flag=True, help=helptext)
         return click.option(f"{flag}/--no-{flag[2:]}", name, default=default, show_default=True, help=helptext)
     decls = [flag, spec.short] if spec.short else [flag]
-    show: Any = spec.show_default and default not in (None, ())
+    show = spec.show_default and default not in (None, ())
     if show and spec.format is not None:
-        show = spec.format(default)
+        default = spec.format(default)  # click shows and parses the flag's text (`parse` reads it back)
     return click.option(
         *decls,
         name,
@@ -137,93 +140,19 @@ def options_from_params(cls: type, into: str, params: dict[str, Any], *, pop: bo
     return cls(**values)
 
 
-ENGINE_CHOICES = ("auto", "reference", "vllm")
+def measure_options(
+    *, defaults: dict[str, Any] | None = None, concurrency_default: str, exclude: Sequence[str] = ()
+) -> Callable[[F], F]:
+    """`--engine` through `--concurrency` (and `--speculative-config`), from `MeasureOptions`, received as
+    `opts`. The commands differ only in defaults: `defaults` are the command's own (report's
+    `--buckets`), `concurrency_default` is the help sentence saying what an unset `--concurrency`
+    measures (report picks levels itself on vLLM), and `exclude` names the fields it does not offer."""
+    from eagle_convert.measure import MeasureOptions  # here: the suites' names, loaded with the command
 
-
-def measure_options(*, buckets: str, concurrency_default: str) -> Callable[[F], F]:
-    """`--engine` through `--concurrency`, in that `--help` order. The two commands differ only in
-    defaults: `buckets` is the command's `--buckets` default, and `concurrency_default` is the help
-    sentence saying what an unset `--concurrency` measures (report picks levels itself on vLLM)."""
-    from eagle_convert.measure import PROMPTS_HELP  # here: the suites' names, loaded with the command
-
-    options = [
-        click.option(
-            "--engine",
-            type=click.Choice(ENGINE_CHOICES),
-            default="auto",
-            show_default=True,
-            help="Engine for every measurement: auto = vllm when it is importable and a GPU is present, "
-            "else reference (torch).",
-        ),
-        click.option(
-            "--prompts",
-            "prompts_file",
-            metavar="NAME|FILE|DIR",
-            default=None,
-            help=PROMPTS_HELP,
-        ),
-        click.option("--category", "categories", multiple=True, help="Only prompts of this category (repeatable)."),
-        click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N prompts per category."),
-        click.option(
-            "--num-speculative-tokens",
-            "-k",
-            "k",
-            type=click.IntRange(min=1),
-            default=3,
-            show_default=True,
-            help="Draft tokens per round (k); AL is at most k + 1.",
-        ),
-        click.option(
-            "--max-new-tokens",
-            type=click.IntRange(min=1),
-            default=64,
-            show_default=True,
-            help="Tokens generated per prompt (EOS ignored).",
-        ),
-        click.option(
-            "--temperature", type=click.FloatRange(min=0), default=0.0, show_default=True, help="0 is greedy."
-        ),
-        click.option(
-            "--seed", type=int, default=0, show_default=True, help="Seed for sampling (and for report's fine-tune)."
-        ),
-        click.option(
-            "--buckets",
-            default=buckets,
-            show_default=True,
-            help="Context lengths to measure, e.g. natural,256,1024: prompts are padded with neutral filler "
-            "text to about N tokens; prompts already longer are skipped for that bucket. Long-context "
-            "suites' prompts are measured once, in the bucket of their own length.",
-        ),
-        click.option(
-            "--chat-template",
-            default=None,
-            help="Jinja template (file or literal) replacing the target's; 'none' sends raw text "
-            "(report: also for the fine-tune's data).",
-        ),
-        click.option(
-            "--tensor-parallel-size",
-            type=click.IntRange(min=1),
-            default=1,
-            show_default=True,
-            help="vLLM tensor parallelism.",
-        ),
-        click.option(
-            "--concurrency",
-            default=None,
-            metavar="LEVELS",
-            help="With --engine vllm: also measure per-user decode tokens/s at these concurrencies (e.g. "
-            "1,4,16) with each draft and with the target alone (no speculation), and show the speedups "
-            f"beside AL. {concurrency_default} On a CPU the speedups do not predict a GPU's (see "
-            "docs/smoke.md).",
-        ),
-    ]
-
-    def apply(f: F) -> F:
-        for option in reversed(options):  # click stacks decorators bottom-up
-            f = option(f)
-        return f
-
-    return apply
+    names = [f.name for f, _ in cli_fields(MeasureOptions) if f.name not in exclude]
+    return dataclass_options(
+        MeasureOptions, "opts", only=names, defaults=defaults, help_extra={"concurrency": concurrency_default}
+    )
 
 
 def cache_options(*, cache_help: str, capture_help: str) -> Callable[[F], F]:
@@ -262,14 +191,9 @@ def vllm_version_option(*, allow_all: bool) -> Callable[[F], F]:
 
 
 def speculative_config_option() -> Callable[[F], F]:
-    """`--speculative-config JSON|FILE` (validate, check, smoke): the deployment's serve config."""
-    return click.option(
-        "--speculative-config",
-        "speculative_config",
-        metavar="JSON|FILE",
-        default=None,
-        help="The speculative config you serve with, exactly as `vllm serve --speculative-config` takes it "
-        '(e.g. \'{"method": "eagle3", "num_speculative_tokens": 3}\'), or a JSON file holding it: checked '
-        "against the draft and the vLLM release; engine runs use exactly these settings (the draft's path "
-        'replaces "model").',
-    )
+    """`--speculative-config JSON|FILE` (validate, check): the deployment's serve config, as
+    `MeasureOptions.speculative_config` declares it for smoke."""
+    from eagle_convert.measure import MeasureOptions
+
+    [(f, spec)] = [(f, s) for f, s in cli_fields(MeasureOptions) if f.name == "speculative_config"]
+    return field_option(MeasureOptions, f, spec, "speculative_config", None)

@@ -9,6 +9,14 @@ if TYPE_CHECKING:  # what type checkers see
     from eagle_convert.measure.control import Comparison, SamplingControl, compare_outputs, repetition_loop
     from eagle_convert.measure.engines import counts_from_pass, draft_from_pass, run_reference
     from eagle_convert.measure.ksweep import KSweep, StepCosts, k_sweep
+    from eagle_convert.measure.options import (
+        ENGINE_CHOICES,
+        ENGINES,
+        MeasureOptions,
+        default_engine,
+        format_buckets,
+        parse_levels,
+    )
     from eagle_convert.measure.passes import (
         CONTROL_EPS,
         CONTROL_GREEDY,
@@ -48,10 +56,8 @@ if TYPE_CHECKING:  # what type checkers see
         smoke_settings,
     )
     from eagle_convert.measure.run import (
-        ENGINES,
         SMOKE_MODULES,
         Measured,
-        default_engine,
         measure_drafts,
         with_vllm_costs,
     )
@@ -99,6 +105,10 @@ else:  # what runs: each name imported from its module on first use
             "parse_buckets": "eagle_convert.measure.prompts",
             "prepare_prompts": "eagle_convert.measure.prompts",
             "prepare_smoke_prompts": "eagle_convert.measure.prepare",
+            "ENGINE_CHOICES": "eagle_convert.measure.options",
+            "MeasureOptions": "eagle_convert.measure.options",
+            "format_buckets": "eagle_convert.measure.options",
+            "parse_levels": "eagle_convert.measure.options",
             "PROMPTS_HELP": "eagle_convert.measure.suites",
             "prompt_items": "eagle_convert.measure.suites",
             "Provenance": "eagle_convert.measure.provenance",
@@ -116,10 +126,10 @@ else:  # what runs: each name imported from its module on first use
             "draft_labels": "eagle_convert.measure.results",
             "draft_results": "eagle_convert.measure.results",
             "smoke_settings": "eagle_convert.measure.results",
-            "ENGINES": "eagle_convert.measure.run",
+            "ENGINES": "eagle_convert.measure.options",
             "Measured": "eagle_convert.measure.run",
             "SMOKE_MODULES": "eagle_convert.measure.run",
-            "default_engine": "eagle_convert.measure.run",
+            "default_engine": "eagle_convert.measure.options",
             "measure_drafts": "eagle_convert.measure.run",
             "with_vllm_costs": "eagle_convert.measure.run",
             "DEFAULT_CONCURRENCY": "eagle_convert.measure.throughput",
@@ -156,10 +166,12 @@ __all__ = [
     "draft_passes",
     "draft_results",
     "DraftResult",
+    "ENGINE_CHOICES",
     "engine_device",
     "EngineRates",
     "Engines",
     "ENGINES",
+    "format_buckets",
     "GREEDY",
     "Group",
     "k_sweep",
@@ -171,11 +183,13 @@ __all__ = [
     "measure_vllm",
     "Measured",
     "Measurement",
+    "MeasureOptions",
     "MIXED",
     "NATURAL",
     "NO_SPEC",
     "parse_buckets",
     "parse_concurrency",
+    "parse_levels",
     "PassPlan",
     "plan_check_passes",
     "prepare_prompts",

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from eagle_convert.measure.engines import draft_from_pass, run_reference
 from eagle_convert.measure.ksweep import StepCosts
 from eagle_convert.measure.ksweep import k_sweep as sweep_of
+from eagle_convert.measure.options import MeasureOptions
 from eagle_convert.measure.prompts import PromptSet
 from eagle_convert.measure.results import DraftResult, draft_labels, draft_results
 from eagle_convert.progress import OnTick
@@ -24,22 +25,10 @@ from eagle_convert.progress import OnTick
 if TYPE_CHECKING:
     from eagle_convert.measure.vllm_measure import Measurement
 
-__all__ = ["ENGINES", "Measured", "SMOKE_MODULES", "default_engine", "measure_drafts", "with_vllm_costs"]
+__all__ = ["Measured", "SMOKE_MODULES", "measure_drafts", "with_vllm_costs"]
 
-ENGINES = ("reference", "vllm")
 # What every measuring run imports (the tokenizer, and torch for either engine); --plot adds matplotlib.
 SMOKE_MODULES = ("torch", "transformers", "tokenizers")
-
-
-def default_engine() -> str:
-    """vllm when it is importable and a GPU is present, else the reference engine."""
-    from eagle_convert.vllm_model import vllm_available
-
-    if not vllm_available():
-        return "reference"
-    import torch
-
-    return "vllm" if torch.cuda.is_available() else "reference"
 
 
 @dataclass
@@ -52,42 +41,33 @@ class Measured:
 
 
 def measure_drafts(
-    engine: str,
     target: Path,
     drafts: Sequence[Path],
     pset: PromptSet,
+    opts: MeasureOptions,
     *,
-    k: int,
-    max_new_tokens: int,
-    temperature: float,
-    seed: int,
     say: Callable[[str], None],
     labels: Sequence[str] | None = None,
     on_tick: OnTick | None = None,
     device: str | None = None,
-    tensor_parallel_size: int = 1,
-    concurrency: Sequence[int] = (),
     baseline: bool = True,
     serve: Any = None,
     k_sweep: bool = False,
 ) -> Measured:
-    """Measure every draft on `pset` with `engine`.
+    """Measure every draft on `pset` with `opts.engine`.
 
     Args:
-        engine: "reference" or "vllm".
         target: the local target folder.
         drafts: local draft folders.
         pset: the prepared (tokenized) prompts.
-        k: draft tokens per round.
-        max_new_tokens: tokens generated per prompt.
-        temperature: 0 is greedy; above 0 vLLM also runs the sampling control.
-        seed: the sampling seed.
+        opts: the settings, resolved: `engine` "reference" or "vllm" ("auto" is resolved here),
+            `k` set; `temperature` above 0 also runs vLLM's sampling control; `concurrency`
+            (vLLM only) the levels of per-user tokens/s with each draft. The prompt fields are
+            `pset`'s already, and `speculative_config` is `serve`.
         say: receives one line per draft (and engine) started.
         labels: the drafts' labels (None: their folder names, `name#i` where two share one).
         on_tick: a count per prompt (reference) or engine run (vLLM).
         device: the reference engine's device (None: "cuda" when torch sees a GPU).
-        tensor_parallel_size: vLLM's tensor parallelism.
-        concurrency: vLLM only: levels of per-user tokens/s with each draft.
         baseline: vLLM with `concurrency`: also the target alone.
         serve: vLLM only: the parsed --speculative-config (`vllm_model.ServeConfig`) every engine runs with.
         k_sweep: each draft's `k_sweep` (every k <= `k` from this run, `measure/ksweep.py`); on the
@@ -100,6 +80,9 @@ def measure_drafts(
     Raises:
         EngineError: an engine cannot load or run a draft.
     """
+    engine = opts.resolved_engine()
+    k = opts.k_value
+    max_new_tokens, temperature, seed = opts.max_new_tokens, opts.temperature, opts.seed
     names = list(labels) if labels is not None else draft_labels(list(drafts))
     if engine == "reference":
         costs: list[StepCosts] | None = [] if k_sweep else None
@@ -130,8 +113,8 @@ def measure_drafts(
         max_new_tokens=max_new_tokens,
         temperature=temperature,
         seed=seed,
-        tensor_parallel_size=tensor_parallel_size,
-        concurrency=concurrency,
+        tensor_parallel_size=opts.tensor_parallel_size,
+        concurrency=opts.concurrency,
         labels=names,
         baseline=baseline,
         say=say,

@@ -16,6 +16,7 @@ import hashlib
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,7 +65,7 @@ def _prompts_digest(pset: PromptSet) -> str:
 
 def _settings(opts: ReportOptions, pset: PromptSet, tensor_parallel_size: int) -> dict[str, Any]:
     return smoke_settings(
-        k=opts.k,
+        k=opts.k_value,
         max_new_tokens=opts.max_new_tokens,
         temperature=opts.temperature,
         seed=opts.seed,
@@ -99,17 +100,12 @@ def _measure(
     """The pending variants on one engine (and, vLLM with `baseline`, the target alone): each
     variant's record result and seconds, and the target alone's record result."""
     t0 = time.perf_counter()
+    run = replace(opts.measure(), engine=engine, concurrency=opts.concurrency if engine == "vllm" else ())
     measured = measure_drafts(
-        engine,
         target,
         [v.path for v, _ in pending],
         pset,
-        k=opts.k,
-        max_new_tokens=opts.max_new_tokens,
-        temperature=opts.temperature,
-        seed=opts.seed,
-        tensor_parallel_size=opts.tensor_parallel_size,
-        concurrency=opts.concurrency if engine == "vllm" else (),
+        run,
         labels=[v.name for v, _ in pending],
         baseline=baseline,
         say=say,
@@ -166,7 +162,7 @@ def measure_variants(
     pset = prepare_smoke_prompts(
         target,
         smoke_prompts(opts),
-        k=opts.k,
+        k=opts.k_value,
         max_new_tokens=opts.max_new_tokens,
         buckets=opts.buckets,
         chat_template=opts.chat_template,
@@ -242,6 +238,6 @@ def _combine(
         if d.k_sweep is None and d.total.accepted_per_pos:
             d.k_sweep = k_sweep(d.total)
     if tput is not None and 1 in tput.concurrency:
-        with_vllm_costs(drafts, tput, len(drafts[0].total.accepted_per_pos) or opts.k)
+        with_vllm_costs(drafts, tput, len(drafts[0].total.accepted_per_pos) or opts.k_value)
     version = versions[0] if len(set(versions)) == 1 else " / ".join(dict.fromkeys(str(x) for x in versions))
     return SmokeReport(str(target), engine, version, settings, pset, drafts, deltas(drafts), seconds, tput)

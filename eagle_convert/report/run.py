@@ -19,7 +19,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -149,7 +149,7 @@ def run_report(
         UsageError: an unknown engine, or `concurrency` without the vLLM engine.
         OutputError: `out` is, contains or lies inside an input, or is not a folder.
     """
-    from eagle_convert.measure import SMOKE_MODULES, default_engine
+    from eagle_convert.measure import SMOKE_MODULES
     from eagle_convert.report.measure import measure_variants
     from eagle_convert.report.write import write_outputs
     from eagle_convert.smoke import PLOT_MODULES
@@ -158,7 +158,11 @@ def run_report(
     # Everything the run will import, before its first stage: the plots come last, after minutes
     # of fine-tuning and measuring, and so does the vLLM measurement.
     require("smoke", "report", (*SMOKE_MODULES, *PLOT_MODULES))
-    engine = opts.engine or default_engine()
+    engine = opts.resolved_engine()
+    if opts.k is None:  # no speculative config here: smoke's default
+        opts = replace(opts, k=3)
+    if opts.speculative_config is not None:
+        raise UsageError("report does not take a speculative config (measure with smoke --speculative-config)")
     if engine not in ("reference", "vllm"):
         raise UsageError(f"unknown engine {engine!r} (choose from reference, vllm)")
     if engine == "vllm":
@@ -245,7 +249,7 @@ def run_report(
             outputs=(FINETUNED,),
         )
         variants.append(Variant(FINETUNED, ft, TITLES[FINETUNED] + f" from {source.name}", "finetune"))
-        if opts.finetune_prompts is None and opts.prompts_file in (None, "builtin", "built-in"):
+        if opts.finetune_prompts is None and opts.prompts in (None, "builtin", "built-in"):
             notes.append(
                 "The fine-tune trained on the built-in prompts, which the report also measures on, so "
                 "the fine-tuned AL is optimistic: pass --finetune-prompts with other data."

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eagle_convert.finetune import FinetuneOptions
-from eagle_convert.measure import NATURAL
-from eagle_convert.optionspec import to_argv
+from eagle_convert.measure import MeasureOptions
+from eagle_convert.optionspec import option, to_argv
 from eagle_convert.progress import OnTick
 from eagle_convert.upgrade import UpgradeOptions
 
@@ -26,11 +26,13 @@ if TYPE_CHECKING:
 __all__ = [
     "ReportOptions",
     "command",
+    "finetune_command",
     "finetune_defaults",
     "finetune_stage",
     "inspect_stage",
     "smoke_command",
     "smoke_prompts",
+    "upgrade_command",
     "upgrade_stage",
     "validate_stage",
 ]
@@ -39,31 +41,48 @@ Say = Callable[[str], None]
 
 
 @dataclass(frozen=True)
-class ReportOptions:
-    """Everything a report run is asked for besides DRAFT, TARGET and OUT (the CLI's options)."""
+class ReportOptions(MeasureOptions):
+    """Everything a report run is asked for besides DRAFT, TARGET and OUT (the CLI's options): the
+    measurement settings (`MeasureOptions`, as smoke takes them) and the variants to build."""
 
-    engine: str | None = None  # None: measure.default_engine()
-    prompts_file: str | None = None  # smoke's --prompts (suite name, JSONL file, folder); None: the built-in set
-    categories: tuple[str, ...] = ()
-    limit: int | None = None
-    k: int = 3
-    max_new_tokens: int = 64
-    temperature: float = 0.0
-    seed: int = 0
-    buckets: tuple[int, ...] = (NATURAL,)
-    chat_template: str | None = None
-    tensor_parallel_size: int = 1
-    concurrency: tuple[int, ...] = ()  # vLLM only: per-user tokens/s levels
-    calibrate: bool = True  # build the calibrated variant (when this eagle-convert has it)
-    calibration_prompts: str | None = None
-    finetune: bool = True
-    finetune_from: str = "calibrated"  # "calibrated" (falls back to identity without it) or "identity"
-    finetune_prompts: str | None = None  # None: finetune's default
-    continuation_tokens: int | None = None  # None: finetune's default (same for the steps below)
-    steps_fc_norm: int | None = None
-    steps_all: int | None = None
-    capture: str | None = None  # "vllm" | "reference": the fine-tune trains from a capture cache made so
+    calibrate: bool = option(
+        True, flag="--calibrated", help="Also build the calibrated upgrade (upgrade --init calibrated)."
+    )
+    calibration_prompts: str | None = option(
+        None,
+        metavar="NAME|FILE|DIR",
+        help="Prompts the calibration measures the target's aux hidden states on: a suite (builtin, "
+        "spec-bench-sample), a JSONL file or a prepared folder (as --prompts, long context excepted).",
+    )
+    finetune: bool = option(True, help="Build the fine-tuned variant.")
+    finetune_from: str = option(
+        "calibrated",
+        choices=("calibrated", "identity"),
+        help="Which upgrade the fine-tune starts from (identity when there is no calibrated).",
+    )
+    finetune_prompts: str | None = option(
+        None,
+        metavar="NAME|FILE|DIR",
+        help="Prompts the target continues to make the fine-tune's data (finetune --train-prompts: a suite, "
+        "a JSONL file or a prepared folder); keep them apart from the measured prompts.",
+    )
+    continuation_tokens: int | None = option(
+        None, min=1, help="Fine-tune: target tokens per prompt (default: finetune's)."
+    )  # None: finetune's default (same for the steps below)
+    steps_fc_norm: int | None = option(None, min=0, help="Fine-tune stage A steps.")
+    steps_all: int | None = option(None, min=0, help="Fine-tune stage B steps.")
+    capture: str | None = option(
+        None,
+        choices=("vllm", "reference"),
+        help="Fine-tune from a capture cache (finetune --capture): the fine-tune's data captured with this engine "
+        "(vllm: the target in vLLM, --tensor-parallel-size passed through) into DIR/finetune-capture, then "
+        "trained from without the target in memory.",
+    )
     extra: dict[str, Any] = field(default_factory=dict)  # recorded, not interpreted
+
+    def measure(self) -> MeasureOptions:
+        """The measurement settings alone (what `smoke` takes)."""
+        return MeasureOptions(**{f.name: getattr(self, f.name) for f in fields(MeasureOptions)})
 
     def finetune_options(self) -> FinetuneOptions:
         """The fine-tune's options: finetune's defaults where the report leaves them unset."""
@@ -157,8 +176,8 @@ def upgrade_stage(
     say: Say | None = None,
     on_tick: OnTick | None = None,
 ) -> tuple[dict[str, Any], str]:
-    """`upgrade DRAFT OUT --force` with `opts` (identity fc_norm), or with `opts.init` calibrated
-    `upgrade DRAFT OUT --target TARGET --force --init calibrated [--calibration-prompts FILE]`."""
+    """`upgrade DRAFT --out OUT --force` with `opts` (identity fc_norm), or with `opts.init` calibrated
+    `upgrade DRAFT --out OUT --target TARGET --force --init calibrated [--calibration-prompts FILE]`."""
     from eagle_convert.upgrade import upgrade_draft
 
     result: dict[str, Any] = {}
@@ -185,11 +204,15 @@ def upgrade_stage(
         "config_changes": plan.to_dict()["config_diff"],
         "additions": plan.to_dict()["additions"],
     }
-    args: list[str | Path] = ["upgrade", draft, out]
+    return result, upgrade_command(draft, out, opts, target)
+
+
+def upgrade_command(draft: Path, out: Path, opts: UpgradeOptions, target: Path | None = None) -> str:
+    """`upgrade DRAFT --out OUT [--target TARGET] --force` and the flags of `opts`."""
+    args: list[str | Path] = ["upgrade", draft, "--out", out]
     if target:
         args += ["--target", target]
-    args.append("--force")
-    return result, command(*args, *to_argv(opts))
+    return command(*args, "--force", *to_argv(opts))
 
 
 def finetune_defaults() -> str:
@@ -232,12 +255,20 @@ def finetune_stage(
             say(f"  finetune: {event.message}")
 
     res = run_finetune(plan, progress=progress)
+    return {"plan": plan.to_dict(), "result": res.to_dict(), "source": str(source)}, finetune_command(
+        source, target, out, opts, cap, plan.cache
+    )
+
+
+def finetune_command(
+    source: Path, target: Path, out: Path, opts: FinetuneOptions, cap: Any = None, cache: Path | None = None
+) -> str:
+    """`finetune SOURCE --target TARGET --out OUT --force` and the flags of `opts`; with a
+    `CaptureOptions` and its cache, `--capture ENGINE --cache CACHE` and the capture's flags."""
     args: list[str | Path] = ["finetune", source, "--target", target, "--out", out, "--force", *to_argv(opts)]
-    if cap is not None and plan.cache is not None:
-        args += ["--capture", cap.engine, "--cache", plan.cache]
-        if tensor_parallel_size != 1:
-            args += ["--tensor-parallel-size", str(tensor_parallel_size)]
-    return {"plan": plan.to_dict(), "result": res.to_dict(), "source": str(source)}, command(*args)
+    if cap is not None and cache is not None:
+        args += ["--capture", cap.engine, "--cache", cache, *to_argv(cap, exclude=("engine",))]
+    return command(*args)
 
 
 def smoke_command(target: Path, drafts: Sequence[Path], opts: ReportOptions, engine: str) -> str:
@@ -245,36 +276,11 @@ def smoke_command(target: Path, drafts: Sequence[Path], opts: ReportOptions, eng
     args: list[str | Path] = ["smoke", target]
     for d in drafts:
         args += ["-d", d]
-    args += ["--engine", engine]
-    if opts.prompts_file:  # a path as a path, a suite name as it is
-        args += ["--prompts", Path(opts.prompts_file) if Path(opts.prompts_file).exists() else opts.prompts_file]
-    for c in opts.categories:
-        args += ["--category", c]
-    if opts.limit:
-        args += ["--limit", str(opts.limit)]
-    args += [
-        "-k",
-        str(opts.k),
-        "--max-new-tokens",
-        str(opts.max_new_tokens),
-        "--temperature",
-        f"{opts.temperature:g}",
-        "--seed",
-        str(opts.seed),
-        "--buckets",
-        ",".join("natural" if b == NATURAL else str(b) for b in opts.buckets),
-    ]
-    if opts.chat_template:
-        args += ["--chat-template", opts.chat_template]
-    if opts.tensor_parallel_size != 1:
-        args += ["--tensor-parallel-size", str(opts.tensor_parallel_size)]
-    if opts.concurrency:
-        args += ["--concurrency", ",".join(map(str, opts.concurrency))]
-    return command(*args, "--json")
+    return command(*args, *to_argv(replace(opts.measure(), engine=engine)), "--json")
 
 
 def smoke_prompts(opts: ReportOptions) -> Suite:
     """The suite smoke would measure for these options (`select_suite`, as `smoke` selects it)."""
     from eagle_convert.measure import resolve_suite, select_suite
 
-    return select_suite(resolve_suite(opts.prompts_file), opts.categories, opts.limit)
+    return select_suite(resolve_suite(opts.prompts), opts.categories, opts.limit)

@@ -70,6 +70,12 @@ def _cards(variants: Sequence[Variant], target: Path, acc_dict: dict[str, Any]) 
     return cards
 
 
+def _options(opts: ReportOptions) -> dict[str, Any]:
+    """The options as report.json has always recorded them (`--prompts` as prompts_file)."""
+    shown = {k: v for k, v in vars(opts).items() if k not in ("extra", "speculative_config")}
+    return {("prompts_file" if k == "prompts" else k): v for k, v in shown.items()}
+
+
 def _commands(
     records: dict[str, StageRecord], variants: Sequence[Variant], target: Path, opts: ReportOptions, engine: str
 ) -> list[dict[str, str | None]]:
@@ -138,7 +144,7 @@ def write_outputs(
         "out": str(out),
         "engine": engine,
         "seconds": round(seconds, 2),
-        "options": {k: v for k, v in vars(opts).items() if k != "extra"},
+        "options": _options(opts),
         "variants": variant_rows,
         "stages": [
             {"name": e.name, "status": e.status, "seconds": round(e.seconds, 2), "command": e.command} for e in events

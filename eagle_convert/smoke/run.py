@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +20,16 @@ from eagle_convert.extras import require
 from eagle_convert.io import suggestion
 from eagle_convert.measure import (
     ENGINES,
-    NATURAL,
     SMOKE_MODULES,
+    MeasureOptions,
     Prompt,
     SmokeReport,
     Suite,
-    default_engine,
     deltas,
     measure_drafts,
     prepare_smoke_prompts,
+    resolve_suite,
+    select_suite,
     smoke_settings,
     with_vllm_costs,
 )
@@ -106,21 +108,12 @@ def _serve_config(value: str | dict[str, Any] | None, k: int | None, engine: str
 def run_smoke(
     target: str | Path,
     drafts: Sequence[str | Path],
+    opts: MeasureOptions | None = None,
     *,
-    engine: str | None = None,
     prompts: Sequence[Prompt] | Suite | None = None,
-    k: int | None = 3,
-    max_new_tokens: int = 64,
-    temperature: float = 0.0,
-    seed: int = 0,
-    buckets: Sequence[int] = (NATURAL,),
-    chat_template: str | None = None,
-    tensor_parallel_size: int = 1,
     progress: Callable[[str], None] | None = None,
-    device: str | None = None,
-    concurrency: Sequence[int] = (),
-    speculative_config: str | dict[str, Any] | None = None,
     on_tick: OnTick | None = None,
+    device: str | None = None,
     k_sweep: bool = False,
 ) -> SmokeReport:
     """Measure every draft on the same tokenized prompts; the first draft is the baseline of the differences.
@@ -128,24 +121,19 @@ def run_smoke(
     Args:
         target: the target model folder.
         drafts: the drafts to measure, baseline first.
-        engine: "reference" or "vllm"; None picks `default_engine()`.
-        prompts: the prompts (None: the built-in set), or a `Suite` (`measure.resolve_suite`:
-            a `--prompts` value, with its long-context prompts cut for this target).
-        k: draft tokens per round (None: the speculative config's, else 3).
-        max_new_tokens: tokens generated per prompt.
-        temperature: 0 is greedy.
-        seed: the sampling seed.
-        buckets: context lengths to measure (`NATURAL`: the prompts as they are).
-        chat_template: a --chat-template value (file or literal) replacing the target's.
-        tensor_parallel_size: vLLM's tensor parallelism.
+        opts: the measurement settings (default `MeasureOptions()`): the engine ("auto" picks
+            `default_engine()`), k (None: the speculative config's, else 3), max_new_tokens,
+            temperature, seed, buckets, chat_template, tensor_parallel_size, concurrency (vLLM
+            only: per-user tokens/s with each draft and without speculation) and
+            speculative_config (read as the installed vLLM reads it: what every vLLM engine runs
+            with; its num_speculative_tokens is k).
+        prompts: the prompts, or a `Suite` (`measure.resolve_suite`: a `--prompts` value, with
+            its long-context prompts cut for this target); None: `opts.prompts`, `opts.categories`
+            and `opts.limit` (`measure.select_suite`).
         progress: receives one line per draft started.
+        on_tick: a count per prompt (reference) or engine run (vLLM).
         device: places the reference engine ("cpu", "cuda", ...; None: "cuda" when torch sees a
             GPU, else "cpu").
-        concurrency: levels (vLLM only) that add per-user tokens/s with each draft and without
-            speculation (`measure/throughput.py`).
-        speculative_config: the --speculative-config value, read as the installed vLLM reads it:
-            what every vLLM engine runs with; its num_speculative_tokens is k.
-        on_tick: a count per prompt (reference) or engine run (vLLM).
         k_sweep: also each draft's AL and expected speedup at every k <= `k` from this one run, and
             the recommended k (`measure/ksweep.py`): step costs timed on the reference engine, or
             from the per-user rates at concurrency 1 on vLLM (added to `concurrency`).
@@ -159,10 +147,13 @@ def run_smoke(
             no prompt that fits the buckets).
         CheckpointNotFoundError: a target or draft without config.json.
     """
+    opts = opts or MeasureOptions()
     t0 = time.perf_counter()
     require("smoke", "smoke", SMOKE_MODULES)  # before default_engine(), which imports torch
-    engine = engine or default_engine()
-    serve, k = _serve_config(speculative_config, k, engine)
+    engine = opts.resolved_engine()
+    serve, k = _serve_config(opts.speculative_config, opts.k, engine)
+    max_new_tokens, temperature, tensor_parallel_size = opts.max_new_tokens, opts.temperature, opts.tensor_parallel_size
+    concurrency = opts.concurrency
     for bad, message in (
         (not drafts, "give at least one --draft"),
         (engine not in ENGINES, f"unknown engine {engine!r} (choose from {', '.join(ENGINES)})"),
@@ -182,27 +173,18 @@ def run_smoke(
     dpaths = [_local_dir(d, "draft") for d in drafts]
 
     if k_sweep and engine == "vllm" and 1 not in concurrency:  # the step costs come from c = 1
-        concurrency = sorted({1, *concurrency})
+        concurrency = tuple(sorted({1, *concurrency}))
+    if prompts is None and (opts.prompts is not None or opts.categories or opts.limit is not None):
+        prompts = select_suite(resolve_suite(opts.prompts), opts.categories, opts.limit)
     pset = prepare_smoke_prompts(
-        tdir, prompts, k=k, max_new_tokens=max_new_tokens, buckets=buckets, chat_template=chat_template
+        tdir, prompts, k=k, max_new_tokens=max_new_tokens, buckets=opts.buckets, chat_template=opts.chat_template
     )
     label = pset.chat_template
 
     say = progress or (lambda _msg: None)
-    kw: dict[str, Any] = dict(
-        k=k, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, say=say, on_tick=on_tick
-    )
+    run = replace(opts, engine=engine, k=k, concurrency=concurrency)
     measured = measure_drafts(
-        engine,
-        tdir,
-        dpaths,
-        pset,
-        device=device,
-        concurrency=concurrency,
-        tensor_parallel_size=tensor_parallel_size,
-        serve=serve,
-        k_sweep=k_sweep,
-        **kw,
+        tdir, dpaths, pset, run, say=say, on_tick=on_tick, device=device, serve=serve, k_sweep=k_sweep
     )
     results, version = measured.drafts, measured.version
     throughput = None
@@ -216,8 +198,8 @@ def run_smoke(
         k=k,
         max_new_tokens=max_new_tokens,
         temperature=temperature,
-        seed=seed,
-        buckets=buckets,
+        seed=opts.seed,
+        buckets=opts.buckets,
         chat_template=label,
         tensor_parallel_size=tensor_parallel_size,
     )

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
-from eagle_convert.cli.options import measure_options
+from eagle_convert.cli.options import dataclass_options
+from eagle_convert.measure import NATURAL
+from eagle_convert.optionspec import cli_fields
+from eagle_convert.report import ReportOptions
 
 
 @click.command("report")
@@ -20,51 +24,12 @@ from eagle_convert.cli.options import measure_options
     metavar="DIR",
     help="Report folder: new, or an earlier report's folder to resume it (unchanged stages are skipped).",
 )
-@measure_options(buckets="natural,1024", concurrency_default="Default with --engine vllm: 1,4,16; 'none' turns it off.")
-@click.option(
-    "--calibrated/--no-calibrated",
-    default=True,
-    show_default=True,
-    help="Also build the calibrated upgrade (upgrade --init calibrated).",
-)
-@click.option(
-    "--calibration-prompts",
-    metavar="NAME|FILE|DIR",
-    default=None,
-    help="Prompts the calibration measures the target's aux hidden states on: a suite (builtin, "
-    "spec-bench-sample), a JSONL file or a prepared folder (as --prompts, long context excepted).",
-)
-@click.option("--finetune/--no-finetune", default=True, show_default=True, help="Build the fine-tuned variant.")
-@click.option(
-    "--finetune-from",
-    type=click.Choice(["calibrated", "identity"]),
-    default="calibrated",
-    show_default=True,
-    help="Which upgrade the fine-tune starts from (identity when there is no calibrated).",
-)
-@click.option(
-    "--finetune-prompts",
-    metavar="NAME|FILE|DIR",
-    default=None,
-    help="Prompts the target continues to make the fine-tune's data (finetune --train-prompts: a suite, "
-    "a JSONL file or a prepared folder); keep them apart from the measured prompts.",
-)
-@click.option(
-    "--continuation-tokens",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Fine-tune: target tokens per prompt (default: finetune's).",
-)
-@click.option("--steps-fc-norm", type=click.IntRange(min=0), default=None, help="Fine-tune stage A steps.")
-@click.option("--steps-all", type=click.IntRange(min=0), default=None, help="Fine-tune stage B steps.")
-@click.option(
-    "--capture",
-    "capture",
-    type=click.Choice(["vllm", "reference"]),
-    default=None,
-    help="Fine-tune from a capture cache (finetune --capture): the fine-tune's data captured with this engine "
-    "(vllm: the target in vLLM, --tensor-parallel-size passed through) into DIR/finetune-capture, then "
-    "trained from without the target in memory.",
+@dataclass_options(
+    ReportOptions,
+    "opts",
+    only=[f.name for f, _ in cli_fields(ReportOptions) if f.name != "speculative_config"],
+    defaults={"buckets": (NATURAL, 1024), "concurrency": None},
+    help_extra={"concurrency": "Default with --engine vllm: 1,4,16; 'none' turns it off."},
 )
 @click.option("--json", "as_json", is_flag=True, help="Print report.json to stdout.")
 @click.pass_context
@@ -73,27 +38,7 @@ def report_cmd(
     draft: str,
     target: str,
     out: Path,
-    engine: str,
-    prompts_file: str | None,
-    categories: tuple[str, ...],
-    limit: int | None,
-    k: int,
-    max_new_tokens: int,
-    temperature: float,
-    seed: int,
-    buckets: str,
-    chat_template: str | None,
-    tensor_parallel_size: int,
-    concurrency: str | None,
-    calibrated: bool,
-    calibration_prompts: str | None,
-    finetune: bool,
-    finetune_from: str,
-    finetune_prompts: str | None,
-    continuation_tokens: int | None,
-    steps_fc_norm: int | None,
-    steps_all: int | None,
-    capture: str | None,
+    opts: ReportOptions,
     as_json: bool,
 ) -> None:
     """Inspect DRAFT, upgrade it to EAGLE-3.1 (identity and calibrated fc_norm), fine-tune, validate,
@@ -106,39 +51,12 @@ def report_cmd(
     failure (the message names the stage), 2 on usage, 130 when interrupted.
     """
     from eagle_convert.cli.interrupt import on_interrupt
-    from eagle_convert.measure import DEFAULT_CONCURRENCY, default_engine, parse_buckets, parse_concurrency
-    from eagle_convert.report import ReportOptions, run_report
+    from eagle_convert.measure import DEFAULT_CONCURRENCY
+    from eagle_convert.report import run_report
 
-    chosen = None if engine == "auto" else engine
-    if concurrency is not None and concurrency.strip().lower() == "none":
-        levels: list[int] = []
-    elif concurrency is not None:
-        levels = parse_concurrency(concurrency)  # run_report refuses levels without --engine vllm
-    else:
-        levels = list(DEFAULT_CONCURRENCY) if (chosen or default_engine()) == "vllm" else []
-    opts = ReportOptions(
-        engine=chosen,
-        prompts_file=prompts_file,
-        categories=categories,
-        limit=limit,
-        k=k,
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
-        seed=seed,
-        buckets=tuple(parse_buckets(buckets)),
-        chat_template=chat_template,
-        tensor_parallel_size=tensor_parallel_size,
-        concurrency=tuple(levels),
-        calibrate=calibrated,
-        calibration_prompts=calibration_prompts,
-        finetune=finetune,
-        finetune_from=finetune_from,
-        finetune_prompts=finetune_prompts,
-        continuation_tokens=continuation_tokens,
-        steps_fc_norm=steps_fc_norm,
-        steps_all=steps_all,
-        capture=capture,
-    )
+    if opts.concurrency is None:  # unset: 1,4,16 on vLLM, none on the reference engine
+        levels = DEFAULT_CONCURRENCY if opts.resolved_engine() == "vllm" else ()
+        opts = replace(opts, concurrency=tuple(levels))
     events: list[object] = []
 
     def resume() -> str:  # read when interrupted: how many stages had finished by then

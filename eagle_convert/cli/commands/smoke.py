@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
 import click
 
-from eagle_convert.cli.options import measure_options, speculative_config_option
+from eagle_convert.cli.options import measure_options, param_name
+
+if TYPE_CHECKING:
+    from eagle_convert.measure import MeasureOptions
 
 
 @click.command("smoke")
@@ -18,8 +24,7 @@ from eagle_convert.cli.options import measure_options, speculative_config_option
     metavar="DRAFT",
     help="Draft checkpoint folder; repeat to compare (the first is the baseline of the differences).",
 )
-@measure_options(buckets="natural", concurrency_default="Default: not measured.")
-@speculative_config_option()
+@measure_options(concurrency_default="Default: not measured.")
 @click.option(
     "--k-sweep",
     "k_sweep",
@@ -39,19 +44,7 @@ from eagle_convert.cli.options import measure_options, speculative_config_option
 def smoke_cmd(
     target: str,
     drafts: tuple[str, ...],
-    engine: str,
-    prompts_file: str | None,
-    categories: tuple[str, ...],
-    limit: int | None,
-    k: int,
-    max_new_tokens: int,
-    temperature: float,
-    seed: int,
-    buckets: str,
-    chat_template: str | None,
-    tensor_parallel_size: int,
-    concurrency: str | None,
-    speculative_config: str | None,
+    opts: MeasureOptions,
     k_sweep: bool,
     as_json: bool,
     plot_path: str | None,
@@ -65,7 +58,7 @@ def smoke_cmd(
     from eagle_convert.cli.output import console, echo_json
     from eagle_convert.cli.progress import ProgressDisplay
     from eagle_convert.errors import UsageError
-    from eagle_convert.measure import parse_buckets, parse_concurrency, resolve_suite, select_suite
+    from eagle_convert.measure import resolve_suite, select_suite
     from eagle_convert.smoke import run_smoke
 
     if plot_path is not None and not plot_path.lower().endswith(".png"):
@@ -74,38 +67,22 @@ def smoke_cmd(
         from eagle_convert.smoke import require_plot
 
         require_plot()
-    if speculative_config is not None:  # k from the config unless -k was given
-        source = click.get_current_context().get_parameter_source("k")
-        k_given: int | None = None if source == click.core.ParameterSource.DEFAULT else k
-    else:
-        k_given = k
-    prompts = select_suite(resolve_suite(prompts_file), categories, limit)
+    if opts.speculative_config is not None:  # k from the config unless -k was given
+        source = click.get_current_context().get_parameter_source(param_name("opts", "k"))
+        if source == click.core.ParameterSource.DEFAULT:
+            opts = replace(opts, k=None)
+    prompts = select_suite(resolve_suite(opts.prompts), opts.categories, opts.limit)
     for line in prompts.notices:
         click.echo(f"Note: {line}", err=True)
     with ProgressDisplay(json_mode=as_json) as display:
         report = run_smoke(
-            target,
-            list(drafts),
-            engine=None if engine == "auto" else engine,
-            prompts=prompts,
-            k=k_given,
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            seed=seed,
-            buckets=parse_buckets(buckets),
-            chat_template=chat_template,
-            tensor_parallel_size=tensor_parallel_size,
-            progress=display.say,
-            on_tick=display.tick,
-            concurrency=parse_concurrency(concurrency),
-            speculative_config=speculative_config,
-            k_sweep=k_sweep,
+            target, list(drafts), opts, prompts=prompts, progress=display.say, on_tick=display.tick, k_sweep=k_sweep
         )
     for d in report.drafts:  # loud on stderr too, so --json consumers see it
         if d.sampling_control is not None and not d.sampling_control.passed:
             click.echo(
                 f"WARNING: {d.label}: the engine failed the T->0 sampling control "
-                f"({d.sampling_control.summary()}); its AL at T={temperature:g} measures the engine, "
+                f"({d.sampling_control.summary()}); its AL at T={opts.temperature:g} measures the engine, "
                 "not the draft" + (f". Cause: {d.sampling_control.cause}" if d.sampling_control.cause else ""),
                 err=True,
             )
