@@ -14,6 +14,7 @@ import time
 import traceback
 
 from eagle_convert.vllm.errors import one_line_error
+from eagle_convert.vllm.worker_io import base_engine_kwargs, shutdown_engine
 
 __all__ = ["run_drift_rounds"]
 
@@ -22,11 +23,7 @@ def _kwargs(req: dict) -> dict:
     from eagle_convert.vllm.drift_ext import EXTENSION
 
     return dict(
-        model=req["target"],
-        enforce_eager=True,
-        max_model_len=int(req["max_model_len"]),
-        dtype=req.get("dtype", "auto"),
-        seed=int(req.get("seed", 0)),
+        base_engine_kwargs(req),
         max_num_seqs=1,  # one request per step: a round's rows are one request's
         speculative_config=dict(req["speculative_config"]),
         worker_extension_cls=EXTENSION,
@@ -66,10 +63,7 @@ def run_drift_rounds(req: dict) -> dict:
         out["traceback"] = traceback.format_exc()[-4000:]
     finally:
         if llm is not None:
-            try:
-                llm.llm_engine.engine_core.shutdown()
-            except Exception:
-                pass
+            shutdown_engine(llm)
             del llm
             import gc
 

@@ -24,7 +24,7 @@ import time
 import traceback
 
 from eagle_convert.vllm.errors import one_line_error
-from eagle_convert.vllm.worker_io import claim_stdout, failure_answer
+from eagle_convert.vllm.worker_io import base_engine_kwargs, claim_stdout, failure_answer, shutdown_engine
 
 _COUNTERS = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens", "vllm:spec_decode_num_accepted_tokens")
 
@@ -149,11 +149,7 @@ def _engine_kwargs(req: dict, fields: set[str] | None = None) -> dict:
 
         fields = {f.name for f in dataclasses.fields(EngineArgs)}
     kwargs = dict(
-        model=req["target"],
-        enforce_eager=True,
-        max_model_len=int(req["max_model_len"]),
-        dtype=req.get("dtype", "auto"),
-        seed=int(req.get("seed", 0)),
+        base_engine_kwargs(req),
         disable_log_stats=False,
         tensor_parallel_size=int(req.get("tensor_parallel_size", 1)),
         max_num_seqs=int(req.get("max_num_seqs", 8)),
@@ -184,10 +180,7 @@ class _Live:
         t0 = time.perf_counter()
         llm, cls.llm, cls.key = cls.llm, None, None
         if llm is not None:
-            try:  # stop the engine core before the next engine starts
-                llm.llm_engine.engine_core.shutdown()
-            except Exception:
-                pass
+            shutdown_engine(llm)
             del llm
             import gc
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from typing import TextIO
+from typing import Any, TextIO
 
 from eagle_convert.vllm.errors import one_line_error
 
-__all__ = ["claim_stdout", "failure_answer"]
+__all__ = ["base_engine_kwargs", "claim_stdout", "failure_answer", "shutdown_engine"]
 
 
 def claim_stdout() -> TextIO:
@@ -25,3 +25,23 @@ def claim_stdout() -> TextIO:
 def failure_answer(exc: BaseException) -> dict:
     """The answer for an import failure or a bug: one line of error, the traceback's tail for --debug."""
     return {"ok": False, "error": one_line_error(exc), "stage": "worker", "traceback": traceback.format_exc()[-4000:]}
+
+
+def base_engine_kwargs(req: dict) -> dict:
+    """The ``LLM(...)`` arguments every op's engine starts from: the target, eager, its length, dtype, seed."""
+    return dict(
+        model=req["target"],
+        enforce_eager=True,
+        max_model_len=int(req["max_model_len"]),
+        dtype=req.get("dtype", "auto"),
+        seed=int(req.get("seed", 0)),
+    )
+
+
+def shutdown_engine(llm: Any) -> None:
+    """Stop ``llm``'s engine core before the next engine starts (or the worker exits); a failure to
+    stop is ignored. The caller then drops its reference and runs ``gc.collect()``."""
+    try:
+        llm.llm_engine.engine_core.shutdown()
+    except Exception:
+        pass
