@@ -191,6 +191,29 @@ def test_cli_table_and_json(pair, tmp_path: Path) -> None:
     assert d["verdict"]["status"] in ("drifts", "stable") and d["verdict"]["thresholds"]["sink_fall"] == SINK_FALL
 
 
+def test_cli_reads_a_named_suite_with_real_long_context(pair) -> None:
+    """`--prompts long-context:1k` as smoke reads it: the long prompts are measured in their own bucket."""
+    res = _cli(
+        str(pair["draft"]),
+        "--target",
+        str(pair["target"]),
+        "--prompts",
+        "long-code:1k",
+        "--limit",
+        "1",
+        "--max-new-tokens",
+        "4",
+        "--depth",
+        "2",
+        "--json",
+    )
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    check_schema(data, "drift-report.schema.json")
+    groups = data["drafts"][0]["groups"]
+    assert [(g["bucket"], g["prompts"]) for g in groups] == [(1000, 1)]
+
+
 @pytest.mark.parametrize(
     "args, code, message",
     [

@@ -21,7 +21,7 @@ from eagle_convert.drift.recorder import DriftRecorder
 from eagle_convert.drift.results import DraftDrift, DriftReport, group_from, pooled, verdict
 from eagle_convert.errors import CheckpointNotFoundError, EngineError, UsageError
 from eagle_convert.extras import require
-from eagle_convert.measure import NATURAL, Prompt, PromptSet
+from eagle_convert.measure import NATURAL, Prompt, PromptSet, Suite
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ def _folder(path: str | Path, what: str) -> Path:
 
 def _prompt_sets(
     tdir: Path,
-    prompts: Sequence[Prompt] | None,
+    prompts: Sequence[Prompt] | Suite | None,
     templates: Sequence[str | None],
     *,
     depth: int,
@@ -155,7 +155,8 @@ def _measure_draft(
     done, groups, recs = 0, [], []
     tick(Tick(f"drift {label}", 0, total, "prompts"))
     for pset in sets:
-        for bucket in buckets:
+        # The requested buckets, then a long-context suite's own lengths (measured in their bucket).
+        for bucket in dict.fromkeys([*buckets, *sorted(p.bucket for p in pset.prompts)]):
             ids = [p.token_ids for p in pset.prompts if p.bucket == bucket]
             if not ids:
                 continue
@@ -185,7 +186,7 @@ def run_drift(
     target: str | Path,
     drafts: Sequence[str | Path],
     *,
-    prompts: Sequence[Prompt] | None = None,
+    prompts: Sequence[Prompt] | Suite | None = None,
     depth: int = 8,
     sink_tokens: int = 4,
     max_new_tokens: int = 64,
@@ -201,7 +202,8 @@ def run_drift(
     Args:
         target: the target model folder.
         drafts: the draft folders, in the order shown.
-        prompts: the prompts (None: the built-in set).
+        prompts: the prompts (None: the built-in set), or a `Suite` (`measure.resolve_suite`: a
+            `--prompts` value, its long-context prompts cut for this target as smoke cuts them).
         depth: the deepest draft step (the chain's k; beyond the serving k is the point).
         sink_tokens: the first context positions counted as attention sinks.
         max_new_tokens: tokens generated per prompt (each draft round is one position drafted from).

@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import click
 
+from eagle_convert.measure import PROMPTS_HELP  # the suites' names, as smoke's --prompts
+
 
 @click.command("drift")
 @click.argument("drafts", nargs=-1, required=True, metavar="DRAFT [DRAFT ...]")
 @click.option("--target", required=True, help="The target model folder the drafts speculate for.")
-@click.option(
-    "--prompts",
-    "prompts_file",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help='JSONL file, one object per line: {"prompt": ...} or {"messages": [...]}, optional "category" '
-    'and "id". Default: the built-in set.',
-)
+@click.option("--prompts", "prompts_file", metavar="NAME|FILE|DIR", default=None, help=PROMPTS_HELP)
 @click.option("--category", "categories", multiple=True, help="Only prompts of this category (repeatable).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N prompts per category.")
 @click.option(
@@ -101,7 +96,7 @@ def drift_cmd(
     from eagle_convert.cli.progress import ProgressDisplay
     from eagle_convert.drift import run_drift
     from eagle_convert.errors import UsageError
-    from eagle_convert.measure import builtin_prompts, load_prompts, parse_buckets, select_prompts
+    from eagle_convert.measure import parse_buckets, resolve_suite, select_suite
 
     if plot_path is not None and not plot_path.lower().endswith(".png"):
         raise UsageError(f"--plot: {plot_path} must end in .png")
@@ -109,7 +104,9 @@ def drift_cmd(
         from eagle_convert.drift import require_drift_plot
 
         require_drift_plot()
-    prompts = select_prompts(load_prompts(prompts_file) if prompts_file else builtin_prompts(), categories, limit)
+    prompts = select_suite(resolve_suite(prompts_file), categories, limit)
+    for line in prompts.notices:
+        click.echo(f"Note: {line}", err=True)
     with ProgressDisplay(json_mode=as_json) as display:
         report = run_drift(
             target,
