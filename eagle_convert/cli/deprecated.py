@@ -54,6 +54,47 @@ def _given(ctx: click.Context, name: str) -> bool:
     return ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
 
 
+def _declared(f: Callable[..., Any], new: str, missing: str) -> tuple[list[click.Parameter], click.Option, str]:
+    """The parameters declared below a deprecation decorator, the option spelled `new` among
+    them, and its name; TypeError(`missing`) when there is none."""
+    declared: list[click.Parameter] = getattr(f, "__click_params__", [])
+    target = next((p for p in declared if isinstance(p, click.Option) and new in p.opts), None)
+    if target is None or target.name is None:
+        raise TypeError(missing)
+    return declared, target, target.name
+
+
+def _routed(
+    f: Callable[..., Any],
+    target: click.Option,
+    new_name: str,
+    alias_name: str,
+    *,
+    used: Callable[[click.Context, Any], bool],
+    clash: str,
+    deprecated: tuple[str, str],
+) -> Callable[..., Any]:
+    """`f`, taking an old spelling's value (parameter `alias_name`, when `used`) under `new_name`
+    after the deprecation line; both spellings at once is `clash` (exit 2). A required `target`
+    becomes optional to click and stays required here: either spelling satisfies it."""
+    required, target.required = target.required, False
+
+    @functools.wraps(f)
+    def command(*args: Any, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        value = kwargs.pop(alias_name)
+        if used(ctx, value):
+            if _given(ctx, new_name):
+                raise click.UsageError(clash)
+            warn_deprecated(*deprecated)
+            kwargs[new_name] = value
+        elif required and not _given(ctx, new_name):
+            raise click.MissingParameter(ctx=ctx, param=target)
+        return f(*args, **kwargs)
+
+    return command
+
+
 def renamed_option(old: str, new: str) -> Callable[[F], F]:
     """Keep the old flag `old` as a hidden alias of the command's option `new`.
 
@@ -76,28 +117,18 @@ def renamed_option(old: str, new: str) -> Callable[[F], F]:
     """
 
     def decorate(f: F) -> F:
-        declared: list[click.Parameter] = getattr(f, "__click_params__", [])
-        target = next((p for p in declared if isinstance(p, click.Option) and new in p.opts), None)
-        if target is None or target.name is None:
-            raise TypeError(f"renamed_option: declare {new} below the alias of {old}")
-        new_name = target.name
+        declared, target, new_name = _declared(f, new, f"renamed_option: declare {new} below the alias of {old}")
         alias_name = "deprecated_" + old.lstrip("-").replace("-", "_")
         alias = _hidden_alias(old, target, alias_name)
-        required, target.required = target.required, False
-
-        @functools.wraps(f)
-        def command(*args: Any, **kwargs: Any) -> Any:
-            ctx = click.get_current_context()
-            value = kwargs.pop(alias_name)
-            if _given(ctx, alias_name):
-                if _given(ctx, new_name):
-                    raise click.UsageError(f"{old} is the old name of {new}: pass {new} only")
-                warn_deprecated(old, new)
-                kwargs[new_name] = value
-            elif required and not _given(ctx, new_name):
-                raise click.MissingParameter(ctx=ctx, param=target)
-            return f(*args, **kwargs)
-
+        command = _routed(
+            f,
+            target,
+            new_name,
+            alias_name,
+            used=lambda ctx, _value: _given(ctx, alias_name),
+            clash=f"{old} is the old name of {new}: pass {new} only",
+            deprecated=(old, new),
+        )
         command.__click_params__ = [*declared, alias]  # type: ignore[attr-defined]
         return cast(F, command)
 
@@ -132,28 +163,18 @@ def positional_to_option(new: str, *, old_form: str, new_form: str) -> Callable[
     """
 
     def decorate(f: F) -> F:
-        declared: list[click.Parameter] = getattr(f, "__click_params__", [])
-        target = next((p for p in declared if isinstance(p, click.Option) and new in p.opts), None)
-        if target is None or target.name is None:
-            raise TypeError(f"positional_to_option: declare {new} below it")
-        new_name = target.name
+        declared, target, new_name = _declared(f, new, f"positional_to_option: declare {new} below it")
         alias_name = "deprecated_positional_" + new_name
         alias = _HiddenArgument([alias_name], type=target.type, required=False)
-        required, target.required = target.required, False
-
-        @functools.wraps(f)
-        def command(*args: Any, **kwargs: Any) -> Any:
-            ctx = click.get_current_context()
-            value = kwargs.pop(alias_name)
-            if value is not None:
-                if _given(ctx, new_name):
-                    raise click.UsageError(f"{new_form} and {old_form} at once: pass {new} only")
-                warn_deprecated(old_form, new_form)
-                kwargs[new_name] = value
-            elif required and not _given(ctx, new_name):
-                raise click.MissingParameter(ctx=ctx, param=target)
-            return f(*args, **kwargs)
-
+        command = _routed(
+            f,
+            target,
+            new_name,
+            alias_name,
+            used=lambda _ctx, value: value is not None,
+            clash=f"{new_form} and {old_form} at once: pass {new} only",
+            deprecated=(old_form, new_form),
+        )
         # click builds its parameters from this list reversed: first here is the last positional.
         command.__click_params__ = [alias, *declared]  # type: ignore[attr-defined]
         return cast(F, command)
