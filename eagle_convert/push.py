@@ -23,14 +23,13 @@ from typing import Any
 
 from eagle_convert.draft import CARD_FILE, retarget_card
 from eagle_convert.errors import (
-    CheckpointNotFoundError,
     EagleConvertError,
     HubError,
     HubOfflineError,
     PushRefusedError,
     UsageError,
 )
-from eagle_convert.io import OFFLINE_REASON, endpoint, endpoint_display, offline, suggestion, translate
+from eagle_convert.io import OFFLINE_REASON, endpoint, endpoint_display, local_folder, offline, translate
 from eagle_convert.validate import validate_checkpoint
 
 __all__ = ["PushPlan", "PushResult", "plan_push", "push_draft", "push_files"]
@@ -157,13 +156,12 @@ def plan_push(
         UsageError: `repo_id` is not `org/name`.
     """
     allow_invalid = _allow_invalid(allow_invalid, force)
-    path = Path(folder).expanduser()
-    if not path.is_dir():
-        raise CheckpointNotFoundError(
-            f"{folder}: no such folder", hint=suggestion(path) or "push uploads a local draft folder"
-        )
-    if not (path / "config.json").is_file():
-        raise CheckpointNotFoundError(f"{folder}: no config.json (push uploads a local draft folder)")
+    path = local_folder(
+        folder,
+        str(folder),
+        hint="push uploads a local draft folder",
+        config_note=" (push uploads a local draft folder)",
+    )
     if not _REPO_ID.fullmatch(repo_id):
         raise UsageError(f"{repo_id!r} is not a hub repo id", hint="use org/name (or user/name)")
     report = validate_checkpoint(path, target=target)

@@ -37,7 +37,7 @@ from eagle_convert.draft import Target
 from eagle_convert.errors import CheckpointNotFoundError, EagleConvertError, UsageError
 from eagle_convert.extras import require
 from eagle_convert.finetune.options import DEFAULT_MAX_LEN, FinetuneOptions, Stage
-from eagle_convert.io import check_output_dir, suggestion
+from eagle_convert.io import check_output_dir, local_folder
 from eagle_convert.measure import Prompt, prompt_items, resolve_chat_template
 from eagle_convert.progress import Tick
 
@@ -247,14 +247,9 @@ def default_cache_dir(out: str | Path) -> Path:
 def _folder(path: str | Path, what: str, *, config: bool = True) -> Path:
     """A local folder; with `config`, one with a config.json at its root (the draft's config may
     sit in a weights sub-folder: `plan_finetune` asks the checkpoint reader)."""
-    p = Path(path).expanduser()
-    if not p.is_dir():
-        raise CheckpointNotFoundError(
-            f"{what} {path}: no such folder", hint=suggestion(p) or "finetune needs a local checkpoint folder"
-        )
-    if config and not (p / "config.json").is_file():
-        raise CheckpointNotFoundError(f"{what} {path}: no config.json")
-    return p.resolve()
+    return local_folder(
+        path, f"{what} {path}", hint="finetune needs a local checkpoint folder", config=config
+    ).resolve()
 
 
 def _stages(stages: Sequence[Stage]) -> list[Stage]:
