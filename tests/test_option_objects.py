@@ -162,7 +162,7 @@ MEASURE = MeasureOptions(
 )
 # Away from both the class's defaults and report's own (--buckets natural,1024; --concurrency unset).
 REPORT = ReportOptions(
-    **{f: getattr(MEASURE, f) for f in MeasureOptions.__dataclass_fields__ if f != "speculative_config"},
+    **{f: getattr(MEASURE, f) for f in MeasureOptions.__dataclass_fields__},
     calibrate=False,
     calibration_prompts="cal.jsonl",
     finetune=False,
@@ -179,7 +179,7 @@ def test_measure_and_report_options_round_trip_through_smoke_and_report() -> Non
     for f in MeasureOptions.__dataclass_fields__:
         assert getattr(MEASURE, f) != getattr(MeasureOptions(), f), f"MeasureOptions.{f}: set it away from its default"
     for f in ReportOptions.__dataclass_fields__:
-        if f not in ("speculative_config", "extra"):  # report does not offer them
+        if f != "extra":  # report does not offer it
             assert getattr(REPORT, f) != getattr(ReportOptions(), f), f"ReportOptions.{f}: set it away from its default"
     assert _parse("smoke", ["T", "-d", "D", *to_argv(MEASURE)], MeasureOptions) == MEASURE
     assert _parse("report", ["D", "--target", "T", "--out", "O", *to_argv(REPORT)], ReportOptions) == REPORT

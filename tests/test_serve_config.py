@@ -629,12 +629,12 @@ def test_cli_smoke_reference_engine_follows_only_method_and_k() -> None:
 
 
 def test_smoke_library_k_from_the_config() -> None:
-    from eagle_convert.smoke.run import _serve_config
+    from eagle_convert.smoke import resolve_serve_config
 
-    serve, k = _serve_config({"num_speculative_tokens": 5}, None, "vllm")
+    serve, k = resolve_serve_config({"num_speculative_tokens": 5}, None, "vllm")
     assert k == 5 and serve is not None and serve.data == {"num_speculative_tokens": 5}
-    assert _serve_config(None, None, "vllm") == (None, 3)
-    assert _serve_config({"method": "eagle3"}, 2, "reference")[1] == 2
+    assert resolve_serve_config(None, None, "vllm") == (None, 3)
+    assert resolve_serve_config({"method": "eagle3"}, 2, "reference")[1] == 2
 
 
 def test_the_report_heads_name_the_serve_config(plain: Path, tmp_path: Path, monkeypatch) -> None:

@@ -251,9 +251,11 @@ def smoke_settings(
     buckets: Sequence[int],
     chat_template: str | None,
     tensor_parallel_size: int,
+    speculative_config: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A `SmokeReport`'s `settings` block, one shape for `smoke` and `report`'s measuring stages."""
-    return {
+    """A `SmokeReport`'s `settings` block, one shape for `smoke` and `report`'s measuring stages;
+    `speculative_config` (the --speculative-config keys every vLLM engine ran with) only when given."""
+    out: dict[str, Any] = {
         "k": k,
         "max_new_tokens": max_new_tokens,
         "temperature": temperature,
@@ -263,6 +265,9 @@ def smoke_settings(
         "tensor_parallel_size": tensor_parallel_size,
         "ignore_eos": True,
     }
+    if speculative_config is not None:
+        out["speculative_config"] = dict(speculative_config)
+    return out
 
 
 def draft_labels(paths: Sequence[Path]) -> list[str]:

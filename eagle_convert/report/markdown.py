@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from eagle_convert.draft import k_sweep_lines
@@ -99,6 +100,19 @@ def _throughput(t: dict[str, Any], al: dict[str, float]) -> list[str]:
     return out
 
 
+def _served_line(engine: str, settings: dict[str, Any]) -> str:
+    """Which speculative config produced the numbers: the one given, or what each engine drafted with."""
+    given = settings.get("speculative_config")
+    if given is not None:
+        return f"`{json.dumps(given)}` (--speculative-config: every engine ran with exactly these keys)"
+    if engine == "vllm":
+        return (
+            f"none given: each engine ran with `method` eagle3, `num_speculative_tokens` {settings['k']} "
+            "and vLLM's defaults for the rest"
+        )
+    return f"none given: the reference engine drafts as `method` eagle3, `num_speculative_tokens` {settings['k']}"
+
+
 def render_markdown(data: dict[str, Any]) -> str:
     acc = data["acceptance"]
     s = acc["settings"]
@@ -109,8 +123,10 @@ def render_markdown(data: dict[str, Any]) -> str:
         f"- target: `{data['target']}`",
         f"- engine: {acc['engine']} ({acc.get('engine_version') or '?'}); k = {s['k']}, temperature "
         f"{s['temperature']}, {s['max_new_tokens']} new tokens per prompt (EOS ignored), seed {s['seed']}",
-        f"- prompts: {acc['prompts']['count']} runs (prompt x context bucket), chat template "
-        f"{acc['prompts']['chat_template']}, buckets {', '.join(bucket_label(b, unit='tokens') for b in s['buckets'])}",
+        f"- prompts: suite {acc['prompts'].get('suite') or 'built-in'}, {acc['prompts']['count']} runs (prompt x "
+        f"context bucket), chat template {acc['prompts']['chat_template']}, buckets "
+        f"{', '.join(bucket_label(b, unit='tokens') for b in s['buckets'])}",
+        f"- speculative config: {_served_line(acc['engine'], s)}",
         f"- eagle-convert {data['eagle_convert']}; {data['seconds']:.0f} s this run "
         f"({len(data['ran'])} stages ran, {len(data['skipped'])} unchanged and skipped)",
         "",

@@ -63,7 +63,7 @@ def _prompts_digest(pset: PromptSet) -> str:
     return hashlib.sha256(json.dumps([pset.chat_template, rows]).encode()).hexdigest()
 
 
-def _settings(opts: ReportOptions, pset: PromptSet, tensor_parallel_size: int) -> dict[str, Any]:
+def _settings(opts: ReportOptions, pset: PromptSet, tensor_parallel_size: int, serve: Any) -> dict[str, Any]:
     return smoke_settings(
         k=opts.k_value,
         max_new_tokens=opts.max_new_tokens,
@@ -72,7 +72,13 @@ def _settings(opts: ReportOptions, pset: PromptSet, tensor_parallel_size: int) -
         buckets=opts.buckets,
         chat_template=pset.chat_template,
         tensor_parallel_size=tensor_parallel_size,
+        speculative_config=_served(serve),
     )
+
+
+def _served(serve: Any) -> dict[str, Any] | None:
+    """The --speculative-config keys (`vllm_model.ServeConfig`), None without one."""
+    return None if serve is None or not serve.given else dict(serve.data)
 
 
 def _single(
@@ -96,6 +102,7 @@ def _measure(
     baseline: bool,
     say: Any,
     on_tick: OnTick | None = None,
+    serve: Any = None,
 ) -> tuple[list[tuple[dict[str, Any], float]], dict[str, Any] | None]:
     """The pending variants on one engine (and, vLLM with `baseline`, the target alone): each
     variant's record result and seconds, and the target alone's record result."""
@@ -111,10 +118,11 @@ def _measure(
         say=say,
         on_tick=on_tick,
         k_sweep=True,
+        serve=serve,
     )
     m = measured.vllm
     if m is None:  # the reference engine runs on one device
-        settings = _settings(opts, pset, 1)
+        settings = _settings(opts, pset, 1, serve)
         ref: list[tuple[dict[str, Any], float]] = []
         for d in measured.drafts:
             seconds = (d.total.seconds or 0.0) + (d.load_seconds or 0.0)
@@ -123,7 +131,7 @@ def _measure(
         return ref, None
     from eagle_convert.measure import engine_device
 
-    settings = _settings(opts, pset, opts.tensor_parallel_size)
+    settings = _settings(opts, pset, opts.tensor_parallel_size, serve)
     per = (time.perf_counter() - t0) / max(len(pending) + int(baseline), 1)  # of the whole measuring run
     out: list[tuple[dict[str, Any], float]] = [
         (
@@ -156,8 +164,10 @@ def measure_variants(
     d_target: str,
     opts: ReportOptions,
     engine: str,
+    serve: Any = None,
 ) -> SmokeReport:
-    """Measure the variants whose inputs changed; return every variant's acceptance side by side."""
+    """Measure the variants whose inputs changed; return every variant's acceptance side by side
+    (`serve`: the parsed --speculative-config every vLLM engine runs with, as smoke passes it)."""
     t0 = time.perf_counter()
     pset = prepare_smoke_prompts(
         target,
@@ -173,6 +183,8 @@ def measure_variants(
         "build": engine_build(engine),
         "concurrency": list(opts.concurrency),
     }
+    if _served(serve) is not None:  # absent otherwise: the stage keys of reports without it stay
+        options["speculative_config"] = _served(serve)
     pdig = _prompts_digest(pset)
     pending: list[tuple[Variant, str]] = []
     for v in variants:
@@ -189,7 +201,7 @@ def measure_variants(
     need_base = base_key is not None and base_rec is None
     if pending or need_base:
         r.say(f"report: measuring {', '.join(v.name for v, _ in pending) or 'the target alone'} ({engine} engine)")
-        results, base = _measure(pending, target, opts, engine, pset, need_base, r.say, r.on_tick)
+        results, base = _measure(pending, target, opts, engine, pset, need_base, r.say, r.on_tick, serve)
         for (v, key), (result, seconds) in zip(pending, results):
             r.done(
                 StageRecord(f"smoke:{v.name}", key, result, {}, seconds, smoke_command(target, [v.path], opts, engine)),

@@ -146,7 +146,9 @@ def run_report(
 
     Raises:
         MissingExtraError: an extra a stage needs is not installed (checked before any stage).
-        UsageError: an unknown engine, or `concurrency` without the vLLM engine.
+        UsageError: an unknown engine, `concurrency` without the vLLM engine, or a speculative config
+            the installed vLLM refuses, whose k is not `options.k` or (reference engine) with keys
+            other than method and num_speculative_tokens.
         OutputError: `out` is, contains or lies inside an input, or is not a folder.
     """
     from eagle_convert.measure import SMOKE_MODULES
@@ -159,10 +161,12 @@ def run_report(
     # of fine-tuning and measuring, and so does the vLLM measurement.
     require("smoke", "report", (*SMOKE_MODULES, *PLOT_MODULES))
     engine = opts.resolved_engine()
-    if opts.k is None:  # no speculative config here: smoke's default
-        opts = replace(opts, k=3)
-    if opts.speculative_config is not None:
-        raise UsageError("report does not take a speculative config (measure with smoke --speculative-config)")
+    from eagle_convert.smoke import resolve_serve_config
+
+    # as smoke reads it: k from the config where opts.k is None (else 3); a k that contradicts
+    # opts.k, or keys the reference engine cannot follow, fail here, before the first stage
+    serve, k = resolve_serve_config(opts.speculative_config, opts.k, engine)
+    opts = replace(opts, k=k)
     if engine not in ("reference", "vllm"):
         raise UsageError(f"unknown engine {engine!r} (choose from reference, vllm)")
     if engine == "vllm":
@@ -264,7 +268,7 @@ def run_report(
             functools.partial(validate_stage, v.path, tpath),
         )
 
-    acceptance = measure_variants(r, variants, digests, tpath, d_target, opts, engine)
+    acceptance = measure_variants(r, variants, digests, tpath, d_target, opts, engine, serve)
     files = write_outputs(
         out, dpath, tpath, variants, r.records, acceptance, opts, engine, notes, time.perf_counter() - t0, r.events
     )

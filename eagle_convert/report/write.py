@@ -71,8 +71,9 @@ def _cards(variants: Sequence[Variant], target: Path, acc_dict: dict[str, Any]) 
 
 
 def _options(opts: ReportOptions) -> dict[str, Any]:
-    """The options as report.json has always recorded them (`--prompts` as prompts_file)."""
-    shown = {k: v for k, v in vars(opts).items() if k not in ("extra", "speculative_config")}
+    """The options as report.json has always recorded them (`--prompts` as prompts_file), with
+    speculative_config only when given."""
+    shown = {k: v for k, v in vars(opts).items() if k != "extra" and not (k == "speculative_config" and v is None)}
     return {("prompts_file" if k == "prompts" else k): v for k, v in shown.items()}
 
 

@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # what type checkers see
         require_plot,
         save_png,
     )
-    from eagle_convert.smoke.run import run_smoke
+    from eagle_convert.smoke.run import resolve_serve_config, run_smoke
 else:  # what runs: each name imported from its module on first use
     __getattr__, __dir__ = attach(
         __name__,
@@ -27,6 +27,7 @@ else:  # what runs: each name imported from its module on first use
             "plot_smoke": "eagle_convert.smoke.plot",
             "require_plot": "eagle_convert.smoke.plot",
             "save_png": "eagle_convert.smoke.plot",
+            "resolve_serve_config": "eagle_convert.smoke.run",
             "run_smoke": "eagle_convert.smoke.run",
         },
     )
@@ -38,6 +39,7 @@ __all__ = [
     "plot_positions",
     "plot_smoke",
     "require_plot",
+    "resolve_serve_config",
     "run_smoke",
     "save_png",
 ]

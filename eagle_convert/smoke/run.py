@@ -35,7 +35,7 @@ from eagle_convert.measure import (
 )
 from eagle_convert.progress import OnTick
 
-__all__ = ["run_smoke"]
+__all__ = ["resolve_serve_config", "run_smoke"]
 
 
 # ------------------------------------------------------------------------------- helpers
@@ -72,8 +72,17 @@ def _local_dir(path: str | Path, what: str) -> Path:
 REFERENCE_KEYS = ("method", "model", "num_speculative_tokens")
 
 
-def _serve_config(value: str | dict[str, Any] | None, k: int | None, engine: str) -> tuple[Any, int]:
-    """The parsed --speculative-config (None without one) and the k to measure with.
+def resolve_serve_config(value: str | dict[str, Any] | None, k: int | None, engine: str) -> tuple[Any, int]:
+    """The parsed --speculative-config (None without one) and the k to measure with, as smoke
+    and report's measuring stages read them.
+
+    Args:
+        value: the --speculative-config value (JSON text, a JSON file, or the object); None: none.
+        k: the k asked for (None: the config's, else 3).
+        engine: "reference" or "vllm".
+
+    Returns:
+        (the `vllm_model.ServeConfig` or None, the k every engine drafts with).
 
     Raises:
         UsageError: the installed vLLM refuses it, its k contradicts `k`, or the reference engine
@@ -151,7 +160,7 @@ def run_smoke(
     t0 = time.perf_counter()
     require("smoke", "smoke", SMOKE_MODULES)  # before default_engine(), which imports torch
     engine = opts.resolved_engine()
-    serve, k = _serve_config(opts.speculative_config, opts.k, engine)
+    serve, k = resolve_serve_config(opts.speculative_config, opts.k, engine)
     max_new_tokens, temperature, tensor_parallel_size = opts.max_new_tokens, opts.temperature, opts.tensor_parallel_size
     concurrency = opts.concurrency
     for bad, message in (
@@ -202,6 +211,7 @@ def run_smoke(
         buckets=opts.buckets,
         chat_template=label,
         tensor_parallel_size=tensor_parallel_size,
+        speculative_config=None if serve is None or not serve.given else serve.data,
     )
     return SmokeReport(
         str(tdir), engine, version, settings, pset, results, deltas(results), time.perf_counter() - t0, throughput

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import click
 
-from eagle_convert.cli.options import dataclass_options
+from eagle_convert.cli.options import dataclass_options, param_name
 from eagle_convert.measure import NATURAL
-from eagle_convert.optionspec import cli_fields
 from eagle_convert.report import ReportOptions
 
 
@@ -27,7 +26,6 @@ from eagle_convert.report import ReportOptions
 @dataclass_options(
     ReportOptions,
     "opts",
-    only=[f.name for f, _ in cli_fields(ReportOptions) if f.name != "speculative_config"],
     defaults={"buckets": (NATURAL, 1024), "concurrency": None},
     help_extra={"concurrency": "Default with --engine vllm: 1,4,16; 'none' turns it off."},
 )
@@ -54,6 +52,9 @@ def report_cmd(
     from eagle_convert.measure import DEFAULT_CONCURRENCY
     from eagle_convert.report import run_report
 
+    if opts.speculative_config is not None:  # k from the config unless -k was given, as smoke takes it
+        if ctx.get_parameter_source(param_name("opts", "k")) == click.core.ParameterSource.DEFAULT:
+            opts = replace(opts, k=None)
     if opts.concurrency is None:  # unset: 1,4,16 on vLLM, none on the reference engine
         levels = DEFAULT_CONCURRENCY if opts.resolved_engine() == "vllm" else ()
         opts = replace(opts, concurrency=tuple(levels))
