@@ -4,7 +4,7 @@ On the trained fixture pair (`fixtures.trained`), each round runs, as separate p
 back and in an order rotated every round (a shared machine's load drifting between rounds then
 cancels in the ratios):
 
-    smoke     eagle-convert smoke T -d D --engine reference -k DEPTH --max-new-tokens N --limit L --json
+    smoke     eagle-convert smoke D --target T --engine reference -k DEPTH --max-new-tokens N --limit L --json
     drift     eagle-convert drift D --target T --depth DEPTH --max-new-tokens N --limit L
     drift-json  the same with --json (per-head shares serialised)
 
@@ -35,7 +35,7 @@ MAX_RATIO = 2.0
 def command(mode: str, target: Path, draft: Path, depth: int, max_new: int, limit: int) -> list[str]:
     common = ["--max-new-tokens", str(max_new), "--limit", str(limit)]
     if mode == "smoke":
-        return [*CLI, "smoke", str(target), "-d", str(draft), "--engine", "reference", "-k", str(depth), *common]
+        return [*CLI, "smoke", str(draft), "--target", str(target), "--engine", "reference", "-k", str(depth), *common]
     extra = ["--json"] if mode == "drift-json" else []
     return [*CLI, "drift", str(draft), "--target", str(target), "--depth", str(depth), *common, *extra]
 

@@ -5,8 +5,8 @@ The family an upgrade produces: the trained fixture draft's identity upgrade, it
 into the work folder. Each round runs, as separate processes, back to back and in an order rotated
 every round (a shared machine's load drifting between rounds then cancels in the ratios):
 
-    fresh     EAGLE_CONVERT_FRESH_ENGINES=1 eagle-convert smoke T -d up -d cal -d ft --engine vllm --json
-    shared    eagle-convert smoke T -d up -d cal -d ft --engine vllm --json
+    fresh     EAGLE_CONVERT_FRESH_ENGINES=1 eagle-convert smoke up cal ft --target T --engine vllm --json
+    shared    eagle-convert smoke up cal ft --target T --engine vllm --json
 
 Reported: the median wall time of each and the median of per-round ratios shared / fresh, and
 whether both measured the same counters for every draft (they must: the swap is exact).
@@ -54,7 +54,7 @@ def run_smoke(mode: str, target: Path, drafts: list[Path]) -> tuple[float, list]
     env.pop("EAGLE_CONVERT_FRESH_ENGINES", None)
     if mode == "fresh":
         env["EAGLE_CONVERT_FRESH_ENGINES"] = "1"
-    cmd = [*CLI, "smoke", str(target), *[a for d in drafts for a in ("-d", str(d))], "--engine", "vllm", "--json"]
+    cmd = [*CLI, "smoke", *map(str, drafts), "--target", str(target), "--engine", "vllm", "--json"]
     t0 = time.perf_counter()
     res = subprocess.run(cmd, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - t0

@@ -109,3 +109,62 @@ def test_an_alias_of_an_undeclared_option_fails_at_import() -> None:
 
         @renamed_option("--engine", "--load")
         def f() -> None: ...
+
+
+OLD_SMOKE = (
+    "Warning: smoke TARGET -d DRAFT is deprecated; use smoke DRAFT --target TARGET "
+    "(it will be removed in a later release).\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("argv", "drafts", "warning"),
+    [
+        (["A", "B", "--target", "T"], ["A", "B"], ""),
+        (["A", "--target", "T", "-k", "4"], ["A"], ""),
+        (["T", "-d", "A", "-d", "B"], ["A", "B"], OLD_SMOKE),
+        (["T", "--draft", "A", "-k", "4"], ["A"], OLD_SMOKE),
+        (
+            ["A", "--target", "T", "-d", "B"],
+            ["A", "B"],
+            "Warning: -d/--draft is deprecated; use DRAFT arguments (it will be removed in a later release).\n",
+        ),
+    ],
+)
+def test_smoke_draft_first_and_the_old_target_first_form(
+    monkeypatch: pytest.MonkeyPatch, argv: list[str], drafts: list[str], warning: str
+) -> None:
+    """`smoke DRAFT... --target T` as every command; `smoke T -d DRAFT` still reaches run_smoke the same way."""
+    from eagle_convert.cli.app import main
+    from eagle_convert.errors import UsageError
+
+    seen = []
+
+    def capture(target, got, opts, **kw):  # noqa: ANN001, ANN003
+        seen.append((target, got, opts.k))
+        raise UsageError("stop here")
+
+    monkeypatch.setattr("eagle_convert.smoke.run.run_smoke", capture)
+    res = CliRunner().invoke(main, ["smoke", *argv])
+    assert (res.exit_code, res.stdout, res.stderr) == (2, "", warning + "Error: stop here\n")
+    assert seen == [("T", drafts, 4 if "-k" in argv else 3)]
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (["A"], "Error: Missing option '--target'.\n"),
+        (
+            ["T", "U", "-d", "A"],
+            "Error: smoke TARGET -d DRAFT (the old form) takes one TARGET, got 2: use smoke DRAFT [DRAFT ...] "
+            "--target TARGET\n",
+        ),
+    ],
+)
+def test_smoke_form_errors_are_usage(argv: list[str], error: str) -> None:
+    from eagle_convert.cli.app import main
+
+    res = CliRunner().invoke(main, ["smoke", *argv])
+    assert res.exit_code == 2 and res.stdout == "" and res.stderr.endswith(error)
+    shown = CliRunner().invoke(main, ["smoke", "--help"], terminal_width=200).stdout
+    assert "Usage: main smoke [OPTIONS] DRAFT [DRAFT ...]" in shown and "--draft" not in shown

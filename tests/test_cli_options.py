@@ -12,7 +12,7 @@ from eagle_convert.cli.app import main
 
 # Enough arguments for each command that only the option under test is wrong.
 COMMANDS = {
-    "smoke": (["smoke", "TARGET", "-d", "DRAFT"], "TARGET"),
+    "smoke": (["smoke", "DRAFT", "--target", "TARGET"], "DRAFT [DRAFT ...]"),
     "report": (["report", "DRAFT", "--target", "TARGET", "--out", "OUT"], "DRAFT"),
 }
 SHARED = (

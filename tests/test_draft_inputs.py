@@ -145,9 +145,7 @@ def test_trained_pair_smoke_and_finetune_accept_every_storage(tmp_path: Path) ->
 
     target, draft = build_trained_pair(log=lambda _msg: None)
     drafts = _restored(draft, tmp_path)
-    args = [str(target)]
-    for path in drafts.values():
-        args += ["-d", str(path)]
+    args = [*map(str, drafts.values()), "--target", str(target)]
     res = CliRunner().invoke(
         main,
         [

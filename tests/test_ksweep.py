@@ -236,7 +236,7 @@ def test_smoke_k_sweep_json_reader_card_and_report_page(controls) -> None:
     except ImportError:  # tests/ itself on sys.path
         from jsonschemas import check_schema  # type: ignore[no-redef]
 
-    args = ["smoke", str(controls["zero_target"]), "-d", str(controls["perfect"]), "--engine", "reference"]
+    args = ["smoke", str(controls["perfect"]), "--target", str(controls["zero_target"]), "--engine", "reference"]
     args += ["--limit", "1", "--category", "coding", "-k", "4", "--max-new-tokens", "10", "--k-sweep"]
     res = CliRunner().invoke(main, [*args, "--json"])
     assert res.exit_code == 0, res.output

@@ -59,13 +59,13 @@ def _cli(*args: str):
 
 def test_smoke_without_torch_names_the_extra(hide, tmp_path: Path) -> None:
     hide("torch", "transformers", "tokenizers", "matplotlib")
-    res = _cli("smoke", tmp_path / "target", "-d", tmp_path / "draft")
+    res = _cli("smoke", tmp_path / "draft", "--target", tmp_path / "target")
     assert (res.exit_code, res.stderr, res.stdout) == (2, SMOKE_MSG, "")
 
 
 def test_smoke_names_only_what_is_missing(hide, tmp_path: Path) -> None:
     hide("tokenizers")
-    res = _cli("smoke", tmp_path / "target", "-d", tmp_path / "draft", "--engine", "reference")
+    res = _cli("smoke", tmp_path / "draft", "--target", tmp_path / "target", "--engine", "reference")
     assert (res.exit_code, res.stderr) == (
         2,
         "Error: smoke needs tokenizers, which is not installed: pip install 'eagle-convert[smoke]'\n",
@@ -75,13 +75,13 @@ def test_smoke_names_only_what_is_missing(hide, tmp_path: Path) -> None:
 def test_smoke_plot_without_matplotlib_fails_before_running(hide, tmp_path: Path) -> None:
     """--plot is checked before the (long) run, not after it."""
     hide("matplotlib")
-    res = _cli("smoke", tmp_path / "target", "-d", tmp_path / "draft", "--plot", tmp_path / "p.png")
+    res = _cli("smoke", tmp_path / "draft", "--target", tmp_path / "target", "--plot", tmp_path / "p.png")
     assert (res.exit_code, res.stderr) == (2, PLOT_MSG)
 
 
 def test_smoke_engine_vllm_without_vllm(hide, tmp_path: Path) -> None:
     hide("vllm")
-    res = _cli("smoke", tmp_path / "target", "-d", tmp_path / "draft", "--engine", "vllm")
+    res = _cli("smoke", tmp_path / "draft", "--target", tmp_path / "target", "--engine", "vllm")
     assert res.exit_code == 2
     assert res.stderr == ENGINE_MSG.replace("validate --load vllm", "smoke --engine vllm")
 
@@ -253,7 +253,7 @@ def test_fresh_venv_without_extras(tmp_path: Path) -> None:
     assert lean.returncode == 1 and feats["feature fc_norm"] == "fail", lean.stdout + lean.stderr
     assert _run([cli, "check", str(up), "--vllm-version", "0.23.0"]).returncode == 0
 
-    res = _run([cli, "smoke", str(tmp_path / "target"), "-d", str(up)])
+    res = _run([cli, "smoke", str(up), "--target", str(tmp_path / "target")])
     assert (res.returncode, res.stderr, res.stdout) == (2, SMOKE_MSG, "")
     res = _run([cli, "finetune", str(up), "--target", str(tmp_path / "target"), "--out", str(tmp_path / "ft")])
     assert (res.returncode, res.stderr) == (2, FINETUNE_MSG)

@@ -135,7 +135,7 @@ def test_commands_that_need_a_local_folder_suggest_the_sibling(here: Path, built
     (here / "target").mkdir()
     (here / "target" / "config.json").write_text('{"architectures": ["LlamaForCausalLM"], "hidden_size": 64}')
     guess = "(did you mean up/specforge_bf16?)"
-    assert run("smoke", "target", "-d", "up/specforg_bf16", "--engine", "reference")[2] == (
+    assert run("smoke", "up/specforg_bf16", "--target", "target", "--engine", "reference")[2] == (
         f"Error: draft up/specforg_bf16: no such folder {guess}\n"
     )
     assert run("finetune", "up/specforg_bf16", "--target", "target", "--out", "o")[2] == (
@@ -149,6 +149,6 @@ def test_commands_that_need_a_local_folder_suggest_the_sibling(here: Path, built
         "",
         f"Error: up/specforg_bf16: no such folder {guess}\n",
     )
-    assert run("smoke", "targte", "-d", "up/specforge_bf16", "--engine", "reference")[2] == (
+    assert run("smoke", "up/specforge_bf16", "--target", "targte", "--engine", "reference")[2] == (
         "Error: target targte: no such folder (did you mean target?)\n"
     )

@@ -131,13 +131,13 @@ def test_the_tiny_target_is_not_a_draft_anywhere(tiny_target: Path, built_fixtur
 
 def test_smoke_names_its_own_argument_order(tiny_target: Path, built_fixtures) -> None:
     draft = built_fixtures("vllm-tiny")
-    res = _run("smoke", str(draft), "--draft", str(tiny_target), "--engine", "reference")  # both swapped
+    res = _run("smoke", str(tiny_target), "--target", str(draft), "--engine", "reference")  # both swapped
     assert res.exit_code == 1, res.output
     assert "this looks like an EAGLE-3 draft, not the target model" in res.stderr
-    assert "did you swap TARGET and --draft?" in res.stderr
-    res = _run("smoke", str(tiny_target), "--draft", str(tiny_target), "--engine", "reference")
+    assert "did you swap DRAFT and --target?" in res.stderr
+    res = _run("smoke", str(tiny_target), "--target", str(tiny_target), "--engine", "reference")
     assert res.exit_code == 1
-    assert "this looks like the target model" in res.stderr and "did you swap TARGET and --draft?" in res.stderr
+    assert "this looks like the target model" in res.stderr and "did you swap DRAFT and --target?" in res.stderr
 
 
 def test_a_draft_as_target_is_refused(built_fixtures, tmp_path: Path) -> None:
@@ -188,7 +188,7 @@ def test_peagle_is_a_draft_but_refused_where_unsupported(tiny_target: Path, tmp_
     for command, args in (
         ("upgrade", [str(draft), "--out", str(tmp_path / "out")]),
         ("finetune", [str(draft), "--target", str(tiny_target), "--out", str(tmp_path / "out")]),
-        ("smoke", [str(tiny_target), "--draft", str(draft), "--engine", "reference"]),
+        ("smoke", [str(draft), "--target", str(tiny_target), "--engine", "reference"]),
     ):
         res = _run(command, *args)
         assert res.exit_code == 1, (command, res.output)

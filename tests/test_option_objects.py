@@ -181,7 +181,7 @@ def test_measure_and_report_options_round_trip_through_smoke_and_report() -> Non
     for f in ReportOptions.__dataclass_fields__:
         if f != "extra":  # report does not offer it
             assert getattr(REPORT, f) != getattr(ReportOptions(), f), f"ReportOptions.{f}: set it away from its default"
-    assert _parse("smoke", ["T", "-d", "D", *to_argv(MEASURE)], MeasureOptions) == MEASURE
+    assert _parse("smoke", ["D", "--target", "T", *to_argv(MEASURE)], MeasureOptions) == MEASURE
     assert _parse("report", ["D", "--target", "T", "--out", "O", *to_argv(REPORT)], ReportOptions) == REPORT
     # report's own defaults: two buckets, concurrency left for the command to pick
     dflt = _parse("report", ["D", "--target", "T", "--out", "O"], ReportOptions)
@@ -189,7 +189,7 @@ def test_measure_and_report_options_round_trip_through_smoke_and_report() -> Non
     assert (
         _parse("report", ["D", "--target", "T", "--out", "O", "--concurrency", "none"], ReportOptions).concurrency == ()
     )
-    assert _parse("smoke", ["T", "-d", "D"], MeasureOptions) == MeasureOptions()
+    assert _parse("smoke", ["D", "--target", "T"], MeasureOptions) == MeasureOptions()
 
 
 def _commands_sh_lines(opts: ReportOptions, tmp: Path) -> list[str]:
@@ -259,3 +259,4 @@ def test_report_smoke_line_parses_back(tmp_path: Path) -> None:
     _, ctx = _parse_line(row["command"])
     assert options_from_params(MeasureOptions, "opts", ctx.params) == replace(opts.measure(), engine="reference")
     assert ctx.params["drafts"] == (str(tmp_path / "a"), str(tmp_path / "b b"))
+    assert ctx.params["target"] == str(tmp_path / "t") and ctx.params["old_drafts"] == ()

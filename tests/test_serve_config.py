@@ -606,7 +606,7 @@ def test_cli_check_keys_of_the_release_checked_must_run_on_the_installed_one(
 
 
 def _smoke(*args: object):
-    return CliRunner().invoke(main, ["smoke", "./target", "-d", "./draft", *map(str, args)])
+    return CliRunner().invoke(main, ["smoke", "./draft", "--target", "./target", *map(str, args)])
 
 
 def test_cli_smoke_takes_k_from_the_config_once() -> None:

@@ -140,11 +140,10 @@ def test_cli_side_by_side_json_and_plot(models, tmp_path: Path) -> None:
     )
     png = tmp_path / "out" / "smoke.png"
     res = _cli(
-        str(models["zero_target"]),
-        "-d",
         str(models["perfect"]),
-        "-d",
         str(models["random"]),
+        "--target",
+        str(models["zero_target"]),
         "--engine",
         "reference",
         "--prompts",
@@ -162,9 +161,9 @@ def test_cli_side_by_side_json_and_plot(models, tmp_path: Path) -> None:
     assert "Δ random-draft" in out and "AL by category" in out and "4.00" in out
     assert png.is_file() and f"plot: {png}" in out
     res = _cli(
-        str(models["zero_target"]),
-        "-d",
         str(models["perfect"]),
+        "--target",
+        str(models["zero_target"]),
         "--engine",
         "reference",
         "--prompts",
@@ -197,7 +196,7 @@ def test_cli_side_by_side_json_and_plot(models, tmp_path: Path) -> None:
         (
             ["--temperature", "-1"],
             2,
-            "Usage: main smoke [OPTIONS] TARGET\nTry 'main smoke --help' for help.\n\n"
+            "Usage: main smoke [OPTIONS] DRAFT [DRAFT ...]\nTry 'main smoke --help' for help.\n\n"
             "Error: Invalid value for '--temperature': -1.0 is not in the range x>=0.\n",
         ),
         (
@@ -208,16 +207,18 @@ def test_cli_side_by_side_json_and_plot(models, tmp_path: Path) -> None:
     ],
 )
 def test_cli_usage_errors(models, args: list[str], code: int, message: str) -> None:
-    res = _cli(str(models["target"]), "-d", str(models["random"]), "--engine", "reference", *args)
+    res = _cli(str(models["random"]), "--target", str(models["target"]), "--engine", "reference", *args)
     assert (res.exit_code, res.stderr) == (code, message)
 
 
 def test_cli_missing_draft_and_bad_prompts_file(models, tmp_path: Path) -> None:
-    res = _cli(str(models["target"]))
-    assert res.exit_code == 2 and "Missing option '--draft'" in res.stderr
+    res = _cli(str(models["random"]))
+    assert res.exit_code == 2 and res.stderr.endswith("Error: Missing option '--target'.\n")
+    res = _cli("--target", str(models["target"]))
+    assert res.exit_code == 2 and res.stderr.endswith("Error: Missing argument 'DRAFT [DRAFT ...]'.\n")
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "a"}\n{"prompt": 3}\n')
-    res = _cli(str(models["target"]), "-d", str(models["random"]), "--prompts", str(bad))
+    res = _cli(str(models["random"]), "--target", str(models["target"]), "--prompts", str(bad))
     assert (res.exit_code, res.stderr) == (1, f"Error: {bad}:2: 'prompt' must be a non-empty string\n")
 
 
@@ -359,11 +360,10 @@ def test_cli_trained_pair_eagle3_vs_upgrade(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     png = tmp_path / "smoke.png"
     args = [
-        str(target),
-        "-d",
         str(draft),
-        "-d",
         str(up),
+        "--target",
+        str(target),
         "--engine",
         "reference",
         "--limit",
@@ -409,7 +409,14 @@ def test_progress_off_a_terminal_is_lines_on_stderr_and_json_stays_valid(
 
     monkeypatch.setattr(progress, "LINE_INTERVAL_S", 0.0)  # a line per tick: the tiny run takes under a second
     res = _cli(
-        str(models["zero_target"]), "-d", str(models["perfect"]), "--engine", "reference", "--limit", "1", "--json"
+        str(models["perfect"]),
+        "--target",
+        str(models["zero_target"]),
+        "--engine",
+        "reference",
+        "--limit",
+        "1",
+        "--json",
     )
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)  # nothing but the JSON document on stdout

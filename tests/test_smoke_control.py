@@ -56,9 +56,9 @@ def _smoke(models, *args: str):
         main,
         [
             "smoke",
-            str(models["target"]),
-            "-d",
             str(models["draft"]),
+            "--target",
+            str(models["target"]),
             "--engine",
             "vllm",
             "--limit",

@@ -226,7 +226,7 @@ def _smoke(pair: tuple[Path, Path], *args: str):
 
     target, draft = pair
     common = ["--engine", "reference", "-k", "1", "--max-new-tokens", "2", "--json"]
-    return CliRunner().invoke(main, ["smoke", str(target), "-d", str(draft), *common, *args])
+    return CliRunner().invoke(main, ["smoke", str(draft), "--target", str(target), *common, *args])
 
 
 def test_cli_smoke_refuses_speed_bench_placeholders(pair, tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from eagle_convert.vllm_model import read_config
 
 __all__ = ["SWAP", "DraftKind", "detect_kind", "ensure_draft", "ensure_target_config", "looks_like_draft"]
 
-# What a swapped pair of arguments looks like on most command lines (smoke: TARGET --draft DRAFT).
+# What a swapped pair of arguments looks like on every command line (DRAFT first, then --target TARGET).
 SWAP = "did you swap DRAFT and --target?"
 # Extra evidence shown with a match: the shapes of these tensors (a target's are [vocab, hidden]).
 _SHOW_SUFFIXES = ("embed_tokens.weight", "lm_head.weight")

@@ -273,10 +273,7 @@ def finetune_command(
 
 def smoke_command(target: Path, drafts: Sequence[Path], opts: ReportOptions, engine: str) -> str:
     """The `smoke` command that measures `drafts` as the report did (same prompts, buckets, engine)."""
-    args: list[str | Path] = ["smoke", target]
-    for d in drafts:
-        args += ["-d", d]
-    return command(*args, *to_argv(replace(opts.measure(), engine=engine)), "--json")
+    return command("smoke", *drafts, "--target", target, *to_argv(replace(opts.measure(), engine=engine)), "--json")
 
 
 def smoke_prompts(opts: ReportOptions) -> Suite:

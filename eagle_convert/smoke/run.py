@@ -51,18 +51,17 @@ def _local_dir(path: str | Path, what: str) -> Path:
         )
     from eagle_convert.draft import ensure_draft, ensure_target_config
 
-    swap = "did you swap TARGET and --draft?"
     if what == "draft":
         from eagle_convert.draft import open_checkpoint
 
         ckpt = open_checkpoint(p)
         has_config = ckpt.has_config
         if has_config:  # a target, MTP head, Medusa ... or a P-EAGLE draft: one line, exit 1
-            ensure_draft(ckpt, "smoke", swap=swap)
+            ensure_draft(ckpt, "smoke")
     else:
         has_config = (p / "config.json").is_file()
         if has_config:
-            ensure_target_config(json.loads((p / "config.json").read_text()), f"target {path}", swap=swap)
+            ensure_target_config(json.loads((p / "config.json").read_text()), f"target {path}")
     if not has_config:
         raise CheckpointNotFoundError(f"{what} {path}: no config.json")
     return p.resolve()
@@ -164,7 +163,7 @@ def run_smoke(
     max_new_tokens, temperature, tensor_parallel_size = opts.max_new_tokens, opts.temperature, opts.tensor_parallel_size
     concurrency = opts.concurrency
     for bad, message in (
-        (not drafts, "give at least one --draft"),
+        (not drafts, "give at least one draft"),
         (engine not in ENGINES, f"unknown engine {engine!r} (choose from {', '.join(ENGINES)})"),
         (k < 1, "--num-speculative-tokens must be at least 1"),
         (max_new_tokens < 1, "--max-new-tokens must be at least 1"),

@@ -1,4 +1,8 @@
-"""`eagle-convert smoke TARGET --draft A [--draft B ...]`: acceptance length, side by side."""
+"""`eagle-convert smoke DRAFT [DRAFT ...] --target T`: acceptance length, side by side.
+
+The old form `smoke TARGET -d DRAFT [-d DRAFT ...]` still works (hidden `-d/--draft`), with the
+one-line deprecation: without `--target`, the one positional given with `-d` is the target.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from eagle_convert.cli.deprecated import warn_deprecated
 from eagle_convert.cli.options import measure_options, param_name
 
 if TYPE_CHECKING:
@@ -14,16 +19,11 @@ if TYPE_CHECKING:
 
 
 @click.command("smoke")
-@click.argument("target")
+@click.argument("drafts", nargs=-1, required=True, metavar="DRAFT [DRAFT ...]")
 @click.option(
-    "--draft",
-    "-d",
-    "drafts",
-    multiple=True,
-    required=True,
-    metavar="DRAFT",
-    help="Draft checkpoint folder; repeat to compare (the first is the baseline of the differences).",
+    "--target", "target", default=None, metavar="TARGET", help="The target model folder the drafts speculate for."
 )
+@click.option("--draft", "-d", "old_drafts", multiple=True, hidden=True)  # the old form: smoke TARGET -d DRAFT
 @measure_options(concurrency_default="Default: not measured.")
 @click.option(
     "--k-sweep",
@@ -42,17 +42,19 @@ if TYPE_CHECKING:
     help="Write a PNG: acceptance by position per draft, AL per category and bucket.",
 )
 def smoke_cmd(
-    target: str,
     drafts: tuple[str, ...],
+    target: str | None,
+    old_drafts: tuple[str, ...],
     opts: MeasureOptions,
     k_sweep: bool,
     as_json: bool,
     plot_path: str | None,
 ) -> None:
     """Measure acceptance length (AL = 1 + accepted draft tokens per draft round) and per-position
-    acceptance of one or more DRAFTs against TARGET, per prompt category and context bucket.
+    acceptance of one or more DRAFTs against TARGET, per prompt category and context bucket; the
+    first DRAFT is the baseline of the differences.
 
-    Compare an EAGLE-3 draft with its EAGLE-3.1 upgrade: eagle-convert smoke TARGET -d eagle3 -d eagle31.
+    Compare an EAGLE-3 draft with its EAGLE-3.1 upgrade: eagle-convert smoke eagle3 eagle31 --target TARGET.
     """
     from eagle_convert.cli.interrupt import on_interrupt
     from eagle_convert.cli.output import console, echo_json
@@ -61,6 +63,7 @@ def smoke_cmd(
     from eagle_convert.measure import resolve_suite, select_suite
     from eagle_convert.smoke import run_smoke
 
+    target, drafts = _forms(drafts, target, old_drafts)
     if plot_path is not None and not plot_path.lower().endswith(".png"):
         raise UsageError(f"--plot: {plot_path} must end in .png")
     if plot_path is not None:
@@ -104,6 +107,25 @@ def smoke_cmd(
     render_smoke(console(), report)
     if plot_path is not None:
         click.echo(f"plot: {plot_path}")
+
+
+def _forms(drafts: tuple[str, ...], target: str | None, old: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    """(TARGET, DRAFTs) from either form: `smoke DRAFT... --target T`, or the old `smoke T -d DRAFT...`."""
+    if target is not None:
+        if old:  # the new form with -d drafts besides: they follow the positional ones
+            warn_deprecated("-d/--draft", "DRAFT arguments")
+        return target, (*drafts, *old)
+    ctx = click.get_current_context()
+    if not old:
+        param = next(p for p in ctx.command.params if p.name == "target")
+        raise click.MissingParameter(ctx=ctx, param=param)
+    if len(drafts) != 1:
+        raise click.UsageError(
+            f"smoke TARGET -d DRAFT (the old form) takes one TARGET, got {len(drafts)}: "
+            "use smoke DRAFT [DRAFT ...] --target TARGET"
+        )
+    warn_deprecated("smoke TARGET -d DRAFT", "smoke DRAFT --target TARGET")
+    return drafts[0], old
 
 
 def register(group: click.Group) -> None:
