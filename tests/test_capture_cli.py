@@ -72,9 +72,14 @@ def test_cli_capture_end_to_end_and_resume(pair, tmp_path: Path) -> None:
     ("extra", "message"),
     [
         (
-            ["--pipeline-parallel-size", "2"],
-            "Error: --pipeline-parallel-size > 1: capture does not support pipeline parallelism yet; "
-            "use --tensor-parallel-size\n",
+            ["--engine", "reference", "--pipeline-parallel-size", "2"],
+            "Error: --engine reference runs the target in one process; "
+            "--tensor-parallel-size and --pipeline-parallel-size need --engine vllm\n",
+        ),
+        (
+            ["--engine", "reference", "--tensor-parallel-size", "2"],
+            "Error: --engine reference runs the target in one process; "
+            "--tensor-parallel-size and --pipeline-parallel-size need --engine vllm\n",
         ),
     ],
 )

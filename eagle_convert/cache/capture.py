@@ -1,7 +1,7 @@
 """Capture a target's aux states and logits for a draft into a cache (`cache/store.py`), shard by shard.
 
-Two engines write the same format: ``vllm`` (the target in vLLM, tensor parallel if asked;
-`vllm/capture_ext.py` takes the states out of the running engine) and ``reference`` (the torch
+Two engines write the same format: ``vllm`` (the target in vLLM, tensor and pipeline parallel if
+asked; `vllm/capture_ext.py` takes the states out of the running engine) and ``reference`` (the torch
 reference target, `reference/target.py`: the fallback without vLLM and the equality baseline).
 Only one shard's tensors are in memory at a time; progress ticks carry tokens/s.
 """
@@ -39,18 +39,17 @@ def check_capture_options(opts: CaptureOptions) -> None:
     """Refuse what no capture can run, before anything loads.
 
     Raises:
-        UsageError: an unknown engine or dtype, a shard size below 1, pipeline parallelism.
+        UsageError: an unknown engine or dtype, a shard size below 1, parallelism asked of the reference engine.
         MissingExtraError: engine vllm without vLLM installed.
     """
     if opts.engine not in CAPTURE_ENGINES:
         raise UsageError(f"--engine {opts.engine!r}: expected one of {', '.join(CAPTURE_ENGINES)}")
     if opts.shard_size < 1:
         raise UsageError("--shard-size must be at least 1")
-    if opts.pipeline_parallel_size > 1:
-        # the hooks need every aux layer and the final norm on one rank (vllm/capture_ext.py)
+    if opts.engine == "reference" and (opts.tensor_parallel_size > 1 or opts.pipeline_parallel_size > 1):
         raise UsageError(
-            "--pipeline-parallel-size > 1: capture does not support pipeline parallelism yet; "
-            "use --tensor-parallel-size"
+            "--engine reference runs the target in one process; "
+            "--tensor-parallel-size and --pipeline-parallel-size need --engine vllm"
         )
     if opts.engine == "vllm":
         require("vllm", "capture --engine vllm")

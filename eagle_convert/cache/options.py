@@ -25,7 +25,7 @@ class CaptureOptions:
     engine: str = option(
         "vllm",
         choices=CAPTURE_ENGINES,
-        help="Engine that runs the target: vllm (tensor parallel if asked; the aux states as vLLM computes "
+        help="Engine that runs the target: vllm (tensor/pipeline parallel if asked; the aux states as vLLM computes "
         "them) or reference (the torch target in one process, fp32 unless --dtype says otherwise).",
     )
     dtype: str = option(
@@ -35,7 +35,10 @@ class CaptureOptions:
     )
     tensor_parallel_size: int = option(1, min=1, help="vLLM tensor parallelism (GPUs per target replica).")
     pipeline_parallel_size: int = option(
-        1, min=1, help="vLLM pipeline parallelism (not supported by the capture hooks yet: refused above 1)."
+        1,
+        min=1,
+        help="vLLM pipeline parallelism (stages per target replica; each rank captures the aux layers it "
+        "holds, the last the logits, merged by layer id before a shard is written).",
     )
     shard_size: int = option(
         DEFAULT_SHARD_SIZE,

@@ -4,7 +4,8 @@ Request ``{"op": "capture", "target", "dtype", "tensor_parallel_size", "pipeline
 "max_model_len", "seed", "aux_ids", "rows", "path", "metadata", "sequences": [{"key", "ids"}],
 "hooks": true, "generate": 0}``: every sequence is prefilled alone (``max_tokens=1``, so no decode step runs, and
 prefix caching off, so every position is computed) with `capture_ext`'s hooks armed, then the
-shard is written to ``path``. ``hooks`` false prefills the same way without hooks (what the
+shard is written to ``path`` (by the rank that holds it all, or, under pipeline parallelism, by this
+driver from every rank's piece: `capture_pieces.py`). ``hooks`` false prefills the same way without hooks (what the
 benchmark compares against). ``generate`` N > 0 instead continues every sequence with N greedy
 tokens (EOS ignored) in the same engine and answers them as ``continuations`` (key -> ids): the
 training data of `finetune --capture vllm`, made by the engine that then captures it. Not a public API: the shapes are private to ``session.py``.
@@ -13,8 +14,11 @@ training data of `finetune --capture vllm`, made by the engine that then capture
 from __future__ import annotations
 
 import json
+import os
 import time
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from eagle_convert.vllm.errors import one_line_error
@@ -65,9 +69,37 @@ def _engine(req: dict):
     key = json.dumps(kwargs, sort_keys=True)
     if key != _Engine.key or _Engine.llm is None:
         stop_capture()
-        _Engine.llm, _Engine.key = LLM(**kwargs), key
+        with _bind_cpu_threads(kwargs["tensor_parallel_size"] * kwargs["pipeline_parallel_size"]):
+            _Engine.llm, _Engine.key = LLM(**kwargs), key
+        if kwargs["pipeline_parallel_size"] > 1:
+            _Engine.llm.collective_rpc("eagle_convert_capture_prepare")
         return True
     return False
+
+
+@contextmanager
+def _bind_cpu_threads(world_size: int) -> Iterator[None]:
+    """While an engine starts on a CPU with fewer NUMA nodes than workers, bind each worker to its
+    share of the allowed cores (`capture_pieces.cpu_thread_bind`), unless
+    ``VLLM_CPU_OMP_THREADS_BIND`` is set: the engine-core process vLLM spawns reads it from this
+    environment, and a later one-worker engine must not see it."""
+    bind = None
+    if world_size > 1 and not os.environ.get("VLLM_CPU_OMP_THREADS_BIND"):
+        from vllm.platforms import current_platform
+        from vllm.utils.cpu_resource_utils import get_visible_memory_node
+
+        from eagle_convert.vllm.capture_pieces import cpu_thread_bind
+
+        if current_platform.is_cpu() and len(get_visible_memory_node()) < world_size:
+            bind = cpu_thread_bind(world_size, sorted(os.sched_getaffinity(0)))
+    if bind is None:
+        yield
+        return
+    os.environ["VLLM_CPU_OMP_THREADS_BIND"] = bind
+    try:
+        yield
+    finally:
+        os.environ.pop("VLLM_CPU_OMP_THREADS_BIND", None)
 
 
 def _first_ok(answers: list[dict]) -> dict:
@@ -92,6 +124,20 @@ def _continue(llm: Any, req: dict, out: dict, t0: float) -> dict:
     return out
 
 
+def _merge_into(shard: dict[str, Any], llm: Any, seq: dict, req: dict) -> str:
+    """Every rank's piece of one prefill, merged into ``shard`` as ``key.*``; the aux dtype."""
+    import torch
+
+    from eagle_convert.vllm.capture_pieces import merge_pieces
+
+    pieces = llm.collective_rpc("eagle_convert_capture_take", args=(seq["key"], list(seq["ids"]), req["rows"], True))
+    merged = merge_pieces(pieces, [int(i) for i in req["aux_ids"]], len(seq["ids"]))
+    shard[f"{seq['key']}.ids"] = torch.tensor(list(seq["ids"]), dtype=torch.long)
+    for name in ("aux", "argmax", "logits"):
+        shard[f"{seq['key']}.{name}"] = merged[name]
+    return str(merged["aux"].dtype).replace("torch.", "")
+
+
 def run_capture(req: dict) -> dict:
     """Capture (or, with ``hooks`` false, only prefill) every sequence of one shard."""
     t0 = time.perf_counter()
@@ -110,6 +156,8 @@ def run_capture(req: dict) -> dict:
         if int(req.get("generate") or 0) > 0:
             return _continue(llm, req, out, t0)
         tokens, dtype, seconds = 0, None, 0.0
+        ship = int(req.get("pipeline_parallel_size", 1)) > 1  # no rank holds it all: merge here
+        shard: dict[str, Any] = {}
         for seq in req["sequences"]:
             out["stage"] = f"capture ({seq['key']})"
             if hooks:
@@ -118,14 +166,21 @@ def run_capture(req: dict) -> dict:
             llm.generate([TokensPrompt(prompt_token_ids=list(seq["ids"]))], params, use_tqdm=False)
             seconds += time.perf_counter() - t1
             tokens += len(seq["ids"])
-            if hooks:
+            if hooks and ship:
+                dtype = _merge_into(shard, llm, seq, req)
+            elif hooks:
                 took = _first_ok(
                     llm.collective_rpc("eagle_convert_capture_take", args=(seq["key"], list(seq["ids"]), req["rows"]))
                 )
                 if not took.get("ok"):
                     raise RuntimeError("no rank holds both the aux states and the logits")
                 dtype = took["dtype"]
-        if hooks:
+        if hooks and ship:
+            out["stage"] = "write"
+            from safetensors.torch import save_file
+
+            save_file(shard, req["path"], metadata=req["metadata"])
+        elif hooks:
             out["stage"] = "write"
             written = llm.collective_rpc("eagle_convert_capture_flush", args=(req["path"], req["metadata"]))
             if sum(bool(w.get("written")) for w in written) != 1:

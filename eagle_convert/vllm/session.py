@@ -336,7 +336,8 @@ class EngineSession:
     ) -> dict[str, Any]:
         """Prefill each ``(key, token ids)`` alone in a target engine (kept up across calls with the
         same settings) and write their aux states at ``aux_ids``, logits on ``rows`` (None: the whole
-        vocabulary) and argmax to the safetensors file ``path`` (`vllm/capture_ext.py`). With
+        vocabulary) and argmax to the safetensors file ``path`` (`vllm/capture_ext.py`; under pipeline
+        parallelism merged from every rank's piece, `vllm/capture_pieces.py`). With
         ``hooks`` false only the prefill runs (nothing written): vLLM's own prefill speed. With
         ``generate`` N > 0 nothing is captured: each sequence is continued with N greedy tokens (EOS
         ignored) in the same engine, answered as ``continuations`` (key -> token ids).
@@ -346,11 +347,6 @@ class EngineSession:
         Raises:
             EngineError: the engine failed to start, prefill or write.
         """
-        if pipeline_parallel_size > 1:
-            raise EngineError(
-                "capture with --pipeline-parallel-size > 1 is not supported yet",
-                hint="use --tensor-parallel-size (each rank holds every layer's residual stream)",
-            )
         req = {
             "op": "capture",
             "target": str(Path(target).resolve()),
