@@ -189,6 +189,21 @@ def test_cli_table_and_json(pair, tmp_path: Path) -> None:
     d = data["drafts"][0]
     assert [r["depth"] for r in d["overall"]["depths"]] == [1, 2, 3]
     assert d["verdict"]["status"] in ("drifts", "stable") and d["verdict"]["thresholds"]["sink_fall"] == SINK_FALL
+    # read back (report's drift panel and plot): the same report, so the same JSON
+    from eagle_convert.drift import read_drift_report
+
+    back = read_drift_report(data)
+    assert json.loads(json.dumps(back.to_dict())) == data
+
+
+def test_read_drift_report_names_a_broken_field() -> None:
+    from eagle_convert.drift import read_drift_report
+    from eagle_convert.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="report.json drift: not a drift report"):
+        read_drift_report(
+            {"target": "t", "engine": "e", "settings": {}, "drafts": [{}], "seconds": 0}, "report.json drift"
+        )
 
 
 def test_cli_reads_a_named_suite_with_real_long_context(pair) -> None:

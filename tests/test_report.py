@@ -250,7 +250,7 @@ def test_fixture_report_every_variant_resume_and_rebuild(tmp_path: Path, capfd: 
         assert sorted(first.ran) == sorted(
             [
                 f"{s}:{v}"
-                for s in ("validate", "smoke")
+                for s in ("validate", "smoke", "drift")
                 for v in ("eagle3", "eagle31-identity", "eagle31-calibrated", "eagle31-finetuned")
             ]
         )
@@ -264,13 +264,14 @@ def test_fixture_report_every_variant_resume_and_rebuild(tmp_path: Path, capfd: 
         assert second.ran == ["upgrade:identity"]
         # A changed option reruns only what it feeds (the measurements), nothing upstream.
         third = run_report(draft, target, out, _opts(tmp_path, max_new_tokens=12))
-        assert sorted(third.ran) == sorted(
-            f"smoke:{v}" for v in ("eagle3", "eagle31-identity", "eagle31-calibrated", "eagle31-finetuned")
-        )
-        fourth = run_report(draft, target, out, opts)
-        assert fourth.ran == [
-            f"smoke:{v}" for v in ("eagle3", "eagle31-identity", "eagle31-calibrated", "eagle31-finetuned")
+        measured = [
+            f"{s}:{v}"
+            for s in ("smoke", "drift")
+            for v in ("eagle3", "eagle31-identity", "eagle31-calibrated", "eagle31-finetuned")
         ]
+        assert sorted(third.ran) == sorted(measured)
+        fourth = run_report(draft, target, out, opts)
+        assert fourth.ran == measured
         smoke = CliRunner().invoke(main, shlex.split(fourth.data["commands"][-1]["command"])[1:])
         for row in fourth.data["commands"]:  # every commands.sh line parses, in its current form
             argv = shlex.split(row["command"])
@@ -318,6 +319,52 @@ def test_fixture_report_every_variant_resume_and_rebuild(tmp_path: Path, capfd: 
         d["k_sweep"]["step_costs"]["source"] == "reference engine: timed steps" for d in data["acceptance"]["drafts"]
     )
     assert "## Reproduce each step" in md and "--init calibrated" in md
+    # The drift panel: every variant, drift's verdict line, the plot, the command.
+    assert [d["label"] for d in data["drift"]["drafts"]] == [v["name"] for v in data["variants"]]
+    assert "## Attention drift by draft depth" in md
+    for d in data["drift"]["drafts"]:
+        assert f"**{d['label']}** ({d['variant']}; " in md and d["verdict"]["text"] in md
+    assert (out / "drift.png").read_bytes()[:4] == b"\x89PNG" and data["plots"]["drift.png"] == "drift.png"
+    assert data["commands"][-1]["command"].startswith("eagle-convert drift ")
+
+
+@pytest.mark.slow
+def test_fixture_report_drift_panel_resumes_and_turns_off(tmp_path: Path) -> None:
+    """Two variants: without drift, then with it (only the drift stages run, in one run_drift call),
+    again (nothing runs, the same panel), and off again (no panel, no drift.png, nothing runs)."""
+    from eagle_convert.report.run import run_report
+    from fixtures.trained import build_trained_pair
+
+    target, draft = build_trained_pair(log=lambda _m: None)
+    out = tmp_path / "report"
+    small = dict(calibrate=False, finetune=False, categories=("chat",), drift_depth=4)
+    off = run_report(draft, target, out, _opts(tmp_path, drift=False, **small))
+    assert off.data["drift"] is None and not (out / "drift.png").exists()
+    assert not [n for n in off.ran if n.startswith("drift:")]
+    assert "Attention drift" not in (out / "report.md").read_text()
+    check_schema(off.data, "report.schema.json")
+
+    lines: list[str] = []
+    on = run_report(draft, target, out, _opts(tmp_path, **small), progress=lines.append)
+    assert on.ran == ["drift:eagle3", "drift:eagle31-identity"]
+    assert len([m for m in lines if m.startswith("report: drift of ")]) == 1  # one run_drift call for both
+    check_schema(on.data, "report.schema.json")
+    drift = on.data["drift"]
+    assert [d["label"] for d in drift["drafts"]] == ["eagle3", "eagle31-identity"]
+    assert drift["settings"]["depth"] == 4 and all(len(d["overall"]["depths"]) == 4 for d in drift["drafts"])
+    eagle3, ident = drift["drafts"]
+    assert (eagle3["fc_norm"], ident["fc_norm"], ident["norm_output"]) == (False, True, True)
+    md = (out / "report.md").read_text()
+    verdicts = [ln for ln in md.splitlines() if ln.startswith("**eagle") and (": drifts" in ln or ": stable" in ln)]
+    assert len(verdicts) == 2, verdicts
+    assert (out / "drift.png").read_bytes()[:4] == b"\x89PNG"
+
+    again = run_report(draft, target, out, _opts(tmp_path, **small))
+    assert again.ran == [] and {"drift:eagle3", "drift:eagle31-identity"} <= set(again.skipped)
+    assert again.data["drift"] == drift
+
+    off2 = run_report(draft, target, out, _opts(tmp_path, drift=False, **small))
+    assert off2.ran == [] and off2.data["drift"] is None and not (out / "drift.png").exists()
 
 
 @pytest.mark.vllm

@@ -7,6 +7,7 @@ from eagle_convert._lazy import TYPE_CHECKING, attach
 if TYPE_CHECKING:  # what type checkers see
     from eagle_convert.drift.crosscheck import RMS_TOLERANCE, CrossCheck, CrossCheckRow
     from eagle_convert.drift.plot import plot_drift, require_drift_plot
+    from eagle_convert.drift.reader import read_drift_report
     from eagle_convert.drift.results import DepthRow, DraftDrift, DriftGroup, DriftReport
     from eagle_convert.drift.run import DRIFT_MODULES, run_drift
 else:  # what runs: each name imported from its module on first use
@@ -18,6 +19,7 @@ else:  # what runs: each name imported from its module on first use
             "RMS_TOLERANCE": "eagle_convert.drift.crosscheck",
             "plot_drift": "eagle_convert.drift.plot",
             "require_drift_plot": "eagle_convert.drift.plot",
+            "read_drift_report": "eagle_convert.drift.reader",
             "DepthRow": "eagle_convert.drift.results",
             "DraftDrift": "eagle_convert.drift.results",
             "DriftGroup": "eagle_convert.drift.results",
@@ -36,6 +38,7 @@ __all__ = [
     "DriftGroup",
     "DriftReport",
     "plot_drift",
+    "read_drift_report",
     "require_drift_plot",
     "RMS_TOLERANCE",
     "run_drift",

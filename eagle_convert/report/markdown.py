@@ -113,6 +113,45 @@ def _served_line(engine: str, settings: dict[str, Any]) -> str:
     return f"none given: the reference engine drafts as `method` eagle3, `num_speculative_tokens` {settings['k']}"
 
 
+def _num(x: float | None, fmt: str = "{:.2f}") -> str:
+    return "—" if x is None else fmt.format(x)
+
+
+def _drift(drift: dict[str, Any], k: int) -> list[str]:
+    """Per variant: drift's verdict line and its pooled rows at depth 1, the serving k and the deepest."""
+    s = drift["settings"]
+    depth = s["depth"]
+    shown = sorted({1, min(k, depth), depth})
+    lines = [
+        f"Drift's reference drafter on the same prompts and buckets, drafting to depth {depth} (k = {k} is "
+        f"served) from every round of {s['max_new_tokens']} greedy tokens; sink = the first {s['sink_tokens']} "
+        "context tokens; shares are of the draft layer's attention mass, averaged over heads and positions; "
+        "acceptance at depth d is conditional on depths 1..d-1 accepted. Thresholds and every depth: "
+        "`drift` (docs/drift.md) and report.json's `drift`.",
+        "",
+        "![drift](drift.png)",
+        "",
+    ]
+    for d in drift["drafts"]:
+        flags = ", ".join(f for f in ("fc_norm", "norm_output") if d[f]) or "no 3.1 flags"
+        lines += [f"**{d['label']}** ({d.get('variant') or '?'}; {flags}): {d['verdict']['text']}", ""]
+        rows = [r for r in d["overall"]["depths"] if r["depth"] in shown]
+        lines += _table(
+            ["depth", "sink share", "own share", "fed-back RMS", "conditional acceptance"],
+            [
+                [
+                    r["depth"],
+                    _num(r["sink_share"]),
+                    _num(r["own_share"]),
+                    _num(r["fed_rms"], "{:.3g}"),
+                    _num(r["conditional_acceptance"]),
+                ]
+                for r in rows
+            ],
+        )
+    return lines
+
+
 def render_markdown(data: dict[str, Any]) -> str:
     acc = data["acceptance"]
     s = acc["settings"]
@@ -156,6 +195,8 @@ def render_markdown(data: dict[str, Any]) -> str:
         lines += [data["throughput_note"], ""]
     lines += ["## By context length and category", "", "![buckets](buckets.png) ![positions](positions.png)", ""]
     lines += _groups(acc)
+    if data.get("drift"):
+        lines += ["## Attention drift by draft depth", "", *_drift(data["drift"], s["k"])]
     cal = data.get("calibration")
     if cal:
         agree = (

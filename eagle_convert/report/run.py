@@ -4,7 +4,7 @@ Stages, cheapest first: inspect the input; upgrade it with identity `fc_norm` we
 calibrated ones (`upgrade --init calibrated`); fine-tune one of the upgrades; validate
 every variant against the target; measure every variant with one engine on the same prompts and
 context buckets (and, with vLLM and concurrency levels, per-user tokens/s against the target
-alone). Then, always (they are cheap): each variant's model card with the measured table,
+alone); measure every variant's attention drift by draft depth (`drift`, reference engine). Then, always (they are cheap): each variant's model card with the measured table,
 `report.json`, `report.md`, the PNGs and `commands.sh`.
 
 Every stage is keyed by the content hashes of its inputs and its options (`report/cache.py`), so
@@ -152,6 +152,7 @@ def run_report(
         OutputError: `out` is, contains or lies inside an input, or is not a folder.
     """
     from eagle_convert.measure import SMOKE_MODULES
+    from eagle_convert.report.drift import drift_variants
     from eagle_convert.report.measure import measure_variants
     from eagle_convert.report.write import write_outputs
     from eagle_convert.smoke import PLOT_MODULES
@@ -175,6 +176,8 @@ def run_report(
         raise UsageError("--concurrency measures per-user tokens/s with --engine vllm only")
     if opts.capture is not None and opts.capture not in CAPTURE_ENGINES:
         raise UsageError(f"--capture {opts.capture!r}: choose from {', '.join(CAPTURE_ENGINES)}")
+    if opts.drift_depth < 1:
+        raise UsageError("--drift-depth must be at least 1")
     if opts.finetune_from not in ("identity", "calibrated"):
         raise UsageError(f"--finetune-from {opts.finetune_from!r}: choose identity or calibrated")
     suite = smoke_prompts(opts)  # a bad --prompts fails here, before the first stage
@@ -184,7 +187,11 @@ def run_report(
     say = progress or (lambda _m: None)
     variants_n = 2 + int(opts.calibrate) + int(opts.finetune)  # inspect, upgrade, ..., validate and smoke each
     stages_n = (
-        2 + int(opts.calibrate) + int(opts.finetune) + 2 * variants_n + int(engine == "vllm" and bool(opts.concurrency))
+        2
+        + int(opts.calibrate)
+        + int(opts.finetune)
+        + (2 + int(opts.drift)) * variants_n  # validate, smoke and drift each
+        + int(engine == "vllm" and bool(opts.concurrency))
     )
     r = Runner(out, say, on_stage, on_tick, stages_n)
     t0 = time.perf_counter()
@@ -269,8 +276,20 @@ def run_report(
         )
 
     acceptance = measure_variants(r, variants, digests, tpath, d_target, opts, engine, serve)
+    drift = drift_variants(r, variants, digests, tpath, d_target, opts) if opts.drift else None
     files = write_outputs(
-        out, dpath, tpath, variants, r.records, acceptance, opts, engine, notes, time.perf_counter() - t0, r.events
+        out,
+        dpath,
+        tpath,
+        variants,
+        r.records,
+        acceptance,
+        opts,
+        engine,
+        notes,
+        time.perf_counter() - t0,
+        r.events,
+        drift=drift,
     )
     r.memo.save()
     data = files.pop("data")

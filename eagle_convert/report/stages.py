@@ -78,6 +78,12 @@ class ReportOptions(MeasureOptions):
         "(vllm: the target in vLLM, --tensor-parallel-size passed through) into DIR/finetune-capture, then "
         "trained from without the target in memory.",
     )
+    drift: bool = option(
+        True, help="Also measure every variant's attention drift by draft depth (drift, reference engine)."
+    )  # the drift:NAME stages (report/drift.py)
+    drift_depth: int = option(
+        8, min=1, help="Drift: draft steps per round (drift --depth), beyond the serving k on purpose."
+    )
     extra: dict[str, Any] = field(default_factory=dict)  # recorded, not interpreted
 
     def measure(self) -> MeasureOptions:

@@ -15,6 +15,7 @@ from eagle_convert._version import __version__
 from eagle_convert.io import write_text_atomic
 from eagle_convert.measure import SmokeReport
 from eagle_convert.report.cache import StageRecord, write_json_atomic
+from eagle_convert.report.drift import drift_command
 from eagle_convert.report.markdown import render_markdown
 from eagle_convert.report.runner import CALIBRATED, EAGLE3, FINETUNED, IDENTITY, StageEvent, Variant
 from eagle_convert.report.stages import ReportOptions, smoke_command
@@ -78,7 +79,12 @@ def _options(opts: ReportOptions) -> dict[str, Any]:
 
 
 def _commands(
-    records: dict[str, StageRecord], variants: Sequence[Variant], target: Path, opts: ReportOptions, engine: str
+    records: dict[str, StageRecord],
+    variants: Sequence[Variant],
+    target: Path,
+    opts: ReportOptions,
+    engine: str,
+    drift: bool,
 ) -> list[dict[str, str | None]]:
     order = ["inspect", "upgrade:identity", "upgrade:calibrated", "finetune", *(f"validate:{v.name}" for v in variants)]
     out = [{"stage": n, "command": records[n].command} for n in order if n in records and records[n].command]
@@ -88,6 +94,9 @@ def _commands(
             "command": smoke_command(target, [v.path for v in variants], opts, engine),
         }
     )
+    if drift:
+        paths = [v.path for v in variants]
+        out.append({"stage": "drift (every variant, side by side)", "command": drift_command(target, paths, opts)})
     return out
 
 
@@ -103,13 +112,24 @@ def write_outputs(
     notes: list[str],
     seconds: float,
     events: Sequence[StageEvent],
+    *,
+    drift: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Write everything; returns the file paths and, under "data", report.json's content."""
+    """Write everything; returns the file paths and, under "data", report.json's content.
+
+    `drift` is the drift stages' `drift --json` dict (None: `--no-drift`, and no drift.png).
+    """
     from eagle_convert.report.plots import plot_report
 
     acc_dict = acc.to_dict()
     cards = _cards(variants, target, acc_dict)
     plots = plot_report(acc, out)
+    if drift is not None:
+        from eagle_convert.drift import plot_drift, read_drift_report
+
+        plots["drift.png"] = plot_drift(read_drift_report(drift, "report drift stages"), out / "drift.png")
+    else:
+        (out / "drift.png").unlink(missing_ok=True)  # an earlier run's, no longer what report.md shows
     by_label = {d.label: d for d in acc.drafts}
     variant_rows = []
     for v in variants:
@@ -157,11 +177,12 @@ def write_outputs(
         "calibration": (cal.result.get("calibration") if cal else None),
         "finetune": records["finetune"].result if "finetune" in records else None,
         "acceptance": acc_dict,
+        "drift": drift,
         "throughput_note": tnote,
         "checks": checks(acc),
         "notes": list(notes),
         "plots": {name: p.name for name, p in plots.items()},
-        "commands": _commands(records, variants, target, opts, engine),
+        "commands": _commands(records, variants, target, opts, engine, drift is not None),
     }
     files = {"report.json": out / "report.json", "report.md": out / "report.md", "commands.sh": out / "commands.sh"}
     write_json_atomic(files["report.json"], data)

@@ -42,8 +42,9 @@ def report_cmd(
     """Inspect DRAFT, upgrade it to EAGLE-3.1 (identity and calibrated fc_norm), fine-tune, validate,
     and measure every variant against TARGET on the same prompts, buckets and engine.
 
-    Writes DIR/report.md, report.json (its `acceptance` has the shape of smoke --json), PNGs,
-    commands.sh (the command of each step) and one folder per variant, each with its model card.
+    Writes DIR/report.md, report.json (its `acceptance` has the shape of smoke --json, its `drift`
+    that of drift --json), PNGs, commands.sh (the command of each step) and one folder per
+    variant, each with its model card.
     Re-running the same command skips every stage whose inputs and options did not change, so an
     interrupted report resumes where it stopped. Exit 0 when the report was written, 1 on a
     failure (the message names the stage), 2 on usage, 130 when interrupted.

@@ -42,6 +42,9 @@ def render_report(console: Console, result: ReportResult) -> None:
     for c in data["checks"]:
         mark = "[green]✓[/green]" if c["holds"] else "[red]✗[/red]"
         console.print(f"{mark} {c['claim']}: {c['detail']}")
+    for d in (data.get("drift") or {}).get("drafts", []):  # drift's own verdict lines (docs/drift.md)
+        colour = {"drifts": "red", "stable": "green"}.get(d["verdict"]["status"], "yellow")
+        console.print(f"drift: {d['label']}: [{colour}]{d['verdict']['text']}[/{colour}]")
     if acc.get("throughput"):
         from eagle_convert.cli.render.throughput import render_throughput
         from eagle_convert.measure import ThroughputReport
