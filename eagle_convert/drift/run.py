@@ -194,6 +194,7 @@ def run_drift(
     chat_templates: Sequence[str | None] = (None,),
     device: str | None = None,
     cross_check: str | None = None,
+    labels: Sequence[str] | None = None,
     progress: Callable[[str], None] | None = None,
     on_tick: OnTick | None = None,
 ) -> DriftReport:
@@ -213,6 +214,7 @@ def run_drift(
         cross_check: "vllm": also read each draft's fed-back RMS by depth from vLLM's own draft
             model on the same prompts and compare it with the reference's (`drift/crosscheck.py`;
             one vLLM engine start per draft).
+        labels: the drafts' names in the results and progress (None: from their folders, as smoke names them).
         progress: receives one line per draft started.
         on_tick: a count per prompt of each draft.
 
@@ -234,6 +236,7 @@ def run_drift(
         (sink_tokens < 1, "--sink-tokens must be at least 1"),
         (max_new_tokens < 1, "--max-new-tokens must be at least 1"),
         (not chat_templates, "give at least one chat template (None: the target's)"),
+        (labels is not None and len(labels) != len(drafts), "give one label per draft"),
         (cross_check not in (None, *CROSS_CHECK_ENGINES), f"--cross-check: {cross_check!r} is not one of vllm"),
     ):
         if bad:
@@ -253,7 +256,7 @@ def run_drift(
     results = []
     with ExitStack() as stack:
         cross = None if cross_check is None else _vllm_cross_check(stack, tdir, tgt, sets, kw, say)
-        for path, label in zip(dpaths, draft_labels(dpaths)):
+        for path, label in zip(dpaths, list(labels) if labels is not None else draft_labels(dpaths)):
             say(f"drift: {label}: {sum(len(s.prompts) for s in sets)} runs to depth {depth} (reference engine)")
             results.append(_measure_draft(tgt, path, label, sets, buckets, kw, tick, cross))
     settings = {

@@ -105,13 +105,13 @@ def drift_variants(
             max_new_tokens=opts.max_new_tokens,
             buckets=opts.buckets,
             chat_templates=[opts.chat_template],
+            labels=[v.name for v, _ in pending],
             progress=r.say,
             on_tick=r.on_tick,
         )
         share = (time.perf_counter() - t0 - sum(d.seconds for d in rep.drafts)) / len(pending)  # the target load
         whole = rep.to_dict()
         for (v, key), d in zip(pending, whole["drafts"]):
-            d["label"] = v.name
             one = {**whole, "drafts": [d], "seconds": d["seconds"] + share}
             cmd = drift_command(target, [v.path], opts)
             r.done(StageRecord(f"drift:{v.name}", key, one, {}, one["seconds"], cmd), "ran")
