@@ -172,6 +172,8 @@ REPORT = ReportOptions(
     steps_fc_norm=0,
     steps_all=3,
     capture="reference",
+    drift=False,
+    drift_depth=5,
 )
 
 
@@ -260,3 +262,17 @@ def test_report_smoke_line_parses_back(tmp_path: Path) -> None:
     assert options_from_params(MeasureOptions, "opts", ctx.params) == replace(opts.measure(), engine="reference")
     assert ctx.params["drafts"] == (str(tmp_path / "a"), str(tmp_path / "b b"))
     assert ctx.params["target"] == str(tmp_path / "t") and ctx.params["old_drafts"] == ()
+    # and the drift line (report's drift stages): the same prompts, buckets and depth
+    opts = replace(opts, prompts="my prompts.jsonl", categories=("chat",), drift_depth=5)
+    [_, row] = _commands({}, variants, tmp_path / "t", opts, "reference", drift=True)
+    _, ctx = _parse_line(row["command"])
+    assert ctx.params["drafts"] == (str(tmp_path / "a"), str(tmp_path / "b b"))
+    got = {k: ctx.params[k] for k in ("prompts_file", "categories", "limit", "depth", "buckets", "max_new_tokens")}
+    assert got == {
+        "prompts_file": "my prompts.jsonl",
+        "categories": ("chat",),
+        "limit": 1,
+        "depth": 5,
+        "buckets": "natural,1024",
+        "max_new_tokens": opts.max_new_tokens,
+    }

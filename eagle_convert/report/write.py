@@ -84,7 +84,7 @@ def _commands(
     target: Path,
     opts: ReportOptions,
     engine: str,
-    drift: bool,
+    drift: bool = False,
 ) -> list[dict[str, str | None]]:
     order = ["inspect", "upgrade:identity", "upgrade:calibrated", "finetune", *(f"validate:{v.name}" for v in variants)]
     out = [{"stage": n, "command": records[n].command} for n in order if n in records and records[n].command]
