@@ -121,3 +121,31 @@ def test_without_a_config_the_md_says_what_drafted() -> None:
         "none given: the reference engine drafts as `method` eagle3, `num_speculative_tokens` 3"
     )
     assert _served_line("vllm", {"k": 4}).startswith("none given: each engine ran with `method` eagle3, ")
+
+
+@pytest.mark.vllm
+def test_vllm_report_measures_with_the_served_keys(tmp_path: Path) -> None:
+    """The engine path: every vLLM engine runs with the config's keys (k = 2 from it), and the
+    settings say so."""
+    from eagle_convert.report import ReportOptions
+    from eagle_convert.report.run import run_report
+    from fixtures.trained import build_trained_pair
+
+    target, draft = build_trained_pair(log=lambda _m: None)
+    served = {"method": "eagle3", "num_speculative_tokens": 2}
+    opts = ReportOptions(
+        engine="vllm",
+        categories=("chat",),
+        limit=1,
+        k=None,
+        max_new_tokens=8,
+        calibrate=False,
+        finetune=False,
+        speculative_config=json.dumps(served),
+    )
+    res = run_report(draft, target, tmp_path / "r", opts)
+    acc = res.data["acceptance"]
+    assert acc["engine"] == "vllm" and acc["settings"]["k"] == 2
+    assert acc["settings"]["speculative_config"] == served
+    assert all(len(d["total"]["per_position"]) == 2 for d in acc["drafts"])
+    assert f"- engine: vllm ({acc['engine_version']})" in (tmp_path / "r" / "report.md").read_text()
