@@ -10,6 +10,11 @@ prefill runs once per repeat. Reported per context length: prefill tokens/s (pro
 target's and the drafter's prefill), decode tokens/s (tokens generated after the first, over the
 rest of the call) and AL, then the 32k / 1k ratios.
 
+Threads: one by default (`--threads`). On the shared 2-core machine this was written on, torch's
+default of two threads made the same 1k run 10-50x slower (prefill 5.0 s against 0.55 s, 16 new
+tokens 16.4 s against 0.34 s at load ~4: each parallel region waits for a thread the other jobs
+hold), so the default measures the engine, not the scheduler; `--threads 0` keeps torch's default.
+
 The prompts are the long-context suite (`measure/longctx.py`: standard-library code and
 `pydoc_data.topics` prose, cut to 99-100 % of N tokens of the fixture tokenizer): by default one
 code prompt per length (`--suite long-code`), because one 32k prefill costs about 100 CPU-seconds
@@ -43,14 +48,18 @@ LONG_CONTEXT = 32768  # the copy's max_position_embeddings: a 32k prompt plus it
 
 
 def long_context_target(target: Path, out: Path, max_positions: int = LONG_CONTEXT) -> Path:
-    """`out`: `target`'s files linked, its config.json rewritten with `max_positions` (when larger)."""
+    """`out`: `target`'s files linked, its config.json (`max_position_embeddings`) and
+    tokenizer_config.json (`model_max_length`) rewritten with `max_positions` where smaller."""
     out.mkdir(parents=True, exist_ok=True)
+    rewrite = {"config.json": "max_position_embeddings", "tokenizer_config.json": "model_max_length"}
     for f in target.iterdir():
-        if f.name != "config.json":
+        if f.name not in rewrite:
             os.symlink(f.resolve(), out / f.name)
-    cfg = json.loads((target / "config.json").read_text())
-    cfg["max_position_embeddings"] = max(int(cfg.get("max_position_embeddings") or 0), max_positions)
-    (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+            continue
+        cfg = json.loads(f.read_text())
+        key = rewrite[f.name]
+        cfg[key] = max(int(cfg.get(key) or 0), max_positions)
+        (out / f.name).write_text(json.dumps(cfg, indent=2) + "\n")
     return out
 
 
@@ -132,11 +141,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--suite", choices=("long-code", "long-prose", "long-context"), default="long-code")
     parser.add_argument("--prompts-per-length", type=int, choices=(1, 2), default=1, help="per kind (code, prose)")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch's default, one per core)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
 
     import torch
 
+    if args.threads > 0:  # on a shared 2-core machine 2 threads wait on each other: 1k decode 16 s vs 0.3 s
+        torch.set_num_threads(args.threads)
     from eagle_convert.measure import prepare_smoke_prompts, resolve_suite
     from eagle_convert.reference import TargetModel, load_drafter, quiet_loading, speculative_generate
     from eagle_convert.vllm_model import default_aux_ids
@@ -166,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"decode {run['decode_s']:.2f} s", file=sys.stderr)  # fmt: skip
     lengths = {str(n): _summary(runs) for n, runs in sorted(by_len.items())}
     result: dict[str, Any] = {
-        "engine": f"reference (torch {torch.__version__} on {args.device}, fp32), {torch.get_num_threads()} threads",
+        "engine": f"reference (torch {torch.__version__} on {args.device}, fp32), {torch.get_num_threads()} thread(s)",
         "pair": "fixtures/trained.py (8-layer hidden-256 Llama target, max_position_embeddings raised to "
         f"{LONG_CONTEXT} in a linked copy)",
         "python": sys.version.split()[0],
