@@ -65,6 +65,7 @@ def plot_drift(report: DriftReport, path: str | Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     path = Path(path)
     per_draft = [(d.label, bucket_rows(d)) for d in report.drafts]
@@ -79,6 +80,7 @@ def plot_drift(report: DriftReport, path: str | Path) -> Path:
                     ax.plot(*zip(*pts), marker="o", label=label)
             ax.set_title(f"{title} — {bucket_label(bucket) if bucket >= 0 else 'all'}", fontsize=9)
             ax.set_xlabel("draft depth")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # depths are whole (a short line: no 1.5)
             ax.grid(alpha=0.3)
             if attr != "fed_rms":
                 ax.set_ylim(0, 1.02)
