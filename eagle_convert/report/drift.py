@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from eagle_convert.measure import NATURAL, prepare_smoke_prompts
 from eagle_convert.report.cache import StageRecord
-from eagle_convert.report.measure import _prompts_digest, engine_build
+from eagle_convert.report.measure import engine_build, pending_variants, prompts_digest
 from eagle_convert.report.stages import ReportOptions, command, smoke_prompts
 
 if TYPE_CHECKING:
@@ -85,14 +85,8 @@ def drift_variants(
         "chat_template": opts.chat_template,
         "build": engine_build("reference"),
     }
-    pdig = _prompts_digest(pset)
-    pending: list[tuple[Variant, str]] = []
-    for v in variants:
-        key, rec = r.cached(f"drift:{v.name}", options, {"draft": digests[v.name], "target": d_target, "prompts": pdig})
-        if rec is not None:
-            r.done(rec, "skipped")
-        else:
-            pending.append((v, key))
+    pdig = prompts_digest(pset)
+    pending = pending_variants(r, "drift", variants, options, digests, d_target, pdig)
     if pending:
         r.say(f"report: drift of {', '.join(v.name for v, _ in pending)} (reference engine, depth {opts.drift_depth})")
         t0 = time.perf_counter()

@@ -42,7 +42,7 @@ from eagle_convert.report.stages import ReportOptions, smoke_command, smoke_prom
 if TYPE_CHECKING:
     from eagle_convert.report.runner import Runner, Variant
 
-__all__ = ["engine_build", "measure_variants"]
+__all__ = ["engine_build", "measure_variants", "pending_variants", "prompts_digest"]
 
 BASELINE_STAGE = "smoke:no-speculation"
 
@@ -58,7 +58,8 @@ def engine_build(engine: str) -> str:
     return f"torch {torch.__version__}"
 
 
-def _prompts_digest(pset: PromptSet) -> str:
+def prompts_digest(pset: PromptSet) -> str:
+    """A digest of the tokenized prompts: part of every measuring stage's key."""
     rows = [[p.id, p.category, p.bucket, p.token_ids] for p in pset.prompts]
     return hashlib.sha256(json.dumps([pset.chat_template, rows]).encode()).hexdigest()
 
@@ -156,6 +157,28 @@ def _measure(
     return out, base
 
 
+def pending_variants(
+    r: Runner,
+    stage: str,
+    variants: Sequence[Variant],
+    options: dict[str, Any],
+    digests: dict[str, str],
+    d_target: str,
+    pdig: str,
+) -> list[tuple[Variant, str]]:
+    """The variants whose `stage:NAME` record is stale, with their new keys; the fresh ones are
+    recorded as skipped. The key covers the options, the variant's draft, the target and the prompts."""
+    pending: list[tuple[Variant, str]] = []
+    for v in variants:
+        inputs = {"draft": digests[v.name], "target": d_target, "prompts": pdig}
+        key, rec = r.cached(f"{stage}:{v.name}", options, inputs)
+        if rec is not None:
+            r.done(rec, "skipped")
+        else:
+            pending.append((v, key))
+    return pending
+
+
 def measure_variants(
     r: Runner,
     variants: Sequence[Variant],
@@ -185,14 +208,8 @@ def measure_variants(
     }
     if _served(serve) is not None:  # absent otherwise: the stage keys of reports without it stay
         options["speculative_config"] = _served(serve)
-    pdig = _prompts_digest(pset)
-    pending: list[tuple[Variant, str]] = []
-    for v in variants:
-        key, rec = r.cached(f"smoke:{v.name}", options, {"draft": digests[v.name], "target": d_target, "prompts": pdig})
-        if rec is not None:
-            r.done(rec, "skipped")
-        else:
-            pending.append((v, key))
+    pdig = prompts_digest(pset)
+    pending = pending_variants(r, "smoke", variants, options, digests, d_target, pdig)
     base_key = base_rec = None
     if engine == "vllm" and opts.concurrency:
         base_key, base_rec = r.cached(BASELINE_STAGE, options, {"target": d_target, "prompts": pdig})
