@@ -201,6 +201,39 @@ def test_mla_draft_acceptance_depends_on_its_attention(mla_pair) -> None:
     assert full > 3.0 and full - ablated > 1.2, (full, ablated)
 
 
+def test_drift_reads_the_mla_drafts_attention_and_the_31_upgrade_keeps_the_fed_state_flat(
+    mla_pair, tmp_path: Path
+) -> None:
+    """`drift` on an MLA draft (issue 19: MLA drafts once the reference engine has them): the MLA
+    attention's shares are a distribution at every depth (sum 1 within 1e-4: fp32 softmax), the
+    first draft step attends no drafted token, and the identity EAGLE-3.1 upgrade (norm_output)
+    feeds back the post-norm state: RMS within 5 % of RMS(norm.weight) at every depth."""
+    from safetensors.torch import load_file
+
+    from eagle_convert.drift import run_drift
+    from eagle_convert.measure import builtin_prompts
+    from eagle_convert.upgrade import upgrade_draft
+
+    up = tmp_path / "eagle31"
+    upgrade_draft(mla_pair["draft"], up)
+    report = run_drift(
+        mla_pair["target"], [mla_pair["draft"], up], prompts=builtin_prompts()[:2], depth=4, max_new_tokens=8
+    )
+    eagle3, eagle31 = report.drafts
+    for d in report.drafts:
+        rows = d.overall.depths
+        assert [r.depth for r in rows] == [1, 2, 3, 4]
+        for r in rows:
+            assert r.sink is not None and r.context is not None and r.own is not None
+            assert abs(r.sink + r.context + r.own - 1) < 1e-4, (d.label, r)
+        assert rows[0].own == pytest.approx(0.0, abs=1e-6)
+    norm = load_file(str(next(up.glob("*.safetensors"))))["norm.weight"].float()
+    want = float(norm.pow(2).mean().sqrt())
+    for r in eagle31.overall.depths:
+        assert r.fed_rms == pytest.approx(want, rel=0.05), (r.depth, r.fed_rms, want)
+    assert eagle3.verdict.status in ("drifts", "stable")
+
+
 def _corpus_prompts(n: int):
     from eagle_convert.measure.prompts import Prompt
     from fixtures.corpus_prompts import corpus_prompts
