@@ -301,7 +301,12 @@ def test_vllm_parallel_capture_equals_the_one_rank_capture(pair, vllm_cache, par
     from eagle_convert.vllm.session import EngineSession
 
     root = vllm_cache["root"]
-    size = {"pipeline_parallel_size": 2} if parallel == "pp2" else {"tensor_parallel_size": 2}
+    # tp2 names vLLM's executor (passed through to ParallelConfig.distributed_executor_backend).
+    size = (
+        {"pipeline_parallel_size": 2}
+        if parallel == "pp2"
+        else {"tensor_parallel_size": 2, "distributed_executor_backend": "mp"}
+    )
     opts = CaptureOptions("vllm", shard_size=2, max_model_len=512, **size)
     with EngineSession() as s:
         res = capture_cache(pair["target"], pair["draft"], pair["prompts"], root / parallel, opts, session=s)

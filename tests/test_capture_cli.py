@@ -68,18 +68,42 @@ def test_cli_capture_end_to_end_and_resume(pair, tmp_path: Path) -> None:
     assert res.exit_code == 0 and "captured now" in res.stdout and "tokens/s" in res.stdout
 
 
+def test_cli_capture_refuses_ray_where_ray_is_missing(pair, tmp_path: Path, monkeypatch) -> None:
+    """`--distributed-executor-backend ray` needs Ray on the driver: refused in one line before anything
+    loads (Ray itself is not a dependency: the test hides it where it is installed)."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    out = tmp_path / "c"
+    res = _cli(
+        "capture", "--target", str(pair["target"]), "--draft", str(pair["draft"]), "--out", str(out),
+        "--distributed-executor-backend", "ray",
+    )  # fmt: skip
+    assert res.exit_code == 2 and not out.exists()
+    assert res.stderr == (
+        "Error: --distributed-executor-backend ray: Ray is not installed here "
+        "(pip install ray and start the Ray cluster first: docs/scale.md)\n"
+    )
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
         (
             ["--engine", "reference", "--pipeline-parallel-size", "2"],
-            "Error: --engine reference runs the target in one process; "
-            "--tensor-parallel-size and --pipeline-parallel-size need --engine vllm\n",
+            "Error: --engine reference runs the target in one process; --tensor-parallel-size, "
+            "--pipeline-parallel-size and --distributed-executor-backend need --engine vllm\n",
         ),
         (
             ["--engine", "reference", "--tensor-parallel-size", "2"],
-            "Error: --engine reference runs the target in one process; "
-            "--tensor-parallel-size and --pipeline-parallel-size need --engine vllm\n",
+            "Error: --engine reference runs the target in one process; --tensor-parallel-size, "
+            "--pipeline-parallel-size and --distributed-executor-backend need --engine vllm\n",
+        ),
+        (
+            ["--engine", "reference", "--distributed-executor-backend", "mp"],
+            "Error: --engine reference runs the target in one process; --tensor-parallel-size, "
+            "--pipeline-parallel-size and --distributed-executor-backend need --engine vllm\n",
         ),
     ],
 )

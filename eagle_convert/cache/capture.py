@@ -9,6 +9,7 @@ Only one shard's tensors are in memory at a time; progress ticks carry tokens/s.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import time
@@ -43,13 +44,23 @@ def check_capture_options(opts: CaptureOptions) -> None:
         MissingExtraError: engine vllm without vLLM installed.
     """
     if opts.engine not in CAPTURE_ENGINES:
-        raise UsageError(f"--engine {opts.engine!r}: expected one of {', '.join(CAPTURE_ENGINES)}")
-    if opts.shard_size < 1:
-        raise UsageError("--shard-size must be at least 1")
-    if opts.engine == "reference" and (opts.tensor_parallel_size > 1 or opts.pipeline_parallel_size > 1):
         raise UsageError(
-            "--engine reference runs the target in one process; "
-            "--tensor-parallel-size and --pipeline-parallel-size need --engine vllm"
+            f"{{engine={opts.engine!r}}}: expected one of {', '.join(CAPTURE_ENGINES)}", options=("engine",)
+        )
+    if opts.shard_size < 1:
+        raise UsageError("{shard_size} must be at least 1", options=("shard_size",))
+    parallel = opts.tensor_parallel_size > 1 or opts.pipeline_parallel_size > 1 or opts.distributed_executor_backend
+    if opts.engine == "reference" and parallel:
+        raise UsageError(
+            "{engine=reference} runs the target in one process; {tensor_parallel_size}, "
+            "{pipeline_parallel_size} and {distributed_executor_backend} need {engine=vllm}",
+            options=("engine", "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend"),
+        )
+    if opts.distributed_executor_backend == "ray" and importlib.util.find_spec("ray") is None:
+        raise UsageError(
+            "{distributed_executor_backend=ray}: Ray is not installed here",
+            hint="pip install ray and start the Ray cluster first: docs/scale.md",
+            options=("distributed_executor_backend",),
         )
     if opts.engine == "vllm":
         require("vllm", "capture --engine vllm")
@@ -218,6 +229,7 @@ def capture_cache(
                     dtype=dtype,
                     tensor_parallel_size=o.tensor_parallel_size,
                     pipeline_parallel_size=o.pipeline_parallel_size,
+                    executor=o.distributed_executor_backend,
                     max_model_len=length,
                 )
                 prefill += float(res["prefill_s"])

