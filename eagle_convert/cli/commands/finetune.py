@@ -14,6 +14,15 @@ from eagle_convert.cli.options import cache_options, dataclass_options
 from eagle_convert.errors import UsageError
 from eagle_convert.finetune import FinetuneOptions
 
+CAPTURE_FIELDS = (
+    "dtype",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "distributed_executor_backend",
+    "shard_size",
+    "max_model_len",
+)  # the capture settings finetune --capture takes
+
 
 @click.command("finetune")
 @click.argument("draft")
@@ -38,11 +47,8 @@ from eagle_convert.finetune import FinetuneOptions
 @dataclass_options(
     CaptureOptions,
     "capture_opts",
-    only=("dtype", "tensor_parallel_size", "pipeline_parallel_size", "shard_size", "max_model_len"),
-    help_extra={
-        k: "With --capture."
-        for k in ("dtype", "tensor_parallel_size", "pipeline_parallel_size", "shard_size", "max_model_len")
-    },
+    only=CAPTURE_FIELDS,
+    help_extra={k: "With --capture." for k in CAPTURE_FIELDS},
 )
 @click.option(
     "--force",

@@ -57,8 +57,11 @@ PROGRESS_MIN_BYTES = 64 << 20  # smaller checkpoints finish before a bar is wort
 @dataclass_options(
     CaptureOptions,
     "capture_opts",
-    only=("tensor_parallel_size",),
-    help_extra={"tensor_parallel_size": "With --capture vllm."},
+    only=("tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend"),
+    help_extra={
+        k: "With --capture vllm."
+        for k in ("tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend")
+    },
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the plan (and result) as JSON.")
 @click.pass_context
