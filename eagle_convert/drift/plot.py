@@ -86,11 +86,8 @@ def plot_drift(report: DriftReport, path: str | Path) -> Path:
                 ax.set_ylim(0, 1.02)
         axes[i][0].legend(fontsize=8)
     s = report.settings
-    fig.suptitle(
+    title = (
         f"eagle-convert drift — {Path(report.target).name}, depth {s['depth']}, sink = first "
-        f"{s['sink_tokens']} tokens, {s['max_new_tokens']} new tokens per prompt",
-        fontsize=10,
+        f"{s['sink_tokens']} tokens, {s['max_new_tokens']} new tokens per prompt"
     )
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return save_png(fig, path, dpi=110)
+    return save_png(fig, path, dpi=110, title=title)

@@ -107,7 +107,6 @@ def _suptitle(rep: SmokeReport) -> str:
 
 
 def _save(fig: Any, path: Path) -> Path:
-    fig.tight_layout()
     return save_png(fig, path, dpi=110)  # atomic: an interrupted report leaves no half PNG
 
 

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.cache import CAPTURE_ENGINES
-from eagle_convert.errors import CheckpointNotFoundError, OutputError, UsageError
+from eagle_convert.errors import OutputError, UsageError
 from eagle_convert.extras import require
-from eagle_convert.io import suggestion
+from eagle_convert.io import local_folder
 from eagle_convert.progress import OnTick
 from eagle_convert.report.cache import STATE_DIR, folder_digest
 from eagle_convert.report.runner import (
@@ -80,14 +80,7 @@ class ReportResult:
 
 
 def _local(path: str | Path, what: str) -> Path:
-    p = Path(path).expanduser()
-    if not p.is_dir():
-        raise CheckpointNotFoundError(
-            f"{what} {path}: no such folder", hint=suggestion(p) or "report needs local checkpoint folders"
-        )
-    if not (p / "config.json").is_file():
-        raise CheckpointNotFoundError(f"{what} {path}: no config.json")
-    return p.resolve()
+    return local_folder(path, f"{what} {path}", hint="report needs local checkpoint folders").resolve()
 
 
 def _check_out(out: Path, inputs: dict[str, Path]) -> Path:

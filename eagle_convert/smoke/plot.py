@@ -186,20 +186,22 @@ def plot_smoke(report: SmokeReport, path: str | Path) -> Path:
             axes[0][2], report, [("all", b) for b in bks], [bucket_label(b) for b in bks], "AL by context length"
         )
     s = report.settings
-    fig.suptitle(
+    title = (
         f"eagle-convert smoke — {Path(report.target).name}, engine {report.engine}, k={k}, "
-        f"T={s['temperature']}, {s['max_new_tokens']} new tokens, {len(report.prompts.prompts)} runs",
-        fontsize=10,
+        f"T={s['temperature']}, {s['max_new_tokens']} new tokens, {len(report.prompts.prompts)} runs"
     )
+    return save_png(fig, path, dpi=120, title=title)
+
+
+def save_png(fig: Any, path: Path, *, dpi: int, title: str | None = None) -> Path:
+    """Lay `fig` out (under `title`, when given) and write it beside `path`, then rename it there: an
+    interrupted run leaves the old plot (or none), never half a PNG. Closes `fig`."""
+    import matplotlib.pyplot as plt
+
+    if title is not None:
+        fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    return save_png(fig, path, dpi=120)
-
-
-def save_png(fig: Any, path: Path, *, dpi: int) -> Path:
-    """Write `fig` beside `path`, then rename it there: an interrupted run leaves the old plot (or
-    none), never half a PNG. Closes `fig`."""
-    import matplotlib.pyplot as plt
 
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from eagle_convert.vllm.errors import one_line_error
+from eagle_convert.vllm.worker_io import base_engine_kwargs, shutdown_engine
 
 __all__ = ["run_capture", "stop_capture"]
 
@@ -35,10 +36,7 @@ def stop_capture() -> None:
     """Shut the capture engine down (another op needs the memory, or the worker exits)."""
     llm, _Engine.llm, _Engine.key = _Engine.llm, None, None
     if llm is not None:
-        try:
-            llm.llm_engine.engine_core.shutdown()
-        except Exception:
-            pass
+        shutdown_engine(llm)
         del llm
         import gc
 
@@ -51,11 +49,7 @@ def _engine(req: dict):
     from eagle_convert.vllm.capture_ext import EXTENSION
 
     kwargs = dict(
-        model=req["target"],
-        enforce_eager=True,
-        max_model_len=int(req["max_model_len"]),
-        dtype=req.get("dtype", "auto"),
-        seed=int(req.get("seed", 0)),
+        **base_engine_kwargs(req),
         tensor_parallel_size=int(req.get("tensor_parallel_size", 1)),
         pipeline_parallel_size=int(req.get("pipeline_parallel_size", 1)),
         max_num_seqs=1,
