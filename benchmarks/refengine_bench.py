@@ -44,6 +44,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from benchmarks.timing import print_result
+
 LONG_CONTEXT = 32768  # the copy's max_position_embeddings: a 32k prompt plus its new tokens fit
 
 
@@ -196,9 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             "prefill_tokens_per_s": round(hi["prefill_tokens_per_s"] / lo["prefill_tokens_per_s"], 3),
             "decode_tokens_per_s": round(hi["decode_tokens_per_s"] / lo["decode_tokens_per_s"], 3),
         }
-    print(json.dumps(result, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    print_result(result, args.json)
     return 0
 
 

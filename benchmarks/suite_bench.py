@@ -15,12 +15,11 @@ code, so a 32k prompt is about 58 kB of text) unless `--tokenizer` names a folde
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
-from benchmarks.timing import median_seconds
+from benchmarks.timing import median_seconds, print_result
 
 LENGTH = 32000
 
@@ -83,9 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         "filler_bucket_median_s": round(filler_s, 3),
         "filler_bucket_per_prompt_s": round(filler_s / len(builtin_prompts()), 3),
     }
-    print(json.dumps(result, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    print_result(result, args.json)
     return 0
 
 

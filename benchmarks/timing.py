@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from collections.abc import Callable
@@ -21,3 +22,11 @@ def median_seconds(fn: Callable[[], object], repeat: int) -> float:
 def folder_bytes(folder: Path) -> int:
     """Total size of the files directly inside `folder`."""
     return sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+
+
+def print_result(result: dict, out: Path | None) -> None:
+    """Print a benchmark's result as JSON, and write it to `out` (the `--json OUT` option) when given."""
+    text = json.dumps(result, indent=2)
+    print(text)
+    if out is not None:
+        out.write_text(text + "\n")
