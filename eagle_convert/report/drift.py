@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eagle_convert.measure import NATURAL, prepare_smoke_prompts
+from eagle_convert.measure import format_buckets, prepare_smoke_prompts
 from eagle_convert.report.cache import StageRecord
 from eagle_convert.report.measure import engine_build, pending_variants, prompts_digest
 from eagle_convert.report.stages import ReportOptions, command, smoke_prompts
@@ -46,7 +46,7 @@ def drift_command(target: Path, drafts: Sequence[Path], opts: ReportOptions) -> 
         "--max-new-tokens",
         str(opts.max_new_tokens),
         "--buckets",
-        ",".join("natural" if b == NATURAL else str(b) for b in opts.buckets),
+        format_buckets(opts.buckets),
     ]
     if opts.chat_template:
         args += ["--chat-template", opts.chat_template]
