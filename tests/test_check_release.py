@@ -123,7 +123,7 @@ def test_check_cli_names_the_release(built_fixtures, tmp_path: Path) -> None:
     assert bad.exit_code == 2
     assert bad.stderr == (
         "Error: --vllm-version 0.20.0: 0.20.0 is older than the oldest release eagle-convert knows (0.21.0) "
-        "(name a release 0.21.0 ... 0.33.0, or 'all')\n"
+        f"(name a release 0.21.0 ... {releases.NEWEST_RELEASE}, or 'all')\n"
     )
 
 
@@ -210,3 +210,45 @@ def test_the_gate_names_the_ids_v2_taps_instead(gate_drafts, tmp_path: Path) -> 
     [warn] = [r for r in report.results if r.name == "static: warnings"]
     assert not report.passed and warn.details["codes"] == ["W323"]
     assert "so it taps (2, 4, 5) for this 8-layer target instead of [1, 2, 6]" in warn.message
+
+
+# ------------------------------------------------------------- a release eagle-convert has not read
+
+
+def test_unverified_findings_fail_unless_the_policy_accepts_the_risk() -> None:
+    rep = Report("d", families_run=["files", "engine"])
+    rep.add(finding("E706", "9.9.9 is newer than the newest release eagle-convert knows: unverified"))
+    errors, warnings, unverified = ck.static_checks(rep, [])
+    assert (errors.passed, warnings.passed, unverified.passed) == (True, True, False)
+    assert unverified.name == "static: unverified" and unverified.details["policy_keys"] == ["unknown_release"]
+    assert unverified.message == (
+        "unverified, so not passed: E706 vllm-release-unverified: 9.9.9 is newer than the newest release "
+        "eagle-convert knows: unverified"
+    )
+    *_, accepted = ck.static_checks(rep, [], accept={"unknown_release": "warn", "modified_source": "fail"})
+    assert accepted.passed is True and accepted.threshold == '0 (accepted: [vllm] unknown_release = "warn")'
+    assert accepted.message.startswith('risk accepted by the policy\'s [vllm] unknown_release = "warn": E706')
+    *_, other_key = ck.static_checks(rep, [], accept={"modified_source": "warn"})
+    assert other_key.passed is False
+
+
+@pytest.mark.parametrize("version", ["0.99.0", "9.9.9"])
+def test_check_fails_a_release_it_has_not_read(built_fixtures, tmp_path: Path, version: str) -> None:
+    """`check --vllm-version 0.99.0` never passes with borrowed rules; the message names the newest known release."""
+    draft = built_fixtures("vllm-eagle31")
+    res = CliRunner().invoke(main, ["check", str(draft), "--vllm-version", version, "--json"])
+    assert res.exit_code == 1, res.output
+    rows = {r["name"]: r for r in json.loads(res.stdout)["checks"]}
+    row = rows["static: unverified"]
+    newest = releases.NEWEST_RELEASE
+    assert (row["status"], row["details"]["codes"]) == ("fail", ["E706"])
+    assert (
+        f"newer than the newest release eagle-convert knows ({newest}): this verdict used {newest}'s"
+        in (row["message"])
+    )
+    policy = tmp_path / "eagle-check.toml"
+    policy.write_text('[vllm]\nunknown_release = "warn"\n')
+    res = CliRunner().invoke(main, ["check", str(draft), "--vllm-version", version, "--json", "--policy", str(policy)])
+    row = {r["name"]: r for r in json.loads(res.stdout)["checks"]}["static: unverified"]
+    assert (row["status"], row["details"]["accepted"]) == ("pass", True)
+    assert row["message"].startswith('risk accepted by the policy\'s [vllm] unknown_release = "warn": E706')

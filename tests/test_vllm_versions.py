@@ -1,5 +1,6 @@
 """Which vLLM release a verdict is for (vllm_model/versions.py, releases.py); the extras stay inside the
-range they may install, and inspect / validate name the release and say when it is unknown (W704),
+range they may install, and inspect / validate name the release and say when it is unknown: the
+verdict is then unverified (E706: validate exits 1, check fails unless its policy accepts the risk),
 without importing vLLM.
 
 No test here asserts which vLLM is installed: the installed version is faked through
@@ -24,7 +25,8 @@ from eagle_convert.errors import UsageError
 from eagle_convert.vllm_model import features, releases, versions
 
 ROOT = Path(__file__).resolve().parents[1]
-OUTSIDE, INSIDE = "0.34.0", "0.32.0+cpu"
+NEWEST = releases.NEWEST_RELEASE
+OUTSIDE, INSIDE = "9.9.9", "0.32.0+cpu"  # a release eagle-convert cannot know, and the tested one
 
 
 def _extra_requirements() -> dict[str, Requirement]:
@@ -76,15 +78,16 @@ def test_nearest_known(version: str, known: str | None, note: str) -> None:
 
 def test_status() -> None:
     none = versions.status_for(None)
-    assert (none.installed, none.release, none.outside, none.warning()) == (None, "0.33.0", False, None)
-    assert none.line() == "vLLM 0.33.0 (no vLLM is installed: the newest known release)"
+    assert (none.installed, none.release, none.outside, none.warning()) == (None, NEWEST, False, None)
+    assert none.line() == f"vLLM {NEWEST} (no vLLM is installed: the newest known release)"
     inside = versions.status_for(INSIDE)
-    assert (inside.release, inside.warning()) == ("0.32.0", None)
+    assert (inside.release, inside.warning(), inside.verified) == ("0.32.0", None, True)
     assert inside.line() == "vLLM 0.32.0 (the installed vLLM)"
-    newer = versions.status_for("0.34.1")
-    assert (newer.release, newer.outside) == ("0.33.0", True)
+    newer = versions.status_for("9.9.1")
+    assert (newer.release, newer.outside, newer.verified) == (NEWEST, True, False)
     assert newer.warning() == (
-        "0.34.1 is newer than the newest release eagle-convert knows (0.33.0); using 0.33.0's rules"
+        f"9.9.1 is newer than the newest release eagle-convert knows ({NEWEST}): this verdict used {NEWEST}'s "
+        "rules and is unverified"
     )
     named = versions.status_for(INSIDE, "0.24.0")
     assert (named.release, named.why, named.outside) == ("0.24.0", "--vllm-version 0.24.0", False)
@@ -93,6 +96,40 @@ def test_status() -> None:
         versions.status_for(INSIDE, "0.19.0")
     with pytest.raises(UsageError, match="is not a version"):
         versions.status_for(INSIDE, "latest")
+
+
+@pytest.mark.parametrize("version", ["0.32.3", "0.33.0rc1", "0.25.7.dev3"])
+def test_unread_patch_or_prerelease_is_unverified(version: str) -> None:
+    """A patch or pre-release of a known minor borrows that minor's rules, and says it was never read."""
+    minor = releases.nearest_known(version)[0]
+    for status in (versions.status_for(None, version), versions.status_for(version)):
+        assert (status.release, status.verified) == (minor, False)
+        assert status.warning() == (
+            f"{version} is not a release eagle-convert has read (nearest: {minor}, same minor): this verdict "
+            f"used {minor}'s rules and is unverified"
+        )
+
+
+def test_unknown_installed_release_matching_fingerprints_is_verified() -> None:
+    """An installed release eagle-convert has not read, whose deciding code has a known release's fingerprints,
+    gets that release's rules and says why; no match leaves it unverified. The matcher runs only when needed."""
+    calls: list[int] = []
+
+    def match(found: str | None):
+        return lambda: calls.append(1) or found
+
+    matched = versions.status_for("0.35.0", match=match("0.34.0"))
+    assert (matched.release, matched.verified, matched.matched, matched.warning()) == ("0.34.0", True, "0.34.0", None)
+    assert matched.line() == (
+        "vLLM 0.34.0 (the installed vLLM 0.35.0: not a release eagle-convert has read, but its deciding code "
+        "matches 0.34.0's fingerprints)"
+    )
+    assert matched.to_dict()["matched_by_fingerprint"] == "0.34.0"
+    unmatched = versions.status_for("0.35.0", match=match(None))
+    assert (unmatched.release, unmatched.verified) == (NEWEST, False)
+    assert versions.status_for(INSIDE, match=match("0.21.0")).release == "0.32.0"  # a known release: not asked
+    assert versions.status_for("0.35.0", "0.30.0", match=match("0.34.0")).release == "0.30.0"  # named: not asked
+    assert len(calls) == 2
 
 
 def test_installed_version_is_read_without_importing_vllm() -> None:
@@ -106,8 +143,10 @@ def test_installed_version_is_read_without_importing_vllm() -> None:
 
 @pytest.fixture
 def installed(monkeypatch: pytest.MonkeyPatch):
-    def fake(version: str | None) -> None:
+    def fake(version: str | None, matches: str | None = None) -> None:
+        """The installed version, and the known release its deciding code matches (here: none)."""
         monkeypatch.setattr(features, "vllm_version", lambda pkg=None: version)
+        monkeypatch.setattr(versions, "_installed_match", lambda: matches)
 
     return fake
 
@@ -120,12 +159,15 @@ def test_inspect_says_when_outside(installed, built_fixtures) -> None:
     draft = built_fixtures("vllm-eagle31")
     installed(OUTSIDE)
     res = _cli("inspect", draft)
-    assert res.exit_code == 0
+    assert res.exit_code == 0  # inspect describes; validate and check judge
     text = " ".join(res.stdout.split())  # the table wraps the line
-    assert "0.34.0 is newer than the newest release eagle-convert knows (0.33.0); using 0.33.0's rules" in text
+    assert (
+        f"9.9.9 is newer than the newest release eagle-convert knows ({NEWEST}): this verdict used {NEWEST}'s "
+        "rules and is unverified"
+    ) in text
     data = json.loads(_cli("inspect", "--json", draft).stdout)
     assert data["vllm"] == versions.status_for(OUTSIDE).to_dict()
-    assert data["vllm"]["outside_known_releases"] is True
+    assert (data["vllm"]["outside_known_releases"], data["vllm"]["verified"]) == (True, False)
 
 
 @pytest.mark.parametrize("version", [INSIDE, None])
@@ -139,32 +181,37 @@ def test_inspect_names_the_release(installed, built_fixtures, version: str | Non
     assert (data["vllm"]["installed"], data["vllm"]["outside_known_releases"]) == (version, False)
 
 
-def test_validate_warns_when_outside(installed, built_fixtures) -> None:
+@pytest.mark.parametrize("how", ["installed", "named"])
+def test_validate_is_unverified_outside(installed, built_fixtures, how: str) -> None:
+    """A release eagle-convert has not read never passes: E706 (an error), exit 1, naming the rules used."""
     draft = built_fixtures("vllm-eagle31")
-    installed(OUTSIDE)
-    res = _cli("validate", "--json", draft)
-    assert res.exit_code == 0  # a warning: the draft itself is fine
+    args = ["--vllm-version", OUTSIDE] if how == "named" else []
+    installed(OUTSIDE if how == "installed" else INSIDE)
+    res = _cli("validate", "--json", draft, *args)
+    assert res.exit_code == 1
     data = json.loads(res.stdout)
     [hit] = data["findings"]
     assert (hit["code"], hit["level"], hit["slug"], hit["impact"]) == (
-        "W704",
-        "warning",
-        "vllm-version-untested",
-        "hygiene",
+        "E706",
+        "error",
+        "vllm-release-unverified",
+        "unverified",
     )
-    assert hit["message"] == versions.status_for(OUTSIDE).warning()
-    assert data["vllm"]["installed"] == OUTSIDE and data["vllm"]["release"] == "0.33.0"
-    assert _cli("validate", "--strict", draft).exit_code == 1
-    text = " ".join(_cli("validate", draft).stdout.split())
-    assert "W704 vllm-version-untested" in text
+    assert hit["message"] == (
+        f"9.9.9 is newer than the newest release eagle-convert knows ({NEWEST}): this verdict used {NEWEST}'s "
+        "rules and is unverified"
+    )
+    assert (data["vllm"]["release"], data["vllm"]["verified"]) == (NEWEST, False)
+    plain = _cli("validate", draft, *args)
+    assert plain.exit_code == 1 and "E706 vllm-release-unverified" in " ".join(plain.stdout.split())
 
 
-def test_validate_is_clean_on_0_33(installed, built_fixtures) -> None:
-    """0.33.0 is a known release: no W704 (it used to warn on every validate)."""
-    installed("0.33.0")
+def test_validate_is_clean_on_every_newest(installed, built_fixtures) -> None:
+    """The newest known release is known: no E706."""
+    installed(NEWEST)
     res = _cli("validate", "--json", built_fixtures("vllm-eagle31"))
     data = json.loads(res.stdout)
-    assert (res.exit_code, data["findings"], data["vllm"]["release"]) == (0, [], "0.33.0")
+    assert (res.exit_code, data["findings"], data["vllm"]["release"]) == (0, [], NEWEST)
 
 
 @pytest.mark.parametrize("version", [INSIDE, None])
@@ -183,7 +230,7 @@ def test_validate_names_the_release(built_fixtures) -> None:
     assert bad.exit_code == 2
     assert bad.output.strip() == (
         "Error: --vllm-version 0.19.0: 0.19.0 is older than the oldest release eagle-convert knows (0.21.0) "
-        "(name a release 0.21.0 ... 0.33.0, or 'all')"
+        f"(name a release 0.21.0 ... {NEWEST}, or 'all')"
     )
 
 

@@ -76,12 +76,21 @@ def _f(x: float) -> str:
 # ------------------------------------------------------------------------------------ static
 
 
-def static_checks(report: Any, allow_warnings: list[str], *, fail_on_hygiene: bool = False) -> list[CheckResult]:
+# The policy key ([vllm] table) that decides what an unverified finding does to the gate, per code.
+UNVERIFIED_KEYS = {"E706": "unknown_release", "E705": "modified_source"}
+
+
+def static_checks(
+    report: Any, allow_warnings: list[str], *, fail_on_hygiene: bool = False, accept: dict[str, str] | None = None
+) -> list[CheckResult]:
     """Errors fail; warnings that change what vLLM serves fail unless their code is in `allow_warnings`;
     hygiene warnings (served as trained by the release checked) are reported and fail only with
-    `fail_on_hygiene`."""
-    errors = report.errors
-    serving = [w for w in report.warnings if w.changes_serving]
+    `fail_on_hygiene`. An unverified verdict (impact "unverified": rules not read from the vLLM served)
+    is its own row, failing unless `accept` ([vllm] policy key -> "warn") accepts that risk on purpose."""
+    accept = accept or {}
+    unverified = [f for f in report.findings if f.impact == "unverified" and f.level != "info"]
+    errors = [f for f in report.errors if f.impact != "unverified"]
+    serving = [w for w in report.warnings if w.changes_serving and w.impact != "unverified"]
     hygiene = [w for w in report.warnings if not w.changes_serving]
     warnings = [w for w in serving if w.code not in allow_warnings]
     allowed = [w for w in serving if w.code in allow_warnings]
@@ -123,6 +132,8 @@ def static_checks(report: Any, allow_warnings: list[str], *, fail_on_hygiene: bo
             },
         )
     )
+    if unverified:
+        out.append(_unverified_row(unverified, accept, lines(unverified)))
     if hygiene:
         out.append(
             CheckResult(
@@ -136,6 +147,22 @@ def static_checks(report: Any, allow_warnings: list[str], *, fail_on_hygiene: bo
             )
         )
     return out
+
+
+def _unverified_row(found: list, accept: dict[str, str], shown: str) -> CheckResult:
+    """The gate row of unverified findings: fails unless each code's [vllm] key says "warn"."""
+    keys = sorted({UNVERIFIED_KEYS.get(f.code, "unknown_release") for f in found})
+    accepted = all(accept.get(k) == "warn" for k in keys)
+    said = ", ".join(f'{k} = "warn"' for k in keys)
+    return CheckResult(
+        "static: unverified",
+        "static",
+        accepted,
+        len(found),
+        f"0 (accepted: [vllm] {said})" if accepted else "0",
+        (f"risk accepted by the policy's [vllm] {said}: " if accepted else "unverified, so not passed: ") + shown,
+        details={"codes": sorted({f.code for f in found}), "policy_keys": keys, "accepted": accepted},
+    )
 
 
 # ---------------------------------------------------------------------------------- features

@@ -157,6 +157,7 @@ def static(s: State) -> list[CheckResult]:
         s.report,
         list(s.policy.get("static", "allow_warnings", [])),
         fail_on_hygiene=bool(s.policy.get("static", "fail_on_hygiene")),
+        accept={k: s.policy.get("vllm", k) for k in ("unknown_release", "modified_source")},
     )
 
 

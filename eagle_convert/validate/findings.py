@@ -17,13 +17,17 @@ from eagle_convert.draft import load_schema
 Level = Literal["error", "warning", "info"]
 LEVELS: tuple[Level, ...] = ("error", "warning", "info")
 # What a finding does to what vLLM serves (schemas/findings.json "impact"); all but "hygiene" change it.
-Impact = Literal["fails-to-load", "loads-other-weights", "computes-differently", "caps-context", "hygiene"]
+# "unverified": the rules were not read from the vLLM served (E705, E706), so what it serves is not known.
+Impact = Literal[
+    "fails-to-load", "loads-other-weights", "computes-differently", "caps-context", "hygiene", "unverified"
+]
 IMPACTS: tuple[Impact, ...] = (
     "fails-to-load",
     "loads-other-weights",
     "computes-differently",
     "caps-context",
     "hygiene",
+    "unverified",
 )
 
 
@@ -43,9 +47,16 @@ class CodeInfo:
 
 @cache
 def code_table() -> dict[str, CodeInfo]:
-    """code -> CodeInfo, checked once: the letter must agree with the level."""
+    """code -> CodeInfo of every code in use, checked once: the letter must agree with the level, and a
+    retired code (`"retired": true`, kept so it is never reused) is not in the table."""
     table: dict[str, CodeInfo] = {}
+    seen: set[str] = set()
     for row in load_schema("findings.json")["codes"]:
+        if row["code"] in seen:
+            raise ValueError(f"schemas/findings.json: duplicate code {row['code']!r}")
+        seen.add(row["code"])
+        if row.get("retired"):
+            continue
         info = CodeInfo(
             row["code"], row["slug"], row["family"], row["level"], row["title"], row["why"], row["fix"], row["impact"]
         )

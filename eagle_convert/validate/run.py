@@ -35,7 +35,7 @@ class ValidationReport(Report):
     target: str | None = None
     deep: DeepSummary | None = None
     engine: dict[str, Any] | None = None  # EngineReport.to_dict() (features included)
-    vllm: VllmVersionStatus | None = None  # the release the verdict is for, and why (W704 when unknown)
+    vllm: VllmVersionStatus | None = None  # the release the verdict is for, and why (E706 when unknown)
     serve: ServeConfig | None = None  # --speculative-config / --max-model-len, as the release reads them
     notes: dict[str, str] = field(default_factory=dict)  # what a check read or could not do (target weights)
     seconds: float = 0.0
@@ -280,9 +280,9 @@ def static_report(
 
 
 def _version_findings(report: ValidationReport) -> list:
-    """W704 when the named or installed vLLM is outside the releases the rules were read from."""
+    """E706 when the named or installed vLLM is not a release the rules were read from (unverified)."""
     line = report.vllm.warning() if report.vllm else None
-    return [] if line is None else [finding("W704", line)]
+    return [] if line is None else [finding("E706", line)]
 
 
 def _engine(report: ValidationReport, ctx: Any, ckpt: Any, target: str | Path | None, timeout_s: float) -> list:

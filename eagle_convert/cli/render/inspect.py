@@ -66,7 +66,7 @@ def render_inspect(console: Console, report: InspectReport, *, tensors: bool) ->
     if not report.has_config:
         summary.add_row("config", "[yellow]no config.json found[/yellow]")
     line = escape(report.vllm.line())
-    summary.add_row("vLLM release", f"[yellow]{line}[/yellow]" if report.vllm.outside else line)
+    summary.add_row("vLLM release", f"[yellow]{line}[/yellow]" if not report.vllm.verified else line)
     if (warning := report.vllm.warning()) is not None:
         summary.add_row("", f"[yellow]{escape(warning)}[/yellow]")
     console.print(summary)
