@@ -19,7 +19,13 @@ from eagle_convert.errors import ConfigError, NotADraftError, UnknownLayoutError
 from eagle_convert.extras import require
 from eagle_convert.validate.deep import DeepSummary, Progress
 from eagle_convert.validate.findings import Report, finding
-from eagle_convert.vllm_model import ServeConfig, VllmVersionStatus, installed_status, parse_serve_config
+from eagle_convert.vllm_model import (
+    FingerprintCheck,
+    ServeConfig,
+    VllmVersionStatus,
+    installed_status,
+    parse_serve_config,
+)
 
 SCHEMA_VERSION = 1
 ENGINES = ("vllm",)
@@ -37,6 +43,7 @@ class ValidationReport(Report):
     engine: dict[str, Any] | None = None  # EngineReport.to_dict() (features included)
     vllm: VllmVersionStatus | None = None  # the release the verdict is for, and why (E706 when unknown)
     serve: ServeConfig | None = None  # --speculative-config / --max-model-len, as the release reads them
+    fingerprints: FingerprintCheck | None = None  # the installed vLLM's deciding code vs its release's (E705)
     notes: dict[str, str] = field(default_factory=dict)  # what a check read or could not do (target weights)
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
@@ -62,6 +69,7 @@ class ValidationReport(Report):
             "engine": self.engine,
             "vllm": self.vllm.to_dict() if self.vllm else None,
             "serve": self.serve.to_dict() if self.serve else None,
+            "fingerprints": self.fingerprints.to_dict() if self.fingerprints else None,
             "seconds": round(self.seconds, 3),
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
             "notes": dict(self.notes),
@@ -134,6 +142,7 @@ def validate_checkpoint(
     report = static_report(
         opened, status, serving_context=serving_context, deep=deep, serve=serve, identity_required=identity_required
     )
+    _check_source(report, status, named=vllm_version is not None)
     if opened.last_context is None:  # no config, or not a draft: nothing else applies
         return _done(report, t0)
     ctx = opened.last_context
@@ -283,6 +292,36 @@ def _version_findings(report: ValidationReport) -> list:
     """E706 when the named or installed vLLM is not a release the rules were read from (unverified)."""
     line = report.vllm.warning() if report.vllm else None
     return [] if line is None else [finding("E706", line)]
+
+
+def _check_source(report: ValidationReport, status: VllmVersionStatus, *, named: bool) -> None:
+    """When the verdict is for the installed vLLM: does its deciding code match its release's fingerprints?
+
+    Files are hashed, never imported (milliseconds); a file that differs is parsed to name the units
+    (`vllm_model.fingerprints`). Not run for a named release (`--vllm-version`: the verdict is about that
+    release, not this installation) nor for an unverified one (E706 already says the rules were borrowed).
+    """
+    from eagle_convert.vllm_model import check_release, known_fingerprint_releases, vllm_package_dir
+
+    if named or status.installed is None or not status.verified:
+        return
+    t0 = time.perf_counter()  # the data file's load included
+    pkg = vllm_package_dir()
+    if pkg is None or status.release not in known_fingerprint_releases():
+        return
+    check = check_release(status.release, pkg)
+    report.fingerprints = check
+    report.timings["fingerprints"] = time.perf_counter() - t0
+    for file, drifts in check.by_file().items():
+        units = "; ".join(f"{'the whole file' if d.unit == '*' else d.unit} {d.kind}" for d in drifts)
+        report.add(
+            finding(
+                "E705",
+                f"the installed vLLM's deciding code differs from vLLM {status.release}'s ({check.source}) in "
+                f"{file}: {units}; the rules applied were read from {status.release}, so this verdict is unverified",
+                field=f"vllm/{file}",
+            )
+        )
 
 
 def _engine(report: ValidationReport, ctx: Any, ckpt: Any, target: str | Path | None, timeout_s: float) -> list:

@@ -30,6 +30,8 @@ def render_validate(console: Console, report: ValidationReport, *, strict: bool 
     head.add_row("source", escape(report.source) + (" (hub)" if report.is_hub else ""))
     if report.vllm:
         head.add_row("vLLM release", escape(report.vllm.line()))
+    if report.fingerprints is not None:
+        head.add_row("vLLM source", escape(report.fingerprints.line()))
     if report.info:
         info = report.info
         cls = report.vllm_class or f"none ({info.vllm_architecture or 'no architectures'} is not registered)"
