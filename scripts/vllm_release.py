@@ -38,9 +38,9 @@ if str(ROOT) not in sys.path:
 from eagle_convert.vllm_model.deciding import unit_sources  # noqa: E402
 from eagle_convert.vllm_model.fingerprints import (  # noqa: E402
     DATA_FILE,
+    deciding_files,
     decode_data,
     encode_data,
-    deciding_files,
     fingerprint_tree,
     known_fingerprint_releases,
 )
