@@ -23,7 +23,7 @@ ifeq ($(DEMO_CAPTURE),auto)
 override DEMO_CAPTURE := $(shell $(PY) -c "import importlib.util as u; print('--capture vllm' if u.find_spec('vllm') else '')" 2>/dev/null)
 endif
 
-.PHONY: env demo test bench gpu-check quality docs clean
+.PHONY: env demo test bench gpu-check quality docs clean vllm-release
 
 env: $(VENV)/.installed
 
@@ -74,6 +74,14 @@ bench: env
 GPU_PY ?= $(shell test -x $(PY) && echo $(PY) || echo $(PYTHON))
 gpu-check:
 	HF_HUB_OFFLINE=1 PYTHONPATH=$(CURDIR) $(GPU_PY) scripts/gpu_check.py
+
+# Take in a vLLM release: download its wheel (no dependencies), print which deciding functions changed
+# (a unified diff each), appeared or disappeared against the newest known release, run the engine-code
+# compatibility check; exit 1 when the deciding code moved. docs/adding-a-vllm-release.md.
+#   make vllm-release VERSION=0.35.0 [RELEASE_ARGS="--write"]
+vllm-release:
+	@test -n "$(VERSION)" || { echo "usage: make vllm-release VERSION=0.35.0 [RELEASE_ARGS=...]" >&2; exit 2; }
+	PYTHONPATH=$(CURDIR) $(GPU_PY) scripts/vllm_release.py $(VERSION) $(RELEASE_ARGS)
 
 test: env
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
