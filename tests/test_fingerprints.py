@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -78,7 +79,7 @@ def _tree(root: Path, algos: str = ALGOS_V1, spec: str | None = SPEC_V1) -> Path
     return root
 
 
-def _data(tree: Path, version: str = "0.90.0") -> dict:
+def _data(tree: Path, version: str = "0.90.0") -> dict[str, Any]:
     listing, units = fingerprint_tree(tree)
     files = {sha: {"units": u} for sha, u in units.items()}
     return {"format": 1, "releases": {version: {"source": f"vLLM {version} wheel", "files": listing}}, "files": files}
@@ -128,9 +129,7 @@ def test_check_release_names_changed_missing_and_added_units(tmp_path: Path) -> 
     data = _data(_tree(tmp_path / "release"))
     same = check_release("0.90.0", _tree(tmp_path / "same"), data=data)
     assert same.same and (same.units, same.files) == (9, 2)
-    assert (
-        same.line() == "vLLM 0.90.0's deciding code matches the fingerprints eagle-convert read (9 units in 2 files)"
-    )
+    assert same.line() == "vLLM 0.90.0's deciding code matches the fingerprints eagle-convert read (9 units in 2 files)"
 
     moved = ALGOS_V1.replace('get("fc_norm", False)', 'get("fc_norm", True)')
     moved = (
@@ -164,7 +163,11 @@ def test_check_release_names_changed_missing_and_added_units(tmp_path: Path) -> 
 def test_matching_release_is_the_newest_whose_every_unit_matches(tmp_path: Path) -> None:
     old = _data(_tree(tmp_path / "a"), "0.90.0")
     new = _data(_tree(tmp_path / "b", ALGOS_V1 + "\nNEW = 1\n"), "0.91.0")
-    data = {"format": 1, "releases": {**old["releases"], **new["releases"]}, "files": {**old["files"], **new["files"]}}
+    data: dict[str, Any] = {
+        "format": 1,
+        "releases": {**old["releases"], **new["releases"]},
+        "files": {**old["files"], **new["files"]},
+    }
     assert known_fingerprint_releases(data) == ("0.90.0", "0.91.0")
     assert matching_release(tmp_path / "b", data=data) == "0.91.0"
     assert matching_release(tmp_path / "a", data=data) == "0.90.0"
