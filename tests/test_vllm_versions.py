@@ -147,6 +147,8 @@ def installed(monkeypatch: pytest.MonkeyPatch):
         """The installed version, and the known release its deciding code matches (here: none)."""
         monkeypatch.setattr(features, "vllm_version", lambda pkg=None: version)
         monkeypatch.setattr(versions, "_installed_match", lambda: matches)
+        # a faked version is not the installed files: no package folder, so no fingerprint check (E705)
+        monkeypatch.setattr(features, "vllm_package_dir", lambda: None)
 
     return fake
 
