@@ -226,7 +226,10 @@ CASES: dict[str, Case] = {
 CASES |= {code: Case(bad.draft, bad.kwargs, target_build=bad.target) for code, (bad, _good) in TWINS.items()}
 ENGINE_CODES = {"E701", "E702", "E703"}  # fed from the vLLM check: unit-tested below, real vLLM in test_validate_vllm
 MATRIX_CODES = {"E911"}  # a release that refuses the serve config: a matrix row, tests/test_serve_config.py
-VERSION_CODES = {"E706"}  # the installed or named vLLM release's version, not the draft: tests/test_vllm_versions.py
+VERSION_CODES = {
+    "E705",
+    "E706",
+}  # the installed or named vLLM, not the draft: tests/test_fingerprints.py (E705), tests/test_vllm_versions.py (E706)
 
 
 def test_every_code_has_a_case() -> None:
