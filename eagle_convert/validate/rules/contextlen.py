@@ -92,7 +92,7 @@ def check(ctx: Context) -> list[Finding]:
             )
         return w310(
             f"rope_type {rope_type} is not cache-only, so vLLM {rel} keeps the draft's limit and Model Runner "
-            f"V2, the GPU default for {rel.v2_default()}, lowers the target's max_model_len from {serving} to "
+            f"V2, {rel.v2_role()}, lowers the target's max_model_len from {serving} to "
             f"{limit} (VllmConfig._limit_max_model_len_to_draft)",
             "caps-context",
         )
