@@ -24,7 +24,7 @@ from eagle_convert.errors import UsageError
 from eagle_convert.vllm_model import features, releases, versions
 
 ROOT = Path(__file__).resolve().parents[1]
-OUTSIDE, INSIDE = "0.34.0", "0.32.0+cpu"
+OUTSIDE, INSIDE = "0.35.0", "0.32.0+cpu"
 
 
 def _extra_requirements() -> dict[str, Requirement]:
@@ -65,7 +65,8 @@ def test_every_source_only_release_is_in_the_extra_range() -> None:
         ("0.25.1", "0.25.1", ""),
         ("0.25.7", "0.25.1", "0.25.7 read as 0.25.1 (same minor release)"),
         ("0.33.0rc1", "0.33.0", ""),
-        ("0.34.0", None, "0.34.0 is newer than the newest release eagle-convert knows (0.33.0)"),
+        ("0.34.0rc1", "0.34.0", ""),
+        ("0.35.0", None, "0.35.0 is newer than the newest release eagle-convert knows (0.34.0)"),
         ("0.20.2", None, "0.20.2 is older than the oldest release eagle-convert knows (0.21.0)"),
         ("not-a-version", None, "'not-a-version' is not a version"),
     ],
@@ -76,15 +77,15 @@ def test_nearest_known(version: str, known: str | None, note: str) -> None:
 
 def test_status() -> None:
     none = versions.status_for(None)
-    assert (none.installed, none.release, none.outside, none.warning()) == (None, "0.33.0", False, None)
-    assert none.line() == "vLLM 0.33.0 (no vLLM is installed: the newest known release)"
+    assert (none.installed, none.release, none.outside, none.warning()) == (None, "0.34.0", False, None)
+    assert none.line() == "vLLM 0.34.0 (no vLLM is installed: the newest known release)"
     inside = versions.status_for(INSIDE)
     assert (inside.release, inside.warning()) == ("0.32.0", None)
     assert inside.line() == "vLLM 0.32.0 (the installed vLLM)"
-    newer = versions.status_for("0.34.1")
-    assert (newer.release, newer.outside) == ("0.33.0", True)
+    newer = versions.status_for("0.35.1")
+    assert (newer.release, newer.outside) == ("0.34.0", True)
     assert newer.warning() == (
-        "0.34.1 is newer than the newest release eagle-convert knows (0.33.0); using 0.33.0's rules"
+        "0.35.1 is newer than the newest release eagle-convert knows (0.34.0); using 0.34.0's rules"
     )
     named = versions.status_for(INSIDE, "0.24.0")
     assert (named.release, named.why, named.outside) == ("0.24.0", "--vllm-version 0.24.0", False)
@@ -122,7 +123,7 @@ def test_inspect_says_when_outside(installed, built_fixtures) -> None:
     res = _cli("inspect", draft)
     assert res.exit_code == 0
     text = " ".join(res.stdout.split())  # the table wraps the line
-    assert "0.34.0 is newer than the newest release eagle-convert knows (0.33.0); using 0.33.0's rules" in text
+    assert "0.35.0 is newer than the newest release eagle-convert knows (0.34.0); using 0.34.0's rules" in text
     data = json.loads(_cli("inspect", "--json", draft).stdout)
     assert data["vllm"] == versions.status_for(OUTSIDE).to_dict()
     assert data["vllm"]["outside_known_releases"] is True
@@ -153,7 +154,7 @@ def test_validate_warns_when_outside(installed, built_fixtures) -> None:
         "hygiene",
     )
     assert hit["message"] == versions.status_for(OUTSIDE).warning()
-    assert data["vllm"]["installed"] == OUTSIDE and data["vllm"]["release"] == "0.33.0"
+    assert data["vllm"]["installed"] == OUTSIDE and data["vllm"]["release"] == "0.34.0"
     assert _cli("validate", "--strict", draft).exit_code == 1
     text = " ".join(_cli("validate", draft).stdout.split())
     assert "W704 vllm-version-untested" in text
@@ -183,7 +184,7 @@ def test_validate_names_the_release(built_fixtures) -> None:
     assert bad.exit_code == 2
     assert bad.output.strip() == (
         "Error: --vllm-version 0.19.0: 0.19.0 is older than the oldest release eagle-convert knows (0.21.0) "
-        "(name a release 0.21.0 ... 0.33.0, or 'all')"
+        "(name a release 0.21.0 ... 0.34.0, or 'all')"
     )
 
 

@@ -1,7 +1,7 @@
 """Which vLLM release a verdict is for, and the range the `vllm` extra installs: the one place that says so.
 
 Static verdicts (inspect, validate, upgrade's preflight, check) hold for one known release
-(`releases.KNOWN_RELEASES`, 0.21.0 ... 0.33.0): the one named with `--vllm-version`, else the installed
+(`releases.KNOWN_RELEASES`, 0.21.0 ... 0.34.0): the one named with `--vllm-version`, else the installed
 vLLM's, else the newest known. Patch releases read as their minor's newest known release (they only
 backport fixes); a version newer than the newest known gets the newest rules and W704.
 

@@ -15,7 +15,7 @@ from eagle_convert.validate.findings import Finding, Impact, finding
 from eagle_convert.validate.rules.context import Context
 from eagle_convert.vllm_model import ROPE_TYPES_UNSCALED_MAX_LEN, rope_parameters
 
-# get_rope (model_executor/layers/rotary_embedding/__init__.py, 0.21.0-0.33.0) builds these with
+# get_rope (model_executor/layers/rotary_embedding/__init__.py, 0.21.0-0.34.0) builds these with
 # original_max_position_embeddings, not max_position_embeddings: their cos/sin cache spans
 # original_max_position_embeddings x factor whatever max_position_embeddings is raised to.
 _CACHE_FROM_ORIGINAL = ("yarn", "deepseek_yarn", "deepseek_llama_scaling")
