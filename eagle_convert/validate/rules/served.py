@@ -16,7 +16,6 @@ from eagle_convert.validate.rules.keys import _QUANT_SUFFIXES
 from eagle_convert.vllm_model import (
     ARCHITECTURES,
     ARCHITECTURES_FROM,
-    ARCHITECTURES_UNTIL,
     CHANGES,
     DRAFT_QUANT_SOURCE,
     SLIDING_WINDOW_FIELDS,
@@ -60,7 +59,8 @@ def _release_class(ctx: Context) -> list[Finding]:
     read_config gives no class there (`registered`); config.py's E301 covers names no release has.
     Before 0.22.0 `speculators_model_type: peagle` is no registered algorithm
     (transformers_utils/configs/speculators/algos.py SUPPORTED_SPECULATORS_TYPES, 0.21.0 vs 0.22.0); from
-    0.34.0 it raises (releases "speculators_peagle_raises") and no P-EAGLE class is registered.
+    0.34.0 it raises (releases "speculators_peagle_raises"). A plain config naming a P-EAGLE class never
+    reaches the registry under method eagle3 (EAGLEConfig renames it Eagle3Peagle...): config.py's E301.
     """
     rel = ctx.release
     if ctx.impl is not None:
@@ -90,26 +90,11 @@ def _release_class(ctx: Context) -> list[Finding]:
                 fix=f"Serve the draft on vLLM >= {change.first}.",
             )
         ]
-    arch = ctx.arch or ""
-    if ARCHITECTURES.get(arch) is None:
-        return []
-    until = ARCHITECTURES_UNTIL.get(arch)
-    left = next((c for c in CHANGES if c.key == until and not rel.has(c.key) and rel.at_least(c.first or "")), None)
-    change = left or _window(arch, False)
-    if change is None:
+    change = _window(ctx.arch or "", False)
+    if change is None or ARCHITECTURES.get(ctx.arch or "") is None:
         return []
     declared = (ctx.config.get("architectures") or [""])[0]
     how = f"{declared!r} becomes {ctx.arch!r} under method eagle3" if declared != ctx.arch else repr(declared)
-    if left is not None:
-        return [
-            finding(
-                "E301",
-                f"architectures[0] {how}, which vLLM {rel} no longer registers: {change.what} only in "
-                f"{change.span} (see {change.cite})",
-                field="architectures",
-                fix=f"Serve the draft on vLLM {change.span}: no class of vLLM {rel} loads this draft as trained.",
-            )
-        ]
     return [
         finding(
             "E301",
