@@ -231,6 +231,23 @@ def test_keys_and_methods_swap_between_0_33_and_0_34(data: dict[str, Any], accep
     assert f"vLLM {refused_on}" in str(exc.value)
 
 
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("xpress_topc", 4), ("dspark_draft_topk", 2), ("index_share_for_mtp_iteration", True), ("speculator_options", {})],
+)
+@pytest.mark.parametrize("method", ["eagle3", "eagle", None])
+def test_0_34_refuses_a_set_option_the_eagle_methods_do_not_list(option: str, value: Any, method: str | None) -> None:
+    """0.34.0's one loop over _METHOD_SPECIFIC_OPTIONS: eagle / eagle3 list only draft_lm_head_quantization."""
+    spec = {"num_speculative_tokens": 3, option: value} | ({"method": method} if method else {})
+    with pytest.raises(UsageError) as exc:
+        sc.parse_serve_config(spec, R34)
+    assert str(exc.value).startswith(
+        f"--speculative-config: {option} is not supported with speculative method {method or 'eagle3'!r} (vLLM 0.34.0"
+    )
+    assert sc.parse_serve_config({**spec, option: None}, R34) is not None  # null: not set
+    assert sc.parse_serve_config({"num_speculative_tokens": 3, "draft_lm_head_quantization": "fp8"}, R34) is not None
+
+
 def test_removed_key_names_its_last_release() -> None:
     with pytest.raises(UsageError) as exc:
         sc.parse_serve_config({**K3, "use_heterogeneous_vocab": True}, R34)

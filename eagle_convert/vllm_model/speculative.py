@@ -169,6 +169,20 @@ DRAFT_SAMPLE_METHODS: tuple[Since, ...] = (
 )
 LM_HEAD_QUANTIZATIONS = ("fp8", "nvfp4")  # 0.33.0 `draft_lm_head_quantization: Literal["fp8", "nvfp4"]`
 
+# From 0.34.0 one loop checks the method-specific options (config/speculative.py _METHOD_SPECIFIC_OPTIONS L109,
+# SpeculativeConfig.__post_init__ L1394): a set (non-null) option the method's SpeculatorConfig does not
+# list in `supported_options` raises "X is not supported with speculative method 'Y'." The EAGLE methods list only
+# draft_lm_head_quantization (v1/worker/gpu/spec_decode/eagle/config.py EagleSpeculatorConfig.supported_options).
+METHOD_OPTIONS_FROM = "0.34.0"
+METHOD_SPECIFIC_OPTIONS = (
+    "dspark_draft_topk",
+    "draft_lm_head_quantization",
+    "index_share_for_mtp_iteration",
+    "xpress_topc",
+    "speculator_options",
+)
+EAGLE_SUPPORTED_OPTIONS = frozenset({"draft_lm_head_quantization"})
+
 # SpeculativeConfig.__post_init__ checks that run before any weight is read (0.33.0 L2014-2033):
 FLY_MIN_K = 2  # "FLy requires num_speculative_tokens to be at least 2."
 
@@ -191,6 +205,9 @@ def entry(table: tuple[Since, ...], name: str) -> Since | None:
 
 __all__ = [
     "DASHES_FROM",
+    "EAGLE_SUPPORTED_OPTIONS",
+    "METHOD_OPTIONS_FROM",
+    "METHOD_SPECIFIC_OPTIONS",
     "DRAFT_SAMPLE_METHODS",
     "EAGLE3_METHOD",
     "FLY_MIN_K",
