@@ -9,7 +9,7 @@ Static validation reads config, headers and d2t/t2d only, so its time must not g
 weights. `--deep` also times one `validate --deep` per size and reports its peak RSS (bounded by
 the chunk size, not the checkpoint).
 
-`--matrix` measures `validate --vllm-version all` (one verdict per known vLLM release, 16 of them)
+`--matrix` measures `validate --vllm-version all` (one verdict per known vLLM release, 17 of them)
 against one `validate`, side by side, on the 8B-shaped draft alone and with a config-only Llama-3.1-8B
 target: the library calls warm (median wall and CPU time: CPU time is what a busy machine does not
 distort) and the CLI in a fresh process each (what a user waits for). The matrix opens, classifies

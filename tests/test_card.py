@@ -217,7 +217,7 @@ def test_upgraded_card_states_the_releases_of_the_written_output(built_fixtures,
 
     out = tmp_path / "eagle31"
     plan, _ = _upgrade(built_fixtures("vllm-eagle3"), out)
-    expected = "vLLM 0.22.0-0.33.0 serve it as trained; 0.21.0 fails to load it (E104)"
+    expected = "vLLM 0.22.0-0.34.0 serve it as trained; 0.21.0 fails to load it (E104)"
     assert serving_summary(out) == expected  # the folder as written
     assert serving_summary(built_fixtures("vllm-eagle3")) != expected  # the input is served by 0.21.0 too
     line = next(line for line in plan.readme.splitlines() if line.startswith("**vLLM releases**"))
@@ -245,6 +245,6 @@ def test_write_model_card_takes_the_sentence(built_fixtures, tmp_path: Path) -> 
     shutil.copytree(built_fixtures("vllm-qwen3-eagle3"), folder)
     path = write_model_card(folder, serving=serving_summary(folder))
     assert (
-        "**vLLM releases**: vLLM 0.24.0-0.33.0 serve it as trained; 0.21.0-0.23.0 fail to load it (E301)."
+        "**vLLM releases**: vLLM 0.24.0-0.34.0 serve it as trained; 0.21.0-0.23.0 fail to load it (E301)."
         in path.read_text()
     )

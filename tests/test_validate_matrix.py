@@ -42,7 +42,7 @@ def test_eagle31_llama_fails_on_0_21_and_is_served_as_trained_from_0_22(built_fi
     assert rows["0.21.0"] == (FAILS, ("E104",))
     assert all(rows[v] == (AS_TRAINED, ()) for v in KNOWN_RELEASES[1:])
     assert matrix.as_trained() == list(KNOWN_RELEASES[1:])
-    assert matrix.summary() == "vLLM 0.22.0-0.33.0 serve it as trained; 0.21.0 fails to load it (E104)"
+    assert matrix.summary() == "vLLM 0.22.0-0.34.0 serve it as trained; 0.21.0 fails to load it (E104)"
 
 
 def test_qwen3_draft_needs_0_24(built_fixtures) -> None:
@@ -62,7 +62,7 @@ def test_mla_eagle31_window_0_22_x(built_fixtures) -> None:
 def test_plain_eagle3_is_served_as_trained_everywhere(built_fixtures) -> None:
     matrix = compatibility_matrix(built_fixtures("vllm-eagle3"))
     assert {r.verdict for r in matrix.rows} == {AS_TRAINED}
-    assert matrix.summary() == "every known vLLM release (0.21.0-0.33.0) serves it as trained"
+    assert matrix.summary() == "every known vLLM release (0.21.0-0.34.0) serves it as trained"
     assert not matrix.failed()
 
 
@@ -138,7 +138,8 @@ def test_cli_table_rows_and_exit(run, built_fixtures) -> None:
     lines = [line.rstrip() for line in res.stdout.splitlines()]
     assert "0.21.0   fails to load       E104 tensor-without-flag" in lines
     assert "0.22.0   served as trained" in lines
-    assert "vLLM 0.22.0-0.33.0 serve it as trained; 0.21.0 fails to load it (E104)" in lines
+    assert "0.34.0   served as trained" in lines  # the newest known release has its row
+    assert "vLLM 0.22.0-0.34.0 serve it as trained; 0.21.0 fails to load it (E104)" in lines
     assert len([line for line in lines if line[:6] in KNOWN_RELEASES]) == len(KNOWN_RELEASES)
 
 
@@ -161,7 +162,7 @@ def test_cli_json_has_the_matrix(run, built_fixtures) -> None:
     assert [f["code"] for f in first["findings"]] == ["E104", "E318"]  # E318: norm_output read nowhere on 0.21
     assert data["matrix"][1]["verdict"] == "served as trained" and data["matrix"][1]["findings"] == []
     assert data["as_trained"] == list(KNOWN_RELEASES[1:])
-    assert data["summary"] == "vLLM 0.22.0-0.33.0 serve it as trained; 0.21.0 fails to load it (E104)"
+    assert data["summary"] == "vLLM 0.22.0-0.34.0 serve it as trained; 0.21.0 fails to load it (E104)"
     assert data["ok"] is True
 
 

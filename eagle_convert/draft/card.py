@@ -304,7 +304,7 @@ def model_card(
     ]
 
     hidden, th = cfg.get("hidden_size"), cfg.get("target_hidden_size") or cfg.get("hidden_size")
-    ids = view.aux_ids_v1
+    ids = view.aux_ids
     rows = [
         ("variant", variant),
         ("architecture", view.architecture or "not set"),

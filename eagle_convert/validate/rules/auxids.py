@@ -15,6 +15,8 @@ from eagle_convert.validate.rules.context import Context
 from eagle_convert.validate.rules.shapes import weights_aux_count
 from eagle_convert.vllm_model import as_list, default_aux_ids, eagle_section
 
+_NESTED = "eagle_aux_hidden_state_layer_ids"  # inside eagle_config: read by V1 only (up to 0.33.0)
+
 # Producers whose trainer, given no aux ids, captures the same target states as vLLM's default
 # (2, N//2, N-3): SafeAILab's training target records the stream before layers {2, N//2, N-3};
 # SpecForge (specforge/algorithms/model_providers.py `resolve_eagle_capture_layers`) falls back to
@@ -34,11 +36,14 @@ def _is_id(value: Any) -> bool:
 def check(ctx: Context) -> list[Finding]:
     if not ctx.flags["use_aux"]:
         return []
-    ids, where = ctx.view.aux_ids_v1, ctx.view.aux_ids_v1_where
+    ids, where = ctx.view.aux_ids, ctx.view.aux_ids_where
     n = target_layers(ctx)
     a = weights_aux_count(ctx) or ctx.aux_count
     out: list[Finding] = []
-    if ids is None:
+    nested = eagle_section(ctx.vcfg).get(_NESTED)
+    if ids is None and nested and not ctx.release.has_v1:  # from 0.34.0: no runner reads eagle_config's ids
+        out.append(_v2_ignores(ctx, as_list(nested), f"eagle_config.{_NESTED}", n, a))
+    elif ids is None:
         default = default_aux_ids(n) if n else None
         producer = DEFAULT_IDS_PRODUCERS.get(ctx.info.layout)
         trained = (
@@ -122,7 +127,7 @@ def _check_ids(ctx: Context, ids: list[Any], where: str, n: int | None, a: int |
     top = ctx.vcfg.get("eagle_aux_hidden_state_layer_ids")
     nested = eagle_section(ctx.vcfg).get("eagle_aux_hidden_state_layer_ids")
     if ctx.view.aux_ids_v2 is None:
-        out.append(_v2_ignores(ctx, ids, where, n))
+        out.append(_v2_ignores(ctx, ids, where, n, a))
     if top and nested and sorted(map(repr, as_list(top))) != sorted(map(repr, as_list(nested))):
         out.append(
             finding(
@@ -134,29 +139,55 @@ def _check_ids(ctx: Context, ids: list[Any], where: str, n: int | None, a: int |
     return out
 
 
-def _v2_ignores(ctx: Context, ids: list[Any], where: str, n: int | None) -> Finding:
-    """W323: Model Runner V2 reads none of the places that hold ids, so it taps the target's default layers."""
+def _v2_ignores(ctx: Context, ids: list[Any], where: str, n: int | None, a: int | None) -> Finding:
+    """W323: Model Runner V2 reads none of the places that hold ids, so it taps the target's default layers.
+
+    E202 instead where V2 runs every target (the GPU default from 0.29.0, the only runner from 0.34.0) and
+    fc is built for other than 3 aux states: the 3 default states meet it at the first forward.
+    """
     rel = ctx.release
+    if rel.v2_default_everywhere() and a is not None and a != 3:
+        return _v2_count_mismatch(ctx, ids, where, n, a)
     default = default_aux_ids(n) if n else None
     instead = f"{default} for this {n}-layer target" if default else "(2, N//2, N-3) of an N-layer target"
     same = default is not None and list(default) == list(ids)
     # (1, N//2-1, N-4) is SGLang's / ModelOpt's name for vLLM's default layers (W603): V2's fallback
     # then taps exactly the states the draft was trained on.
     shifted = default is not None and sorted(ids) == [i - 1 for i in default]
-    on_v2 = rel.v2_default()
+    v1 = "; V1 reads them one lower, W603" if rel.has_v1 else ""
     served = (
         " (the same layers: served as trained)"
         if same
-        else " (the layers these SGLang-convention ids name: served as trained on V2; V1 reads them one lower, W603)"
+        else f" (the layers these SGLang-convention ids name: served as trained on V2{v1})"
         if shifted
         else ""
     )
     same = same or shifted
     return finding(
         "W323",
-        f"aux ids only in {where}: vLLM {rel}'s Model Runner V2, the GPU default for {on_v2}, never reads "
+        f"aux ids only in {where}: vLLM {rel}'s Model Runner V2, {rel.v2_role()}, never reads "
         f"them, so it taps {instead} instead of {ids}{served}",
         field=where,
         fix=f"Also write eagle_aux_hidden_state_layer_ids: {ids} at the top level.",
         impact="hygiene" if same else "computes-differently",
+    )
+
+
+def _v2_count_mismatch(ctx: Context, ids: list[Any], where: str, n: int | None, a: int) -> Finding:
+    """E202: V2 taps its 3 default layers, but the draft class built fc for `a` aux states."""
+    rel = ctx.release
+    default = f" {default_aux_ids(n)}" if n else ""
+    v1 = (
+        "; only the V1 runner (CPU, VLLM_USE_V2_MODEL_RUNNER=0) reads them"
+        if rel.has_v1
+        else "; no runner of this release reads them"
+    )
+    return finding(
+        "E202",
+        f"aux ids only in {where} ({len(ids)} ids): vLLM {rel}'s Model Runner V2, {rel.v2_role()}, never reads "
+        f"them{v1}, so it captures its 3 default layers{default} while fc expects {a} aux states "
+        f"({ctx.aux_count_source}): the first forward fails in combine_hidden_states (inferred from source: "
+        "v1/worker/gpu/spec_decode/eagle/eagle3_utils.py get_eagle3_aux_layers_from_config)",
+        field=where,
+        fix=f"Also write eagle_aux_hidden_state_layer_ids: {ids} at the top level.",
     )

@@ -15,7 +15,7 @@ from eagle_convert.validate.findings import Finding, Impact, finding
 from eagle_convert.validate.rules.context import Context
 from eagle_convert.vllm_model import ROPE_TYPES_UNSCALED_MAX_LEN, rope_parameters
 
-# get_rope (model_executor/layers/rotary_embedding/__init__.py, 0.21.0-0.33.0) builds these with
+# get_rope (model_executor/layers/rotary_embedding/__init__.py, 0.21.0-0.34.0) builds these with
 # original_max_position_embeddings, not max_position_embeddings: their cos/sin cache spans
 # original_max_position_embeddings x factor whatever max_position_embeddings is raised to.
 _CACHE_FROM_ORIGINAL = ("yarn", "deepseek_yarn", "deepseek_llama_scaling")
@@ -92,7 +92,7 @@ def check(ctx: Context) -> list[Finding]:
             )
         return w310(
             f"rope_type {rope_type} is not cache-only, so vLLM {rel} keeps the draft's limit and Model Runner "
-            f"V2, the GPU default for {rel.v2_default()}, lowers the target's max_model_len from {serving} to "
+            f"V2, {rel.v2_role()}, lowers the target's max_model_len from {serving} to "
             f"{limit} (VllmConfig._limit_max_model_len_to_draft)",
             "caps-context",
         )

@@ -83,6 +83,16 @@ def mask_hidden(ctx: Context, name: str) -> Finding:
                 fix="Remove mask_hidden: the MLA draft class has no parallel drafting.",
             )
         return finding("W107", f"{name} is ignored: {said(ctx, u)}", tensor=name)
+    if ctx.release.has("parallel_drafting_eagle3_refused"):
+        return finding(
+            "W107",
+            f"{name} is ignored: vLLM {ctx.release} has no parallel drafting for EAGLE-3 (P-EAGLE was removed in "
+            '0.34.0) and always skips mask_hidden ("mask_hidden found in weights but parallel drafting is not '
+            'supported for EAGLE-3"; llama_eagle3.py / qwen3_eagle3.py load_weights)',
+            tensor=name,
+            fix="Remove mask_hidden (no option of this release uses it), or serve the P-EAGLE draft on vLLM "
+            "0.22.0-0.33.0 with parallel_drafting.",
+        )
     return finding(
         "W107", f"{name} is ignored: vLLM uses mask_hidden only with parallel drafting (P-EAGLE)", tensor=name
     )
@@ -225,6 +235,14 @@ def missing_embed(ctx: Context) -> Finding:
         f"so the {env['TH']}-wide embedding meets the draft's {env['H']}-wide hidden state and fails the "
         "hidden_states/input_embeds width assert (inferred from source, not run)"
     )
+    if not rel.has_v1:
+        return finding(
+            "E106",
+            f"{head}vLLM {rel}'s only runner, Model Runner V2, shares the target's embedding without a width "
+            f"check (v1/worker/gpu/spec_decode/eagle/utils.py maybe_share_target_embed), {assert_fail}",
+            tensor="embed_tokens.weight",
+            impact="fails-to-load",
+        )
     if not rel.has("v1_embed_width_check"):
         return finding(
             "E106",

@@ -67,7 +67,7 @@ def check(ctx: Context) -> list[Finding]:
 def aux_convention(ctx: Context) -> list[Finding]:
     """W603: ids that match another engine's convention for this target (needs the target's layer count)."""
     n = ctx.target.num_layers if ctx.target else None
-    ids, where = ctx.view.aux_ids_v1, ctx.view.aux_ids_v1_where
+    ids, where = ctx.view.aux_ids, ctx.view.aux_ids_where
     if n is None or not ids or not all(isinstance(i, int) for i in ids):
         return []
     out = []

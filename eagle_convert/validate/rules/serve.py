@@ -20,7 +20,9 @@ from eagle_convert.vllm_model import (
     ServeConfig,
     architecture_for_method,
     guess_method,
+    no_k_source,
     recorded_k,
+    served_method,
 )
 
 
@@ -39,15 +41,20 @@ def check(ctx: Context) -> list[Finding]:
 
 
 def _method(ctx: Context, serve: ServeConfig) -> list[Finding]:
-    """E901: a method (given, or guessed from the model path) that does not build the EAGLE-3 class."""
+    """E901: a method (given, guessed from the model path, or replaced by it) that does not build the EAGLE-3 class."""
     rel = f"vLLM {ctx.release.version}"
     path = serve.model or ctx.ckpt.description
-    method, why = serve.method, "method"
-    if method is None:
-        method = guess_method(path)
-        why = f"no method: {rel} guesses it from the model path ({path!r} gives {method})"
+    method, from_path = served_method(serve.method, path, ctx.release)
     if method == EAGLE3_METHOD:
         return []
+    if serve.method is None:
+        said = f"no method: {rel} guesses it from the model path ({path!r} gives {method})"
+    elif from_path:
+        said = f"method {serve.method!r}: {rel} replaces it with the one the model path names ({path!r} gives {method})"
+    else:
+        said = f"method {method!r}"
+        if guess_method(path) == EAGLE3_METHOD and not ctx.release.has("path_overrides_method"):
+            said += f" ({rel} never replaces a configured method by the one the path names, as 0.21.0-0.33.0 did)"
     declared = ctx.arch or ""
     if method == "eagle":
         built = architecture_for_method(declared, "eagle") if declared else "an EAGLE-1 class"
@@ -62,7 +69,6 @@ def _method(ctx: Context, serve: ServeConfig) -> list[Finding]:
         )
     else:
         what = f"a {method} drafter, not an EAGLE-3 one"
-    said = f"method {method!r}" if why == "method" else why
     return [
         finding(
             "E901",
@@ -85,7 +91,7 @@ def _k(ctx: Context, serve: ServeConfig) -> list[Finding]:
                 "E902",
                 f"{serve.source} has no num_speculative_tokens and the draft's config no n_predict: {rel} raises "
                 'ValueError ("A speculative model was provided, but `num_speculative_tokens` was not provided"; '
-                "config/speculative.py SpeculativeConfig.__post_init__)",
+                f"{no_k_source(ctx.release)})",
                 field="num_speculative_tokens",
             )
         ]
@@ -194,12 +200,41 @@ _PARALLEL_ATTENTION = ("llama", "qwen3")
 
 
 def _parallel_drafting(ctx: Context, serve: ServeConfig) -> list[Finding]:
-    """W909 / E910: `parallel_drafting` against the draft's mask_hidden (a P-EAGLE draft ships it)."""
+    """W909 / E910: `parallel_drafting` against the draft's mask_hidden (a P-EAGLE draft ships it).
+
+    From 0.34.0 (releases "parallel_drafting_eagle3_refused") parallel_drafting: true fails the engine start for
+    eagle3 whatever the tensors, and a mask_hidden is always skipped.
+    """
+    rel = f"vLLM {ctx.release.version}"
+    on = serve.data.get("parallel_drafting") is True
+    removed = ctx.release.has("parallel_drafting_eagle3_refused")
+    if removed and on:
+        return [
+            finding(
+                "E910",
+                f'{serve.source} sets parallel_drafting: true: {rel} raises ValueError ("parallel_drafting is only '
+                f"supported by the dflash and dspark methods, not '{serve.method or EAGLE3_METHOD}'.\"; "
+                "config/speculative.py SpeculativeConfig._verify_args), whatever the draft's tensors",
+                field="parallel_drafting",
+                fix=f"Drop parallel_drafting from the speculative config: {rel} has no parallel drafting for EAGLE-3 "
+                "(a P-EAGLE draft needs vLLM 0.22.0-0.33.0).",
+            )
+        ]
     if ctx.attention not in _PARALLEL_ATTENTION:
         return []
-    rel = f"vLLM {ctx.release.version}"
     mask = next((n for n in ctx.tensors if "mask_hidden" in n), None)
-    on = serve.data.get("parallel_drafting") is True
+    if mask is not None and removed:
+        return [
+            finding(
+                "W909",
+                f"the draft ships {mask} (a parallel-drafting P-EAGLE draft) but {rel} has no parallel drafting for "
+                'EAGLE-3: it skips the tensor ("mask_hidden found in weights but parallel drafting is not supported '
+                'for EAGLE-3") and drafts one token per forward pass, not as the draft was trained',
+                tensor=mask,
+                fix='Serve the draft on vLLM 0.22.0-0.33.0 with "parallel_drafting": true; no option of '
+                f"{rel} serves it as trained.",
+            )
+        ]
     if mask is not None and not on:
         return [
             finding(

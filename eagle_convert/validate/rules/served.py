@@ -19,6 +19,7 @@ from eagle_convert.vllm_model import (
     CHANGES,
     DRAFT_QUANT_SOURCE,
     SLIDING_WINDOW_FIELDS,
+    SPECULATORS_KINDS_IN,
     WRITE_ARCHITECTURE,
     Change,
     architecture_for_method,
@@ -42,27 +43,44 @@ def check(ctx: Context) -> list[Finding]:
     ]
 
 
-def _arrives(name: str) -> Change | None:
-    """The releases.CHANGES entry that brings the draft class or speculators algorithm `name`."""
-    key = ARCHITECTURES_FROM.get(name) or ("peagle" if name == "peagle" else None)
+# A speculators algorithm past its window raises, as this releases.CHANGES entry says.
+_REMOVED_RAISES = {"peagle": "speculators_peagle_raises"}
+
+
+def _window(name: str, speculators: bool) -> Change | None:
+    """The releases.CHANGES entry that bounds the draft class or speculators algorithm `name`."""
+    key = SPECULATORS_KINDS_IN.get(name) if speculators else ARCHITECTURES_FROM.get(name)
     return next((c for c in CHANGES if c.key == key), None)
 
 
 def _release_class(ctx: Context) -> list[Finding]:
-    """E301 for a class (or speculators algorithm) vLLM has, but not yet in the release at hand.
+    """E301 for a class (or speculators algorithm) vLLM has, but not in the release at hand.
 
     read_config gives no class there (`registered`); config.py's E301 covers names no release has.
     Before 0.22.0 `speculators_model_type: peagle` is no registered algorithm
-    (transformers_utils/configs/speculators/algos.py SUPPORTED_SPECULATORS_TYPES, 0.21.0 vs 0.22.0).
+    (transformers_utils/configs/speculators/algos.py SUPPORTED_SPECULATORS_TYPES, 0.21.0 vs 0.22.0); from
+    0.34.0 it raises (releases "speculators_peagle_raises"). A plain config naming a P-EAGLE class never
+    reaches the registry under method eagle3 (EAGLEConfig renames it Eagle3Peagle...): config.py's E301.
     """
     rel = ctx.release
     if ctx.impl is not None:
         return []
     if ctx.speculators:
         kind = ctx.view.speculators_kind or ""
-        change = _arrives(kind)
+        change = _window(kind, True)
         if change is None or rel.has(change.key):
             return []
+        if change.first is None or rel.at_least(change.first):  # past the window: the algorithm was removed
+            gone = next(c for c in CHANGES if c.key == _REMOVED_RAISES[kind])
+            return [
+                finding(
+                    "E301",
+                    f"speculators_model_type {kind!r}: in vLLM {rel} {gone.what} ({gone.cite}); such drafts load "
+                    f"on vLLM {change.span} only",
+                    field="speculators_model_type",
+                    fix=f"Serve the draft on vLLM {change.span}: no class of vLLM {rel} loads it.",
+                )
+            ]
         return [
             finding(
                 "E301",
@@ -72,7 +90,7 @@ def _release_class(ctx: Context) -> list[Finding]:
                 fix=f"Serve the draft on vLLM >= {change.first}.",
             )
         ]
-    change = _arrives(ctx.arch or "")
+    change = _window(ctx.arch or "", False)
     if change is None or ARCHITECTURES.get(ctx.arch or "") is None:
         return []
     declared = (ctx.config.get("architectures") or [""])[0]

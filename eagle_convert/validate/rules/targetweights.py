@@ -2,7 +2,7 @@
 
 vLLM keeps a draft's own `embed_tokens` unless it is bit-identical to the target's
 (`v1/spec_decode/llm_base_proposer.py` `_maybe_share_embeddings`, the same `torch.equal` test in every
-release 0.21.0-0.33.0, and the V2 runner's `_should_share`; `tables.EMBED_SHARING`),
+release 0.21.0-0.33.0, and the V2 runner's `_should_share`, the only copy from 0.34.0; `tables.EMBED_SHARING`),
 so a random, NaN or rescaled copy is what the draft reads (TorchSpec issue #38). A draft whose
 lm_head was initialised from the target's keeps each row close to the target row of its token; when
 `d2t` is regenerated after training (SpecForge PR #534) row i no longer matches token i + d2t[i].
@@ -136,7 +136,8 @@ def _embed(ctx: Context, name: str, draft: RowReader, target: RowReader, readers
     if equal:
         return []
     what = f"{rows} {'rows' if ctx.deep else 'sampled rows'} compared with the target's"
-    rule = f"{EMBED_SHARING} (vLLM {ctx.release} _maybe_share_embeddings)"
+    where = "_maybe_share_embeddings" if ctx.release.has_v1 else "Model Runner V2's _should_share"
+    rule = f"{EMBED_SHARING} (vLLM {ctx.release} {where})"
     if bad_rows:
         at = f" (first: token {first_bad})"
         return [finding("E505", f"{name} holds NaN/Inf in {bad_rows} of {what}{at}; {rule}", tensor=name)]

@@ -147,8 +147,8 @@ def use_aux_on_v2(ctx: Context) -> list[Finding]:
     return [
         finding(
             "W326",
-            f"eagle_config.use_aux_hidden_state is false: vLLM {rel}'s Model Runner V2, the GPU default for "
-            f"{rel.v2_default()}, ignores it and passes the draft the concatenated aux hidden states, which "
+            f"eagle_config.use_aux_hidden_state is false: vLLM {rel}'s Model Runner V2, {rel.v2_role()}, "
+            "ignores it and passes the draft the concatenated aux hidden states, which "
             "fail the draft's input width check (inferred: a crash at the first decode); V1 honours the flag, "
             "and V2 does from 0.33.0",
             field="eagle_config.use_aux_hidden_state",
