@@ -19,7 +19,7 @@ __all__ = ["NEEDS", "Branch", "Need"]
 
 V1 = "vllm.v1.worker.gpu_model_runner"  # Model Runner V1 (vLLM <= 0.33.0)
 V2 = "vllm.v1.worker.gpu.model_runner"  # Model Runner V2 (the only runner from 0.34.0)
-CPU2 = "vllm.v1.worker.cpu.model_runner"  # CPUModelRunner over V2 (vLLM 0.34.0: x86 CPU's runner)
+CPU2 = "vllm.v1.worker.cpu.model_runner"  # CPUModelRunner over V2 (Triton CPU; from 0.34.0 x86's only one)
 V1_CPU = "vllm.v1.worker.cpu_model_runner"  # V1's CPU runner (vLLM <= 0.33.0)
 SPEC2 = "vllm.v1.worker.gpu.spec_decode.eagle.speculator:EagleSpeculator"
 EAGLE1 = "vllm.v1.spec_decode.eagle:EagleProposer"
@@ -218,7 +218,7 @@ NEEDS: tuple[Need, ...] = (
             Branch(
                 "V2 CPU runner",
                 (f"{CPU2}:CPUModelRunner.get_model", f"{CPU2}:CPUModelRunner.get_draft_model"),
-                f"!{V1_CPU}",
+                CPU2,
             ),
         ),
     ),
@@ -248,7 +248,7 @@ NEEDS: tuple[Need, ...] = (
                 ),
                 V2,
             ),
-            Branch("V2 CPU runner (runner.speculator)", (f"{CPU2}:CPUModelRunner.speculator",), f"!{V1_CPU}"),
+            Branch("V2 CPU runner (runner.speculator)", (f"{CPU2}:CPUModelRunner.speculator",), CPU2),
         ),
     ),
     _one(
