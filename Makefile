@@ -23,7 +23,7 @@ ifeq ($(DEMO_CAPTURE),auto)
 override DEMO_CAPTURE := $(shell $(PY) -c "import importlib.util as u; print('--capture vllm' if u.find_spec('vllm') else '')" 2>/dev/null)
 endif
 
-.PHONY: env demo test bench gpu-check quality docs clean vllm-release
+.PHONY: env demo test bench gpu-check quality docs clean vllm-release vllm-compat
 
 env: $(VENV)/.installed
 
@@ -85,6 +85,14 @@ vllm-release:
 
 test: env
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
+
+# Does the engine code (eagle_convert/vllm/) find every vLLM name it touches in a vLLM source tree?
+# Parsed, not imported: `make vllm-compat VLLM_SRC=<unpacked wheel>/vllm` checks a release no machine
+# here can run (exit 1 names each missing name and its user); without VLLM_SRC, the vLLM installed for
+# VLLM_PY (.venv's Python when there is one).
+VLLM_PY ?= $(GPU_PY)
+vllm-compat:
+	PYTHONPATH=$(CURDIR) $(VLLM_PY) -m eagle_convert.vllm.compat $(VLLM_SRC)
 
 # Lint, format check and type check (ruff and mypy, pinned in the quality extra).
 QUALITY_PATHS := eagle_convert tests fixtures benchmarks scripts

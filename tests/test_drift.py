@@ -371,3 +371,48 @@ def test_drift_extension_reads_the_sampled_row_then_each_steps_first_row() -> No
         {"positions": [41], "rms": [[41.0], [50.0], [60.0]]},
     ]
     assert "propose" not in drafter.__dict__ and not drafter.model._forward_hooks
+
+
+class _FakeSpeculator:
+    """The shape of Model Runner V2's `TargetDependentARSpeculator.propose` (vLLM 0.32.0 and 0.34.0,
+    `v1/worker/gpu/spec_decode/target_dependent_ar/speculator.py`) for one request: `prepare_prefill_inputs`
+    fills `last_token_indices`, `_prefill(num_reqs, ...)` runs the draft over every position, each
+    later step runs it on rows [:num_reqs]; dummy runs call `propose(..., dummy_run=True)`."""
+
+    def __init__(self) -> None:
+        self.model = _FakeDraft()
+        self.last_token_indices = torch.zeros(4, dtype=torch.long)
+
+    def _prefill(self, num_reqs: int, n: int) -> None:
+        self.model(input_ids=torch.zeros(n + 2), positions=torch.arange(n + 2) + 40, hidden_states=None)
+
+    def propose(self, n: int, k: int, dummy_run: bool = False) -> None:
+        self.last_token_indices[:1] = n - 1  # the last verified position is sampled
+        self._prefill(1, n)
+        for _ in range(k - 1):
+            self.model(input_ids=torch.zeros(2), positions=torch.zeros(2), hidden_states=None)
+
+
+def test_drift_extension_reads_model_runner_v2s_speculator_as_it_reads_v1s_proposer() -> None:
+    """On a runner with `speculator` (V2, the only runner from vLLM 0.34.0) the same rows are read:
+    depth 1 at `last_token_indices` of `_prefill`, depths 2..k row 0; a dummy propose is not a round;
+    `propose` and `_prefill` are the class's again after take."""
+    from eagle_convert.vllm.drift_ext import DriftExtension
+
+    class Worker(DriftExtension):
+        def __init__(self) -> None:
+            self.model_runner = type("Runner", (), {"speculator": _FakeSpeculator()})()
+
+    w = Worker()
+    _FakeDraft.calls = 0
+    assert w.eagle_convert_drift_arm() == {"armed": True, "model": "_FakeDraft", "runner": "v2"}
+    spec = w.model_runner.speculator
+    spec.propose(3, 3, dummy_run=True)  # calls 0..2: not seen
+    spec.propose(5, 3)
+    spec.propose(2, 3)
+    got = w.eagle_convert_drift_take()["rounds"]
+    assert got == [
+        {"positions": [44], "rms": [[34.0], [40.0], [50.0]]},
+        {"positions": [41], "rms": [[61.0], [70.0], [80.0]]},
+    ]
+    assert not {"propose", "_prefill"} & set(spec.__dict__) and not spec.model._forward_hooks

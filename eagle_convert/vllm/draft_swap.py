@@ -17,7 +17,9 @@ fresh load: no draft model on this runner, tensor or pipeline parallelism, paral
 (its mask tensor is derived at load time), or a tensor the running draft shares with the target
 (vLLM shares ``embed_tokens``/``lm_head`` when the first draft's copy equals the target's:
 `v1/spec_decode/llm_base_proposer.py` `_maybe_share_embeddings`, `_maybe_share_lm_head`) that
-differs in the new draft, since loading it would overwrite the target's own weights.
+differs in the new draft, since loading it would overwrite the target's own weights (Model Runner V2,
+the only runner from vLLM 0.34.0: `v1/worker/gpu/spec_decode/eagle/utils.py` `maybe_share_target_embed`,
+`share_target_lm_head`, which share by module, so the same parameter-identity test finds them).
 Which drafts may be swapped at all (same config, same tensors) is decided by the caller:
 `vllm/sharing.py`.
 """
@@ -27,6 +29,8 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 from typing import Any
+
+from eagle_convert.vllm.runners import draft_owner
 
 __all__ = ["DraftSwapExtension", "SwapRefused", "EXTENSION", "SWAP_METHOD"]
 
@@ -50,9 +54,15 @@ class DraftSwapExtension:
 
 
 def _draft_model(runner):
-    """The drafter's module on the V2 runner (`get_draft_model`) or the V1 runner (`drafter.model`)."""
+    """The drafter's module: ``get_draft_model`` where the runner has it (V2; V1 from vLLM 0.32), else
+    ``drafter.model`` / ``speculator.model`` (`runners.draft_owner`); None when it has no draft model."""
     get = getattr(runner, "get_draft_model", None)
-    model = get() if callable(get) else getattr(getattr(runner, "drafter", None), "model", None)
+    if not callable(get):
+        try:
+            return draft_owner(runner)[2]
+        except RuntimeError:
+            return None
+    model = get()
     unwrap = getattr(model, "unwrap", None)
     return unwrap() if callable(unwrap) else model
 

@@ -1,4 +1,4 @@
-"""Read the hidden state vLLM's EAGLE-3 proposer feeds back, by draft depth, out of a running engine.
+"""Read the hidden state vLLM's EAGLE-3 drafter feeds back, by draft depth, out of a running engine.
 
 Loaded into vLLM's workers as ``worker_extension_cls`` (vLLM 0.32.0 `v1/worker/worker_base.py`,
 `WorkerWrapperBase.init_worker`) and driven with ``LLM.collective_rpc``: ``arm`` hooks the draft
@@ -18,27 +18,53 @@ k's is computed and then dropped, exactly as the reference drafter computes it
 (`reference/drafter.py`, `EagleDrafter.forward`). The hook keeps its per-token RMS in fp32 and the
 rope position drafted from (the sampled row's position, call 1), which names the round.
 
+Model Runner V2 (`v1/worker/gpu/spec_decode/target_dependent_ar/speculator.py`,
+``TargetDependentARSpeculator``; the only runner from vLLM 0.34.0) feeds back the same state:
+``propose`` fills ``last_token_indices`` (`prepare_prefill_inputs`), ``_prefill(num_reqs, ...)`` runs
+the draft model once over every position (``_run_model``) and copies the second output at
+``last_token_indices[:num_reqs]`` into ``self.hidden_states[:num_reqs]``; every later step
+(`_decode` in 0.34.0, `_generate_draft` in 0.32.0) runs it on rows ``[:num_reqs]`` and
+`update_draft_inputs` copies those rows back, except after the last step. So the hook is the same;
+only where a round starts (``propose``, whose dummy runs pass ``dummy_run=True``) and which rows
+were sampled (``last_token_indices`` when ``_prefill`` starts) are read from the speculator.
+
 A forward hook on the (unwrapped) draft model, not a change to it: the engine computes what it
-always computes. ``propose`` and ``set_inputs_first_pass`` are wrapped on the proposer instance
-only to know where a round starts and which rows were sampled.
+always computes (with ``enforce_eager``, so no CUDA graph replays past the hook). ``propose`` and
+the first-pass method are wrapped on the drafter instance only to know where a round starts and
+which rows were sampled.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from eagle_convert.vllm.runners import draft_owner
+
 __all__ = ["DriftExtension", "EXTENSION"]
 
 EXTENSION = "eagle_convert.vllm.drift_ext.DriftExtension"
+# The drafter methods wrapped per runner: V1's EagleProposer, V2's speculator.
+_WRAPPED = {"v1": ("propose", "set_inputs_first_pass"), "v2": ("propose", "_prefill")}
 
 
-def _proposer_and_model(runner) -> tuple[Any, Any]:
-    drafter = getattr(runner, "drafter", None)
-    model = getattr(drafter, "model", None)
-    if drafter is None or model is None:
-        raise RuntimeError("this vLLM runner has no EAGLE proposer with a draft model (drafter.model)")
-    unwrap = getattr(model, "unwrap", None)
-    return drafter, unwrap() if callable(unwrap) else model
+def _first_pass(kind: str, owner: Any, original: Any, st: dict[str, Any]) -> Any:
+    """``original`` (the first-pass method) wrapped to record the sampled rows in ``st["rows"]``."""
+    if kind == "v1":
+
+        def v1_first_pass(*args, **kwargs):
+            out = original(*args, **kwargs)
+            if st["active"]:
+                st["rows"] = out[1]  # (num_tokens, token_indices_to_sample, common_attn_metadata)
+            return out
+
+        return v1_first_pass
+
+    def v2_prefill(num_reqs, *args, **kwargs):
+        if st["active"]:
+            st["rows"] = owner.last_token_indices[:num_reqs].clone()
+        return original(num_reqs, *args, **kwargs)
+
+    return v2_prefill
 
 
 class DriftExtension:
@@ -48,25 +74,23 @@ class DriftExtension:
     _ec_drift: dict[str, Any]
 
     def eagle_convert_drift_arm(self) -> dict:
-        """Hook the draft model and the proposer for the next requests; forget earlier rounds."""
+        """Hook the draft model and the drafter for the next requests; forget earlier rounds."""
         self.eagle_convert_drift_disarm()
-        drafter, model = _proposer_and_model(self.model_runner)
-        st: dict[str, Any] = {"rounds": [], "cur": None, "rows": None, "calls": 0, "restore": []}
-        propose, first_pass = drafter.propose, drafter.set_inputs_first_pass
+        kind, drafter, model = draft_owner(self.model_runner)
+        st: dict[str, Any] = {"rounds": [], "cur": None, "rows": None, "calls": 0, "active": False, "restore": []}
+        propose_name, first_name = _WRAPPED[kind]
+        propose = getattr(drafter, propose_name)
+        first_pass = _first_pass(kind, drafter, getattr(drafter, first_name), st)
 
         def wrapped_propose(*args, **kwargs):
             st["cur"], st["rows"], st["calls"] = None, None, 0
+            st["active"] = not kwargs.get("dummy_run", False)  # V2 runs propose in its dummy runs too
             try:
                 return propose(*args, **kwargs)
             finally:
                 if st["cur"] is not None:
                     st["rounds"].append(st["cur"])
-                st["cur"] = None
-
-        def wrapped_first_pass(*args, **kwargs):
-            out = first_pass(*args, **kwargs)
-            st["rows"] = out[1]  # (num_tokens, token_indices_to_sample, common_attn_metadata)
-            return out
+                st["cur"], st["rows"], st["active"] = None, None, False
 
         def hook(_m, args, kwargs, out):
             if st["rows"] is None or not isinstance(out, tuple):  # a dummy run, or not an EAGLE-3 model
@@ -85,10 +109,11 @@ class DriftExtension:
                 st["cur"]["rms"].append(sel.float().pow(2).mean(-1).sqrt().tolist())
 
         handle = model.register_forward_hook(hook, with_kwargs=True)
-        drafter.propose, drafter.set_inputs_first_pass = wrapped_propose, wrapped_first_pass
-        st["restore"] = [handle, drafter]
+        setattr(drafter, propose_name, wrapped_propose)
+        setattr(drafter, first_name, first_pass)
+        st["restore"] = [handle, drafter, (propose_name, first_name)]
         self._ec_drift = st
-        return {"armed": True, "model": type(model).__name__}
+        return {"armed": True, "model": type(model).__name__, "runner": kind}
 
     def eagle_convert_drift_take(self) -> dict:
         """Every round seen since ``arm``: the positions drafted from and, per depth, the fed-back RMS
@@ -103,9 +128,9 @@ class DriftExtension:
     def eagle_convert_drift_disarm(self) -> dict:
         st = getattr(self, "_ec_drift", None)
         if st is not None and st["restore"]:
-            handle, drafter = st["restore"]
+            handle, drafter, names = st["restore"]
             handle.remove()
-            for name in ("propose", "set_inputs_first_pass"):
+            for name in names:
                 drafter.__dict__.pop(name, None)  # the class's methods again
             st["restore"] = []
         self._ec_drift = {"rounds": [], "restore": []}

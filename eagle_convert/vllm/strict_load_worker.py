@@ -22,24 +22,31 @@ __all__ = ["run_check", "run_check_many"]
 
 
 def _aux_layers(vc) -> dict:
-    """Target layers vLLM taps for the draft: the V1 runner's (CPU, and GPU without the V2 runner)
-    and the V2 runner's config lookups, and the target's default (2, N//2, N-3)."""
+    """Target layers vLLM taps for the draft: the V1 runner's lookup (vLLM <= 0.33: CPU, and GPU
+    without the V2 runner), the V2 runner's (`eagle3_utils.get_eagle3_aux_layers_from_config`, the
+    only one from 0.34.0), the target's default (2, N//2, N-3), and which of them the runner this
+    machine would use (`runners.runner_kind`) takes."""
     from types import SimpleNamespace
 
+    from eagle_convert.vllm.runners import V1_RUNNER, has_v1_runner, runner_kind
     from eagle_convert.vllm_model import default_aux_ids
 
     out: dict = {}
     n = vc.model_config.get_total_num_hidden_layers()
     out["aux_layers_default"] = list(default_aux_ids(n))
-    try:
-        from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+    v1_present = has_v1_runner()
+    if v1_present:
+        try:
+            from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
-        v1 = GPUModelRunner._get_eagle3_aux_layers_from_config(
-            SimpleNamespace(speculative_config=vc.speculative_config)
-        )
-        out["aux_layers_v1"] = list(v1) if v1 else None
-    except Exception as exc:
-        out["aux_layers_v1_error"] = one_line_error(exc)
+            v1 = GPUModelRunner._get_eagle3_aux_layers_from_config(
+                SimpleNamespace(speculative_config=vc.speculative_config)
+            )
+            out["aux_layers_v1"] = list(v1) if v1 else None
+        except Exception as exc:
+            out["aux_layers_v1_error"] = one_line_error(exc)
+    else:
+        out["aux_layers_v1_error"] = f"this vLLM has no Model Runner V1 ({V1_RUNNER})"
     try:
         from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import get_eagle3_aux_layers_from_config
 
@@ -47,15 +54,13 @@ def _aux_layers(vc) -> dict:
         out["aux_layers_v2"] = list(v2) if v2 else None
     except Exception as exc:
         out["aux_layers_v2_error"] = one_line_error(exc)
-    out["aux_layers_used_v1"] = out.get("aux_layers_v1") or out["aux_layers_default"]
-    try:  # which runner this machine would use (V2 needs Triton, i.e. a GPU)
-        out["model_runner"] = "v2" if vc.use_v2_model_runner else "v1"
-    except Exception:
-        out["model_runner"] = "v1"
+    if v1_present:  # what V1 would tap (validate compares it with its V1 table)
+        out["aux_layers_used_v1"] = out.get("aux_layers_v1") or out["aux_layers_default"]
+    out["model_runner"] = runner_kind(vc)
     if out["model_runner"] == "v2":
         out["aux_layers_used"] = out.get("aux_layers_v2") or out["aux_layers_default"]
     else:
-        out["aux_layers_used"] = out["aux_layers_used_v1"]
+        out["aux_layers_used"] = out.get("aux_layers_used_v1") or out["aux_layers_default"]
     return out
 
 
@@ -114,9 +119,9 @@ def run_check(req: dict) -> dict:
     from vllm.platforms import current_platform
 
     if current_platform.is_cpu():
-        from vllm.v1.worker.cpu_model_runner import _set_torch_accelerator_to_noop
+        from eagle_convert.vllm.runners import cpu_accelerator_noop
 
-        _set_torch_accelerator_to_noop()
+        cpu_accelerator_noop()
     elif current_platform.is_cuda_alike():
         torch.cuda.set_device(0)
 
@@ -183,8 +188,10 @@ def run_check(req: dict) -> dict:
         draft_cfg = vc.speculative_config.draft_model_config.hf_config
         target_cfg = vc.model_config.hf_config
         shared = []
-        # Mirror SpecDecodeBaseProposer._maybe_share_embeddings / _maybe_share_lm_head: a draft
-        # without its own embed_tokens (same width, PP 1) or lm_head gets the target's.
+        # Mirror V1's SpecDecodeBaseProposer._maybe_share_embeddings / _maybe_share_lm_head: a draft
+        # without its own embed_tokens (same width, PP 1) or lm_head gets the target's. V2's
+        # eagle/utils.py maybe_share_target_embed shares without the width check: a narrower missing
+        # embedding stays reported unwritten here, as either runner fails with it.
         if not state["has_own_embed_tokens"] and getattr(draft_cfg, "hidden_size", None) == (
             target_cfg.get_text_config().hidden_size
         ):

