@@ -85,6 +85,11 @@ def _scaled(name: str, factor: float) -> Callable[[State], None]:
     return put_tensor(name, lambda s: (s[name].float() * factor).to(s[name].dtype))
 
 
+def _ones_fc_norm(s: State) -> None:
+    for i in range(3):
+        s[f"fc_norm.{i}.weight"] = torch.ones_like(s[f"fc_norm.{i}.weight"])
+
+
 def _subfolder(out: Path) -> Path:
     build_draft(out, FIXTURE_MATRIX["vllm-eagle3"])
     (out / "model").mkdir()
@@ -180,6 +185,7 @@ CASES: dict[str, Case] = {
     "W601": Case(edit("specforge-eagle31")),
     "W603": Case(edit("specforge-eagle3"), target={}),
     "W602": Case(lambda out: build_draft(out.parent / "nemo-llama-eagle3_1-recipe", FIXTURE_MATRIX["nemo-eagle3"])),
+    "W604": Case(edit("vllm-eagle31", tensors=_ones_fc_norm)),  # tests/test_untrained_fc_norm.py: each record
     "E801": Case(edit(tensors=nan_tensor("layers.0.mlp.up_proj.weight")), kwargs={"deep": True}),
     "E802": Case(
         edit(tensors=put_tensor("fc.weight", lambda s: torch.zeros_like(s["fc.weight"]))), kwargs={"deep": True}
@@ -188,9 +194,7 @@ CASES: dict[str, Case] = {
     "I804": Case(
         edit(
             "vllm-eagle31",
-            tensors=lambda s: [
-                s.__setitem__(f"fc_norm.{i}.weight", torch.ones(64, dtype=torch.bfloat16)) for i in range(3)
-            ],
+            tensors=_ones_fc_norm,
         ),
         kwargs={"deep": True},
     ),

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # what type checkers see
         load_from_source,
         open_checkpoint,
     )
+    from eagle_convert.draft.fcnorm import FcNormState, fc_norm_state
     from eagle_convert.draft.info import Classified, DraftInfo, classify, describe
     from eagle_convert.draft.inspect import InspectReport, inspect_checkpoint
     from eagle_convert.draft.kind import ensure_draft, ensure_target_config
@@ -57,6 +58,8 @@ else:  # what runs: each name imported from its module on first use
             "ensure_target_config": "eagle_convert.draft.kind",
             "canonical_map": "eagle_convert.draft.layout",
             "canonical_name": "eagle_convert.draft.layout",
+            "FcNormState": "eagle_convert.draft.fcnorm",
+            "fc_norm_state": "eagle_convert.draft.fcnorm",
             "InspectReport": "eagle_convert.draft.inspect",
             "inspect_checkpoint": "eagle_convert.draft.inspect",
             "load_schema": "eagle_convert.draft.schemas",
@@ -81,6 +84,8 @@ __all__ = [
     "DraftInfo",
     "ensure_draft",
     "ensure_target_config",
+    "FcNormState",
+    "fc_norm_state",
     "hub_repo_id",
     "inspect_checkpoint",
     "InspectReport",

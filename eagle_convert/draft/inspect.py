@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eagle_convert.draft.checkpoint import Checkpoint, CheckpointRef, open_checkpoint
+from eagle_convert.draft.fcnorm import FcNormState, fc_norm_state
 from eagle_convert.draft.info import DraftInfo, describe
 from eagle_convert.vllm_model import VllmVersionStatus, installed_status
 
@@ -27,6 +28,9 @@ class InspectReport:
     checkpoint: Checkpoint
     # The vLLM release the rules (vllm_architecture, aux ids, flags) are read for, and why that one.
     vllm: VllmVersionStatus = field(default_factory=installed_status)
+    # The fc_norm values (identity = exactly 1.0, untrained) and what the records claim; None without
+    # fc_norm tensors or when values are not read (hub refs).
+    fc_norm: FcNormState | None = None
 
     def tensor_rows(self) -> list[dict[str, Any]]:
         return [
@@ -49,6 +53,7 @@ class InspectReport:
             "has_config": self.has_config,
             **self.info.to_dict(),
             "vllm": self.vllm.to_dict(),
+            "fc_norm": self.fc_norm.to_dict() if self.fc_norm else None,
         }
         if tensors:
             data["tensors"] = self.tensor_rows()
@@ -62,7 +67,7 @@ def inspect_checkpoint(
 
     Args:
         ref: a folder, a `.safetensors`/`.bin` file or a hub repo.
-        read_vocab: read the d2t/t2d values (default: for local checkpoints only).
+        read_vocab: read the d2t/t2d and fc_norm values (default: for local checkpoints only).
         vllm_version: the release whose reading the vLLM fields follow (default: the installed
             vLLM, else the newest known).
 
@@ -76,5 +81,7 @@ def inspect_checkpoint(
     if not isinstance(ref, CheckpointRef):
         ref = CheckpointRef.parse(ref)
     ckpt = open_checkpoint(ref)
-    info = describe(ckpt, read_vocab=not ref.is_hub if read_vocab is None else read_vocab, release=status.rules)
-    return InspectReport(ckpt.description, ref.is_hub, ckpt.has_config, info, ckpt, vllm=status)
+    read_values = not ref.is_hub if read_vocab is None else read_vocab
+    info = describe(ckpt, read_vocab=read_values, release=status.rules)
+    fc_norm = fc_norm_state(ckpt) if read_values else None
+    return InspectReport(ckpt.description, ref.is_hub, ckpt.has_config, info, ckpt, vllm=status, fc_norm=fc_norm)

@@ -44,6 +44,9 @@ def render_inspect(console: Console, report: InspectReport, *, tensors: bool) ->
         "hidden", f"H={info.hidden_size}  target H={info.target_hidden_size}  draft layers={info.num_layers}"
     )
     summary.add_row("aux layers", f"A={info.num_aux} [dim]({escape(info.num_aux_source)})[/dim]")
+    if report.fc_norm is not None:
+        line = escape(report.fc_norm.line())
+        summary.add_row("fc_norm", f"[yellow]{line}[/yellow]" if report.fc_norm.untrained else line)
     ids = info.aux_layer_ids
     summary.add_row(
         "aux layer ids",

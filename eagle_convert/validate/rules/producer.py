@@ -10,6 +10,7 @@ import json
 import re
 
 from eagle_convert.validate.findings import Finding, finding
+from eagle_convert.validate.rules import untrained
 from eagle_convert.validate.rules.context import Context
 
 _EAGLE31_HINT = re.compile(r"eagle[-_ .]?3[._]1|eagle31", re.IGNORECASE)
@@ -37,7 +38,7 @@ def trained_norm_before_residual(layout: str) -> tuple[bool, str] | None:
 
 
 def check(ctx: Context) -> list[Finding]:
-    out: list[Finding] = aux_convention(ctx)
+    out: list[Finding] = aux_convention(ctx) + untrained.check(ctx)
     if ctx.info.layout == "specforge" and ctx.flags["norm_output"]:
         out.append(
             finding(
