@@ -27,10 +27,12 @@ endif
 
 env: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml requirements-test-nodeps.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet -e ".[$(VLLM_EXTRA),test,quality]"
+	# Test-only libraries without their dependencies (they would replace the CPU torch): the file says why.
+	$(PIP) install --quiet --no-deps -r requirements-test-nodeps.txt
 	# PyPI's CUDA torchvision breaks every transformers import beside the CPU torch
 	# ("operator torchvision::nms does not exist").
 	$(PIP) uninstall --quiet -y torchvision torchaudio torchcodec || true

@@ -361,6 +361,9 @@ def test_a_repo_id_that_exists_here_is_refused_too(tmp_path: Path, monkeypatch: 
     assert "'models/llama' exists as a local path" in _one(draft, "0.33.0", "W319").message
 
 
+ARCH = ["LlamaForCausalLM"]  # the target's architectures, which speculators requires of a verifier
+
+
 def _plan_speculators(draft: Path, target: Path):
     ckpt = open_checkpoint(draft)
     return plan_upgrade(ckpt, describe(ckpt), layout="speculators", target=read_target(str(target)))
@@ -370,21 +373,27 @@ def test_upgrade_writes_the_repo_a_hf_cache_target_names(tmp_path: Path) -> None
     draft = edit_draft(tmp_path / "d", "vllm-eagle3")
     cached = _target(tmp_path / "hub" / "models--meta-llama--Llama-3.1-8B" / "snapshots" / "abc123")
     plan = _plan_speculators(draft, cached)
-    assert plan.config_after["speculators_config"]["verifier"] == {"name_or_path": "meta-llama/Llama-3.1-8B"}
+    assert plan.config_after["speculators_config"]["verifier"] == {
+        "name_or_path": "meta-llama/Llama-3.1-8B",
+        "architectures": ARCH,
+    }
     assert not any("verifier" in w for w in plan.warnings)
 
 
 def test_upgrade_writes_the_targets_name_or_path_when_it_is_a_repo_id(tmp_path: Path) -> None:
     draft = edit_draft(tmp_path / "d", "vllm-eagle3")
     plan = _plan_speculators(draft, _target(tmp_path / "local", _name_or_path="Qwen/Qwen3-8B"))
-    assert plan.config_after["speculators_config"]["verifier"] == {"name_or_path": "Qwen/Qwen3-8B"}
+    assert plan.config_after["speculators_config"]["verifier"] == {
+        "name_or_path": "Qwen/Qwen3-8B",
+        "architectures": ARCH,
+    }
 
 
 def test_upgrade_warns_in_one_line_for_a_local_target(tmp_path: Path) -> None:
     draft = edit_draft(tmp_path / "d", "vllm-eagle3")
     local = _target(tmp_path / "local", _name_or_path="/scratch/llama")
     plan = _plan_speculators(draft, local)
-    assert plan.config_after["speculators_config"]["verifier"] == {"name_or_path": str(local)}
+    assert plan.config_after["speculators_config"]["verifier"] == {"name_or_path": str(local), "architectures": ARCH}
     [warning] = [w for w in plan.warnings if "verifier" in w]
     assert warning == (
         f"speculators_config.verifier.name_or_path is the local path {str(local)!r}: vLLM 0.33 refuses "

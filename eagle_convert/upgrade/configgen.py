@@ -29,9 +29,11 @@ __all__ = [
     "choose_architectures",
     "choose_model_type",
     "read_target",
+    "complete_verifier",
     "speculators_verifier",
     "to_native",
     "to_speculators",
+    "verifier_block",
 ]
 
 _MISSING = object()
@@ -107,8 +109,42 @@ def to_native(config: dict[str, Any]) -> dict[str, Any]:
     return {"architectures": [], **out}
 
 
-def to_speculators(config: dict[str, Any], attention: str, verifier: str) -> dict[str, Any]:
-    """Wrap a native draft config in the speculators format (inner `transformer_layer_config`)."""
+def verifier_block(name_or_path: Any, target: Target | None) -> tuple[dict[str, Any], str | None]:
+    """`speculators_config.verifier` with the target's `architectures` (a one-line warning or None).
+
+    speculators refuses a verifier without `architectures` (pydantic `Field required`, speculators
+    0.3.0 ... 0.9.0 `config.py` VerifierConfig); vLLM reads only `name_or_path` (0.32.0
+    `transformers_utils/configs/speculators/base.py` validate_speculators_config), so an
+    empty list loads in both, but speculators cannot then check a verifier against it.
+    """
+    archs = list(target.architectures) if target is not None else []
+    if archs:
+        return {"name_or_path": name_or_path, "architectures": archs}, None
+    why = "the target's config.json names none" if target is not None else "no --target to read them from"
+    return {"name_or_path": name_or_path, "architectures": []}, (
+        f"speculators_config.verifier.architectures is written as [] ({why}): speculators loads it but "
+        "cannot check a verifier against it; pass a --target whose config.json has architectures"
+    )
+
+
+def complete_verifier(config: dict[str, Any], target: Target | None, warnings: list[str]) -> dict[str, Any]:
+    """A speculators config whose verifier lacks `architectures`, given them from `target` (or [] and a
+    warning), so speculators' `from_pretrained` accepts it; other configs are returned unchanged."""
+    spec = config.get("speculators_config")
+    verifier = spec.get("verifier") if isinstance(spec, dict) else None
+    if not isinstance(verifier, dict) or isinstance(verifier.get("architectures"), list):
+        return config
+    block, warning = verifier_block(verifier.get("name_or_path"), target)
+    if warning:
+        warnings.append(warning)
+    out = copy.deepcopy(config)
+    out["speculators_config"]["verifier"] = {**verifier, **block, "name_or_path": verifier.get("name_or_path")}
+    return out
+
+
+def to_speculators(config: dict[str, Any], attention: str, verifier: dict[str, Any]) -> dict[str, Any]:
+    """Wrap a native draft config in the speculators format (inner `transformer_layer_config`);
+    `verifier` is the `speculators_config.verifier` block (`verifier_block`)."""
     data = load_schema("upgrade-config.json")
     model_type = attention if attention in SPECULATORS_ARCHITECTURES["eagle3"] else None
     if model_type is None:
@@ -122,7 +158,7 @@ def to_speculators(config: dict[str, Any], attention: str, verifier: str) -> dic
     inner = {k: copy.deepcopy(v) for k, v in config.items() if k not in data["native_only_keys"]}
     inner = {"model_type": model_type, **inner}
     out = copy.deepcopy(data["speculators_skeleton"])
-    out["speculators_config"]["verifier"] = {"name_or_path": verifier}
+    out["speculators_config"]["verifier"] = copy.deepcopy(verifier)
     out["transformer_layer_config"] = inner
     for key in ("draft_vocab_size", "target_hidden_size", "torch_dtype"):
         if config.get(key) is not None:

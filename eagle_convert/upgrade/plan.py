@@ -37,9 +37,11 @@ from eagle_convert.upgrade.configgen import (
     apply_rules,
     choose_architectures,
     choose_model_type,
+    complete_verifier,
     speculators_verifier,
     to_native,
     to_speculators,
+    verifier_block,
 )
 from eagle_convert.upgrade.norminit import NormInit, norm_bytes
 from eagle_convert.upgrade.outfiles import PlannedFile, index_json, norm_name, plan_files, planned_output
@@ -270,11 +272,13 @@ def _plan_config(
     """(output config format, the config the rules are applied to); appends what the user must know."""
     speculators_in = info.layout == "speculators"
     if layout == "keep":
-        return ("speculators" if speculators_in else "native"), ckpt.config
+        if speculators_in:
+            return "speculators", complete_verifier(ckpt.config, target, warnings)
+        return "native", ckpt.config
     if layout == "vllm":
         return "native", to_native(ckpt.config) if speculators_in else ckpt.config
     if speculators_in:
-        return "speculators", ckpt.config
+        return "speculators", complete_verifier(ckpt.config, target, warnings)
     if target is None:
         raise UsageError(
             f"{{layout=speculators}} needs {{target}} for {ckpt.description}",
@@ -282,9 +286,9 @@ def _plan_config(
             options=("layout", "target"),
         )
     verifier, warning = speculators_verifier(target)
-    if warning:
-        warnings.append(warning)
-    return "speculators", to_speculators(ckpt.config, info.attention, verifier)
+    block, arch_warning = verifier_block(verifier, target)
+    warnings.extend(w for w in (warning, arch_warning) if w)
+    return "speculators", to_speculators(ckpt.config, info.attention, block)
 
 
 def _values(
