@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import torch
 from click.testing import CliRunner
@@ -32,7 +33,7 @@ def _fill(value: float, names: list[str] = FC_NORMS):
     return edit
 
 
-def _w604(draft: Path, **kw: object):
+def _w604(draft: Path, **kw: Any):
     report = validate_checkpoint(draft, **kw)
     hits = [f for f in report.findings if f.code == "W604"]
     return report, hits
