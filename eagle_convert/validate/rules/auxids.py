@@ -25,6 +25,28 @@ _NESTED = "eagle_aux_hidden_state_layer_ids"  # inside eagle_config: read by V1 
 DEFAULT_IDS_PRODUCERS = {"safeailab": "SafeAILab", "specforge": "SpecForge"}
 
 
+# `speculators convert` writes `eagle_aux_hidden_state_layer_ids: null` unless given the ids. Every known
+# release reads null as absent, never as an error: the speculators path copies only a truthy list
+# (0.21.0 ... 0.34.0 transformers_utils/configs/speculators/algos.py update_eagle3: `if
+# config_dict.get("eagle_aux_hidden_state_layer_ids")`), the runners fall back on `if not layer_ids`
+# (0.32.0 v1/worker/gpu_model_runner.py _get_eagle3_aux_layers_from_config, v1/worker/gpu/spec_decode/
+# eagle/eagle3_utils.py get_eagle3_aux_layers_from_config). The draft then taps the default layers.
+_NULL_FIX = (
+    "Replace null with the ids the draft was trained on (`speculators convert`: pass "
+    "eagle_aux_hidden_state_layer_ids in --algorithm-kwargs); write vLLM's defaults only if it was trained on them."
+)
+
+
+def _null_where(ctx: Context) -> str | None:
+    """Where the config writes the aux ids as null (top level, else eagle_config), if it does."""
+    if "eagle_aux_hidden_state_layer_ids" in ctx.config and ctx.config["eagle_aux_hidden_state_layer_ids"] is None:
+        return "eagle_aux_hidden_state_layer_ids"
+    nested = ctx.config.get("eagle_config")
+    if isinstance(nested, dict) and _NESTED in nested and nested[_NESTED] is None:
+        return f"eagle_config.{_NESTED}"
+    return None
+
+
 def target_layers(ctx: Context) -> int | None:
     return ctx.target.num_layers if ctx.target else None
 
@@ -52,12 +74,19 @@ def check(ctx: Context) -> list[Finding]:
             else ""
         )
         layers = f"{default} for this {n}-layer target" if default else "(2, N//2, N-3)"
+        null = _null_where(ctx)
+        head = (
+            f"{null} is null, which vLLM {ctx.release.version} reads as absent"
+            if null
+            else "no eagle_aux_hidden_state_layer_ids"
+        )
         out.append(
             finding(
                 "W320",
-                f"no eagle_aux_hidden_state_layer_ids: vLLM taps {layers}{trained}",
-                field="eagle_aux_hidden_state_layer_ids",
+                f"{head}: vLLM taps {layers}{trained}",
+                field=null or "eagle_aux_hidden_state_layer_ids",
                 impact="hygiene" if producer else None,
+                fix=_NULL_FIX if null else None,
             )
         )
         if default and (len(set(default)) < 3 or min(default) < 0):

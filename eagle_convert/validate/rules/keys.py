@@ -15,7 +15,7 @@ import re
 from collections import defaultdict
 
 from eagle_convert.draft import canonical_name
-from eagle_convert.validate.findings import Finding, finding
+from eagle_convert.validate.findings import Finding, Impact, finding
 from eagle_convert.validate.rules import loading
 from eagle_convert.validate.rules.context import Context
 from eagle_convert.validate.rules.tensorspec import Expected, expected_tensors
@@ -31,6 +31,23 @@ _QUANT_SUFFIXES = (
     ".qweight",
     ".qzeros",
     ".scales",
+)
+
+
+# A missing fc_norm.{i} serves as 1.0: from an EAGLE-3 source that is exactly `upgrade`'s identity init
+# (W604's case), from an EAGLE-3.1 source the trained values are lost. `fc_norm: false` is no neutral
+# fix: with norm_output still on it serves neither the source nor the 3.1 draft.
+FC_NORM_MISSING_FIX = (
+    "If the source draft had trained fc_norm.{i}.weight (EAGLE-3.1), copy them in; if it was EAGLE-3, write "
+    "the init explicitly (`eagle-convert upgrade SOURCE --init calibrated --target T`, or ones), then "
+    "`finetune`. Setting fc_norm: false changes what the draft computes: it serves the EAGLE-3 source only "
+    "together with norm_output: false."
+)
+# speculators 0.9.0 convert/eagle/eagle3_converter.py _save_converted_checkpoint loads the input into the
+# legacy Eagle3Speculator (eagle3_legacy_model.py: no fc_norm or input_norm module) with strict=False.
+SPECULATORS_DROPS_NORMS = (
+    " (`speculators convert` writes the flags but builds a model without fc_norm/input_norm, so it drops "
+    "trained ones and writes none.)"
 )
 
 
@@ -205,13 +222,15 @@ def _missing(ctx: Context, exp: Expected) -> Finding:
         return loading.missing_embed(ctx)
     what = "keeps weight 1.0" if exp.kind == "norm" else "keeps uninitialised memory"
     msg = f"{exp.name} is missing: vLLM {what} and loads without an error"
-    fix = None
+    fix: str | None = None
+    impact: Impact | None = None
     if exp.name.startswith("fc_norm."):
-        msg += f" (fc_norm is on: {_where(ctx, 'fc_norm')})"
-        fix = "Add the trained fc_norm.{i}.weight tensors, or set fc_norm: false if the draft was trained without them."
+        impact = "computes-differently"  # served as 1.0, not uninitialised memory
+        msg += f" (fc_norm is on: {_where(ctx, 'fc_norm')}): the identity init, as `upgrade` writes it"
+        fix = FC_NORM_MISSING_FIX
         if ctx.speculators:
-            fix += " (speculators' converter drops fc_norm/input_norm while keeping the flags.)"
+            fix += SPECULATORS_DROPS_NORMS
     elif exp.name == "input_norm.weight":
         msg += f" (norm_before_fc is on: {_where(ctx, 'norm_before_fc')})"
         fix = "Add the trained input_norm.weight, or set norm_before_fc: false if the draft was trained without it."
-    return finding("E101", msg, tensor=exp.name, fix=fix)
+    return finding("E101", msg, tensor=exp.name, fix=fix, impact=impact)
