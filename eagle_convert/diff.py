@@ -14,7 +14,7 @@ from typing import Any
 from eagle_convert.draft import Checkpoint, canonical_name, open_checkpoint
 from eagle_convert.io import TensorInfo
 
-__all__ = ["CheckpointDiff", "ConfigDiff", "TensorChange", "config_diff", "diff_checkpoints"]
+__all__ = ["CheckpointDiff", "ConfigDiff", "TensorChange", "compare_tensor", "config_diff", "diff_checkpoints"]
 
 CHUNK_ELEMS = 4 << 20  # elements per compared chunk (16 MiB of F32)
 
@@ -147,7 +147,7 @@ def diff_checkpoints(a: str | Checkpoint, b: str | Checkpoint, *, compare_data: 
     for na, nb in pairs + renamed:
         ta, tb = ca.tensors[na], cb.tensors[nb]
         if compare_data:
-            change = _compare(ca, cb, ta, tb)
+            change = compare_tensor(ca, cb, ta, tb)
         elif (ta.dtype, ta.shape) != (tb.dtype, tb.shape):
             change = TensorChange(na, nb, (ta.dtype, tb.dtype), (list(ta.shape), list(tb.shape)), None)
         else:
@@ -169,8 +169,9 @@ def diff_checkpoints(a: str | Checkpoint, b: str | Checkpoint, *, compare_data: 
     )
 
 
-def _compare(ca: Checkpoint, cb: Checkpoint, ta: TensorInfo, tb: TensorInfo) -> TensorChange | None:
-    """None when equal; otherwise the change, with max abs difference when shapes match."""
+def compare_tensor(ca: Checkpoint, cb: Checkpoint, ta: TensorInfo, tb: TensorInfo) -> TensorChange | None:
+    """None when the bytes are equal; otherwise the change, with the max abs difference when shapes
+    match (0.0 over 0 elements: the same values in another dtype)."""
     shapes = (list(ta.shape), list(tb.shape))
     if ta.shape != tb.shape:
         return TensorChange(ta.name, tb.name, (ta.dtype, tb.dtype), shapes, None)

@@ -34,6 +34,7 @@ LAYERS: dict[str, int] = {
     "upgrade": 5,
     "validate": 5,
     "diff": 5,
+    "served_diff": 5,  # two drafts compared as vLLM serves them (on diff.py's tensor comparison)
     "reference": 6,  # the torch reference engine
     "cache": 6,  # the capture cache: aux states and logits from vLLM or the reference target, read back for training
     "measure": 7,  # what smoke, check, report and drift share: prompts, counters, engines, pass planning

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from eagle_convert.cli.render import capped
 from eagle_convert.diff import CheckpointDiff, ConfigDiff
+from eagle_convert.served_diff import ServedDiff
 
 ABSENT = "[dim](absent)[/dim]"
 
@@ -87,3 +88,26 @@ def render_diff(console: Console, d: CheckpointDiff) -> None:
         f"{d.identical} {what}; config: {len(cfg.paths())} keys differ"
     )
     console.print(("[green]no differences[/green]; " if d.same else "") + summary)
+
+
+def render_served(console: Console, d: ServedDiff) -> None:
+    """`diff --served`: the verdict, the served differences, and the raw differences that vanish as served."""
+    head = f"as served by vLLM {d.release}: "
+    if d.same:
+        console.print(head + "[green]the same function[/green]")
+    else:
+        table = Table(title=f"served differences: {len(d.differences)}", title_justify="left")
+        for col in ("what", "a", "b", "note"):
+            table.add_column(col)
+        shown, more = capped(d.differences)
+        for x in shown:
+            table.add_row(escape(x.key), short(x.a), short(x.b), escape(x.note))
+        if more:
+            table.add_row(more, "", "", "")
+        console.print(table)
+        console.print(head + f"[yellow]different functions[/yellow] ({len(d.differences)} differences)")
+    if d.equivalent:
+        shown_eq, more_eq = capped(d.equivalent)
+        console.print(f"equal as served ({len(d.equivalent)}):")
+        for line in [*(escape(e) for e in shown_eq), *([more_eq] if more_eq else [])]:
+            console.print(f"  {line}", soft_wrap=True)
