@@ -38,11 +38,14 @@ $(VENV)/.installed: pyproject.toml
 
 demo: env
 	rm -rf $(DEMO)
-	$(PY) -m fixtures.drafts $(DEMO)/eagle3-draft --name specforge-eagle3
+	# A SpecForge-layout draft and the tiny target it was built for: each draft is validated
+	# against its own target (the trained pair below has its own, demo-out/trained/target).
+	$(PY) -m fixtures.drafts $(DEMO)/eagle3-draft --name specforge-tiny
+	$(PY) -m fixtures.target $(DEMO)/target
 	$(VENV)/bin/eagle-convert inspect $(DEMO)/eagle3-draft
 	$(VENV)/bin/eagle-convert upgrade $(DEMO)/eagle3-draft --out $(DEMO)/eagle31-draft
 	$(VENV)/bin/eagle-convert diff $(DEMO)/eagle3-draft $(DEMO)/eagle31-draft
-	$(VENV)/bin/eagle-convert validate $(DEMO)/eagle31-draft
+	$(VENV)/bin/eagle-convert validate $(DEMO)/eagle31-draft --target $(DEMO)/target
 	# The whole story on a tiny target with an EAGLE-3 draft trained for it (fixtures/trained.py, built
 	# once into fixtures/.cache, ~2 min): identity and calibrated upgrades, a fine-tune, every variant
 	# validated and measured side by side; ends by printing where report.md and report.png are.
