@@ -10,7 +10,12 @@ from rich.text import Text
 
 from eagle_convert.check import STAGES, TITLES, CheckReport, format_value
 
-_STATUS = {"pass": "[green]pass[/green]", "fail": "[bold red]FAIL[/bold red]", "skip": "[dim]skip[/dim]"}
+_STATUS = {
+    "pass": "[green]pass[/green]",
+    "fail": "[bold red]FAIL[/bold red]",
+    "not-run": "[bold red]NOT RUN[/bold red]",
+    "skip": "[dim]skip[/dim]",
+}
 
 
 _MIN_TEXT_COLUMN = 24  # the details column's least width in the full table
@@ -84,9 +89,6 @@ def render_check(console: Console, report: CheckReport) -> None:
     swaps = f", {report.draft_swaps} draft swap(s)" if report.draft_swaps else ""
     starts = f"{report.engine_starts} engine start(s){swaps}, {report.load_checks} load check(s)"
     console.print(f"[dim]{times}; {starts}; total {report.seconds:.1f} s[/dim]")
-    if report.passed:
-        console.print("[bold green]PASS[/bold green]: every check the policy asks for passed")
-    else:
-        failed = [r for r in report.results if r.passed is False]
-        stop = f"; stopped after the {TITLES[report.stopped_after]} stage" if report.stopped_after else ""
-        console.print(f"[bold red]FAIL[/bold red]: {len(failed)} check(s) failed{stop}")
+    word, rest = report.verdict().split(":", 1)
+    style = "bold green" if report.passed else "bold red"
+    console.print(Text.assemble((word, style), ":" + rest))
