@@ -111,7 +111,12 @@ def test_warnings_fail_unless_allowed(drafts, tmp_path: Path) -> None:
     assert res.exit_code == 1
     warn = json.loads(res.stdout)["checks"][1]
     assert warn["status"] == "fail" and warn["details"]["codes"] == ["W323"]  # W307 is hygiene for SpecForge
-    res = _cli(drafts["warn"], "--json", "--policy", _policy(tmp_path, '[static]\nallow_warnings = ["W323"]\n[engine]\nload = false\n'))
+    res = _cli(
+        drafts["warn"],
+        "--json",
+        "--policy",
+        _policy(tmp_path, '[static]\nallow_warnings = ["W323"]\n[engine]\nload = false\n'),
+    )
     assert res.exit_code == 0, res.output
     assert (
         json.loads(res.stdout)["checks"][1]["message"]

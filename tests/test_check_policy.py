@@ -128,7 +128,7 @@ def test_discovery_defaults_and_relative_paths(tmp_path: Path) -> None:
     defaults = load_policy(cwd=tmp_path)
     assert defaults.source == "(defaults)" and defaults.data == {}
     assert defaults.get("static", "enabled") is True and defaults.get("static", "allow_warnings") == []
-    assert defaults.get("engine", "load") is None  # unset: the engine load runs when vLLM and a target are there
+    assert defaults.get("engine", "load") is True  # asked unless turned off: without a target it is not run
     assert defaults.get("acceptance", "num_speculative_tokens") == 3
     (tmp_path / POLICY_FILE).write_text('[acceptance]\nprompts = "p/prompts.jsonl"\nmax_new_tokens = 16\n')
     found = load_policy(cwd=tmp_path)

@@ -518,6 +518,7 @@ def test_cli_check_fails_static_on_the_serve_config(plain: Path, tmp_path: Path,
         "speculative_config": {"method": "eagle", "num_speculative_tokens": 3},
         "max_model_len": None,
     }
+    (tmp_path / "eagle-check.toml").write_text("[engine]\nload = false\n")  # the static stages only
     ok = _check(plain, "--json", "--speculative-config", json.dumps(OK), "--max-model-len", "2048")
     assert ok.exit_code == 0, ok.output
     assert json.loads(ok.stdout)["serve"]["max_model_len"] == 2048
