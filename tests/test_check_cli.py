@@ -89,8 +89,9 @@ def test_good_draft_passes_with_engine_stages_off(drafts, tmp_path: Path, monkey
         "attention drift"
     )
     res = _cli(drafts["good"])
-    assert res.exit_code == 0 and "PASS: every check the policy asks for passed; not checked" in res.stdout
-    assert "static: errors" in res.stdout
+    said = " ".join(res.stdout.split())  # piped at 100 columns, the verdict wraps between words
+    assert res.exit_code == 0 and "PASS: every check the policy asks for passed; not checked" in said
+    assert "no errors (files, keys, shapes" in said
 
 
 def test_missing_tensor_fails_static_and_stops(drafts) -> None:
