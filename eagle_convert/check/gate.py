@@ -90,10 +90,15 @@ def needs(policy: Policy, *, target: str | None, baseline: str | None) -> Needs:
     acc = policy.has("acceptance")
     for table in ("output", "alarms", "sampling"):
         if policy.has(table) and not acc:
-            raise UsageError(f"{policy.source}: [{table}] needs an [acceptance] table (its prompts and settings)")
+            raise UsageError(
+                f"{policy.source}: [{table}] needs an [acceptance] table (its prompts and settings)",
+                hint=f"add an [acceptance] table, or remove [{table}]",
+            )
     if baseline is not None and not acc:
         raise UsageError(
-            "{baseline} needs an [acceptance] table in the policy: the comparison runs there", options=("baseline",)
+            "{baseline} needs an [acceptance] table in the policy: the comparison runs there",
+            hint="add an [acceptance] table, or leave out {baseline}",
+            options=("baseline",),
         )
     temperature = float(policy.get("acceptance", "temperature", 0.0))
     control = policy.get("sampling", "control")
