@@ -138,3 +138,24 @@ def test_a_full_check_table_splits_no_word(width: int) -> None:
     shown = set(_BOX.sub(" ", text).split())
     fields = [(TITLES[r.stage], r.name, format_value(r.figure), format_value(r.threshold), r.message) for r in results]
     assert sorted({w for row in fields for f in row for w in f.split()} - shown) == []
+
+
+def test_a_crafted_100000_character_tensor_name_is_shown_shortened(built_fixtures, tmp_path: Path) -> None:
+    """Issue 33: the table renderer wrapped the name over a thousand lines; now it is shortened with
+    its length (cli.output.shorten_long_words), in validate and check alike; --json keeps it whole."""
+    import json
+    import shutil
+    import struct
+
+    draft = tmp_path / "long"
+    draft.mkdir()
+    shutil.copy(built_fixtures("vllm-eagle3") / "config.json", draft / "config.json")
+    header = json.dumps({"a" * 100_000: {"dtype": "BF16", "shape": [2], "data_offsets": [0, 4]}}).encode()
+    (draft / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + bytes(4))
+    for args in (["validate", str(draft)], ["check", str(draft), "--keep-going"]):
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 1, res.output
+        assert len(res.stdout) < 5000 and "characters)" in " ".join(res.stdout.split()), args
+        assert _problems(res.stdout) == [], args
+    res = CliRunner().invoke(main, ["validate", str(draft), "--json"])
+    assert "a" * 100_000 in res.stdout

@@ -12,11 +12,28 @@ import click
 if TYPE_CHECKING:
     from eagle_convert.cli.safeconsole import SafeConsole
 
-__all__ = ["PIPED_WIDTH", "console", "echo_json", "output_width"]
+__all__ = ["LONG_WORD", "PIPED_WIDTH", "console", "echo_json", "output_width", "shorten_long_words"]
 
 # Piped output without COLUMNS (a file, a CI log): what reads in a log viewer or a diff without
 # scrolling. Tables fit it by wrapping between words; only a value longer than a line is longer.
 PIPED_WIDTH = 100
+
+
+# A word (a tensor name, a path) longer than this is shown shortened with its length: a crafted
+# 100,000-character tensor name would otherwise fill a thousand lines of a table. JSON keeps it whole.
+LONG_WORD = 120
+
+
+def shorten_long_words(text: str, limit: int = LONG_WORD) -> str:
+    """`text` with every word over `limit` characters as its start, "…", its end and its length."""
+    if len(text) <= limit:
+        return text
+    out = []
+    for word in text.split(" "):
+        if len(word) > limit:
+            word = f"{word[: limit // 2]}…{word[-20:]} ({len(word):,} characters)"
+        out.append(word)
+    return " ".join(out)
 
 
 def output_width(stream: Any = None) -> int | None:

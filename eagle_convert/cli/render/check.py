@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from eagle_convert.check import STAGES, TITLES, CheckReport, format_value
+from eagle_convert.cli.output import shorten_long_words
 
 _STATUS = {
     "pass": "[green]pass[/green]",
@@ -35,7 +36,14 @@ def _render_checks(console: Console, report: CheckReport) -> None:
     """One row per check, never splitting a word (as validate's findings): the full table when it
     fits the console's width, else the table without details and the details as a numbered list."""
     rows = [
-        (TITLES[r.stage], r.name, r.status, format_value(r.figure), format_value(r.threshold), r.message)
+        (
+            TITLES[r.stage],
+            r.name,
+            r.status,
+            format_value(r.figure),
+            format_value(r.threshold),
+            shorten_long_words(r.message),  # a crafted tensor name in a finding: shortened, with its length
+        )
         for r in report.results
     ]
     heads = ("stage", "check", "result", "figure", "threshold")
