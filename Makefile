@@ -27,10 +27,17 @@ endif
 
 env: $(VENV)/.installed
 
+# An editable install of this layout (a flat package plus pyproject's package-dir mapping of schemas/
+# onto eagle_convert._schemas) is done by setuptools with a meta path finder, and setuptools >= 64
+# then emits a 12-line InformationOnly "Editable installation." notice that pip shows as a
+# BuildBackendWarning even with --quiet. Only a src/ layout without the mapping avoids it (setuptools
+# editable_wheel._select_strategy); both editable installs below filter exactly that notice.
+EDITABLE_QUIET := PYTHONWARNINGS="ignore:Editable installation"
+
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -e ".[$(VLLM_EXTRA),test,quality]"
+	$(EDITABLE_QUIET) $(PIP) install --quiet -e ".[$(VLLM_EXTRA),test,quality]"
 	# PyPI's CUDA torchvision breaks every transformers import beside the CPU torch
 	# ("operator torchvision::nms does not exist").
 	$(PIP) uninstall --quiet -y torchvision torchaudio torchcodec || true
@@ -113,7 +120,7 @@ docs: $(VENV)/.docs-installed
 
 $(VENV)/.docs-installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet -e ".[docs]"
+	$(EDITABLE_QUIET) $(PIP) install --quiet -e ".[docs]"
 	touch $@
 
 clean:

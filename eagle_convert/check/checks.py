@@ -36,7 +36,8 @@ def format_value(value: object) -> str:
 
 @dataclass
 class CheckResult:
-    """One check: `passed` None means skipped (with the reason in `message`)."""
+    """One check: `passed` None means skipped (off: the reason is the `message`); `not_run` marks a
+    stage the policy asks for that could not run here, a failure (check/gate.py)."""
 
     name: str
     stage: str
@@ -46,9 +47,12 @@ class CheckResult:
     message: str
     seconds: float = 0.0
     details: dict[str, Any] = field(default_factory=dict)
+    not_run: bool = False
 
     @property
     def status(self) -> str:
+        if self.not_run:
+            return "not-run"
         return "skip" if self.passed is None else "pass" if self.passed else "fail"
 
     def to_dict(self) -> dict[str, Any]:
@@ -67,6 +71,11 @@ class CheckResult:
 
 def skipped(stage: str, why: str) -> CheckResult:
     return CheckResult(TITLES[stage], stage, None, None, None, why)
+
+
+def not_run(stage: str, why: str) -> CheckResult:
+    """A stage the policy asks for that could not run: it fails the gate (check/gate.py)."""
+    return CheckResult(TITLES[stage], stage, False, None, None, why, not_run=True)
 
 
 def _f(x: float) -> str:

@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # what type checkers see
         known_fingerprint_releases,
         matching_release,
     )
+    from eagle_convert.vllm_model.platform import engine_device_problem
     from eagle_convert.vllm_model.releases import (
         CHANGES,
         KNOWN_RELEASES,
@@ -150,6 +151,7 @@ else:  # what runs: each name imported from its module on first use
             "TEXT_CONFIG_KEYS": "eagle_convert.vllm_model.tables",
             "WRITE_ARCHITECTURE": "eagle_convert.vllm_model.tables",
             "default_aux_ids": "eagle_convert.vllm_model.tables",
+            "engine_device_problem": "eagle_convert.vllm_model.platform",
             "verifier_problem": "eagle_convert.vllm_model.verifier",
             "ALL": "eagle_convert.vllm_model.versions",
             "TESTED_VERSION": "eagle_convert.vllm_model.versions",
@@ -184,6 +186,7 @@ __all__ = [
     "EAGLE3_METHOD",
     "eagle_section",
     "EMBED_SHARING",
+    "engine_device_problem",
     "features_of",
     "FingerprintCheck",
     "FLAG_NAMES",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from rich.console import Console
 from rich.markup import escape
@@ -14,6 +15,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from eagle_convert.cli.output import shorten_long_words
 from eagle_convert.validate import AS_TRAINED, FAILS, VERDICTS, Finding, Matrix, ValidationReport, code_table
 from eagle_convert.vllm_model import KNOWN_RELEASES
 
@@ -124,13 +126,26 @@ def _longest_word(texts: Iterable[str]) -> int:
 
 def _render_findings(console: Console, findings: Sequence[Finding]) -> None:
     """One table row per finding, never splitting a word: the full table when it fits the console's
-    width, else a table of level and code with the findings, where and fix as a list under it."""
+    width, else a table of level and code with the findings, where and fix as a list under it. A
+    word longer than a line (a crafted tensor name) is shown shortened, with its length."""
+    short = shorten_long_words
+    findings = [
+        replace(
+            f,
+            message=short(f.message),
+            fix=short(f.fix),
+            tensor=None if f.tensor is None else short(f.tensor),
+            field=None if f.field is None else short(f.field),
+        )
+        for f in findings
+    ]
     levels = _longest_word([f.level for f in findings] + [f.impact for f in findings])
     codes = _longest_word([f"{f.code} {f.slug}" for f in findings])
     wheres = _longest_word([f.where for f in findings])
     texts = max(_MIN_TEXT_COLUMN, _longest_word([f.message for f in findings]))
     fixes = max(_MIN_TEXT_COLUMN, _longest_word([f.fix for f in findings]))
     widths = {"level": levels, "code": codes, "where": wheres, "finding": texts, "fix": fixes}
+    widths = {col: max(width, len(col)) for col, width in widths.items()}  # a header is never narrower
     if sum(widths.values()) + _COLUMN_OVERHEAD * len(widths) + 1 <= console.width:
         table = Table(show_lines=False)
         for col, width in widths.items():
