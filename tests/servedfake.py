@@ -5,7 +5,7 @@ streamed `/v1/completions` and `/v1/chat/completions` (server-sent events, chunk
 `served` client runs against real sockets. Every request of N tokens runs as vLLM's chain does:
 one token from prefill, then rounds of k drafts of which `accept` are accepted (accept + 1 tokens
 a round, the last round cut at N). A `mode` makes it misbehave: `no-draft` (no counters),
-`auth` (401 without the key), `html` (every path answers an HTML page), `malformed-sse`, `stall`
+`auth` (401 without the key), `html` (every path answers an HTML page), `notfound` (404 everywhere), `malformed-sse`, `stall`
 (stops mid-stream), `restart` (counters reset during a request), `traffic` (extra drafts counted),
 `frozen` (counters never move), `fail-some` (every third request 500).
 
@@ -133,6 +133,8 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             if server.mode == "html":
                 return self._send(200, "<html>welcome</html>", "text/html")
+            if server.mode == "notfound":
+                return self._send(404, json.dumps({"detail": "Not Found"}))
             if not self._authorized():
                 return None
             if self.path == "/v1/models":

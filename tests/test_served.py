@@ -78,7 +78,7 @@ def test_metrics_refusals() -> None:
         spec_counters('vllm:num_requests_running{model_name="m"} 0\n', URL)
     assert str(e.value) == (
         f"the server at {URL} runs without a draft (its /metrics has no vllm:spec_decode_* counters) "
-        "(serve the target with --speculative-config, or pass it as --baseline-server)"
+        "(serve it with vllm serve --speculative-config, or give it as `baseline_server`)"
     )
     with pytest.raises(ServerError, match=r"^the server at http://x:1 reports spec-decode counters for 2 models"):
         spec_counters(METRICS, URL)

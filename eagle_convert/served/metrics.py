@@ -107,7 +107,7 @@ def spec_counters(text: str, url: str, model: str | None = None) -> SpecCounters
         raise NoDraftError(
             url,
             "runs without a draft (its /metrics has no vllm:spec_decode_* counters)",
-            hint="serve the target with --speculative-config, or pass it as --baseline-server",
+            hint="serve it with vllm serve --speculative-config, or give it as {baseline_server}",
         )
     models = sorted({lab.get("model_name", "") for _, lab, _ in spec})
     if model is None or model not in models:
@@ -132,4 +132,4 @@ def spec_counters(text: str, url: str, model: str | None = None) -> SpecCounters
     return SpecCounters(int(totals[DRAFTS]), int(totals[DRAFT_TOKENS]), int(totals[ACCEPTED]), per_pos)
 
 
-_METRICS_HINT = "point --server at the vLLM server itself, not a proxy that rewrites /metrics"
+_METRICS_HINT = "point {server} at the vLLM server itself, not a proxy that rewrites /metrics"

@@ -166,7 +166,7 @@ async def _probe(conn: Connection, baseline: bool) -> tuple[ServedModel, int | N
         raise ServerError(
             conn.url,
             f"runs with a draft (k={counters.k}) but is the baseline",
-            hint="the baseline serves the same target without --speculative-config",
+            hint="the baseline serves the same target without vllm serve --speculative-config",
         )
     return model, counters.k
 
@@ -271,7 +271,7 @@ def run_served(
     sopts = sopts or ServerOptions()
     _check_options(opts, servers, labels)
     if not prompts:
-        raise UsageError("no prompt to send (check {prompts} and --category)", options=("prompts",))
+        raise UsageError("no prompt to send (check {prompts} and {categories})", options=("prompts", "categories"))
     levels = list(opts.concurrency or DEFAULT_LEVELS)
     urls = list(servers)
     names = [*labels, *(Connection(u).url for u in urls[len(labels) :])]

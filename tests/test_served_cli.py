@@ -1,0 +1,160 @@
+"""`smoke --server`: the command line against real sockets (a closed port, tiny servers that answer
+wrongly: `tests/servedfake.py`), exact one-line errors and exit codes (3: the server could not be
+measured, 2: usage), and `--json` in smoke's schema."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from eagle_convert.cli.app import main
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from jsonschemas import check_schema  # noqa: E402
+from servedfake import FakeServer  # noqa: E402
+
+FAST = ["--limit", "1", "--category", "coding", "--max-new-tokens", "9"]
+
+
+def _smoke(*args: str, env: dict[str, str] | None = None):
+    return CliRunner().invoke(main, ["smoke", *args], env={"OPENAI_API_KEY": "", **(env or {})})
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_json_keeps_smokes_shape_with_the_servers_figures() -> None:
+    with FakeServer(k=3, accept=1) as srv, FakeServer(k=None) as base:
+        res = _smoke(
+            "--server",
+            srv.url,
+            "--label",
+            "eagle31",
+            "--baseline-server",
+            base.url,
+            "--concurrency",
+            "1,2",
+            *FAST,
+            "--json",
+        )
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    check_schema(data, "smoke-report.schema.json")
+    # 9 tokens: prefill + 4 rounds accepting 1 of 3 -> AL 2, positions 1, 0, 0
+    assert data["engine"] == "server" and data["settings"]["k"] == 3 and data["settings"]["concurrency"] == [1, 2]
+    [d] = data["drafts"]
+    assert (d["label"], d["path"]) == ("eagle31", srv.url)
+    assert d["total"]["acceptance_length"] == 2.0 and d["total"]["per_position"] == [1.0, 0.0, 0.0]
+    assert data["throughput"]["concurrency"] == [1, 2] and set(data["throughput"]["speedup"]["eagle31"]) == {"1", "2"}
+    levels = data["servers"][0]["levels"]
+    assert [lv["concurrency"] for lv in levels] == [1, 2] and all(lv["per_user_tokens_per_s"] > 0 for lv in levels)
+    assert all(lv["speedup"] > 0 and lv["failed"] == 0 for lv in levels)
+    assert data["baseline_server"]["k"] is None and data["baseline_server"]["url"] == base.url
+
+
+def test_the_api_key_is_sent_and_never_printed() -> None:
+    secret = "sk-test-0123456789"
+    with FakeServer(mode="auth", api_key=secret) as srv:
+        res = _smoke("--server", srv.url, *FAST, "--concurrency", "1")
+        assert (res.exit_code, res.stderr.splitlines()[-1]) == (
+            3,
+            f"Error: the server at {srv.url} refused /v1/models (HTTP 401: Unauthorized) "
+            "(give --api-key or set OPENAI_API_KEY)",
+        )
+        res = _smoke("--server", srv.url, *FAST, "--concurrency", "1", env={"OPENAI_API_KEY": secret})
+        assert res.exit_code == 0, res.output
+        assert secret not in res.output
+        res = _smoke("--server", srv.url, *FAST, "--concurrency", "1", "--api-key", "wrong", "--json")
+        assert res.exit_code == 3 and "wrong" not in res.output
+
+
+@pytest.mark.parametrize(
+    ("mode", "extra", "message"),
+    [
+        (
+            "notfound",
+            (),
+            "has no /v1/models (HTTP 404) (give the server's root URL (e.g. http://host:8000), "
+            "where /v1/models and /metrics answer)",
+        ),
+        (
+            "html",
+            (),
+            "answered /v1/models with something that is not JSON ('<html>welcome</html>') (give the "
+            "server's root URL (e.g. http://host:8000), where /v1/models and /metrics answer)",
+        ),
+        (
+            "no-draft",
+            (),
+            "runs without a draft (its /metrics has no vllm:spec_decode_* counters) (serve it with vllm "
+            "serve --speculative-config, or give it as --baseline-server)",
+        ),
+        ("malformed-sse", (), "failed every request at concurrency 1: malformed SSE data ('{not json')"),
+        (
+            "stall",
+            ("--request-timeout", "0.5"),
+            "failed every request at concurrency 1: no answer within 0.5s (request timeout)",
+        ),
+        (
+            "stall",
+            ("--timeout", "1"),
+            "did not finish the run within 1s (raise --timeout, or give fewer prompts or levels)",
+        ),
+    ],
+)
+def test_a_bad_server_is_one_line_with_exit_code_3(mode: str, extra: tuple[str, ...], message: str) -> None:
+    with FakeServer(k=None if mode == "no-draft" else 3, mode=mode) as srv:
+        res = _smoke("--server", srv.url, *FAST, "--concurrency", "1", *extra)
+    assert (res.exit_code, res.stderr.splitlines()[-1]) == (3, f"Error: the server at {srv.url} {message}")
+
+
+def test_nothing_listening() -> None:
+    url = f"http://127.0.0.1:{_closed_port()}"
+    res = _smoke("--server", url, *FAST)
+    assert (res.exit_code, res.stderr) == (
+        3,
+        f"Error: the server at {url} is not reachable (All connection attempts failed) "
+        "(start the server or fix the host and port)\n",
+    )
+
+
+def test_a_baseline_with_a_draft_is_refused() -> None:
+    with FakeServer() as srv, FakeServer() as base:
+        res = _smoke("--server", srv.url, "--baseline-server", base.url, *FAST)
+    assert (res.exit_code, res.stderr.splitlines()[-1]) == (
+        3,
+        f"Error: the server at {base.url} runs with a draft (k=3) but is the baseline (the baseline serves the same "
+        "target without vllm serve --speculative-config)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("d1", "--server", "http://h:1"), "with --server, drop DRAFT arguments: the server holds the models"),
+        (("--server", "http://h:1", "--target", "t"), "with --server, drop --target: the server holds the models"),
+        (
+            ("--server", "http://h:1", "-k", "4"),
+            "with --server, drop --num-speculative-tokens (the server's "
+            "--speculative-config sets k): the server holds the models",
+        ),
+        (("d1", "--target", "t", "--baseline-server", "http://h:1"), "--label and --baseline-server go with --server"),
+        (
+            ("--server", "http://h:1", "--buckets", "natural,256"),
+            "--buckets needs a local tokenizer; with --server only natural",
+        ),
+        (("--server", "ftp://h:1"), "--server: 'ftp://h:1' is not an http(s) URL (e.g. http://localhost:8000)"),
+        (("--server", "http://h:1", "--label", "a", "--label", "b"), "more --label than --server values"),
+    ],
+)
+def test_usage_errors(args: tuple[str, ...], message: str) -> None:
+    res = _smoke(*args)
+    assert (res.exit_code, res.stderr) == (2, f"Error: {message}\n")
