@@ -132,3 +132,26 @@ def test_served_al_is_the_counter_deltas_and_the_in_process_al(pair, servers) ->
     for lv in levels:
         assert lv["acceptance_length"] == pytest.approx(d.total.acceptance_length, rel=0.01)
         assert lv["per_position"] == pytest.approx(d.total.per_position, abs=0.01)
+
+
+def test_check_serve_stage_passes_and_fails_on_floors(pair, servers, tmp_path: Path) -> None:
+    """The gate on the real servers: floors under the measured figures pass, one over them fails."""
+    policy = tmp_path / "eagle-check.toml"
+    common = f'[serve]\nserver = "{servers["spec"]}"\nbaseline_server = "{servers["alone"]}"\n'
+    common += f'prompts = "{pair["prompts"]}"\nmax_new_tokens = {MAX_NEW}\nconcurrency = [1, 2]\n'
+    args = ["check", str(pair["draft"]), "--target", str(pair["target"]), "--policy", str(policy), "--json"]
+    args += ["--speculative-config", json.dumps({"method": "eagle3", "num_speculative_tokens": K})]
+    policy.write_text(common + "min_acceptance_length = 1.2\nmin_speedup = 0.01\n[engine]\nload = false\n")
+    res = CliRunner().invoke(main, args)
+    data = json.loads(res.stdout)
+    serve = {c["name"]: c for c in data["checks"] if c["stage"] == "serve"}
+    assert res.exit_code == 0, [(c["name"], c["message"]) for c in data["checks"] if c["status"] == "fail"]
+    check_schema(data, "check-report.schema.json")
+    assert serve["served draft"]["status"] == "pass" and "k=3" in serve["served draft"]["message"]
+    assert serve["served AL (c=1)"]["figure"] > 1.2 and serve["served speedup (c=2)"]["status"] == "pass"
+    policy.write_text(common + f"min_acceptance_length = {K + 1}\n[engine]\nload = false\n")
+    res = CliRunner().invoke(main, args)
+    data = json.loads(res.stdout)
+    serve = {c["name"]: c for c in data["checks"] if c["stage"] == "serve"}
+    assert res.exit_code == 1 and serve["served AL (c=1)"]["status"] == "fail"
+    assert serve["served AL (c=2)"]["message"].endswith(" short")

@@ -9,6 +9,8 @@ after the first failing stage unless `keep_going`.
     baseline    the production draft's engine, same prompts      -- engine start 2 (with --baseline)
     identity    the target alone at T = 0, token for token       -- engine start 3
     sampling    T -> 0 converges to greedy                       (passes of engines 1 and 3)
+    drift       attention drift by draft depth                   (reference engine, with [drift] limits)
+    serve       the draft as deployed: a running server's AL and per-user speedup ([serve] or --server)
 
 Exit status (cli): 0 every check passed, 1 a check failed, 2 usage or environment (a policy that
 needs vLLM where it is not installed, a bad policy file).
@@ -101,10 +103,17 @@ class _Needs:
     baseline: bool
     control: float | None  # the control's temperature, None when it does not run
     drift: bool = False  # a [drift] limit is set
+    serve: Any = None  # check.serve.ServeTarget: the server the serve stage measures ([serve] or --server)
 
 
 def needs(
-    policy: Policy, *, target: str | None, baseline: str | None, vllm: bool, release: str | None = None
+    policy: Policy,
+    *,
+    target: str | None,
+    baseline: str | None,
+    vllm: bool,
+    release: str | None = None,
+    server: Any = None,
 ) -> _Needs:
     """Which stages run; raises UsageError / MissingExtraError (exit 2) for what cannot run here.
 
@@ -161,7 +170,23 @@ def needs(
         baseline=acc and baseline is not None,
         control=float(policy.get("sampling", "temperature")) if runs_control else None,
         drift=drift,
+        serve=serve_target(policy, server),
     )
+
+
+def serve_target(policy: Policy, server: Any = None) -> Any:
+    """The serve stage's `ServeTarget`: `server` (check --server) over the policy's [serve] table;
+    None when neither names a server."""
+    from eagle_convert.check.serve import ServeTarget, serve_target_from
+
+    if server is None and not policy.has("serve"):
+        return None
+    where = serve_target_from(policy, server if isinstance(server, ServeTarget) else None)
+    if where is None:
+        raise UsageError(
+            f"{policy.source}: [serve] needs server = URL (or {{server}})", options=("server",), file=policy.source
+        )
+    return where
 
 
 def _serve_config(
@@ -230,6 +255,7 @@ def run_check(
     speculative_config: str | dict[str, Any] | None = None,
     max_model_len: int | None = None,
     on_tick: OnTick | None = None,
+    server: Any = None,
 ) -> CheckReport:
     """Run the gate on `draft` (folder or hub repo); see the module docstring.
 
@@ -245,12 +271,15 @@ def run_check(
             keys (the draft's path as the model; its num_speculative_tokens is the k measured).
         max_model_len: `--max-model-len`, the served context: the static context rule checks
             against it (over the policy's [static] max_model_len) and the engines run with it.
+        server: a `check.serve.ServeTarget` (`check --server`): the serve stage measures it, over
+            the policy's [serve] server / baseline_server.
 
     Raises:
         UsageError: a stage cannot run here, `vllm_version` names no known release, or the
             speculative config is refused by the release or contradicts the policy.
     """
     from eagle_convert.check import stages
+    from eagle_convert.check.serve import serve_stage
     from eagle_convert.measure import Engines
     from eagle_convert.vllm_model import installed_status, vllm_available
 
@@ -260,7 +289,7 @@ def run_check(
     baseline_s = None if baseline is None else str(baseline)
     requested = vllm_version or policy.get("static", "vllm_version")
     status = installed_status(requested)  # a bad release is a usage error before any stage runs
-    need = needs(policy, target=target_s, baseline=baseline_s, vllm=vllm_available(), release=requested)
+    need = needs(policy, target=target_s, baseline=baseline_s, vllm=vllm_available(), release=requested, server=server)
     serve = _serve_config(speculative_config, max_model_len, status, policy, engines_run=need.engine or need.acceptance)
     report = CheckReport(str(draft), target_s, baseline_s, policy, release=status)
     say = progress or (lambda _m: None)
@@ -278,6 +307,7 @@ def run_check(
         ("identity", need.identity, stages.identity),
         ("sampling", need.control is not None, stages.sampling),
         ("drift", need.drift, stages.drift),
+        ("serve", need.serve is not None, lambda st: serve_stage(st, need.serve)),
     ]
     tick, runs = tick_or_nothing(on_tick), sum(1 for _s, wanted, _f in plan if wanted)
     ran = 0

@@ -117,6 +117,8 @@ def why_skipped(stage: str, s: State) -> str:
         return "vLLM is not installed and the policy has no [features] table"
     if stage == "drift":
         return "off: the policy sets no [drift] limit (max_rms_growth, min_sink_share)"
+    if stage == "serve":
+        return "off: no [serve] table in the policy and no --server"
     if stage == "engine":
         if policy.get("engine", "load") is False:
             return "off: [engine] load = false"
