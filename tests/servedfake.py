@@ -45,6 +45,7 @@ class FakeServer:
         self.per_pos = [0] * (k or 0)
         self.requests = 0
         self.bodies: list[dict[str, Any]] = []
+        ThreadingHTTPServer.request_queue_size = 256  # C = 64 connecting at once (the default backlog is 5)
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.httpd.daemon_threads = True
         self.httpd.handle_error = lambda *_a: None  # a client that hung up is not a test failure

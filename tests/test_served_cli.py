@@ -5,6 +5,7 @@ measured, 2: usage), and `--json` in smoke's schema."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 from pathlib import Path
@@ -158,3 +159,25 @@ def test_a_baseline_with_a_draft_is_refused() -> None:
 def test_usage_errors(args: tuple[str, ...], message: str) -> None:
     res = _smoke(*args)
     assert (res.exit_code, res.stderr) == (2, f"Error: {message}\n")
+
+
+def test_smoke_server_needs_no_smoke_extra() -> None:
+    """The lean install measures a server: torch, transformers and vLLM cannot even be imported here."""
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "for m in ('torch', 'transformers', 'tokenizers', 'vllm', 'matplotlib'): sys.modules[m] = None\n"
+        "from eagle_convert.cli.app import main\n"
+        "main(sys.argv[1:])\n"
+    )
+    with FakeServer(k=3, accept=2) as srv:
+        res = subprocess.run(
+            [sys.executable, "-c", code, "smoke", "--server", srv.url, *FAST, "--concurrency", "1", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        )
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["drafts"][0]["total"]["acceptance_length"] == 2.6667  # 9 tokens: rounds of 2, 2, 1

@@ -125,7 +125,9 @@ class Connection:
             base_url=self.base,
             headers=self._headers,
             timeout=httpx2.Timeout(self.request_timeout),
-            limits=httpx2.Limits(max_connections=None, max_keepalive_connections=None),
+            # no keep-alive: a pooled connection the server closed while idle (uvicorn after 5 s, e.g.
+            # while the baseline server's level runs) would fail the next request at random
+            limits=httpx2.Limits(max_connections=None, max_keepalive_connections=0),
             follow_redirects=True,
             trust_env=True,
         )
