@@ -37,9 +37,10 @@ class FakeServer:
         api_key: str | None = None,
         model: str = MODEL,
         max_model_len: int = 256,
+        owned_by: str = "vllm",
     ) -> None:
         self.k, self.accept, self.mode, self.delay = k, accept, mode, delay
-        self.api_key, self.model, self.max_model_len = api_key, model, max_model_len
+        self.api_key, self.model, self.max_model_len, self.owned_by = api_key, model, max_model_len, owned_by
         self.lock = threading.Lock()
         self.drafts = self.draft_tokens = self.accepted = 0
         self.per_pos = [0] * (k or 0)
@@ -142,14 +143,14 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
                 card = {
                     "id": server.model,
                     "object": "model",
-                    "owned_by": "vllm",
+                    "owned_by": server.owned_by,
                     "root": "/models/tiny",
                     "max_model_len": server.max_model_len,
                 }
                 return self._send(200, json.dumps({"object": "list", "data": [card]}))
-            if self.path == "/version":
+            if self.path == "/version" and server.owned_by == "vllm":
                 return self._send(200, json.dumps({"version": "0.32.0"}))
-            if self.path == "/metrics":
+            if self.path == "/metrics" and server.owned_by == "vllm":
                 return self._send(200, server.metrics(), "text/plain; version=0.0.4")
             return self._send(404, json.dumps({"detail": "Not Found"}))
 

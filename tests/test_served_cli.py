@@ -181,3 +181,19 @@ def test_smoke_server_needs_no_smoke_extra() -> None:
         )
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["drafts"][0]["total"]["acceptance_length"] == 2.6667  # 9 tokens: rounds of 2, 2, 1
+
+
+def test_another_engine_is_named_and_measured_for_timing_only() -> None:
+    with FakeServer(k=None, owned_by="sglang") as srv, FakeServer(k=None, delay=0.002) as base:
+        res = _smoke("--server", srv.url, *FAST, "--concurrency", "1")
+        assert (res.exit_code, res.stderr.splitlines()[-1]) == (
+            3,
+            f"Error: the server at {srv.url} is not a vLLM server (sglang): it has no vllm:spec_decode_* counters, so "
+            "no acceptance can be read (give --timing-only for per-user tokens/s and speedups without acceptance)",
+        )
+        res = _smoke(
+            "--server", srv.url, "--baseline-server", base.url, *FAST, "--concurrency", "1", "--timing-only", "--json"
+        )
+    assert res.exit_code == 0, res.output
+    [lv] = json.loads(res.stdout)["servers"][0]["levels"]
+    assert lv["acceptance_length"] is None and lv["per_user_tokens_per_s"] > 0 and lv["speedup"] > 0

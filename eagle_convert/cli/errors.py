@@ -57,6 +57,7 @@ FLAGS: dict[str, str] = {
     "speculative_config": "--speculative-config",
     "target": "--target",
     "timeout": "--timeout",
+    "timing_only": "--timing-only",
     "tensor_parallel_size": "--tensor-parallel-size",
     "train_prompts": "--train-prompts",
     "ttt_steps": "--ttt-steps",

@@ -189,8 +189,9 @@ class Connection:
                 engine = f"vllm {version}" if version and card.get("owned_by") == "vllm" else None
             except (json.JSONDecodeError, AttributeError):
                 engine = None
-        if engine is None:
-            engine = headers.get("server") or card.get("owned_by")
+        if engine is None:  # what the model list, else the Server header, reveals
+            owner = card.get("owned_by")
+            engine = owner if isinstance(owner, str) and owner else headers.get("server")
         return ServedModel(
             card["id"],
             mlen if isinstance(mlen, int) else None,

@@ -42,6 +42,7 @@ class ServerOptions:
     timeout: float | None = None  # the whole run
     max_failed: float = 0.1  # a level where a larger share of requests failed gives no figure
     exclusive: bool = False  # other traffic on a server is an error, not a note
+    timing_only: bool = False  # a server without spec-decode counters: per-user rates and speedups only
 
 
 def level_requests(prompts: Sequence[Prompt], c: int) -> list[Prompt]:
@@ -153,15 +154,23 @@ async def _measure_server(
     return level
 
 
-async def _probe(conn: Connection, baseline: bool) -> tuple[ServedModel, int | None]:
-    """The served model, and k from its per-position counters (None for the baseline)."""
+async def _probe(conn: Connection, baseline: bool, timing_only: bool = False) -> tuple[ServedModel, int | None]:
+    """The served model, and k from its per-position counters (None: the baseline, or timing only)."""
     model = await conn.model()
+    vllm = model.owned_by == "vllm"
     try:
         counters = await _read_counters(conn, model.id)
-    except NoDraftError:
-        if baseline:
+    except ServerError as exc:
+        if baseline or timing_only:
             return model, None
-        raise
+        if not vllm:  # another engine: name it, and the way to measure it anyway
+            raise NoDraftError(
+                conn.url,
+                f"is not a vLLM server ({model.engine or 'its engine is unknown'}): it has no vllm:spec_decode_* "
+                "counters, so no acceptance can be read",
+                hint="give {timing_only} for per-user tokens/s and speedups without acceptance",
+            ) from None
+        raise exc from None
     if baseline:
         raise ServerError(
             conn.url,
@@ -194,11 +203,11 @@ async def _run(
     try:
         entries: list[tuple[Connection, ServedServer, bool]] = []
         for conn, label in zip(conns, labels):
-            model, k = await _probe(conn, baseline=False)
+            model, k = await _probe(conn, baseline=False, timing_only=sopts.timing_only)
             server = ServedServer(label, conn.url, model, k, [])
             say(f"{label}: {model.id} at {conn.url} ({model.engine or 'engine unknown'}, k={k})")
             report.servers.append(server)
-            entries.append((conn, server, True))
+            entries.append((conn, server, k is not None))
         if base is not None:
             model, _ = await _probe(base, baseline=True)
             report.baseline = ServedServer(BASELINE_LABEL, base.url, model, None, [])

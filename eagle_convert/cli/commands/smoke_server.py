@@ -22,7 +22,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def server_options(f: F) -> F:
     """`--server`, `--label`, `--baseline-server`, `--api-key`, `--request-timeout`, `--timeout`,
-    `--max-failed`, `--exclusive`."""
+    `--max-failed`, `--timing-only`, `--exclusive`."""
     for opt in reversed(
         [
             click.option(
@@ -70,6 +70,12 @@ def server_options(f: F) -> F:
                 help="A level where a larger share of requests failed gives no figure.",
             ),
             click.option(
+                "--timing-only",
+                is_flag=True,
+                help="Measure a server without spec-decode counters (another engine) for per-user tokens/s and "
+                "speedups only, without acceptance.",
+            ),
+            click.option(
                 "--exclusive",
                 is_flag=True,
                 help="Other traffic that moves a server's counters is an error (default: a note beside the figure).",
@@ -89,6 +95,7 @@ class ServerArgs:
     request_timeout: float
     run_timeout: float | None
     max_failed: float
+    timing_only: bool
     exclusive: bool
 
 
@@ -118,7 +125,9 @@ def smoke_server(opts: MeasureOptions, args: ServerArgs, *, as_json: bool, plot_
         click.echo(f"Note: {line}", err=True)
     measured: list[str] = []
     on_interrupt(lambda: f"; measured: {', '.join(measured)}" if measured else "; no level was measured")
-    sopts = ServerOptions(args.api_key, args.request_timeout, args.run_timeout, args.max_failed, args.exclusive)
+    sopts = ServerOptions(
+        args.api_key, args.request_timeout, args.run_timeout, args.max_failed, args.exclusive, args.timing_only
+    )
     with ProgressDisplay(json_mode=as_json) as display:
         report = run_served(
             args.servers,
