@@ -6,7 +6,7 @@ streamed `/v1/completions` and `/v1/chat/completions` (server-sent events, chunk
 one token from prefill, then rounds of k drafts of which `accept` are accepted (accept + 1 tokens
 a round, the last round cut at N). A `mode` makes it misbehave: `no-draft` (no counters),
 `auth` (401 without the key), `html` (every path answers an HTML page), `notfound` (404 everywhere), `malformed-sse`, `stall`
-(stops mid-stream), `restart` (counters reset during a request), `traffic` (extra drafts counted),
+(stops mid-stream; with `stall_after=N` only the requests after the first N), `restart` (counters reset during a request), `traffic` (extra drafts counted),
 `frozen` (counters never move), `fail-some` (every third request 500).
 
     python tests/servedfake.py --port 0 --delay 0.01   # prints the URL, serves until killed
@@ -38,6 +38,8 @@ class FakeServer:
         model: str = MODEL,
         max_model_len: int = 256,
         owned_by: str = "vllm",
+        stall_after: int = 0,
+        tls: tuple[str, str] | None = None,
     ) -> None:
         self.k, self.accept, self.mode, self.delay = k, accept, mode, delay
         self.api_key, self.model, self.max_model_len, self.owned_by = api_key, model, max_model_len, owned_by
@@ -50,7 +52,16 @@ class FakeServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.httpd.daemon_threads = True
         self.httpd.handle_error = lambda *_a: None  # a client that hung up is not a test failure
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.stall_after = stall_after
+        scheme = "http"
+        if tls is not None:  # (certificate file, key file): HTTPS with that (self-signed) certificate
+            import ssl
+
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*tls)
+            self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+            scheme = "https"
+        self.url = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}"
         self._thread: threading.Thread | None = None
 
     def start(self) -> FakeServer:
@@ -192,7 +203,7 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
                 done = 1
                 emit(1)
                 for i, a in enumerate(server.rounds(n) if server.k else [0] * (n - 1)):
-                    if server.mode == "stall" and i == 1:
+                    if server.mode == "stall" and i == 1 and nth > server.stall_after:
                         time.sleep(30)
                     if server.mode == "malformed-sse" and i == 1:
                         self._chunk("data: {not json\n\n")

@@ -197,3 +197,85 @@ def test_another_engine_is_named_and_measured_for_timing_only() -> None:
     assert res.exit_code == 0, res.output
     [lv] = json.loads(res.stdout)["servers"][0]["levels"]
     assert lv["acceptance_length"] is None and lv["per_user_tokens_per_s"] > 0 and lv["speedup"] > 0
+
+
+def test_a_tls_failure_names_the_certificate(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed (it makes the test's self-signed certificate)")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    with FakeServer(tls=(str(cert), str(key))) as srv:
+        res = _smoke("--server", srv.url, *FAST)
+    assert res.exit_code == 3
+    line = res.stderr.splitlines()[-1]
+    assert line.startswith(f"Error: the server at {srv.url} failed the TLS handshake (")
+    assert "CERTIFICATE_VERIFY_FAILED" in line and line.endswith(
+        "(check the certificate (SSL_CERT_FILE) or use http://)"
+    )
+
+
+def test_ctrl_c_names_the_levels_already_measured() -> None:
+    """SIGINT while level 2 stalls: exit 130, the line names level 1's figure, no traceback."""
+    import signal
+    import subprocess
+    import time
+
+    with FakeServer(k=3, accept=2, mode="stall", stall_after=1) as srv:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "eagle_convert",
+                "smoke",
+                "--server",
+                srv.url,
+                "--label",
+                "s",
+                *FAST,
+                "--concurrency",
+                "1,2",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        )
+        deadline = time.monotonic() + 60
+        while srv.requests < 2 and time.monotonic() < deadline:  # level 1 done, level 2 stalling
+            time.sleep(0.05)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.splitlines()[-1] == "Error: interrupted (SIGINT); measured: s c=1 AL 2.67"
+    assert "Traceback" not in err
+
+
+def test_urls_are_normalized_and_shown_without_credentials() -> None:
+    from eagle_convert.served.http import display_url, normalize_url
+
+    assert normalize_url("localhost:8000/v1/") == "http://localhost:8000"
+    assert normalize_url("https://h.example/serve/v1") == "https://h.example/serve"
+    assert display_url(normalize_url("http://user:secret@h:1")) == "http://h:1"
