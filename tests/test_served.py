@@ -183,3 +183,18 @@ def test_usage_errors() -> None:
         run_served([URL], MeasureOptions(buckets=(0, 256)), prompts=PROMPTS)
     with pytest.raises(UsageError, match=r"^`engine` does not apply with `server`"):
         run_served([URL], MeasureOptions(engine="vllm"), prompts=PROMPTS)
+
+
+def test_a_model_without_a_chat_template_names_the_fix() -> None:
+    from eagle_convert.served.results import ServedLevel
+    from eagle_convert.served.run import _judge
+    from eagle_convert.served.stream import RequestOutcome
+
+    error = "the server at http://x:1 answered /v1/chat/completions with HTTP 400: default chat template is no longer allowed"
+    level = ServedLevel(1, [RequestOutcome("a", error=error)], None, 0.1)
+    with pytest.raises(ServerError) as e:
+        _judge(level, Connection(URL), Sampling("m", 8, 0.0, 0), 3, ServerOptions())
+    assert e.value.render(lambda n, v: f"--{n.replace('_', '-')} {v}") == (
+        f"the server at {URL} failed every request at concurrency 1: {error} (serve it with --chat-template, or "
+        "send raw text with --chat-template none)"
+    )

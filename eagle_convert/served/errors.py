@@ -22,7 +22,7 @@ class ServerError(EagleConvertError, ConnectionError):
 
     def __init__(self, url: str, problem: str, *, hint: str | None = None) -> None:
         self.url = url
-        names = re.findall(r"\{([a-z_]+)\}", f"{problem} {hint or ''}")  # options the line names
+        names = re.findall(r"\{([a-z_]+)(?:=[^{}]*)?\}", f"{problem} {hint or ''}")  # options the line names
         super().__init__(f"the server at {url} {problem}", hint=hint, options=names)
 
 

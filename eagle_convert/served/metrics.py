@@ -124,7 +124,9 @@ def spec_counters(text: str, url: str, model: str | None = None) -> SpecCounters
         if lab.get("model_name", "") != model:
             continue
         if name == PER_POS:
-            i = int(lab.get("position", "0"))
+            i = int(lab["position"]) if lab.get("position", "").isdigit() else -1
+            if i < 0:
+                raise ServerError(url, f"answered /metrics with a per-position counter without a position: {lab}")
             pos[i] = pos.get(i, 0.0) + value
         else:
             totals[name] += value

@@ -206,6 +206,7 @@ class ServedReport:
             }
         first = self.servers[0] if self.servers else self.baseline
         assert first is not None
+        tokens = {o.prompt_id: o.prompt_tokens for lv in first.levels for o in lv.outcomes if o.prompt_tokens}
         return {
             "target": first.model.root or first.model.id,
             "engine": "server",
@@ -218,7 +219,7 @@ class ServedReport:
                 "suite": self.suite,
                 "count": len(self.prompt_ids),
                 "items": [
-                    {"id": i, "category": c, "bucket": 0, "prompt_tokens": 0, "filler_words": 0}
+                    {"id": i, "category": c, "bucket": 0, "prompt_tokens": tokens.get(i, 0), "filler_words": 0}
                     for i, c in self.prompt_ids
                 ],
                 "skipped": [],

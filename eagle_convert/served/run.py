@@ -107,7 +107,13 @@ def _judge(level: ServedLevel, conn: Connection, s: Sampling, k: int | None, opt
     """The honest-number checks of one measured level (module docstring)."""
     n, failed = len(level.outcomes), level.failed
     if n and len(failed) == n:
-        raise ServerError(conn.url, f"failed every request at concurrency {level.concurrency}: {failed[0].error}")
+        first = failed[0].error or ""
+        hint = (  # vLLM refuses chat requests to a model without a chat template
+            "serve it with --chat-template, or send raw text with {chat_template=none}"
+            if "chat template" in first.lower()
+            else None
+        )
+        raise ServerError(conn.url, f"failed every request at concurrency {level.concurrency}: {first}", hint=hint)
     if n and len(failed) / n > opts.max_failed:
         names = "; ".join(f"{e} ×{c}" for e, c in level.failures.items())
         level.no_figure = f"{len(failed)} of {n} requests failed (over {opts.max_failed:.0%}): {names}"
