@@ -40,6 +40,7 @@ class FakeServer:
         owned_by: str = "vllm",
         stall_after: int = 0,
         tls: tuple[str, str] | None = None,
+        speculative: dict[str, Any] | None = None,
     ) -> None:
         self.k, self.accept, self.mode, self.delay = k, accept, mode, delay
         self.api_key, self.model, self.max_model_len, self.owned_by = api_key, model, max_model_len, owned_by
@@ -53,6 +54,7 @@ class FakeServer:
         self.httpd.daemon_threads = True
         self.httpd.handle_error = lambda *_a: None  # a client that hung up is not a test failure
         self.stall_after = stall_after
+        self.speculative = speculative  # served as vLLM's dev-mode /server_info when given
         scheme = "http"
         if tls is not None:  # (certificate file, key file): HTTPS with that (self-signed) certificate
             import ssl
@@ -159,6 +161,9 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
                     "max_model_len": server.max_model_len,
                 }
                 return self._send(200, json.dumps({"object": "list", "data": [card]}))
+            if self.path == "/server_info?config_format=json" and server.speculative is not None:
+                info = {"vllm_config": {"speculative_config": server.speculative}, "vllm_env": {}, "system_env": {}}
+                return self._send(200, json.dumps(info))
             if self.path == "/version" and server.owned_by == "vllm":
                 return self._send(200, json.dumps({"version": "0.32.0"}))
             if self.path == "/metrics" and server.owned_by == "vllm":

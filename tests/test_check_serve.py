@@ -112,3 +112,15 @@ def test_policy_errors(tmp_path: Path) -> None:
     policy.write_text("[serve]\nconcurrency = [1]\n")
     with pytest.raises(UsageError, match=r"\[serve\] needs server = URL \(or `server`\)$"):
         serve_target(load_policy(policy))
+
+
+def test_a_server_exposing_its_speculative_config_confirms_or_refutes_the_draft(draft: Path, tmp_path: Path) -> None:
+    policy = tmp_path / "p.toml"
+    for served, ok in ((f"/models/{draft.name}", True), ("/models/another-draft", False)):
+        with FakeServer(k=3, accept=2, speculative={"model": served, "num_speculative_tokens": 3}) as srv:
+            policy.write_text(f'[serve]\nserver = "{srv.url}"\n{SERVE}')
+            res, data = _check(draft, policy)
+        check = _serve(data)["served draft"]
+        assert (res.exit_code, check["status"]) == ((0, "pass") if ok else (1, "fail"))
+        expected = f"its speculative config loads {served}" + ("" if ok else f", not {draft}")
+        assert check["message"] == (f"confirmed: {expected}, AL 3 plausible for k=3" if ok else expected)

@@ -9,8 +9,8 @@ line, not a crash.
 
 Whether the served draft is the draft being checked: a server does not say which draft it loaded
 (vLLM 0.32's `/v1/models` names the target, `/metrics` the model and k; the speculative config
-is only in the dev-mode `/server_info`). So the identity check confirms what can be confirmed:
-the served k (one per-position counter per draft position) against the k checked, the served
+is only in the dev-mode `/server_info`, read where the server exposes it: its draft path against
+the draft's name). So the identity check confirms what can be confirmed: the served k (one per-position counter per draft position) against the k checked, the served
 model against `--target`, AL plausible for k (above 1 and at most k + 1), and, where the
 acceptance stage measured this draft on the same prompts and settings, the served AL against it;
 its message says what could not be confirmed.
@@ -80,10 +80,23 @@ def measure_served(where: ServeTarget, policy: Policy) -> Any:
 
 
 def identity_check(
-    server: Any, *, k: int | None, target: str | None, candidate_al: float | None, same_settings: bool
+    server: Any,
+    *,
+    k: int | None,
+    target: str | None,
+    candidate_al: float | None,
+    same_settings: bool,
+    draft: str | None = None,
 ) -> CheckResult:
     """What confirms that the server runs the draft being checked (module docstring)."""
     problems, confirmed = [], []
+    served = (server.speculative or {}).get("model")
+    if isinstance(served, str) and draft is not None:
+        name = Path(draft.split("@")[0]).name
+        if Path(served).name == name or served.rstrip("/").endswith(draft.rstrip("/")):
+            confirmed.append(f"its speculative config loads {served}")
+        else:
+            problems.append(f"its speculative config loads {served}, not {draft}")
     if k is not None and server.k != k:
         problems.append(f"it drafts k={server.k} tokens, the check's k is {k}")
     elif k is not None:
@@ -110,10 +123,11 @@ def identity_check(
         else:
             confirmed.append(f"serves {root} (not confirmed to be --target {target})")
     message = "; ".join(problems) if problems else "confirmed: " + ", ".join(confirmed)
-    message += (
-        f". Not confirmable: which draft the server at {server.url} loaded (vLLM does not expose its speculative "
-        "config outside dev mode)"
-    )
+    if not isinstance(served, str):
+        message += (
+            f". Not confirmable: which draft the server at {server.url} loaded (vLLM exposes its speculative "
+            "config only in dev mode, /server_info)"
+        )
     server.identity.append(message)
     return CheckResult("served draft", STAGE, not problems, server.k, None, message, details={"model": server.model.id})
 
@@ -213,7 +227,11 @@ def serve_stage(s: Any, where: ServeTarget) -> list[CheckResult]:
         k = int(s.policy.get("acceptance", "num_speculative_tokens"))
     candidate_al = s.candidate.total.acceptance_length if s.candidate is not None else None
     s.settings["serve"] = {"server": server.url, "baseline_server": where.baseline_server, **report.settings}
-    out = [identity_check(server, k=k, target=s.target, candidate_al=candidate_al, same_settings=_same(s.policy))]
+    out = [
+        identity_check(
+            server, k=k, target=s.target, candidate_al=candidate_al, same_settings=_same(s.policy), draft=s.draft
+        )
+    ]
     return out + serve_checks(report, s.policy)
 
 

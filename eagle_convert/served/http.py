@@ -162,6 +162,19 @@ class Connection:
                 self.url, f"answered {path} with something that is not JSON ({text[:60]!r})", hint=PATH_HINT
             ) from None
 
+    async def speculative_config(self) -> dict[str, Any] | None:
+        """The served speculative config from vLLM's dev-mode `/server_info` (VLLM_SERVER_DEV_MODE=1;
+        vLLM 0.32 `entrypoints/serve/dev/server_info/api_router.py`); None where it is not exposed."""
+        status, text, _ = await self.get("/server_info?config_format=json", optional=True)
+        if status != 200:
+            return None
+        try:
+            config = json.loads(text).get("vllm_config")
+        except (json.JSONDecodeError, AttributeError):
+            return None
+        spec = config.get("speculative_config") if isinstance(config, dict) else None
+        return spec if isinstance(spec, dict) else None
+
     async def model(self, name: str | None = None) -> ServedModel:
         """The served model from `/v1/models` (`name`, else the only one), its engine from `/version`."""
         data = await self.get_json("/v1/models")

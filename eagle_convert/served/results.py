@@ -138,6 +138,7 @@ class ServedServer:
     k: int | None  # served num_speculative_tokens (per-position counters); None without a draft
     levels: list[ServedLevel]
     identity: list[str] = field(default_factory=list)  # what confirms (or cannot) which draft it serves
+    speculative: dict[str, Any] | None = None  # the served speculative config, where the server exposes it
 
     def level(self, c: int) -> ServedLevel | None:
         return next((x for x in self.levels if x.concurrency == c), None)
@@ -165,6 +166,7 @@ class ServedServer:
             "engine": m.engine,
             "k": self.k,
             "identity": list(self.identity),
+            "speculative_config": self.speculative,
             "levels": [lv.to_dict() for lv in self.levels],
         }
 

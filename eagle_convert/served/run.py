@@ -211,6 +211,7 @@ async def _run(
         for conn, label in zip(conns, labels):
             model, k = await _probe(conn, baseline=False, timing_only=sopts.timing_only)
             server = ServedServer(label, conn.url, model, k, [])
+            server.speculative = await conn.speculative_config() if k is not None else None
             say(f"{label}: {model.id} at {conn.url} ({model.engine or 'engine unknown'}, k={k})")
             report.servers.append(server)
             entries.append((conn, server, k is not None))
