@@ -157,7 +157,7 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
                     "id": server.model,
                     "object": "model",
                     "owned_by": server.owned_by,
-                    "root": "/models/tiny",
+                    "root": f"/models/{server.model}",
                     "max_model_len": server.max_model_len,
                 }
                 return self._send(200, json.dumps({"object": "list", "data": [card]}))

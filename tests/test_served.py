@@ -198,3 +198,11 @@ def test_a_model_without_a_chat_template_names_the_fix() -> None:
         f"the server at {URL} failed every request at concurrency 1: {error} (serve it with --chat-template, or "
         "send raw text with --chat-template none)"
     )
+
+
+def test_a_baseline_of_another_target_is_flagged() -> None:
+    with FakeServer() as srv, FakeServer(k=None, model="other-target") as base:
+        [s] = _run(srv, baseline=base, levels=(1,)).servers
+    assert s.identity == [
+        "it serves /models/tiny-target, the baseline server /models/other-target: not the same target?"
+    ]

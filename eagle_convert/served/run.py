@@ -220,6 +220,10 @@ async def _run(
             report.baseline = ServedServer(BASELINE_LABEL, base.url, model, None, [])
             say(f"baseline: {model.id} at {base.url} (no speculation)")
             entries.append((base, report.baseline, False))
+            for server in report.servers:  # a speedup over another target measures nothing
+                mine, theirs = server.model.root or server.model.id, model.root or model.id
+                if mine != theirs:
+                    server.identity.append(f"it serves {mine}, the baseline server {theirs}: not the same target?")
         chat = opts.chat_template is None
         total = sum(len(level_requests(prompts, c)) for c in levels) * len(entries)
         done = [0]

@@ -142,6 +142,8 @@ def smoke_server(opts: MeasureOptions, args: ServerArgs, *, as_json: bool, plot_
             on_level=lambda s, lv: measured.append(_level_line(s, lv)),
         )
     for server in report.servers:  # loud on stderr too, so --json consumers see it
+        for text in server.identity:
+            click.echo(f"WARNING: {server.label}: {text}", err=True)
         for lv in server.levels:
             for text in ([lv.no_figure] if lv.no_figure else []) + lv.notes:
                 click.echo(f"WARNING: {server.label} at concurrency {lv.concurrency}: {text}", err=True)
