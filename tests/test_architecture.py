@@ -38,6 +38,7 @@ LAYERS: dict[str, int] = {
     "cache": 6,  # the capture cache: aux states and logits from vLLM or the reference target, read back for training
     "measure": 7,  # what smoke, check, report and drift share: prompts, counters, engines, pass planning
     "smoke": 8,
+    "served": 8,  # acceptance and per-user speedup of running servers (smoke --server, check's serve stage)
     "drift": 8,  # attention drift by draft depth: the reference loop with the drafter's observer
     "finetune": 8,
     "check": 8,  # the pre-deployment gate: runs validate, the vLLM worker and measure's passes
@@ -313,6 +314,7 @@ FACED = {
     "cache",
     "measure",
     "smoke",
+    "served",
     "drift",
     "finetune",
     "check",

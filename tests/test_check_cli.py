@@ -86,7 +86,7 @@ def test_good_draft_passes_with_engine_stages_off(drafts, tmp_path: Path, monkey
     assert data["verdict"] == (
         "PASS: every check the policy asks for passed; not checked (off in the policy): engine load, "
         "acceptance, output alarms, baseline comparison, output identity (T=0), sampling sanity (T->0), "
-        "attention drift"
+        "attention drift, served deployment"
     )
     res = _cli(drafts["good"])
     said = " ".join(res.stdout.split())  # piped at 100 columns, the verdict wraps between words

@@ -14,7 +14,18 @@ from typing import Any
 from eagle_convert.check.policy import Policy
 from eagle_convert.measure import NATURAL, Comparison, SamplingControl, repetition_loop
 
-STAGES = ("static", "features", "engine", "acceptance", "alarms", "baseline", "identity", "sampling", "drift")
+STAGES = (
+    "static",
+    "features",
+    "engine",
+    "acceptance",
+    "alarms",
+    "baseline",
+    "identity",
+    "sampling",
+    "drift",
+    "serve",
+)
 TITLES = {
     "static": "static validation",
     "features": "EAGLE-3.1 features",
@@ -25,6 +36,7 @@ TITLES = {
     "identity": "output identity (T=0)",
     "sampling": "sampling sanity (T->0)",
     "drift": "attention drift",
+    "serve": "served deployment",
 }
 
 

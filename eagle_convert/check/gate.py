@@ -11,6 +11,7 @@ contradicts itself stays a usage error (exit 2) before anything runs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from eagle_convert.check.policy import Policy
 from eagle_convert.errors import UsageError
@@ -27,6 +28,7 @@ TURN_OFF = {
     "identity": "[output] identity = false",
     "sampling": "[sampling] control = false",
     "drift": "remove the [drift] limits",
+    "serve": "remove the [serve] table and --server",
 }
 _OFF = {
     "static": "off: [static] enabled = false",
@@ -37,6 +39,7 @@ _OFF = {
     "identity": "off: [output] identity = false",
     "sampling": "off: [sampling] control (auto runs it when [acceptance] temperature > 0)",
     "drift": "off: the policy sets no [drift] limit (max_rms_growth, min_sink_share)",
+    "serve": "off: no [serve] table in the policy and no --server",
 }
 
 
@@ -47,6 +50,7 @@ class Needs:
     asked: dict[str, bool]
     missing: dict[str, list[str]] = field(default_factory=dict)
     control: float | None = None  # the sampling control's temperature (when asked)
+    serve: Any = None  # check.serve.ServeTarget: the server the serve stage measures ([serve] or --server)
 
     def runs(self, stage: str) -> bool:
         return self.asked.get(stage, False) and not self.missing.get(stage)
@@ -81,7 +85,29 @@ def _missing_modules(modules: tuple[str, ...]) -> list[str]:
     return [f"{', '.join(gone)}, which {'is' if len(gone) == 1 else 'are'} not installed: {INSTALL['smoke']}"]
 
 
-def needs(policy: Policy, *, target: str | None, baseline: str | None) -> Needs:
+def serve_target(policy: Policy, server: Any = None) -> Any:
+    """The serve stage's `ServeTarget`: `server` (check --server) over the policy's [serve] table;
+    None when neither names a server.
+
+    Raises:
+        UsageError: a [serve] table without a server.
+    """
+    from eagle_convert.check.serve import ServeTarget, serve_target_from
+
+    if server is None and not policy.has("serve"):
+        return None
+    where = serve_target_from(policy, server if isinstance(server, ServeTarget) else None)
+    if where is None:
+        raise UsageError(
+            f"{policy.source}: [serve] needs server = URL (or {{server}})",
+            hint="add server = URL to [serve], or pass {server}",
+            options=("server",),
+            file=policy.source,
+        )
+    return where
+
+
+def needs(policy: Policy, *, target: str | None, baseline: str | None, server: Any = None) -> Needs:
     """What the policy asks for and what each asked stage lacks here. Raises UsageError (exit 2)
     only for a policy or command line that contradicts itself."""
     from eagle_convert.extras import INSTALL
@@ -113,7 +139,10 @@ def needs(policy: Policy, *, target: str | None, baseline: str | None) -> Needs:
         "identity": acc and bool(policy.get("output", "identity")),
         "sampling": runs_control,
         "drift": any(policy.get("drift", key) is not None for key in ("max_rms_growth", "min_sink_share")),
+        "serve": False,
     }
+    serve = serve_target(policy, server)
+    asked["serve"] = serve is not None
     no_target = ["--target"] if target is None else []
     engine: list[str] = []
     if asked["engine"] or acc:
@@ -136,4 +165,5 @@ def needs(policy: Policy, *, target: str | None, baseline: str | None) -> Needs:
         asked,
         {s: m for s, m in missing.items() if asked[s] and m},
         float(policy.get("sampling", "temperature")) if runs_control else None,
+        serve,
     )

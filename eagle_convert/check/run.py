@@ -9,6 +9,8 @@ after the first failing stage unless `keep_going`.
     baseline    the production draft's engine, same prompts      -- engine start 2 (with --baseline)
     identity    the target alone at T = 0, token for token       -- engine start 3
     sampling    T -> 0 converges to greedy                       (passes of engines 1 and 3)
+    drift       attention drift by draft depth                   (reference engine, with [drift] limits)
+    serve       the draft as deployed: a running server's AL and per-user speedup ([serve] or --server)
 
 A stage the policy asks for that cannot run here (no --target, no vLLM, no GPU) fails as "not run"
 (check/gate.py): the gate never passes what it did not check.
@@ -180,6 +182,7 @@ def run_check(
     speculative_config: str | dict[str, Any] | None = None,
     max_model_len: int | None = None,
     on_tick: OnTick | None = None,
+    server: Any = None,
 ) -> CheckReport:
     """Run the gate on `draft` (folder or hub repo); see the module docstring.
 
@@ -195,12 +198,15 @@ def run_check(
             keys (the draft's path as the model; its num_speculative_tokens is the k measured).
         max_model_len: `--max-model-len`, the served context: the static context rule checks
             against it (over the policy's [static] max_model_len) and the engines run with it.
+        server: a `check.serve.ServeTarget` (`check --server`): the serve stage measures it, over
+            the policy's [serve] server / baseline_server.
 
     Raises:
         UsageError: the policy contradicts itself, `vllm_version` names no known release, or the
             speculative config is refused by the release or contradicts the policy.
     """
     from eagle_convert.check import stages
+    from eagle_convert.check.serve import serve_stage
     from eagle_convert.measure import Engines
     from eagle_convert.vllm_model import installed_status
 
@@ -210,7 +216,7 @@ def run_check(
     baseline_s = None if baseline is None else str(baseline)
     requested = vllm_version or policy.get("static", "vllm_version")
     status = installed_status(requested)  # a bad release is a usage error before any stage runs
-    need = needs(policy, target=target_s, baseline=baseline_s)
+    need = needs(policy, target=target_s, baseline=baseline_s, server=server)
     serve = _serve_config(speculative_config, max_model_len, status, policy, engines_run=need.engines_run)
     report = CheckReport(str(draft), target_s, baseline_s, policy, release=status)
     say = progress or (lambda _m: None)
@@ -228,6 +234,7 @@ def run_check(
         ("identity", stages.identity),
         ("sampling", stages.sampling),
         ("drift", stages.drift),
+        ("serve", lambda st: serve_stage(st, need.serve)),
     ]
     tick, runs = tick_or_nothing(on_tick), sum(1 for stage, _f in plan if need.runs(stage))
     ran = 0
