@@ -334,6 +334,15 @@ def _category_and_bucket_groups(cand: Any) -> tuple[list, list]:
     return cats, [Group("all", b, cand.total) for b in ids]
 
 
+def position_shortfalls(rates: list[float], floors: list[float]) -> list[str]:
+    """Each draft position whose acceptance rate is under its floor (or was not measured), as text."""
+    return [
+        f"position {i + 1}: {rates[i]:.3f} < {f_:.3f}"
+        for i, f_ in enumerate(floors)
+        if i >= len(rates) or rates[i] < f_
+    ]
+
+
 def acceptance_checks(cand: Any, policy: Policy) -> list[CheckResult]:
     """Floors on mean AL, per-position rates, per category and per context bucket."""
     out = []
@@ -354,11 +363,7 @@ def acceptance_checks(cand: Any, policy: Policy) -> list[CheckResult]:
     pos_floors = policy.get("acceptance", "min_per_position")
     if pos_floors:
         rates = total.per_position
-        bad = [
-            f"position {i + 1}: {rates[i]:.3f} < {f_:.3f}"
-            for i, f_ in enumerate(pos_floors)
-            if i >= len(rates) or rates[i] < f_
-        ]
+        bad = position_shortfalls(rates, pos_floors)
         out.append(
             CheckResult(
                 "per-position acceptance",

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.check.checks import CheckResult
+from eagle_convert.check.checks import CheckResult, position_shortfalls
 from eagle_convert.check.policy import Policy
 
 __all__ = ["ServeTarget", "identity_check", "measure_served", "serve_checks", "serve_stage", "serve_target_from"]
@@ -160,11 +160,7 @@ def serve_checks(report: Any, policy: Policy) -> list[CheckResult]:
         out.append(CheckResult(f"served AL (c={c})", STAGE, ok, al, threshold, msg, details=details))
         if pos_floors:
             rates = lv.per_position or []
-            bad = [
-                f"position {i + 1}: {rates[i]:.3f} < {f_:.3f}"
-                for i, f_ in enumerate(pos_floors)
-                if i >= len(rates) or rates[i] < f_
-            ]
+            bad = position_shortfalls(rates, pos_floors)
             out.append(
                 CheckResult(
                     f"served per-position (c={c})",
