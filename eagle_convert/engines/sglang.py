@@ -1,0 +1,85 @@
+"""SGLang's rules for an EAGLE-3 / 3.1 draft, read from the sglang 0.5.23 wheel (`sglang/srt/...`).
+
+Read, never run: `pip download sglang==0.5.23 --no-deps`, unzipped. Paths below are relative to
+`sglang/srt/` in that wheel.
+"""
+
+from __future__ import annotations
+
+from eagle_convert.engines.rules import EngineRules
+
+# Target classes whose set_eagle3_layers_to_capture does not add 1 to every id (models/*.py).
+_FIRST_ID = "first-id"  # ids[0] == 1: add 1, else take the ids as they are
+_MAX_ID = "max-id"  # max(ids) == N: take the ids as they are, else add 1
+
+SGLANG_0_5_23 = EngineRules(
+    engine="sglang",
+    release="0.5.23",
+    title="SGLang",
+    aux_ids_path="eagle_config.eagle_aux_hidden_state_layer_ids",
+    aux_ids_serving_key=None,
+    offset="plus-one",
+    offsets={
+        "DeepseekV2ForCausalLM": _FIRST_ID,
+        "DeepseekV3ForCausalLM": _FIRST_ID,  # subclass of DeepseekV2ForCausalLM (models/deepseek_v2.py)
+        "DeepseekV32ForCausalLM": _FIRST_ID,
+        "MistralLarge3ForCausalLM": _FIRST_ID,  # models/mistral_large_3.py, a DeepseekV3ForCausalLM
+        "GlmMoeDsaForCausalLM": _FIRST_ID,  # models/glm4_moe.py, a DeepseekV2ForCausalLM
+        "KimiK25ForConditionalGeneration": _FIRST_ID,  # models/kimi_k25.py delegates to its DeepSeek-V3 LM
+        "Glm4MoeLiteForCausalLM": _FIRST_ID,
+        "GptOssForCausalLM": _MAX_ID,
+    },
+    sorts_ids=False,
+    default_ids="[2, N//2, N-3] captured at the input of those layers",
+    fc_norm_keys=("fc_norm", "use_aux_norm"),
+    norm_output_paths=("norm_output",),
+    norm_before_fc_paths=("eagle_config.norm_before_fc", "norm_before_fc"),
+    norm_before_fc_mla=False,
+    fc_norm_excludes_norm_before_fc=False,
+    norm_before_residual=False,
+    architectures=frozenset({"LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM"}),
+    mla_architecture="Eagle3DeepseekV2ForCausalLM",
+    fallback="TransformersForCausalLM",
+    serving_arch_key=None,
+    qwen3_draft=False,
+    reads_speculators=False,
+    d2t_needs_draft_vocab_size=False,
+    window_flag="--speculative-draft-window-size",
+    window_mla=False,
+    serve_sets=("--speculative-algorithm EAGLE3", "--speculative-draft-model-path DRAFT"),
+    cites={
+        "aux_ids": "model_executor/model_runner_components/spec_aux_hidden_state.py "
+        "_resolve_eagle_aux_hidden_state (eagle_config['eagle_aux_hidden_state_layer_ids'] only; any "
+        "exception, a missing eagle_config included, leaves None)",
+        "offset": "models/llama.py LlamaForCausalLM.set_eagle3_layers_to_capture (layers_to_capture = "
+        "[val + 1 ...], captured at the input of layer i in LlamaModel.forward); the same +1 in qwen2, qwen3, "
+        "qwen3_moe, glm4_moe, minimax_m2/m3, gemma3/4, exaone_moe, longcat_flash, bailing_moe, apertus",
+        "offset_first_id": "models/deepseek_v2.py DeepseekV2ForCausalLM.set_eagle3_layers_to_capture and "
+        "models/glm4_moe_lite.py Glm4MoeLiteForCausalLM.set_eagle3_layers_to_capture (+1 only if "
+        "layer_ids[0] == 1)",
+        "offset_max_id": "models/gpt_oss.py GptOssForCausalLM.set_eagle3_layers_to_capture (ids kept when "
+        "max(layer_ids) == num_hidden_layers)",
+        "default_ids": "models/llama.py set_eagle3_layers_to_capture(None): [2, N//2, N-3]",
+        "fc_norm": "models/llama_eagle3.py LlamaModel.__init__ (fc_norm or use_aux_norm); "
+        "models/kimi_k25_eagle3.py Eagle3MLAModel.__init__ (the same)",
+        "norm_output": "models/llama_eagle3.py LlamaModel.__init__ getattr(config, 'norm_output', False)",
+        "norm_before_fc": "models/llama_eagle3.py LlamaModel.__init__ (eagle_config.norm_before_fc, else "
+        "top-level); models/kimi_k25_eagle3.py Eagle3MLAModel reads neither",
+        "norm_before_residual": "models/llama_eagle3.py LlamaDecoderLayer.forward (input layer: residual = "
+        "hidden_states before hidden_norm); models/kimi_k25_eagle3.py Eagle3MLADecoderLayer.forward (the same)",
+        "architectures": "models/registry.py ModelRegistry._normalize_archs / resolve_model_cls (an "
+        "unregistered name falls back to TransformersForCausalLM); EntryClass of models/llama_eagle3.py and "
+        "models/kimi_k25_eagle3.py",
+        "speculators": "no speculators_config anywhere in the wheel",
+        "d2t": "models/llama_eagle3.py LlamaForCausalLMEagle3.load_weights (d2t -> hot_token_id, t2d skipped)",
+        "window": "arg_groups/fields/spec.py speculative_draft_window_size (--speculative-draft-window-size: "
+        "LlamaForCausalLMEagle3 honours it, MLA drafters silently ignore it); models/llama_eagle3.py "
+        "LlamaForCausalLMEagle3.__init__",
+        "embed": "models/llama_eagle3.py LlamaForCausalLMEagle3.__init__ (tie_word_embeddings: lm_head is "
+        "embed_tokens; no draft_vocab_size: lm_head loaded from the target)",
+    },
+)
+
+RELEASES: tuple[EngineRules, ...] = (SGLANG_0_5_23,)
+
+__all__ = ["RELEASES", "SGLANG_0_5_23"]
