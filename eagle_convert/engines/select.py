@@ -81,6 +81,7 @@ class EngineStatus:
     outside: bool = False
     note: str = ""
     vllm: VllmVersionStatus | None = None
+    requested: str | None = None  # the VERSION of ENGINE==VERSION, as written
 
     @property
     def title(self) -> str:
@@ -129,7 +130,9 @@ def _vllm(requested: str | None, why: str | None = None) -> EngineStatus:
     status = installed_status(requested)
     if why is not None:
         status = VllmVersionStatus(status.installed, status.release, why, status.outside, status.note, status.matched)
-    return EngineStatus(VLLM, status.release, status.why, status.installed, status.outside, status.note, status)
+    return EngineStatus(
+        VLLM, status.release, status.why, status.installed, status.outside, status.note, status, requested
+    )
 
 
 def engine_status(name: str, requested: str | None = None) -> EngineStatus:
@@ -152,12 +155,12 @@ def engine_status(name: str, requested: str | None = None) -> EngineStatus:
     if version is None:
         return EngineStatus(name, engine.newest, f"{engine.title} is not installed: the newest known release")
     if version in engine.releases:
-        return EngineStatus(name, version, why, installed)
+        return EngineStatus(name, version, why, installed, requested=requested)
     note = (
         f"{engine.title} {version} is not a release eagle-convert has read "
         f"(known: {', '.join(engine.releases)})"
     )
-    return EngineStatus(name, engine.newest, why, installed, True, note)
+    return EngineStatus(name, engine.newest, why, installed, True, note, requested=requested)
 
 
 def parse_for(specs: Sequence[str]) -> list[EngineStatus]:

@@ -49,11 +49,9 @@ SGLANG_0_5_23 = EngineRules(
     serve_sets=("--speculative-algorithm EAGLE3", "--speculative-draft-model-path DRAFT"),
     cites={
         "aux_ids": "model_executor/model_runner_components/spec_aux_hidden_state.py "
-        "_resolve_eagle_aux_hidden_state (eagle_config['eagle_aux_hidden_state_layer_ids'] only; any "
-        "exception, a missing eagle_config included, leaves None)",
-        "offset": "models/llama.py LlamaForCausalLM.set_eagle3_layers_to_capture (layers_to_capture = "
-        "[val + 1 ...], captured at the input of layer i in LlamaModel.forward); the same +1 in qwen2, qwen3, "
-        "qwen3_moe, glm4_moe, minimax_m2/m3, gemma3/4, exaone_moe, longcat_flash, bailing_moe, apertus",
+        "_resolve_eagle_aux_hidden_state",
+        "offset": "models/llama.py LlamaForCausalLM.set_eagle3_layers_to_capture: id + 1, captured at the input "
+        "of that layer",
         "offset_first_id": "models/deepseek_v2.py DeepseekV2ForCausalLM.set_eagle3_layers_to_capture and "
         "models/glm4_moe_lite.py Glm4MoeLiteForCausalLM.set_eagle3_layers_to_capture (+1 only if "
         "layer_ids[0] == 1)",
@@ -62,6 +60,8 @@ SGLANG_0_5_23 = EngineRules(
         "default_ids": "models/llama.py set_eagle3_layers_to_capture(None): [2, N//2, N-3]",
         "fc_norm": "models/llama_eagle3.py LlamaModel.__init__ (fc_norm or use_aux_norm); "
         "models/kimi_k25_eagle3.py Eagle3MLAModel.__init__ (the same)",
+        "fc_width": "models/llama_eagle3.py LlamaModel.__init__ (num_aux_hidden_states, else len(eagle_config ids), "
+        "else 3); models/kimi_k25_eagle3.py _get_eagle_aux_layer_count (eagle_config ids, else top-level ids, else 3)",
         "norm_output": "models/llama_eagle3.py LlamaModel.__init__ getattr(config, 'norm_output', False)",
         "norm_before_fc": "models/llama_eagle3.py LlamaModel.__init__ (eagle_config.norm_before_fc, else "
         "top-level); models/kimi_k25_eagle3.py Eagle3MLAModel reads neither",

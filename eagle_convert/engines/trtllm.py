@@ -42,8 +42,7 @@ TRTLLM_MAIN = EngineRules(
     window_mla=False,
     serve_sets=("decoding_type: Eagle3", "max_draft_len", "speculative_model_dir", "eagle3_model_arch: llama3"),
     cites={
-        "aux_ids": f"{_ARGS} EagleDecodingConfig.eagle3_layers_to_capture (the serving config; the draft's "
-        f"ids are never read); {_EAGLE3} Eagle3OneModelSpecMetadata.__post_init__",
+        "aux_ids": f"{_ARGS} EagleDecodingConfig.eagle3_layers_to_capture",
         "offset": f"{_EAGLE3} Eagle3OneModelSpecMetadata.maybe_capture_hidden_states (hidden_states + "
         "residual after layer id: the output of that layer)",
         "sorted": f"{_EAGLE3} Eagle3OneModelSpecMetadata.__post_init__ (sorted(list(layers_to_capture)))",

@@ -11,6 +11,7 @@ if TYPE_CHECKING:  # what type checkers see
     from eagle_convert.validate.rules.context import build_context
     from eagle_convert.validate.rules.engine import feature_findings, from_engine
     from eagle_convert.validate.rules.target import open_target
+    from eagle_convert.validate.forengine import validate_for
     from eagle_convert.validate.run import ValidationReport, validate_checkpoint
 else:  # what runs: each name imported from its module on first use
     __getattr__, __dir__ = attach(
@@ -31,6 +32,7 @@ else:  # what runs: each name imported from its module on first use
             "open_target": "eagle_convert.validate.rules.target",
             "ValidationReport": "eagle_convert.validate.run",
             "validate_checkpoint": "eagle_convert.validate.run",
+            "validate_for": "eagle_convert.validate.forengine",
         },
     )
 
@@ -48,6 +50,7 @@ __all__ = [
     "run_static",
     "serving_summary",
     "validate_checkpoint",
+    "validate_for",
     "ValidationReport",
     "VERDICTS",
 ]

@@ -22,21 +22,26 @@ VLLM_ONLY = frozenset({"E202", "W204"})  # vLLM's fc-width reading; a dtype note
 
 
 def _fmt(t: Any) -> str:
-    return "its default layers" if t == DEFAULT else "A(" + ", ".join(map(str, t)) + ")"
+    """Taps as a person reads them: A(k) is the residual stream after k target layers."""
+    return "the default layers" if t == DEFAULT else "A(" + ", ".join(map(str, t)) + ")"
 
 
-def trained_taps(view: Any, n: int | None, sglang: EngineRules) -> tuple[tuple[int, ...] | str | None, str]:
+def trained_taps(
+    view: Any, n: int | None, sglang: EngineRules, target_class: str | None = None
+) -> tuple[tuple[int, ...] | str | None, str]:
     """The hidden states the draft was trained on (A-indices, DEFAULT, or None: unknown), and where
-    that came from. `view` is the newest vLLM release's VllmDraftConfig."""
+    that came from. `view` is the newest vLLM release's VllmDraftConfig; ids only in eagle_config are
+    read as SGLang reads them for a target of class `target_class`."""
     from eagle_convert.engines.reading import default_taps, int_ids, lookup
 
     top = int_ids(view.aux_ids_v2) if view.aux_ids_v2 is not None else None
     if top:
-        return tuple(top), f"{view.aux_ids_v2_where} {top} (vLLM convention: id k is A(k))"
+        return tuple(top), f"{view.aux_ids_v2_where} {top}"
     nested = int_ids(lookup(view.config, "eagle_config.eagle_aux_hidden_state_layer_ids"))
     if nested:
         # ids only in eagle_config: SGLang's place, read in its convention (SpecForge trains on A(k + 1))
-        return taps(nested, sglang.offset, n), f"eagle_config.eagle_aux_hidden_state_layer_ids {nested} (SGLang convention)"
+        offset = sglang.offsets.get(target_class or "", sglang.offset)
+        return taps(nested, offset, n), f"eagle_config.eagle_aux_hidden_state_layer_ids {nested}, SGLang's convention"
     return default_taps(n), "no ids (the default layers)"
 
 
@@ -52,12 +57,19 @@ def _same(a: Any, b: Any, n: int | None) -> bool | None:
 
 
 def engine_findings(
-    config: dict[str, Any], view: Any, rules: EngineRules, *, target: Any = None, tensors: frozenset[str] = frozenset()
+    config: dict[str, Any],
+    view: Any,
+    rules: EngineRules,
+    *,
+    target: Any = None,
+    tensors: frozenset[str] = frozenset(),
+    aux_weights: int | None = None,
 ) -> list[Finding]:
     """`rules`' engine release against the draft as trained (`view`: vLLM's newest reading).
 
     `target`: the target (draft.Target) when given: its depth decides default taps and its class the
-    offset rule. `tensors`: the checkpoint's tensor names.
+    offset rule. `tensors`: the checkpoint's tensor names. `aux_weights`: the aux states fc.weight's
+    width holds (None: unknown, vLLM's count is used).
     """
     label = rules.label
     if view.speculators and not rules.reads_speculators:  # nothing else of the config is read
@@ -71,11 +83,11 @@ def engine_findings(
         ]
     n = target.num_layers if target is not None else None
     target_class = target.architectures[0] if target is not None and target.architectures else None
-    mla = view.attention == "mla"
+    mla = view.attention == "mla" or bool(config.get("kv_lora_rank"))  # TRT-LLM's own test (Eagle3ForCausalLM)
     ev = read_draft(config, rules, mla=mla, target_class=target_class, n=n)
     out = _architecture(ev, view, mla)
     out += _aux_ids(ev, view, n, target_class)
-    out += _fc_width(ev, view, config, mla)
+    out += _fc_width(ev, aux_weights or view.aux_count, config, mla)
     out += _norms(ev, view, config)
     out += _vocab_window(ev, config, tensors, mla)
     return out
@@ -102,7 +114,7 @@ def _architecture(ev: EngineView, view: Any, mla: bool) -> list[Finding]:
         finding(
             "E330",
             f"architectures[0] {ev.architecture!r}: {rules.label} {got} ({rules.cite('architectures')}); "
-            f"this {view.attention or 'llama'} draft needs {want!r}",
+            f"this {'MLA' if mla else view.attention or 'llama'} draft needs {want!r}",
             field="architectures",
             fix=f"Write architectures: [{want!r}] for {rules.label}.",
         )
@@ -114,7 +126,7 @@ def _aux_ids(ev: EngineView, view: Any, n: int | None, target_class: str | None)
 
     rules = ev.rules
     sglang = ENGINES["sglang"].rules[-1]
-    trained, source = trained_taps(view, n, sglang)
+    trained, source = trained_taps(view, n, sglang, target_class)
     out: list[Finding] = []
     if rules.sorts_ids and isinstance(trained, tuple) and list(trained) != sorted(trained):
         out.append(
@@ -179,28 +191,29 @@ def _aux_ids(ev: EngineView, view: Any, n: int | None, target_class: str | None)
     return out
 
 
-def _fc_width(ev: EngineView, view: Any, config: dict[str, Any], mla: bool) -> list[Finding]:
+def _fc_width(ev: EngineView, have: int | None, config: dict[str, Any], mla: bool) -> list[Finding]:
     """E202 where the engine sizes fc for another number of aux states than the draft's (SGLang: the
     Llama class reads num_aux_hidden_states, else len(eagle_config ids), else 3; the MLA class
     len(eagle_config ids), else len(top-level ids), else 3)."""
     from eagle_convert.engines.reading import int_ids
 
     rules = ev.rules
-    if rules.aux_ids_path is None or view.aux_count is None:
+    if rules.aux_ids_path is None or have is None:
         return []
     count = None if mla else config.get("num_aux_hidden_states")
     if not isinstance(count, int) or isinstance(count, bool):
         ids = ev.ids or (int_ids(config.get("eagle_aux_hidden_state_layer_ids")) if mla else None)
         count = len(ids) if ids else 3
-    if count == view.aux_count:
+    if count == have:
         return []
     return [
         finding(
             "E202",
-            f"{rules.label} sizes fc for {count} aux hidden states ({rules.cite('fc_norm')}), the draft has "
-            f"{view.aux_count}: the load fails on fc.weight's shape",
+            f"{rules.label} sizes fc for {count} aux hidden states ({rules.cite('fc_width')}), fc.weight holds "
+            f"{have}: the load fails on its shape",
             field="num_aux_hidden_states",
-            fix=f"Write num_aux_hidden_states: {view.aux_count} (or the ids in {rules.aux_ids_path}).",
+            fix=f"Write the {have} ids {rules.label} needs in {rules.aux_ids_path}"
+            + ("." if mla else f" (or num_aux_hidden_states: {have})."),
         )
     ]
 
@@ -233,6 +246,17 @@ def _norms(ev: EngineView, view: Any, config: dict[str, Any]) -> list[Finding]:
             )
         )
     trained_nbf = bool(flags.get("norm_before_fc"))
+    if ev.norm_before_fc and not trained_nbf:
+        out.append(
+            finding(
+                "E333",
+                f"{rules.label} applies norm_before_fc (it reads {' / '.join(rules.norm_before_fc_paths)}, "
+                f"{rules.cite('norm_before_fc')}), which the draft as trained does not (vLLM's "
+                f"{view.draft_class.name if view.draft_class else 'draft class'} reads none here)",
+                field="norm_before_fc",
+                fix="Write norm_before_fc only for a class that applies it.",
+            )
+        )
     if trained_nbf and not ev.norm_before_fc:
         if ev.norm_before_fc_read:  # read, then dropped because fc_norm is on too
             out.append(

@@ -41,7 +41,14 @@ def engine_report(opened: OpenedDraft, status: EngineStatus, reference: Validati
     if opened.classified is not None and ctx is not None:
         tensors = frozenset(opened.ckpt.tensors)
         tgt = opened.target.target if opened.target is not None else None
-        report.add(engine_findings(opened.ckpt.config, ctx.view, status.rules, target=tgt, tensors=tensors))
+        from eagle_convert.validate.rules.shapes import weights_aux_count
+
+        report.add(
+            engine_findings(
+                opened.ckpt.config, ctx.view, status.rules, target=tgt, tensors=tensors,
+                aux_weights=weights_aux_count(ctx),
+            )
+        )
     report.add(version_findings(status))
     report.timings["engine-rules"] = time.perf_counter() - t0
     return report
