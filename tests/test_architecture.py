@@ -306,6 +306,7 @@ def test_re_exports_only_in_a_package_init() -> None:
 FACED = {
     "io",
     "vllm_model",
+    "engines",
     "draft",
     "vllm",
     "validate",

@@ -71,7 +71,11 @@ def test_mirrored_ids_tap_one_layer_too_deep_in_sglang_only(tmp_path: Path) -> N
     """W320's old advice (mirror the top-level ids into eagle_config): SGLang adds 1 to them."""
     draft = edit_draft(tmp_path / "d")  # top-level and eagle_config ids [2, 4, 5]
     hit = _one(draft, "sglang", "E335")
-    assert (hit.level, hit.impact, hit.field) == ("error", "computes-differently", "eagle_config.eagle_aux_hidden_state_layer_ids")
+    assert (hit.level, hit.impact, hit.field) == (
+        "error",
+        "computes-differently",
+        "eagle_config.eagle_aux_hidden_state_layer_ids",
+    )
     assert hit.message == (
         f"{SG} reads eagle_config.eagle_aux_hidden_state_layer_ids [2, 4, 5] and taps A(3, 5, 6) (models/llama.py "
         "LlamaForCausalLM.set_eagle3_layers_to_capture: id + 1, captured at the input of that layer), but the draft "
@@ -97,7 +101,9 @@ def test_top_level_ids_only_sglang_taps_its_defaults(tmp_path: Path) -> None:
     draft = edit_draft(tmp_path / "d", config=_nested(None))
     hit = _one(draft, "sglang", "W334")
     assert (hit.level, hit.impact) == ("warning", "computes-differently")
-    assert "which this draft does not write: it taps [2, N//2, N-3] captured at the input of those layers" in hit.message
+    assert (
+        "which this draft does not write: it taps [2, N//2, N-3] captured at the input of those layers" in hit.message
+    )
     assert hit.fix == f"For {SG}: write eagle_config.eagle_aux_hidden_state_layer_ids: [1, 3, 4]."
     # with the target's depth the defaults are known: A(2, 4, 5) for 8 layers is exactly the trained set
     default_like = edit_draft(tmp_path / "e", config=_nested(None))
@@ -120,8 +126,9 @@ def test_no_ids_anywhere_every_engine_taps_the_same_defaults(tmp_path: Path) -> 
 def test_deepseek_target_first_id_rule(tmp_path: Path) -> None:
     """SGLang's deepseek_v2 targets add 1 only when the first id is 1: the mirrored ids are right there
     when they start at 2, one too deep on a Llama target."""
-    draft = edit_draft(tmp_path / "d", config=lambda c: (c.update(eagle_aux_hidden_state_layer_ids=[3, 5, 6]),
-                                                            _nested([3, 5, 6])(c)))
+    draft = edit_draft(
+        tmp_path / "d", config=lambda c: (c.update(eagle_aux_hidden_state_layer_ids=[3, 5, 6]), _nested([3, 5, 6])(c))
+    )
     ds = _target(tmp_path / "ds", "DeepseekV3ForCausalLM")
     llama = _target(tmp_path / "ll")
     assert _codes(draft, "sglang", ds) == []
@@ -134,8 +141,9 @@ def test_deepseek_target_first_id_rule(tmp_path: Path) -> None:
 
 
 def test_gpt_oss_target_max_id_rule(tmp_path: Path) -> None:
-    draft = edit_draft(tmp_path / "d", config=lambda c: (c.update(eagle_aux_hidden_state_layer_ids=[2, 4, 8]),
-                                                            _nested([2, 4, 8])(c)))
+    draft = edit_draft(
+        tmp_path / "d", config=lambda c: (c.update(eagle_aux_hidden_state_layer_ids=[2, 4, 8]), _nested([2, 4, 8])(c))
+    )
     oss = _target(tmp_path / "oss", "GptOssForCausalLM")
     assert _codes(draft, "sglang", oss) == []  # max(ids) == N: kept as written
     hit = _one(draft, "sglang", "E335", _target(tmp_path / "ll"))
@@ -148,13 +156,17 @@ def test_eagle_config_only_ids_are_sglang_native(tmp_path: Path) -> None:
     ds = _target(tmp_path / "ds", "DeepseekV3ForCausalLM", layers=10)  # defaults A(2, 5, 7)
     assert _codes(draft, "sglang", ds) == []
     hit = _one(draft, "trtllm", "W334", ds)
-    assert "trained on A(2, 4, 5) (eagle_config.eagle_aux_hidden_state_layer_ids [2, 4, 5], SGLang's convention)" in hit.message
+    assert (
+        "trained on A(2, 4, 5) (eagle_config.eagle_aux_hidden_state_layer_ids [2, 4, 5], SGLang's convention)"
+        in hit.message
+    )
     assert hit.fix == f"For {TRT}: set eagle3_layers_to_capture: {{1, 3, 4}} in the serving config."
 
 
 def test_trtllm_sorts_the_capture_layers(tmp_path: Path) -> None:
-    draft = edit_draft(tmp_path / "d", config=lambda c: (c.update(eagle_aux_hidden_state_layer_ids=[5, 2, 4]),
-                                                            _nested([4, 1, 3])(c)))
+    draft = edit_draft(
+        tmp_path / "d", config=lambda c: (c.update(eagle_aux_hidden_state_layer_ids=[5, 2, 4]), _nested([4, 1, 3])(c))
+    )
     hit = _one(draft, "trtllm", "E336")
     assert hit.message.startswith(f"{TRT} sorts the capture layers (_torch/speculative/eagle3.py @ 001e67005b4f ")
     assert _codes(draft, "sglang") == []  # SGLang keeps the written order
@@ -182,8 +194,11 @@ def test_sglang_fc_width_from_eagle_config_ids(tmp_path: Path) -> None:
 
 
 def test_use_aux_norm_read_by_sglang_not_trtllm(tmp_path: Path) -> None:
-    draft = edit_draft(tmp_path / "d", "vllm-eagle31", config=lambda c: (c.pop("fc_norm"), c.update(use_aux_norm=True),
-                                                                         _nested([1, 3, 4])(c)))
+    draft = edit_draft(
+        tmp_path / "d",
+        "vllm-eagle31",
+        config=lambda c: (c.pop("fc_norm"), c.update(use_aux_norm=True), _nested([1, 3, 4])(c)),
+    )
     assert "E318" not in _codes(draft, "sglang")
     hit = _one(draft, "trtllm", "E318")
     assert (hit.field, hit.impact) == ("use_aux_norm", "computes-differently")
@@ -191,28 +206,36 @@ def test_use_aux_norm_read_by_sglang_not_trtllm(tmp_path: Path) -> None:
 
 
 def test_return_hidden_post_norm_read_by_trtllm_only(tmp_path: Path) -> None:
-    draft = edit_draft(tmp_path / "d", config=lambda c: (c["eagle_config"].update(return_hidden_post_norm=True),
-                                                          _nested([1, 3, 4])(c)))
+    draft = edit_draft(
+        tmp_path / "d", config=lambda c: (c["eagle_config"].update(return_hidden_post_norm=True), _nested([1, 3, 4])(c))
+    )
     hit = _one(draft, "trtllm", "E333")
-    assert hit.message.startswith(f"{TRT} feeds back the post-norm state (it reads norm_output or "
-                                  "eagle_config.return_hidden_post_norm")
+    assert hit.message.startswith(
+        f"{TRT} feeds back the post-norm state (it reads norm_output or eagle_config.return_hidden_post_norm"
+    )
     assert _codes(draft, "sglang") == []
 
 
 def test_top_level_norm_before_fc_ignored_by_trtllm(tmp_path: Path) -> None:
     draft = edit_draft(tmp_path / "d", config=lambda c: (c.update(norm_before_fc=True), _nested([1, 3, 4])(c)))
     hit = _one(draft, "trtllm", "E318")
-    assert hit.message.startswith(f"norm_before_fc is on but {TRT} never applies it: it reads only eagle_config.norm_before_fc")
+    assert hit.message.startswith(
+        f"norm_before_fc is on but {TRT} never applies it: it reads only eagle_config.norm_before_fc"
+    )
     assert hit.fix == f"Write eagle_config.norm_before_fc: true for {TRT}."
     assert _codes(draft, "sglang") == []
-    inside = edit_draft(tmp_path / "e", config=lambda c: (c["eagle_config"].update(norm_before_fc=True),
-                                                           _nested([1, 3, 4])(c)))
+    inside = edit_draft(
+        tmp_path / "e", config=lambda c: (c["eagle_config"].update(norm_before_fc=True), _nested([1, 3, 4])(c))
+    )
     assert "E318" not in _codes(inside, "trtllm")
 
 
 def test_fc_norm_and_norm_before_fc_trtllm_applies_only_fc_norm(tmp_path: Path) -> None:
-    draft = edit_draft(tmp_path / "d", "vllm-eagle31", config=lambda c: (c["eagle_config"].update(norm_before_fc=True),
-                                                                         _nested([1, 3, 4])(c)))
+    draft = edit_draft(
+        tmp_path / "d",
+        "vllm-eagle31",
+        config=lambda c: (c["eagle_config"].update(norm_before_fc=True), _nested([1, 3, 4])(c)),
+    )
     hit = _one(draft, "trtllm", "E333")
     assert hit.message.startswith(f"fc_norm and norm_before_fc are both on: {TRT} applies only fc_norm")
     assert "E333" not in _codes(draft, "sglang")
@@ -221,11 +244,15 @@ def test_fc_norm_and_norm_before_fc_trtllm_applies_only_fc_norm(tmp_path: Path) 
 def test_mla_draft_norm_before_fc_read_by_trtllm_only(tmp_path: Path) -> None:
     """Source over notes: SGLang's Eagle3MLAModel (kimi_k25_eagle3.py) has no input_norm, as vLLM's MLA class;
     TRT-LLM's one Eagle3DraftModel reads eagle_config.norm_before_fc for MLA drafts too."""
-    draft = edit_draft(tmp_path / "d", "kimi-mla-eagle3", config=lambda c: c["eagle_config"].update(norm_before_fc=True))
+    draft = edit_draft(
+        tmp_path / "d", "kimi-mla-eagle3", config=lambda c: c["eagle_config"].update(norm_before_fc=True)
+    )
     assert "E333" not in _codes(draft, "sglang") and "E318" not in _codes(draft, "sglang")
     hit = _one(draft, "trtllm", "E333")
     assert hit.message.startswith(f"{TRT} applies norm_before_fc (it reads eagle_config.norm_before_fc")
-    assert hit.message.endswith("which the draft as trained does not (vLLM's Eagle3DeepseekV2ForCausalLM reads none here)")
+    assert hit.message.endswith(
+        "which the draft as trained does not (vLLM's Eagle3DeepseekV2ForCausalLM reads none here)"
+    )
 
 
 def test_norm_before_residual_only_vllm_honours(tmp_path: Path) -> None:
@@ -241,8 +268,9 @@ def test_norm_before_residual_only_vllm_honours(tmp_path: Path) -> None:
 
 
 def test_architecture_names(tmp_path: Path) -> None:
-    draft = edit_draft(tmp_path / "d", config=lambda c: (c.update(architectures=["Eagle3LlamaForCausalLM"]),
-                                                          _nested([1, 3, 4])(c)))
+    draft = edit_draft(
+        tmp_path / "d", config=lambda c: (c.update(architectures=["Eagle3LlamaForCausalLM"]), _nested([1, 3, 4])(c))
+    )
     hit = _one(draft, "sglang", "E330")
     assert hit.message.startswith(
         f"architectures[0] 'Eagle3LlamaForCausalLM': {SG} falls back to TransformersForCausalLM, not an EAGLE-3 draft"
@@ -279,8 +307,9 @@ def test_d2t_without_draft_vocab_size(tmp_path: Path) -> None:
 
 
 def test_draft_sliding_window(tmp_path: Path) -> None:
-    draft = edit_draft(tmp_path / "d", config=lambda c: (c.update(sliding_window=2048, use_sliding_window=True),
-                                                          _nested([1, 3, 4])(c)))
+    draft = edit_draft(
+        tmp_path / "d", config=lambda c: (c.update(sliding_window=2048, use_sliding_window=True), _nested([1, 3, 4])(c))
+    )
     sg = _one(draft, "sglang", "W337")
     assert sg.fix == f"For {SG}: pass --speculative-draft-window-size 2048 to the server."
     trt = _one(draft, "trtllm", "W337")
@@ -308,7 +337,9 @@ def test_unknown_release_is_unverified_never_a_pass(tmp_path: Path) -> None:
 
 def test_parse_for() -> None:
     assert [(s.engine, s.release) for s in parse_for(["sglang", "trtllm==main@00679c6", "vllm==0.33.0"])] == [
-        ("sglang", "0.5.23"), ("trtllm", "main@00679c6"), ("vllm", "0.33.0"),
+        ("sglang", "0.5.23"),
+        ("trtllm", "main@00679c6"),
+        ("vllm", "0.33.0"),
     ]
     every = parse_for(["all"])
     assert [s.engine for s in every].count("vllm") == len(ENGINES["vllm"].releases)

@@ -16,7 +16,9 @@ from tests.jsonschemas import check_schema as validate_json
 
 def _fixed(tmp_path: Path) -> Path:
     """vLLM and SGLang serve it as trained (eagle_config holds SGLang's id - 1); TRT-LLM needs its YAML."""
-    return edit_draft(tmp_path / "d", config=lambda c: c["eagle_config"].update(eagle_aux_hidden_state_layer_ids=[1, 3, 4]))
+    return edit_draft(
+        tmp_path / "d", config=lambda c: c["eagle_config"].update(eagle_aux_hidden_state_layer_ids=[1, 3, 4])
+    )
 
 
 def _run(*args: str):

@@ -192,9 +192,7 @@ def vllm_version_option(*, allow_all: bool) -> Callable[[F], F]:
 
 def serve_for_option(*, repeatable: bool) -> Callable[[F], F]:
     """`--for ENGINE[==VERSION]` (validate, check): the engine release(s) the verdict is for."""
-    more = (
-        " Repeatable; 'all' is every known release of every engine (the matrix, one row each)." if repeatable else ""
-    )
+    more = " Repeatable; 'all' is every known release of every engine (the matrix, one row each)." if repeatable else ""
     return click.option(
         "--for",
         "serve_for",

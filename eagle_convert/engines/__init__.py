@@ -6,7 +6,16 @@ from __future__ import annotations
 from eagle_convert._lazy import TYPE_CHECKING, attach
 
 if TYPE_CHECKING:  # what type checkers see
-    from eagle_convert.engines.reading import DEFAULT, EngineView, ids_for, read_draft, taps
+    from eagle_convert.engines.reading import (
+        DEFAULT,
+        EngineView,
+        default_taps,
+        ids_for,
+        int_ids,
+        lookup,
+        read_draft,
+        taps,
+    )
     from eagle_convert.engines.rules import EngineRules, Offset
     from eagle_convert.engines.select import (
         ALL,
@@ -26,6 +35,9 @@ else:  # what runs: each name imported from its module on first use
             "DEFAULT": "eagle_convert.engines.reading",
             "EngineView": "eagle_convert.engines.reading",
             "ids_for": "eagle_convert.engines.reading",
+            "default_taps": "eagle_convert.engines.reading",
+            "int_ids": "eagle_convert.engines.reading",
+            "lookup": "eagle_convert.engines.reading",
             "read_draft": "eagle_convert.engines.reading",
             "taps": "eagle_convert.engines.reading",
             "EngineRules": "eagle_convert.engines.rules",
@@ -53,9 +65,12 @@ __all__ = [
     "EngineStatus",
     "EngineView",
     "Offset",
+    "default_taps",
     "engine_status",
     "every_release",
     "ids_for",
+    "int_ids",
+    "lookup",
     "parse_for",
     "read_draft",
     "taps",

@@ -28,7 +28,11 @@ def lookup(config: dict[str, Any], path: str) -> Any:
 
 def int_ids(value: Any) -> list[int] | None:
     """A list of integer ids, or None for anything else (absent, null, not a list, a non-integer entry)."""
-    if not isinstance(value, list) or not value or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    ):
         return None
     return list(value)
 
@@ -112,9 +116,29 @@ def read_draft(
     if rules.architectures:
         builds = name if name in rules.architectures else rules.fallback
     return EngineView(
-        rules, target_class, offset, ids, tapped, fc_norm, norm_output, nbf, applied, name, builds,
+        rules,
+        target_class,
+        offset,
+        ids,
+        tapped,
+        fc_norm,
+        norm_output,
+        nbf,
+        applied,
+        name,
+        builds,
         window_asked(config),
     )
 
 
-__all__ = ["DEFAULT", "EngineView", "default_taps", "ids_for", "int_ids", "lookup", "read_draft", "taps", "window_asked"]
+__all__ = [
+    "DEFAULT",
+    "EngineView",
+    "default_taps",
+    "ids_for",
+    "int_ids",
+    "lookup",
+    "read_draft",
+    "taps",
+    "window_asked",
+]

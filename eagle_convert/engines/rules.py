@@ -55,7 +55,7 @@ class EngineRules:
 
     @property
     def label(self) -> str:
-        """"SGLang 0.5.23", "TensorRT-LLM main@00679c6": how every message names the engine and release."""
+        """ "SGLang 0.5.23", "TensorRT-LLM main@00679c6": how every message names the engine and release."""
         return f"{self.title} {self.release}"
 
     def cite(self, key: str) -> str:

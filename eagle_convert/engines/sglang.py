@@ -6,11 +6,11 @@ Read, never run: `pip download sglang==0.5.23 --no-deps`, unzipped. Paths below 
 
 from __future__ import annotations
 
-from eagle_convert.engines.rules import EngineRules
+from eagle_convert.engines.rules import EngineRules, Offset
 
 # Target classes whose set_eagle3_layers_to_capture does not add 1 to every id (models/*.py).
-_FIRST_ID = "first-id"  # ids[0] == 1: add 1, else take the ids as they are
-_MAX_ID = "max-id"  # max(ids) == N: take the ids as they are, else add 1
+_FIRST_ID: Offset = "first-id"  # ids[0] == 1: add 1, else take the ids as they are
+_MAX_ID: Offset = "max-id"  # max(ids) == N: take the ids as they are, else add 1
 
 SGLANG_0_5_23 = EngineRules(
     engine="sglang",
@@ -48,8 +48,7 @@ SGLANG_0_5_23 = EngineRules(
     window_mla=False,
     serve_sets=("--speculative-algorithm EAGLE3", "--speculative-draft-model-path DRAFT"),
     cites={
-        "aux_ids": "model_executor/model_runner_components/spec_aux_hidden_state.py "
-        "_resolve_eagle_aux_hidden_state",
+        "aux_ids": "model_executor/model_runner_components/spec_aux_hidden_state.py _resolve_eagle_aux_hidden_state",
         "offset": "models/llama.py LlamaForCausalLM.set_eagle3_layers_to_capture: id + 1, captured at the input "
         "of that layer",
         "offset_first_id": "models/deepseek_v2.py DeepseekV2ForCausalLM.set_eagle3_layers_to_capture and "

@@ -49,12 +49,10 @@ TRTLLM_MAIN = EngineRules(
         "default_ids": f"{_EAGLE3} Eagle3OneModelSpecMetadata.__post_init__ (1, N//2 - 1, N - 4)",
         "fc_norm": f"{_MODEL} Eagle3DraftModel.__init__ (getattr(config, 'fc_norm', False); one norm per "
         "spec_config.num_capture_layers)",
-        "norm_output": f"{_MODEL} Eagle3DraftModel.__init__ (eagle_config.return_hidden_post_norm or "
-        "norm_output)",
+        "norm_output": f"{_MODEL} Eagle3DraftModel.__init__ (eagle_config.return_hidden_post_norm or norm_output)",
         "norm_before_fc": f"{_MODEL} Eagle3DraftModel.__init__ (eagle_config.get('norm_before_fc', False) only)",
         "norm_flags_both": f"{_MODEL} Eagle3ForCausalLM.apply_eagle3_fc (fc_norm, elif norm_before_fc)",
-        "norm_before_residual": f"{_MODEL} Eagle3DecoderLayer.forward (residual = hidden_states before "
-        "hidden_norm)",
+        "norm_before_residual": f"{_MODEL} Eagle3DecoderLayer.forward (residual = hidden_states before hidden_norm)",
         "architectures": f"{_MODEL} get_draft_model (the class comes from spec_config.eagle3_model_arch, "
         f"'llama3' or 'mistral_large3'; MLA when the config has kv_lora_rank, Eagle3ForCausalLM.__init__); "
         f"{_ARGS} EagleDecodingConfig.eagle3_model_arch",

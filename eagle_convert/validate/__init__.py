@@ -6,12 +6,12 @@ from eagle_convert._lazy import TYPE_CHECKING, attach
 
 if TYPE_CHECKING:  # what type checkers see
     from eagle_convert.validate.findings import Finding, code_table
+    from eagle_convert.validate.forengine import validate_for
     from eagle_convert.validate.matrix import AS_TRAINED, FAILS, VERDICTS, Matrix, compatibility_matrix, serving_summary
     from eagle_convert.validate.rules import run_static
     from eagle_convert.validate.rules.context import build_context
     from eagle_convert.validate.rules.engine import feature_findings, from_engine
     from eagle_convert.validate.rules.target import open_target
-    from eagle_convert.validate.forengine import validate_for
     from eagle_convert.validate.run import ValidationReport, validate_checkpoint
 else:  # what runs: each name imported from its module on first use
     __getattr__, __dir__ = attach(

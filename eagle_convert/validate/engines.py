@@ -14,7 +14,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from eagle_convert.engines import DEFAULT, EngineRules, EngineStatus, EngineView, ids_for, read_draft, taps
+from eagle_convert.engines import (
+    DEFAULT,
+    EngineRules,
+    EngineStatus,
+    EngineView,
+    default_taps,
+    ids_for,
+    int_ids,
+    lookup,
+    read_draft,
+    taps,
+)
 from eagle_convert.validate.findings import Finding, code_table, finding
 
 SHARED_FAMILIES = ("files", "shapes")  # the checkpoint's own defects: every engine's
@@ -32,8 +43,6 @@ def trained_taps(
     """The hidden states the draft was trained on (A-indices, DEFAULT, or None: unknown), and where
     that came from. `view` is the newest vLLM release's VllmDraftConfig; ids only in eagle_config are
     read as SGLang reads them for a target of class `target_class`."""
-    from eagle_convert.engines.reading import default_taps, int_ids, lookup
-
     top = int_ids(view.aux_ids_v2) if view.aux_ids_v2 is not None else None
     if top:
         return tuple(top), f"{view.aux_ids_v2_where} {top}"
@@ -109,7 +118,11 @@ def _architecture(ev: EngineView, view: Any, mla: bool) -> list[Finding]:
     want = rules.mla_architecture if mla else next(iter(sorted(rules.architectures - {rules.mla_architecture})))
     if ev.architecture == want:
         return []
-    got = f"builds {ev.builds}" if ev.builds != rules.fallback else f"falls back to {rules.fallback}, not an EAGLE-3 draft"
+    got = (
+        f"builds {ev.builds}"
+        if ev.builds != rules.fallback
+        else f"falls back to {rules.fallback}, not an EAGLE-3 draft"
+    )
     return [
         finding(
             "E330",
@@ -195,8 +208,6 @@ def _fc_width(ev: EngineView, have: int | None, config: dict[str, Any], mla: boo
     """E202 where the engine sizes fc for another number of aux states than the draft's (SGLang: the
     Llama class reads num_aux_hidden_states, else len(eagle_config ids), else 3; the MLA class
     len(eagle_config ids), else len(top-level ids), else 3)."""
-    from eagle_convert.engines.reading import int_ids
-
     rules = ev.rules
     if rules.aux_ids_path is None or have is None:
         return []
@@ -269,14 +280,22 @@ def _norms(ev: EngineView, view: Any, config: dict[str, Any]) -> list[Finding]:
                 )
             )
         else:
-            mla_note = "its MLA draft class reads no norm_before_fc" if view.attention == "mla" and not rules.norm_before_fc_mla else f"it reads only {' / '.join(rules.norm_before_fc_paths)}"
+            mla_note = (
+                "its MLA draft class reads no norm_before_fc"
+                if view.attention == "mla" and not rules.norm_before_fc_mla
+                else f"it reads only {' / '.join(rules.norm_before_fc_paths)}"
+            )
             out.append(
                 finding(
                     "E318",
                     f"norm_before_fc is on but {rules.label} never applies it: {mla_note} ({rules.cite('norm_before_fc')})",
                     field="norm_before_fc",
                     fix=f"Write eagle_config.norm_before_fc: true for {rules.label}"
-                    + ("" if view.attention != "mla" or rules.norm_before_fc_mla else " (no place exists for an MLA draft)")
+                    + (
+                        ""
+                        if view.attention != "mla" or rules.norm_before_fc_mla
+                        else " (no place exists for an MLA draft)"
+                    )
                     + ".",
                 )
             )

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 from eagle_convert.draft import CheckpointRef
 from eagle_convert.engines import EngineStatus
@@ -45,7 +44,11 @@ def engine_report(opened: OpenedDraft, status: EngineStatus, reference: Validati
 
         report.add(
             engine_findings(
-                opened.ckpt.config, ctx.view, status.rules, target=tgt, tensors=tensors,
+                opened.ckpt.config,
+                ctx.view,
+                status.rules,
+                target=tgt,
+                tensors=tensors,
                 aux_weights=weights_aux_count(ctx),
             )
         )
@@ -55,7 +58,10 @@ def engine_report(opened: OpenedDraft, status: EngineStatus, reference: Validati
 
 
 def validate_for(
-    ref: str | Path | CheckpointRef, status: EngineStatus, *, target: str | Path | None = None,
+    ref: str | Path | CheckpointRef,
+    status: EngineStatus,
+    *,
+    target: str | Path | None = None,
     serving_context: int | None = None,
 ) -> ValidationReport:
     """The static verdict of a draft for one engine release other than vLLM (`validate --for sglang`)."""
@@ -66,16 +72,4 @@ def validate_for(
     return report
 
 
-def engine_rows(opened: OpenedDraft, statuses: list[EngineStatus], reference: ValidationReport) -> list[Any]:
-    """One `matrix.MatrixRow` per engine release in `statuses` (vLLM's are the matrix's own)."""
-    from eagle_convert.validate.matrix import MatrixRow, verdict_of
-
-    rows = []
-    for st in statuses:
-        report = engine_report(opened, st, reference)
-        verdict, codes = verdict_of(report.findings)
-        rows.append(MatrixRow(st.release, verdict, codes, report, engine=st.engine))
-    return rows
-
-
-__all__ = ["engine_report", "engine_rows", "reference_report", "validate_for"]
+__all__ = ["engine_report", "reference_report", "validate_for"]

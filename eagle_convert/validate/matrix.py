@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -82,7 +82,7 @@ class MatrixRow:
 
     @property
     def label(self) -> str:
-        """"vLLM 0.34.0", "SGLang 0.5.23"."""
+        """ "vLLM 0.34.0", "SGLang 0.5.23"."""
         from eagle_convert.engines import ENGINES
 
         return f"{ENGINES[self.engine].title} {self.release}"
@@ -298,12 +298,15 @@ def compatibility_matrix(
     rows.sort(key=lambda r: KNOWN_RELEASES.index(r.release))
     timings["releases"] = time.perf_counter() - t1
     if engines:
-        from eagle_convert.validate.forengine import engine_rows, reference_report
+        from eagle_convert.validate.forengine import engine_report, reference_report
 
         t2 = time.perf_counter()
         if reference is None or list(versions)[-1] != NEWEST_RELEASE:  # engines read the newest's context
             reference = reference_report(opened, serving_context)
-        rows += [replace(r, gate=True) for r in engine_rows(opened, list(engines), reference)]
+        for st in engines:
+            report = engine_report(opened, st, reference)
+            verdict, codes = verdict_of(report.findings)
+            rows.append(MatrixRow(st.release, verdict, codes, report, engine=st.engine, gate=True))
         timings["engines"] = time.perf_counter() - t2
     info = next((r.report.info for r in rows if r.release == default.release), None) or (
         rows[0].report.info if rows else None

@@ -107,8 +107,19 @@ def validate_cmd(
     from eagle_convert.vllm_model import ALL
 
     if serve_for:
-        _serve_for(serve_for, vllm_version, checkpoint, target, deep, load, serving_context, strict, as_json, junit,
-                   speculative_config)
+        _serve_for(
+            serve_for,
+            vllm_version,
+            checkpoint,
+            target,
+            deep,
+            load,
+            serving_context,
+            strict,
+            as_json,
+            junit,
+            speculative_config,
+        )
         return
     if vllm_version == ALL:
         _matrix(checkpoint, target, deep, load, serving_context, strict, as_json, junit, speculative_config)
@@ -153,8 +164,13 @@ def _serve_for(
         st = statuses[0]
         if st.engine == VLLM:
             report = validate_checkpoint(
-                checkpoint, target=target, deep=deep, engine=load, serving_context=serving_context,
-                vllm_version=st.requested, speculative_config=speculative_config,
+                checkpoint,
+                target=target,
+                deep=deep,
+                engine=load,
+                serving_context=serving_context,
+                vllm_version=st.requested,
+                speculative_config=speculative_config,
             )
         else:
             _static_only(deep, load, f"--for {st.engine}")
@@ -166,8 +182,13 @@ def _serve_for(
     releases = KNOWN_RELEASES if everything else tuple(dict.fromkeys(st.release for st in vllm))
     default = vllm[0].vllm if vllm and not everything else installed_status() if everything or vllm else None
     matrix = compatibility_matrix(
-        checkpoint, target=target, serving_context=serving_context, speculative_config=speculative_config,
-        releases=releases, default=default, engines=[st for st in statuses if st.engine != VLLM],
+        checkpoint,
+        target=target,
+        serving_context=serving_context,
+        speculative_config=speculative_config,
+        releases=releases,
+        default=default,
+        engines=[st for st in statuses if st.engine != VLLM],
     )
     gate = matrix.default_row.report if matrix.vllm_rows else matrix.engine_rows[0].report
     _emit(matrix, gate, strict=strict, as_json=as_json, junit=junit)
