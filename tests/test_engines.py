@@ -8,6 +8,7 @@ main, modeling_speculative.py, llm_args.py, speculative/eagle3.py), each citing 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -366,3 +367,83 @@ def test_installed_version_is_read_without_import(monkeypatch: pytest.MonkeyPatc
     assert (st.release, st.installed, st.why, st.outside) == ("0.5.23", "0.5.23", "the installed SGLang", False)
     assert engine_status("trtllm").why == "TensorRT-LLM is not installed: the newest known release"
     assert "sglang" in seen and "tensorrt_llm" in seen
+
+
+# ------------------------------------------------------------------ the installed engine's deciding code
+
+
+_FAKE = {
+    "srt/models/llama.py": "class LlamaForCausalLM:\n    def set_eagle3_layers_to_capture(self, ids):\n"
+    "        self.layers = [i + 1 for i in ids]\n\n\nclass LlamaModel:\n    def forward(self):\n        return 1\n",
+}
+
+
+def _fake_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: str, body: dict[str, str]) -> None:
+    """An 'installed' SGLang `version` whose package holds `body`, and fingerprints read from `_FAKE` as 0.5.23."""
+    from importlib import metadata
+
+    from eagle_convert.engines import fingerprints
+
+    def tree(root: Path, files: dict[str, str]) -> Path:
+        for rel, text in files.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+        return root
+
+    deciding = {"srt/models/llama.py": ("LlamaForCausalLM.set_eagle3_layers_to_capture", "LlamaModel.forward")}
+    data = {
+        "format": 1,
+        "engines": {
+            "sglang": {"0.5.23": {"units": fingerprints.fingerprint(tree(tmp_path / "wheel", _FAKE), deciding)}}
+        },
+    }
+    monkeypatch.setattr(fingerprints, "fingerprint_data", lambda: data)
+    monkeypatch.setattr(fingerprints, "package_dir", lambda module: tree(tmp_path / "site" / module, body))
+    monkeypatch.setitem(ENGINES, "sglang", replace(ENGINES["sglang"], deciding=deciding))
+    real = metadata.version
+    monkeypatch.setattr(metadata, "version", lambda d: version if d == "sglang" else real(d))
+
+
+def test_installed_release_with_its_wheel_code_is_verified(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_engine(tmp_path, monkeypatch, "0.5.23", _FAKE)
+    st = engine_status("sglang")
+    assert (st.release, st.verified, st.warning()) == ("0.5.23", True, None)
+
+
+def test_installed_release_with_other_code_is_unverified(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    patched = {"srt/models/llama.py": _FAKE["srt/models/llama.py"].replace("i + 1", "i")}  # a fork without the +1
+    _fake_engine(tmp_path, monkeypatch, "0.5.23", patched)
+    st = engine_status("sglang")
+    assert (st.release, st.verified) == ("0.5.23", False)
+    assert st.warning() == (
+        "the installed SGLang 0.5.23's deciding code differs from its wheel's: "
+        "srt/models/llama.py::LlamaForCausalLM.set_eagle3_layers_to_capture changed: this verdict used SGLang "
+        "0.5.23's rules and is unverified"
+    )
+
+
+def test_unread_version_with_a_known_release_code_borrows_it_verified(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fake_engine(tmp_path, monkeypatch, "0.5.24", _FAKE)
+    st = engine_status("sglang")
+    assert (st.release, st.verified, st.warning()) == ("0.5.23", True, None)
+    assert st.line() == (
+        "SGLang 0.5.23 (the installed SGLang; SGLang 0.5.24 is not a release eagle-convert has read, but its "
+        "deciding code matches 0.5.23's fingerprints)"
+    )
+    named = engine_status("sglang", "0.5.24")  # named, not installed: no code to compare, unverified
+    assert named.verified is False
+
+
+def test_shipped_fingerprints_cover_every_deciding_unit() -> None:
+    from eagle_convert.engines import fingerprints
+
+    data = fingerprints.fingerprint_data()["engines"]
+    assert set(data["sglang"]) == set(ENGINES["sglang"].releases)
+    for units in data["sglang"].values():
+        for rel, names in ENGINES["sglang"].deciding.items():
+            assert units["units"][rel], rel
+            if names != ("*",):
+                assert set(units["units"][rel]) == set(names), rel
+    assert "trtllm" not in data  # no wheel of main@00679c6: an installed TensorRT-LLM is always unverified

