@@ -278,6 +278,13 @@ def test_architecture_names(tmp_path: Path) -> None:
     )
     assert hit.fix == f"Write architectures: ['LlamaForCausalLMEagle3'] for {SG}."
     assert "E330" not in _codes(draft, "trtllm")  # the name is ignored there
+    target_name = edit_draft(
+        tmp_path / "t", config=lambda c: (c.update(architectures=["LlamaForCausalLM"]), _nested([1, 3, 4])(c))
+    )
+    assert _one(target_name, "sglang", "E330").message.startswith(
+        f"architectures[0] 'LlamaForCausalLM': {SG} builds the model it registers under that name (else "
+        "TransformersForCausalLM), not an EAGLE-3 draft"
+    )
 
 
 def test_mla_draft_needs_the_mla_name_in_sglang(tmp_path: Path) -> None:

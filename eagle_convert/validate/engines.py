@@ -118,11 +118,12 @@ def _architecture(ev: EngineView, view: Any, mla: bool) -> list[Finding]:
     want = rules.mla_architecture if mla else next(iter(sorted(rules.architectures - {rules.mla_architecture})))
     if ev.architecture == want:
         return []
-    got = (
-        f"builds {ev.builds}"
-        if ev.builds != rules.fallback
-        else f"falls back to {rules.fallback}, not an EAGLE-3 draft"
-    )
+    if ev.builds != rules.fallback:
+        got = f"builds {ev.builds}"
+    elif ev.architecture and "eagle" not in ev.architecture.lower():  # a target's name: registered as that model
+        got = f"builds the model it registers under that name (else {rules.fallback}), not an EAGLE-3 draft"
+    else:
+        got = f"falls back to {rules.fallback}, not an EAGLE-3 draft"
     return [
         finding(
             "E330",

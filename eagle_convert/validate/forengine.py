@@ -29,7 +29,7 @@ def engine_report(opened: OpenedDraft, status: EngineStatus, reference: Validati
     report = ValidationReport(
         reference.source,
         shared_findings(reference.findings),
-        [f for f in reference.families_run if f in ("files", "shapes")] + ["engine-rules"],
+        [f for f in reference.families_run if f in ("files", "shapes")] + ["config", "vocab", "engine"],
         is_hub=reference.is_hub,
         info=reference.info,
         target=reference.target,
@@ -53,7 +53,7 @@ def engine_report(opened: OpenedDraft, status: EngineStatus, reference: Validati
             )
         )
     report.add(version_findings(status))
-    report.timings["engine-rules"] = time.perf_counter() - t0
+    report.timings["engine_rules"] = time.perf_counter() - t0
     return report
 
 
