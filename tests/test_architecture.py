@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "optionspec": 0,  # option-object fields carrying their CLI facts (cli/options.py makes the click options)
     "io": 1,  # bytes only
     "vllm_model": 2,  # how vLLM reads a draft: tables and rules, no I/O of its own
+    "engines": 2,  # how SGLang and TensorRT-LLM read a draft (rules as data per release); --for ENGINE
     "draft": 3,  # the checkpoint as a draft model: open, layout, config schema, describe
     "vllm": 4,  # running vLLM itself (its private APIs), in a subprocess
     "upgrade": 5,
@@ -306,6 +307,7 @@ def test_re_exports_only_in_a_package_init() -> None:
 FACED = {
     "io",
     "vllm_model",
+    "engines",
     "draft",
     "vllm",
     "validate",

@@ -183,6 +183,7 @@ def run_check(
     max_model_len: int | None = None,
     on_tick: OnTick | None = None,
     server: Any = None,
+    serve_for: str | None = None,
 ) -> CheckReport:
     """Run the gate on `draft` (folder or hub repo); see the module docstring.
 
@@ -200,6 +201,8 @@ def run_check(
             against it (over the policy's [static] max_model_len) and the engines run with it.
         server: a `check.serve.ServeTarget` (`check --server`): the serve stage measures it, over
             the policy's [serve] server / baseline_server.
+        serve_for: `--for ENGINE[==VERSION]`: vllm==X is `vllm_version` X; sglang / trtllm make the
+            static stage that engine's verdict (`validate.validate_for`); the engine stages run vLLM.
 
     Raises:
         UsageError: the policy contradicts itself, `vllm_version` names no known release, or the
@@ -211,6 +214,20 @@ def run_check(
     from eagle_convert.vllm_model import installed_status
 
     t0 = time.perf_counter()
+    serving = None
+    if serve_for is not None:
+        from eagle_convert.engines import VLLM, parse_for
+
+        found = parse_for([serve_for])  # an unknown engine: a usage error before any stage runs
+        if len(found) != 1:
+            raise UsageError(
+                f"{{serve_for={serve_for}}}: check gates one engine release",
+                hint="name one: --for vllm[==X.Y.Z], --for sglang or --for trtllm (the matrix is validate --for all)",
+                options=("serve_for",),
+            )
+        serving = found[0]
+        if serving.engine == VLLM:
+            vllm_version, serving = serving.requested or vllm_version, None
     policy = policy or load_policy()
     target_s = None if target is None else str(target)
     baseline_s = None if baseline is None else str(baseline)
@@ -223,6 +240,7 @@ def run_check(
     engines = Engines(cache if cache is not None else {}, session)
     state = stages.State(str(draft), target_s, baseline_s, policy, need, engines, release=vllm_version)
     state.worker_starts_before = engines.worker_starts
+    state.serve_for = serving
     state.serve = report.serve = serve
     plan = [
         ("static", stages.static),

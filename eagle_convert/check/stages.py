@@ -69,6 +69,7 @@ class State:
     worker_starts_before: int = 0  # of a session shared with earlier checks
     release: str | None = None  # --vllm-version / [static] vllm_version: the release the verdict is for
     serve: Any = None  # vllm_model.serve_config.ServeConfig: --speculative-config / --max-model-len
+    serve_for: Any = None  # engines.EngineStatus: --for sglang|trtllm, the engine the static verdict is for
     prompt_suite: tuple[str, list[str]] = ("built-in", [])  # [acceptance] prompts: label, refusal lines
 
     @property
@@ -119,17 +120,22 @@ def _unmeasured(s: State, stage: str) -> list[CheckResult] | None:
 
 
 def static(s: State) -> list[CheckResult]:
-    from eagle_convert.validate import validate_checkpoint
+    from eagle_convert.validate import validate_checkpoint, validate_for
 
-    s.report = validate_checkpoint(
-        s.draft,
-        target=s.target,
-        deep=bool(s.policy.get("static", "deep")),
-        serving_context=s.policy.get("static", "max_model_len"),
-        vllm_version=s.requested_release,
-        speculative_config=s.serve,
-        identity_required=s.need.identity,
-    )
+    if s.serve_for is not None:  # --for sglang / trtllm: that engine's static verdict
+        s.report = validate_for(
+            s.draft, s.serve_for, target=s.target, serving_context=s.policy.get("static", "max_model_len")
+        )
+    else:
+        s.report = validate_checkpoint(
+            s.draft,
+            target=s.target,
+            deep=bool(s.policy.get("static", "deep")),
+            serving_context=s.policy.get("static", "max_model_len"),
+            vllm_version=s.requested_release,
+            speculative_config=s.serve,
+            identity_required=s.need.identity,
+        )
     return ck.static_checks(
         s.report,
         list(s.policy.get("static", "allow_warnings", [])),

@@ -31,6 +31,7 @@ FLAGS: dict[str, str] = {
     "cross_check": "--cross-check",
     "distributed_executor_backend": "--distributed-executor-backend",
     "drift_depth": "--drift-depth",
+    "serve_for": "--for",
     "dry_run": "--dry-run",
     "engine": "--engine",
     "exclusive": "--exclusive",

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # what type checkers see
         served_method,
         sliding_windows,
     )
+    from eagle_convert.vllm_model.deciding import unit_digests
     from eagle_convert.vllm_model.features import (
         VllmFeatures,
         detect_features,
@@ -88,6 +89,7 @@ else:  # what runs: each name imported from its module on first use
         __name__,
         {
             "AcceptanceMetrics": "eagle_convert.vllm_model.acceptance",
+            "unit_digests": "eagle_convert.vllm_model.deciding",
             "MAX_COUNT": "eagle_convert.vllm_model.config",
             "VllmDraftConfig": "eagle_convert.vllm_model.config",
             "architecture_for_method": "eagle_convert.vllm_model.config",
@@ -239,4 +241,5 @@ __all__ = [
     "VllmFeatures",
     "VllmVersionStatus",
     "WRITE_ARCHITECTURE",
+    "unit_digests",
 ]

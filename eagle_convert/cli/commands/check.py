@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from eagle_convert.cli.options import speculative_config_option, vllm_version_option
+from eagle_convert.cli.options import serve_for_option, speculative_config_option, vllm_version_option
 
 
 @click.command("check")
@@ -30,6 +30,7 @@ from eagle_convert.cli.options import speculative_config_option, vllm_version_op
     "engine load when vLLM is installed).",
 )
 @vllm_version_option(allow_all=False)
+@serve_for_option(repeatable=False)
 @speculative_config_option()
 @click.option(
     "--max-model-len",
@@ -72,6 +73,7 @@ def check_cmd(
     baseline: str | None,
     policy_file: Path | None,
     vllm_version: str | None,
+    serve_for: str | None,
     speculative_config: str | None,
     max_model_len: int | None,
     server: str | None,
@@ -112,6 +114,7 @@ def check_cmd(
             max_model_len=max_model_len,
             on_tick=display.tick,
             server=where,
+            serve_for=serve_for,
         )
     for path in (junit, summary):  # CI paths such as reports/check.xml: create the folder
         if path is not None:

@@ -30,6 +30,8 @@ def render_validate(console: Console, report: ValidationReport, *, strict: bool 
     head.add_column(style="bold")
     head.add_column()
     head.add_row("source", escape(report.source) + (" (hub)" if report.is_hub else ""))
+    if report.serving is not None:
+        head.add_row("engine", escape(report.serving.line()))
     if report.vllm:
         head.add_row("vLLM release", escape(report.vllm.line()))
     if report.fingerprints is not None:
@@ -78,24 +80,32 @@ def render_matrix(console: Console, matrix: Matrix, *, strict: bool = False) -> 
         head.add_row("draft", f"{matrix.layout} layout, {matrix.variant}")
     if matrix.target:
         head.add_row("target", escape(matrix.target))
-    head.add_row("exit status", f"for {escape(matrix.default.line())}")
+    gates = [r.label for r in matrix.engine_rows]
+    if matrix.vllm_rows:
+        gates.insert(0, matrix.default.line())
+    head.add_row("exit status", f"for {escape(', '.join(gates))}")
     console.print(head)
     table = Table.grid(padding=(0, 2))
     # fixed widths: a row reads the same whichever verdicts the other rows have
-    table.add_column(min_width=max(map(len, KNOWN_RELEASES)))
+    table.add_column(min_width=max(map(len, [*KNOWN_RELEASES, *(r.label for r in matrix.engine_rows)])))
     table.add_column(min_width=max(map(len, VERDICTS)))
     table.add_column(overflow="fold")
     table.add_row("[bold]release[/bold]", "[bold]verdict[/bold]", "[bold]findings that change serving[/bold]")
     for row in matrix.rows:
         style = _VERDICT_STYLE.get(row.verdict, "yellow")
-        table.add_row(row.release, f"[{style}]{row.verdict}[/{style}]", escape(row.why))
+        name = row.release if row.engine == "vllm" else row.label
+        table.add_row(escape(name), f"[{style}]{row.verdict}[/{style}]", escape(row.why))
     console.print(table)
     console.print(escape(matrix.summary()))
-    report = matrix.default_row.report
+    row = matrix.default_row if matrix.vllm_rows else matrix.engine_rows[0]
+    for extra in matrix.engine_rows:  # a failing engine row is what the exit status says
+        if extra.report.failed(strict=strict) and not row.report.failed(strict=strict):
+            row = extra
+    report = row.report
     counts = report.counts()
     summary = f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} info"
-    where = f"vLLM {matrix.default.release}"
-    console.print("each release's findings: validate DRAFT --vllm-version X.Y.Z")
+    where = row.label
+    console.print("each release's findings: validate DRAFT --for ENGINE==VERSION")
     if matrix.failed(strict=strict):
         why = " (--strict: warnings fail)" if strict and not report.errors else ""
         console.print(f"[bold red]FAILED[/bold red] on {where}: {summary}{why}")
