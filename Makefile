@@ -27,10 +27,17 @@ endif
 
 env: $(VENV)/.installed
 
+# An editable install of this layout (a flat package plus pyproject's package-dir mapping of schemas/
+# onto eagle_convert._schemas) is done by setuptools with a meta path finder, and setuptools >= 64
+# then emits a 12-line InformationOnly "Editable installation." notice that pip shows as a
+# BuildBackendWarning even with --quiet. Only a src/ layout without the mapping avoids it (setuptools
+# editable_wheel._select_strategy); both editable installs below filter exactly that notice.
+EDITABLE_QUIET := PYTHONWARNINGS="ignore:Editable installation"
+
 $(VENV)/.installed: pyproject.toml requirements-test-nodeps.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -e ".[$(VLLM_EXTRA),test,quality]"
+	$(EDITABLE_QUIET) $(PIP) install --quiet -e ".[$(VLLM_EXTRA),test,quality]"
 	# Test-only libraries without their dependencies (they would replace the CPU torch): the file says why.
 	$(PIP) install --quiet --no-deps -r requirements-test-nodeps.txt
 	# PyPI's CUDA torchvision breaks every transformers import beside the CPU torch
@@ -40,11 +47,14 @@ $(VENV)/.installed: pyproject.toml requirements-test-nodeps.txt
 
 demo: env
 	rm -rf $(DEMO)
-	$(PY) -m fixtures.drafts $(DEMO)/eagle3-draft --name specforge-eagle3
+	# A SpecForge-layout draft and the tiny target it was built for: each draft is validated
+	# against its own target (the trained pair below has its own, demo-out/trained/target).
+	$(PY) -m fixtures.drafts $(DEMO)/eagle3-draft --name specforge-tiny
+	$(PY) -m fixtures.target $(DEMO)/target
 	$(VENV)/bin/eagle-convert inspect $(DEMO)/eagle3-draft
 	$(VENV)/bin/eagle-convert upgrade $(DEMO)/eagle3-draft --out $(DEMO)/eagle31-draft
 	$(VENV)/bin/eagle-convert diff $(DEMO)/eagle3-draft $(DEMO)/eagle31-draft
-	$(VENV)/bin/eagle-convert validate $(DEMO)/eagle31-draft
+	$(VENV)/bin/eagle-convert validate $(DEMO)/eagle31-draft --target $(DEMO)/target
 	# The whole story on a tiny target with an EAGLE-3 draft trained for it (fixtures/trained.py, built
 	# once into fixtures/.cache, ~2 min): identity and calibrated upgrades, a fine-tune, every variant
 	# validated and measured side by side; ends by printing where report.md and report.png are.
@@ -68,6 +78,7 @@ bench: env
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.capture_bench
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.suite_bench
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.refengine_bench
+	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.server_client_bench
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.drift_bench
 
 # On an NVIDIA GPU machine: the GPU branches end to end (scripts/gpu_check.py; exit 2 = no CUDA device).
@@ -112,7 +123,7 @@ docs: $(VENV)/.docs-installed
 
 $(VENV)/.docs-installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet -e ".[docs]"
+	$(EDITABLE_QUIET) $(PIP) install --quiet -e ".[docs]"
 	touch $@
 
 clean:

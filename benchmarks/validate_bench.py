@@ -16,6 +16,11 @@ distort) and the CLI in a fresh process each (what a user waits for). The matrix
 and reads d2t/t2d and the target once and re-runs only the static rules per release, so it must
 cost at most 2x one validate; the ratios are printed with `within_2x`.
 
+`--for-all` measures `validate --for all` (every vLLM release plus SGLang's and TensorRT-LLM's rows)
+against `validate --vllm-version all` and against one `validate`, the same way: the engine rows reuse the
+newest vLLM release's reading of the draft, so they must add at most 20% to the vLLM matrix
+(`within_1_2x`), and `validate --for sglang` must cost at most 1.2x one validate.
+
 `--target` measures `validate DRAFT --target TARGET` against an 8B-shaped target (benchmarks/synth_target.py:
 a sparse 16 GB safetensors whose embedding is the draft's and whose lm_head rows at the d2t-mapped ids are
 the draft's), each run in a fresh process: its time and peak RSS against `validate DRAFT` alone and against
@@ -163,6 +168,62 @@ def measure_matrix(folder: Path, target: Path | None, repeat: int) -> dict:
     }
 
 
+def _verdict_run(cmd: list[str]) -> None:
+    """Run a validate CLI call; exit 0 or 1 (a verdict) pass, anything else (a usage error) raises."""
+    res = subprocess.run(cmd, capture_output=True, check=False)
+    if res.returncode not in (0, 1):
+        raise RuntimeError(f"{' '.join(cmd)}: exit {res.returncode}: {res.stderr.decode()[-500:]}")
+
+
+def measure_for_all(folder: Path, target: Path | None, repeat: int) -> dict:
+    """validate --for all vs validate --vllm-version all vs one validate (library, warm; CLI, fresh)."""
+    from eagle_convert.engines import VLLM, engine_status, every_release
+    from eagle_convert.validate import compatibility_matrix, validate_checkpoint, validate_for
+
+    others = [st for st in every_release() if st.engine != VLLM]
+    sglang = engine_status("sglang")
+    every = compatibility_matrix(folder, target=target, engines=others)  # warm-up; also the verdicts
+    one_cpu, one_wall = _median_cpu_and_wall(lambda: validate_checkpoint(folder, target=target), repeat)
+    vllm_cpu, vllm_wall = _median_cpu_and_wall(lambda: compatibility_matrix(folder, target=target), repeat)
+    all_cpu, all_wall = _median_cpu_and_wall(
+        lambda: compatibility_matrix(folder, target=target, engines=others), repeat
+    )
+    sg_cpu, sg_wall = _median_cpu_and_wall(lambda: validate_for(folder, sglang, target=target), repeat)
+    extra = ["--target", str(target)] if target else []
+
+    def cli(*args: str) -> None:
+        _verdict_run([sys.executable, "-m", "eagle_convert.cli.app", "validate", "--json", str(folder), *extra, *args])
+
+    cli_repeat = max(3, repeat // 10)
+    cli_one = median_seconds(cli, cli_repeat)
+    cli_vllm = median_seconds(lambda: cli("--vllm-version", "all"), cli_repeat)
+    cli_all = median_seconds(lambda: cli("--for", "all"), cli_repeat)
+    ratios = {
+        "for_all_vs_vllm_all_library_cpu": all_cpu / vllm_cpu,
+        "for_all_vs_validate_library_cpu": all_cpu / one_cpu,
+        "for_all_vs_validate_cli_wall": cli_all / cli_one,
+        "for_all_vs_vllm_all_cli_wall": cli_all / cli_vllm,
+        "for_sglang_vs_validate_library_cpu": sg_cpu / one_cpu,
+    }
+    return {
+        "rows": [f"{r.engine} {r.release}" for r in every.rows][-3:],
+        "summary": every.summary(),
+        "validate_library_cpu_ms": one_cpu * 1e3,
+        "vllm_all_library_cpu_ms": vllm_cpu * 1e3,
+        "for_all_library_cpu_ms": all_cpu * 1e3,
+        "for_sglang_library_cpu_ms": sg_cpu * 1e3,
+        "validate_library_wall_ms": one_wall * 1e3,
+        "vllm_all_library_wall_ms": vllm_wall * 1e3,
+        "for_all_library_wall_ms": all_wall * 1e3,
+        "for_sglang_library_wall_ms": sg_wall * 1e3,
+        "validate_cli_s": cli_one,
+        "vllm_all_cli_s": cli_vllm,
+        "for_all_cli_s": cli_all,
+        "ratios": ratios,
+        "within_1_2x": {k: v <= 1.2 for k, v in ratios.items()},
+    }
+
+
 def measure(folder: Path, repeat: int, *, deep: bool) -> dict[str, float]:
     from eagle_convert.validate.run import validate_checkpoint
 
@@ -208,17 +269,23 @@ def main(argv: list[str] | None = None) -> int:
         help="only measure validate --vllm-version all against one validate (library and CLI), draft alone "
         "and with a config-only target",
     )
+    parser.add_argument(
+        "--for-all",
+        action="store_true",
+        help="only measure validate --for all against validate --vllm-version all and one validate",
+    )
     args = parser.parse_args(argv)
-    if args.matrix:
+    if args.matrix or args.for_all:
         folder = args.out / "synth-8b"
         if not folder.exists():
             build_synthetic_draft(folder, with_embed=False)
         target = args.out / "llama31-8b-target-config"
         target.mkdir(parents=True, exist_ok=True)
         (target / "config.json").write_text(json.dumps(LLAMA31_8B_TARGET, indent=2) + "\n", encoding="utf-8")
+        fn = measure_for_all if args.for_all else measure_matrix
         rows = {
-            "draft": measure_matrix(folder, None, max(args.repeat, 31)),
-            "draft_with_target": measure_matrix(folder, target, max(args.repeat, 31)),
+            "draft": fn(folder, None, max(args.repeat, 31)),
+            "draft_with_target": fn(folder, target, max(args.repeat, 31)),
         }
         print(json.dumps(rows, indent=2))
         return 0

@@ -4,7 +4,9 @@ Through huggingface_hub's public API: `HfApi.create_repo` (exist_ok), `create_br
 `revision` other than main (exist_ok), then one `create_commit` with every file of the folder, as
 `upload_folder` does, so the upload is one commit (or one pull request with `create_pr`). One file
 is not sent as it lies: an eagle-convert model card names the local folder in its `vllm serve`
-command, and the pushed card names the repo instead (`draft.card.retarget_card`).
+command, and the pushed card names the repo instead (`draft.card.retarget_card`); a folder without
+a README.md gets the card `write_model_card` would write, generated for the repo
+(`draft.card.folder_card`). A README.md of the user's own is sent as it is.
 
 A draft with validation errors (`validate.run.validate_checkpoint`, static checks, with the target
 when given) is refused unless `allow_invalid`: a broken draft on the hub is what `validate` exists to stop.
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.draft import CARD_FILE, retarget_card
+from eagle_convert.draft import CARD_FILE, folder_card, retarget_card
 from eagle_convert.errors import (
     EagleConvertError,
     HubError,
@@ -30,7 +32,7 @@ from eagle_convert.errors import (
     UsageError,
 )
 from eagle_convert.io import OFFLINE_REASON, endpoint, endpoint_display, local_folder, offline, translate
-from eagle_convert.validate import validate_checkpoint
+from eagle_convert.validate import serving_summary, validate_checkpoint
 
 __all__ = ["PushPlan", "PushResult", "plan_push", "push_draft", "push_files"]
 
@@ -56,7 +58,8 @@ class PushPlan:
     allow_invalid: bool
     validation_errors: list[tuple[str, str]] = field(default_factory=list)  # (code, message)
     validation_warnings: int = 0
-    card_bytes: bytes | None = None  # the retargeted card, sent instead of the local README.md
+    card_bytes: bytes | None = None  # the retargeted (or generated) card, sent instead of the local README.md
+    card_generated: bool = False  # the folder has no README.md: an eagle-convert card is generated for the repo
 
     @property
     def refused(self) -> bool:
@@ -74,6 +77,7 @@ class PushPlan:
             "files": self.files,
             "total_bytes": sum(self.files.values()),
             "card_retargeted": self.card_retargeted,
+            "card_generated": self.card_generated,
             "endpoint": self.endpoint,
             "validation_errors": [code for code, _ in self.validation_errors],
             "validation_warnings": self.validation_warnings,
@@ -95,6 +99,7 @@ class PushResult:
     endpoint: str
     validation_errors: list[str] = field(default_factory=list)  # codes pushed anyway (allow_invalid)
     validation_warnings: int = 0
+    card_generated: bool = False  # README.md was generated: the folder had none
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -106,6 +111,7 @@ class PushResult:
             "files": self.files,
             "total_bytes": sum(self.files.values()),
             "card_retargeted": self.card_retargeted,
+            "card_generated": self.card_generated,
             "endpoint": self.endpoint,
             "validation_errors": self.validation_errors,
             "validation_warnings": self.validation_warnings,
@@ -153,9 +159,10 @@ def plan_push(
 
     Raises:
         CheckpointNotFoundError: `folder` has no config.json.
-        UsageError: `repo_id` is not `org/name`.
+        UsageError: `repo_id` is not `org/name`, or the two are given the other way round.
     """
     allow_invalid = _allow_invalid(allow_invalid, force)
+    _refuse_swapped(folder, repo_id)
     path = local_folder(
         folder,
         str(folder),
@@ -167,7 +174,8 @@ def plan_push(
     report = validate_checkpoint(path, target=target)
     sizes: dict[str, int] = {}
     card, retargeted = None, False
-    for name in push_files(path):
+    names = push_files(path)
+    for name in names:
         if name == CARD_FILE:
             text = (path / name).read_text(encoding="utf-8")
             moved = retarget_card(text, repo_id)
@@ -175,6 +183,11 @@ def plan_push(
             sizes[name] = len(card)
         else:
             sizes[name] = (path / name).stat().st_size
+    generated = CARD_FILE not in names
+    if generated:  # a plain draft: the card it would have had from upgrade, for the repo
+        target_ref = None if target is None else str(target)
+        card = folder_card(path, model_ref=repo_id, target=target_ref, serving=serving_summary(path)).encode()
+        sizes[CARD_FILE] = len(card)
     return PushPlan(
         folder=path,
         repo_id=repo_id,
@@ -189,6 +202,7 @@ def plan_push(
         validation_errors=[(f.code, f.message) for f in report.errors],
         validation_warnings=len(report.warnings),
         card_bytes=card,
+        card_generated=generated,
     )
 
 
@@ -286,7 +300,23 @@ def push_draft(
         endpoint=endpoint_display(),
         validation_errors=[code for code, _ in plan.validation_errors],
         validation_warnings=plan.validation_warnings,
+        card_generated=plan.card_generated,
     )
+
+
+def _refuse_swapped(folder: str | Path, repo_id: str) -> None:
+    """`push ORG/NAME FOLDER`: the folder is missing, looks like a repo id, and the repo id is a
+    local folder; say the order rather than "no such folder"."""
+    given = str(folder)
+    if Path(given).expanduser().exists() or not _REPO_ID.fullmatch(given):
+        return
+    is_dir = Path(repo_id).expanduser().is_dir()
+    if is_dir or not _REPO_ID.fullmatch(repo_id):
+        also = f" and {repo_id!r} is a local folder" if is_dir else f" and {repo_id!r} is not a repo id"
+        raise UsageError(
+            f"push takes FOLDER ORG/NAME, in that order: {given!r} is no local folder but looks like a repo id{also}",
+            hint=f"eagle-convert push {repo_id} {given}",
+        )
 
 
 def _allow_invalid(allow_invalid: bool, force: bool | None) -> bool:

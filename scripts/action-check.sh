@@ -12,7 +12,7 @@
 #   EAGLE_CONVERT           the command to run (default eagle-convert)
 #
 # Writes junit=, summary=, exit-code= and passed= to $GITHUB_OUTPUT (when set) and exits with check's
-# status: 0 pass, 1 fail, 2 usage or environment.
+# status: 0 pass, 1 fail (a check failed, or a stage the policy asks for could not run here), 2 usage.
 set -uo pipefail
 
 if [[ -z "${INPUT_DRAFT:-}" ]]; then
@@ -46,6 +46,6 @@ fi
 case $code in
   0) ;;
   1) echo "::error::eagle-convert check failed: see $summary and the job summary" >&2 ;;
-  *) echo "::error::eagle-convert check could not run (exit $code): usage or environment" >&2 ;;
+  *) echo "::error::eagle-convert check could not run (exit $code): usage (the policy file or a flag)" >&2 ;;
 esac
 exit $code

@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "optionspec": 0,  # option-object fields carrying their CLI facts (cli/options.py makes the click options)
     "io": 1,  # bytes only
     "vllm_model": 2,  # how vLLM reads a draft: tables and rules, no I/O of its own
+    "engines": 2,  # how SGLang and TensorRT-LLM read a draft (rules as data per release); --for ENGINE
     "draft": 3,  # the checkpoint as a draft model: open, layout, config schema, describe
     "vllm": 4,  # running vLLM itself (its private APIs), in a subprocess
     "upgrade": 5,
@@ -39,6 +40,7 @@ LAYERS: dict[str, int] = {
     "cache": 6,  # the capture cache: aux states and logits from vLLM or the reference target, read back for training
     "measure": 7,  # what smoke, check, report and drift share: prompts, counters, engines, pass planning
     "smoke": 8,
+    "served": 8,  # acceptance and per-user speedup of running servers (smoke --server, check's serve stage)
     "drift": 8,  # attention drift by draft depth: the reference loop with the drafter's observer
     "finetune": 8,
     "check": 8,  # the pre-deployment gate: runs validate, the vLLM worker and measure's passes
@@ -306,6 +308,7 @@ def test_re_exports_only_in_a_package_init() -> None:
 FACED = {
     "io",
     "vllm_model",
+    "engines",
     "draft",
     "vllm",
     "validate",
@@ -314,6 +317,7 @@ FACED = {
     "cache",
     "measure",
     "smoke",
+    "served",
     "drift",
     "finetune",
     "check",

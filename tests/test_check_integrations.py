@@ -137,7 +137,7 @@ def _run_action(tmp_path: Path, **inputs: str) -> tuple[subprocess.CompletedProc
 
 def test_action_script_pass_fail_and_usage(drafts, tmp_path: Path) -> None:
     policy = tmp_path / "p.toml"
-    policy.write_text("[static]\nallow_warnings = []\n")
+    policy.write_text("[static]\nallow_warnings = []\n[engine]\nload = false\n")
     res, outputs = _run_action(tmp_path, draft=str(drafts["good"]), policy=str(policy), extra="--keep-going --json")
     assert res.returncode == 0, res.stderr
     assert outputs == {"junit": "eagle-check.xml", "summary": "eagle-check.md", "exit-code": "0", "passed": "true"}
@@ -149,7 +149,8 @@ def test_action_script_pass_fail_and_usage(drafts, tmp_path: Path) -> None:
     res, outputs = _run_action(tmp_path, draft=str(drafts["broken"]), junit="out/broken.xml")
     assert res.returncode == 1 and outputs["passed"] == "false" and outputs["exit-code"] == "1"
     assert "::error::eagle-convert check failed" in res.stderr
-    assert ET.parse(tmp_path / "out" / "broken.xml").getroot().find("testsuite").get("failures") == "1"
+    # E101, and the strict load the default policy asks for: not run, no --target
+    assert ET.parse(tmp_path / "out" / "broken.xml").getroot().find("testsuite").get("failures") == "2"
 
     res, outputs = _run_action(tmp_path, draft="")
     assert res.returncode == 2 and "the 'draft' input is required" in res.stderr

@@ -114,7 +114,8 @@ def test_hygiene_warnings_pass_and_can_be_made_to_fail() -> None:
 def test_check_cli_names_the_release(built_fixtures, tmp_path: Path) -> None:
     draft = built_fixtures("vllm-eagle31")
     res = CliRunner().invoke(main, ["check", str(draft), "--vllm-version", "0.25.1", "--json"])
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1, res.output  # the default policy's strict load needs --target: not run
+    assert json.loads(res.stdout)["stopped_after"] == "engine"
     data = json.loads(res.stdout)
     assert data["release"]["release"] == "0.25.1" and data["release"]["why"] == "--vllm-version 0.25.1"
     text = " ".join(CliRunner().invoke(main, ["check", str(draft), "--vllm-version", "0.25.1"]).stdout.split())
@@ -128,6 +129,8 @@ def test_check_cli_names_the_release(built_fixtures, tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------- the default gate: no false alarm
+
+STATIC = Policy({"engine": {"load": False}}, "the defaults, strict load off")
 
 
 _UPGRADED = ("specforge-eagle3", "vllm-eagle3", "speculators-eagle3", "torchspec-eagle3", "vllm-qwen3-eagle3")
@@ -168,16 +171,21 @@ def gate_drafts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.mark.parametrize("name", [f"{n}-upgraded" for n in _UPGRADED] + ["specforge-plain"])
 def test_the_default_gate_passes_good_drafts(gate_drafts, name: str) -> None:
-    report = run_check(gate_drafts[name], policy=Policy())
+    report = run_check(gate_drafts[name], policy=STATIC)
     assert report.passed, [r.to_dict() for r in report.results if r.passed is False]
+    assert report.stage_status("engine") == "skip"
+    bare = run_check(gate_drafts[name], policy=Policy())  # the strict load, asked by default, needs --target
+    assert [r.name for r in bare.results if r.passed is False] == ["engine load"]
+    assert bare.stage_status("engine") == "not-run" and bare.stage_status("static") == "pass"
 
 
 def test_plain_specforge_hygiene_is_reported_not_failed(gate_drafts) -> None:
-    report = run_check(gate_drafts["specforge-plain"], policy=Policy())
+    report = run_check(gate_drafts["specforge-plain"], policy=STATIC)
     rows = {r.name: r for r in report.results}
     assert rows["static: warnings"].passed and rows["static: hygiene"].passed
     assert rows["static: hygiene"].details["codes"] == ["W307", "W320"]
-    strict = run_check(gate_drafts["specforge-plain"], policy=Policy({"static": {"fail_on_hygiene": True}}, "t"))
+    strict_policy = Policy({"static": {"fail_on_hygiene": True}, "engine": {"load": False}}, "t")
+    strict = run_check(gate_drafts["specforge-plain"], policy=strict_policy)
     assert not strict.passed and {r.name for r in strict.results if r.passed is False} == {"static: hygiene"}
 
 

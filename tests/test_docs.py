@@ -183,3 +183,22 @@ def test_public_docstrings_say_args_returns_and_raises() -> None:
         if "Returns:" not in doc:
             problems.append(f"{name}: no Returns:")
     assert problems == []
+
+
+def test_readme_names_every_command_in_the_clis_order() -> None:
+    """README's command paragraph lists exactly the CLI's commands, in `--help`'s order, with the right
+    count in words (issue 33: it said "nine" while the CLI had eleven)."""
+    import click
+
+    from eagle_convert.cli.app import main
+
+    ctx = click.Context(main)
+    commands = [n for n in main.list_commands(ctx) if not main.get_command(ctx, n).hidden]
+    text = README.read_text(encoding="utf-8")
+    m = re.search(r"^The (\w+) commands, in pipeline order, each with its page:\n(.*?)\n\n", text, re.M | re.S)
+    assert m, "README has the paragraph 'The N commands, in pipeline order, each with its page:'"
+    named = re.findall(r"\[`([a-z-]+)`\]\(docs/([a-z-]+)\.md\)", m.group(2))
+    assert [n for n, _ in named] == commands
+    assert all(n == page for n, page in named)
+    words = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen".split()
+    assert m.group(1) == words[len(commands)]

@@ -204,6 +204,24 @@ def test_sigint_during_startup_prints_no_traceback(delay_ms: int, built_fixtures
         assert err == ["Error: interrupted (SIGINT); nothing was written"]
 
 
+@pytest.mark.parametrize("delay_ms", [3, 6, 12, 25])
+def test_sigint_early_in_upgrade_stops_it(delay_ms: int, built_fixtures, tmp_path: Path) -> None:
+    """Issue 33: a Ctrl-C while `upgrade`'s modules were importing printed a traceback, and the upgrade
+    went on and exited 0. `cli.entry` now installs its handler through `_signal` before `signal`'s own
+    ~15 ms import: the command stops with exit 130, one line, and no output."""
+    out = tmp_path / "out"
+    code, err = start_and_interrupt(
+        "from eagle_convert.cli.entry import main; main()",
+        ["upgrade", str(built_fixtures("vllm-eagle3")), "--out", str(out)],
+        delay_ms,
+    )
+    assert not any("Traceback" in ln or "KeyboardInterrupt" in ln or "ignored" in ln for ln in err), err
+    assert code in (130, 0), err
+    if code == 130:
+        assert len(err) == 1 and err[0].startswith("Error: interrupted (SIGINT)"), err
+        assert not out.exists()
+
+
 def _signal_self(sig: int):
     def call(*_a: object, **_k: object) -> None:
         os.kill(os.getpid(), sig)

@@ -88,9 +88,21 @@ def test_diff_with_changed_tensors(drafts, tmp_path: Path) -> None:
     assert data["removed"] and not data["same"]
 
 
-@pytest.mark.parametrize("draft, extra, code", [("good", [], 0), ("broken", ["--keep-going"], 1), ("warn", [], 1)])
-def test_check_without_engine(drafts, draft: str, extra: list[str], code: int, tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.parametrize(
+    "draft, extra, policy, code",
+    [
+        ("good", [], "[engine]\nload = false\n", 0),
+        ("good", [], None, 1),  # the defaults ask for the strict load: not run without --target
+        ("broken", ["--keep-going"], None, 1),
+        ("warn", [], None, 1),
+    ],
+)
+def test_check_without_engine(
+    drafts, draft: str, extra: list[str], policy: str | None, code: int, tmp_path: Path, monkeypatch
+) -> None:
     monkeypatch.chdir(tmp_path)  # no eagle-check.toml here: the defaults
+    if policy is not None:
+        (tmp_path / "eagle-check.toml").write_text(policy)
     data = _json("check", drafts[draft], *extra, code=code)
     check_schema(data, "check-report.schema.json")
     assert data["passed"] is (code == 0)
@@ -104,7 +116,7 @@ def test_a_wrong_output_fails_its_schema(drafts) -> None:
     del data["findings"][0]["impact"]
     with pytest.raises(jsonschema.ValidationError, match="'impact' is a required property"):
         check_schema(data, "validate-report.schema.json")
-    data = _json("check", drafts["good"])
+    data = _json("check", drafts["good"], code=1)  # the strict load is not run without --target
     data["checks"][0]["status"] = "ok"
     with pytest.raises(jsonschema.ValidationError, match="'ok' is not one of"):
         check_schema(data, "check-report.schema.json")

@@ -128,6 +128,10 @@ def test_cli_local_first_component_and_repo_ids(here: Path) -> None:
     code, _, err = run("inspect", "someone/draft")  # a repo id: the hub (offline in tests)
     assert code == 1
     assert err.startswith("Error: someone/draft: not in the local cache and offline mode is on")
+    # neither a folder nor a cached repo: both are said (issue 33: only the cache was)
+    assert "; there is no local folder someone/draft either (" in err
+    code, _, err = run("inspect", "hf://someone/draft")  # explicitly the hub: no folder was tried
+    assert code == 1 and "local folder" not in err
 
 
 def test_commands_that_need_a_local_folder_suggest_the_sibling(here: Path, built_fixtures) -> None:

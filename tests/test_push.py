@@ -102,7 +102,7 @@ def test_push_uploads_and_the_files_read_back_identical(draft: Path, hub, tmp_pa
 def test_revision_creates_the_branch(draft: Path, hub, tmp_path: Path) -> None:
     res = _cli("push", draft, REPO, "--revision", "v2")
     assert res.exit_code == 0, res.output
-    assert f"→ {REPO}@v2" in res.output
+    assert f"→ {REPO}@v2" in " ".join(res.output.split())  # piped at 100 columns, the line wraps
     back = _read_back(REPO, "v2", ["README.md", "config.json", "model.safetensors"], tmp_path)
     assert back["model.safetensors"] == (draft / "model.safetensors").read_bytes()
     _read_back(REPO, "main", [], tmp_path)  # main stays as create_repo left it
@@ -231,7 +231,7 @@ def test_dry_run_gives_the_verdict_of_a_failing_draft(draft: Path, hub, tmp_path
     assert res.exit_code == 1  # the push would be refused
     lines = res.stdout.splitlines()
     assert lines[1] == f"repo     {REPO} (pull request against v2; created private when missing)"
-    verdict = " ".join(res.stdout.split("\nvalidate ")[1].split())  # rich wraps it at the console's width
+    verdict = " ".join(res.stdout.split("\nvalidate ", 1)[1].split())  # rich wraps it at the console's width
     assert verdict.startswith("fails (1 error: E104, 0 warnings); push would refuse it: E104: ")
     assert verdict.endswith(f"(see eagle-convert validate {bad}, or pass --allow-invalid)")
     assert res.stderr == ""
@@ -266,3 +266,45 @@ def test_dry_run_works_offline_and_push_says_how_to_go_online(
         "(check the network connection and HF_ENDPOINT; --dry-run shows what would be sent)\n"
     )
     assert "download" not in res.stderr
+
+
+# -- issue 33: swapped arguments, and the card of a plain draft -------------------------------------
+
+
+def test_swapped_arguments_name_the_order(draft: Path, hub, monkeypatch: pytest.MonkeyPatch) -> None:
+    res = _cli("push", REPO, draft)
+    assert res.exit_code == 2
+    assert res.stderr == (
+        f"Error: push takes FOLDER ORG/NAME, in that order: {REPO!r} is no local folder but looks like a repo id "
+        f"and {str(draft)!r} is a local folder (eagle-convert push {draft} {REPO})\n"
+    )
+    monkeypatch.chdir(draft.parent)  # a folder named like a repo id is still a folder
+    (draft.parent / "me").mkdir()
+    shutil.copytree(draft, draft.parent / REPO)
+    res = _cli("push", REPO, "other/repo", "--dry-run")
+    assert res.exit_code == 0, res.output
+    assert hub.requests == []
+
+
+def test_a_plain_draft_gets_a_generated_card_for_the_repo(built_fixtures, hub, tmp_path: Path) -> None:
+    """A draft folder without README.md (as a producer writes it) is sent with the card `upgrade` would
+    have written, its `vllm serve` loading the repo; the folder itself is left as it was."""
+    plain = shutil.copytree(built_fixtures("vllm-eagle3"), tmp_path / "plain")
+    assert not (plain / "README.md").exists()
+    res = _cli("push", plain, REPO, "--dry-run", "--json")
+    planned = json.loads(res.stdout)
+    check_schema(planned, "push-report.schema.json")
+    assert planned["card_generated"] is True and "README.md" in planned["files"]
+    res = _cli("push", plain, REPO, "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["card_generated"] is True
+    back = _read_back(REPO, "main", ["README.md", "config.json", "model.safetensors"], tmp_path)
+    card = back["README.md"].decode()
+    assert "vllm serve" in card and REPO in card
+    assert "Compatibility" in card or "vLLM" in card
+    assert not (plain / "README.md").exists()
+    own = tmp_path / "own"  # a README.md of the user's own is sent as it is
+    shutil.copytree(plain, own)
+    (own / "README.md").write_text("# my notes\n")
+    planned = json.loads(_cli("push", own, REPO, "--dry-run", "--json").stdout)
+    assert planned["card_generated"] is False and planned["files"]["README.md"] == len("# my notes\n")

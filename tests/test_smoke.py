@@ -395,7 +395,7 @@ def test_cli_trained_pair_eagle3_vs_upgrade(tmp_path: Path) -> None:
 
 
 def test_bucket_label_is_shared_by_plots_and_report_md() -> None:
-    from eagle_convert.smoke.plot import bucket_label
+    from eagle_convert.smoke import bucket_label
 
     assert [bucket_label(b) for b in (None, NATURAL, 1024)] == ["all", "natural", "~1024 tok"]
     assert bucket_label(256, unit="tokens") == "~256 tokens"

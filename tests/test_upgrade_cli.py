@@ -174,7 +174,8 @@ def test_target_gives_vllms_default_ids_and_says_so(built_fixtures, tmp_path: Pa
     (tmp_path / "target/config.json").write_text(json.dumps({"num_hidden_layers": 32, "hidden_size": 64}))
     res = run("upgrade", built_fixtures("nemo-eagle3"), "--out", tmp_path / "out", "--target", tmp_path / "target")
     assert res.exit_code == 0, res.output
-    assert f"[2, 16, 29] (from vLLM's default (2, N//2, N-3) for --target {tmp_path / 'target'} (N=32))" in res.output
+    said = " ".join(res.output.split())  # piped at 100 columns, a long line wraps
+    assert f"[2, 16, 29] (from vLLM's default (2, N//2, N-3) for --target {tmp_path / 'target'} (N=32))" in said
     cfg = json.loads((tmp_path / "out/config.json").read_text())
     assert cfg["eagle_aux_hidden_state_layer_ids"] == [2, 16, 29]
     assert cfg["architectures"] == ["LlamaForCausalLMEagle3"]  # NeMo's LlamaEagle3DraftModel is not registered

@@ -42,7 +42,7 @@ def test_valid_draft_exits_0(run, built_fixtures) -> None:
 def test_errors_exit_1_and_name_code_and_tensor(run, broken: Path) -> None:
     res = run(broken)
     assert res.exit_code == 1
-    assert "E101 missing-tensor" in res.stdout and "layers.0.mlp.down_proj.weight" in res.stdout
+    assert "E101" in res.stdout and "missing-tensor" in res.stdout and "layers.0.mlp.down_proj.weight" in res.stdout
     assert res.stdout.splitlines()[-1] == "FAILED: 1 error(s), 0 warning(s), 0 info"
 
 

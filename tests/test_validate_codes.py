@@ -164,7 +164,7 @@ CASES: dict[str, Case] = {
     "E321": Case(edit(config=_ids([2, 2, 5], [2, 2, 5]))),
     "E322": Case(edit(config=_ids([2, 4, 9], [2, 4, 9])), target={}),
     "W323": Case(edit(config=_ids(None, [2, 4, 5]))),
-    "W324": Case(edit(config=_ids([2, 4, 5], [1, 3, 4]))),
+    "W324": Case(edit(config=_ids([2, 4, 5], [2, 4, 6]))),  # [1, 3, 4] is SGLang's id - 1: no W324
     "I325": Case(edit("vllm-eagle3-a4")),
     "W326": Case(edit(config=_no_aux), kwargs={"vllm_version": "0.32.0"}),
     "E401": Case(edit(tensors=drop_tensors("d2t"))),
@@ -236,8 +236,12 @@ VERSION_CODES = {
 }  # the installed or named vLLM, not the draft: tests/test_fingerprints.py (E705), tests/test_vllm_versions.py (E706)
 
 
+# The verdict for engines other than vLLM (validate --for sglang|trtllm): tests/test_engines.py
+OTHER_ENGINE_CODES = {"E330", "E331", "E332", "E333", "W334", "E335", "E336", "W337", "E411", "E707"}
+
+
 def test_every_code_has_a_case() -> None:
-    assert set(code_table()) == set(CASES) | ENGINE_CODES | VERSION_CODES | MATRIX_CODES
+    assert set(code_table()) == set(CASES) | ENGINE_CODES | VERSION_CODES | MATRIX_CODES | OTHER_ENGINE_CODES
 
 
 @pytest.mark.parametrize("code", sorted(CASES))

@@ -10,6 +10,7 @@ if TYPE_CHECKING:  # what type checkers see
     from eagle_convert.check.junit import to_junit
     from eagle_convert.check.policy import Policy, load_policy
     from eagle_convert.check.run import CheckReport, run_check
+    from eagle_convert.check.serve import ServeTarget
     from eagle_convert.check.summary import write_summary
 else:  # what runs: each name imported from its module on first use
     __getattr__, __dir__ = attach(
@@ -24,6 +25,7 @@ else:  # what runs: each name imported from its module on first use
             "load_policy": "eagle_convert.check.policy",
             "CheckReport": "eagle_convert.check.run",
             "run_check": "eagle_convert.check.run",
+            "ServeTarget": "eagle_convert.check.serve",
             "write_summary": "eagle_convert.check.summary",
         },
     )
@@ -35,6 +37,7 @@ __all__ = [
     "load_policy",
     "Policy",
     "run_check",
+    "ServeTarget",
     "STAGES",
     "TITLES",
     "to_junit",

@@ -14,7 +14,18 @@ from typing import Any
 from eagle_convert.check.policy import Policy
 from eagle_convert.measure import NATURAL, Comparison, SamplingControl, repetition_loop
 
-STAGES = ("static", "features", "engine", "acceptance", "alarms", "baseline", "identity", "sampling", "drift")
+STAGES = (
+    "static",
+    "features",
+    "engine",
+    "acceptance",
+    "alarms",
+    "baseline",
+    "identity",
+    "sampling",
+    "drift",
+    "serve",
+)
 TITLES = {
     "static": "static validation",
     "features": "EAGLE-3.1 features",
@@ -25,6 +36,7 @@ TITLES = {
     "identity": "output identity (T=0)",
     "sampling": "sampling sanity (T->0)",
     "drift": "attention drift",
+    "serve": "served deployment",
 }
 
 
@@ -36,7 +48,8 @@ def format_value(value: object) -> str:
 
 @dataclass
 class CheckResult:
-    """One check: `passed` None means skipped (with the reason in `message`)."""
+    """One check: `passed` None means skipped (off: the reason is the `message`); `not_run` marks a
+    stage the policy asks for that could not run here, a failure (check/gate.py)."""
 
     name: str
     stage: str
@@ -46,9 +59,12 @@ class CheckResult:
     message: str
     seconds: float = 0.0
     details: dict[str, Any] = field(default_factory=dict)
+    not_run: bool = False
 
     @property
     def status(self) -> str:
+        if self.not_run:
+            return "not-run"
         return "skip" if self.passed is None else "pass" if self.passed else "fail"
 
     def to_dict(self) -> dict[str, Any]:
@@ -67,6 +83,11 @@ class CheckResult:
 
 def skipped(stage: str, why: str) -> CheckResult:
     return CheckResult(TITLES[stage], stage, None, None, None, why)
+
+
+def not_run(stage: str, why: str) -> CheckResult:
+    """A stage the policy asks for that could not run: it fails the gate (check/gate.py)."""
+    return CheckResult(TITLES[stage], stage, False, None, None, why, not_run=True)
 
 
 def _f(x: float) -> str:
@@ -313,6 +334,15 @@ def _category_and_bucket_groups(cand: Any) -> tuple[list, list]:
     return cats, [Group("all", b, cand.total) for b in ids]
 
 
+def position_shortfalls(rates: list[float], floors: list[float]) -> list[str]:
+    """Each draft position whose acceptance rate is under its floor (or was not measured), as text."""
+    return [
+        f"position {i + 1}: {rates[i]:.3f} < {f_:.3f}"
+        for i, f_ in enumerate(floors)
+        if i >= len(rates) or rates[i] < f_
+    ]
+
+
 def acceptance_checks(cand: Any, policy: Policy) -> list[CheckResult]:
     """Floors on mean AL, per-position rates, per category and per context bucket."""
     out = []
@@ -333,11 +363,7 @@ def acceptance_checks(cand: Any, policy: Policy) -> list[CheckResult]:
     pos_floors = policy.get("acceptance", "min_per_position")
     if pos_floors:
         rates = total.per_position
-        bad = [
-            f"position {i + 1}: {rates[i]:.3f} < {f_:.3f}"
-            for i, f_ in enumerate(pos_floors)
-            if i >= len(rates) or rates[i] < f_
-        ]
+        bad = position_shortfalls(rates, pos_floors)
         out.append(
             CheckResult(
                 "per-position acceptance",

@@ -27,7 +27,7 @@ def to_junit(report: CheckReport) -> str:
         if r.passed is False:
             failures += 1
             ET.SubElement(
-                case, "failure", message=r.message, type="threshold"
+                case, "failure", message=r.message, type="not-run" if r.not_run else "threshold"
             ).text = f"figure: {format_value(r.figure)}\nthreshold: {format_value(r.threshold)}\n{r.message}"
         elif r.passed is None:
             skips += 1
@@ -52,5 +52,6 @@ def to_junit(report: CheckReport) -> str:
     ):
         ET.SubElement(props, "property", name=name, value=format_value(value))
     suite.extend(cases)
+    ET.SubElement(props, "property", name="verdict", value=report.verdict())
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -8,6 +8,7 @@ the schema as data (the subset of JSON Schema it uses), so `check` needs no json
 from __future__ import annotations
 
 import difflib
+import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +69,20 @@ def _where(path: list[str | int]) -> str:
     return text
 
 
+def _key(path: list[str | int]) -> str:
+    """How the fix names the value: `key` (an array item as `key[1]`)."""
+    named = [p for p in path if isinstance(p, str)]
+    tail = "".join(f"[{p}]" for p in path[path.index(named[-1]) + 1 :]) if named else ""
+    return (named[-1] if len(named) > 1 else f"[{named[0]}]" if named else "the policy") + tail
+
+
+def _assign(path: list[str | int], example: str) -> str:
+    """`key = example`, or for an array item `key = [example]` (what to type in the file)."""
+    if path and isinstance(path[-1], int):
+        return f"{_key(path[:-1])} = [{example}]"
+    return f"{_key(path)} = {example}"
+
+
 def _type_name(value: Any) -> str:
     return {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "table"}.get(
         type(value), type(value).__name__
@@ -78,6 +93,38 @@ def _fmt(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def _toml(value: Any) -> str:
+    """A value as TOML writes it (the fixes show what to type)."""
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return _fmt(value)
+
+
+def _example(schema: dict[str, Any]) -> str:
+    """A value the schema accepts, as TOML: its default, a bound, or the example its form names."""
+    if "anyOf" in schema:
+        return " or ".join(_example(s) for s in schema["anyOf"])
+    if "const" in schema:
+        return _toml(schema["const"])
+    if "enum" in schema:
+        return _toml(schema["enum"][0])
+    if "default" in schema and schema["default"] not in ([], None):
+        return _toml(schema["default"])
+    t = schema.get("type")
+    if t in ("number", "integer"):
+        low = schema.get("minimum", schema.get("exclusiveMinimum", 1))
+        return _fmt(low if "minimum" in schema else low + (1 if t == "integer" else 0.5))
+    if t == "string" and "x-form" in schema:
+        return _toml(schema["x-form"].split()[-1])
+    if t == "array":
+        return "[" + _example(schema.get("items", {})) + "]"
+    if t == "object" and isinstance(schema.get("additionalProperties"), dict):
+        return "{NAME = " + _example(schema["additionalProperties"]) + "}"
+    return {"boolean": "true", "object": "{...}", "string": '"..."'}.get(t or "", "...")
+
+
 def _is_type(value: Any, t: str) -> bool:
     if t == "number":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -86,7 +133,32 @@ def _is_type(value: Any, t: str) -> bool:
     return isinstance(value, _TYPES[t])
 
 
-def _check(value: Any, schema: dict[str, Any], path: list[str | int]) -> str | None:
+def _unquoted(value: Any, schema: dict[str, Any]) -> Any:
+    """`value` without its quotes when that is what the schema wanted ("2" for a number), else None."""
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = tomllib.loads(f"v = {value.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        return None
+    branches = schema.get("anyOf", [schema])
+    return parsed if any("type" in b and _is_type(parsed, b["type"]) for b in branches) else None
+
+
+def _type_fix(value: Any, schema: dict[str, Any], path: list[str | int]) -> str:
+    bare = _unquoted(value, schema)
+    if bare is not None:
+        return f"drop the quotes: {_assign(path, _toml(bare))}"
+    if schema.get("type") == "object" and len(path) == 1:
+        return f"write it as a table: a line [{path[0]}], then its keys under it"
+    return f"for example {_assign(path, _example(schema))}"
+
+
+# A problem: what is wrong, naming the key, and the fix.
+Problem = tuple[str, str]
+
+
+def _check(value: Any, schema: dict[str, Any], path: list[str | int]) -> Problem | None:
     """The first problem of `value` against `schema` (the subset the policy schema uses), or None."""
     where = _where(path)
     if "anyOf" in schema:
@@ -96,18 +168,24 @@ def _check(value: Any, schema: dict[str, Any], path: list[str | int]) -> str | N
             if typed:  # the value has a branch's type but breaks one of its constraints: say which
                 return typed[0]
             kinds = " or ".join(_describe(s) for s in schema["anyOf"])
-            return f"{where} must be {kinds}, not {_fmt(value)} ({_type_name(value)})"
+            return f"{where} must be {kinds}, not {_fmt(value)} ({_type_name(value)})", _type_fix(value, schema, path)
         return None
     if "const" in schema and value != schema["const"]:
-        return f"{where} must be {_fmt(schema['const'])}"
+        return f"{where} must be {_fmt(schema['const'])}", f"write {_key(path)} = {_toml(schema['const'])}"
     if "enum" in schema:
         if not any(value == e and type(value) is type(e) for e in schema["enum"]):
             choices = ", ".join(_fmt(e) for e in schema["enum"])
-            return f"{where} must be one of {choices}, not {_fmt(value)}"
+            names = [e for e in schema["enum"] if isinstance(e, str)]
+            close = difflib.get_close_matches(str(value), names, n=1) if isinstance(value, str) else []
+            fix = f"write {_toml(close[0])}" if close else f"write one of them, e.g. {_assign(path, _example(schema))}"
+            return f"{where} must be one of {choices}, not {_fmt(value)}", fix
         return None
     t = schema.get("type")
     if t and not _is_type(value, t):
-        return f"{where} must be {_describe(schema)}, not {_fmt(value)} ({_type_name(value)})"
+        return (
+            f"{where} must be {_describe(schema)}, not {_fmt(value)} ({_type_name(value)})",
+            _type_fix(value, schema, path),
+        )
     if t == "object":
         props = schema.get("properties", {})
         extra = schema.get("additionalProperties", True)
@@ -116,9 +194,9 @@ def _check(value: Any, schema: dict[str, Any], path: list[str | int]) -> str | N
                 problem = _check(item, props[key], [*path, key])
             elif extra is False:
                 close = difflib.get_close_matches(key, list(props), n=1)
-                hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(props)}"
                 kind = "table" if not path else "key"
-                return f"unknown {kind} {_where([*path, key])} ({hint})"
+                fix = f"rename it to {close[0]}" if close else f"remove it; known: {', '.join(props)}"
+                return f"unknown {kind} {_where([*path, key])}", fix
             elif isinstance(extra, dict):
                 problem = _check(item, extra, [*path, key])
             else:
@@ -131,18 +209,20 @@ def _check(value: Any, schema: dict[str, Any], path: list[str | int]) -> str | N
             if problem:
                 return problem
     if t in ("number", "integer"):
-        for key, ok, word in (
-            ("minimum", lambda v, m: v >= m, ">="),
-            ("maximum", lambda v, m: v <= m, "<="),
-            ("exclusiveMinimum", lambda v, m: v > m, ">"),
+        for key, ok, word, fix in (
+            ("minimum", lambda v, m: v >= m, ">=", "to {} or more"),
+            ("maximum", lambda v, m: v <= m, "<=", "to {} or less"),
+            ("exclusiveMinimum", lambda v, m: v > m, ">", "above {}"),
         ):
             if key in schema and not ok(value, schema[key]):
-                return f"{where} must be {word} {_fmt(schema[key])}, not {_fmt(value)}"
+                bound = _fmt(schema[key])
+                return f"{where} must be {word} {bound}, not {_fmt(value)}", f"set {_key(path)} {fix.format(bound)}"
     if t == "string" and "pattern" in schema:
         import re
 
         if not re.match(schema["pattern"], value):
-            return f"{where} must be {schema.get('x-form', 'of the form ' + schema['pattern'])}, not {_fmt(value)}"
+            form = schema.get("x-form", "of the form " + schema["pattern"])
+            return f"{where} must be {form}, not {_fmt(value)}", f"for example {_assign(path, _example(schema))}"
     return None
 
 
@@ -160,8 +240,8 @@ def _describe(schema: dict[str, Any]) -> str:
     }.get(t, t)
 
 
-def validate_policy(data: dict[str, Any]) -> str | None:
-    """The first problem of a parsed policy (one line naming the key), or None."""
+def validate_policy(data: dict[str, Any]) -> Problem | None:
+    """The first problem of a parsed policy: (what is wrong, naming the key; the fix), or None."""
     problem = _check(data, load_schema(SCHEMA), [])
     if problem:
         return problem
@@ -171,11 +251,15 @@ def validate_policy(data: dict[str, Any]) -> str | None:
     if floors is not None and len(floors) > k:
         return (
             f"[acceptance] min_per_position has {len(floors)} floors but num_speculative_tokens is {k} "
-            "(one floor per draft position)"
+            "(one floor per draft position)",
+            f"give {k} floor(s), or set num_speculative_tokens = {len(floors)}",
         )
     al = acc.get("min_acceptance_length")
     if al is not None and al > k + 1:
-        return f"[acceptance] min_acceptance_length {al} is above k + 1 = {k + 1}, the most a draft can reach"
+        return (
+            f"[acceptance] min_acceptance_length {al} is above k + 1 = {k + 1}, the most a draft can reach",
+            f"set min_acceptance_length to {k + 1} or less, or raise num_speculative_tokens",
+        )
     return None
 
 
@@ -194,10 +278,13 @@ def load_policy(path: str | Path | None = None, *, cwd: Path | None = None) -> P
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{path}: not valid TOML: {exc}") from None
+        raise UsageError(
+            f"{path}: not valid TOML: {exc}", hint="a table is a line [name], a key is name = value (https://toml.io)"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: cannot read: {exc}") from None
     problem = validate_policy(data)
     if problem:
-        raise UsageError(f"{path}: {problem}", hint="schemas/check-policy.schema.json, docs/check.md")
+        what, fix = problem
+        raise UsageError(f"{path}: {what}", hint=f"{fix}; schemas/check-policy.schema.json, docs/check.md")
     return Policy(data, str(path), path.resolve().parent)

@@ -9,9 +9,14 @@ after the first failing stage unless `keep_going`.
     baseline    the production draft's engine, same prompts      -- engine start 2 (with --baseline)
     identity    the target alone at T = 0, token for token       -- engine start 3
     sampling    T -> 0 converges to greedy                       (passes of engines 1 and 3)
+    drift       attention drift by draft depth                   (reference engine, with [drift] limits)
+    serve       the draft as deployed: a running server's AL and per-user speedup ([serve] or --server)
 
-Exit status (cli): 0 every check passed, 1 a check failed, 2 usage or environment (a policy that
-needs vLLM where it is not installed, a bad policy file).
+A stage the policy asks for that cannot run here (no --target, no vLLM, no GPU) fails as "not run"
+(check/gate.py): the gate never passes what it did not check.
+
+Exit status (cli): 0 every check passed, 1 a check failed or an asked stage could not run, 2 usage
+(a bad policy file, tables that contradict each other, a bad flag).
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.check.checks import STAGES, TITLES, CheckResult, skipped
+from eagle_convert.check.checks import STAGES, TITLES, CheckResult, not_run, skipped
+from eagle_convert.check.gate import needs
 from eagle_convert.check.policy import Policy, load_policy
 from eagle_convert.errors import EngineError, UsageError
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
@@ -54,10 +60,29 @@ class CheckReport:
         return not any(r.passed is False for r in self.results)
 
     def stage_status(self, stage: str) -> str:
+        """pass, fail, skip (off, or after a failing stage), or not-run (asked, could not run: a failure)."""
         rs = [r for r in self.results if r.stage == stage]
+        if any(r.not_run for r in rs):
+            return "not-run"
         if not rs or all(r.passed is None for r in rs):
             return "skip"
         return "fail" if any(r.passed is False for r in rs) else "pass"
+
+    def verdict(self) -> str:
+        """The verdict as one line, the same in every output; it names what was not checked, so a
+        skipped stage never reads as a passed one."""
+        if self.passed:
+            off = [TITLES[s] for s in STAGES if self.stage_status(s) == "skip"]
+            return "PASS: every check the policy asks for passed" + (
+                f"; not checked (off in the policy): {', '.join(off)}" if off else ""
+            )
+        failed = sum(1 for r in self.results if r.passed is False and not r.not_run)
+        unrun = [TITLES[s] for s in STAGES if self.stage_status(s) == "not-run"]
+        parts = [f"{failed} check(s) failed"] if failed else []
+        if unrun:
+            parts.append(f"{len(unrun)} stage(s) the policy asks for could not run ({', '.join(unrun)})")
+        stop = f"; stopped after the {TITLES[self.stopped_after]} stage" if self.stopped_after else ""
+        return f"FAIL: {', '.join(parts)}{stop}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -66,6 +91,7 @@ class CheckReport:
             "target": self.target,
             "baseline": self.baseline,
             "passed": self.passed,
+            "verdict": self.verdict(),
             "policy": self.policy.to_dict(),
             "stopped_after": self.stopped_after,
             "stages": [
@@ -88,80 +114,6 @@ class CheckReport:
             "seconds": round(self.seconds, 3),
             "settings": self.settings,
         }
-
-
-@dataclass
-class _Needs:
-    static: bool
-    features: bool
-    engine: bool
-    acceptance: bool
-    identity: bool
-    alarms: bool
-    baseline: bool
-    control: float | None  # the control's temperature, None when it does not run
-    drift: bool = False  # a [drift] limit is set
-
-
-def needs(
-    policy: Policy, *, target: str | None, baseline: str | None, vllm: bool, release: str | None = None
-) -> _Needs:
-    """Which stages run; raises UsageError / MissingExtraError (exit 2) for what cannot run here.
-
-    With a named `release` the features stage reads that release's features from eagle-convert's
-    tables, so it needs no vLLM and always runs.
-    """
-    from eagle_convert.extras import require
-
-    acc = policy.has("acceptance")
-    for table in ("output", "alarms", "sampling"):
-        if policy.has(table) and not acc:
-            raise UsageError(f"{policy.source}: [{table}] needs an [acceptance] table (its prompts and settings)")
-    if baseline is not None and not acc:
-        raise UsageError(
-            "{baseline} needs an [acceptance] table in the policy: the comparison runs there", options=("baseline",)
-        )
-    load = policy.get("engine", "load")
-    wants_vllm = [
-        why
-        for why, on in (
-            ("[engine] load = true", load is True),
-            ("[acceptance]", acc),
-            ("[features]", policy.has("features") and release is None),
-        )
-        if on
-    ]
-    if wants_vllm:
-        require("vllm", f"check (the policy's {', '.join(wants_vllm)})")
-    if acc:  # its prompts are tokenized here, in this process (check/stages.py, smoke's preparation)
-        from eagle_convert.measure import SMOKE_MODULES
-
-        require("smoke", "check (the policy's [acceptance])", SMOKE_MODULES)
-    if (load is True or acc) and target is None:
-        raise UsageError(
-            f"the policy's {'[acceptance]' if acc else '[engine] load = true'} needs {{target}}", options=("target",)
-        )
-    drift = any(policy.get("drift", key) is not None for key in ("max_rms_growth", "min_sink_share"))
-    if drift:
-        from eagle_convert.drift import DRIFT_MODULES
-
-        require("smoke", "check (the policy's [drift] limits)", DRIFT_MODULES)
-        if target is None:
-            raise UsageError("the policy's [drift] limits need {target}", options=("target",))
-    temperature = float(policy.get("acceptance", "temperature", 0.0))
-    control = policy.get("sampling", "control")
-    runs_control = acc and (control is True or (control == "auto" and temperature > 0))
-    return _Needs(
-        static=bool(policy.get("static", "enabled")),
-        features=policy.has("features") or vllm or release is not None,
-        engine=load is True or (load is None and vllm and target is not None),
-        acceptance=acc,
-        identity=acc and bool(policy.get("output", "identity")),
-        alarms=acc and bool(policy.get("alarms", "enabled")),
-        baseline=acc and baseline is not None,
-        control=float(policy.get("sampling", "temperature")) if runs_control else None,
-        drift=drift,
-    )
 
 
 def _serve_config(
@@ -230,6 +182,8 @@ def run_check(
     speculative_config: str | dict[str, Any] | None = None,
     max_model_len: int | None = None,
     on_tick: OnTick | None = None,
+    server: Any = None,
+    serve_for: str | None = None,
 ) -> CheckReport:
     """Run the gate on `draft` (folder or hub repo); see the module docstring.
 
@@ -245,47 +199,72 @@ def run_check(
             keys (the draft's path as the model; its num_speculative_tokens is the k measured).
         max_model_len: `--max-model-len`, the served context: the static context rule checks
             against it (over the policy's [static] max_model_len) and the engines run with it.
+        server: a `check.serve.ServeTarget` (`check --server`): the serve stage measures it, over
+            the policy's [serve] server / baseline_server.
+        serve_for: `--for ENGINE[==VERSION]`: vllm==X is `vllm_version` X; sglang / trtllm make the
+            static stage that engine's verdict (`validate.validate_for`); the engine stages run vLLM.
 
     Raises:
-        UsageError: a stage cannot run here, `vllm_version` names no known release, or the
+        UsageError: the policy contradicts itself, `vllm_version` names no known release, or the
             speculative config is refused by the release or contradicts the policy.
     """
     from eagle_convert.check import stages
+    from eagle_convert.check.serve import serve_stage
     from eagle_convert.measure import Engines
-    from eagle_convert.vllm_model import installed_status, vllm_available
+    from eagle_convert.vllm_model import installed_status
 
     t0 = time.perf_counter()
+    serving = None
+    if serve_for is not None:
+        from eagle_convert.engines import VLLM, parse_for
+
+        found = parse_for([serve_for])  # an unknown engine: a usage error before any stage runs
+        if len(found) != 1:
+            raise UsageError(
+                f"{{serve_for={serve_for}}}: check gates one engine release",
+                hint="name one: --for vllm[==X.Y.Z], --for sglang or --for trtllm (the matrix is validate --for all)",
+                options=("serve_for",),
+            )
+        serving = found[0]
+        if serving.engine == VLLM:
+            vllm_version, serving = serving.requested or vllm_version, None
     policy = policy or load_policy()
     target_s = None if target is None else str(target)
     baseline_s = None if baseline is None else str(baseline)
     requested = vllm_version or policy.get("static", "vllm_version")
     status = installed_status(requested)  # a bad release is a usage error before any stage runs
-    need = needs(policy, target=target_s, baseline=baseline_s, vllm=vllm_available(), release=requested)
-    serve = _serve_config(speculative_config, max_model_len, status, policy, engines_run=need.engine or need.acceptance)
+    need = needs(policy, target=target_s, baseline=baseline_s, server=server)
+    serve = _serve_config(speculative_config, max_model_len, status, policy, engines_run=need.engines_run)
     report = CheckReport(str(draft), target_s, baseline_s, policy, release=status)
     say = progress or (lambda _m: None)
     engines = Engines(cache if cache is not None else {}, session)
     state = stages.State(str(draft), target_s, baseline_s, policy, need, engines, release=vllm_version)
     state.worker_starts_before = engines.worker_starts
+    state.serve_for = serving
     state.serve = report.serve = serve
     plan = [
-        ("static", need.static, stages.static),
-        ("features", need.features, stages.features),
-        ("engine", need.engine, stages.engine),
-        ("acceptance", need.acceptance, stages.acceptance),
-        ("alarms", need.alarms, stages.alarms),
-        ("baseline", need.baseline, stages.baseline),
-        ("identity", need.identity, stages.identity),
-        ("sampling", need.control is not None, stages.sampling),
-        ("drift", need.drift, stages.drift),
+        ("static", stages.static),
+        ("features", stages.features),
+        ("engine", stages.engine),
+        ("acceptance", stages.acceptance),
+        ("alarms", stages.alarms),
+        ("baseline", stages.baseline),
+        ("identity", stages.identity),
+        ("sampling", stages.sampling),
+        ("drift", stages.drift),
+        ("serve", lambda st: serve_stage(st, need.serve)),
     ]
-    tick, runs = tick_or_nothing(on_tick), sum(1 for _s, wanted, _f in plan if wanted)
+    tick, runs = tick_or_nothing(on_tick), sum(1 for stage, _f in plan if need.runs(stage))
     ran = 0
     tick(Tick("check", ran, runs, "stages"))
     try:
-        for stage, wanted, fn in plan:
-            if not wanted:
-                report.results.append(skipped(stage, stages.why_skipped(stage, state)))
+        for stage, fn in plan:
+            if not need.runs(stage):  # off (skipped), or asked and not runnable here (a failure)
+                if need.not_run(stage):
+                    report.results.append(not_run(stage, need.why_not(stage)))
+                    report.stopped_after = report.stopped_after or (None if keep_going else stage)
+                else:
+                    report.results.append(skipped(stage, need.why_not(stage)))
                 continue
             if report.stopped_after is not None:
                 report.results.append(

@@ -57,7 +57,7 @@ class State:
     target: str | None
     baseline: str | None
     policy: Policy
-    need: Any  # run._Needs
+    need: Any  # gate.Needs
     engines: Engines
     report: Any = None  # ValidationReport of the static stage
     folders: dict[str, Path] = field(default_factory=dict)
@@ -69,6 +69,7 @@ class State:
     worker_starts_before: int = 0  # of a session shared with earlier checks
     release: str | None = None  # --vllm-version / [static] vllm_version: the release the verdict is for
     serve: Any = None  # vllm_model.serve_config.ServeConfig: --speculative-config / --max-model-len
+    serve_for: Any = None  # engines.EngineStatus: --for sglang|trtllm, the engine the static verdict is for
     prompt_suite: tuple[str, list[str]] = ("built-in", [])  # [acceptance] prompts: label, refusal lines
 
     @property
@@ -108,29 +109,6 @@ class State:
         return dict(self.serve.data) if self.serve is not None and self.serve.given else None
 
 
-def why_skipped(stage: str, s: State) -> str:
-    """Why a stage does not run, in the words of the policy key that decides it."""
-    need, policy = s.need, s.policy
-    if stage == "static":
-        return "off: [static] enabled = false"
-    if stage == "features":
-        return "vLLM is not installed and the policy has no [features] table"
-    if stage == "drift":
-        return "off: the policy sets no [drift] limit (max_rms_growth, min_sink_share)"
-    if stage == "engine":
-        if policy.get("engine", "load") is False:
-            return "off: [engine] load = false"
-        return "needs --target" if s.target is None else "vLLM is not installed"
-    if not need.acceptance:
-        return "the policy has no [acceptance] table"
-    return {
-        "baseline": "no --baseline given",
-        "identity": "off: [output] identity = false",
-        "alarms": "off: [alarms] enabled = false",
-        "sampling": "off: [sampling] control (auto runs it when [acceptance] temperature > 0)",
-    }[stage]
-
-
 def _unmeasured(s: State, stage: str) -> list[CheckResult] | None:
     """A skip when the candidate's engine run, which this stage reads, did not happen."""
     if "candidate" in s.passes:
@@ -142,17 +120,22 @@ def _unmeasured(s: State, stage: str) -> list[CheckResult] | None:
 
 
 def static(s: State) -> list[CheckResult]:
-    from eagle_convert.validate import validate_checkpoint
+    from eagle_convert.validate import validate_checkpoint, validate_for
 
-    s.report = validate_checkpoint(
-        s.draft,
-        target=s.target,
-        deep=bool(s.policy.get("static", "deep")),
-        serving_context=s.policy.get("static", "max_model_len"),
-        vllm_version=s.requested_release,
-        speculative_config=s.serve,
-        identity_required=s.need.identity,
-    )
+    if s.serve_for is not None:  # --for sglang / trtllm: that engine's static verdict
+        s.report = validate_for(
+            s.draft, s.serve_for, target=s.target, serving_context=s.policy.get("static", "max_model_len")
+        )
+    else:
+        s.report = validate_checkpoint(
+            s.draft,
+            target=s.target,
+            deep=bool(s.policy.get("static", "deep")),
+            serving_context=s.policy.get("static", "max_model_len"),
+            vllm_version=s.requested_release,
+            speculative_config=s.serve,
+            identity_required=s.need.identity,
+        )
     return ck.static_checks(
         s.report,
         list(s.policy.get("static", "allow_warnings", [])),
@@ -170,11 +153,12 @@ def _info(s: State) -> Any:
 
 
 def features(s: State) -> list[CheckResult]:
-    """The draft's EAGLE-3.1 features against the named release's (releases.py), else the installed source."""
-    from eagle_convert.vllm_model import VllmFeatures, detect_features, features_of, installed_status
+    """The draft's EAGLE-3.1 features against the named release's (releases.py), else the installed
+    vLLM's source, else (no vLLM here) the newest known release's, the one the static verdict is for."""
+    from eagle_convert.vllm_model import VllmFeatures, detect_features, features_of, installed_status, vllm_available
 
     found: VllmFeatures | None
-    if s.requested_release is not None:
+    if s.requested_release is not None or not vllm_available():
         found = features_of(installed_status(s.requested_release).rules)
     else:
         found = detect_features()
@@ -255,8 +239,8 @@ def _plan(s: State):
     return plan_check_passes(
         temperature=float(s.acc("temperature")),
         seed=int(s.acc("seed")),
-        identity=s.need.identity,
-        mixed=float(s.policy.get("output", "companion_temperature")) if (s.need.identity and out) else None,
+        identity=s.need.runs("identity"),
+        mixed=float(s.policy.get("output", "companion_temperature")) if (s.need.runs("identity") and out) else None,
         control=s.need.control,
         control_prompts=int(s.policy.get("sampling", "prompts")),
         n_prompts=len(s.pset.prompts),

@@ -9,7 +9,7 @@ from eagle_convert.check.checks import TITLES, format_value
 from eagle_convert.check.run import CheckReport
 from eagle_convert.io import write_text_atomic
 
-MARK = {"pass": "✅ pass", "fail": "❌ fail", "skip": "⏭️ skip"}
+MARK = {"pass": "✅ pass", "fail": "❌ fail", "not-run": "❌ not run", "skip": "⏭️ skip"}
 
 
 def _cell(value: object) -> str:
@@ -27,6 +27,7 @@ def to_markdown(report: CheckReport) -> str:
     facts.append(f"{report.engine_starts} engine start{'s' if report.engine_starts != 1 else ''}")
     facts.append(f"{report.seconds:.1f} s")
     lines = [f"## eagle-convert check: {verdict}", "", f"`{report.draft}`{against}{base} · " + " · ".join(facts), ""]
+    lines += [f"**{report.verdict()}**", ""]
     if report.stopped_after:
         lines += [
             f"Stopped after the failing **{TITLES[report.stopped_after]}** stage (`--keep-going` runs every stage).",

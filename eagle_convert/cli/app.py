@@ -19,6 +19,7 @@ import click
 
 from eagle_convert._version import __version__
 from eagle_convert.cli.errors import format_error
+from eagle_convert.cli.helpformat import HelpContext
 from eagle_convert.cli.interrupt import interrupt_exit_code, interrupt_message, raising_signals
 from eagle_convert.cli.options import vllm_version_option
 from eagle_convert.cli.output import console, echo_json
@@ -72,8 +73,11 @@ class _Group(click.Group):
     """Turns library errors into one `Error: ...` line and the documented exit code.
 
     Commands other than `inspect` are imported on first use (`eagle_convert.cli.commands.<name>`,
-    each with `register(group)`), so `inspect` starts fast and never loads torch or vLLM.
+    each with `register(group)`), so `inspect` starts fast and never loads torch or vLLM. Every
+    command's context is `HelpContext`: its `--help` never splits a word (cli/helpformat.py).
     """
+
+    context_class = HelpContext
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         """Every command in pipeline order (`PIPELINE`); one added without a place in it comes last."""
@@ -95,7 +99,10 @@ class _Group(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in COMMANDS and _command_module_exists(cmd_name):
             importlib.import_module(f"eagle_convert.cli.commands.{cmd_name}").register(self)
-        return self.commands.get(cmd_name)
+        cmd = self.commands.get(cmd_name)
+        if cmd is not None:
+            cmd.context_class = HelpContext
+        return cmd
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

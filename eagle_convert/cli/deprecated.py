@@ -78,6 +78,17 @@ def _routed(
     after the deprecation line; both spellings at once is `clash` (exit 2). A required `target`
     becomes optional to click and stays required here: either spelling satisfies it."""
     required, target.required = target.required, False
+    if required:  # --help still says [required]: the new spelling is the one to use
+        record = target.get_help_record
+
+        def help_record(ctx: click.Context) -> tuple[str, str] | None:
+            target.required = True
+            try:
+                return record(ctx)
+            finally:
+                target.required = False
+
+        target.get_help_record = help_record  # type: ignore[method-assign]
 
     @functools.wraps(f)
     def command(*args: Any, **kwargs: Any) -> Any:

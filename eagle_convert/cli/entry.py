@@ -9,13 +9,17 @@ with handlers that raise, so the command's cleanup runs (`cli.app._Group.invoke`
 
 from __future__ import annotations
 
+# `_signal` is the C module under `signal`: imported and installed in microseconds. `signal` itself
+# pulls in enum and functools (~15 ms on a loaded machine), and a Ctrl-C inside that import ended in
+# a traceback, or, landing in a finalizer, in "Exception ignored" and a command that went on.
+import _signal
 import os
-import signal
 import sys
-from types import FrameType
+
+_NAMES = {_signal.SIGINT: "SIGINT", _signal.SIGTERM: "SIGTERM", _signal.SIGHUP: "SIGHUP"}
 
 
-def _quit(signum: int, frame: FrameType | None) -> None:
+def _quit(signum: int, frame: object) -> None:
     """Nothing of ours to unwind (start-up, or a finished command): say so and exit at once."""
     interrupt = sys.modules.get("eagle_convert.cli.interrupt")  # no import from a signal handler
     detail = getattr(interrupt, "current_detail", lambda: "; nothing was written")()
@@ -23,16 +27,17 @@ def _quit(signum: int, frame: FrameType | None) -> None:
         sys.stdout.flush()
     except Exception:  # a closed or broken stdout must not stop the exit
         pass
-    os.write(2, f"Error: interrupted ({signal.Signals(signum).name}){detail}\n".encode(errors="replace"))
+    name = _NAMES.get(signum, f"signal {signum}")
+    os.write(2, f"Error: interrupted ({name}){detail}\n".encode(errors="replace"))
     os._exit(128 + signum)
 
 
 def install_quiet_exit() -> None:
     """Make SIGINT, SIGTERM and SIGHUP end the process through `_quit` (ignored ones stay ignored)."""
-    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(s) is not signal.SIG_IGN:
+    for s in _NAMES:
+        if _signal.getsignal(s) != _signal.SIG_IGN:
             try:
-                signal.signal(s, _quit)
+                _signal.signal(s, _quit)
             except ValueError:  # not the main thread (an embedding program): leave its handlers
                 return
 

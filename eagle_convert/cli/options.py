@@ -190,6 +190,21 @@ def vllm_version_option(*, allow_all: bool) -> Callable[[F], F]:
     )
 
 
+def serve_for_option(*, repeatable: bool) -> Callable[[F], F]:
+    """`--for ENGINE[==VERSION]` (validate, check): the engine release(s) the verdict is for."""
+    more = " Repeatable; 'all' is every known release of every engine (the matrix, one row each)." if repeatable else ""
+    return click.option(
+        "--for",
+        "serve_for",
+        multiple=repeatable,
+        metavar="ENGINE[==VERSION]",
+        default=None,
+        help="Where the draft will be served: vllm, sglang or trtllm, optionally ==VERSION (default: the installed "
+        "one, else the newest known; a release eagle-convert has not read gives an unverified verdict). "
+        f"--vllm-version X is --for vllm==X.{more}",
+    )
+
+
 def speculative_config_option() -> Callable[[F], F]:
     """`--speculative-config JSON|FILE` (validate, check): the deployment's serve config, as
     `MeasureOptions.speculative_config` declares it for smoke."""

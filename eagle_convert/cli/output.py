@@ -12,9 +12,28 @@ import click
 if TYPE_CHECKING:
     from eagle_convert.cli.safeconsole import SafeConsole
 
-__all__ = ["PIPED_WIDTH", "console", "echo_json", "output_width"]
+__all__ = ["LONG_WORD", "PIPED_WIDTH", "console", "echo_json", "output_width", "shorten_long_words"]
 
-PIPED_WIDTH = 160  # piped output without COLUMNS: wide enough that logs keep one line per row
+# Piped output without COLUMNS (a file, a CI log): what reads in a log viewer or a diff without
+# scrolling. Tables fit it by wrapping between words; only a value longer than a line is longer.
+PIPED_WIDTH = 100
+
+
+# A word (a tensor name, a path) longer than this is shown shortened with its length: a crafted
+# 100,000-character tensor name would otherwise fill a thousand lines of a table. JSON keeps it whole.
+LONG_WORD = 120
+
+
+def shorten_long_words(text: str, limit: int = LONG_WORD) -> str:
+    """`text` with every word over `limit` characters as its start, "…", its end and its length."""
+    if len(text) <= limit:
+        return text
+    out = []
+    for word in text.split(" "):
+        if len(word) > limit:
+            word = f"{word[: limit // 2]}…{word[-20:]} ({len(word):,} characters)"
+        out.append(word)
+    return " ".join(out)
 
 
 def output_width(stream: Any = None) -> int | None:
@@ -27,14 +46,21 @@ def output_width(stream: Any = None) -> int | None:
 
 
 def console(*, stderr: bool = False) -> SafeConsole:
-    """The stdout (or stderr) console, `output_width()` columns wide, escaping text from files.
+    """The stdout (or stderr) console, `output_width()` columns wide, escaping text from files; piped,
+    its lines carry no trailing spaces (`SafeConsole`). The one place every command's console is made.
 
     rich is imported here, on first use: `--help` and `--json` runs never load it."""
     from eagle_convert.cli.safeconsole import SafeConsole
 
     # emoji=False: a name such as `org:model:v2:` stays as written (and rich's emoji table is not loaded).
+    # highlight=False: rich's automatic highlighter colours each number of "0.32.0" or "E101" on its own
+    # and paths and quotes by guesswork; the renderers style what they mean to.
     return SafeConsole(
-        soft_wrap=False, emoji=False, stderr=stderr, width=output_width(sys.stderr if stderr else sys.stdout)
+        soft_wrap=False,
+        emoji=False,
+        highlight=False,
+        stderr=stderr,
+        width=output_width(sys.stderr if stderr else sys.stdout),
     )
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "AcceptanceRow",
     "AcceptanceTable",
     "acceptance_from_smoke",
+    "folder_card",
     "hub_repo_id",
     "model_card",
     "provenance_chain",
@@ -403,6 +404,23 @@ def write_model_card(
         The card's path.
     """
     folder = Path(folder)
+    text = folder_card(folder, model_ref=model_ref, target=target, acceptance=acceptance, serving=serving)
+    path = folder / CARD_FILE
+    write_text_atomic(path, text)
+    return path
+
+
+def folder_card(
+    folder: str | Path,
+    *,
+    model_ref: str | None = None,
+    target: str | None = None,
+    acceptance: AcceptanceTable | None = None,
+    serving: str | None = None,
+) -> str:
+    """The card `write_model_card` writes for `folder` (its config.json, the weights' dtype from the
+    headers), as text: what `push` sends for a draft folder that has no README.md."""
+    folder = Path(folder)
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     dtype = None
     if not _config_dtype(config, read_config(config).vcfg):
@@ -410,12 +428,9 @@ def write_model_card(
             dtype = weights_dtype(open_checkpoint(folder).tensors.values())  # headers only
         except CheckpointNotFoundError:  # a card for a config-only folder
             dtype = None
-    text = model_card(
+    return model_card(
         config, model_ref=model_ref or str(folder), target=target, acceptance=acceptance, dtype=dtype, serving=serving
     )
-    path = folder / CARD_FILE
-    write_text_atomic(path, text)
-    return path
 
 
 def acceptance_from_smoke(data: dict[str, Any], *, this: str | Path | None = None) -> AcceptanceTable:

@@ -13,7 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.errors import CheckpointNotFoundError, CheckpointReadError, ConfigError
+from eagle_convert.errors import (
+    CheckpointNotFoundError,
+    CheckpointReadError,
+    ConfigError,
+    HubOfflineError,
+)
 from eagle_convert.io import (
     INDEX_FILENAME,
     MAX_INDEX_BYTES,
@@ -118,13 +123,16 @@ def open_checkpoint(ref: str | Path | CheckpointRef, *, require_config: bool = F
     """
     if not isinstance(ref, CheckpointRef):
         ref = CheckpointRef.parse(str(ref))
-    if ref.is_hub:
-        from eagle_convert.io import HubSource
+    if not ref.is_hub:
+        return load_from_source(LocalSource(ref.local), require_config=require_config)  # type: ignore[arg-type]
+    from eagle_convert.io import HubSource
 
-        source: Source = HubSource(ref.repo, ref.revision)  # type: ignore[arg-type]
-    else:
-        source = LocalSource(ref.local)  # type: ignore[arg-type]
-    return load_from_source(source, require_config=require_config)
+    try:
+        return load_from_source(HubSource(ref.repo, ref.revision), require_config=require_config)  # type: ignore[arg-type]
+    except HubOfflineError as exc:  # the cache has no such repo: and `a/b` is no folder either, say so
+        if not ref.text.startswith("hf://"):
+            exc.message = f"{exc.message}; there is no local folder {ref.text} either"
+        raise
 
 
 def load_from_source(source: Source, *, require_config: bool = False) -> Checkpoint:

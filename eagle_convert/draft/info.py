@@ -101,11 +101,16 @@ def _flag_locations(config: dict[str, Any], flag: str) -> list[str]:
 
 
 def _aux_ids(config: dict[str, Any], view: VllmDraftConfig) -> tuple[list[int] | None, list[str]]:
-    """The ids vLLM uses (the V1 runner's up to 0.33.0, else V2's), and every location that holds ids."""
+    """The ids vLLM uses (the V1 runner's up to 0.33.0, else V2's), else the ids the draft declares
+    where no runner of the release reads them (eagle_config's on 0.34.0: the ids it was trained on,
+    which upgrade moves to where vLLM reads them; W323 says what vLLM taps instead), and every
+    location that holds ids."""
     where = [p for p in AUX_ID_LOCATIONS if isinstance(v := lookup(config, p), list) and v]
     used, used_where = (
         (view.aux_ids, view.aux_ids_where) if view.aux_ids is not None else (view.aux_ids_v2, view.aux_ids_v2_where)
     )
+    if used is None and where:
+        used, used_where = lookup(config, where[0]), where[0]
     if used is None or not all(isinstance(i, int) and not isinstance(i, bool) for i in used):
         return None, where
     if used_where in where:  # the one vLLM uses first

@@ -8,15 +8,17 @@ from typing import Any
 
 from eagle_convert.drift.results import DepthRow, DraftDrift, DriftReport
 from eagle_convert.extras import require
-from eagle_convert.smoke import bucket_label, save_png
+from eagle_convert.smoke import bucket_label, draft_style, finish, model_name, stop_notes
 
 __all__ = ["require_drift_plot", "plot_drift", "bucket_rows"]
 
+# (DepthRow attribute, panel title, y axis label with its unit)
 PANELS = (
-    ("sink", "attention share on sink tokens"),
-    ("fed_rms", "fed-back hidden state RMS"),
-    ("acceptance", "conditional acceptance"),
+    ("sink", "attention on the sink tokens", "share of the draft layer's attention (0-1)"),
+    ("fed_rms", "fed-back hidden state RMS", "RMS of the fed-back state (hidden units)"),
+    ("acceptance", "conditional acceptance", "P(accepted | depths before accepted)"),
 )
+SINK_SPAN = 0.05  # the sink axis shows at least 0-0.05: a few hundredths vary visibly, noise stays small
 
 
 def require_drift_plot() -> None:
@@ -58,6 +60,38 @@ def _pool(groups: list[list[DepthRow]]) -> list[DepthRow]:
     return pooled
 
 
+def _stop_reason(attr: str, depth: int) -> str:
+    """Why a line ends at `depth` before the deepest one (its next row has no value)."""
+    if attr == "acceptance":
+        return f"ends: no round\nreached depth {depth + 1}"
+    return f"ends: no draft pass\nat depth {depth + 1}"
+
+
+def _panel(
+    ax: Any, attr: str, per_draft: list[tuple[str, dict[int, list[DepthRow]]]], bucket: int, deepest: int
+) -> None:
+    """One panel: a line per draft (colour, dash and marker apart), a note where a line stops early."""
+    values: list[float] = []
+    notes = []
+    for j, (label, rows) in enumerate(per_draft):
+        pts = [(r.depth, v) for r in rows.get(bucket, []) if (v := getattr(r, attr)) is not None]
+        if not pts:
+            continue
+        style = draft_style(j)
+        ax.plot(*zip(*pts), label=label, linewidth=1.8, markersize=5, **style)
+        values += [v for _, v in pts]
+        last, y = pts[-1]
+        if last < deepest:
+            notes.append((style["color"], last, y, _stop_reason(attr, last)))
+    stop_notes(ax, notes)
+    if attr == "acceptance":
+        ax.set_ylim(0, 1.12)
+    elif attr == "sink" and values:
+        ax.set_ylim(0, max(max(values) * 1.25, SINK_SPAN))
+    elif values:
+        ax.set_ylim(0, max(values) * 1.2)
+
+
 def plot_drift(report: DriftReport, path: str | Path) -> Path:
     """Write the PNG (atomically: the old plot or the new one, never half); returns its path."""
     require_drift_plot()
@@ -70,24 +104,24 @@ def plot_drift(report: DriftReport, path: str | Path) -> Path:
     path = Path(path)
     per_draft = [(d.label, bucket_rows(d)) for d in report.drafts]
     buckets = sorted({b for _, rows in per_draft for b in rows})
-    fig, axes = plt.subplots(len(buckets), 3, figsize=(15, 3.6 * len(buckets) + 0.6), squeeze=False)
+    deepest = report.settings["depth"]
+    fig, axes = plt.subplots(len(buckets), 3, figsize=(15, 4.2 * len(buckets) + 1.2), squeeze=False)
     for i, bucket in enumerate(buckets):
-        for j, (attr, title) in enumerate(PANELS):
+        for j, (attr, title, ylabel) in enumerate(PANELS):
             ax: Any = axes[i][j]
-            for label, rows in per_draft:
-                pts = [(r.depth, getattr(r, attr)) for r in rows.get(bucket, []) if getattr(r, attr) is not None]
-                if pts:
-                    ax.plot(*zip(*pts), marker="o", label=label)
-            ax.set_title(f"{title} — {bucket_label(bucket) if bucket >= 0 else 'all'}", fontsize=9)
-            ax.set_xlabel("draft depth")
+            _panel(ax, attr, per_draft, bucket, deepest)
+            ax.set_title(f"{title}, context {bucket_label(bucket) if bucket >= 0 else 'all'}", fontsize=10)
+            ax.set_xlabel("draft depth (1 = first drafted token)")
+            ax.set_ylabel(ylabel)
+            ax.set_xlim(0.7, deepest + 0.3)
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # depths are whole (a short line: no 1.5)
             ax.grid(alpha=0.3)
-            if attr != "fed_rms":
-                ax.set_ylim(0, 1.02)
-        axes[i][0].legend(fontsize=8)
     s = report.settings
-    title = (
-        f"eagle-convert drift — {Path(report.target).name}, depth {s['depth']}, sink = first "
-        f"{s['sink_tokens']} tokens, {s['max_new_tokens']} new tokens per prompt"
+    prompts = report.drafts[0].overall.prompts if report.drafts else 0
+    title = f"eagle-convert drift: {len(report.drafts)} draft(s) on target {model_name(report.target)}"
+    caption = (
+        f"Measured: {prompts} prompts (context {', '.join(bucket_label(b) for b in s['buckets'])}), "
+        f"drafting to depth {s['depth']} after every verified round of {s['max_new_tokens']} greedy new "
+        f"tokens; sink = the first {s['sink_tokens']} context tokens; engine {report.engine}"
     )
-    return save_png(fig, path, dpi=110, title=title)
+    return finish(fig, path, title=title, caption=caption)

@@ -66,6 +66,7 @@ if TYPE_CHECKING:  # what type checkers see
         DEFAULT_CONCURRENCY,
         NO_SPEC,
         EngineRates,
+        LevelRate,
         ThroughputReport,
         parse_concurrency,
     )
@@ -134,6 +135,7 @@ else:  # what runs: each name imported from its module on first use
             "with_vllm_costs": "eagle_convert.measure.run",
             "DEFAULT_CONCURRENCY": "eagle_convert.measure.throughput",
             "EngineRates": "eagle_convert.measure.throughput",
+            "LevelRate": "eagle_convert.measure.throughput",
             "NO_SPEC": "eagle_convert.measure.throughput",
             "ThroughputReport": "eagle_convert.measure.throughput",
             "parse_concurrency": "eagle_convert.measure.throughput",
@@ -176,6 +178,7 @@ __all__ = [
     "Group",
     "k_sweep",
     "KSweep",
+    "LevelRate",
     "load_prompts",
     "MAIN",
     "max_model_len_for",

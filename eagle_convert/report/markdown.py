@@ -56,18 +56,25 @@ def _summary(data: dict[str, Any]) -> list[str]:
 
 
 def _groups(acc: dict[str, Any]) -> list[str]:
+    """AL per category x context bucket, then a category across buckets and a bucket across
+    categories only where that adds up more than one row above (else it repeats that row)."""
     labels = [d["label"] for d in acc["drafts"]]
-    keys: list[tuple[str, Any]] = []
-    for g in acc["drafts"][0]["groups"]:
-        if (g["category"], g["bucket"]) not in keys:
-            keys.append((g["category"], g["bucket"]))
+    items = acc["prompts"]["items"]
+    cats = list(dict.fromkeys(p["category"] for p in items))
+    bks = sorted({p["bucket"] for p in items})
+    present = {(p["category"], p["bucket"]) for p in items}
+    keys: list[tuple[str, Any]] = [(c, b) for c in cats for b in bks if (c, b) in present]
+    keys += [(c, None) for c in cats if sum((c, b) in present for b in bks) > 1]
+    keys += [("all", b) for b in bks if sum((c, b) in present for c in cats) > 1]
     rows = []
     for cat, bucket in keys:
+        first = next((g for g in acc["drafts"][0]["groups"] if g["category"] == cat and g["bucket"] == bucket), None)
+        if first is None:  # no per-request counters for this key (vLLM totals only)
+            continue
         cells = []
         for d in acc["drafts"]:
             g = next((g for g in d["groups"] if g["category"] == cat and g["bucket"] == bucket), None)
             cells.append("—" if g is None else f"{g['acceptance_length']:.2f}")
-        first = next(g for g in acc["drafts"][0]["groups"] if g["category"] == cat and g["bucket"] == bucket)
         rows.append([cat, bucket_label(bucket, unit="tokens"), first["requests"], *cells])
     return _table(["category", "context", "runs", *labels], rows)
 
@@ -137,14 +144,22 @@ def _drift(drift: dict[str, Any], k: int) -> list[str]:
         lines += [f"**{d['label']}** ({d.get('variant') or '?'}; {flags}): {d['verdict']['text']}", ""]
         rows = [r for r in d["overall"]["depths"] if r["depth"] in shown]
         lines += _table(
-            ["depth", "sink share", "own share", "fed-back RMS", "conditional acceptance"],
+            [
+                "depth",
+                "n (draft passes)",
+                "sink share",
+                "own share",
+                "fed-back RMS",
+                "conditional acceptance (accepted / reached)",
+            ],
             [
                 [
                     r["depth"],
+                    r["passes"],
                     _num(r["sink_share"]),
                     _num(r["own_share"]),
                     _num(r["fed_rms"], "{:.3g}"),
-                    _num(r["conditional_acceptance"]),
+                    f"{_num(r['conditional_acceptance'])} ({r['accepted']} / {r['reached']})",
                 ]
                 for r in rows
             ],
@@ -179,6 +194,7 @@ def render_markdown(data: dict[str, Any]) -> str:
         "",
     ]
     lines += _summary(data)
+    lines += ["![AL per variant](al.png)", ""]
     if data["checks"]:
         lines += ["## Checks", ""]
         lines += [f"- {'✅' if c['holds'] else '❌'} {c['claim']}: {c['detail']}" for c in data["checks"]]

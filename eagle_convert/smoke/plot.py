@@ -6,24 +6,23 @@ matplotlib is imported lazily, with the Agg backend (no display needed).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from eagle_convert.extras import require
-from eagle_convert.measure import NATURAL, SmokeReport
+from eagle_convert.measure import SmokeReport
+from eagle_convert.smoke.style import FONT, bucket_label, draft_style, finish, model_name, smoke_caption
 
 __all__ = [
     "PLOT_MODULES",
     "PLOT_WHAT",
-    "bucket_label",
+    "draft_names",
     "panels",
     "plot_grouped_al",
     "plot_positions",
     "plot_smoke",
     "plot_throughput",
     "require_plot",
-    "save_png",
 ]
 
 PLOT_WHAT, PLOT_MODULES = "smoke --plot", ("matplotlib",)
@@ -34,9 +33,17 @@ def require_plot() -> None:
     require("smoke", PLOT_WHAT, PLOT_MODULES)
 
 
-def bucket_label(b: int | None, unit: str = "tok") -> str:
-    """A context bucket as smoke's plots, report's plots and report.md name it: all, natural, ~N `unit`."""
-    return "all" if b is None else ("natural" if b == NATURAL else f"~{b} {unit}")
+def draft_names(report: SmokeReport) -> dict[str, str]:
+    """Each draft's legend entry, the same in every panel (so the figure has one legend): its
+    label, variant and AL over all prompts."""
+    return {
+        d.label: f"{d.label}" + (f" ({d.variant})" if d.variant else "") + f": AL {d.total.acceptance_length:.2f}"
+        for d in report.drafts
+    }
+
+
+def _index(report: SmokeReport) -> dict[str, int]:
+    return {d.label: j for j, d in enumerate(report.drafts)}
 
 
 def plot_grouped_al(
@@ -46,87 +53,91 @@ def plot_grouped_al(
     labels: list[str],
     title: str,
     *,
-    value_fontsize: float = 8,
-    value_padding: float = 2,
+    xlabel: str,
+    value_fontsize: float = FONT,
     tick_fontsize: float | None = None,
-    tilt_many: bool = True,
-    headroom: float = 1.5,
     mark_max: bool = True,
 ) -> None:
     """Draw, on `ax`, AL per (category, bucket) key as grouped bars, one colour per draft with
     per-request groups, between the AL 1 and k+1 lines; shared by `smoke --plot` and `report`,
-    whose smaller panels pass smaller fonts (`tilt_many` slants the labels of more than 4 keys,
-    `mark_max` writes "max k+1" on its line)."""
+    whose smaller panels pass smaller fonts (`mark_max` writes "max k+1" on its line)."""
     drafts = [d for d in report.drafts if d.per_request]
     k = report.settings["k"]
+    names, index = draft_names(report), _index(report)
     width = 0.8 / max(len(drafts), 1)
     for j, d in enumerate(drafts):
         vals = [g.acceptance_length if (g := d.group(c, b)) is not None else 0.0 for c, b in keys]
         xs = [i + (j - (len(drafts) - 1) / 2) * width for i in range(len(keys))]
-        bars = ax.bar(xs, vals, width=width * 0.95, label=d.label, color=f"C{j}")
-        ax.bar_label(bars, fmt="%.2f", fontsize=value_fontsize, padding=value_padding)
+        colour = draft_style(index[d.label])["color"]
+        bars = ax.bar(xs, vals, width=width * 0.95, label=names[d.label], color=colour)
+        ax.bar_label(bars, fmt="%.2f", fontsize=value_fontsize, padding=2)
     ax.axhline(k + 1, color="grey", linestyle="--", linewidth=1)
     ax.axhline(1, color="grey", linestyle=":", linewidth=1)
     if mark_max:
-        ax.text(-0.45, k + 1, f"max {k + 1}", va="bottom", ha="left", fontsize=8, color="grey")
-    tilt = tilt_many and len(keys) > 4
-    ticks: dict[str, Any] = {"rotation": 20 if tilt else 0, "ha": "right" if tilt else "center"}
-    if tick_fontsize is not None:
-        ticks["fontsize"] = tick_fontsize
-    ax.set_xticks(range(len(keys)), labels, **ticks)
-    ax.set_ylim(0, k + headroom)
-    ax.set_ylabel("acceptance length (AL)")
+        ax.text(-0.45, k + 1, f"max {k + 1} (k={k})", va="bottom", ha="left", fontsize=FONT, color="grey")
+    ax.set_xticks(range(len(keys)), labels, **({"fontsize": tick_fontsize} if tick_fontsize else {}))
+    ax.set_ylim(0, k + 1.5)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("acceptance length (AL, tokens per round)")
     ax.set_title(title)
     ax.grid(axis="y", alpha=0.3)
 
 
 def plot_positions(ax: Any, report: SmokeReport) -> None:
     """Draw, on `ax`, the share of draft rounds accepted up to each position, one line per draft
-    (AL in the legend); the one such chart, shared by `smoke --plot` and `report`'s positions.png."""
+    (dash and marker apart, so equal lines stay visible); the one such chart, shared by `smoke
+    --plot` and `report`'s positions.png."""
     k = report.settings["k"]
     positions = list(range(1, k + 1))
+    names = draft_names(report)
     for j, d in enumerate(report.drafts):
         rates = [100 * r for r in d.total.per_position] or [0.0] * k
-        name = f"{d.label}" + (f" ({d.variant})" if d.variant else "")
-        ax.plot(
-            positions,
-            rates,
-            marker="o",
-            linewidth=2,
-            color=f"C{j}",
-            label=f"{name}: AL {d.total.acceptance_length:.2f}",
-        )
+        style = draft_style(j)
+        ax.plot(positions, rates, linewidth=2, markersize=6, label=names[d.label], **style)
         for x, y in zip(positions, rates):
-            dx = (j - (len(report.drafts) - 1) / 2) * 16  # side by side where lines meet
             ax.annotate(
-                f"{y:.0f}%", (x, y), textcoords="offset points", xytext=(dx, 7), ha="center", fontsize=8, color=f"C{j}"
+                f"{y:.0f}%",
+                (x, y),
+                textcoords="offset points",
+                xytext=(0, 6),
+                ha="center",
+                fontsize=FONT,
+                color=style["color"],
             )
     ax.set_xticks(positions)
     ax.set_xlim(0.6, k + 0.4)
-    ax.set_ylim(0, 108)
-    ax.set_xlabel("draft position")
-    ax.set_ylabel("draft rounds accepted up to this position (%)")
+    ax.set_ylim(0, 112)
+    ax.set_xlabel("draft position (1 = the first drafted token of a round)")
+    ax.set_ylabel("rounds accepted up to this position (%)")
     ax.set_title("Acceptance by draft position")
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper right", fontsize=8)
 
 
 def plot_throughput(ax: Any, report: SmokeReport) -> None:
     """Draw, on `ax`, per-user decode tokens/s by concurrency level: no speculation in grey, each
     draft in its colour, each draft point labelled with its speedup over no speculation."""
     t = report.throughput
-    colour = {d.label: f"C{j}" for j, d in enumerate(report.drafts)}
+    names, index = draft_names(report), _index(report)
     levels = t.concurrency
     xs = list(range(len(levels)))
     base = [lv.tokens_per_s if (lv := t.baseline.level(c)) else float("nan") for c in levels]
-    ax.plot(xs, base, marker="s", linestyle="--", color="grey", linewidth=1.5, label="no speculation")
+    ax.plot(xs, base, marker="x", linestyle=(0, (1, 1)), color="grey", linewidth=1.5, label="no speculation")
     for j, d in enumerate(t.drafts):
         rates = [lv.tokens_per_s if (lv := d.level(c)) else float("nan") for c in levels]
-        ax.plot(xs, rates, marker="o", linewidth=2, color=colour.get(d.label, f"C{j}"), label=d.label)
+        style = draft_style(index.get(d.label, j))
+        ax.plot(xs, rates, linewidth=2, label=names.get(d.label, d.label), **style)
         for x, c, y in zip(xs, levels, rates):
             up = t.speedup(d.label, c)
             if up is not None:
-                ax.annotate(f"{up:.2f}×", (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
+                ax.annotate(
+                    f"{up:.2f}×",
+                    (x, y),
+                    textcoords="offset points",
+                    xytext=(0, 6),
+                    ha="center",
+                    fontsize=FONT - 1,
+                    color=style["color"],
+                )
     ax.set_xticks(xs, [str(c) for c in levels])
     ax.set_xlim(-0.4, len(levels) - 0.6)
     ax.set_xlabel("concurrent requests")
@@ -134,11 +145,10 @@ def plot_throughput(ax: Any, report: SmokeReport) -> None:
     top = max([y for y in base if y == y] + [lv.tokens_per_s for d in t.drafts for lv in d.levels] + [1.0])
     ax.set_ylim(0, top * 1.2)
     ax.set_title(
-        f"Throughput ({t.engine_version or 'vllm'} on {t.device})"
+        f"Throughput ({t.engine_version or 'vllm'} on {t.device}); labels: speedup"
         + ("\nCPU: does not predict a GPU's speedup" if t.note else "")
     )
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper right")
 
 
 def panels(report: SmokeReport) -> list[str]:
@@ -161,11 +171,10 @@ def plot_smoke(report: SmokeReport, path: str | Path) -> Path:
     import matplotlib.pyplot as plt
 
     path = Path(path)
-    k = report.settings["k"]
     names = panels(report)
     grouped, multi = "categories" in names, "buckets" in names
     ncols = len(names)
-    fig, axes = plt.subplots(1, ncols, figsize=(5.2 * ncols + 0.6, 4.6), squeeze=False)
+    fig, axes = plt.subplots(1, ncols, figsize=(5.4 * ncols + 0.6, 5.4), squeeze=False)
     plot_positions(axes[0][0], report)
     if "throughput" in names:
         plot_throughput(axes[0][-1], report)
@@ -178,36 +187,17 @@ def plot_smoke(report: SmokeReport, path: str | Path) -> Path:
             [(c, bucket) for c in cats],
             cats,
             "AL by prompt category" + (" (all context lengths)" if multi else ""),
+            xlabel="prompt category",
         )
-        axes[0][1].legend(fontsize=8, loc="upper right")
     if multi:
         bks = report.buckets
         plot_grouped_al(
-            axes[0][2], report, [("all", b) for b in bks], [bucket_label(b) for b in bks], "AL by context length"
+            axes[0][2],
+            report,
+            [("all", b) for b in bks],
+            [bucket_label(b) for b in bks],
+            "AL by context length",
+            xlabel="context length (prompt tokens)",
         )
-    s = report.settings
-    title = (
-        f"eagle-convert smoke — {Path(report.target).name}, engine {report.engine}, k={k}, "
-        f"T={s['temperature']}, {s['max_new_tokens']} new tokens, {len(report.prompts.prompts)} runs"
-    )
-    return save_png(fig, path, dpi=120, title=title)
-
-
-def save_png(fig: Any, path: Path, *, dpi: int, title: str | None = None) -> Path:
-    """Lay `fig` out (under `title`, when given) and write it beside `path`, then rename it there: an
-    interrupted run leaves the old plot (or none), never half a PNG. Closes `fig`."""
-    import matplotlib.pyplot as plt
-
-    if title is not None:
-        fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        fig.savefig(tmp, dpi=dpi, format="png")
-        os.replace(tmp, path)
-    finally:
-        plt.close(fig)
-        tmp.unlink(missing_ok=True)
-    return path
+    title = f"eagle-convert smoke: {len(report.drafts)} draft(s) on target {model_name(report.target)}"
+    return finish(fig, path, title=title, caption=smoke_caption(report), dpi=120)

@@ -6,6 +6,7 @@ from eagle_convert._lazy import TYPE_CHECKING, attach
 
 if TYPE_CHECKING:  # what type checkers see
     from eagle_convert.validate.findings import Finding, code_table
+    from eagle_convert.validate.forengine import validate_for
     from eagle_convert.validate.matrix import AS_TRAINED, FAILS, VERDICTS, Matrix, compatibility_matrix, serving_summary
     from eagle_convert.validate.rules import run_static
     from eagle_convert.validate.rules.context import build_context
@@ -31,6 +32,7 @@ else:  # what runs: each name imported from its module on first use
             "open_target": "eagle_convert.validate.rules.target",
             "ValidationReport": "eagle_convert.validate.run",
             "validate_checkpoint": "eagle_convert.validate.run",
+            "validate_for": "eagle_convert.validate.forengine",
         },
     )
 
@@ -48,6 +50,7 @@ __all__ = [
     "run_static",
     "serving_summary",
     "validate_checkpoint",
+    "validate_for",
     "ValidationReport",
     "VERDICTS",
 ]

@@ -26,9 +26,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from eagle_convert.draft import Checkpoint, CheckpointRef
+from eagle_convert.engines import EngineStatus
 from eagle_convert.validate.findings import Finding, code_table
 from eagle_convert.validate.run import ValidationReport, open_draft, static_report
-from eagle_convert.vllm_model import KNOWN_RELEASES, VllmVersionStatus, installed_status, status_for
+from eagle_convert.vllm_model import (
+    KNOWN_RELEASES,
+    NEWEST_RELEASE,
+    VllmVersionStatus,
+    installed_status,
+    status_for,
+)
 
 __all__ = [
     "AS_TRAINED",
@@ -70,6 +77,15 @@ class MatrixRow:
     verdict: Verdict
     codes: tuple[str, ...]
     report: ValidationReport
+    engine: str = "vllm"  # "sglang", "trtllm": a row of `--for all` / `--for ENGINE`
+    gate: bool = False  # a named engine's row: its errors fail the command
+
+    @property
+    def label(self) -> str:
+        """ "vLLM 0.34.0", "SGLang 0.5.23"."""
+        from eagle_convert.engines import ENGINES
+
+        return f"{ENGINES[self.engine].title} {self.release}"
 
     @property
     def why(self) -> str:
@@ -80,6 +96,7 @@ class MatrixRow:
     def to_dict(self) -> dict[str, Any]:
         counts = self.report.counts()
         return {
+            "engine": self.engine,
             "release": self.release,
             "verdict": self.verdict,
             "codes": list(self.codes),
@@ -119,9 +136,18 @@ class Matrix:
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
 
+    @property
+    def vllm_rows(self) -> list[MatrixRow]:
+        return [r for r in self.rows if r.engine == "vllm"]
+
+    @property
+    def engine_rows(self) -> list[MatrixRow]:
+        """The rows of engines other than vLLM (`--for`), in the order named."""
+        return [r for r in self.rows if r.engine != "vllm"]
+
     def row(self, release: str) -> MatrixRow:
-        """The row of `release` (a known release string). Raises KeyError for any other."""
-        for r in self.rows:
+        """The vLLM row of `release` (a known release string). Raises KeyError for any other."""
+        for r in self.vllm_rows:
             if r.release == release:
                 return r
         raise KeyError(release)
@@ -132,17 +158,19 @@ class Matrix:
 
     def failed(self, *, strict: bool = False) -> bool:
         """What `validate` without `--vllm-version` exits on: the default release's errors (with
-        `strict`, its warnings too). The other rows inform; they never fail the command."""
-        return self.default_row.report.failed(strict=strict)
+        `strict`, its warnings too), and those of every engine row named with `--for` (`gate`). The
+        other rows inform; they never fail the command."""
+        gates = [r for r in self.rows if r.gate] + ([self.default_row] if self.vllm_rows else [])
+        return any(r.report.failed(strict=strict) for r in gates)
 
     def as_trained(self) -> list[str]:
         """The releases that serve the draft as trained, oldest first."""
-        return [r.release for r in self.rows if r.verdict == AS_TRAINED]
+        return [r.release for r in self.vllm_rows if r.verdict == AS_TRAINED]
 
     def ranges(self) -> list[ReleaseRange]:
         """Consecutive rows with the same verdict and codes, oldest first."""
         out: list[ReleaseRange] = []
-        for r in self.rows:
+        for r in self.vllm_rows:
             if out and out[-1].verdict == r.verdict and out[-1].codes == r.codes:
                 out[-1] = ReleaseRange(out[-1].first, r.release, r.verdict, r.codes)
             else:
@@ -152,7 +180,12 @@ class Matrix:
     def summary(self) -> str:
         """One sentence, newest releases first: "vLLM 0.23.0-0.33.0 serve it as trained;
         0.22.0-0.22.1 serve it differently (W320); 0.21.0 fails to load it (E104)"."""
-        return summarize(self.ranges())
+        vllm = summarize(self.ranges()) if self.vllm_rows else ""
+        verbs = {AS_TRAINED: "serves it as trained", DIFFERENTLY: "serves it differently", FAILS: "fails to load it"}
+        others = [
+            f"{r.label} {verbs[r.verdict]}" + (f" ({', '.join(r.codes)})" if r.codes else "") for r in self.engine_rows
+        ]
+        return "; ".join([p for p in (vllm, *others) if p])
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -165,6 +198,10 @@ class Matrix:
             "variant": self.variant,
             "summary": self.summary(),
             "as_trained": self.as_trained(),
+            "engines": [
+                {"engine": r.engine, "release": r.release, "verdict": r.verdict, "codes": list(r.codes)}
+                for r in self.engine_rows
+            ],
             "matrix": [r.to_dict() for r in self.rows],
             "seconds": round(self.seconds, 3),
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
@@ -219,6 +256,7 @@ def compatibility_matrix(
     releases: Sequence[str] = KNOWN_RELEASES,
     default: VllmVersionStatus | None = None,
     speculative_config: str | dict[str, Any] | None = None,
+    engines: Sequence[EngineStatus] = (),
 ) -> Matrix:
     """The static verdict of a draft for every release in `releases` (default: every known one).
 
@@ -228,6 +266,9 @@ def compatibility_matrix(
         speculative_config: the deployment's `--speculative-config`, read and checked per release;
             a release that refuses it (an unknown key or value there) fails to load (E911).
         default: the release the exit status is for (default: the installed vLLM, else the newest).
+        engines: releases of engines other than vLLM (`--for sglang`, `--for all`): one row each, judged
+            against the newest vLLM release's reading (the draft as trained); their errors fail the
+            matrix too. With `releases` empty the matrix has these rows only.
 
     Raises:
         EagleConvertError: unreadable inputs, as `validate_checkpoint`.
@@ -242,7 +283,9 @@ def compatibility_matrix(
     t1 = time.perf_counter()
     installed = default.installed
     rows = []
-    for version in dict.fromkeys([*releases, default.release]):  # the default's row always exists
+    reference: ValidationReport | None = None  # the newest release's report: the draft as trained
+    versions = dict.fromkeys([*releases, default.release]) if releases else {}  # the default's row always exists
+    for version in versions:
         status = VllmVersionStatus(installed, version, "--vllm-version all")
         serve, refused = _serve_for(loaded, status, serving_context)
         report = static_report(opened, status, serving_context=serving_context, serve=serve)
@@ -250,9 +293,24 @@ def compatibility_matrix(
             report.add(refused)
         verdict, codes = verdict_of(report.findings)
         rows.append(MatrixRow(version, verdict, codes, report))
+        if version == NEWEST_RELEASE:
+            reference = report
     rows.sort(key=lambda r: KNOWN_RELEASES.index(r.release))
     timings["releases"] = time.perf_counter() - t1
-    info = next((r.report.info for r in rows if r.release == default.release), None)
+    if engines:
+        from eagle_convert.validate.forengine import engine_report, reference_report
+
+        t2 = time.perf_counter()
+        if reference is None or list(versions)[-1] != NEWEST_RELEASE:  # engines read the newest's context
+            reference = reference_report(opened, serving_context)
+        for st in engines:
+            report = engine_report(opened, st, reference)
+            verdict, codes = verdict_of(report.findings)
+            rows.append(MatrixRow(st.release, verdict, codes, report, engine=st.engine, gate=True))
+        timings["engines"] = time.perf_counter() - t2
+    info = next((r.report.info for r in rows if r.release == default.release), None) or (
+        rows[0].report.info if rows else None
+    )
     return Matrix(
         source=opened.head.source,
         rows=rows,

@@ -45,6 +45,7 @@ class ValidationReport(Report):
     serve: ServeConfig | None = None  # --speculative-config / --max-model-len, as the release reads them
     fingerprints: FingerprintCheck | None = None  # the installed vLLM's deciding code vs its release's (E705)
     notes: dict[str, str] = field(default_factory=dict)  # what a check read or could not do (target weights)
+    serving: Any = None  # engines.EngineStatus: the engine release other than vLLM the verdict is for (--for)
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -70,6 +71,7 @@ class ValidationReport(Report):
             "vllm": self.vllm.to_dict() if self.vllm else None,
             "serve": self.serve.to_dict() if self.serve else None,
             "fingerprints": self.fingerprints.to_dict() if self.fingerprints else None,
+            "for": self.serving.to_dict() if self.serving is not None else None,
             "seconds": round(self.seconds, 3),
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
             "notes": dict(self.notes),

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # what type checkers see
         served_method,
         sliding_windows,
     )
+    from eagle_convert.vllm_model.deciding import unit_digests
     from eagle_convert.vllm_model.features import (
         VllmFeatures,
         detect_features,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:  # what type checkers see
         known_fingerprint_releases,
         matching_release,
     )
+    from eagle_convert.vllm_model.platform import engine_device_problem
     from eagle_convert.vllm_model.releases import (
         CHANGES,
         KNOWN_RELEASES,
@@ -87,6 +89,7 @@ else:  # what runs: each name imported from its module on first use
         __name__,
         {
             "AcceptanceMetrics": "eagle_convert.vllm_model.acceptance",
+            "unit_digests": "eagle_convert.vllm_model.deciding",
             "MAX_COUNT": "eagle_convert.vllm_model.config",
             "VllmDraftConfig": "eagle_convert.vllm_model.config",
             "architecture_for_method": "eagle_convert.vllm_model.config",
@@ -150,6 +153,7 @@ else:  # what runs: each name imported from its module on first use
             "TEXT_CONFIG_KEYS": "eagle_convert.vllm_model.tables",
             "WRITE_ARCHITECTURE": "eagle_convert.vllm_model.tables",
             "default_aux_ids": "eagle_convert.vllm_model.tables",
+            "engine_device_problem": "eagle_convert.vllm_model.platform",
             "verifier_problem": "eagle_convert.vllm_model.verifier",
             "ALL": "eagle_convert.vllm_model.versions",
             "TESTED_VERSION": "eagle_convert.vllm_model.versions",
@@ -184,6 +188,7 @@ __all__ = [
     "EAGLE3_METHOD",
     "eagle_section",
     "EMBED_SHARING",
+    "engine_device_problem",
     "features_of",
     "FingerprintCheck",
     "FLAG_NAMES",
@@ -236,4 +241,5 @@ __all__ = [
     "VllmFeatures",
     "VllmVersionStatus",
     "WRITE_ARCHITECTURE",
+    "unit_digests",
 ]

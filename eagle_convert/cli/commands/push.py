@@ -57,8 +57,9 @@ def push_cmd(
 
     The draft is validated first (eagle-convert validate) and refused when it has errors, unless
     --allow-invalid. The repo is created when missing. An eagle-convert model card (README.md) is sent
-    with its `vllm serve` command pointing at ORG/NAME. HF_TOKEN (or `hf auth login`) and
-    HF_ENDPOINT are honoured.
+    with its `vllm serve` command pointing at ORG/NAME: the folder's own card retargeted, or one
+    generated when the folder has no README.md (a README.md of your own is sent as it is). HF_TOKEN
+    (or `hf auth login`) and HF_ENDPOINT are honoured.
     """
     from eagle_convert.cli.output import console, echo_json
     from eagle_convert.push import plan_push, push_draft

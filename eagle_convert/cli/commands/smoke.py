@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from eagle_convert.cli.commands.smoke_server import ServerArgs, server_options
 from eagle_convert.cli.deprecated import warn_deprecated
 from eagle_convert.cli.options import measure_options, param_name
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 
 @click.command("smoke")
-@click.argument("drafts", nargs=-1, required=True, metavar="DRAFT [DRAFT ...]")
+@click.argument("drafts", nargs=-1, required=False, metavar="DRAFT [DRAFT ...]")
 @click.option(
     "--target", "target", default=None, metavar="TARGET", help="The target model folder the drafts speculate for."
 )
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     "the recommended k (step costs timed on the reference engine; on vLLM from the per-user rates at "
     "concurrency 1, which it adds). Run at the largest k you would serve with (docs/smoke.md).",
 )
+@server_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
     "--plot",
@@ -49,12 +51,15 @@ def smoke_cmd(
     k_sweep: bool,
     as_json: bool,
     plot_path: str | None,
+    **server: object,
 ) -> None:
     """Measure acceptance length (AL = 1 + accepted draft tokens per draft round) and per-position
     acceptance of one or more DRAFTs against TARGET, per prompt category and context bucket; the
     first DRAFT is the baseline of the differences.
 
     Compare an EAGLE-3 draft with its EAGLE-3.1 upgrade: eagle-convert smoke eagle3 eagle31 --target TARGET.
+    Measure a running deployment instead: eagle-convert smoke --server URL --baseline-server URL0
+    --concurrency 1,4,16 (docs/serve.md).
     """
     from eagle_convert.cli.interrupt import on_interrupt
     from eagle_convert.cli.output import console, echo_json
@@ -63,6 +68,14 @@ def smoke_cmd(
     from eagle_convert.measure import resolve_suite, select_suite
     from eagle_convert.smoke import run_smoke
 
+    args = ServerArgs(**server)  # type: ignore[arg-type]
+    if args.servers:
+        return _served(drafts, target, old_drafts, opts, args, k_sweep, as_json, plot_path)
+    if args.labels or args.baseline_server:
+        raise UsageError("--label and --baseline-server go with --server")
+    if not drafts and not old_drafts:
+        param = next(p for p in click.get_current_context().command.params if p.name == "drafts")
+        raise click.MissingParameter(ctx=click.get_current_context(), param=param)
     target, drafts = _forms(drafts, target, old_drafts)
     if plot_path is not None and not plot_path.lower().endswith(".png"):
         raise UsageError(f"--plot: {plot_path} must end in .png")
@@ -107,6 +120,33 @@ def smoke_cmd(
     render_smoke(console(), report)
     if plot_path is not None:
         click.echo(f"plot: {plot_path}")
+
+
+def _served(
+    drafts: tuple[str, ...],
+    target: str | None,
+    old: tuple[str, ...],
+    opts: MeasureOptions,
+    args: ServerArgs,
+    k_sweep: bool,
+    as_json: bool,
+    plot_path: str | None,
+) -> None:
+    """`smoke --server`: no local model; the flags that name one are refused."""
+    from eagle_convert.cli.commands.smoke_server import smoke_server
+    from eagle_convert.errors import UsageError
+
+    ctx = click.get_current_context()
+    k_given = ctx.get_parameter_source(param_name("opts", "k")) != click.core.ParameterSource.DEFAULT
+    for bad, what in (
+        (bool(drafts or old), "DRAFT arguments"),
+        (target is not None, "--target"),
+        (k_sweep, "--k-sweep"),
+        (k_given, "--num-speculative-tokens (the server's --speculative-config sets k)"),
+    ):
+        if bad:
+            raise UsageError(f"with --server, drop {what}: the server holds the models")
+    smoke_server(replace(opts, k=None), args, as_json=as_json, plot_path=plot_path)
 
 
 def _forms(drafts: tuple[str, ...], target: str | None, old: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from eagle_convert.cli.deprecated import renamed_option
-from eagle_convert.cli.options import speculative_config_option, vllm_version_option
+from eagle_convert.cli.options import serve_for_option, speculative_config_option, vllm_version_option
 
 if TYPE_CHECKING:
     from eagle_convert.validate import Matrix, ValidationReport
@@ -61,6 +61,7 @@ def _progress(enabled: bool, as_json: bool) -> Iterator[Callable[[int, int, str]
 )
 @speculative_config_option()
 @vllm_version_option(allow_all=True)
+@serve_for_option(repeatable=True)
 @click.option("--strict", is_flag=True, help="Warnings fail too (exit 1).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
@@ -87,6 +88,7 @@ def validate_cmd(
     serving_context: int | None,
     speculative_config: str | None,
     vllm_version: str | None,
+    serve_for: tuple[str, ...],
     strict: bool,
     as_json: bool,
     junit: Path | None,
@@ -98,10 +100,27 @@ def validate_cmd(
     Exit status: 0 no errors, 1 errors (or warnings with --strict), 2 usage. Finding codes are
     listed in docs/findings.md. With --vllm-version all: one verdict per known vLLM
     release; the exit status is the default release's (the installed vLLM, else the newest).
+    With --for sglang / trtllm: that engine's verdict; with several --for (or --for all) one row
+    per engine release, and every named engine's errors fail.
     """
     from eagle_convert.validate import validate_checkpoint
     from eagle_convert.vllm_model import ALL
 
+    if serve_for:
+        _serve_for(
+            serve_for,
+            vllm_version,
+            checkpoint,
+            target,
+            deep,
+            load,
+            serving_context,
+            strict,
+            as_json,
+            junit,
+            speculative_config,
+        )
+        return
     if vllm_version == ALL:
         _matrix(checkpoint, target, deep, load, serving_context, strict, as_json, junit, speculative_config)
         return
@@ -118,6 +137,70 @@ def validate_cmd(
             speculative_config=speculative_config,
         )
     _emit(report, report, strict=strict, as_json=as_json, junit=junit)
+
+
+def _serve_for(
+    specs: tuple[str, ...],
+    vllm_version: str | None,
+    checkpoint: str,
+    target: str | None,
+    deep: bool,
+    load: str | None,
+    serving_context: int | None,
+    strict: bool,
+    as_json: bool,
+    junit: Path | None,
+    speculative_config: str | None,
+) -> None:
+    """`--for`: one engine release (a report), or several (the matrix with a row each)."""
+    from eagle_convert.engines import ALL, VLLM, parse_for
+    from eagle_convert.validate import compatibility_matrix, validate_checkpoint, validate_for
+    from eagle_convert.vllm_model import KNOWN_RELEASES, installed_status
+
+    everything = ALL in specs or vllm_version == ALL
+    named = [*specs, *([f"vllm=={vllm_version}"] if vllm_version and vllm_version != ALL else [])]
+    statuses = parse_for(named)
+    if len(statuses) == 1 and not everything:
+        st = statuses[0]
+        if st.engine == VLLM:
+            report = validate_checkpoint(
+                checkpoint,
+                target=target,
+                deep=deep,
+                engine=load,
+                serving_context=serving_context,
+                vllm_version=st.requested,
+                speculative_config=speculative_config,
+            )
+        else:
+            _static_only(deep, load, f"--for {st.engine}")
+            report = validate_for(checkpoint, st, target=target, serving_context=serving_context)
+        _emit(report, report, strict=strict, as_json=as_json, junit=junit)
+        return
+    _static_only(deep, load, "several --for" if not everything else "--for all")
+    vllm = [st for st in statuses if st.engine == VLLM]
+    releases = KNOWN_RELEASES if everything else tuple(dict.fromkeys(st.release for st in vllm))
+    default = vllm[0].vllm if vllm and not everything else installed_status() if everything or vllm else None
+    matrix = compatibility_matrix(
+        checkpoint,
+        target=target,
+        serving_context=serving_context,
+        speculative_config=speculative_config,
+        releases=releases,
+        default=default,
+        engines=[st for st in statuses if st.engine != VLLM],
+    )
+    gate = matrix.default_row.report if matrix.vllm_rows else matrix.engine_rows[0].report
+    _emit(matrix, gate, strict=strict, as_json=as_json, junit=junit)
+
+
+def _static_only(deep: bool, load: str | None, what: str) -> None:
+    for flag, given in (("--deep", deep), ("--load", load is not None)):
+        if given:
+            raise click.UsageError(
+                f"{flag} does not combine with {what}: the engine rows run the static rules; run validate {flag} "
+                "once for the vLLM release you deploy on"
+            )
 
 
 def _matrix(

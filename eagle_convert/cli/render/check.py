@@ -9,8 +9,14 @@ from rich.table import Table
 from rich.text import Text
 
 from eagle_convert.check import STAGES, TITLES, CheckReport, format_value
+from eagle_convert.cli.output import shorten_long_words
 
-_STATUS = {"pass": "[green]pass[/green]", "fail": "[bold red]FAIL[/bold red]", "skip": "[dim]skip[/dim]"}
+_STATUS = {
+    "pass": "[green]pass[/green]",
+    "fail": "[bold red]FAIL[/bold red]",
+    "not-run": "[bold red]NOT RUN[/bold red]",
+    "skip": "[dim]skip[/dim]",
+}
 
 
 _MIN_TEXT_COLUMN = 24  # the details column's least width in the full table
@@ -30,7 +36,14 @@ def _render_checks(console: Console, report: CheckReport) -> None:
     """One row per check, never splitting a word (as validate's findings): the full table when it
     fits the console's width, else the table without details and the details as a numbered list."""
     rows = [
-        (TITLES[r.stage], r.name, r.status, format_value(r.figure), format_value(r.threshold), r.message)
+        (
+            TITLES[r.stage],
+            r.name,
+            r.status,
+            format_value(r.figure),
+            format_value(r.threshold),
+            shorten_long_words(r.message),  # a crafted tensor name in a finding: shortened, with its length
+        )
         for r in report.results
     ]
     heads = ("stage", "check", "result", "figure", "threshold")
@@ -84,9 +97,6 @@ def render_check(console: Console, report: CheckReport) -> None:
     swaps = f", {report.draft_swaps} draft swap(s)" if report.draft_swaps else ""
     starts = f"{report.engine_starts} engine start(s){swaps}, {report.load_checks} load check(s)"
     console.print(f"[dim]{times}; {starts}; total {report.seconds:.1f} s[/dim]")
-    if report.passed:
-        console.print("[bold green]PASS[/bold green]: every check the policy asks for passed")
-    else:
-        failed = [r for r in report.results if r.passed is False]
-        stop = f"; stopped after the {TITLES[report.stopped_after]} stage" if report.stopped_after else ""
-        console.print(f"[bold red]FAIL[/bold red]: {len(failed)} check(s) failed{stop}")
+    word, rest = report.verdict().split(":", 1)
+    style = "bold green" if report.passed else "bold red"
+    console.print(Text.assemble((word, style), ":" + rest))

@@ -30,6 +30,10 @@ def render_push(console: Console, folder: Path, result: PushResult) -> None:
     )
     if result.card_retargeted:
         console.print(f"[dim]README.md: the vllm serve command now loads {escape(result.repo_id)}[/dim]")
+    if result.card_generated:
+        console.print(
+            f"[dim]README.md: a model card generated for {escape(result.repo_id)} (the folder had none)[/dim]"
+        )
 
 
 def render_push_plan(console: Console, folder: Path, plan: PushPlan) -> None:
@@ -43,11 +47,10 @@ def render_push_plan(console: Console, folder: Path, plan: PushPlan) -> None:
     console.print(f"files    {len(plan.files)}, {human_bytes(total)} ({total:,} bytes)")
     width = max(map(len, plan.files), default=0)
     for name, size in plan.files.items():
-        note = (
-            f"  [dim](its vllm serve command loads {escape(plan.repo_id)})[/dim]"
-            if name == CARD_FILE and plan.card_retargeted
-            else ""
-        )
+        note = ""
+        if name == CARD_FILE and (plan.card_retargeted or plan.card_generated):
+            made = "generated: the folder has none; " if plan.card_generated else ""
+            note = f"  [dim]({made}its vllm serve command loads {escape(plan.repo_id)})[/dim]"
         console.print(f"  {escape(name.ljust(width))}  {human_bytes(size):>10}{note}")
     warnings = f", {plan.validation_warnings} warning{'s' * (plan.validation_warnings != 1)}"
     if not plan.validation_errors:

@@ -19,11 +19,20 @@ def render_report(console: Console, result: ReportResult) -> None:
         f"{len(data['ran'])} stages ran, {len(data['skipped'])} unchanged and skipped, "
         f"{data['seconds']:.0f} s[/dim]"
     )
-    table = Table(title="Acceptance, side by side (same prompts, buckets and engine)", title_justify="left")
-    for col in ("variant", "kind"):
-        table.add_column(col)
-    for col in ("AL", "Δ vs input", *(f"pos {i + 1}" for i in range(s["k"])), "validate"):
-        table.add_column(col, justify="right")
+    table = Table(
+        title="Acceptance, side by side (same prompts, buckets and engine)",
+        title_justify="left",
+        caption="Δ AL: against the input draft; p i: rounds accepted up to draft position i",
+        caption_justify="left",
+        show_edge=False,
+    )
+    # A variant's name is what a reader looks up (a folder): never cut; the other columns give way.
+    longest = max((len(d["label"]) for d in acc["drafts"]), default=7)
+    table.add_column("variant", no_wrap=True, min_width=longest)
+    table.add_column("EAGLE", overflow="fold")  # the kind, EAGLE-3 or EAGLE-3.1, as 3 or 3.1
+    for col in ("AL", "Δ AL", *(f"p{i + 1}" for i in range(s["k"]))):
+        table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("validate", justify="right", overflow="fold")
     base = acc["drafts"][0]["total"]["acceptance_length"]
     for v, d in zip(data["variants"], acc["drafts"]):
         t = d["total"]
@@ -32,7 +41,7 @@ def render_report(console: Console, result: ReportResult) -> None:
         val = v["validate"]
         table.add_row(
             d["label"],
-            d.get("variant") or "?",
+            (d.get("variant") or "?").removeprefix("EAGLE-"),
             f"{t['acceptance_length']:.2f}",
             "—" if d is acc["drafts"][0] else f"[{colour}]{delta:+.2f}[/{colour}]",
             *(f"{100 * p:.0f}%" for p in t["per_position"]),

@@ -95,8 +95,11 @@ def render_plan(console: Console, plan: UpgradePlan, out: Path, *, dry_run: bool
 
 def _link_files(console: Console, link: LinkPlan) -> None:
     table = Table(title="output files", title_justify="left")
+    # A file name is never cut short: its column is as wide as the longest, and "how" as its longest
+    # word (the input's name); the bytes column wraps its note between words.
+    longest = max([len(f.filename) for f in link.linked] + [len(f.source) for f in link.linked] + [4])
     for col, justify in (("file", "left"), ("how", "left"), ("tensors", "right"), ("bytes", "right")):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+        table.add_column(col, justify=justify, min_width=longest if col in ("file", "how") else None)  # type: ignore[arg-type]
     for f in link.linked:
         table.add_row(escape(f.filename), f"link to input {escape(f.source)}", str(f.tensors), f"{f.bytes:,}")
     table.add_row(link.shard.filename, "new", str(len(link.shard.tensors)), f"{link.shard.total_bytes:,}")
@@ -105,9 +108,9 @@ def _link_files(console: Console, link: LinkPlan) -> None:
             table.add_row(name, "new", "", f"{link.output_files[name]:,}")
     table.add_row(
         "[bold]written[/bold]",
+        "when every link works",
         "",
-        "",
-        f"[bold]{link.new_bytes:,}[/bold] ({human_bytes(link.new_bytes)}) when every link works",
+        f"[bold]{link.new_bytes:,}[/bold] ({human_bytes(link.new_bytes)})",
     )
     console.print(table)
     console.print(

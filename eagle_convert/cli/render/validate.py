@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from rich.console import Console
 from rich.markup import escape
@@ -14,6 +15,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from eagle_convert.cli.output import shorten_long_words
 from eagle_convert.validate import AS_TRAINED, FAILS, VERDICTS, Finding, Matrix, ValidationReport, code_table
 from eagle_convert.vllm_model import KNOWN_RELEASES
 
@@ -28,6 +30,8 @@ def render_validate(console: Console, report: ValidationReport, *, strict: bool 
     head.add_column(style="bold")
     head.add_column()
     head.add_row("source", escape(report.source) + (" (hub)" if report.is_hub else ""))
+    if report.serving is not None:
+        head.add_row("engine", escape(report.serving.line()))
     if report.vllm:
         head.add_row("vLLM release", escape(report.vllm.line()))
     if report.fingerprints is not None:
@@ -76,24 +80,32 @@ def render_matrix(console: Console, matrix: Matrix, *, strict: bool = False) -> 
         head.add_row("draft", f"{matrix.layout} layout, {matrix.variant}")
     if matrix.target:
         head.add_row("target", escape(matrix.target))
-    head.add_row("exit status", f"for {escape(matrix.default.line())}")
+    gates = [r.label for r in matrix.engine_rows]
+    if matrix.vllm_rows:
+        gates.insert(0, matrix.default.line())
+    head.add_row("exit status", f"for {escape(', '.join(gates))}")
     console.print(head)
     table = Table.grid(padding=(0, 2))
     # fixed widths: a row reads the same whichever verdicts the other rows have
-    table.add_column(min_width=max(map(len, KNOWN_RELEASES)))
+    table.add_column(min_width=max(map(len, [*KNOWN_RELEASES, *(r.label for r in matrix.engine_rows)])))
     table.add_column(min_width=max(map(len, VERDICTS)))
     table.add_column(overflow="fold")
     table.add_row("[bold]release[/bold]", "[bold]verdict[/bold]", "[bold]findings that change serving[/bold]")
     for row in matrix.rows:
         style = _VERDICT_STYLE.get(row.verdict, "yellow")
-        table.add_row(row.release, f"[{style}]{row.verdict}[/{style}]", escape(row.why))
+        name = row.release if row.engine == "vllm" else row.label
+        table.add_row(escape(name), f"[{style}]{row.verdict}[/{style}]", escape(row.why))
     console.print(table)
     console.print(escape(matrix.summary()))
-    report = matrix.default_row.report
+    row = matrix.default_row if matrix.vllm_rows else matrix.engine_rows[0]
+    for extra in matrix.engine_rows:  # a failing engine row is what the exit status says
+        if extra.report.failed(strict=strict) and not row.report.failed(strict=strict):
+            row = extra
+    report = row.report
     counts = report.counts()
     summary = f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} info"
-    where = f"vLLM {matrix.default.release}"
-    console.print("each release's findings: validate DRAFT --vllm-version X.Y.Z")
+    where = row.label
+    console.print("each release's findings: validate DRAFT --for ENGINE==VERSION")
     if matrix.failed(strict=strict):
         why = " (--strict: warnings fail)" if strict and not report.errors else ""
         console.print(f"[bold red]FAILED[/bold red] on {where}: {summary}{why}")
@@ -124,13 +136,26 @@ def _longest_word(texts: Iterable[str]) -> int:
 
 def _render_findings(console: Console, findings: Sequence[Finding]) -> None:
     """One table row per finding, never splitting a word: the full table when it fits the console's
-    width, else a table of level and code with the findings, where and fix as a list under it."""
+    width, else a table of level and code with the findings, where and fix as a list under it. A
+    word longer than a line (a crafted tensor name) is shown shortened, with its length."""
+    short = shorten_long_words
+    findings = [
+        replace(
+            f,
+            message=short(f.message),
+            fix=short(f.fix),
+            tensor=None if f.tensor is None else short(f.tensor),
+            field=None if f.field is None else short(f.field),
+        )
+        for f in findings
+    ]
     levels = _longest_word([f.level for f in findings] + [f.impact for f in findings])
     codes = _longest_word([f"{f.code} {f.slug}" for f in findings])
     wheres = _longest_word([f.where for f in findings])
     texts = max(_MIN_TEXT_COLUMN, _longest_word([f.message for f in findings]))
     fixes = max(_MIN_TEXT_COLUMN, _longest_word([f.fix for f in findings]))
     widths = {"level": levels, "code": codes, "where": wheres, "finding": texts, "fix": fixes}
+    widths = {col: max(width, len(col)) for col, width in widths.items()}  # a header is never narrower
     if sum(widths.values()) + _COLUMN_OVERHEAD * len(widths) + 1 <= console.width:
         table = Table(show_lines=False)
         for col, width in widths.items():

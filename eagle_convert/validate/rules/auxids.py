@@ -157,7 +157,10 @@ def _check_ids(ctx: Context, ids: list[Any], where: str, n: int | None, a: int |
     nested = eagle_section(ctx.vcfg).get("eagle_aux_hidden_state_layer_ids")
     if ctx.view.aux_ids_v2 is None:
         out.append(_v2_ignores(ctx, ids, where, n, a))
-    if top and nested and sorted(map(repr, as_list(top))) != sorted(map(repr, as_list(nested))):
+    # eagle_config ids one below the top-level ones are the same layers in SGLang's convention (it taps
+    # id + 1: what `validate --for sglang` asks for), not a disagreement
+    shifted = _sglang_mirror(as_list(top), as_list(nested)) if top and nested else False
+    if top and nested and not shifted and sorted(map(repr, as_list(top))) != sorted(map(repr, as_list(nested))):
         out.append(
             finding(
                 "W324",
@@ -166,6 +169,12 @@ def _check_ids(ctx: Context, ids: list[Any], where: str, n: int | None, a: int |
             )
         )
     return out
+
+
+def _sglang_mirror(top: list[Any], nested: list[Any]) -> bool:
+    """Whether `nested` is `top` in SGLang's convention (each id - 1, the order kept)."""
+    ints = all(isinstance(v, int) and not isinstance(v, bool) for v in [*top, *nested])
+    return ints and len(top) == len(nested) and all(t - 1 == m for t, m in zip(top, nested, strict=True))
 
 
 def _v2_ignores(ctx: Context, ids: list[Any], where: str, n: int | None, a: int | None) -> Finding:

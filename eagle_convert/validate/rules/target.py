@@ -122,23 +122,39 @@ def check(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     name = ctx.target_source
     v, tv = ctx.vcfg.get("vocab_size"), tgt.vocab_size
+    t, th = ctx.env.get("T"), tgt.hidden_size
+    ids, n = ctx.view.aux_ids_v1, tgt.num_layers
+    # Two of vocabulary, width and layer count disagreeing is no typo: the draft is another target's.
+    evidence = [
+        what
+        for what, differs in (
+            ("vocabulary", tv is not None and v is not None and v != tv),
+            ("hidden width", t is not None and t != th),
+            ("layer count", n is not None and isinstance(ids, list) and any(isinstance(i, int) and i > n for i in ids)),
+        )
+        if differs
+    ]
+    other = (
+        f"; with its {' and '.join(evidence)} all differing, this draft was built for a different target"
+        if len(evidence) > 1
+        else ""
+    )
     if tv is not None and v is not None and v != tv:
         out.append(
             finding(
                 "E501",
-                f"vocab_size is {v} but the target ({name}) has {tv}",
+                f"vocab_size is {v} but the target ({name}) has {tv}{other}",
                 field="vocab_size",
                 fix=f"Set vocab_size: {tv} (and check that this draft was trained for this target).",
             )
         )
-    t, th = ctx.env.get("T"), tgt.hidden_size
     if t is not None and t != th:
         field = "target_hidden_size" if "target_hidden_size" in ctx.vcfg else "hidden_size"
         out.append(
             finding(
                 "E502",
                 f"the draft expects aux hidden states of width {t} ({field}) but the target "
-                f"({name}) has hidden_size {th}",
+                f"({name}) has hidden_size {th}{other}",
                 field=field,
                 fix=f"Set target_hidden_size: {th} if the weights are {th} wide; otherwise this draft "
                 "belongs to another target.",

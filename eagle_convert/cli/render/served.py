@@ -1,0 +1,67 @@
+"""Render a `ServedReport`: each server's levels (AL, per-position, requests, per-user tokens/s,
+TTFT, speedup over the baseline server): the seed's table, for the user's own deployment."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from eagle_convert.served import ServedReport, ServedServer
+
+
+def _f(x: float | None, fmt: str) -> str:
+    return "—" if x is None else fmt.format(x)
+
+
+def _server_table(s: ServedServer, with_speedup: bool) -> Table:
+    k = "no draft" if s.k is None else f"k={s.k}"
+    title = (
+        f"{escape(s.label)}  [dim]{escape(s.url)} · {escape(s.model.id)} · {escape(s.model.engine or '?')} · {k}[/dim]"
+    )
+    table = Table(title=title, title_justify="left")
+    for col in ("c", "requests", "tokens", "AL", "per position", "tok/s per user", "TTFT s"):
+        table.add_column(col, justify="left" if col == "per position" else "right")
+    if with_speedup:
+        table.add_column("speedup", justify="right")
+    for lv in s.levels:
+        failed = f" [red]({len(lv.failed)} failed)[/red]" if lv.failed else ""
+        pp = "—" if lv.per_position is None else " ".join(f"{100 * x:.0f}%" for x in lv.per_position)
+        row = [
+            str(lv.concurrency),
+            f"{len(lv.outcomes)}{failed}",
+            str(lv.counts.generated_tokens),
+            _f(lv.acceptance_length, "{:.2f}"),
+            pp,
+            _f(lv.tokens_per_s, "{:.1f}"),
+            _f(lv.ttft_s, "{:.3f}"),
+        ]
+        if with_speedup:
+            x = lv.speedup
+            colour = "green" if x and x > 1 else "red"
+            row.append("—" if x is None else f"[{colour}]×{x:.2f}[/{colour}]")
+        table.add_row(*row)
+    return table
+
+
+def render_served(console: Console, r: ServedReport) -> None:
+    s = r.settings
+    console.print(
+        f"[bold]prompts[/bold]  {len(r.prompt_ids)} of {escape(r.suite)}, {s['max_new_tokens']} new tokens each "
+        f"(ignore EOS), temperature {s['temperature']}, chat template: {s['chat_template']}"
+    )
+    for server in r.servers:
+        console.print(_server_table(server, r.baseline is not None))
+        for lv in server.levels:
+            for text in ([lv.no_figure] if lv.no_figure else []) + lv.notes:
+                console.print(f"[yellow]c={lv.concurrency}: {escape(text)}[/yellow]")
+        for line in server.identity:
+            console.print(f"[dim]{escape(line)}[/dim]")
+    if r.baseline is not None:
+        console.print(_server_table(r.baseline, False))
+    console.print(
+        "[dim]AL and per-position acceptance from each server's /metrics counter deltas per level; tok/s per "
+        "user = median over requests of (tokens - 1) / (last - first token time)"
+        + ("; speedup over the baseline server at the same concurrency" if r.baseline else "")
+        + f"; {r.seconds:.1f}s[/dim]"
+    )

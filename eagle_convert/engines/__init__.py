@@ -1,0 +1,77 @@
+"""The engines a draft is served on besides vLLM (SGLang, TensorRT-LLM): their rules as data, per
+release, each citing the file and function it was read from; `--for ENGINE[==VERSION]`."""
+
+from __future__ import annotations
+
+from eagle_convert._lazy import TYPE_CHECKING, attach
+
+if TYPE_CHECKING:  # what type checkers see
+    from eagle_convert.engines.reading import (
+        DEFAULT,
+        EngineView,
+        default_taps,
+        ids_for,
+        int_ids,
+        lookup,
+        read_draft,
+        taps,
+    )
+    from eagle_convert.engines.rules import EngineRules, Offset
+    from eagle_convert.engines.select import (
+        ALL,
+        ENGINE_NAMES,
+        ENGINES,
+        VLLM,
+        Engine,
+        EngineStatus,
+        engine_status,
+        every_release,
+        parse_for,
+    )
+else:  # what runs: each name imported from its module on first use
+    __getattr__, __dir__ = attach(
+        __name__,
+        {
+            "DEFAULT": "eagle_convert.engines.reading",
+            "EngineView": "eagle_convert.engines.reading",
+            "ids_for": "eagle_convert.engines.reading",
+            "default_taps": "eagle_convert.engines.reading",
+            "int_ids": "eagle_convert.engines.reading",
+            "lookup": "eagle_convert.engines.reading",
+            "read_draft": "eagle_convert.engines.reading",
+            "taps": "eagle_convert.engines.reading",
+            "EngineRules": "eagle_convert.engines.rules",
+            "Offset": "eagle_convert.engines.rules",
+            "ALL": "eagle_convert.engines.select",
+            "ENGINES": "eagle_convert.engines.select",
+            "ENGINE_NAMES": "eagle_convert.engines.select",
+            "VLLM": "eagle_convert.engines.select",
+            "Engine": "eagle_convert.engines.select",
+            "EngineStatus": "eagle_convert.engines.select",
+            "engine_status": "eagle_convert.engines.select",
+            "every_release": "eagle_convert.engines.select",
+            "parse_for": "eagle_convert.engines.select",
+        },
+    )
+
+__all__ = [
+    "ALL",
+    "DEFAULT",
+    "ENGINES",
+    "ENGINE_NAMES",
+    "VLLM",
+    "Engine",
+    "EngineRules",
+    "EngineStatus",
+    "EngineView",
+    "Offset",
+    "default_taps",
+    "engine_status",
+    "every_release",
+    "ids_for",
+    "int_ids",
+    "lookup",
+    "parse_for",
+    "read_draft",
+    "taps",
+]

@@ -1,0 +1,249 @@
+"""What `smoke --server` measured: per server and concurrency level, in smoke's JSON shape.
+
+A level's acceptance comes from the server's counter deltas (`metrics.py`); its per-user decode
+rate is the median over its requests (`stream.py`), the figure `measure/throughput.py` gives for
+the in-process engine; the speedup is a server's rate over the baseline server's at the same
+level. `ServedReport.to_dict()` keeps `smoke --json`'s top-level shape (`drafts[].total` with
+`acceptance_length` and `per_position`, `throughput` with `concurrency`, `per_user_tokens_per_s`
+and `speedup`), engine "server", plus `servers`: every level's requests, failures and checks
+(schemas/smoke-report.schema.json).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from eagle_convert.measure import Counts, EngineRates, LevelRate, ThroughputReport
+from eagle_convert.served.http import ServedModel
+from eagle_convert.served.metrics import SpecCounters
+from eagle_convert.served.stream import RequestOutcome
+
+__all__ = ["ServedLevel", "ServedReport", "ServedServer", "BASELINE_LABEL"]
+
+BASELINE_LABEL = "no speculation"
+METRIC = "per-user decode tokens/s: median over requests of (tokens - 1) / (last - first token time)"
+
+
+def _r(x: float | None, n: int = 4) -> float | None:
+    return None if x is None else round(x, n)
+
+
+@dataclass
+class ServedLevel:
+    """One concurrency level on one server."""
+
+    concurrency: int
+    outcomes: list[RequestOutcome]
+    delta: SpecCounters | None  # None: a server without a draft (the baseline)
+    seconds: float
+    no_figure: str | None = None  # why this level gives no figure (too many failures, counters did not move)
+    notes: list[str] = field(default_factory=list)  # other traffic, ...
+    speedup: float | None = None  # over the baseline server at this level
+
+    @property
+    def failed(self) -> list[RequestOutcome]:
+        return [o for o in self.outcomes if o.error is not None]
+
+    @property
+    def failures(self) -> dict[str, int]:
+        """Each failure's name with its count."""
+        return dict(Counter(o.error for o in self.failed if o.error))
+
+    @property
+    def rates(self) -> list[float]:
+        return [r for o in self.outcomes if (r := o.tokens_per_s) is not None]
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        return None if self.no_figure or not self.rates else statistics.median(self.rates)
+
+    @property
+    def ttft_s(self) -> float | None:
+        t = [o.ttft_s for o in self.outcomes if o.error is None and o.ttft_s is not None]
+        return None if self.no_figure or not t else statistics.median(t)
+
+    @property
+    def counts(self) -> Counts:
+        """The level as smoke's counters: the requests' tokens, the server's counter deltas."""
+        d = self.delta
+        ok = [o for o in self.outcomes if o.error is None]
+        return Counts(
+            requests=len(ok),
+            prompt_tokens=sum(o.prompt_tokens or 0 for o in ok),
+            generated_tokens=sum(o.tokens for o in ok),
+            num_drafts=d.drafts if d else 0,
+            num_draft_tokens=d.draft_tokens if d else 0,
+            num_accepted=d.accepted if d else 0,
+            accepted_per_pos=list(d.per_pos) if d else [],
+            target_forwards=(d.drafts if d else 0) + len(ok),
+            seconds=self.seconds,
+        )
+
+    @property
+    def acceptance_length(self) -> float | None:
+        return None if self.delta is None or self.no_figure else self.counts.acceptance_length
+
+    @property
+    def per_position(self) -> list[float] | None:
+        return None if self.delta is None or self.no_figure else self.counts.per_position
+
+    def level_rate(self) -> LevelRate | None:
+        """The level as measure's `LevelRate` (smoke's `throughput` rows); None without a figure."""
+        rates = self.rates
+        if self.tokens_per_s is None:
+            return None
+        return LevelRate(
+            self.concurrency,
+            len(rates),
+            self.tokens_per_s,
+            min(rates),
+            max(rates),
+            self.ttft_s or 0.0,
+            self.acceptance_length,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.counts
+        return {
+            "concurrency": self.concurrency,
+            "requests": len(self.outcomes),
+            "failed": len(self.failed),
+            "failures": self.failures,
+            "output_tokens": c.generated_tokens,
+            "acceptance_length": _r(self.acceptance_length),
+            "per_position": None if self.per_position is None else [round(x, 4) for x in self.per_position],
+            "num_drafts": c.num_drafts,
+            "num_draft_tokens": c.num_draft_tokens,
+            "num_accepted": c.num_accepted,
+            "accepted_per_pos": c.accepted_per_pos,
+            "per_user_tokens_per_s": _r(self.tokens_per_s, 3),
+            "ttft_s": _r(self.ttft_s),
+            "speedup": _r(self.speedup),
+            "seconds": round(self.seconds, 3),
+            "no_figure": self.no_figure,
+            "notes": list(self.notes),
+        }
+
+
+@dataclass
+class ServedServer:
+    """One server measured at every level."""
+
+    label: str
+    url: str
+    model: ServedModel
+    k: int | None  # served num_speculative_tokens (per-position counters); None without a draft
+    levels: list[ServedLevel]
+    identity: list[str] = field(default_factory=list)  # what confirms (or cannot) which draft it serves
+    speculative: dict[str, Any] | None = None  # the served speculative config, where the server exposes it
+
+    def level(self, c: int) -> ServedLevel | None:
+        return next((x for x in self.levels if x.concurrency == c), None)
+
+    @property
+    def total(self) -> Counts:
+        """Every level's counters summed (the `drafts[].total` of smoke's shape)."""
+        total = Counts(accepted_per_pos=[], seconds=0.0)
+        for lv in self.levels:
+            if lv.no_figure is None:
+                total.add(lv.counts)
+        return total
+
+    def rates(self) -> EngineRates:
+        return EngineRates(self.label, self.url, [r for lv in self.levels if (r := lv.level_rate()) is not None])
+
+    def to_dict(self) -> dict[str, Any]:
+        m = self.model
+        return {
+            "label": self.label,
+            "url": self.url,
+            "model": m.id,
+            "root": m.root,
+            "max_model_len": m.max_model_len,
+            "engine": m.engine,
+            "k": self.k,
+            "identity": list(self.identity),
+            "speculative_config": self.speculative,
+            "levels": [lv.to_dict() for lv in self.levels],
+        }
+
+
+@dataclass
+class ServedReport:
+    """Every server (and the baseline) at every level, on the same prompts (`smoke --server`)."""
+
+    settings: dict[str, Any]
+    suite: str
+    prompt_ids: list[tuple[str, str]]  # (id, category) in the order sent
+    servers: list[ServedServer]
+    baseline: ServedServer | None
+    concurrency: list[int]
+    seconds: float = 0.0
+    interrupted: bool = False
+
+    def throughput(self) -> ThroughputReport | None:
+        """The speedup table as measure's `ThroughputReport` (None without a baseline server)."""
+        if self.baseline is None:
+            return None
+        return ThroughputReport(
+            list(self.concurrency),
+            self.baseline.rates(),
+            [s.rates() for s in self.servers],
+            "server",
+            self.baseline.model.engine,
+            {"max_new_tokens": self.settings.get("max_new_tokens")},
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        t = self.throughput()
+        tput = None
+        if t is not None:
+            tput = {**t.to_dict(), "note": None, "metric": METRIC}
+            tput["speedup"] = {
+                s.label: {str(c): _r(lv.speedup) if (lv := s.level(c)) else None for c in self.concurrency}
+                for s in self.servers
+            }
+        first = self.servers[0] if self.servers else self.baseline
+        assert first is not None
+        tokens = {o.prompt_id: o.prompt_tokens for lv in first.levels for o in lv.outcomes if o.prompt_tokens}
+        return {
+            "target": first.model.root or first.model.id,
+            "engine": "server",
+            "engine_version": first.model.engine,
+            "settings": self.settings,
+            "seconds": round(self.seconds, 3),
+            "interrupted": self.interrupted,
+            "prompts": {
+                "chat_template": self.settings.get("chat_template") or "server",
+                "suite": self.suite,
+                "count": len(self.prompt_ids),
+                "items": [
+                    {"id": i, "category": c, "bucket": 0, "prompt_tokens": tokens.get(i, 0), "filler_words": 0}
+                    for i, c in self.prompt_ids
+                ],
+                "skipped": [],
+                "refused": [],
+            },
+            "drafts": [
+                {
+                    "label": s.label,
+                    "path": s.url,
+                    "variant": None,
+                    "per_request": False,
+                    "load_seconds": None,
+                    "total": s.total.to_dict(),
+                    "sampling_control": None,
+                    "k_sweep": None,
+                    "groups": [],
+                    "requests": [],
+                }
+                for s in self.servers
+            ],
+            "deltas": [],
+            "throughput": tput,
+            "servers": [s.to_dict() for s in self.servers],
+            "baseline_server": None if self.baseline is None else self.baseline.to_dict(),
+        }

@@ -1,0 +1,334 @@
+"""`run_served`: AL, per-position acceptance and per-user speedup of running servers, level by level.
+
+For each concurrency level in turn and each server (the baseline last): read the spec-decode
+counters, send every prompt (cycled to at least `c` requests) with `c` streams in flight, read
+the counters again once they settle; AL and per-position acceptance come from the deltas
+(`metrics.py`). Honest numbers: a counter that went down is an error (the server restarted);
+deltas larger than the sent requests can explain mean other traffic moved them (noted, or an
+error with `exclusive`); counters that did not move although tokens were streamed mean `/metrics`
+is another replica's (a load balancer); a level where more than `max_failed` of the requests
+failed gives no figure, and one where every request failed is an error naming the first failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from eagle_convert.errors import UsageError
+from eagle_convert.measure import NATURAL, MeasureOptions, Prompt, smoke_settings
+from eagle_convert.progress import OnTick, Tick, tick_or_nothing
+from eagle_convert.served.errors import NoDraftError, ServerError
+from eagle_convert.served.http import Connection, ServedModel
+from eagle_convert.served.metrics import SpecCounters, spec_counters
+from eagle_convert.served.results import BASELINE_LABEL, ServedLevel, ServedReport, ServedServer
+from eagle_convert.served.stream import RequestOutcome, Sampling, run_streams
+
+__all__ = ["DEFAULT_LEVELS", "ServerOptions", "run_served", "level_requests"]
+
+DEFAULT_LEVELS = (1, 4, 16)
+SETTLE_READS = 40  # /metrics reads (50 ms apart) waiting for the counters to stop moving after a level
+SETTLE_PAUSE_S = 0.05
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """How the servers are reached and judged (the measuring settings are `MeasureOptions`)."""
+
+    api_key: str | None = None
+    request_timeout: float = 300.0  # per request, and the longest silence mid-stream
+    timeout: float | None = None  # the whole run
+    max_failed: float = 0.1  # a level where a larger share of requests failed gives no figure
+    exclusive: bool = False  # other traffic on a server is an error, not a note
+    timing_only: bool = False  # a server without spec-decode counters: per-user rates and speedups only
+
+
+def level_requests(prompts: Sequence[Prompt], c: int) -> list[Prompt]:
+    """Every prompt once, cycled to at least `c` requests (so all `c` streams are busy)."""
+    n = max(len(prompts), c)
+    return [prompts[i % len(prompts)] for i in range(n)]
+
+
+def _check_options(opts: MeasureOptions, servers: Sequence[str], labels: Sequence[str]) -> None:
+    for bad, message, names in (
+        (not servers, "give at least one {server}", ("server",)),
+        (len(labels) > len(servers), "more {label} than {server} values", ("label", "server")),
+        (len(set(labels)) != len(labels), "two servers share a {label}", ("label",)),
+        (
+            opts.engine not in (None, "auto"),
+            "{engine} does not apply with {server}: the server is the engine",
+            ("engine", "server"),
+        ),
+        (
+            tuple(opts.buckets) != (NATURAL,),
+            "{buckets} needs a local tokenizer; with {server} only natural",
+            ("buckets", "server"),
+        ),
+        (
+            opts.tensor_parallel_size != 1,
+            "{tensor_parallel_size} is the server's own; drop it with {server}",
+            ("tensor_parallel_size", "server"),
+        ),
+        (
+            opts.speculative_config is not None,
+            "{speculative_config} is the server's own (vllm serve --speculative-config); drop it with {server}",
+            ("speculative_config", "server"),
+        ),
+        (
+            opts.chat_template not in (None, "none"),
+            "{chat_template}: a server applies its own template (vllm serve --chat-template); only 'none' applies",
+            ("chat_template", "server"),
+        ),
+    ):
+        if bad:
+            raise UsageError(message, options=names)
+
+
+async def _read_counters(conn: Connection, model: str) -> SpecCounters:
+    _, text, _ = await conn.get("/metrics")
+    return spec_counters(text, conn.url, model)
+
+
+async def _settled(conn: Connection, model: str) -> SpecCounters:
+    """The counters once two reads 50 ms apart agree (vLLM records a step's stats after streaming it)."""
+    last = await _read_counters(conn, model)
+    for _ in range(SETTLE_READS):
+        await asyncio.sleep(SETTLE_PAUSE_S)
+        now = await _read_counters(conn, model)
+        if now == last:
+            return now
+        last = now
+    return last
+
+
+def _judge(level: ServedLevel, conn: Connection, s: Sampling, k: int | None, opts: ServerOptions) -> None:
+    """The honest-number checks of one measured level (module docstring)."""
+    n, failed = len(level.outcomes), level.failed
+    if n and len(failed) == n:
+        first = failed[0].error or ""
+        hint = (  # vLLM refuses chat requests to a model without a chat template
+            "serve it with --chat-template, or send raw text with {chat_template=none}"
+            if "chat template" in first.lower()
+            else None
+        )
+        raise ServerError(conn.url, f"failed every request at concurrency {level.concurrency}: {first}", hint=hint)
+    if n and len(failed) / n > opts.max_failed:
+        names = "; ".join(f"{e} ×{c}" for e, c in level.failures.items())
+        level.no_figure = f"{len(failed)} of {n} requests failed (over {opts.max_failed:.0%}): {names}"
+        return
+    d = level.delta
+    if d is None or k is None:
+        return
+    ok = [o for o in level.outcomes if o.error is None]
+    # each draft round yields its accepted tokens + 1; the last round may overshoot by up to k
+    explained = sum(o.tokens - 1 + k for o in ok) + len(failed) * (s.max_new_tokens + k)
+    if d.drafts + d.accepted > explained:
+        msg = (
+            f"other traffic moved the counters at concurrency {level.concurrency}: {d.drafts} drafts + "
+            f"{d.accepted} accepted, more than the {n} requests sent can explain ({explained})"
+        )
+        if opts.exclusive:
+            raise ServerError(conn.url, msg, hint="measure while nothing else uses the server, or drop {exclusive}")
+        level.notes.append(msg)
+    if d.drafts == 0 and any(o.tokens > 1 for o in ok):
+        level.no_figure = (
+            "its spec-decode counters did not move although tokens were streamed: /metrics is not the server "
+            "that answered (a load balancer?)"
+        )
+
+
+async def _measure_server(
+    conn: Connection,
+    model: ServedModel,
+    spec: bool,
+    requests: list[Prompt],
+    c: int,
+    s: Sampling,
+    k: int | None,
+    opts: ServerOptions,
+    on_done: Callable[[RequestOutcome], None],
+) -> ServedLevel:
+    before = await _settled(conn, model.id) if spec else None
+    t0 = time.perf_counter()
+    outcomes = await run_streams(conn, requests, c, s, on_done=on_done)
+    seconds = time.perf_counter() - t0
+    delta = (await _settled(conn, model.id)).minus(before, conn.url) if before is not None else None
+    level = ServedLevel(c, outcomes, delta, seconds)
+    _judge(level, conn, s, k, opts)
+    return level
+
+
+async def _probe(conn: Connection, baseline: bool, timing_only: bool = False) -> tuple[ServedModel, int | None]:
+    """The served model, and k from its per-position counters (None: the baseline, or timing only)."""
+    model = await conn.model()
+    vllm = model.owned_by == "vllm"
+    try:
+        counters = await _read_counters(conn, model.id)
+    except ServerError as exc:
+        if baseline or timing_only:
+            return model, None
+        if not vllm:  # another engine: name it, and the way to measure it anyway
+            raise NoDraftError(
+                conn.url,
+                f"is not a vLLM server ({model.engine or 'its engine is unknown'}): it has no vllm:spec_decode_* "
+                "counters, so no acceptance can be read",
+                hint="give {timing_only} for per-user tokens/s and speedups without acceptance",
+            ) from None
+        raise exc from None
+    if baseline:
+        raise ServerError(
+            conn.url,
+            f"runs with a draft (k={counters.k}) but is the baseline",
+            hint="the baseline serves the same target without vllm serve --speculative-config",
+        )
+    return model, counters.k
+
+
+async def _run(
+    urls: Sequence[str],
+    labels: Sequence[str],
+    baseline_url: str | None,
+    prompts: Sequence[Prompt],
+    opts: MeasureOptions,
+    sopts: ServerOptions,
+    levels: Sequence[int],
+    report: ServedReport,
+    say: Callable[[str], None],
+    tick: OnTick,
+    on_level: Callable[[ServedServer, ServedLevel], None] | None,
+) -> None:
+    conns = [Connection(u, api_key=sopts.api_key, request_timeout=sopts.request_timeout) for u in urls]
+    base = (
+        Connection(baseline_url, api_key=sopts.api_key, request_timeout=sopts.request_timeout) if baseline_url else None
+    )
+    everyone = [*conns, *([base] if base else [])]
+    for conn in everyone:
+        await conn.__aenter__()
+    try:
+        entries: list[tuple[Connection, ServedServer, bool]] = []
+        for conn, label in zip(conns, labels):
+            model, k = await _probe(conn, baseline=False, timing_only=sopts.timing_only)
+            server = ServedServer(label, conn.url, model, k, [])
+            server.speculative = await conn.speculative_config() if k is not None else None
+            say(f"{label}: {model.id} at {conn.url} ({model.engine or 'engine unknown'}, k={k})")
+            report.servers.append(server)
+            entries.append((conn, server, k is not None))
+        if base is not None:
+            model, _ = await _probe(base, baseline=True)
+            report.baseline = ServedServer(BASELINE_LABEL, base.url, model, None, [])
+            say(f"baseline: {model.id} at {base.url} (no speculation)")
+            entries.append((base, report.baseline, False))
+            for server in report.servers:  # a speedup over another target measures nothing
+                mine, theirs = server.model.root or server.model.id, model.root or model.id
+                if mine != theirs:
+                    server.identity.append(f"it serves {mine}, the baseline server {theirs}: not the same target?")
+        chat = opts.chat_template is None
+        total = sum(len(level_requests(prompts, c)) for c in levels) * len(entries)
+        done = [0]
+
+        def on_done(_o: RequestOutcome) -> None:
+            done[0] += 1
+            tick(Tick("smoke --server", done[0], total, "requests"))
+
+        for c in levels:
+            requests = level_requests(prompts, c)
+            for conn, server, spec in entries:
+                s = Sampling(server.model.id, opts.max_new_tokens, opts.temperature, opts.seed, chat)
+                say(f"{server.label}: concurrency {c}, {len(requests)} requests")
+                level = await _measure_server(conn, server.model, spec, requests, c, s, server.k, sopts, on_done)
+                server.levels.append(level)
+                if on_level is not None:
+                    on_level(server, level)
+            base_level = report.baseline.level(c) if report.baseline else None
+            for server in report.servers:
+                lv = server.level(c)
+                a, b = (lv.tokens_per_s if lv else None), (base_level.tokens_per_s if base_level else None)
+                if lv is not None and a and b:
+                    lv.speedup = a / b
+    finally:
+        for conn in everyone:
+            await conn.__aexit__()
+
+
+def run_served(
+    servers: Sequence[str],
+    opts: MeasureOptions | None = None,
+    sopts: ServerOptions | None = None,
+    *,
+    labels: Sequence[str] = (),
+    baseline: str | None = None,
+    prompts: Sequence[Prompt],
+    suite: str = "custom",
+    progress: Callable[[str], None] | None = None,
+    on_tick: OnTick | None = None,
+    on_level: Callable[[ServedServer, ServedLevel], None] | None = None,
+) -> ServedReport:
+    """Measure running servers (one per draft compared) and a baseline server at each concurrency.
+
+    Args:
+        servers: each server's URL (`http://host:8000`; a trailing /v1 is dropped).
+        opts: the measuring settings smoke takes (`max_new_tokens`, `temperature`, `seed`,
+            `concurrency` (default 1,4,16), `chat_template` None or "none"); the engine, buckets,
+            k and parallelism are the server's own.
+        sopts: the API key, request and run timeouts, the failure share, exclusivity.
+        labels: a name per server (default: its URL).
+        baseline: the same target served without speculation: the speedups' denominator.
+        prompts: the prompts (smoke's suites, `measure.select_suite`).
+        suite: the suite's label for the report.
+        progress: one line per server and level.
+        on_tick: a count of requests finished.
+        on_level: each level once measured (what an interrupted run has).
+
+    Returns:
+        The report; `interrupted` is never set here (the CLI keeps the levels it saw).
+
+    Raises:
+        UsageError: bad settings. ServerError: a server that cannot be measured (exit code 3).
+    """
+    opts = opts or MeasureOptions()
+    sopts = sopts or ServerOptions()
+    _check_options(opts, servers, labels)
+    if not prompts:
+        raise UsageError("no prompt to send (check {prompts} and {categories})", options=("prompts", "categories"))
+    levels = list(opts.concurrency or DEFAULT_LEVELS)
+    urls = list(servers)
+    names = [*labels, *(Connection(u).url for u in urls[len(labels) :])]
+    settings = smoke_settings(
+        k=0,
+        max_new_tokens=opts.max_new_tokens,
+        temperature=opts.temperature,
+        seed=opts.seed,
+        buckets=(NATURAL,),
+        chat_template="none" if opts.chat_template == "none" else "server",
+        tensor_parallel_size=1,
+    )
+    report = ServedReport(settings, suite, [(p.id, p.category) for p in prompts], [], None, levels)
+    t0 = time.perf_counter()
+    coro = _run(
+        urls,
+        names,
+        baseline,
+        prompts,
+        opts,
+        sopts,
+        levels,
+        report,
+        progress or (lambda _m: None),
+        tick_or_nothing(on_tick),
+        on_level,
+    )
+    try:
+        asyncio.run(asyncio.wait_for(coro, sopts.timeout) if sopts.timeout else coro)
+    except asyncio.TimeoutError:
+        raise ServerError(
+            report.servers[-1].url if report.servers else names[0],
+            f"did not finish the run within {sopts.timeout:g}s",
+            hint="raise {timeout}, or give fewer prompts or levels",
+        ) from None
+    ks = {s.k for s in report.servers if s.k is not None}
+    report.settings["k"] = ks.pop() if len(ks) == 1 else None
+    report.settings["concurrency"] = levels
+    report.seconds = time.perf_counter() - t0
+    return report

@@ -1,0 +1,208 @@
+"""`served`: the /metrics parser, the streaming client and one level's honest-number checks, against
+a tiny OpenAI-compatible server on loopback (`tests/servedfake.py`, real sockets).
+
+The fake server runs vLLM's chain: per request one prefill token, then rounds of k drafts with
+`accept` accepted, so every expected figure below is exact arithmetic, not a tolerance."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+
+from eagle_convert.errors import UsageError
+from eagle_convert.measure import MeasureOptions, Prompt
+from eagle_convert.served import (
+    Connection,
+    NoDraftError,
+    Sampling,
+    ServerError,
+    ServerOptions,
+    ServerRestartedError,
+    level_requests,
+    parse_prometheus,
+    run_served,
+    spec_counters,
+    stream_one,
+)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from servedfake import FakeServer  # noqa: E402
+
+PROMPTS = [Prompt("a", "coding", text="def f():"), Prompt("b", "chat", messages=({"role": "user", "content": "hi"},))]
+URL = "http://x:1"
+
+
+def _run(*servers: FakeServer, baseline: FakeServer | None = None, **kw):
+    opts = MeasureOptions(max_new_tokens=kw.pop("max_new_tokens", 13), concurrency=kw.pop("levels", (1, 2)))
+    return run_served(
+        [s.url for s in servers],
+        opts,
+        ServerOptions(**kw),
+        baseline=baseline.url if baseline else None,
+        prompts=PROMPTS,
+    )
+
+
+# ------------------------------------------------------------------------------------ /metrics
+
+
+METRICS = """# HELP vllm:spec_decode_num_drafts Number of spec decoding drafts.
+# TYPE vllm:spec_decode_num_drafts counter
+vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 10.0
+vllm:spec_decode_num_drafts_total{engine="1",model_name="m"} 2.0
+vllm:spec_decode_num_drafts_created{engine="0",model_name="m"} 1.7e+09
+vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} 36.0
+vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 20.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="0"} 9.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="1",model_name="m",position="0"} 1.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"} 7.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="2"} 3.0
+vllm:spec_decode_num_drafts_total{engine="0",model_name="other"} 99.0
+http_requests_total{handler="/v1/models",note="a \\"quoted\\", value"} 3 1700000000
+"""
+
+
+def test_counters_are_summed_over_engines_per_model() -> None:
+    c = spec_counters(METRICS, URL, "m")
+    assert (c.drafts, c.draft_tokens, c.accepted, c.per_pos, c.k) == (12, 36, 20, (10, 7, 3), 3)
+    assert spec_counters(METRICS, URL, "other").drafts == 99
+    last = parse_prometheus(METRICS)[-1]
+    assert last == ("http_requests_total", {"handler": "/v1/models", "note": 'a "quoted", value'}, 3.0)
+
+
+def test_metrics_refusals() -> None:
+    with pytest.raises(NoDraftError) as e:
+        spec_counters('vllm:num_requests_running{model_name="m"} 0\n', URL)
+    assert str(e.value) == (
+        f"the server at {URL} runs without a draft (its /metrics has no vllm:spec_decode_* counters) "
+        "(serve it with vllm serve --speculative-config, or give it as `baseline_server`)"
+    )
+    with pytest.raises(ServerError, match=r"^the server at http://x:1 reports spec-decode counters for 2 models"):
+        spec_counters(METRICS, URL)
+    with pytest.raises(ServerError, match=r"malformed Prometheus text: line 1 is not a Prometheus sample"):
+        spec_counters("<html>hello</html>\n", URL)
+
+
+def test_a_counter_going_down_is_a_restart() -> None:
+    before = spec_counters(METRICS, URL, "m")
+    after = spec_counters(METRICS.replace("} 20.0", "} 4.0"), URL, "m")
+    with pytest.raises(ServerRestartedError, match=r"restarted during the run \(its spec-decode counters went down\)"):
+        after.minus(before, URL)
+    assert before.minus(before, URL).drafts == 0
+
+
+# ------------------------------------------------------------------------------------ one level
+
+
+def test_al_and_per_position_come_from_the_counter_deltas() -> None:
+    # 13 tokens = prefill + rounds of 3 (2 of k=3 accepted): 4 rounds a request, AL 3, positions 1,1,0
+    with FakeServer(k=3, accept=2) as srv, FakeServer(k=None) as base:
+        srv.drafts = 1000  # earlier traffic: only the deltas count
+        rep = _run(srv, baseline=base)
+    [s] = rep.servers
+    assert s.k == 3 and s.model.engine == "vllm 0.32.0" and s.model.max_model_len == 256
+    for c, lv in zip((1, 2), s.levels):
+        assert lv.concurrency == c and len(lv.outcomes) == 2 and not lv.failed and lv.no_figure is None
+        assert (lv.delta.drafts, lv.delta.accepted, lv.delta.per_pos) == (8, 16, (8, 8, 0))
+        assert lv.acceptance_length == 3.0 and lv.per_position == [1.0, 1.0, 0.0]
+        assert all(o.tokens == 13 and o.ttft_s is not None and o.tokens_per_s for o in lv.outcomes)
+        assert lv.speedup is not None and lv.speedup > 0
+    data = rep.to_dict()
+    assert data["engine"] == "server" and data["settings"]["k"] == 3
+    assert data["drafts"][0]["total"]["acceptance_length"] == 3.0
+    assert set(data["throughput"]["speedup"][s.label]) == {"1", "2"}
+    assert data["servers"][0]["levels"][0]["per_user_tokens_per_s"] > 0
+
+
+def test_requests_are_greedy_streamed_and_ignore_eos() -> None:
+    with FakeServer() as srv:
+        _run(srv, levels=(1,))
+        chat, raw = srv.bodies
+    assert chat["messages"] == [{"role": "user", "content": "def f():"}]  # a plain prompt is one user message
+    assert chat["stream"] and chat["ignore_eos"] and chat["temperature"] == 0.0 and chat["max_tokens"] == 13
+    assert chat["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
+
+
+def test_each_level_sends_every_prompt_and_fills_its_streams() -> None:
+    assert [p.id for p in level_requests(PROMPTS, 1)] == ["a", "b"]
+    assert [p.id for p in level_requests(PROMPTS, 5)] == ["a", "b", "a", "b", "a"]
+
+
+def test_other_traffic_is_noted_or_refused_with_exclusive() -> None:
+    with FakeServer(mode="traffic") as srv:
+        rep = _run(srv, levels=(1,))
+        [lv] = rep.servers[0].levels
+        assert lv.notes and lv.notes[0].startswith("other traffic moved the counters at concurrency 1: ")
+        with pytest.raises(ServerError, match=r"other traffic moved the counters .* \(measure while nothing"):
+            _run(srv, levels=(1,), exclusive=True)
+
+
+def test_a_restart_mid_level_is_an_error() -> None:
+    with FakeServer(mode="restart") as srv, pytest.raises(ServerRestartedError):
+        srv.drafts, srv.draft_tokens, srv.accepted, srv.per_pos = 100, 300, 200, [100, 100, 0]  # before a restart
+        _run(srv, levels=(1,))
+
+
+def test_counters_that_do_not_move_give_no_figure() -> None:
+    with FakeServer(mode="frozen") as srv:
+        [lv] = _run(srv, levels=(1,)).servers[0].levels
+    assert lv.acceptance_length is None and lv.no_figure and "a load balancer?" in lv.no_figure
+
+
+def test_failed_requests_are_counted_named_and_over_the_share_give_no_figure() -> None:
+    with FakeServer(mode="fail-some") as srv:  # every third request answers 500
+        [lv] = _run(srv, levels=(6,), max_failed=0.5).servers[0].levels
+        assert len(lv.outcomes) == 6 and len(lv.failed) == 2 and lv.no_figure is None
+        assert lv.failures == {
+            f"the server at {srv.url} answered /v1/chat/completions with HTTP 500: engine overloaded": 2
+        }
+        assert lv.acceptance_length is not None
+        [lv] = _run(srv, levels=(6,), max_failed=0.1).servers[0].levels
+        assert lv.acceptance_length is None and lv.tokens_per_s is None
+        assert lv.no_figure.startswith("2 of 6 requests failed (over 10%): the server at ")
+
+
+def test_a_stream_that_breaks_is_a_named_failure() -> None:
+    async def one(srv: FakeServer, timeout: float = 5.0):
+        async with Connection(srv.url, request_timeout=timeout) as conn:
+            return await stream_one(conn, PROMPTS[0], Sampling("tiny-target", 13, 0.0, 0))
+
+    with FakeServer(mode="malformed-sse") as srv:
+        out = asyncio.run(one(srv))
+        assert out.error == "malformed SSE data ('{not json')" and out.tokens_per_s is None
+    with FakeServer(mode="stall") as srv:
+        out = asyncio.run(one(srv, timeout=0.5))
+        assert out.error == "no answer within 0.5s (request timeout)"
+
+
+def test_usage_errors() -> None:
+    with pytest.raises(UsageError, match=r"^`buckets` needs a local tokenizer"):
+        run_served([URL], MeasureOptions(buckets=(0, 256)), prompts=PROMPTS)
+    with pytest.raises(UsageError, match=r"^`engine` does not apply with `server`"):
+        run_served([URL], MeasureOptions(engine="vllm"), prompts=PROMPTS)
+
+
+def test_a_model_without_a_chat_template_names_the_fix() -> None:
+    from eagle_convert.served.results import ServedLevel
+    from eagle_convert.served.run import _judge
+    from eagle_convert.served.stream import RequestOutcome
+
+    error = "the server at http://x:1 answered /v1/chat/completions with HTTP 400: default chat template is no longer allowed"
+    level = ServedLevel(1, [RequestOutcome("a", error=error)], None, 0.1)
+    with pytest.raises(ServerError) as e:
+        _judge(level, Connection(URL), Sampling("m", 8, 0.0, 0), 3, ServerOptions())
+    assert e.value.render(lambda n, v: f"--{n.replace('_', '-')} {v}") == (
+        f"the server at {URL} failed every request at concurrency 1: {error} (serve it with --chat-template, or "
+        "send raw text with --chat-template none)"
+    )
+
+
+def test_a_baseline_of_another_target_is_flagged() -> None:
+    with FakeServer() as srv, FakeServer(k=None, model="other-target") as base:
+        [s] = _run(srv, baseline=base, levels=(1,)).servers
+    assert s.identity == [
+        "it serves /models/tiny-target, the baseline server /models/other-target: not the same target?"
+    ]
