@@ -222,7 +222,8 @@ def run_check(
         if len(found) != 1:
             raise UsageError(
                 f"{{serve_for={serve_for}}}: check gates one engine release",
-                hint="name one: --for vllm[==X.Y.Z], --for sglang or --for trtllm (the matrix is validate --for all)",
+                hint="name one: {serve_for=vllm[==X.Y.Z]}, {serve_for=sglang} or {serve_for=trtllm} (the matrix is "
+                "validate {serve_for=all})",
                 options=("serve_for",),
             )
         serving = found[0]
