@@ -74,6 +74,9 @@ def _json_collections(value, path="$"):
 
 # Tables of vLLM's own that share names with one above without being a copy of it, with the reason.
 _OTHER_TABLES = {
+    ("eagle_convert/engines/sglang.py", "ARCHITECTURES"): (
+        "SGLang 0.5.23's own draft registry (models/registry.py): two of its names are also vLLM's"
+    ),
     ("eagle_convert/vllm_model/speculative.py", "MTP_MODEL_TYPES"): (
         "SpeculativeMethod (config/speculative.py): the *_mtp method names, not the model types hf_config_override rewrites"
     ),
@@ -125,6 +128,7 @@ DRAFT_LAYER_READERS = {
     "draft/card.py",  # the card's "draft layers" row
     "reference/drafter.py",  # DraftConfig
     "vllm/hooks.py",  # the draft config vLLM built, read in its worker
+    "served_diff.py",  # the draft config's sizes as vLLM reads them (diff --served)
 }
 _TARGETISH = re.compile(r"target|tgt|tcfg|verifier", re.I)
 _ROPEISH = re.compile(r"rope|theta", re.I)

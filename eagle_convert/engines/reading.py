@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eagle_convert.engines.rules import EngineRules, Offset
+from eagle_convert.vllm_model import default_aux_ids
 
 DEFAULT = "default"  # the engine taps its default layers (the same three in every engine)
 
@@ -39,7 +40,7 @@ def int_ids(value: Any) -> list[int] | None:
 
 def default_taps(n: int | None) -> tuple[int, ...] | str:
     """The default taps as A-indices for an N-layer target (symbolic without N)."""
-    return (2, n // 2, n - 3) if n else DEFAULT
+    return default_aux_ids(n) if n else DEFAULT
 
 
 def taps(ids: Sequence[int], offset: Offset, n: int | None) -> tuple[int, ...] | None:

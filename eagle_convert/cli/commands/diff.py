@@ -26,18 +26,16 @@ def diff_cmd(
     """
     from eagle_convert.cli.output import console, echo_json
     from eagle_convert.diff import diff_checkpoints
-    from eagle_convert.draft import open_checkpoint
     from eagle_convert.errors import UsageError
 
     if served and headers_only:
         raise UsageError("--served compares tensor values: drop --headers-only", options=("served", "headers_only"))
-    ca, cb = open_checkpoint(a), open_checkpoint(b)
-    result = diff_checkpoints(ca, cb, compare_data=not headers_only)
+    result = diff_checkpoints(a, b, compare_data=not headers_only)
     as_served = None
     if served:
         from eagle_convert.served_diff import served_diff
 
-        as_served = served_diff(ca, cb)
+        as_served = served_diff(a, b)
     if as_json:
         echo_json(result.to_dict() | ({"served": as_served.to_dict()} if as_served else {}))
     else:
