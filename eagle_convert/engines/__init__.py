@@ -12,7 +12,6 @@ if TYPE_CHECKING:  # what type checkers see
         default_taps,
         ids_for,
         int_ids,
-        lookup,
         read_draft,
         taps,
     )
@@ -37,7 +36,6 @@ else:  # what runs: each name imported from its module on first use
             "ids_for": "eagle_convert.engines.reading",
             "default_taps": "eagle_convert.engines.reading",
             "int_ids": "eagle_convert.engines.reading",
-            "lookup": "eagle_convert.engines.reading",
             "read_draft": "eagle_convert.engines.reading",
             "taps": "eagle_convert.engines.reading",
             "EngineRules": "eagle_convert.engines.rules",
@@ -70,7 +68,6 @@ __all__ = [
     "every_release",
     "ids_for",
     "int_ids",
-    "lookup",
     "parse_for",
     "read_draft",
     "taps",

@@ -12,19 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from eagle_convert.engines.rules import EngineRules, Offset
-from eagle_convert.vllm_model import default_aux_ids
+from eagle_convert.vllm_model import default_aux_ids, lookup
 
 DEFAULT = "default"  # the engine taps its default layers (the same three in every engine)
-
-
-def lookup(config: dict[str, Any], path: str) -> Any:
-    """Value at a dotted path (`eagle_config.norm_before_fc`), None where any step is missing."""
-    node: Any = config
-    for part in path.split("."):
-        if not isinstance(node, dict):
-            return None
-        node = node.get(part)
-    return node
 
 
 def int_ids(value: Any) -> list[int] | None:
@@ -138,7 +128,6 @@ __all__ = [
     "default_taps",
     "ids_for",
     "int_ids",
-    "lookup",
     "read_draft",
     "taps",
     "window_asked",

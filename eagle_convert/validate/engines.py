@@ -22,11 +22,11 @@ from eagle_convert.engines import (
     default_taps,
     ids_for,
     int_ids,
-    lookup,
     read_draft,
     taps,
 )
 from eagle_convert.validate.findings import Finding, code_table, finding
+from eagle_convert.vllm_model import lookup
 
 SHARED_FAMILIES = ("files", "shapes")  # the checkpoint's own defects: every engine's
 VLLM_ONLY = frozenset({"E202", "W204"})  # vLLM's fc-width reading; a dtype note
