@@ -194,13 +194,17 @@ def _serve_for(
     _emit(matrix, gate, strict=strict, as_json=as_json, junit=junit)
 
 
-def _static_only(deep: bool, load: str | None, what: str) -> None:
+def _static_only(
+    deep: bool,
+    load: str | None,
+    what: str,
+    why: str = "the engine rows run the static rules",
+    where: str = "the vLLM release you deploy on",
+) -> None:
+    """Refuse --deep / --load where only the static rules run (several releases or engines)."""
     for flag, given in (("--deep", deep), ("--load", load is not None)):
         if given:
-            raise click.UsageError(
-                f"{flag} does not combine with {what}: the engine rows run the static rules; run validate {flag} "
-                "once for the vLLM release you deploy on"
-            )
+            raise click.UsageError(f"{flag} does not combine with {what}: {why}; run validate {flag} once for {where}")
 
 
 def _matrix(
@@ -217,12 +221,13 @@ def _matrix(
     """`--vllm-version all`: the compatibility matrix (static rules only, once per release)."""
     from eagle_convert.validate import compatibility_matrix
 
-    for flag, given in (("--deep", deep), ("--load", load is not None)):
-        if given:
-            raise click.UsageError(
-                f"{flag} does not combine with --vllm-version all: the matrix runs the static rules once "
-                f"per release; run validate {flag} once for the release you deploy on (--vllm-version X.Y.Z)"
-            )
+    _static_only(
+        deep,
+        load,
+        "--vllm-version all",
+        "the matrix runs the static rules once per release",
+        "the release you deploy on (--vllm-version X.Y.Z)",
+    )
     matrix = compatibility_matrix(
         checkpoint, target=target, serving_context=serving_context, speculative_config=speculative_config
     )
