@@ -7,7 +7,10 @@ one token from prefill, then rounds of k drafts of which `accept` are accepted (
 a round, the last round cut at N). A `mode` makes it misbehave: `no-draft` (no counters),
 `auth` (401 without the key), `html` (every path answers an HTML page), `notfound` (404 everywhere), `malformed-sse`, `stall`
 (stops mid-stream; with `stall_after=N` only the requests after the first N), `restart` (counters reset during a request), `traffic` (extra drafts counted),
-`frozen` (counters never move), `fail-some` (every third request 500).
+`frozen` (counters never move), `fail-some` (every third request 500), `burst` (the tokens are
+produced on time but sent together at the end, as a buffering proxy or a starved client sees them). Like vLLM it records each finished request's decode time (engine clock: first to last
+token produced) and tokens in `vllm:request_decode_time_seconds` / `vllm:request_generation_tokens`
+(`histograms=False`: a server that exports neither).
 
     python tests/servedfake.py --port 0 --delay 0.01   # prints the URL, serves until killed
 """
@@ -41,6 +44,7 @@ class FakeServer:
         stall_after: int = 0,
         tls: tuple[str, str] | None = None,
         speculative: dict[str, Any] | None = None,
+        histograms: bool = True,
     ) -> None:
         self.k, self.accept, self.mode, self.delay = k, accept, mode, delay
         self.api_key, self.model, self.max_model_len, self.owned_by = api_key, model, max_model_len, owned_by
@@ -48,6 +52,8 @@ class FakeServer:
         self.drafts = self.draft_tokens = self.accepted = 0
         self.per_pos = [0] * (k or 0)
         self.requests = 0
+        self.histograms = histograms
+        self.finished, self.generated, self.decode_s = 0, 0, 0.0  # the decode histograms' _count, _sum, _sum
         self.bodies: list[dict[str, Any]] = []
         ThreadingHTTPServer.request_queue_size = 256  # C = 64 connecting at once (the default backlog is 5)
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -121,7 +127,24 @@ class FakeServer:
                 f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{lab},position="{i}"}} {float(v)}'
                 for i, v in enumerate(self.per_pos)
             ]
+        if self.histograms:
+            for name, total in (
+                ("vllm:request_decode_time_seconds", self.decode_s),
+                ("vllm:request_generation_tokens", float(self.generated)),
+            ):
+                lines += [
+                    f"# TYPE {name} histogram",
+                    f'{name}_bucket{{{lab},le="+Inf"}} {float(self.finished)}',
+                    f"{name}_count{{{lab}}} {float(self.finished)}",
+                    f"{name}_sum{{{lab}}} {total}",
+                ]
         return "\n".join(lines) + "\n"
+
+    def finish(self, tokens: int, decode_s: float) -> None:
+        with self.lock:
+            self.finished += 1
+            self.generated += tokens
+            self.decode_s += decode_s
 
 
 def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
@@ -206,7 +229,13 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
             try:
                 time.sleep(server.delay)
                 done = 1
-                emit(1)
+                held: list[int] = []  # burst: every chunk, the first token's too, sent at the end
+                if server.mode == "burst":
+                    held.append(1)
+                    done = 0
+                else:
+                    emit(1)
+                first = last = time.monotonic()
                 for i, a in enumerate(server.rounds(n) if server.k else [0] * (n - 1)):
                     if server.mode == "stall" and i == 1 and nth > server.stall_after:
                         time.sleep(30)
@@ -219,10 +248,18 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
                             server.per_pos = [0] * (server.k or 0)
                     time.sleep(server.delay)
                     server.count(a)
+                    last = time.monotonic()
+                    if server.mode == "burst":
+                        held.append(a + 1)
+                        continue
                     done += a + 1
                     emit(a + 1)
+                for tokens in held:
+                    done += tokens
+                    emit(tokens)
                 self._chunk("data: [DONE]\n\n")
                 self._chunk("")
+                server.finish(done, last - first)  # as vLLM: recorded after the stream's last chunk
             except (BrokenPipeError, ConnectionResetError):
                 pass
             return None

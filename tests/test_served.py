@@ -117,6 +117,36 @@ def test_al_and_per_position_come_from_the_counter_deltas() -> None:
     assert data["servers"][0]["levels"][0]["per_user_tokens_per_s"] > 0
 
 
+def test_per_user_rates_are_the_engines_where_the_stream_arrives_in_bursts() -> None:
+    """The CI failure this guards: a baseline whose tokens reached the client all at once gave 63260
+    tok/s per user and a speedup of ×0.008. The engine's decode histograms give the rate it produced."""
+    # 13 tokens: the draft server makes 3 a round (4 rounds), the baseline 1 a step (12 steps), each
+    # round or step 20 ms: engine rates ~150 and ~50 tok/s, a speedup near 3. Sleeps overshoot on a
+    # loaded host, so the bounds are wide (x1.5-x4.5) and still far from the burst's x0.01.
+    with FakeServer(k=3, accept=2, delay=0.02) as srv, FakeServer(k=None, delay=0.02, mode="burst") as base:
+        rep = _run(srv, baseline=base, levels=(1,))
+    [lv], [b] = rep.servers[0].levels, rep.baseline.levels
+    assert lv.rate_source == b.rate_source == "engine" and lv.speedup_source == "engine"
+    assert b.decode is not None and b.decode.requests == 2 and b.decode.tokens == 26
+    assert b.stream_tokens_per_s > 10 * b.engine_tokens_per_s  # the burst, as the client saw it
+    assert b.tokens_per_s == b.engine_tokens_per_s and 20 < b.engine_tokens_per_s <= 55
+    assert 1.5 < lv.speedup < 4.5
+    assert any(n.startswith("the streamed tokens reached this client") for n in b.notes)
+    assert not any(n.startswith("the streamed tokens") for n in lv.notes)
+    level = rep.to_dict()["baseline_server"]["levels"][0]
+    assert level["rate_source"] == "engine" and level["per_user_tokens_per_s"] == level["engine_tokens_per_s"]
+    assert rep.to_dict()["servers"][0]["levels"][0]["speedup_source"] == "engine"
+
+
+def test_without_decode_histograms_the_rates_are_the_streams() -> None:
+    with FakeServer(k=3, accept=2, histograms=False) as srv, FakeServer(k=None) as base:
+        rep = _run(srv, baseline=base, levels=(1,))
+    [lv], [b] = rep.servers[0].levels, rep.baseline.levels
+    assert lv.rate_source == "stream" and lv.engine_tokens_per_s is None and b.rate_source == "engine"
+    assert lv.speedup_source == "stream"  # the same source on both sides
+    assert lv.speedup == pytest.approx(lv.stream_tokens_per_s / b.stream_tokens_per_s)
+
+
 def test_requests_are_greedy_streamed_and_ignore_eos() -> None:
     with FakeServer() as srv:
         _run(srv, levels=(1,))

@@ -184,8 +184,11 @@ def serve_checks(report: Any, policy: Policy) -> list[CheckResult]:
             out.append(CheckResult(f"served speedup (c={c})", STAGE, False, None, None, f"no figure: {why}"))
             continue
         ok = None if floor is None else x >= floor
+        src = lv.speedup_source or "stream"
+        basis = "the engines' decode times" if src == "engine" else "streamed token times"
         msg = (
-            f"{_f(lv.tokens_per_s or 0)} tok/s per user against {_f(base.tokens_per_s or 0)} without speculation"
+            f"{_f(lv.rate_from(src) or 0)} tok/s per user against {_f(base.rate_from(src) or 0)} without "
+            f"speculation ({basis})"
             if base is not None
             else ""
         )

@@ -6,6 +6,13 @@ vLLM 0.32.0 `v1/spec_decode/metrics.py` (`SpecDecodingProm`) exports, per `model
 `vllm:spec_decode_num_accepted_tokens_per_pos_total` (label `position`, 0..k-1; k positions exist
 from start-up, so k is readable before any request). A server without a speculative config exports
 none of them. The engines of one model are summed, as vLLM's own logger sums steps.
+
+Every vLLM server, with or without a draft, also exports per finished request (`v1/metrics/loggers.py`
+`PrometheusStatLogger`, 0.32.0 and 0.34.0 alike) the histograms `vllm:request_decode_time_seconds`
+(last minus first token time, both stamped by the engine core: `v1/metrics/stats.py`
+`IterationStats.update_from_finished_request`) and `vllm:request_generation_tokens`. Their `_sum` and
+`_count` deltas give the engine's own per-user decode rate, which no buffering between the server and
+this client can distort (`DecodeTimes`).
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from dataclasses import dataclass
 
 from eagle_convert.served.errors import NoDraftError, ServerError, ServerRestartedError
 
-__all__ = ["COUNTERS", "SpecCounters", "parse_prometheus", "spec_counters"]
+__all__ = ["COUNTERS", "DecodeTimes", "SpecCounters", "decode_times", "parse_prometheus", "spec_counters"]
 
 PREFIX = "vllm:spec_decode_num_"
 DRAFTS = "vllm:spec_decode_num_drafts_total"
@@ -23,6 +30,9 @@ DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 COUNTERS = (DRAFTS, DRAFT_TOKENS, ACCEPTED, PER_POS)
+DECODE_SUM = "vllm:request_decode_time_seconds_sum"
+DECODE_COUNT = "vllm:request_decode_time_seconds_count"
+GENERATED_SUM = "vllm:request_generation_tokens_sum"
 
 # name{labels} value [timestamp]; label values are quoted with \\, \" and \n escapes (exposition format 0.0.4)
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\S+)?\s*$")
@@ -132,6 +142,43 @@ def spec_counters(text: str, url: str, model: str | None = None) -> SpecCounters
             totals[name] += value
     per_pos = tuple(int(pos.get(i, 0.0)) for i in range(max(pos) + 1)) if pos else ()
     return SpecCounters(int(totals[DRAFTS]), int(totals[DRAFT_TOKENS]), int(totals[ACCEPTED]), per_pos)
+
+
+@dataclass(frozen=True)
+class DecodeTimes:
+    """vLLM's per-request decode histograms of one model, summed over its engines (module docstring)."""
+
+    requests: int  # finished requests recorded
+    tokens: float  # their generated tokens
+    seconds: float  # their decode time: last minus first token, engine-core clock
+
+    def minus(self, before: DecodeTimes) -> DecodeTimes:
+        return DecodeTimes(self.requests - before.requests, self.tokens - before.tokens, self.seconds - before.seconds)
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """The requests' decode tokens over their decode time (the first token is the prefill's)."""
+        if self.requests < 1 or self.seconds <= 0 or self.tokens <= self.requests:
+            return None
+        return (self.tokens - self.requests) / self.seconds
+
+
+def decode_times(text: str, model: str) -> DecodeTimes | None:
+    """`model`'s decode histograms in `/metrics` text; None where the server exports none (not vLLM,
+    or `--disable-log-stats`). Malformed text gives None too: `spec_counters` names it."""
+    try:
+        samples = parse_prometheus(text)
+    except ValueError:
+        return None
+    sums = {DECODE_SUM: 0.0, DECODE_COUNT: 0.0, GENERATED_SUM: 0.0}
+    seen = set()
+    for name, lab, value in samples:
+        if name in sums and lab.get("model_name", model) == model:
+            sums[name] += value
+            seen.add(name)
+    if len(seen) < len(sums):
+        return None
+    return DecodeTimes(int(sums[DECODE_COUNT]), sums[GENERATED_SUM], sums[DECODE_SUM])
 
 
 _METRICS_HINT = "point {server} at the vLLM server itself, not a proxy that rewrites /metrics"

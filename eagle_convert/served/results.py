@@ -1,9 +1,14 @@
 """What `smoke --server` measured: per server and concurrency level, in smoke's JSON shape.
 
-A level's acceptance comes from the server's counter deltas (`metrics.py`); its per-user decode
-rate is the median over its requests (`stream.py`), the figure `measure/throughput.py` gives for
-the in-process engine; the speedup is a server's rate over the baseline server's at the same
-level. `ServedReport.to_dict()` keeps `smoke --json`'s top-level shape (`drafts[].total` with
+A level's acceptance comes from the server's counter deltas (`metrics.py`). Its per-user decode
+rate is the engine's own where the server exports vLLM's decode histograms (`DecodeTimes`: tokens
+after the first over decode time, stamped by the engine core), else the median over its requests
+of the streamed rate (`stream.py`, the figure `measure/throughput.py` gives for the in-process
+engine). The stream's rate measures the path to this client too: a starved client or a buffering
+proxy delivers a burst of tokens at once and the rate comes out as thousands of tokens/s, so it is
+kept beside the engine's (`stream_tokens_per_s`), not used where the engine's exists. The speedup
+is a server's rate over the baseline server's at the same level, both from the same source
+(`rate_source`). `ServedReport.to_dict()` keeps `smoke --json`'s top-level shape (`drafts[].total` with
 `acceptance_length` and `per_position`, `throughput` with `concurrency`, `per_user_tokens_per_s`
 and `speedup`), engine "server", plus `servers`: every level's requests, failures and checks
 (schemas/smoke-report.schema.json).
@@ -18,13 +23,19 @@ from typing import Any
 
 from eagle_convert.measure import Counts, EngineRates, LevelRate, ThroughputReport
 from eagle_convert.served.http import ServedModel
-from eagle_convert.served.metrics import SpecCounters
+from eagle_convert.served.metrics import DecodeTimes, SpecCounters
 from eagle_convert.served.stream import RequestOutcome
 
 __all__ = ["ServedLevel", "ServedReport", "ServedServer", "BASELINE_LABEL"]
 
 BASELINE_LABEL = "no speculation"
-METRIC = "per-user decode tokens/s: median over requests of (tokens - 1) / (last - first token time)"
+METRIC = (
+    "per-user decode tokens/s: the engine's (vllm:request_decode_time_seconds and "
+    "vllm:request_generation_tokens deltas: tokens after the first over decode time), else the median over "
+    "requests of (tokens - 1) / (last - first streamed token time)"
+)
+ENGINE, STREAM = "engine", "stream"
+BURST = 1.5  # a streamed rate this many times the engine's means the tokens reached the client in bursts
 
 
 def _r(x: float | None, n: int = 4) -> float | None:
@@ -42,6 +53,8 @@ class ServedLevel:
     no_figure: str | None = None  # why this level gives no figure (too many failures, counters did not move)
     notes: list[str] = field(default_factory=list)  # other traffic, ...
     speedup: float | None = None  # over the baseline server at this level
+    decode: DecodeTimes | None = None  # the engine's decode histograms' deltas (None: not exported)
+    speedup_source: str | None = None  # ENGINE or STREAM: the rates the speedup divides
 
     @property
     def failed(self) -> list[RequestOutcome]:
@@ -57,8 +70,42 @@ class ServedLevel:
         return [r for o in self.outcomes if (r := o.tokens_per_s) is not None]
 
     @property
-    def tokens_per_s(self) -> float | None:
+    def stream_tokens_per_s(self) -> float | None:
+        """Median over requests of the streamed decode rate (what reached this client)."""
         return None if self.no_figure or not self.rates else statistics.median(self.rates)
+
+    @property
+    def engine_tokens_per_s(self) -> float | None:
+        """The engine's decode rate over this level's requests (None: not exported, or not all recorded)."""
+        ok = len(self.outcomes) - len(self.failed)
+        d = self.decode
+        if self.no_figure or d is None or d.requests < ok:
+            return None
+        return d.tokens_per_s
+
+    @property
+    def rate_source(self) -> str:
+        return ENGINE if self.engine_tokens_per_s is not None else STREAM
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """The per-user decode rate: the engine's where exported, else the streamed median."""
+        e = self.engine_tokens_per_s
+        return e if e is not None else self.stream_tokens_per_s
+
+    def rate_from(self, source: str) -> float | None:
+        return self.engine_tokens_per_s if source == ENGINE else self.stream_tokens_per_s
+
+    def burst_note(self) -> str | None:
+        """A note where the streamed rate far exceeds the engine's: the stream is not the measure here."""
+        e, s = self.engine_tokens_per_s, self.stream_tokens_per_s
+        if e is None or s is None or s <= BURST * e:
+            return None
+        return (
+            f"the streamed tokens reached this client {s / e:.1f}x faster than the engine produced them "
+            f"({s:.1f} against {e:.1f} tok/s per user): they arrived in bursts (a buffering proxy, or this "
+            "client was starved of CPU); the per-user rate is the engine's"
+        )
 
     @property
     def ttft_s(self) -> float | None:
@@ -92,15 +139,16 @@ class ServedLevel:
 
     def level_rate(self) -> LevelRate | None:
         """The level as measure's `LevelRate` (smoke's `throughput` rows); None without a figure."""
-        rates = self.rates
-        if self.tokens_per_s is None:
+        rates, rate = self.rates, self.tokens_per_s
+        if rate is None:
             return None
+        low, high = (min(rates), max(rates)) if self.rate_source == STREAM and rates else (rate, rate)
         return LevelRate(
             self.concurrency,
             len(rates),
-            self.tokens_per_s,
-            min(rates),
-            max(rates),
+            rate,
+            low,
+            high,
             self.ttft_s or 0.0,
             self.acceptance_length,
         )
@@ -120,6 +168,10 @@ class ServedLevel:
             "num_accepted": c.num_accepted,
             "accepted_per_pos": c.accepted_per_pos,
             "per_user_tokens_per_s": _r(self.tokens_per_s, 3),
+            "rate_source": self.rate_source,
+            "engine_tokens_per_s": _r(self.engine_tokens_per_s, 3),
+            "stream_tokens_per_s": _r(self.stream_tokens_per_s, 3),
+            "speedup_source": self.speedup_source,
             "ttft_s": _r(self.ttft_s),
             "speedup": _r(self.speedup),
             "seconds": round(self.seconds, 3),

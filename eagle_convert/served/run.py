@@ -8,6 +8,8 @@ deltas larger than the sent requests can explain mean other traffic moved them (
 error with `exclusive`); counters that did not move although tokens were streamed mean `/metrics`
 is another replica's (a load balancer); a level where more than `max_failed` of the requests
 failed gives no figure, and one where every request failed is an error naming the first failure.
+The per-user rates come from vLLM's decode histograms where the server exports them, read around
+each level on every server, the baseline too (`results.py` says why the stream's rate is second).
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from eagle_convert.measure import NATURAL, MeasureOptions, Prompt, smoke_setting
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 from eagle_convert.served.errors import NoDraftError, ServerError
 from eagle_convert.served.http import Connection, ServedModel
-from eagle_convert.served.metrics import SpecCounters, spec_counters
-from eagle_convert.served.results import BASELINE_LABEL, ServedLevel, ServedReport, ServedServer
+from eagle_convert.served.metrics import DecodeTimes, SpecCounters, decode_times, spec_counters
+from eagle_convert.served.results import BASELINE_LABEL, ENGINE, STREAM, ServedLevel, ServedReport, ServedServer
 from eagle_convert.served.stream import RequestOutcome, Sampling, run_streams
 
 __all__ = ["DEFAULT_LEVELS", "ServerOptions", "run_served", "level_requests"]
@@ -91,13 +93,34 @@ async def _read_counters(conn: Connection, model: str) -> SpecCounters:
     return spec_counters(text, conn.url, model)
 
 
-async def _settled(conn: Connection, model: str) -> SpecCounters:
-    """The counters once two reads 50 ms apart agree (vLLM records a step's stats after streaming it)."""
-    last = await _read_counters(conn, model)
+Reading = tuple[SpecCounters | None, DecodeTimes | None]
+
+
+async def _read(conn: Connection, model: str, spec: bool) -> Reading:
+    """The spec-decode counters (a server with a draft) and the decode histograms (any vLLM server)."""
+    if spec:
+        _, text, _ = await conn.get("/metrics")
+        return spec_counters(text, conn.url, model), decode_times(text, model)
+    try:  # the baseline, or a timing-only server: /metrics is optional
+        _, text, _ = await conn.get("/metrics")
+    except ServerError:
+        return None, None
+    return None, decode_times(text, model)
+
+
+async def _settled(conn: Connection, model: str, spec: bool, before: Reading | None = None, ok: int = 0) -> Reading:
+    """The reading once two reads 50 ms apart agree and the histograms hold the `ok` finished requests
+    (vLLM records a step's stats after streaming it)."""
+
+    def recorded(now: Reading) -> bool:
+        d, b = now[1], before[1] if before else None
+        return d is None or b is None or d.requests - b.requests >= ok
+
+    last = await _read(conn, model, spec)
     for _ in range(SETTLE_READS):
         await asyncio.sleep(SETTLE_PAUSE_S)
-        now = await _read_counters(conn, model)
-        if now == last:
+        now = await _read(conn, model, spec)
+        if now == last and recorded(now):
             return now
         last = now
     return last
@@ -150,13 +173,18 @@ async def _measure_server(
     opts: ServerOptions,
     on_done: Callable[[RequestOutcome], None],
 ) -> ServedLevel:
-    before = await _settled(conn, model.id) if spec else None
+    before = await _settled(conn, model.id, spec)
     t0 = time.perf_counter()
     outcomes = await run_streams(conn, requests, c, s, on_done=on_done)
     seconds = time.perf_counter() - t0
-    delta = (await _settled(conn, model.id)).minus(before, conn.url) if before is not None else None
-    level = ServedLevel(c, outcomes, delta, seconds)
+    after = await _settled(conn, model.id, spec, before, sum(o.error is None for o in outcomes))
+    counters, was = after[0], before[0]
+    delta = counters.minus(was, conn.url) if counters is not None and was is not None else None
+    decode = after[1].minus(before[1]) if after[1] is not None and before[1] is not None else None
+    level = ServedLevel(c, outcomes, delta, seconds, decode=decode)
     _judge(level, conn, s, k, opts)
+    if (note := level.burst_note()) is not None:
+        level.notes.append(note)
     return level
 
 
@@ -244,9 +272,13 @@ async def _run(
             base_level = report.baseline.level(c) if report.baseline else None
             for server in report.servers:
                 lv = server.level(c)
-                a, b = (lv.tokens_per_s if lv else None), (base_level.tokens_per_s if base_level else None)
-                if lv is not None and a and b:
-                    lv.speedup = a / b
+                if lv is None or base_level is None:
+                    continue
+                both = lv.engine_tokens_per_s and base_level.engine_tokens_per_s
+                source = ENGINE if both else STREAM  # the same source on both sides
+                a, b = lv.rate_from(source), base_level.rate_from(source)
+                if a and b:
+                    lv.speedup, lv.speedup_source = a / b, source
     finally:
         for conn in everyone:
             await conn.__aexit__()

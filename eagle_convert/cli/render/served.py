@@ -61,7 +61,8 @@ def render_served(console: Console, r: ServedReport) -> None:
         console.print(_server_table(r.baseline, False))
     console.print(
         "[dim]AL and per-position acceptance from each server's /metrics counter deltas per level; tok/s per "
-        "user = median over requests of (tokens - 1) / (last - first token time)"
+        "user = the engine's decode rate (vllm:request_decode_time_seconds), else the median over requests of "
+        "(tokens - 1) / (last - first streamed token time)"
         + ("; speedup over the baseline server at the same concurrency" if r.baseline else "")
         + f"; {r.seconds:.1f}s[/dim]"
     )
