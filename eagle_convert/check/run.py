@@ -184,6 +184,7 @@ def run_check(
     on_tick: OnTick | None = None,
     server: Any = None,
     serve_for: str | None = None,
+    serve_config: str | None = None,
 ) -> CheckReport:
     """Run the gate on `draft` (folder or hub repo); see the module docstring.
 
@@ -203,6 +204,8 @@ def run_check(
             the policy's [serve] server / baseline_server.
         serve_for: `--for ENGINE[==VERSION]`: vllm==X is `vllm_version` X; sglang / trtllm make the
             static stage that engine's verdict (`validate.validate_for`); the engine stages run vLLM.
+        serve_config: with `serve_for` sglang / trtllm, the deployment's serve config file for that
+            engine, checked by the static stage (`validate.validate_for`).
 
     Raises:
         UsageError: the policy contradicts itself, `vllm_version` names no known release, or the
@@ -229,6 +232,16 @@ def run_check(
         serving = found[0]
         if serving.engine == VLLM:
             vllm_version, serving = serving.requested or vllm_version, None
+    if serve_config is not None:
+        from eagle_convert.engines import read_serve_file
+
+        if serving is None:
+            raise UsageError(
+                "{serve_config} is for {serve_for=sglang} or {serve_for=trtllm}",
+                hint="give vLLM's serve config as {speculative_config}",
+                options=("serve_config", "serve_for", "speculative_config"),
+            )
+        read_serve_file(serve_config, serving.engine)  # an unreadable file: a usage error before any stage runs
     policy = policy or load_policy()
     target_s = None if target is None else str(target)
     baseline_s = None if baseline is None else str(baseline)
@@ -242,6 +255,7 @@ def run_check(
     state = stages.State(str(draft), target_s, baseline_s, policy, need, engines, release=vllm_version)
     state.worker_starts_before = engines.worker_starts
     state.serve_for = serving
+    state.serve_config = serve_config
     state.serve = report.serve = serve
     plan = [
         ("static", stages.static),

@@ -70,6 +70,7 @@ class State:
     release: str | None = None  # --vllm-version / [static] vllm_version: the release the verdict is for
     serve: Any = None  # vllm_model.serve_config.ServeConfig: --speculative-config / --max-model-len
     serve_for: Any = None  # engines.EngineStatus: --for sglang|trtllm, the engine the static verdict is for
+    serve_config: str | None = None  # --serve-config: that engine's serve config file, checked by the static stage
     prompt_suite: tuple[str, list[str]] = ("built-in", [])  # [acceptance] prompts: label, refusal lines
 
     @property
@@ -124,7 +125,11 @@ def static(s: State) -> list[CheckResult]:
 
     if s.serve_for is not None:  # --for sglang / trtllm: that engine's static verdict
         s.report = validate_for(
-            s.draft, s.serve_for, target=s.target, serving_context=s.policy.get("static", "max_model_len")
+            s.draft,
+            s.serve_for,
+            target=s.target,
+            serving_context=s.policy.get("static", "max_model_len"),
+            serve_config=s.serve_config,
         )
     else:
         s.report = validate_checkpoint(

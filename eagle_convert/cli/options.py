@@ -205,6 +205,20 @@ def serve_for_option(*, repeatable: bool) -> Callable[[F], F]:
     )
 
 
+def serve_config_option() -> Callable[[F], F]:
+    """`--serve-config FILE` (validate, check): the deployment's SGLang or TensorRT-LLM serve config."""
+    return click.option(
+        "--serve-config",
+        "serve_config",
+        type=click.Path(dir_okay=False, path_type=str),
+        metavar="FILE",
+        default=None,
+        help="With --for sglang: the launch command (python -m sglang.launch_server ...) or its --config YAML; "
+        "with --for trtllm: the YAML of trtllm-serve --extra_llm_api_options. Checked against the command that "
+        "serves the draft as trained (algorithm, draft path, k, capture layers, draft window).",
+    )
+
+
 def speculative_config_option() -> Callable[[F], F]:
     """`--speculative-config JSON|FILE` (validate, check): the deployment's serve config, as
     `MeasureOptions.speculative_config` declares it for smoke."""

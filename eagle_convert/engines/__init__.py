@@ -27,6 +27,9 @@ if TYPE_CHECKING:  # what type checkers see
         every_release,
         parse_for,
     )
+    from eagle_convert.engines.serve import Draft, ServeCommand, serve_command, serve_commands
+    from eagle_convert.engines.serve_args import SGLANG_ALGORITHM, ServeArg, sglang_flag, trtllm_field
+    from eagle_convert.engines.serve_file import GivenServe, read_serve_file
 else:  # what runs: each name imported from its module on first use
     __getattr__, __dir__ = attach(
         __name__,
@@ -49,12 +52,24 @@ else:  # what runs: each name imported from its module on first use
             "engine_status": "eagle_convert.engines.select",
             "every_release": "eagle_convert.engines.select",
             "parse_for": "eagle_convert.engines.select",
+            "Draft": "eagle_convert.engines.serve",
+            "ServeCommand": "eagle_convert.engines.serve",
+            "serve_command": "eagle_convert.engines.serve",
+            "serve_commands": "eagle_convert.engines.serve",
+            "GivenServe": "eagle_convert.engines.serve_file",
+            "read_serve_file": "eagle_convert.engines.serve_file",
+            "SGLANG_ALGORITHM": "eagle_convert.engines.serve_args",
+            "ServeArg": "eagle_convert.engines.serve_args",
+            "sglang_flag": "eagle_convert.engines.serve_args",
+            "trtllm_field": "eagle_convert.engines.serve_args",
         },
     )
 
 __all__ = [
     "ALL",
+    "SGLANG_ALGORITHM",
     "DEFAULT",
+    "Draft",
     "ENGINES",
     "ENGINE_NAMES",
     "VLLM",
@@ -62,7 +77,10 @@ __all__ = [
     "EngineRules",
     "EngineStatus",
     "EngineView",
+    "GivenServe",
+    "ServeCommand",
     "Offset",
+    "ServeArg",
     "default_taps",
     "engine_status",
     "every_release",
@@ -70,5 +88,10 @@ __all__ = [
     "int_ids",
     "parse_for",
     "read_draft",
+    "read_serve_file",
+    "serve_command",
+    "serve_commands",
+    "sglang_flag",
     "taps",
+    "trtllm_field",
 ]

@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 from eagle_convert.draft import CheckpointRef
-from eagle_convert.engines import EngineStatus
+from eagle_convert.engines import EngineStatus, GivenServe, read_serve_file, serve_command
+from eagle_convert.validate.engine_serve import given_findings, serve_draft
 from eagle_convert.validate.engines import engine_findings, shared_findings, version_findings
 from eagle_convert.validate.run import OpenedDraft, ValidationReport, open_draft, static_report
 from eagle_convert.vllm_model import NEWEST_RELEASE, VllmVersionStatus
@@ -23,8 +24,11 @@ def reference_report(opened: OpenedDraft, serving_context: int | None = None) ->
     return static_report(opened, status, serving_context=serving_context)
 
 
-def engine_report(opened: OpenedDraft, status: EngineStatus, reference: ValidationReport) -> ValidationReport:
-    """`status`'s engine release (not vLLM) against `reference` (`reference_report` of the same draft)."""
+def engine_report(
+    opened: OpenedDraft, status: EngineStatus, reference: ValidationReport, given: GivenServe | None = None
+) -> ValidationReport:
+    """`status`'s engine release (not vLLM) against `reference` (`reference_report` of the same draft);
+    `given`: the deployment's own serve config for that engine, checked against its serve command."""
     t0 = time.perf_counter()
     report = ValidationReport(
         reference.source,
@@ -42,16 +46,23 @@ def engine_report(opened: OpenedDraft, status: EngineStatus, reference: Validati
         tgt = opened.target.target if opened.target is not None else None
         from eagle_convert.validate.rules.shapes import weights_aux_count
 
-        report.add(
-            engine_findings(
-                opened.ckpt.config,
-                ctx.view,
-                status.rules,
-                target=tgt,
-                tensors=tensors,
-                aux_weights=weights_aux_count(ctx),
-            )
+        found = engine_findings(
+            opened.ckpt.config,
+            ctx.view,
+            status.rules,
+            target=tgt,
+            tensors=tensors,
+            aux_weights=weights_aux_count(ctx),
         )
+        draft = serve_draft(opened, ctx.view)
+        if draft is not None:
+            report.serve_commands = [serve_command(draft, status.engine, status.release)]
+            if given is not None:
+                extra, settled = given_findings(given, draft, status.rules, found)
+                found = [f for f in found if f not in settled] + extra
+                report.families_run.append("serve")
+        report.add(found)
+    report.serve_config = given
     report.add(version_findings(status))
     report.timings["engine_rules"] = time.perf_counter() - t0
     return report
@@ -63,11 +74,20 @@ def validate_for(
     *,
     target: str | Path | None = None,
     serving_context: int | None = None,
+    serve_config: str | None = None,
 ) -> ValidationReport:
-    """The static verdict of a draft for one engine release other than vLLM (`validate --for sglang`)."""
+    """The static verdict of a draft for one engine release other than vLLM (`validate --for sglang`).
+
+    `serve_config`: a file holding the deployment's SGLang launch command (or its --config YAML) or
+    TensorRT-LLM LLM API options YAML, checked against the command that serves the draft as trained.
+
+    Raises:
+        UsageError: a `serve_config` that cannot be read as that engine's (`engines.read_serve_file`).
+    """
+    given = read_serve_file(serve_config, status.engine) if serve_config is not None else None
     t0 = time.perf_counter()
     opened = open_draft(ref, target=target)
-    report = engine_report(opened, status, reference_report(opened, serving_context))
+    report = engine_report(opened, status, reference_report(opened, serving_context), given)
     report.seconds = time.perf_counter() - t0
     return report
 

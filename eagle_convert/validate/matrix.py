@@ -135,6 +135,7 @@ class Matrix:
     variant: str | None = None
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
+    serve_commands: list[Any] = field(default_factory=list)  # engines.ServeCommand: vLLM's, then each engine row's
 
     @property
     def vllm_rows(self) -> list[MatrixRow]:
@@ -203,6 +204,7 @@ class Matrix:
                 for r in self.engine_rows
             ],
             "matrix": [r.to_dict() for r in self.rows],
+            "serve_commands": [c.to_dict() for c in self.serve_commands],
             "seconds": round(self.seconds, 3),
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
         }
@@ -311,6 +313,11 @@ def compatibility_matrix(
     info = next((r.report.info for r in rows if r.release == default.release), None) or (
         rows[0].report.info if rows else None
     )
+    commands = [c for r in rows if r.engine != "vllm" for c in r.report.serve_commands]
+    if versions and opened.last_context is not None:
+        from eagle_convert.validate.run import vllm_serve_commands
+
+        commands = vllm_serve_commands(opened, opened.last_context.view, default.release, None) + commands
     return Matrix(
         source=opened.head.source,
         rows=rows,
@@ -320,6 +327,7 @@ def compatibility_matrix(
         variant=info.variant if info else None,
         seconds=time.perf_counter() - t0,
         timings=timings,
+        serve_commands=commands,
     )
 
 

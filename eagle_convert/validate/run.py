@@ -46,6 +46,8 @@ class ValidationReport(Report):
     fingerprints: FingerprintCheck | None = None  # the installed vLLM's deciding code vs its release's (E705)
     notes: dict[str, str] = field(default_factory=dict)  # what a check read or could not do (target weights)
     serving: Any = None  # engines.EngineStatus: the engine release other than vLLM the verdict is for (--for)
+    serve_commands: list[Any] = field(default_factory=list)  # engines.ServeCommand: how to serve it as trained
+    serve_config: Any = None  # engines.GivenServe: the deployment's SGLang / TensorRT-LLM serve config (--serve-config)
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -72,6 +74,8 @@ class ValidationReport(Report):
             "serve": self.serve.to_dict() if self.serve else None,
             "fingerprints": self.fingerprints.to_dict() if self.fingerprints else None,
             "for": self.serving.to_dict() if self.serving is not None else None,
+            "serve_commands": [c.to_dict() for c in self.serve_commands],
+            "serve_config": self.serve_config.to_dict() if self.serve_config is not None else None,
             "seconds": round(self.seconds, 3),
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
             "notes": dict(self.notes),
@@ -148,6 +152,7 @@ def validate_checkpoint(
     if opened.last_context is None:  # no config, or not a draft: nothing else applies
         return _done(report, t0)
     ctx = opened.last_context
+    report.serve_commands = vllm_serve_commands(opened, ctx.view, status.release, serve)
     ckpt = opened.ckpt
 
     if deep:
@@ -184,6 +189,7 @@ class OpenedDraft:
     target: Any = None  # rules.target.TargetWeights: the target (draft.target.Target) and its weights
     shared: dict = field(default_factory=dict)
     last_context: Any = None  # the Context of the latest `static_report` (deep and engine read it)
+    ref: str = ""  # the draft as the caller named it (what a serve command loads)
 
 
 def open_draft(ref: str | Path | CheckpointRef | Checkpoint, *, target: str | Path | None = None) -> OpenedDraft:
@@ -196,15 +202,16 @@ def open_draft(ref: str | Path | CheckpointRef | Checkpoint, *, target: str | Pa
     """
     t0 = time.perf_counter()
     if isinstance(ref, Checkpoint):
-        ckpt, is_hub = ref, False
+        ckpt, is_hub, text = ref, False, ckpt_text(ref)
     else:
+        text = str(ref)
         if not isinstance(ref, CheckpointRef):
             ref = CheckpointRef.parse(str(ref))
         ckpt, is_hub = open_checkpoint(ref), ref.is_hub
     head = ValidationReport(ckpt.description, is_hub=is_hub)
     head.timings["open"] = time.perf_counter() - t0
     head.families_run.append("files")
-    opened = OpenedDraft(ckpt, head)
+    opened = OpenedDraft(ckpt, head, ref=text)
     if not ckpt.has_config:
         head.add(finding("E002", f"{ckpt.description}: no config.json next to the weights", field="config.json"))
         return opened
@@ -288,6 +295,27 @@ def static_report(
     report.timings.update(ctx.timings)
     report.notes = dict(ctx.notes)
     return report
+
+
+def ckpt_text(ckpt: Checkpoint) -> str:
+    """What a serve command loads for an opened checkpoint: its folder or hub repo, as its source names it."""
+    src = ckpt.source
+    repo = getattr(src, "repo_id", None) or getattr(src, "repo", None)
+    root = getattr(src, "root", None) or getattr(src, "path", None)
+    return str(repo or root or ckpt.description)
+
+
+def vllm_serve_commands(opened: OpenedDraft, view: Any, release: str, serve: ServeConfig | None) -> list[Any]:
+    """vLLM's serve command for `opened` at `release` (k: the deployment's, else 3)."""
+    from eagle_convert.validate.engine_serve import serve_draft
+
+    k = serve.k if serve is not None and serve.given and isinstance(serve.k, int) else None
+    draft = serve_draft(opened, view, k=k)
+    if draft is None:
+        return []
+    from eagle_convert.engines import serve_command
+
+    return [serve_command(draft, "vllm", release)]
 
 
 def _version_findings(report: ValidationReport) -> list:

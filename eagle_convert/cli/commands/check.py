@@ -9,7 +9,12 @@ from pathlib import Path
 
 import click
 
-from eagle_convert.cli.options import serve_for_option, speculative_config_option, vllm_version_option
+from eagle_convert.cli.options import (
+    serve_config_option,
+    serve_for_option,
+    speculative_config_option,
+    vllm_version_option,
+)
 
 
 @click.command("check")
@@ -31,6 +36,7 @@ from eagle_convert.cli.options import serve_for_option, speculative_config_optio
 )
 @vllm_version_option(allow_all=False)
 @serve_for_option(repeatable=False)
+@serve_config_option()
 @speculative_config_option()
 @click.option(
     "--max-model-len",
@@ -74,6 +80,7 @@ def check_cmd(
     policy_file: Path | None,
     vllm_version: str | None,
     serve_for: str | None,
+    serve_config: str | None,
     speculative_config: str | None,
     max_model_len: int | None,
     server: str | None,
@@ -115,6 +122,7 @@ def check_cmd(
             on_tick=display.tick,
             server=where,
             serve_for=serve_for,
+            serve_config=serve_config,
         )
     for path in (junit, summary):  # CI paths such as reports/check.xml: create the folder
         if path is not None:

@@ -10,7 +10,12 @@ from typing import TYPE_CHECKING
 import click
 
 from eagle_convert.cli.deprecated import renamed_option
-from eagle_convert.cli.options import serve_for_option, speculative_config_option, vllm_version_option
+from eagle_convert.cli.options import (
+    serve_config_option,
+    serve_for_option,
+    speculative_config_option,
+    vllm_version_option,
+)
 
 if TYPE_CHECKING:
     from eagle_convert.validate import Matrix, ValidationReport
@@ -62,6 +67,7 @@ def _progress(enabled: bool, as_json: bool) -> Iterator[Callable[[int, int, str]
 @speculative_config_option()
 @vllm_version_option(allow_all=True)
 @serve_for_option(repeatable=True)
+@serve_config_option()
 @click.option("--strict", is_flag=True, help="Warnings fail too (exit 1).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
@@ -89,6 +95,7 @@ def validate_cmd(
     speculative_config: str | None,
     vllm_version: str | None,
     serve_for: tuple[str, ...],
+    serve_config: str | None,
     strict: bool,
     as_json: bool,
     junit: Path | None,
@@ -106,6 +113,8 @@ def validate_cmd(
     from eagle_convert.validate import validate_checkpoint
     from eagle_convert.vllm_model import ALL
 
+    if serve_config is not None and len(serve_for) != 1:
+        raise click.UsageError("--serve-config goes with one --for sglang or --for trtllm")
     if serve_for:
         _serve_for(
             serve_for,
@@ -119,6 +128,7 @@ def validate_cmd(
             as_json,
             junit,
             speculative_config,
+            serve_config,
         )
         return
     if vllm_version == ALL:
@@ -151,6 +161,7 @@ def _serve_for(
     as_json: bool,
     junit: Path | None,
     speculative_config: str | None,
+    serve_config: str | None = None,
 ) -> None:
     """`--for`: one engine release (a report), or several (the matrix with a row each)."""
     from eagle_convert.engines import ALL, VLLM, parse_for
@@ -162,6 +173,8 @@ def _serve_for(
     statuses = parse_for(named)
     if len(statuses) == 1 and not everything:
         st = statuses[0]
+        if serve_config is not None and st.engine == VLLM:
+            raise click.UsageError("--serve-config is for --for sglang or --for trtllm; vLLM's is --speculative-config")
         if st.engine == VLLM:
             report = validate_checkpoint(
                 checkpoint,
@@ -174,9 +187,13 @@ def _serve_for(
             )
         else:
             _static_only(deep, load, f"--for {st.engine}")
-            report = validate_for(checkpoint, st, target=target, serving_context=serving_context)
+            report = validate_for(
+                checkpoint, st, target=target, serving_context=serving_context, serve_config=serve_config
+            )
         _emit(report, report, strict=strict, as_json=as_json, junit=junit)
         return
+    if serve_config is not None:
+        raise click.UsageError("--serve-config goes with one --for sglang or --for trtllm")
     _static_only(deep, load, "several --for" if not everything else "--for all")
     vllm = [st for st in statuses if st.engine == VLLM]
     releases = KNOWN_RELEASES if everything else tuple(dict.fromkeys(st.release for st in vllm))

@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from eagle_convert.cli.output import shorten_long_words
+from eagle_convert.engines import ServeCommand
 from eagle_convert.validate import AS_TRAINED, FAILS, VERDICTS, Finding, Matrix, ValidationReport, code_table
 from eagle_convert.vllm_model import KNOWN_RELEASES
 
@@ -58,6 +59,7 @@ def render_validate(console: Console, report: ValidationReport, *, strict: bool 
         _render_findings(console, shown)
         for code, n in left_out.items():
             console.print(f"[dim]... and {n:,} more {code} (--json lists all)[/dim]")
+    render_serve_commands(console, report.serve_commands)
     counts = report.counts()
     summary = f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} info"
     if report.failed(strict=strict):
@@ -97,6 +99,7 @@ def render_matrix(console: Console, matrix: Matrix, *, strict: bool = False) -> 
         table.add_row(escape(name), f"[{style}]{row.verdict}[/{style}]", escape(row.why))
     console.print(table)
     console.print(escape(matrix.summary()))
+    render_serve_commands(console, matrix.serve_commands)
     row = matrix.default_row if matrix.vllm_rows else matrix.engine_rows[0]
     for extra in matrix.engine_rows:  # a failing engine row is what the exit status says
         if extra.report.failed(strict=strict) and not row.report.failed(strict=strict):
@@ -111,6 +114,18 @@ def render_matrix(console: Console, matrix: Matrix, *, strict: bool = False) -> 
         console.print(f"[bold red]FAILED[/bold red] on {where}: {summary}{why}")
     else:
         console.print(f"[bold green]OK[/bold green] on {where}: {summary}")
+
+
+def render_serve_commands(console: Console, commands: Sequence[ServeCommand]) -> None:
+    """Each engine release's serve command (and the YAML file it names), never wrapped inside a word."""
+    for cmd in commands:
+        console.print(f"[bold]serve on {escape(cmd.label)}[/bold]:")
+        console.print(Text(cmd.command), soft_wrap=True)
+        if cmd.config_text is not None:
+            console.print(f"[dim]{escape(cmd.config_file or '')}:[/dim]")
+            console.print(Text(cmd.config_text.rstrip("\n")), soft_wrap=True)
+        for note in cmd.notes:
+            console.print(Text.assemble(("note: ", "dim"), note))
 
 
 # Narrowest "finding" and "fix" columns worth a table; below that the findings go in a list.
