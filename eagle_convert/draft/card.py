@@ -17,6 +17,7 @@ import json
 import math
 import os
 import re
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +53,7 @@ CARD_MARKER = "<!-- model card written by eagle-convert -->"
 LIBRARY_NAME = "vllm"  # the library that loads the draft: it has no transformers class of its own
 NUM_SPECULATIVE_TOKENS = 3
 _SERVE_MODEL = re.compile(r'("model": )"(?:[^"\\]|\\.)*"')
+_SGLANG_DRAFT = re.compile(r"(--speculative-draft-model-path )(?:'[^']*'|\S+)")
 _FLAG_MEANING = {
     "fc_norm": "one RMSNorm per auxiliary target hidden state (`fc_norm.{i}.weight`) before `fc` (EAGLE-3.1)",
     "norm_output": "the next draft step reads the post-`norm` state instead of the pre-norm one (EAGLE-3.1)",
@@ -118,9 +120,29 @@ def hub_repo_id(ref: str | os.PathLike[str] | None) -> str | None:
 
 
 def serve_command(target: str | None, model_ref: str, k: int = NUM_SPECULATIVE_TOKENS) -> str:
-    """The one-line `vllm serve` that speculates with this draft."""
-    spec = json.dumps({"method": "eagle3", "model": model_ref, "num_speculative_tokens": k})
-    return f"vllm serve {target or 'TARGET'} --speculative-config '{spec}'"
+    """The one-line `vllm serve` that speculates with this draft (`engines.serve_command`)."""
+    from eagle_convert.engines import Draft
+    from eagle_convert.engines import serve_command as engine_command
+
+    return engine_command(Draft({}, model_ref, target, k), "vllm").command
+
+
+def _engine_lines(config: dict[str, Any], target: str | None, model_ref: str, engine: str) -> list[str]:
+    """The card's section for serving on SGLang or TensorRT-LLM: the command, the YAML it names, the notes."""
+    from eagle_convert.engines import Draft
+    from eagle_convert.engines import serve_command as engine_command
+
+    cmd = engine_command(Draft(config, model_ref, target, NUM_SPECULATIVE_TOKENS), engine)
+    lines = ["", f"## Serve with {cmd.title}", "", "```bash", cmd.command, "```"]
+    if cmd.config_text is not None:
+        lines += ["", f"`{cmd.config_file}`:", "", "```yaml", cmd.config_text.rstrip("\n"), "```"]
+    lines += [
+        "",
+        f"Checked against {cmd.label}'s argument parser; `eagle-convert validate DRAFT --for {engine}` "
+        "gives its verdict.",
+    ]
+    lines += [f"Note: {n}." for n in cmd.notes]
+    return lines
 
 
 def provenance_chain(config: dict[str, Any]) -> list[dict[str, Any]]:
@@ -256,6 +278,7 @@ def model_card(
     title: str | None = None,
     dtype: str | None = None,
     serving: str | None = None,
+    engines: Sequence[str] = (),
 ) -> str:
     """README.md text for the draft whose config.json is `config`.
 
@@ -271,6 +294,8 @@ def model_card(
         serving: the compatibility matrix's sentence for the written draft
             (`validate.matrix.serving_summary`: which vLLM releases serve it as trained,
             differently, or not at all); without it the card says how to get it.
+        engines: engines besides vLLM to list serving instructions for ("sglang", "trtllm":
+            `upgrade --for`), each with its own serve command.
 
     Returns:
         The card's Markdown, with Hugging Face metadata.
@@ -303,6 +328,8 @@ def model_card(
         "",
         *_serving_lines(serving),
     ]
+    for engine in dict.fromkeys(e for e in engines if e != "vllm"):
+        lines += _engine_lines(config, shown_target, model_ref, engine)
 
     hidden, th = cfg.get("hidden_size"), cfg.get("target_hidden_size") or cfg.get("hidden_size")
     ids = view.aux_ids
@@ -379,6 +406,10 @@ def retarget_card(text: str, model_ref: str) -> str:
     for line in text.splitlines(keepends=True):
         if line.startswith("vllm serve "):
             line = _SERVE_MODEL.sub(lambda m: m.group(1) + json.dumps(model_ref), line, count=1)
+        elif line.startswith("python -m sglang.launch_server "):
+            line = _SGLANG_DRAFT.sub(lambda m: m.group(1) + shlex.quote(model_ref), line, count=1)
+        elif line.startswith("  speculative_model_dir: "):
+            line = f"  speculative_model_dir: {json.dumps(model_ref)}" + ("\n" if line.endswith("\n") else "")
         out.append(line)
     return "".join(out)
 

@@ -56,6 +56,16 @@ class UpgradeOptions:
         help="Comma-separated aux layer ids in vLLM's convention (outputs of k target layers), "
         "for drafts whose config has none.",
     )
+    serve_for: tuple[str, ...] = option(
+        (),
+        flag="--for",
+        multiple=True,
+        metavar="ENGINE[==VERSION]",
+        help="Write one config every named engine reads as trained (repeatable: vllm, sglang, trtllm, all): "
+        "SGLang's aux ids in eagle_config in its id + 1 convention and an architecture it registers; refused, "
+        "with the reason, when no single config can (e.g. norm_before_residual for SGLang / TensorRT-LLM). "
+        "The model card then lists each engine's serve command. Default: vLLM.",
+    )
     init: str = option(
         "ones",
         choices=INITS,

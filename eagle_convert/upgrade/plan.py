@@ -14,6 +14,7 @@ config rules (`configgen`) and the fc_norm values (`norminit`).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ from eagle_convert.upgrade.configgen import (
 )
 from eagle_convert.upgrade.norminit import NormInit, norm_bytes
 from eagle_convert.upgrade.outfiles import PlannedFile, index_json, norm_name, plan_files, planned_output
+from eagle_convert.upgrade.portable import engines_for, make_portable
 from eagle_convert.upgrade.refusals import check_upgradable
 from eagle_convert.vllm_model import mtp_rewrite
 
@@ -79,6 +81,7 @@ class UpgradePlan:
     not_carried: list[str] = field(default_factory=list)
     norm_init: NormInit | None = None  # None: ones
     readme: str = ""  # the model card (README.md)
+    engines: tuple[str, ...] = ()  # `--for`: the engine releases the config is written for besides vLLM's
 
     @property
     def sharded(self) -> bool:
@@ -130,6 +133,7 @@ class UpgradePlan:
             "total_bytes": self.total_bytes,
             "warnings": self.warnings,
             "not_carried": self.not_carried,
+            "for": list(self.engines),
         }
 
     def _init(self, i: int) -> dict[str, Any]:
@@ -149,6 +153,7 @@ def plan_upgrade(
     target: Target | None = None,
     norm_init: NormInit | None = None,
     out: str | Path | None = None,
+    engines: Sequence[str] = (),
 ) -> UpgradePlan:
     """The upgrade of `ckpt` to EAGLE-3.1 in output `layout`; raises on anything it must refuse.
 
@@ -165,6 +170,8 @@ def plan_upgrade(
         norm_init: the fc_norm values (default ones; `Calibration.norm_init()` for measured ones).
         out: the output folder, which the model card's `vllm serve` command loads (a placeholder
             when None; `push` points it at the hub repo).
+        engines: `--for` specs ("vllm", "sglang", "trtllm==main@00679c6", "all"): the config is
+            written so every named engine reads it as trained (`upgrade.portable`); empty: vLLM.
 
     Returns:
         The plan: renames, added tensors, the new config, output files and bytes.
@@ -193,12 +200,25 @@ def plan_upgrade(
     files = plan_files(ckpt, rename, fc_name, additions)
     renames = {n: rename(n) for n in ckpt.tensors if rename(n) != n}
 
+    serving = engines_for(engines)  # an unknown engine: a usage error before anything is planned
     config_format, base = _plan_config(ckpt, info, layout, target, warnings)
     after = apply_rules(
         base,
         config_format,
         layout,
         {"provenance": {}, **_values(base, info, norm_output, aux, num_aux, config_format)},
+    )
+    after = make_portable(
+        after,
+        serving,
+        ckpt=ckpt,
+        attention=info.attention,
+        aux_ids=aux.ids,
+        num_aux=num_aux,
+        tensors=frozenset({*(rename(n) for n in ckpt.tensors), *(t.name for t in additions)}),
+        config_format=config_format,
+        target=target,
+        warnings=warnings,
     )
     changed = config_diff(ckpt.config, {k: v for k, v in after.items() if k != PROVENANCE_KEY}).paths()
     after[PROVENANCE_KEY] = _provenance(ckpt, info, layout, aux, additions, renames, changed, norm_init)
@@ -228,6 +248,7 @@ def plan_upgrade(
         target=target.ref if target is not None else recorded_target(ckpt.config),
         dtype=weights_dtype(t for f in files for t in f.tensors),
         serving=_serving(ckpt, files, after),
+        engines=[st.engine for st in serving],
     )
     return UpgradePlan(
         checkpoint=ckpt,
@@ -251,6 +272,7 @@ def plan_upgrade(
         not_carried=[f for f in ckpt.source.list_files() if f not in used],
         norm_init=norm_init,
         readme=readme,
+        engines=tuple(dict.fromkeys(st.label for st in serving)),
     )
 
 

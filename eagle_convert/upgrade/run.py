@@ -95,7 +95,7 @@ def plan_upgrade_draft(
 def _plan_options(opts: UpgradeOptions | None) -> dict[str, Any]:
     o = opts or UpgradeOptions()
     ids = None if o.aux_layer_ids is None else list(o.aux_layer_ids)
-    return {"layout": o.layout, "norm_output": o.norm_output, "aux_layer_ids": ids}
+    return {"layout": o.layout, "norm_output": o.norm_output, "aux_layer_ids": ids, "engines": o.serve_for}
 
 
 def upgrade_draft(
