@@ -81,7 +81,7 @@ class UpgradePlan:
     not_carried: list[str] = field(default_factory=list)
     norm_init: NormInit | None = None  # None: ones
     readme: str = ""  # the model card (README.md)
-    engines: tuple[str, ...] = ()  # `--for`: the engine releases the config is written for besides vLLM's
+    engines: tuple[str, ...] = ()  # `--for`: the engine releases the config is written for (empty: vLLM)
 
     @property
     def sharded(self) -> bool:

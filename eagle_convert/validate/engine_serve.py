@@ -207,12 +207,11 @@ def _capture(given: GivenServe, rules: EngineRules, got: Any, wanted: list[int],
 
 
 def _settles(f: Finding, given: GivenServe, want: ServeCommand, rules: EngineRules) -> bool:
-    """Whether `given` sets what finding `f` asks the serving config for (W334 for TRT-LLM, W337 for SGLang)."""
+    """Whether `given` settles finding `f`, which asks the serving config for something: W334 (TRT-LLM's capture
+    layers: E915 replaces it where they are wrong) and W337 (SGLang's window flag, when it is right)."""
     if f.code == "W334" and rules.aux_ids_path is None:
-        key = rules.aux_ids_serving_key or ""
-        wanted = dict(want.fields).get(key)
-        got = given.get(key)
-        return wanted is not None and isinstance(got, list) and sorted(got) == sorted(wanted)
+        # the serve config sets the layers right, or E915 says what it sets wrong
+        return dict(want.fields).get(rules.aux_ids_serving_key or "") is not None
     if f.code == "W337" and rules.window_flag:
         wanted = dict(want.flags).get(rules.window_flag)
         return wanted is not None and _int(given.get(rules.window_flag)) == wanted
