@@ -129,7 +129,7 @@ def _judge(
     target: Target | None,
 ) -> None:
     """Refuse when an engine still reads `config` as another function than vLLM (the draft as trained)."""
-    from eagle_convert.validate.engines import engine_findings
+    from eagle_convert.validate import engine_findings
     from eagle_convert.vllm_model import read_config
 
     view = read_config(config)

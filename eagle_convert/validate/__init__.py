@@ -5,6 +5,7 @@ from __future__ import annotations
 from eagle_convert._lazy import TYPE_CHECKING, attach
 
 if TYPE_CHECKING:  # what type checkers see
+    from eagle_convert.validate.engines import engine_findings
     from eagle_convert.validate.findings import Finding, code_table
     from eagle_convert.validate.forengine import validate_for
     from eagle_convert.validate.matrix import AS_TRAINED, FAILS, VERDICTS, Matrix, compatibility_matrix, serving_summary
@@ -33,6 +34,7 @@ else:  # what runs: each name imported from its module on first use
             "ValidationReport": "eagle_convert.validate.run",
             "validate_checkpoint": "eagle_convert.validate.run",
             "validate_for": "eagle_convert.validate.forengine",
+            "engine_findings": "eagle_convert.validate.engines",
         },
     )
 
@@ -41,6 +43,7 @@ __all__ = [
     "build_context",
     "code_table",
     "compatibility_matrix",
+    "engine_findings",
     "FAILS",
     "feature_findings",
     "Finding",
