@@ -12,15 +12,13 @@ from huggingface_hub import ModelCard
 from eagle_convert.draft.card import (
     CARD_MARKER,
     PROVENANCE_KEY,
-    AcceptanceRow,
-    AcceptanceTable,
-    acceptance_from_smoke,
     hub_repo_id,
     model_card,
     retarget_card,
     serve_command,
     write_model_card,
 )
+from eagle_convert.draft.card_acceptance import AcceptanceRow, AcceptanceTable, acceptance_from_smoke
 from eagle_convert.draft.checkpoint import open_checkpoint
 from eagle_convert.draft.info import describe
 from eagle_convert.draft.target import Target

@@ -8,7 +8,6 @@ if TYPE_CHECKING:  # what type checkers see
     from eagle_convert.draft.card import (
         CARD_FILE,
         PROVENANCE_KEY,
-        acceptance_from_smoke,
         folder_card,
         hub_repo_id,
         model_card,
@@ -17,6 +16,7 @@ if TYPE_CHECKING:  # what type checkers see
         weights_dtype,
         write_model_card,
     )
+    from eagle_convert.draft.card_acceptance import acceptance_from_smoke
     from eagle_convert.draft.card_sweep import k_sweep_lines
     from eagle_convert.draft.checkpoint import (
         CONFIG_FNAME,
@@ -38,7 +38,7 @@ else:  # what runs: each name imported from its module on first use
         {
             "CARD_FILE": "eagle_convert.draft.card",
             "PROVENANCE_KEY": "eagle_convert.draft.card",
-            "acceptance_from_smoke": "eagle_convert.draft.card",
+            "acceptance_from_smoke": "eagle_convert.draft.card_acceptance",
             "k_sweep_lines": "eagle_convert.draft.card_sweep",
             "hub_repo_id": "eagle_convert.draft.card",
             "model_card": "eagle_convert.draft.card",

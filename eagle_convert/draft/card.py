@@ -18,11 +18,15 @@ import math
 import os
 import re
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from eagle_convert.draft.card_acceptance import (
+    AcceptanceTable,
+    acceptance_lines,
+    sweep_label,
+)
 from eagle_convert.draft.card_sweep import k_sweep_lines
 from eagle_convert.draft.checkpoint import CheckpointRef, open_checkpoint
 from eagle_convert.errors import CheckpointNotFoundError, UsageError
@@ -33,9 +37,6 @@ __all__ = [
     "CARD_FILE",
     "CARD_MARKER",
     "PROVENANCE_KEY",
-    "AcceptanceRow",
-    "AcceptanceTable",
-    "acceptance_from_smoke",
     "folder_card",
     "hub_repo_id",
     "model_card",
@@ -78,31 +79,6 @@ class _HasDtype(Protocol):
     def dtype(self) -> str: ...
     @property
     def shape(self) -> tuple[int, ...]: ...
-
-
-@dataclass(frozen=True)
-class AcceptanceRow:
-    """One draft's measured acceptance: AL = 1 + accepted / drafts; position i = rounds whose first
-    i+1 drafts were accepted / rounds (vLLM 0.32.0 `v1/spec_decode/metrics.py`)."""
-
-    label: str
-    acceptance_length: float
-    per_position: Sequence[float]
-    acceptance_rate: float | None = None
-    requests: int | None = None
-    this: bool = False  # the row of the draft the card describes
-    k_sweep: Mapping[str, Any] | None = None  # smoke --json's `k_sweep` of this draft (every k <= K)
-
-
-@dataclass(frozen=True)
-class AcceptanceTable:
-    rows: Sequence[AcceptanceRow]
-    k: int
-    engine: str  # "reference" | "vllm"
-    prompts: str  # e.g. "15 prompts, chat template target"
-    settings: str = ""  # e.g. "T=0, 64 new tokens"
-    engine_version: str | None = None
-    notes: Sequence[str] = field(default_factory=tuple)
 
 
 def hub_repo_id(ref: str | os.PathLike[str] | None) -> str | None:
@@ -245,30 +221,6 @@ def _entry_lines(entry: dict[str, Any]) -> list[str]:
     return out
 
 
-def _acceptance_lines(table: AcceptanceTable) -> list[str]:
-    k = max([table.k, *(len(r.per_position) for r in table.rows)])
-    head = ["draft", "AL", *(f"position {i + 1}" for i in range(k)), "acceptance rate"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in table.rows:
-        pos = [f"{p:.3f}" for p in r.per_position] + ["—"] * (k - len(r.per_position))
-        rate = "—" if r.acceptance_rate is None else f"{r.acceptance_rate:.3f}"
-        label = f"**{r.label}** (this draft)" if r.this else r.label
-        lines.append("| " + " | ".join([label, f"{r.acceptance_length:.3f}", *pos, rate]) + " |")
-    version = f" ({table.engine_version})" if table.engine_version else ""
-    where = f"{table.engine} engine{version}, k = {table.k}, {table.prompts}" + (
-        f", {table.settings}" if table.settings else ""
-    )
-    lines += [
-        "",
-        (
-            f"Measured with `eagle-convert smoke` ({where}). AL = 1 + accepted / draft rounds; position i = "
-            "share of rounds whose first i drafts were all accepted (vLLM's definitions)."
-        ),
-    ]
-    lines += [f"{n}" for n in table.notes]
-    return lines
-
-
 def model_card(
     config: dict[str, Any],
     *,
@@ -363,15 +315,11 @@ def model_card(
     else:
         lines.append("No eagle-convert provenance recorded in `config.json`.")
     if acceptance is not None and acceptance.rows:
-        lines += ["", "## Measured acceptance", "", *_acceptance_lines(acceptance)]
-        sweeps = [(_sweep_label(r), r.k_sweep) for r in acceptance.rows if r.k_sweep]
+        lines += ["", "## Measured acceptance", "", *acceptance_lines(acceptance)]
+        sweeps = [(sweep_label(r), r.k_sweep) for r in acceptance.rows if r.k_sweep]
         if sweeps:
             lines += ["", "### Which k to serve with", "", *k_sweep_lines(sweeps)]
     return "\n".join(lines).rstrip() + "\n"
-
-
-def _sweep_label(r: AcceptanceRow) -> str:
-    return f"**{r.label}** (this draft)" if r.this else r.label
 
 
 def _serving_lines(serving: str | None) -> list[str]:
@@ -461,39 +409,4 @@ def folder_card(
             dtype = None
     return model_card(
         config, model_ref=model_ref or str(folder), target=target, acceptance=acceptance, dtype=dtype, serving=serving
-    )
-
-
-def acceptance_from_smoke(data: dict[str, Any], *, this: str | Path | None = None) -> AcceptanceTable:
-    """The acceptance table of a `smoke --json` document (`SmokeReport.to_dict()`); the draft whose
-    path resolves to `this` is marked as the card's own."""
-    settings = data.get("settings") or {}
-    prompts = data.get("prompts") or {}
-    mine = Path(this).resolve() if this is not None else None
-    rows = []
-    for d in data.get("drafts") or []:
-        total = d.get("total") or {}
-        path = d.get("path")
-        rows.append(
-            AcceptanceRow(
-                label=str(d.get("label")),
-                acceptance_length=float(total.get("acceptance_length", 1.0)),
-                per_position=[float(p) for p in total.get("per_position") or []],
-                acceptance_rate=total.get("acceptance_rate"),
-                requests=total.get("requests"),
-                this=mine is not None and path is not None and Path(path).resolve() == mine,
-                k_sweep=d.get("k_sweep") or None,
-            )
-        )
-    bits = [
-        f"T={settings['temperature']}" if "temperature" in settings else "",
-        f"{settings['max_new_tokens']} new tokens per prompt" if "max_new_tokens" in settings else "",
-    ]
-    return AcceptanceTable(
-        rows=rows,
-        k=int(settings.get("k") or max((len(r.per_position) for r in rows), default=0)),
-        engine=str(data.get("engine") or "?"),
-        engine_version=data.get("engine_version"),
-        prompts=f"{prompts.get('count', '?')} prompts, chat template {prompts.get('chat_template', '?')}",
-        settings=", ".join(b for b in bits if b),
     )
