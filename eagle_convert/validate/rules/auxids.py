@@ -191,30 +191,31 @@ def _v2_ignores(ctx: Context, ids: list[Any], where: str, n: int | None, a: int 
     default = default_aux_ids(n) if n else None
     instead = f"{default} for this {n}-layer target" if default else "(2, N//2, N-3) of an N-layer target"
     conv = producer_conversion(ctx, ids, where)
-    trained = conv.trained if conv is not None else None
-    same = default is not None and list(default) == list(trained if trained is not None else ids)
-    # Unknown producer: (1, N//2-1, N-4) is the output-of-layer name of vLLM's default layers (W603), the
-    # convention of every trainer known to write eagle_config ids (engines/producers.py).
     shifted = conv is None and default is not None and sorted(ids) == [i - 1 for i in default]
+    # The layers the ids were trained on: their producer's convention (engines/producers.py); for an
+    # unknown producer, (1, N//2-1, N-4) is the output-of-layer name of vLLM's default layers (the
+    # convention of every trainer known to write eagle_config ids), anything else is taken as written.
+    trained = conv.trained if conv is not None else tuple(i + 1 for i in ids) if shifted else tuple(ids)
+    same = trained is not None and default is not None and tuple(default) == trained
     v1 = "; V1 reads them one lower, W603" if rel.has_v1 else ""
-    served = (
-        f" (the layers {conv.producer.name} trained these ids on: served as trained on V2{v1})"
-        if same and conv is not None and trained != tuple(ids)
-        else " (the same layers: served as trained)"
-        if same
-        else f" (the layers these output-of-layer ids name: served as trained on V2{v1})"
-        if shifted
-        else f" ({conv.producer.name} trained them on {fmt_taps(trained)})"
-        if trained is not None and trained != tuple(ids)
-        else ""
-    )
+    who = f"{conv.producer.name} trained these ids on" if conv is not None else "these output-of-layer ids name"
+    if conv is not None and trained is None:
+        served = f" ({conv.why})"
+    elif same and trained != tuple(ids):
+        served = f" (the layers {who}: served as trained on V2{v1})"
+    elif same:
+        served = " (the same layers: served as trained)"
+    elif conv is not None and trained != tuple(ids):
+        served = f" ({conv.producer.name} trained them on {fmt_taps(trained or ())})"
+    else:
+        served = ""
     return finding(
         "W323",
         f"aux ids only in {where}: vLLM {rel}'s Model Runner V2, {rel.v2_role()}, never reads "
         f"them, so it taps {instead} instead of {ids}{served}",
         field=where,
         fix=_top_level_fix(conv, ids, shifted),
-        impact="hygiene" if same or shifted else "computes-differently",
+        impact="hygiene" if same else "computes-differently",
     )
 
 
