@@ -269,7 +269,9 @@ def test_w323_is_hygiene_when_the_ids_are_the_default(tmp_path: Path) -> None:
     hit = _one(draft, "0.32.0", "W323", target=_target(tmp_path / "t"))
     assert hit.impact == "hygiene" and hit.message.endswith("instead of [2, 4, 5] (the same layers: served as trained)")
     # the same numbers from SpecForge are layer outputs, A(3, 5, 6): V2's default is not what was trained
-    specforge = _one(edit_draft(tmp_path / "s", "specforge-eagle3", config=ids), "0.32.0", "W323", target=_target(tmp_path / "t2"))
+    specforge = _one(
+        edit_draft(tmp_path / "s", "specforge-eagle3", config=ids), "0.32.0", "W323", target=_target(tmp_path / "t2")
+    )
     assert specforge.impact == "computes-differently"
     assert specforge.message.endswith("instead of [2, 4, 5] (SpecForge trained them on A(3, 5, 6))")
 
