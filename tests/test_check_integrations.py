@@ -174,14 +174,15 @@ def test_precommit_labels_each_finding_by_what_it_does(built_fixtures, tmp_path:
         ("warn", "W320"),
         ("warn", "W307"),
         ("warn", "W323"),
+        ("warn", "W603"),  # SpecForge's eagle_config ids are layer outputs: V1 taps each one lower
         ("ok  ", "EAGLE-3,"),
     ]
-    assert res.stdout.splitlines()[-1] == f"ok   {specforge.resolve()}: EAGLE-3, 2 warning(s)"
+    assert res.stdout.splitlines()[-1] == f"ok   {specforge.resolve()}: EAGLE-3, 3 warning(s)"
     policy = tmp_path / "eagle-check.toml"
     policy.write_text('[static]\nallow_warnings = ["W307"]\n')
     res = CliRunner().invoke(precommit_cmd, ["--strict", "--policy", str(policy), str(specforge / "config.json")])
     assert res.exit_code == 1
-    assert _marks(res.stdout) == [("warn", "W307"), ("FAIL", "W323")]
+    assert _marks(res.stdout) == [("warn", "W307"), ("FAIL", "W323"), ("FAIL", "W603")]
 
 
 def _marks(out: str) -> list[tuple[str, str]]:

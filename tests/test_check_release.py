@@ -192,7 +192,9 @@ def test_plain_specforge_hygiene_is_reported_not_failed(gate_drafts) -> None:
 def test_the_default_gate_fails_ids_the_v2_runner_replaces(gate_drafts) -> None:
     report = run_check(gate_drafts["specforge-nested-ids"], policy=Policy())
     [warn] = [r for r in report.results if r.name == "static: warnings"]
-    assert not report.passed and warn.passed is False and warn.details["codes"] == ["W323"]
+    # SpecForge's [1, 3, 4] are layer outputs, A(2, 4, 5) (engines/producers.py): the V1 runner taps
+    # A(1, 3, 4) (W603) whatever the target; V2's default layers need its depth to compare (W323)
+    assert not report.passed and warn.passed is False and warn.details["codes"] == ["W323", "W603"]
     assert "[1, 3, 4]" in warn.message
     with_target = run_check(
         gate_drafts["specforge-nested-ids"],
@@ -216,7 +218,7 @@ def test_the_gate_names_the_ids_v2_taps_instead(gate_drafts, tmp_path: Path) -> 
     edit_config(draft, eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 2, 6]})
     report = run_check(draft, target=gate_drafts["target"], policy=Policy({"engine": {"load": False}}, "t"))
     [warn] = [r for r in report.results if r.name == "static: warnings"]
-    assert not report.passed and warn.details["codes"] == ["W323"]
+    assert not report.passed and warn.details["codes"] == ["W323", "W603"]
     assert "so it taps (2, 4, 5) for this 8-layer target instead of [1, 2, 6]" in warn.message
 
 

@@ -43,7 +43,8 @@ def test_upgrade_shows_as_additions_renames_and_config(upgraded) -> None:
     assert sorted(d.renamed)[0] == ("midlayer.hidden_norm.weight", "layers.0.hidden_norm.weight")
     assert len(d.renamed) == 10 and d.identical == 15
     assert d.config.added["fc_norm"] is True and d.config.added["norm_output"] is True
-    assert d.config.added["eagle_aux_hidden_state_layer_ids"] == [1, 3, 4]
+    # SpecForge's eagle_config [1, 3, 4] are layer outputs: vLLM's [2, 4, 5] at the top level (eagle_config kept)
+    assert d.config.added["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5]
     assert "_eagle_convert" in d.config.added and not d.config.changed and not d.same
 
 

@@ -44,12 +44,17 @@ def _default_ids(n: int) -> tuple[int, int, int]:
     return (2, n // 2, n - 3)
 
 
+# SpecForge's Kimi-K2.5 [2, 30, 58] (ids not starting at 1, a DeepSeek-V3-class target): its HF backend
+# trained A(3, 31, 59), its SGLang backend A(2, 30, 58) (SGLang's first-id rule), so upgrade refuses.
+AMBIGUOUS_IDS = {"specforge-pr476-kimi-k25"}
+
 # EAGLE-3 drafts without errors whose aux ids are known (configured, or the target's depth is).
 UPGRADABLE = [
     k
     for k, rc in REAL_CONFIGS.items()
     if rc.expect.variant == "EAGLE-3"
     and k not in EXPECTED_ERRORS
+    and k not in AMBIGUOUS_IDS
     and (rc.expect.aux_ids or rc.target.num_hidden_layers)
 ]
 
@@ -152,8 +157,13 @@ def test_docs_list_every_finding(built):
 
 
 def _expected_ids(key: str) -> tuple[int, ...]:
+    """The ids vLLM must read after upgrade. Every producer of these configs that writes ids only into
+    eagle_config (SpecForge, TorchSpec, ModelOpt) trains id k on the output of target layer k: vLLM's k + 1."""
     rc = REAL_CONFIGS[key]
-    return rc.expect.aux_ids or _default_ids(rc.target.num_hidden_layers)
+    if rc.expect.aux_ids is None:
+        return _default_ids(rc.target.num_hidden_layers)
+    nested_only = "eagle_aux_hidden_state_layer_ids" not in rc.config()
+    return tuple(i + 1 for i in rc.expect.aux_ids) if nested_only else rc.expect.aux_ids
 
 
 @pytest.mark.parametrize("key", UPGRADABLE)
@@ -187,6 +197,9 @@ def test_upgrade_refusals(built):
     # Phi-4's depth is not recorded and the config names no ids: the user must pass them.
     with pytest.raises(UsageError, match="no aux layer ids"):
         plan_for("specforge-phi4", *built["specforge-phi4"])
+    # SpecForge's two capture paths trained [2, 30, 58] on different layers for this DeepSeek-V3-class target
+    with pytest.raises(UpgradeRefusedError, match=r"\[2, 30, 58\] differently by capture path: its HF backend"):
+        plan_for("specforge-pr476-kimi-k25", *built["specforge-pr476-kimi-k25"])
 
 
 # The real copy at real size for one draft per attention kind and storage shape (Llama 8B, Qwen3 8B,

@@ -94,7 +94,8 @@ def test_torchspec_kimi_mla_loads_as_eagle31(loads):
         3,
     )
     assert a["draft_vocab_size"] == 163840 and not a["has_d2t_parameter"]  # full vocabulary: no d2t
-    assert a["aux_layers_used"] == [1, 29, 57]
+    # the template's eagle_config [1, 29, 57] are layer outputs (engines/producers.py): upgrade writes vLLM's
+    assert a["aux_layers_used"] == [2, 30, 58]
 
 
 def test_speculators_4aux_fails_as_validate_predicts(loads):

@@ -241,31 +241,39 @@ def test_w323_names_the_ids_v2_will_tap(tmp_path: Path) -> None:
     assert hit.message == (
         "aux ids only in eagle_config.eagle_aux_hidden_state_layer_ids: vLLM 0.32.0's Model Runner V2, the GPU "
         "default for every target (with Triton and no unsupported feature), never reads them, so it taps "
-        "(2, 4, 5) for this 8-layer target instead of [1, 2, 6]"
+        "(2, 4, 5) for this 8-layer target instead of [1, 2, 6] (SpecForge trained them on A(2, 3, 7))"
     )
+    assert hit.fix == "Also write eagle_aux_hidden_state_layer_ids: [2, 3, 7] at the top level (SpecForge's [1, 2, 6])."
     draft = edit_draft(tmp_path / "d", "specforge-eagle3")  # ids (1, 3, 4) only in eagle_config
-    # (1, N//2-1, N-4): SGLang's name for vLLM's default layers, so V2's fallback is what was trained
+    # SpecForge trains eagle_config id k on the output of layer k, A(k + 1): V2's fallback is what was trained
     sglang = _one(draft, "0.32.0", "W323", target=_target(tmp_path / "t2"))
     assert sglang.impact == "hygiene" and sglang.message.endswith(
-        "instead of [1, 3, 4] (the layers these SGLang-convention ids name: served as trained on V2; "
+        "instead of [1, 3, 4] (the layers SpecForge trained these ids on: served as trained on V2; "
         "V1 reads them one lower, W603)"
     )
     formula = _one(draft, "0.28.0", "W323")
     assert formula.message == (
         "aux ids only in eagle_config.eagle_aux_hidden_state_layer_ids: vLLM 0.28.0's Model Runner V2, the GPU "
         "default for every non-MoE, non-hybrid target and a list of MoE architectures, never reads them, so it "
-        "taps (2, N//2, N-3) of an N-layer target instead of [1, 3, 4]"
+        "taps (2, N//2, N-3) of an N-layer target instead of [1, 3, 4] (SpecForge trained them on A(2, 4, 5))"
     )
     assert _hits(draft, "0.21.0", "W323") == []  # 0.21.0's V1 does not read eagle_config ids either: W320
 
 
 def test_w323_is_hygiene_when_the_ids_are_the_default(tmp_path: Path) -> None:
     def ids(cfg: dict) -> None:
-        cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [2, 4, 5]
+        cfg.pop("eagle_aux_hidden_state_layer_ids", None)
+        cfg.setdefault("eagle_config", {})["eagle_aux_hidden_state_layer_ids"] = [2, 4, 5]
 
-    draft = edit_draft(tmp_path / "d", "specforge-eagle3", config=ids)
+    draft = edit_draft(tmp_path / "d", "vllm-eagle3", config=ids)  # no known producer: ids as written
     hit = _one(draft, "0.32.0", "W323", target=_target(tmp_path / "t"))
     assert hit.impact == "hygiene" and hit.message.endswith("instead of [2, 4, 5] (the same layers: served as trained)")
+    # the same numbers from SpecForge are layer outputs, A(3, 5, 6): V2's default is not what was trained
+    specforge = _one(
+        edit_draft(tmp_path / "s", "specforge-eagle3", config=ids), "0.32.0", "W323", target=_target(tmp_path / "t2")
+    )
+    assert specforge.impact == "computes-differently"
+    assert specforge.message.endswith("instead of [2, 4, 5] (SpecForge trained them on A(3, 5, 6))")
 
 
 @pytest.mark.parametrize(

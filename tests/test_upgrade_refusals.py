@@ -150,7 +150,9 @@ def test_the_planned_output_validates_as_the_written_one(real, tmp_path: Path, l
             assert not refused, key
             assert validate_checkpoint(out).errors == [], key
         checked += 1
-    assert checked >= 17  # of 25 (P-EAGLE is refused before planning, as in the CLI)
+    # of 25 (P-EAGLE is refused before planning, as in the CLI; SpecForge's Kimi [2, 30, 58], whose two
+    # capture paths trained different layers, is refused: engines/producers.py)
+    assert checked >= 16
 
 
 def test_keep_layout_refused_where_vllm_misreads_its_names(built_fixtures, tmp_path: Path) -> None:

@@ -173,14 +173,14 @@ def test_nested_three_ids_name_v2_as_the_only_runner_on_0_34(tmp_path: Path) -> 
     assert new.message == (
         "aux ids only in eagle_config.eagle_aux_hidden_state_layer_ids: vLLM 0.34.0's Model Runner V2, the only "
         "runner (Model Runner V1 was removed in 0.34.0), never reads them, so it taps (2, 4, 5) for this 8-layer "
-        "target instead of [1, 2, 6]"
+        "target instead of [1, 2, 6] (SpecForge trained them on A(2, 3, 7))"
     )
     assert _found(draft, "0.34.0", "W320", target=target) == []  # the ids exist: not "no ids"
     # SGLang-convention ids: V2's fallback is what was trained, and no V1 reads them one lower on 0.34
     sglang = edit_draft(tmp_path / "s", "specforge-eagle3")
     hit = _one(sglang, "0.34.0", "W323", target=_target(tmp_path / "t2"))
     assert hit.impact == "hygiene" and hit.message.endswith(
-        "(the layers these SGLang-convention ids name: served as trained on V2)"
+        "(the layers SpecForge trained these ids on: served as trained on V2)"
     )
     assert _found(sglang, "0.34.0", "W603", target=_target(tmp_path / "t3")) == []
     assert _found(sglang, "0.33.0", "W603", target=_target(tmp_path / "t4"))

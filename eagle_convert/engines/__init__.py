@@ -1,11 +1,23 @@
 """The engines a draft is served on besides vLLM (SGLang, TensorRT-LLM): their rules as data, per
-release, each citing the file and function it was read from; `--for ENGINE[==VERSION]`."""
+release, each citing the file and function it was read from; `--for ENGINE[==VERSION]`; and whose
+convention a draft's aux ids are in (the producers' training code as data)."""
 
 from __future__ import annotations
 
 from eagle_convert._lazy import TYPE_CHECKING, attach
 
 if TYPE_CHECKING:  # what type checkers see
+    from eagle_convert.engines.producers import (
+        CAVEATS,
+        PRODUCERS,
+        Conversion,
+        Producer,
+        convert,
+        fmt_taps,
+        producer_for,
+        trained_on,
+        written_ids,
+    )
     from eagle_convert.engines.reading import (
         DEFAULT,
         EngineView,
@@ -34,6 +46,15 @@ else:  # what runs: each name imported from its module on first use
     __getattr__, __dir__ = attach(
         __name__,
         {
+            "CAVEATS": "eagle_convert.engines.producers",
+            "PRODUCERS": "eagle_convert.engines.producers",
+            "fmt_taps": "eagle_convert.engines.producers",
+            "Conversion": "eagle_convert.engines.producers",
+            "Producer": "eagle_convert.engines.producers",
+            "convert": "eagle_convert.engines.producers",
+            "producer_for": "eagle_convert.engines.producers",
+            "trained_on": "eagle_convert.engines.producers",
+            "written_ids": "eagle_convert.engines.producers",
             "DEFAULT": "eagle_convert.engines.reading",
             "EngineView": "eagle_convert.engines.reading",
             "ids_for": "eagle_convert.engines.reading",
@@ -70,9 +91,12 @@ __all__ = [
     "SGLANG_ALGORITHM",
     "DEFAULT",
     "Draft",
+    "CAVEATS",
+    "PRODUCERS",
     "ENGINES",
     "ENGINE_NAMES",
     "VLLM",
+    "Conversion",
     "Engine",
     "EngineRules",
     "EngineStatus",
@@ -81,12 +105,16 @@ __all__ = [
     "ServeCommand",
     "Offset",
     "ServeArg",
+    "Producer",
+    "convert",
     "default_taps",
     "engine_status",
     "every_release",
+    "fmt_taps",
     "ids_for",
     "int_ids",
     "parse_for",
+    "producer_for",
     "read_draft",
     "read_serve_file",
     "serve_command",
@@ -94,4 +122,6 @@ __all__ = [
     "sglang_flag",
     "taps",
     "trtllm_field",
+    "trained_on",
+    "written_ids",
 ]

@@ -334,6 +334,8 @@ def _values(
         # The value the draft was trained with = what vLLM applies to the input today (defaults differ per path).
         "norm_before_residual": info.flags["norm_before_residual"].value,
         "aux_layer_ids": list(aux.ids),
+        # eagle_config keeps a producer's own ids (SGLang reads them there in that convention)
+        "nested_aux_ids": list(aux.written or aux.ids),
         "num_aux": num_aux,
     }
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from eagle_convert.engines import Conversion, fmt_taps
 from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules.context import Context
+from eagle_convert.validate.rules.producer import producer_conversion
 from eagle_convert.validate.rules.shapes import weights_aux_count
 from eagle_convert.vllm_model import as_list, default_aux_ids, eagle_section
 
@@ -188,27 +190,48 @@ def _v2_ignores(ctx: Context, ids: list[Any], where: str, n: int | None, a: int 
         return _v2_count_mismatch(ctx, ids, where, n, a)
     default = default_aux_ids(n) if n else None
     instead = f"{default} for this {n}-layer target" if default else "(2, N//2, N-3) of an N-layer target"
-    same = default is not None and list(default) == list(ids)
-    # (1, N//2-1, N-4) is SGLang's / ModelOpt's name for vLLM's default layers (W603): V2's fallback
-    # then taps exactly the states the draft was trained on.
-    shifted = default is not None and sorted(ids) == [i - 1 for i in default]
+    conv = producer_conversion(ctx, ids, where)
+    shifted = conv is None and default is not None and sorted(ids) == [i - 1 for i in default]
+    # The layers the ids were trained on: their producer's convention (engines/producers.py); for an
+    # unknown producer, (1, N//2-1, N-4) is the output-of-layer name of vLLM's default layers (the
+    # convention of every trainer known to write eagle_config ids), anything else is taken as written.
+    trained = conv.trained if conv is not None else tuple(i + 1 for i in ids) if shifted else tuple(ids)
+    same = trained is not None and default is not None and tuple(default) == trained
     v1 = "; V1 reads them one lower, W603" if rel.has_v1 else ""
-    served = (
-        " (the same layers: served as trained)"
-        if same
-        else f" (the layers these SGLang-convention ids name: served as trained on V2{v1})"
-        if shifted
-        else ""
-    )
-    same = same or shifted
+    who = f"{conv.producer.name} trained these ids on" if conv is not None else "these output-of-layer ids name"
+    if conv is not None and trained is None:
+        served = f" ({conv.why})"
+    elif same and trained != tuple(ids):
+        served = f" (the layers {who}: served as trained on V2{v1})"
+    elif same:
+        served = " (the same layers: served as trained)"
+    elif conv is not None and trained != tuple(ids):
+        served = f" ({conv.producer.name} trained them on {fmt_taps(trained or ())})"
+    else:
+        served = ""
     return finding(
         "W323",
         f"aux ids only in {where}: vLLM {rel}'s Model Runner V2, {rel.v2_role()}, never reads "
         f"them, so it taps {instead} instead of {ids}{served}",
         field=where,
-        fix=f"Also write eagle_aux_hidden_state_layer_ids: {ids} at the top level.",
+        fix=_top_level_fix(conv, ids, shifted),
         impact="hygiene" if same else "computes-differently",
     )
+
+
+def _top_level_fix(conv: Conversion | None, ids: list[Any], shifted: bool = False) -> str:
+    """The one-line advice: the ids in vLLM's convention at the top level (engines/producers.py)."""
+    plus = [i + 1 for i in ids] if all(type(i) is int for i in ids) else None
+    if conv is None and shifted:
+        return f"Also write eagle_aux_hidden_state_layer_ids: {plus} at the top level (output-of-layer {ids})."
+    if conv is None:
+        return (
+            f"Also write eagle_aux_hidden_state_layer_ids at the top level in vLLM's convention: {ids} if "
+            f"trained as vLLM reads them, {plus} if as SGLang reads eagle_config."
+        )
+    if conv.ids is None:
+        return f"Write eagle_aux_hidden_state_layer_ids at the top level in vLLM's convention: {conv.why}."
+    return f"Also write eagle_aux_hidden_state_layer_ids: {conv.ids} at the top level ({conv.producer.name}'s {ids})."
 
 
 def _v2_count_mismatch(ctx: Context, ids: list[Any], where: str, n: int | None, a: int) -> Finding:
@@ -227,5 +250,5 @@ def _v2_count_mismatch(ctx: Context, ids: list[Any], where: str, n: int | None, 
         f"({ctx.aux_count_source}): the first forward fails in combine_hidden_states (inferred from source: "
         "v1/worker/gpu/spec_decode/eagle/eagle3_utils.py get_eagle3_aux_layers_from_config)",
         field=where,
-        fix=f"Also write eagle_aux_hidden_state_layer_ids: {ids} at the top level.",
+        fix=_top_level_fix(producer_conversion(ctx, ids, where), ids),
     )

@@ -1,14 +1,17 @@
 """Known producer bugs that make a draft's flags lie (sgl-project/SpecForge PR #879, NVIDIA-NeMo/Automodel PR #2897).
 
 These cannot be proven from the files (no producer records its version), so they are warnings
-that name the bug and the date of its fix and let the user decide.
+that name the bug and the date of its fix and let the user decide. W603: ids vLLM reads in their
+producer's convention (engines/producers.py: what each trainer fed for the ids it writes).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
+from eagle_convert.engines import CAVEATS, Conversion, convert, fmt_taps, producer_for
 from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules import untrained
 from eagle_convert.validate.rules.context import Context
@@ -65,26 +68,58 @@ def check(ctx: Context) -> list[Finding]:
     return out
 
 
+def producer_conversion(ctx: Context, ids: list[Any], where: str) -> Conversion | None:
+    """`ids` at `where` moved from their producer's convention to vLLM's (engines/producers.py), or None
+    where the producer is unknown or did not write them there (another tool's ids)."""
+    producer = producer_for(ctx.info.layout)
+    if producer is None or producer.writes != where or not all(type(i) is int for i in ids):
+        return None
+    target = ctx.target
+    target_class = target.architectures[0] if target is not None and target.architectures else None
+    return convert(ids, producer, target_class=target_class, n=target.num_layers if target else None)
+
+
 def aux_convention(ctx: Context) -> list[Finding]:
-    """W603: ids that match another engine's convention for this target (needs the target's layer count)."""
+    """W603: ids vLLM reads that their producer trained on other layers, or that look like the
+    output-of-layer convention (1, N//2-1, N-4) when the producer is unknown."""
     n = ctx.target.num_layers if ctx.target else None
     ids, where = ctx.view.aux_ids, ctx.view.aux_ids_where
-    if n is None or not ids or not all(isinstance(i, int) for i in ids):
+    if not ids or not all(isinstance(i, int) for i in ids):
         return []
+    v1 = " on the V1 runner (CPU, and where V2 falls back to V1); V2 reads no eagle_config ids"
+    runner = v1 if where.startswith("eagle_config.") else ""
     out = []
-    if sorted(ids) == [1, n // 2 - 1, n - 4]:
+    conv = producer_conversion(ctx, ids, where)
+    caveat = f" ({CAVEATS[conv.producer.layout]})" if conv and conv.producer.layout in CAVEATS else ""
+    if conv is not None and conv.ids is None:
         out.append(
             finding(
                 "W603",
-                f"{where} = {ids} is (1, N//2-1, N-4) for this {n}-layer target: SGLang / ModelOpt "
-                f"convention for vLLM's ({2}, {n // 2}, {n - 3}); vLLM taps each layer one lower"
-                + (
-                    " on the V1 runner (CPU, and where V2 falls back to V1); V2 reads no eagle_config ids"
-                    if where.startswith("eagle_config.")
-                    else ""
-                ),
+                f"{where} = {ids}: {conv.why}; vLLM taps {fmt_taps(ids)}{runner}",
                 field=where,
-                fix=f"If the draft was trained on SGLang/ModelOpt ids, write {[i + 1 for i in ids]} (vLLM convention).",
+                fix="Write eagle_aux_hidden_state_layer_ids at the top level with the layers the draft was trained on.",
+            )
+        )
+    elif conv is not None and conv.ids != ids and conv.trained is not None:
+        out.append(
+            finding(
+                "W603",
+                f"{where} = {ids} are {conv.producer.name}'s ids, trained on {fmt_taps(conv.trained)} "
+                f"({conv.producer.repo}); vLLM taps {fmt_taps(ids)}{runner}{caveat}"
+                + (f"; assumed {conv.assumed}" if conv.assumed else ""),
+                field=where,
+                fix=f"Write eagle_aux_hidden_state_layer_ids: {conv.ids} at the top level (vLLM's convention).",
+            )
+        )
+    elif conv is None and n is not None and sorted(ids) == [1, n // 2 - 1, n - 4]:
+        out.append(
+            finding(
+                "W603",
+                f"{where} = {ids} is (1, N//2-1, N-4) for this {n}-layer target: the output-of-layer convention "
+                f"of SpecForge / ModelOpt / TorchSpec / NeMo for vLLM's ({2}, {n // 2}, {n - 3}); vLLM taps each "
+                "layer one lower" + runner,
+                field=where,
+                fix=f"If the draft was trained on output-of-layer ids, write {[i + 1 for i in ids]} (vLLM convention).",
             )
         )
     if ctx.target and ctx.target.model_type == "minimax_m2":
