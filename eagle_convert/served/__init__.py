@@ -8,7 +8,7 @@ from eagle_convert._lazy import TYPE_CHECKING, attach
 
 if TYPE_CHECKING:  # what type checkers see
     from eagle_convert.served.errors import SERVER_EXIT_CODE, NoDraftError, ServerError, ServerRestartedError
-    from eagle_convert.served.http import Connection, ServedModel, normalize_url
+    from eagle_convert.served.http import Connection, ServedModel, display_url, normalize_url
     from eagle_convert.served.metrics import SpecCounters, parse_prometheus, spec_counters
     from eagle_convert.served.plot import plot_served, served_caption
     from eagle_convert.served.results import BASELINE_LABEL, ServedLevel, ServedReport, ServedServer
@@ -24,6 +24,7 @@ else:  # what runs: each name imported from its module on first use
             "ServerRestartedError": "eagle_convert.served.errors",
             "Connection": "eagle_convert.served.http",
             "ServedModel": "eagle_convert.served.http",
+            "display_url": "eagle_convert.served.http",
             "normalize_url": "eagle_convert.served.http",
             "SpecCounters": "eagle_convert.served.metrics",
             "parse_prometheus": "eagle_convert.served.metrics",
@@ -49,6 +50,7 @@ __all__ = [
     "BASELINE_LABEL",
     "Connection",
     "DEFAULT_LEVELS",
+    "display_url",
     "level_requests",
     "NoDraftError",
     "normalize_url",
