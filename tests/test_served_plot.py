@@ -98,3 +98,29 @@ def test_cli_plot_with_server_writes_the_png(tmp_path: Path) -> None:
         assert _png_size(png)[0] > 500
         res = CliRunner().invoke(main, [*args, "--plot", str(tmp_path / "x.jpg")], env={"OPENAI_API_KEY": ""})
     assert (res.exit_code, res.stderr) == (2, f"Error: --plot: {tmp_path / 'x.jpg'} must end in .png\n")
+
+
+def test_with_buckets_every_bucket_has_its_lines(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from eagle_convert.served import plot_served
+
+    with FakeServer(k=3, accept=2) as a, FakeServer(k=None) as base:
+        opts = MeasureOptions(max_new_tokens=9, concurrency=(1, 2), buckets=(0, 64))
+        report = run_served([a.url], opts, labels=["eagle31"], baseline=base.url, prompts=PROMPTS)
+    with plotcheck.capture_figures(monkeypatch) as figs:
+        plot_served(report, tmp_path / "buckets.png")
+    [fig] = figs
+    assert plotcheck.problems(fig) == []
+    assert "in context natural, ~64 tok (padded with the server's tokenizer)" in plotcheck.caption(fig)
+    positions, rates = fig.axes
+    assert [line.get_label() for line in positions.get_lines()] == [
+        "eagle31 c=1: AL 2.67",
+        "eagle31 c=2: AL 2.67",
+        "eagle31 c=1 ~64 tok: AL 2.67",
+        "eagle31 c=2 ~64 tok: AL 2.67",
+    ]
+    assert [line.get_label() for line in rates.get_lines()] == [
+        "baseline server (no speculation), context natural",
+        "eagle31, context natural",
+        "baseline server (no speculation), context ~64 tok",
+        "eagle31, context ~64 tok",
+    ]

@@ -88,3 +88,25 @@ def test_report_measures_the_servers_as_a_resumable_stage(tmp_path: Path) -> Non
         "--limit 1 --max-new-tokens 9 --concurrency 1,4,16 --json"
     )
     assert "sk-x" not in (out / "report.json").read_text() + md + (out / "commands.sh").read_text()
+
+
+def test_the_report_panel_names_the_context_of_padded_buckets() -> None:
+    """report.md's served table, from `smoke --server --json`'s dict: a context column with buckets."""
+    from eagle_convert.measure import MeasureOptions, Prompt
+    from eagle_convert.report.markdown import _served
+    from eagle_convert.served import run_served
+
+    prompts = [Prompt("a", "coding", text="def f():")]
+    with FakeServer(k=3, accept=2) as srv, FakeServer(k=None) as base:
+        opts = MeasureOptions(max_new_tokens=9, concurrency=(1,), buckets=(0, 64))
+        rep = run_served([srv.url], opts, labels=["d"], baseline=base.url, prompts=prompts, suite="mine")
+    lines = _served(rep.to_dict())
+    assert lines[0].startswith(
+        "Measured on the running servers (`smoke --server`), not with the report's engine: 2 prompt runs "
+    )
+    table = [ln for ln in lines if ln.startswith("| ")]
+    assert table[0].startswith("| context | concurrency | requests (failed) | output tokens | AL | per position |")
+    assert table[1].startswith("| natural | 1 | 1 (0) | 9 | 2.67 | 100% 67% 0% |")
+    assert table[2].startswith("| ~64 tokens | 1 | 1 (0) | 9 | 2.67 | 100% 67% 0% |")
+    assert table[3] == "| context | concurrency | requests (failed) | tokens/s per user |"
+    assert [ln.split(" | ")[0] for ln in table[4:]] == ["| natural", "| ~64 tokens"]

@@ -172,7 +172,8 @@ def _served(served: dict[str, Any]) -> list[str]:
     s = served["settings"]
     lines = [
         f"Measured on the running servers (`smoke --server`), not with the report's engine: "
-        f"{served['prompts']['count']} prompts ({served['prompts']['suite']}) per level, {s['max_new_tokens']} new "
+        f"{served['prompts']['count']} prompt runs (prompt x context bucket; {served['prompts']['suite']}) per "
+        f"level, {s['max_new_tokens']} new "
         f"tokens each (EOS ignored), temperature {s['temperature']}, the server's chat template. AL and "
         "per-position acceptance from each server's /metrics counter deltas per level; tokens/s per user from the "
         "engine's decode histograms where exported, else the stream (`rate_source` in report.json's `served`); "
@@ -180,13 +181,19 @@ def _served(served: dict[str, Any]) -> list[str]:
         "",
     ]
     base = served.get("baseline_server")
-    head = ["concurrency", "requests (failed)", "output tokens", "AL", "per position", "tokens/s per user", "TTFT s"]
+    ctx = any(lv.get("bucket", 0) for srv in served["servers"] for lv in srv["levels"])  # padded buckets
+
+    def where(lv: dict[str, Any]) -> list[Any]:
+        return [bucket_label(lv.get("bucket", 0), unit="tokens"), lv["concurrency"]] if ctx else [lv["concurrency"]]
+
+    head = [*(["context"] if ctx else []), "concurrency", "requests (failed)", "output tokens", "AL", "per position"]
+    head += ["tokens/s per user", "TTFT s"]
     for srv in served["servers"]:
         k = "no draft" if srv["k"] is None else f"k = {srv['k']}"
         lines += [f"**{srv['label']}**: `{srv['url']}`, {srv['model']} ({srv.get('engine') or '?'}, {k})", ""]
         rows = [
             [
-                lv["concurrency"],
+                *where(lv),
                 f"{lv['requests']} ({lv['failed']})",
                 lv["output_tokens"],
                 _num(lv["acceptance_length"]),
@@ -201,10 +208,10 @@ def _served(served: dict[str, Any]) -> list[str]:
     if base:
         lines += [f"**baseline server** (no speculation): `{base['url']}`, {base['model']}", ""]
         rows = [
-            [lv["concurrency"], f"{lv['requests']} ({lv['failed']})", _num(lv["per_user_tokens_per_s"], "{:.1f}")]
+            [*where(lv), f"{lv['requests']} ({lv['failed']})", _num(lv["per_user_tokens_per_s"], "{:.1f}")]
             for lv in base["levels"]
         ]
-        lines += _table(["concurrency", "requests (failed)", "tokens/s per user"], rows)
+        lines += _table([*head[: 1 + ctx], "requests (failed)", "tokens/s per user"], rows)
     notes = [f"{srv['label']}: {text}" for srv in served["servers"] for text in srv["identity"]]
     notes += [
         f"{srv['label']} at concurrency {lv['concurrency']}: {text}"

@@ -2,9 +2,9 @@
 
 The stage (`served`) calls `served.run_served`, `smoke --server`'s library call, with the report's
 prompts (suite, categories, limit), new tokens, temperature, seed and concurrency levels (the
-report's, else smoke --server's 1,4,16); a server applies its own chat template, so only
-`--chat-template none` reaches it, and the context is the prompts' own (buckets are padded with
-the local tokenizer, which a server does not share). Its record is `ServedReport.to_dict()`, the
+report's, else smoke --server's 1,4,16) and context buckets (padded with the server's `/tokenize`,
+`served/buckets.py`); a server applies its own chat template, so only `--chat-template none`
+reaches it. Its record is `ServedReport.to_dict()`, the
 shape `smoke --server --json` prints (report.json's `served`).
 
 Resumable like the other stages: keyed by the server URLs, labels, the settings and the sent
@@ -20,7 +20,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from eagle_convert.errors import UsageError
-from eagle_convert.measure import NATURAL, MeasureOptions
+from eagle_convert.measure import MeasureOptions
 from eagle_convert.optionspec import to_argv
 from eagle_convert.progress import OnTick
 from eagle_convert.report.stages import ReportOptions, Say, command, smoke_prompts
@@ -65,7 +65,7 @@ def served_options(opts: ReportOptions) -> MeasureOptions:
         max_new_tokens=opts.max_new_tokens,
         temperature=opts.temperature,
         seed=opts.seed,
-        buckets=(NATURAL,),
+        buckets=opts.buckets,
         chat_template="none" if opts.chat_template == "none" else None,
         concurrency=tuple(opts.concurrency or DEFAULT_LEVELS),
     )

@@ -15,8 +15,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from eagle_convert.measure import NATURAL
 from eagle_convert.served.results import BASELINE_LABEL, ENGINE, ServedLevel, ServedReport, ServedServer
-from eagle_convert.smoke import draft_style, finish, model_name, require_plot
+from eagle_convert.smoke import bucket_label, draft_style, finish, model_name, require_plot
 
 __all__ = ["plot_served", "served_caption", "served_panels"]
 
@@ -34,10 +35,14 @@ def served_panels(report: ServedReport) -> list[str]:
     return (["positions"] if any(s.k is not None for s in report.servers) else []) + ["rates"]
 
 
+def _where(lv: ServedLevel) -> str:
+    return f"c={lv.concurrency}" + ("" if lv.bucket == NATURAL else f" {bucket_label(lv.bucket)}")
+
+
 def _position_label(s: ServedServer, lv: ServedLevel) -> str:
     if lv.acceptance_length is None:
-        return f"{s.label} c={lv.concurrency}: no figure"
-    return f"{s.label} c={lv.concurrency}: AL {lv.acceptance_length:.2f}"
+        return f"{s.label} {_where(lv)}: no figure"
+    return f"{s.label} {_where(lv)}: AL {lv.acceptance_length:.2f}"
 
 
 def plot_server_positions(ax: Any, report: ServedReport) -> None:
@@ -76,55 +81,66 @@ def plot_server_positions(ax: Any, report: ServedReport) -> None:
     ax.grid(alpha=0.3)
 
 
-def _rate_name(s: ServedServer, name: str) -> str:
+def _rate_name(s: ServedServer, name: str, bucket: int | None) -> str:
     """A rate line's legend entry: the levels without a figure named (they have no point)."""
-    missing = [str(lv.concurrency) for lv in s.levels if lv.tokens_per_s is None]
-    if len(missing) == len(s.levels):
+    mine = [lv for lv in s.levels if bucket in (None, lv.bucket)]
+    missing = [str(lv.concurrency) for lv in mine if lv.tokens_per_s is None]
+    if bucket is not None:
+        name = f"{name}, context {bucket_label(bucket)}"
+    if len(missing) == len(mine):
         return f"{name}: no figure"
     return name + (f" (no figure at c={', '.join(missing)})" if missing else "")
 
 
 def plot_server_rates(ax: Any, report: ServedReport) -> None:
     """Per-user decode tokens/s by concurrency: the baseline in grey, each server in its colour, its
-    points labelled with the speedup over the baseline at the same level (else with the rate)."""
+    points labelled with the speedup over the baseline at the same level (else with the rate); with
+    several context buckets a line per server and bucket, the bucket's dash and marker."""
     levels = list(report.concurrency)
     xs = list(range(len(levels)))
     values: list[float] = []
+    several = len(report.buckets) > 1
 
-    def rates(s: ServedServer) -> list[float]:
-        out = [lv.tokens_per_s if (lv := s.level(c)) is not None and lv.tokens_per_s else float("nan") for c in levels]
+    def rates(s: ServedServer, bucket: int) -> list[float]:
+        out = [
+            lv.tokens_per_s if (lv := s.level(c, bucket)) is not None and lv.tokens_per_s else float("nan")
+            for c in levels
+        ]
         values.extend(v for v in out if v == v)
         return out
 
-    if report.baseline is not None:
-        ax.plot(
-            xs,
-            rates(report.baseline),
-            marker="x",
-            linestyle=(0, (1, 1)),
-            color="grey",
-            linewidth=1.5,
-            label=_rate_name(report.baseline, f"baseline server ({BASELINE_LABEL})"),
-        )
-    for j, s in enumerate(report.servers):
-        style = draft_style(j)
-        ys = rates(s)
-        name = s.label if s.k is not None else f"{s.label} (timing only)"
-        ax.plot(xs, ys, linewidth=2, markersize=6, label=_rate_name(s, name), **style)
-        for x, c, y in zip(xs, levels, ys):
-            lv = s.level(c)
-            if lv is None or y != y:
-                continue
-            text = f"{lv.speedup:.2f}×" if lv.speedup is not None else f"{y:.0f}"
-            ax.annotate(
-                text,
-                (x, y),
-                textcoords="offset points",
-                xytext=(0, 6),
-                ha="center",
-                fontsize=FONT,
-                color=style["color"],
+    for i, bucket in enumerate(report.buckets):
+        shown = bucket if several else None
+        if report.baseline is not None:
+            dash = _level_style(i)["linestyle"] if several else (0, (1, 1))
+            ax.plot(
+                xs,
+                rates(report.baseline, bucket),
+                marker="x",
+                linestyle=dash,
+                color="grey",
+                linewidth=1.5,
+                label=_rate_name(report.baseline, f"baseline server ({BASELINE_LABEL})", shown),
             )
+        for j, s in enumerate(report.servers):
+            style = {**draft_style(j), **(_level_style(i) if several else {})}
+            ys = rates(s, bucket)
+            name = s.label if s.k is not None else f"{s.label} (timing only)"
+            ax.plot(xs, ys, linewidth=2, markersize=6, label=_rate_name(s, name, shown), **style)
+            for x, c, y in zip(xs, levels, ys):
+                lv = s.level(c, bucket)
+                if lv is None or y != y:
+                    continue
+                text = f"{lv.speedup:.2f}×" if lv.speedup is not None else f"{y:.0f}"
+                ax.annotate(
+                    text,
+                    (x, y),
+                    textcoords="offset points",
+                    xytext=(0, 6),
+                    ha="center",
+                    fontsize=FONT,
+                    color=style["color"],
+                )
     ax.set_xticks(xs, [str(c) for c in levels])
     ax.set_xlim(-0.4, len(levels) - 0.6)
     ax.set_ylim(0, max(values, default=1.0) * 1.2)
@@ -153,8 +169,13 @@ def served_caption(report: ServedReport) -> str:
         if ENGINE not in sources
         else "the engine's decode histograms, else the streamed token times"
     )
+    context = (
+        ""
+        if report.buckets == [NATURAL]
+        else f" in context {', '.join(bucket_label(b) for b in report.buckets)} (padded with the server's tokenizer)"
+    )
     return (
-        f"Measured: {len(report.prompt_ids)} prompts ({report.suite}) per level, {ks}, {sampling}, "
+        f"Measured: {len(report.prompt_ids)} prompts ({report.suite}){context} per level, {ks}, {sampling}, "
         f"{s.get('max_new_tokens')} new tokens each (EOS ignored), concurrency {', '.join(map(str, report.concurrency))}; "
         f"engine server: {servers}{base}; per-user rate from {rate}"
     )
