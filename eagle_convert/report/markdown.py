@@ -214,7 +214,9 @@ def _served(served: dict[str, Any]) -> list[str]:
         lines += _table([*head[: 1 + ctx], "requests (failed)", "tokens/s per user"], rows)
     notes = [f"{srv['label']}: {text}" for srv in served["servers"] for text in srv["identity"]]
     notes += [
-        f"{srv['label']} at concurrency {lv['concurrency']}: {text}"
+        f"{srv['label']} at concurrency {lv['concurrency']}"
+        + (f", context {bucket_label(lv['bucket'], unit='tokens')}" if lv.get("bucket") else "")
+        + f": {text}"
         for srv in served["servers"]
         for lv in srv["levels"]
         for text in ([lv["no_figure"]] if lv["no_figure"] else []) + lv["notes"]

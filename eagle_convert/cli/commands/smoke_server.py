@@ -101,7 +101,8 @@ class ServerArgs:
 
 def _level_line(server: ServedServer, lv: ServedLevel) -> str:
     al = "no figure" if lv.acceptance_length is None else f"AL {lv.acceptance_length:.2f}"
-    return f"{server.label} c={lv.concurrency} {al}" if server.k is not None else f"{server.label} c={lv.concurrency}"
+    where = f"{server.label} c={lv.concurrency}" + (f" ~{lv.bucket} tok" if lv.bucket else "")
+    return f"{where} {al}" if server.k is not None else where
 
 
 def smoke_server(opts: MeasureOptions, args: ServerArgs, *, as_json: bool, plot_path: str | None) -> None:
@@ -150,7 +151,8 @@ def smoke_server(opts: MeasureOptions, args: ServerArgs, *, as_json: bool, plot_
             click.echo(f"WARNING: {server.label}: {text}", err=True)
         for lv in server.levels:
             for text in ([lv.no_figure] if lv.no_figure else []) + lv.notes:
-                click.echo(f"WARNING: {server.label} at concurrency {lv.concurrency}: {text}", err=True)
+                where = f"concurrency {lv.concurrency}" + (f", context ~{lv.bucket} tokens" if lv.bucket else "")
+                click.echo(f"WARNING: {server.label} at {where}: {text}", err=True)
     if plot_path is not None:
         from eagle_convert.served import plot_served
 

@@ -63,7 +63,8 @@ def render_served(console: Console, r: ServedReport) -> None:
         console.print(_server_table(server, r.baseline is not None, buckets))
         for lv in server.levels:
             for text in ([lv.no_figure] if lv.no_figure else []) + lv.notes:
-                console.print(f"[yellow]c={lv.concurrency}: {escape(text)}[/yellow]")
+                where = f"c={lv.concurrency}" + (f", context {bucket_label(lv.bucket)}" if buckets else "")
+                console.print(f"[yellow]{where}: {escape(text)}[/yellow]")
         for line in server.identity:
             console.print(f"[dim]{escape(line)}[/dim]")
     if r.baseline is not None:
