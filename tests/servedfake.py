@@ -8,7 +8,10 @@ a round, the last round cut at N). A `mode` makes it misbehave: `no-draft` (no c
 `auth` (401 without the key), `html` (every path answers an HTML page), `notfound` (404 everywhere), `malformed-sse`, `stall`
 (stops mid-stream; with `stall_after=N` only the requests after the first N), `restart` (counters reset during a request), `traffic` (extra drafts counted),
 `frozen` (counters never move), `fail-some` (every third request 500), `burst` (the tokens are
-produced on time but sent together at the end, as a buffering proxy or a starved client sees them). Like vLLM it records each finished request's decode time (engine clock: first to last
+produced on time but sent together at the end, as a buffering proxy or a starved client sees them).
+`POST /tokenize` counts tokens as vLLM's does for each request kind (`count_prompt`: a token per
+word, a BOS for raw text, a chat template's markers per message; `tokenize=False`: 404, a server
+without it), and a completion's `usage.prompt_tokens` is that count. Like vLLM it records each finished request's decode time (engine clock: first to last
 token produced) and tokens in `vllm:request_decode_time_seconds` / `vllm:request_generation_tokens`
 (`histograms=False`: a server that exports neither).
 
@@ -45,6 +48,7 @@ class FakeServer:
         tls: tuple[str, str] | None = None,
         speculative: dict[str, Any] | None = None,
         histograms: bool = True,
+        tokenize: bool = True,
     ) -> None:
         self.k, self.accept, self.mode, self.delay = k, accept, mode, delay
         self.api_key, self.model, self.max_model_len, self.owned_by = api_key, model, max_model_len, owned_by
@@ -53,6 +57,8 @@ class FakeServer:
         self.per_pos = [0] * (k or 0)
         self.requests = 0
         self.histograms = histograms
+        self.tokenize = tokenize
+        self.tokenized = 0  # /tokenize requests answered
         self.finished, self.generated, self.decode_s = 0, 0, 0.0  # the decode histograms' _count, _sum, _sum
         self.bodies: list[dict[str, Any]] = []
         ThreadingHTTPServer.request_queue_size = 256  # C = 64 connecting at once (the default backlog is 5)
@@ -140,6 +146,14 @@ class FakeServer:
                 ]
         return "\n".join(lines) + "\n"
 
+    @staticmethod
+    def count_prompt(body: dict[str, Any]) -> int:
+        """Prompt tokens of a chat (`messages`: 2 per message for its markers, 1 for the generation
+        prompt) or raw (`prompt`: 1 for BOS with `add_special_tokens`) request: a token per word."""
+        if "messages" in body:
+            return sum(len(str(m.get("content", "")).split()) + 2 for m in body["messages"]) + 1
+        return len(str(body.get("prompt", "")).split()) + int(body.get("add_special_tokens", True))
+
     def finish(self, tokens: int, decode_s: float) -> None:
         with self.lock:
             self.finished += 1
@@ -204,6 +218,13 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
                 return self._send(200, "<html>welcome</html>", "text/html")
             if not self._authorized():
                 return None
+            if self.path == "/tokenize" and server.tokenize:
+                with server.lock:
+                    server.tokenized += 1
+                n = server.count_prompt(body)
+                return self._send(
+                    200, json.dumps({"count": n, "max_model_len": server.max_model_len, "tokens": [1] * n})
+                )
             if self.path not in ("/v1/completions", "/v1/chat/completions"):
                 return self._send(404, json.dumps({"detail": "Not Found"}))
             with server.lock:
@@ -218,12 +239,13 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             n = int(body.get("max_tokens", 16))
             chat = self.path.endswith("chat/completions")
+            prompt = server.count_prompt(body)
             done = 0
 
             def emit(tokens: int) -> None:
                 text = "".join(f" t{done - tokens + i}" for i in range(tokens))
                 choice = {"index": 0, "delta": {"content": text}} if chat else {"index": 0, "text": text}
-                usage = {"prompt_tokens": 5, "completion_tokens": done, "total_tokens": 5 + done}
+                usage = {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done}
                 self._chunk(f"data: {json.dumps({'choices': [choice], 'usage': usage})}\n\n")
 
             try:

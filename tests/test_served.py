@@ -209,8 +209,6 @@ def test_a_stream_that_breaks_is_a_named_failure() -> None:
 
 
 def test_usage_errors() -> None:
-    with pytest.raises(UsageError, match=r"^`buckets` needs a local tokenizer"):
-        run_served([URL], MeasureOptions(buckets=(0, 256)), prompts=PROMPTS)
     with pytest.raises(UsageError, match=r"^`engine` does not apply with `server`"):
         run_served([URL], MeasureOptions(engine="vllm"), prompts=PROMPTS)
 
@@ -236,3 +234,77 @@ def test_a_baseline_of_another_target_is_flagged() -> None:
     assert s.identity == [
         "it serves /models/tiny-target, the baseline server /models/other-target: not the same target?"
     ]
+
+
+# ------------------------------------------------------------------------------- context buckets
+
+
+def test_buckets_pad_with_the_servers_tokenizer_and_measure_each_bucket_apart() -> None:
+    """Each filler word is one token of the fake's tokenizer, so smoke's search lands on the bucket
+    exactly; the requests sent are what /tokenize counted; every bucket has its own counter deltas."""
+    from eagle_convert.measure import filler_prefix, filler_text
+
+    with FakeServer(k=3, accept=2) as srv, FakeServer(k=None) as base:
+        opts = MeasureOptions(max_new_tokens=13, concurrency=(1, 2), buckets=(0, 64, 128))
+        rep = run_served([srv.url], opts, baseline=base.url, prompts=PROMPTS)
+        sent = [FakeServer.count_prompt(b) for b in srv.bodies]
+        assert srv.tokenized > 0 and base.tokenized == 0  # the first server's tokenizer pads for all
+    assert rep.buckets == [0, 64, 128] and rep.settings["buckets"] == [0, 64, 128]
+    assert [(b.prompt.id, b.bucket, b.prompt_tokens) for b in rep.sent] == [
+        ("a", 0, 5),  # "def f():" as one chat message: 2 words + 2 markers + the generation prompt
+        ("b", 0, 4),
+        ("a", 64, 64),
+        ("b", 64, 64),
+        ("a", 128, 128),
+        ("b", 128, 128),
+    ]
+    padded = rep.sent[2].prompt.as_messages()[0]["content"]
+    assert padded == filler_prefix(filler_text().split(), rep.sent[2].filler_words) + "def f():"
+    # each bucket: levels 1 and 2, each level every prompt once (cycled to 2), so 2 + 2 requests per bucket
+    # (the two streams of level 2 arrive in either order)
+    assert sorted(sent) == [4, 4, 5, 5, 64, 64, 64, 64, 128, 128, 128, 128]
+    [s] = rep.servers
+    counted = {(b.prompt.id, b.bucket): b.prompt_tokens for b in rep.sent}
+    for lv in s.levels:  # what each request's usage says it sent: the padded prompt /tokenize counted
+        assert all(o.prompt_tokens == counted[(o.prompt_id, lv.bucket)] for o in lv.outcomes)
+    assert [(lv.bucket, lv.concurrency) for lv in s.levels] == [(0, 1), (0, 2), (64, 1), (64, 2), (128, 1), (128, 2)]
+    # 13 tokens: prefill + rounds accepting 2, 2, 2, 2, 0 of 3: exact arithmetic per bucket
+    assert [lv.acceptance_length for lv in s.levels] == [3.0] * 6
+    assert all(lv.speedup is not None for lv in s.levels)
+    assert s.level(1, 64) is s.levels[2] and s.level(1) is s.levels[0]
+    data = rep.to_dict()
+    assert [(i["id"], i["bucket"], i["prompt_tokens"]) for i in data["prompts"]["items"]][2:4] == [
+        ("a", 64, 64),
+        ("b", 64, 64),
+    ]
+    assert [lv["bucket"] for lv in data["servers"][0]["levels"]] == [0, 0, 64, 64, 128, 128]
+
+
+def test_a_prompt_longer_than_its_bucket_is_skipped_and_a_bucket_without_room_refused() -> None:
+    with FakeServer(k=3, accept=2, max_model_len=256) as srv:
+        rep = run_served([srv.url], MeasureOptions(max_new_tokens=9, concurrency=(1,), buckets=(0, 4)), prompts=PROMPTS)
+        assert [(x.id, x.bucket, x.reason) for x in rep.skipped] == [
+            ("a", 4, "5 tokens, already longer than the bucket")
+        ]
+        assert [(lv.bucket, len(lv.outcomes)) for lv in rep.servers[0].levels] == [(0, 2), (4, 1)]
+        with pytest.raises(UsageError) as e:
+            run_served([srv.url], MeasureOptions(max_new_tokens=9, buckets=(248,)), prompts=PROMPTS)
+        assert str(e.value) == (
+            "`buckets`: 248 tokens leave no room for generation (at most 247 prompt tokens fit the context of the "
+            f"server at {srv.url})"
+        )
+        with pytest.raises(UsageError, match=r"^no prompt fits any of `buckets`: a \(5 tokens, already longer"):
+            run_served([srv.url], MeasureOptions(max_new_tokens=9, buckets=(3,)), prompts=PROMPTS)
+
+
+def test_a_server_without_tokenize_is_named_with_the_fix() -> None:
+    with FakeServer(tokenize=False) as srv:
+        with pytest.raises(ServerError) as e:
+            run_served([srv.url], MeasureOptions(buckets=(64,)), prompts=PROMPTS)
+        assert srv.requests == 0  # refused before any request was measured
+        rep = run_served([srv.url], MeasureOptions(max_new_tokens=9, concurrency=(1,)), prompts=PROMPTS)
+        assert rep.servers[0].levels  # natural context needs no /tokenize
+    assert e.value.render(lambda n, v: f"--{n.replace('_', '-')}" + (f" {v}" if v else "")) == (
+        f"the server at {srv.url} has no /tokenize (HTTP 404): context buckets are padded with the server's "
+        "tokenizer (measure the prompts' own length (--buckets natural), or point --server at a vLLM server)"
+    )

@@ -148,10 +148,6 @@ def test_a_baseline_with_a_draft_is_refused() -> None:
             "--speculative-config sets k): the server holds the models",
         ),
         (("d1", "--target", "t", "--baseline-server", "http://h:1"), "--label and --baseline-server go with --server"),
-        (
-            ("--server", "http://h:1", "--buckets", "natural,256"),
-            "--buckets needs a local tokenizer; with --server only natural",
-        ),
         (("--server", "ftp://h:1"), "--server: 'ftp://h:1' is not an http(s) URL (e.g. http://localhost:8000)"),
         (("--server", "http://h:1", "--label", "a", "--label", "b"), "more --label than --server values"),
     ],
@@ -279,3 +275,32 @@ def test_urls_are_normalized_and_shown_without_credentials() -> None:
     assert normalize_url("localhost:8000/v1/") == "http://localhost:8000"
     assert normalize_url("https://h.example/serve/v1") == "https://h.example/serve"
     assert display_url(normalize_url("http://user:secret@h:1")) == "http://h:1"
+
+
+def test_buckets_pad_with_the_servers_tokenize_and_a_server_without_it_is_named() -> None:
+    with FakeServer(k=3, accept=2) as srv:
+        res = _smoke("--server", srv.url, *FAST, "--concurrency", "1", "--buckets", "natural,64", "--json")
+        assert res.exit_code == 0, res.output
+        data = json.loads(res.stdout)
+        check_schema(data, "smoke-report.schema.json")
+        assert data["settings"]["buckets"] == [0, 64]
+        assert [(i["bucket"], i["prompt_tokens"]) for i in data["prompts"]["items"]][1] == (64, 64)
+        assert [lv["bucket"] for lv in data["servers"][0]["levels"]] == [0, 64]
+        res = _smoke("--server", srv.url, *FAST, "--concurrency", "1", "--buckets", "64")
+        assert res.exit_code == 0, res.output
+        assert "context  ~64 tok: prompts padded with neutral filler to about N tokens with the server's /tokenize" in (
+            res.stdout
+        )
+        res = _smoke("--server", srv.url, *FAST, "--buckets", "4000")
+        assert (res.exit_code, res.stderr.splitlines()[-1]) == (
+            2,
+            "Error: --buckets: 4000 tokens leave no room for generation (at most 247 prompt tokens fit the context "
+            f"of the server at {srv.url})",
+        )
+    with FakeServer(tokenize=False, max_model_len=8192) as srv:
+        res = _smoke("--server", srv.url, *FAST, "--buckets", "1000,4000")
+    assert (res.exit_code, res.stderr.splitlines()[-1]) == (
+        3,
+        f"Error: the server at {srv.url} has no /tokenize (HTTP 404): context buckets are padded with the server's "
+        "tokenizer (measure the prompts' own length (--buckets natural), or point --server at a vLLM server)",
+    )

@@ -28,6 +28,7 @@ __all__ = [
     "SkippedPrompt",
     "PromptSet",
     "builtin_prompts",
+    "filler_prefix",
     "filler_text",
     "load_prompts",
     "parse_buckets",
@@ -276,7 +277,9 @@ class _Renderer:
         return list(self.tok(text, add_special_tokens=False)["input_ids"])
 
 
-def _filler_prefix(words: list[str], n: int) -> str:
+def filler_prefix(words: list[str], n: int) -> str:
+    """The first `n` filler words (cycled) as the text a padded prompt starts with (smoke's buckets, and
+    `smoke --server`'s, padded with the server's tokenizer)."""
     if n <= 0:
         return ""
     reps = -(-n // len(words))
@@ -344,7 +347,7 @@ def _pad(render: _Renderer, p: Prompt, words: list[str], target: int, base: list
     lo, hi = 1, max(1, target)  # a word costs >= ~1 token, so `target` words always overshoots
     while lo <= hi:
         mid = (lo + hi) // 2
-        ids = render.encode(p, _filler_prefix(words, mid))
+        ids = render.encode(p, filler_prefix(words, mid))
         if len(ids) <= target:
             best, best_ids, lo = mid, ids, mid + 1
         else:

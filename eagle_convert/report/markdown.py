@@ -167,6 +167,63 @@ def _drift(drift: dict[str, Any], k: int) -> list[str]:
     return lines
 
 
+def _served(served: dict[str, Any]) -> list[str]:
+    """The running servers (`report --server`): per server and level, smoke --server's table."""
+    s = served["settings"]
+    lines = [
+        f"Measured on the running servers (`smoke --server`), not with the report's engine: "
+        f"{served['prompts']['count']} prompt runs (prompt x context bucket; {served['prompts']['suite']}) per "
+        f"level, {s['max_new_tokens']} new "
+        f"tokens each (EOS ignored), temperature {s['temperature']}, the server's chat template. AL and "
+        "per-position acceptance from each server's /metrics counter deltas per level; tokens/s per user from the "
+        "engine's decode histograms where exported, else the stream (`rate_source` in report.json's `served`); "
+        "speedup over the baseline server at the same level.",
+        "",
+    ]
+    base = served.get("baseline_server")
+    ctx = any(lv.get("bucket", 0) for srv in served["servers"] for lv in srv["levels"])  # padded buckets
+
+    def where(lv: dict[str, Any]) -> list[Any]:
+        return [bucket_label(lv.get("bucket", 0), unit="tokens"), lv["concurrency"]] if ctx else [lv["concurrency"]]
+
+    head = [*(["context"] if ctx else []), "concurrency", "requests (failed)", "output tokens", "AL", "per position"]
+    head += ["tokens/s per user", "TTFT s"]
+    for srv in served["servers"]:
+        k = "no draft" if srv["k"] is None else f"k = {srv['k']}"
+        lines += [f"**{srv['label']}**: `{srv['url']}`, {srv['model']} ({srv.get('engine') or '?'}, {k})", ""]
+        rows = [
+            [
+                *where(lv),
+                f"{lv['requests']} ({lv['failed']})",
+                lv["output_tokens"],
+                _num(lv["acceptance_length"]),
+                "—" if lv["per_position"] is None else " ".join(f"{100 * p:.0f}%" for p in lv["per_position"]),
+                _num(lv["per_user_tokens_per_s"], "{:.1f}"),
+                _num(lv["ttft_s"], "{:.3f}"),
+                *([_num(lv["speedup"], "×{:.2f}")] if base else []),
+            ]
+            for lv in srv["levels"]
+        ]
+        lines += _table([*head, *(["speedup"] if base else [])], rows)
+    if base:
+        lines += [f"**baseline server** (no speculation): `{base['url']}`, {base['model']}", ""]
+        rows = [
+            [*where(lv), f"{lv['requests']} ({lv['failed']})", _num(lv["per_user_tokens_per_s"], "{:.1f}")]
+            for lv in base["levels"]
+        ]
+        lines += _table([*head[: 1 + ctx], "requests (failed)", "tokens/s per user"], rows)
+    notes = [f"{srv['label']}: {text}" for srv in served["servers"] for text in srv["identity"]]
+    notes += [
+        f"{srv['label']} at concurrency {lv['concurrency']}"
+        + (f", context {bucket_label(lv['bucket'], unit='tokens')}" if lv.get("bucket") else "")
+        + f": {text}"
+        for srv in served["servers"]
+        for lv in srv["levels"]
+        for text in ([lv["no_figure"]] if lv["no_figure"] else []) + lv["notes"]
+    ]
+    return lines + ([*(f"- {n}" for n in notes), ""] if notes else [])
+
+
 def render_markdown(data: dict[str, Any]) -> str:
     acc = data["acceptance"]
     s = acc["settings"]
@@ -213,6 +270,8 @@ def render_markdown(data: dict[str, Any]) -> str:
     lines += _groups(acc)
     if data.get("drift"):
         lines += ["## Attention drift by draft depth", "", *_drift(data["drift"], s["k"])]
+    if data.get("served"):
+        lines += ["## The running deployment", "", *_served(data["served"])]
     cal = data.get("calibration")
     if cal:
         agree = (

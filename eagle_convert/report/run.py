@@ -4,7 +4,8 @@ Stages, cheapest first: inspect the input; upgrade it with identity `fc_norm` we
 calibrated ones (`upgrade --init calibrated`); fine-tune one of the upgrades; validate
 every variant against the target; measure every variant with one engine on the same prompts and
 context buckets (and, with vLLM and concurrency levels, per-user tokens/s against the target
-alone); measure every variant's attention drift by draft depth (`drift`, reference engine). Then, always (they are cheap): each variant's model card with the measured table,
+alone); measure every variant's attention drift by draft depth (`drift`, reference engine); with
+`servers`, measure the running deployment (`report/served.py`). Then, always (they are cheap): each variant's model card with the measured table,
 `report.json`, `report.md`, the PNGs and `commands.sh`.
 
 Every stage is keyed by the content hashes of its inputs and its options (`report/cache.py`), so
@@ -39,6 +40,7 @@ from eagle_convert.report.runner import (
     StageEvent,
     Variant,
 )
+from eagle_convert.report.served import check_served, served_stage
 from eagle_convert.report.stages import (
     ReportOptions,
     Say,
@@ -122,6 +124,7 @@ def run_report(
     progress: Say | None = None,
     on_stage: Callable[[StageEvent], None] | None = None,
     on_tick: OnTick | None = None,
+    api_key: str | None = None,
 ) -> ReportResult:
     """Build (or resume) the report of `draft` against `target` in the folder `out`.
 
@@ -135,6 +138,7 @@ def run_report(
             interruption would: the finished stages stay recorded).
         on_tick: counts the stages done and, inside them, calibration prompts, fine-tune steps and
             measured prompts (without it the long stages say their first and last step instead).
+        api_key: the bearer key for `options.servers` (never recorded).
 
     Returns:
         The report's paths and every stage's outcome.
@@ -182,6 +186,7 @@ def run_report(
             f"{{finetune_from={opts.finetune_from!r}}}: choose identity or calibrated", options=("finetune_from",)
         )
     suite = smoke_prompts(opts)  # a bad --prompts fails here, before the first stage
+    check_served(opts, suite)  # and bad --server values
     dpath, tpath = _local(draft, "draft"), _local(target, "target")
     out = _check_out(Path(out), {"draft": dpath, "target": tpath})
     out.mkdir(parents=True, exist_ok=True)
@@ -193,6 +198,7 @@ def run_report(
         + int(opts.finetune)
         + (2 + int(opts.drift)) * variants_n  # validate, smoke and drift each
         + int(engine == "vllm" and bool(opts.concurrency))
+        + int(bool(opts.servers))
     )
     r = Runner(out, say, on_stage, on_tick, stages_n)
     t0 = time.perf_counter()
@@ -278,6 +284,7 @@ def run_report(
 
     acceptance = measure_variants(r, variants, digests, tpath, d_target, opts, engine, serve)
     drift = drift_variants(r, variants, digests, tpath, d_target, opts) if opts.drift else None
+    served = served_stage(r, opts, api_key=api_key, say=say, on_tick=on_tick)
     files = write_outputs(
         out,
         dpath,
@@ -291,6 +298,7 @@ def run_report(
         time.perf_counter() - t0,
         r.events,
         drift=drift,
+        served=served,
     )
     r.memo.save()
     data = files.pop("data")

@@ -84,6 +84,20 @@ class ReportOptions(MeasureOptions):
     drift_depth: int = option(
         8, min=1, help="Drift: draft steps per round (drift --depth), beyond the serving k on purpose."
     )
+    servers: tuple[str, ...] = option(
+        flag="--server",
+        multiple=True,
+        metavar="URL",
+        help="Also measure a running server with the draft (smoke --server: AL, per-position acceptance and "
+        "per-user tokens/s from its /metrics and streamed requests) on the report's prompts, as the served "
+        "stage; repeatable (docs/serve.md).",
+    )
+    labels: tuple[str, ...] = option(flag="--label", multiple=True, help="A name for each --server, in order.")
+    baseline_server: str | None = option(
+        None,
+        metavar="URL",
+        help="The same target served without speculation: the served per-user speedups' denominator.",
+    )
     extra: dict[str, Any] = field(default_factory=dict)  # recorded, not interpreted
 
     def measure(self) -> MeasureOptions:

@@ -18,6 +18,7 @@ from eagle_convert.report.cache import StageRecord, write_json_atomic
 from eagle_convert.report.drift import drift_command
 from eagle_convert.report.markdown import render_markdown
 from eagle_convert.report.runner import CALIBRATED, EAGLE3, FINETUNED, IDENTITY, StageEvent, Variant
+from eagle_convert.report.served import SERVED_STAGE
 from eagle_convert.report.stages import ReportOptions, smoke_command
 
 __all__ = ["AL_TOLERANCE", "REPORT_VERSION", "checks", "write_outputs"]
@@ -74,7 +75,12 @@ def _cards(variants: Sequence[Variant], target: Path, acc_dict: dict[str, Any]) 
 def _options(opts: ReportOptions) -> dict[str, Any]:
     """The options as report.json has always recorded them (`--prompts` as prompts_file), with
     speculative_config only when given."""
+    from eagle_convert.served import display_url
+
     shown = {k: v for k, v in vars(opts).items() if k != "extra" and not (k == "speculative_config" and v is None)}
+    shown["servers"] = [display_url(u) for u in opts.servers]  # never a user:password@ of a URL
+    if opts.baseline_server:
+        shown["baseline_server"] = display_url(opts.baseline_server)
     return {("prompts_file" if k == "prompts" else k): v for k, v in shown.items()}
 
 
@@ -97,6 +103,8 @@ def _commands(
     if drift:
         paths = [v.path for v in variants]
         out.append({"stage": "drift (every variant, side by side)", "command": drift_command(target, paths, opts)})
+    if SERVED_STAGE in records:
+        out.append({"stage": "smoke --server (the running servers)", "command": records[SERVED_STAGE].command})
     return out
 
 
@@ -114,10 +122,12 @@ def write_outputs(
     events: Sequence[StageEvent],
     *,
     drift: dict[str, Any] | None = None,
+    served: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write everything; returns the file paths and, under "data", report.json's content.
 
-    `drift` is the drift stages' `drift --json` dict (None: `--no-drift`, and no drift.png).
+    `drift` is the drift stages' `drift --json` dict (None: `--no-drift`, and no drift.png);
+    `served` the served stage's `smoke --server --json` dict (None: no `--server`).
     """
     from eagle_convert.report.plots import plot_report
 
@@ -178,6 +188,7 @@ def write_outputs(
         "finetune": records["finetune"].result if "finetune" in records else None,
         "acceptance": acc_dict,
         "drift": drift,
+        "served": served,
         "throughput_note": tnote,
         "checks": checks(acc),
         "notes": list(notes),

@@ -8,7 +8,8 @@ engine). The stream's rate measures the path to this client too: a starved clien
 proxy delivers a burst of tokens at once and the rate comes out as thousands of tokens/s, so it is
 kept beside the engine's (`stream_tokens_per_s`), not used where the engine's exists. The speedup
 is a server's rate over the baseline server's at the same level, both from the same source
-(`rate_source`). `ServedReport.to_dict()` keeps `smoke --json`'s top-level shape (`drafts[].total` with
+(`rate_source`). With context buckets each bucket is measured level by level in turn (the counters
+are the server's, so a bucket needs its own deltas); `ServedLevel.bucket` says which. `ServedReport.to_dict()` keeps `smoke --json`'s top-level shape (`drafts[].total` with
 `acceptance_length` and `per_position`, `throughput` with `concurrency`, `per_user_tokens_per_s`
 and `speedup`), engine "server", plus `servers`: every level's requests, failures and checks
 (schemas/smoke-report.schema.json).
@@ -21,7 +22,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from eagle_convert.measure import Counts, EngineRates, LevelRate, ThroughputReport
+from eagle_convert.measure import NATURAL, Counts, EngineRates, LevelRate, ThroughputReport
+from eagle_convert.served.buckets import BucketPrompt, Skipped
 from eagle_convert.served.http import ServedModel
 from eagle_convert.served.metrics import DecodeTimes, SpecCounters
 from eagle_convert.served.stream import RequestOutcome
@@ -55,6 +57,7 @@ class ServedLevel:
     speedup: float | None = None  # over the baseline server at this level
     decode: DecodeTimes | None = None  # the engine's decode histograms' deltas (None: not exported)
     speedup_source: str | None = None  # ENGINE or STREAM: the rates the speedup divides
+    bucket: int = NATURAL  # the context bucket its prompts were padded to (NATURAL: as they are)
 
     @property
     def failed(self) -> list[RequestOutcome]:
@@ -157,6 +160,7 @@ class ServedLevel:
         c = self.counts
         return {
             "concurrency": self.concurrency,
+            "bucket": self.bucket,
             "requests": len(self.outcomes),
             "failed": len(self.failed),
             "failures": self.failures,
@@ -192,8 +196,9 @@ class ServedServer:
     identity: list[str] = field(default_factory=list)  # what confirms (or cannot) which draft it serves
     speculative: dict[str, Any] | None = None  # the served speculative config, where the server exposes it
 
-    def level(self, c: int) -> ServedLevel | None:
-        return next((x for x in self.levels if x.concurrency == c), None)
+    def level(self, c: int, bucket: int | None = None) -> ServedLevel | None:
+        """The level at concurrency `c` in `bucket` (None: the first bucket measured)."""
+        return next((x for x in self.levels if x.concurrency == c and bucket in (None, x.bucket)), None)
 
     @property
     def total(self) -> Counts:
@@ -204,8 +209,10 @@ class ServedServer:
                 total.add(lv.counts)
         return total
 
-    def rates(self) -> EngineRates:
-        return EngineRates(self.label, self.url, [r for lv in self.levels if (r := lv.level_rate()) is not None])
+    def rates(self, bucket: int | None = None) -> EngineRates:
+        """The per-user rates by level (of one bucket, when given), as measure's `EngineRates`."""
+        rows = [r for lv in self.levels if bucket in (None, lv.bucket) and (r := lv.level_rate()) is not None]
+        return EngineRates(self.label, self.url, rows)
 
     def to_dict(self) -> dict[str, Any]:
         m = self.model
@@ -235,15 +242,20 @@ class ServedReport:
     concurrency: list[int]
     seconds: float = 0.0
     interrupted: bool = False
+    buckets: list[int] = field(default_factory=lambda: [NATURAL])  # in the order measured
+    sent: list[BucketPrompt] = field(default_factory=list)  # padded prompts (empty: natural context only)
+    skipped: list[Skipped] = field(default_factory=list)  # prompts longer than a bucket
 
     def throughput(self) -> ThroughputReport | None:
-        """The speedup table as measure's `ThroughputReport` (None without a baseline server)."""
+        """The speedup table as measure's `ThroughputReport`, of the first bucket (None without a
+        baseline server); every bucket's levels are in `servers[].levels`."""
         if self.baseline is None:
             return None
+        first = self.buckets[0]
         return ThroughputReport(
             list(self.concurrency),
-            self.baseline.rates(),
-            [s.rates() for s in self.servers],
+            self.baseline.rates(first),
+            [s.rates(first) for s in self.servers],
             "server",
             self.baseline.model.engine,
             {"max_new_tokens": self.settings.get("max_new_tokens")},
@@ -261,6 +273,21 @@ class ServedReport:
         first = self.servers[0] if self.servers else self.baseline
         assert first is not None
         tokens = {o.prompt_id: o.prompt_tokens for lv in first.levels for o in lv.outcomes if o.prompt_tokens}
+        items = [
+            {"id": i, "category": c, "bucket": NATURAL, "prompt_tokens": tokens.get(i, 0), "filler_words": 0}
+            for i, c in self.prompt_ids
+        ]
+        if self.sent:
+            items = [
+                {
+                    "id": b.prompt.id,
+                    "category": b.prompt.category,
+                    "bucket": b.bucket,
+                    "prompt_tokens": b.prompt_tokens,
+                    "filler_words": b.filler_words,
+                }
+                for b in self.sent
+            ]
         return {
             "target": first.model.root or first.model.id,
             "engine": "server",
@@ -271,12 +298,11 @@ class ServedReport:
             "prompts": {
                 "chat_template": self.settings.get("chat_template") or "server",
                 "suite": self.suite,
-                "count": len(self.prompt_ids),
-                "items": [
-                    {"id": i, "category": c, "bucket": 0, "prompt_tokens": tokens.get(i, 0), "filler_words": 0}
-                    for i, c in self.prompt_ids
+                "count": len(items),
+                "items": items,
+                "skipped": [
+                    {"id": x.id, "category": x.category, "bucket": x.bucket, "reason": x.reason} for x in self.skipped
                 ],
-                "skipped": [],
                 "refused": [],
             },
             "drafts": [

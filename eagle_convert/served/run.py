@@ -10,6 +10,8 @@ is another replica's (a load balancer); a level where more than `max_failed` of 
 failed gives no figure, and one where every request failed is an error naming the first failure.
 The per-user rates come from vLLM's decode histograms where the server exports them, read around
 each level on every server, the baseline too (`results.py` says why the stream's rate is second).
+With context buckets (`buckets.py`: prompts padded with the first server's `/tokenize`) every
+bucket is measured level by level in turn.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from eagle_convert.errors import UsageError
 from eagle_convert.measure import NATURAL, MeasureOptions, Prompt, smoke_settings
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
+from eagle_convert.served.buckets import bucket_prompts
 from eagle_convert.served.errors import NoDraftError, ServerError
 from eagle_convert.served.http import Connection, ServedModel
 from eagle_convert.served.metrics import DecodeTimes, SpecCounters, decode_times, spec_counters
@@ -62,11 +65,6 @@ def _check_options(opts: MeasureOptions, servers: Sequence[str], labels: Sequenc
             opts.engine not in (None, "auto"),
             "{engine} does not apply with {server}: the server is the engine",
             ("engine", "server"),
-        ),
-        (
-            tuple(opts.buckets) != (NATURAL,),
-            "{buckets} needs a local tokenizer; with {server} only natural",
-            ("buckets", "server"),
         ),
         (
             opts.tensor_parallel_size != 1,
@@ -172,6 +170,7 @@ async def _measure_server(
     k: int | None,
     opts: ServerOptions,
     on_done: Callable[[RequestOutcome], None],
+    bucket: int = NATURAL,
 ) -> ServedLevel:
     before = await _settled(conn, model.id, spec)
     t0 = time.perf_counter()
@@ -181,7 +180,7 @@ async def _measure_server(
     counters, was = after[0], before[0]
     delta = counters.minus(was, conn.url) if counters is not None and was is not None else None
     decode = after[1].minus(before[1]) if after[1] is not None and before[1] is not None else None
-    level = ServedLevel(c, outcomes, delta, seconds, decode=decode)
+    level = ServedLevel(c, outcomes, delta, seconds, decode=decode, bucket=bucket)
     _judge(level, conn, s, k, opts)
     if (note := level.burst_note()) is not None:
         level.notes.append(note)
@@ -212,6 +211,41 @@ async def _probe(conn: Connection, baseline: bool, timing_only: bool = False) ->
             hint="the baseline serves the same target without vllm serve --speculative-config",
         )
     return model, counters.k
+
+
+async def _level(
+    entries: list[tuple[Connection, ServedServer, bool]],
+    report: ServedReport,
+    prompts: Sequence[Prompt],
+    c: int,
+    bucket: int,
+    opts: MeasureOptions,
+    chat: bool,
+    sopts: ServerOptions,
+    say: Callable[[str], None],
+    on_done: Callable[[RequestOutcome], None],
+    on_level: Callable[[ServedServer, ServedLevel], None] | None,
+) -> None:
+    """One concurrency level of one bucket on every server in turn (the baseline last), then the speedups."""
+    requests = level_requests(prompts, c)
+    where = "" if bucket == NATURAL else f", context ~{bucket} tokens"
+    for conn, server, spec in entries:
+        s = Sampling(server.model.id, opts.max_new_tokens, opts.temperature, opts.seed, chat)
+        say(f"{server.label}: concurrency {c}{where}, {len(requests)} requests")
+        level = await _measure_server(conn, server.model, spec, requests, c, s, server.k, sopts, on_done, bucket)
+        server.levels.append(level)
+        if on_level is not None:
+            on_level(server, level)
+    base_level = report.baseline.level(c, bucket) if report.baseline else None
+    for server in report.servers:
+        lv = server.level(c, bucket)
+        if lv is None or base_level is None:
+            continue
+        both = lv.engine_tokens_per_s and base_level.engine_tokens_per_s
+        source = ENGINE if both else STREAM  # the same source on both sides
+        a, b = lv.rate_from(source), base_level.rate_from(source)
+        if a and b:
+            lv.speedup, lv.speedup_source = a / b, source
 
 
 async def _run(
@@ -253,32 +287,20 @@ async def _run(
                 if mine != theirs:
                     server.identity.append(f"it serves {mine}, the baseline server {theirs}: not the same target?")
         chat = opts.chat_template is None
-        total = sum(len(level_requests(prompts, c)) for c in levels) * len(entries)
+        per_bucket, report.sent, report.skipped = await bucket_prompts(
+            entries[0][0], entries[0][1].model, prompts, opts.buckets, opts.max_new_tokens, chat, say
+        )
+        total = sum(len(level_requests(ps, c)) for ps in per_bucket.values() if ps for c in levels) * len(entries)
         done = [0]
 
         def on_done(_o: RequestOutcome) -> None:
             done[0] += 1
             tick(Tick("smoke --server", done[0], total, "requests"))
 
-        for c in levels:
-            requests = level_requests(prompts, c)
-            for conn, server, spec in entries:
-                s = Sampling(server.model.id, opts.max_new_tokens, opts.temperature, opts.seed, chat)
-                say(f"{server.label}: concurrency {c}, {len(requests)} requests")
-                level = await _measure_server(conn, server.model, spec, requests, c, s, server.k, sopts, on_done)
-                server.levels.append(level)
-                if on_level is not None:
-                    on_level(server, level)
-            base_level = report.baseline.level(c) if report.baseline else None
-            for server in report.servers:
-                lv = server.level(c)
-                if lv is None or base_level is None:
-                    continue
-                both = lv.engine_tokens_per_s and base_level.engine_tokens_per_s
-                source = ENGINE if both else STREAM  # the same source on both sides
-                a, b = lv.rate_from(source), base_level.rate_from(source)
-                if a and b:
-                    lv.speedup, lv.speedup_source = a / b, source
+        for bucket, in_bucket in per_bucket.items():
+            for c in levels:
+                if in_bucket:
+                    await _level(entries, report, in_bucket, c, bucket, opts, chat, sopts, say, on_done, on_level)
     finally:
         for conn in everyone:
             await conn.__aexit__()
@@ -332,11 +354,12 @@ def run_served(
         max_new_tokens=opts.max_new_tokens,
         temperature=opts.temperature,
         seed=opts.seed,
-        buckets=(NATURAL,),
+        buckets=tuple(dict.fromkeys(opts.buckets)),
         chat_template="none" if opts.chat_template == "none" else "server",
         tensor_parallel_size=1,
     )
     report = ServedReport(settings, suite, [(p.id, p.category) for p in prompts], [], None, levels)
+    report.buckets = list(dict.fromkeys(opts.buckets))
     t0 = time.perf_counter()
     coro = _run(
         urls,

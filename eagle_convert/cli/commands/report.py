@@ -29,6 +29,13 @@ from eagle_convert.report import ReportOptions
     defaults={"buckets": (NATURAL, 1024), "concurrency": None},
     help_extra={"concurrency": "Default with --engine vllm: 1,4,16; 'none' turns it off."},
 )
+@click.option(
+    "--api-key",
+    default=None,
+    envvar="OPENAI_API_KEY",
+    show_envvar=True,
+    help="Bearer key for the --server and --baseline-server URLs (never printed or recorded).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print report.json to stdout.")
 @click.pass_context
 def report_cmd(
@@ -37,6 +44,7 @@ def report_cmd(
     target: str,
     out: Path,
     opts: ReportOptions,
+    api_key: str | None,
     as_json: bool,
 ) -> None:
     """Inspect DRAFT, upgrade it to EAGLE-3.1 (identity and calibrated fc_norm), fine-tune, validate,
@@ -44,10 +52,12 @@ def report_cmd(
 
     Writes DIR/report.md, report.json (its `acceptance` has the shape of smoke --json, its `drift`
     that of drift --json), PNGs, commands.sh (the command of each step) and one folder per
-    variant, each with its model card.
+    variant, each with its model card. With --server (and --baseline-server) the running
+    deployment is measured too, as smoke --server measures it (report.md's "The running deployment").
     Re-running the same command skips every stage whose inputs and options did not change, so an
     interrupted report resumes where it stopped. Exit 0 when the report was written, 1 on a
-    failure (the message names the stage), 2 on usage, 130 when interrupted.
+    failure (the message names the stage), 2 on usage, 3 when a --server could not be measured,
+    130 when interrupted.
     """
     from eagle_convert.cli.interrupt import on_interrupt
     from eagle_convert.measure import DEFAULT_CONCURRENCY
@@ -71,7 +81,14 @@ def report_cmd(
 
     with ProgressDisplay(json_mode=as_json) as display:
         result = run_report(
-            draft, target, out, opts, progress=display.say, on_stage=events.append, on_tick=display.tick
+            draft,
+            target,
+            out,
+            opts,
+            progress=display.say,
+            on_stage=events.append,
+            on_tick=display.tick,
+            api_key=api_key or None,
         )
     if as_json:
         from eagle_convert.cli.output import echo_json

@@ -2,7 +2,7 @@
 
 The options live on `smoke` (`cli/commands/smoke.py` declares them with `server_options`); this
 module runs `served.run_served` with them, prints the table or `--json` (smoke's shape, engine
-"server") and on Ctrl-C names the levels already measured.
+"server"), draws `--plot` (`served.plot_served`) and on Ctrl-C names the levels already measured.
 """
 
 from __future__ import annotations
@@ -101,7 +101,8 @@ class ServerArgs:
 
 def _level_line(server: ServedServer, lv: ServedLevel) -> str:
     al = "no figure" if lv.acceptance_length is None else f"AL {lv.acceptance_length:.2f}"
-    return f"{server.label} c={lv.concurrency} {al}" if server.k is not None else f"{server.label} c={lv.concurrency}"
+    where = f"{server.label} c={lv.concurrency}" + (f" ~{lv.bucket} tok" if lv.bucket else "")
+    return f"{where} {al}" if server.k is not None else where
 
 
 def smoke_server(opts: MeasureOptions, args: ServerArgs, *, as_json: bool, plot_path: str | None) -> None:
@@ -113,8 +114,12 @@ def smoke_server(opts: MeasureOptions, args: ServerArgs, *, as_json: bool, plot_
     from eagle_convert.measure import resolve_suite, select_suite
     from eagle_convert.served import ServerOptions, run_served
 
-    if plot_path is not None:
-        raise UsageError("--plot draws a local run's per-request groups; with --server use --json")
+    if plot_path is not None and not plot_path.lower().endswith(".png"):
+        raise UsageError(f"--plot: {plot_path} must end in .png")
+    if plot_path is not None:  # before the run, not after minutes of requests
+        from eagle_convert.smoke import require_plot
+
+        require_plot()
     suite = select_suite(resolve_suite(opts.prompts), opts.categories, opts.limit)
     if suite.long_kinds:
         raise UsageError(
@@ -146,10 +151,21 @@ def smoke_server(opts: MeasureOptions, args: ServerArgs, *, as_json: bool, plot_
             click.echo(f"WARNING: {server.label}: {text}", err=True)
         for lv in server.levels:
             for text in ([lv.no_figure] if lv.no_figure else []) + lv.notes:
-                click.echo(f"WARNING: {server.label} at concurrency {lv.concurrency}: {text}", err=True)
+                where = f"concurrency {lv.concurrency}" + (f", context ~{lv.bucket} tokens" if lv.bucket else "")
+                click.echo(f"WARNING: {server.label} at {where}: {text}", err=True)
+    if plot_path is not None:
+        from eagle_convert.served import plot_served
+
+        plot_served(report, plot_path)  # atomic: the old plot or the new one, never half
+        on_interrupt(f"; wrote only {plot_path}")
     if as_json:
-        echo_json(report.to_dict())
+        data = report.to_dict()
+        if plot_path is not None:
+            data["plot"] = plot_path
+        echo_json(data)
         return
     from eagle_convert.cli.render.served import render_served
 
     render_served(console(), report)
+    if plot_path is not None:
+        click.echo(f"plot: {plot_path}")

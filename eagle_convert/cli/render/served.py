@@ -7,27 +7,29 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from eagle_convert.measure import NATURAL
 from eagle_convert.served import ServedReport, ServedServer
+from eagle_convert.smoke import bucket_label
 
 
 def _f(x: float | None, fmt: str) -> str:
     return "—" if x is None else fmt.format(x)
 
 
-def _server_table(s: ServedServer, with_speedup: bool) -> Table:
+def _server_table(s: ServedServer, with_speedup: bool, buckets: bool = False) -> Table:
     k = "no draft" if s.k is None else f"k={s.k}"
     title = (
         f"{escape(s.label)}  [dim]{escape(s.url)} · {escape(s.model.id)} · {escape(s.model.engine or '?')} · {k}[/dim]"
     )
     table = Table(title=title, title_justify="left")
-    for col in ("c", "requests", "tokens", "AL", "per position", "tok/s per user", "TTFT s"):
+    for col in ("context",) * buckets + ("c", "requests", "tokens", "AL", "per position", "tok/s per user", "TTFT s"):
         table.add_column(col, justify="left" if col == "per position" else "right")
     if with_speedup:
         table.add_column("speedup", justify="right")
     for lv in s.levels:
         failed = f" [red]({len(lv.failed)} failed)[/red]" if lv.failed else ""
         pp = "—" if lv.per_position is None else " ".join(f"{100 * x:.0f}%" for x in lv.per_position)
-        row = [
+        row = [bucket_label(lv.bucket)] * buckets + [
             str(lv.concurrency),
             f"{len(lv.outcomes)}{failed}",
             str(lv.counts.generated_tokens),
@@ -50,15 +52,23 @@ def render_served(console: Console, r: ServedReport) -> None:
         f"[bold]prompts[/bold]  {len(r.prompt_ids)} of {escape(r.suite)}, {s['max_new_tokens']} new tokens each "
         f"(ignore EOS), temperature {s['temperature']}, chat template: {s['chat_template']}"
     )
+    buckets = r.buckets != [NATURAL]
+    if buckets:
+        console.print(
+            f"[bold]context[/bold]  {', '.join(bucket_label(b) for b in r.buckets)}: prompts padded with neutral filler "
+            f"to about N tokens with the server's /tokenize ({len(r.sent)} sent, {len(r.skipped)} skipped: longer "
+            "than their bucket)"
+        )
     for server in r.servers:
-        console.print(_server_table(server, r.baseline is not None))
+        console.print(_server_table(server, r.baseline is not None, buckets))
         for lv in server.levels:
             for text in ([lv.no_figure] if lv.no_figure else []) + lv.notes:
-                console.print(f"[yellow]c={lv.concurrency}: {escape(text)}[/yellow]")
+                where = f"c={lv.concurrency}" + (f", context {bucket_label(lv.bucket)}" if buckets else "")
+                console.print(f"[yellow]{where}: {escape(text)}[/yellow]")
         for line in server.identity:
             console.print(f"[dim]{escape(line)}[/dim]")
     if r.baseline is not None:
-        console.print(_server_table(r.baseline, False))
+        console.print(_server_table(r.baseline, False, buckets))
     console.print(
         "[dim]AL and per-position acceptance from each server's /metrics counter deltas per level; tok/s per "
         "user = the engine's decode rate (vllm:request_decode_time_seconds), else the median over requests of "
