@@ -81,10 +81,11 @@ def plan_files(
         infos = list(ckpt.tensors.values())  # .bin: pickle order; safetensors: data order
         groups = [(SINGLE_FILENAME, infos, ckpt.weight_files[0])]
     out: list[PlannedFile] = []
+    paths = {f: Path(f) for f in ckpt.weight_files}  # one Path per file, not per tensor
     for filename, infos, src_file in groups:
         tensors: list[OutTensor] = []
         for t in infos:
-            tensors.append(OutTensor(rename(t.name), t.dtype, t.shape, ByteRange(Path(t.file), t.offset, t.nbytes)))
+            tensors.append(OutTensor(rename(t.name), t.dtype, t.shape, ByteRange(paths[t.file], t.offset, t.nbytes)))
             if t.name == fc_name:
                 tensors.extend(additions)
         # Widest dtypes first keeps every tensor aligned to its element size (stable: input order otherwise).
