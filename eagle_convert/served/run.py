@@ -258,7 +258,7 @@ async def _run(
 
         def on_done(_o: RequestOutcome) -> None:
             done[0] += 1
-            tick(Tick("smoke --server", done[0], total, "requests"))
+            tick(Tick("requests", done[0], total))
 
         for c in levels:
             requests = level_requests(prompts, c)
