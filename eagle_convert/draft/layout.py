@@ -184,6 +184,15 @@ def canonical_name(name: str) -> str:
 
 def canonical_map(keys: Iterable[str]) -> dict[str, str]:
     """On-disk name -> canonical name, refusing two names that collapse onto one."""
+    keys = list(keys)
+    out = {key: canonical_name(key) for key in keys}
+    if len(set(out.values())) == len(out) == len(keys):
+        return out
+    return _canonical_map_naming_the_collision(keys)
+
+
+def _canonical_map_naming_the_collision(keys: Iterable[str]) -> dict[str, str]:
+    """`canonical_map`, name by name: the first collision raises, naming both names."""
     out: dict[str, str] = {}
     seen: dict[str, str] = {}
     for key in keys:

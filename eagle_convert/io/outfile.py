@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod
 from pathlib import Path
 from types import MappingProxyType
@@ -174,6 +174,8 @@ class OutTensor:
     dtype: str
     shape: tuple[int, ...]
     source: Source
+    # The source's size, checked once: every pass over a plan reads it per tensor (6 per tensor in an upgrade).
+    _nbytes: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or self.name == "__metadata__":
@@ -195,10 +197,11 @@ class OutTensor:
         got = source_nbytes(self.source)
         if got != expected:
             raise WriterError(f"{self.name}: {self.dtype}{list(shape)} needs {expected} bytes, source provides {got}")
+        object.__setattr__(self, "_nbytes", got)
 
     @property
     def nbytes(self) -> int:
-        return source_nbytes(self.source)
+        return self._nbytes
 
 
 @dataclass(frozen=True)

@@ -138,10 +138,13 @@ def planned_output(ckpt: Checkpoint, files: list[PlannedFile], config: dict[str,
     checkpoint (no bytes copied): the preflight's and the model card's matrix's input."""
     new: dict[str, bytes] = {}
     tensors: dict[str, TensorInfo] = {}
+    posix: dict[Path, str] = {}  # one as_posix per weight file, not per tensor
     for f in files:
         for t in f.tensors:
             if isinstance(t.source, ByteRange):
-                file, offset = t.source.path.as_posix(), t.source.offset
+                path = t.source.path
+                file = posix.get(path) or posix.setdefault(path, path.as_posix())
+                offset = t.source.offset
             else:
                 file, offset = NEW + t.name, 0
                 if isinstance(t.source, bytes):  # a StreamSource is never read by the static rules
