@@ -42,7 +42,7 @@ from benchmarks.timing import print_result
 
 REPO = Path(__file__).resolve().parents[1]
 # The tree before the per-tensor work of issue 33 (layout rules' facts computed once, the keys rule's
-# E102 text once per check, one Path per weight file in upgrade's plan).
+# E102 text once per check, one Path per weight file in upgrade's plan, the CLI's GC threshold).
 DEFAULT_BASELINE = "5239e53"
 COMMANDS: dict[str, list[str]] = {
     "upgrade (refused)": ["upgrade", "{draft}", "--out", "{out}", "--force", "--no-fsync"],
