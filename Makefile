@@ -80,6 +80,7 @@ bench: env
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.refengine_bench
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.server_client_bench
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.drift_bench
+	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.header_bench
 
 # On an NVIDIA GPU machine: the GPU branches end to end (scripts/gpu_check.py; exit 2 = no CUDA device).
 # No `env` prerequisite: it runs from the source tree with whatever Python has torch + transformers

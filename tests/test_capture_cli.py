@@ -8,6 +8,7 @@ capture makes exactly online finetune's sequences); a cache of another draft is 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -332,3 +333,48 @@ def test_cli_finetune_plan_names_the_cache(pair, tmp_path: Path) -> None:
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     assert "the sequences of the capture cache" in " ".join(res.stdout.split())
+
+
+_PROGRESS_LINE = re.compile(r"^(?P<label>[^:]+(?:: [a-z][^:]*)?): \d+/\d+ (?P<unit>prompts|shards|steps)\b")
+
+
+def _progress_labels(stderr: str) -> dict[str, str]:
+    """label -> unit of every progress line (`target continuations: 3/6 prompts (1s, ...)`)."""
+    return {m["label"]: m["unit"] for line in stderr.splitlines() if (m := _PROGRESS_LINE.match(line))}
+
+
+def test_the_same_step_shows_the_same_label_in_every_command(pair, tmp_path: Path, monkeypatch) -> None:
+    """Issue 33: `capture`, `finetune --capture` and `upgrade --init calibrated --capture` run the same
+    steps (the target's continuations, the capture's shards) and show them under one label each; they
+    were `capture: target continuations` in one command and `finetune capture: target continuations`
+    in another (eagle_convert/progress.py STEPS is now the one table)."""
+    import eagle_convert.cli.progress as progress
+
+    monkeypatch.setattr(progress, "LINE_INTERVAL_S", 0.0)  # a line per tick: the tiny runs take seconds
+    target, draft, prompts = str(pair["target"]), str(pair["draft"]), str(pair["prompts"])
+    res = _cli(
+        "capture", "--target", target, "--draft", draft, "--out", str(tmp_path / "c"), "--prompts", prompts,
+        "--continuation-tokens", "8", "--engine", "reference", "--json",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    capture = _progress_labels(res.stderr)
+    res = _cli(
+        "finetune", draft, "--target", target, "--out", str(tmp_path / "f"), "--train-prompts", prompts,
+        "--continuation-tokens", "8", "--steps-fc-norm", "1", "--steps-all", "1", "--capture", "reference", "--json",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    finetune = _progress_labels(res.stderr)
+    res = _cli(
+        "upgrade", draft, "--out", str(tmp_path / "u"), "--target", target, "--init", "calibrated",
+        "--calibration-prompts", prompts, "--capture", "reference", "--json",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    upgrade = _progress_labels(res.stderr)
+    assert capture == {"target continuations": "prompts", "capture": "shards"}
+    assert finetune == {**capture, "finetune fc_norm": "steps", "finetune all": "steps"}
+    # Calibration data are the prompts alone (no continuations); the calibration's own two steps follow.
+    assert upgrade == {
+        "capture": "shards",
+        "calibrate: aux hidden states": "prompts",
+        "calibrate: agreement": "prompts",
+    }

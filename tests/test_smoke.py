@@ -421,7 +421,7 @@ def test_progress_off_a_terminal_is_lines_on_stderr_and_json_stays_valid(
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)  # nothing but the JSON document on stdout
     n = data["prompts"]["count"]
-    lines = [ln for ln in res.stderr.splitlines() if ln.startswith(f"smoke {models['perfect'].name}: ")]
-    assert lines[0].startswith(f"smoke {models['perfect'].name}: 0/{n} prompts (")
-    assert lines[-1].startswith(f"smoke {models['perfect'].name}: {n}/{n} prompts, AL 4.00 (")
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith(f"measure {models['perfect'].name}: ")]
+    assert lines[0].startswith(f"measure {models['perfect'].name}: 0/{n} prompts (")
+    assert lines[-1].startswith(f"measure {models['perfect'].name}: {n}/{n} prompts, AL 4.00 (")
     assert len(lines) == n + 1

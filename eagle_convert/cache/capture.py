@@ -250,7 +250,7 @@ def capture_cache(
             )
             man.save(out)
             rate = tokens / max(time.perf_counter() - t0, 1e-9)
-            tick(Tick("capture", len(man.shards), total, "shards", f"{rate:.0f} tokens/s"))
+            tick(Tick("capture", len(man.shards), total, f"{rate:.0f} tokens/s"))
         man.save(out)
     finally:
         if own is not None:

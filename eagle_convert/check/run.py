@@ -271,7 +271,7 @@ def run_check(
     ]
     tick, runs = tick_or_nothing(on_tick), sum(1 for stage, _f in plan if need.runs(stage))
     ran = 0
-    tick(Tick("check", ran, runs, "stages"))
+    tick(Tick("check", ran, runs))
     try:
         for stage, fn in plan:
             if not need.runs(stage):  # off (skipped), or asked and not runnable here (a failure)
@@ -300,7 +300,7 @@ def run_check(
                 results[0].seconds = report.stage_seconds[stage]
             report.results.extend(results)
             ran += 1
-            tick(Tick("check", ran, runs, "stages", TITLES[stage]))
+            tick(Tick("check", ran, runs, TITLES[stage]))
             if any(r.passed is False for r in results) and not keep_going:
                 report.stopped_after = stage
     finally:

@@ -65,21 +65,22 @@ def _count(t: Tick) -> str:
 
 
 class ByteProgress:
-    """An `upgrade.Progress` (start a phase, advance by bytes) drawn as ticks, one task per phase."""
+    """An `upgrade.Progress` (start a phase, advance by bytes) drawn as ticks, one task per phase;
+    a phase's name ("write", "verify") is its step in `eagle_convert.progress.STEPS`."""
 
-    def __init__(self, display: ProgressDisplay, labels: dict[str, str]) -> None:
-        self.display, self.labels = display, labels
-        self._task, self._done, self._total = "", 0, 0
+    def __init__(self, display: ProgressDisplay) -> None:
+        self.display = display
+        self._step, self._done, self._total = "", 0, 0
 
     def start(self, phase: str, total: int) -> None:
-        if self._task and self._done < self._total:
-            self.display.tick(Tick(self._task, self._total, self._total, "bytes"))  # the phase before is done
-        self._task, self._done, self._total = self.labels.get(phase, phase), 0, total
-        self.display.tick(Tick(self._task, 0, total, "bytes"))
+        if self._step and self._done < self._total:
+            self.display.tick(Tick(self._step, self._total, self._total))  # the phase before is done
+        self._step, self._done, self._total = phase, 0, total
+        self.display.tick(Tick(phase, 0, total))
 
     def advance(self, nbytes: int) -> None:
         self._done += nbytes
-        self.display.tick(Tick(self._task, self._done, self._total, "bytes"))
+        self.display.tick(Tick(self._step, self._done, self._total))
 
 
 @dataclass

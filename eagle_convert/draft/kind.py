@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eagle_convert.draft import schemas
-from eagle_convert.draft.layout import _match
+from eagle_convert.draft.layout import Facts, _match
 from eagle_convert.errors import NotADraftError
 from eagle_convert.vllm_model import read_config
 
@@ -53,10 +53,9 @@ def detect_kind(
     keys: Iterable[str], config: Mapping[str, Any], *, shapes: Mapping[str, tuple[int, ...]] | None = None
 ) -> DraftKind | None:
     """The first `not_drafts` rule whose every condition holds, or None for an ordinary EAGLE-3 draft."""
-    keys = list(keys)
-    facts = dict(keys=keys, config=config, metadata={}, storage="")
+    facts = Facts(list(keys), config)
     for rule in schemas.load_schema("layouts.json")["not_drafts"]:
-        reasons = _match(rule, **facts)
+        reasons = _match(rule, facts)
         if reasons is None:
             continue
         extra = [f"{k} {list(s)}" for k, s in sorted((shapes or {}).items()) if k.endswith(_SHOW_SUFFIXES)][:2]

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cache, cached_property
 from typing import Any
 
 from eagle_convert.draft import schemas
@@ -44,25 +45,38 @@ def _has(config: Mapping[str, Any], dotted: str) -> bool:
     return _lookup(config, dotted) is not _MISSING
 
 
-def _check(
-    kind: str,
-    arg: Any,
-    *,
-    keys: Iterable[str],
-    config: Mapping[str, Any],
-    metadata: Mapping[str, Mapping[str, str]],
-    storage: str,
-) -> str | None:
+@dataclass
+class Facts:
+    """What the layout rules look at, each derived view of the names computed once (a checkpoint's
+    names are walked by dozens of rules: a per-rule copy or list scan was most of `describe` at 200k
+    tensors)."""
+
+    keys: list[str]
+    config: Mapping[str, Any] = field(default_factory=dict)
+    metadata: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    storage: str = ""
+
+    @cached_property
+    def names(self) -> frozenset[str]:
+        return frozenset(self.keys)
+
+    @cached_property
+    def layer_ids(self) -> frozenset[str]:
+        return frozenset(m.group(1) for k in self.keys if (m := _LAYER_INDEX.search(k)))
+
+
+def _check(kind: str, arg: Any, facts: Facts) -> str | None:
     """Reason string when the condition holds, else None."""
-    keys = list(keys)
+    keys, config, metadata, storage = facts.keys, facts.config, facts.metadata, facts.storage
     if kind == "key_prefix":
         hit = next((k for k in keys if k.startswith(arg)), None)
         return f"tensor names start with {arg!r} (e.g. {hit!r})" if hit else None
     if kind == "key_suffix_any":
-        hit = next((k for k in keys if any(k.endswith(s) for s in arg)), None)
+        suffixes = tuple(arg)
+        hit = next((k for k in keys if k.endswith(suffixes)), None)
         return f"has {hit!r}" if hit else None
     if kind == "no_key":
-        return f"no {arg!r} tensor" if arg not in keys else None
+        return f"no {arg!r} tensor" if arg not in facts.names else None
     if kind == "config_has":
         return f"config has {arg!r}" if _has(config, arg) else None
     if kind == "config_has_any":
@@ -76,9 +90,10 @@ def _check(
     if kind == "architecture":
         return f"architectures[0] is {arg!r}" if _arch0(config) == arg else None
     if kind == "no_key_suffix":
-        return f"no {' / '.join(arg)} tensor" if not any(k.endswith(s) for k in keys for s in arg) else None
+        suffixes = tuple(arg)
+        return f"no {' / '.join(arg)} tensor" if not any(k.endswith(suffixes) for k in keys) else None
     if kind == "min_layers":
-        found = {m.group(1) for k in keys if (m := _LAYER_INDEX.search(k))}
+        found = facts.layer_ids
         return f"{len(found)} decoder layers" if len(found) >= arg else None
     if kind == "config_value":
         plain = dict(config)  # lookup walks dicts (what json gives), as read_config below
@@ -103,10 +118,10 @@ def _check(
     raise ValueError(f"schemas/layouts.json: unknown condition kind {kind!r}")
 
 
-def _match(rule: Mapping[str, Any], **facts: Any) -> tuple[str, ...] | None:
+def _match(rule: Mapping[str, Any], facts: Facts) -> tuple[str, ...] | None:
     reasons = []
     for kind, arg in rule["when"].items():
-        reason = _check(kind, arg, **facts)
+        reason = _check(kind, arg, facts)
         if reason is None:
             return None
         reasons.append(reason)
@@ -123,9 +138,9 @@ def detect_layout(
 ) -> LayoutMatch:
     """First rule of `schemas/layouts.json` whose every condition holds, with the reasons."""
     keys = list(keys)
-    facts = dict(keys=keys, config=config, metadata=metadata or {}, storage=storage)
+    facts = Facts(keys, config, metadata or {}, storage)
     for rule in schemas.load_schema("layouts.json")["layouts"]:
-        reasons = _match(rule, **facts)
+        reasons = _match(rule, facts)
         if reasons is not None:
             return LayoutMatch(rule["id"], rule["producer"], reasons)
     sample = ", ".join(sorted(keys)[:3]) or "no tensors"
@@ -137,29 +152,47 @@ def detect_layout(
 
 def detect_attention(keys: Iterable[str]) -> tuple[str, str]:
     """('llama' | 'qwen3' | 'mla', reason) from which attention tensors exist."""
-    keys = list(keys)
+    facts = Facts(list(keys))
     for rule in schemas.load_schema("layouts.json")["attention"]:
-        reasons = _match(rule, keys=keys, config={}, metadata={}, storage="")
+        reasons = _match(rule, facts)
         if reasons is not None:
             return rule["id"], "; ".join(reasons) or "standard q/k/v/o projections"
     raise AssertionError("schemas/layouts.json: the last attention rule must match everything")
 
 
+@cache
+def _prefix_renames() -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """keymap.json's prefix renames as (from, to) pairs, and every `from` (one C-level test per name)."""
+    rules = tuple((r["from"], r["to"]) for r in schemas.load_schema("keymap.json")["prefix_renames"])
+    return rules, tuple(old for old, _ in rules)
+
+
 def canonical_name(name: str) -> str:
     """vLLM-native name for an on-disk name (e.g. `model.midlayer.fc` -> `layers.0.fc`)."""
-    rules = schemas.load_schema("keymap.json")["prefix_renames"]
+    rules, prefixes = _prefix_renames()
+    if not name.startswith(prefixes):  # most names: nothing to rename
+        return name
     changed = True
     while changed:
         changed = False
-        for rule in rules:
-            if name.startswith(rule["from"]):
-                name = rule["to"] + name[len(rule["from"]) :]
+        for old, new in rules:
+            if name.startswith(old):
+                name = new + name[len(old) :]
                 changed = True
     return name
 
 
 def canonical_map(keys: Iterable[str]) -> dict[str, str]:
     """On-disk name -> canonical name, refusing two names that collapse onto one."""
+    keys = list(keys)
+    out = {key: canonical_name(key) for key in keys}
+    if len(set(out.values())) == len(out) == len(keys):
+        return out
+    return _canonical_map_naming_the_collision(keys)
+
+
+def _canonical_map_naming_the_collision(keys: Iterable[str]) -> dict[str, str]:
+    """`canonical_map`, name by name: the first collision raises, naming both names."""
     out: dict[str, str] = {}
     seen: dict[str, str] = {}
     for key in keys:

@@ -153,7 +153,7 @@ def _measure_draft(
     aux = tuple(drafter.cfg.aux_layer_ids or default_aux_ids(tgt.num_layers))
     total = sum(len(s.prompts) for s in sets)
     done, groups, recs = 0, [], []
-    tick(Tick(f"drift {label}", 0, total, "prompts"))
+    tick(Tick("drift", 0, total, detail=label))
     for pset in sets:
         # The requested buckets, then a long-context suite's own lengths (measured in their bucket).
         for bucket in dict.fromkeys([*buckets, *sorted(p.bucket for p in pset.prompts)]):
@@ -163,7 +163,7 @@ def _measure_draft(
             base = done
 
             def on_prompt(n: int, base: int = base) -> None:
-                tick(Tick(f"drift {label}", base + n, total, "prompts"))
+                tick(Tick("drift", base + n, total, detail=label))
 
             try:
                 rec = measure_drift(tgt, drafter, ids, aux_ids=aux, on_prompt=on_prompt, **kw)

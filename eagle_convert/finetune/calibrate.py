@@ -194,7 +194,7 @@ def calibrate_fc_norm(
         fit,
         ids,
         cfg.rms_norm_eps,
-        each=lambda n: tick(Tick("calibrate: aux hidden states", n, len(fit), "prompts")),
+        each=lambda n: tick(Tick("aux_states", n, len(fit))),
     )
     # Rounded to the dtype the upgrade writes them in (fc.weight's), so the agreement is the output's.
     fc_dtype = next((ckpt.tensors[n].dtype for n, c in canonical_map(ckpt.tensors).items() if c == "fc.weight"), "F32")
@@ -216,7 +216,7 @@ def calibrate_fc_norm(
             raise EngineError(f"{ckpt.description}: the reference engine cannot load the draft ({exc})") from None
         cands = [drafter_with_fc_norm(base, [[v] for v in values]), drafter_with_fc_norm(base, [[1.0]] * len(values))]
         (agreement, agreement_id), positions = first_position_agreement(
-            tgt, base, cands, held, ids, each=lambda n: tick(Tick("calibrate: agreement", n, len(held), "prompts"))
+            tgt, base, cands, held, ids, each=lambda n: tick(Tick("agreement", n, len(held)))
         )
     return Calibration(
         values=values,

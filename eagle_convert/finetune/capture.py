@@ -156,7 +156,7 @@ def _continue(
             prompts,
             n,
             pad_token(tokenizer),
-            lambda k: tick(Tick("capture: target continuations", k, total, "prompts")),
+            lambda k: tick(Tick("continuations", k, total)),
         )
         return seqs, session, own, reference_target, o
     if session is None:
@@ -172,7 +172,7 @@ def _continue(
         pipeline_parallel_size=o.pipeline_parallel_size,
         max_model_len=o.max_model_len,
     )
-    tick(Tick("capture: target continuations", total, total, "prompts"))
+    tick(Tick("continuations", total, total))
     return [ids + conts[f"s{i}"] for i, ids in enumerate(prompts)], session, own, reference_target, o
 
 

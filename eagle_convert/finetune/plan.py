@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -97,13 +97,13 @@ class FinetuneEvent:
     best: bool = False
     progress: Tick | None = None
 
-    def tick(self, prefix: str = "finetune", best_eal: float | None = None) -> Tick | None:
+    def tick(self, best_eal: float | None = None) -> Tick | None:
         """The event as a progress count (target continuations, a stage's steps with loss and
         held-out AL, `best_eal` the best so far), None for a one-line event (stage, evaluate, write)."""
         if self.kind == "capture":
-            return None if self.progress is None else replace(self.progress, task=f"{prefix} {self.progress.task}")
+            return self.progress
         if self.kind == "generate":
-            return Tick(f"{prefix}: target continuations", self.step, self.total, "prompts")
+            return Tick("continuations", self.step, self.total)
         if self.kind != "step":
             return None
         info = f"loss {self.loss:.3f}" if self.loss is not None else ""
@@ -111,7 +111,7 @@ class FinetuneEvent:
             info += f" AL {held_out_al(self.eal):.3f}"
         if best_eal is not None:
             info += f" (best {held_out_al(best_eal):.3f})"
-        return Tick(f"{prefix} {self.stage}", self.step, self.total, "steps", info.strip())
+        return Tick("finetune", self.step, self.total, info.strip(), detail=self.stage or "")
 
 
 Progress = Callable[[FinetuneEvent], None]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod
 from pathlib import Path
 from types import MappingProxyType
@@ -115,7 +115,8 @@ class ByteRange:
     nbytes: int
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "path", Path(self.path))
+        if not isinstance(self.path, Path):  # a Path is kept: building one per tensor was ~5% of a 200k-tensor plan
+            object.__setattr__(self, "path", Path(self.path))
         for field_name in ("offset", "nbytes"):
             value = getattr(self, field_name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -173,6 +174,8 @@ class OutTensor:
     dtype: str
     shape: tuple[int, ...]
     source: Source
+    # The source's size, checked once: every pass over a plan reads it per tensor (6 per tensor in an upgrade).
+    _nbytes: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or self.name == "__metadata__":
@@ -194,10 +197,11 @@ class OutTensor:
         got = source_nbytes(self.source)
         if got != expected:
             raise WriterError(f"{self.name}: {self.dtype}{list(shape)} needs {expected} bytes, source provides {got}")
+        object.__setattr__(self, "_nbytes", got)
 
     @property
     def nbytes(self) -> int:
-        return source_nbytes(self.source)
+        return self._nbytes
 
 
 @dataclass(frozen=True)

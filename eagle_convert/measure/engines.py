@@ -73,7 +73,7 @@ def run_reference(
         )
         reqs, total = [], Counts(accepted_per_pos=[0] * k)
         n = len(prompts.prompts)
-        tick(Tick(f"smoke {path.name}", 0, n, "prompts"))
+        tick(Tick("measure", 0, n, detail=path.name))
         for p in prompts.prompts:
             try:
                 r = speculative_generate(
@@ -101,7 +101,7 @@ def run_reference(
             )
             total.add(c)
             reqs.append(RequestResult(p.id, p.category, p.bucket, c))
-            tick(Tick(f"smoke {path.name}", len(reqs), n, "prompts", f"AL {total.acceptance_length:.2f}"))
+            tick(Tick("measure", len(reqs), n, f"AL {total.acceptance_length:.2f}", detail=path.name))
         results.append((reqs, total, load_s))
         if step_costs is not None:
             step_costs.append(time_reference_steps(tgt, drafter, first, k=k, aux_ids=aux))

@@ -123,7 +123,7 @@ def measure_vllm(
     names = list(labels) if labels is not None else [p.name for p in drafts]
     tick = tick_or_nothing(on_tick)
     runs = len(drafts) + int(bool(tput and baseline))
-    tick(Tick("vLLM", 0, runs, "engine runs"))
+    tick(Tick("vllm", 0, runs))
     try:
         for i in engine_order(drafts, session.shares(tensor_parallel_size)):
             path, label = drafts[i], names[i]
@@ -143,7 +143,7 @@ def measure_vllm(
             )
             rates = engine_rates(run, concurrency, label, str(path)) if tput else None
             out[i] = DraftMeasurement(path, run.passes[MAIN], ready_seconds(run), control, rates)
-            tick(Tick("vLLM", sum(d is not None for d in out), runs, "engine runs", label))
+            tick(Tick("vllm", sum(d is not None for d in out), runs, label))
         base = None
         if tput and baseline:
             say(
@@ -153,7 +153,7 @@ def measure_vllm(
             run = session.engine(target, None, prompts, tput, **kw)
             version = run.vllm_version or version
             base = engine_rates(run, concurrency, NO_SPEC, None)
-            tick(Tick("vLLM", runs, runs, "engine runs", NO_SPEC))
+            tick(Tick("vllm", runs, runs, NO_SPEC))
         starts, swaps = session.engine_starts - starts0, session.swaps - swaps0
     finally:
         if own:

@@ -73,7 +73,7 @@ class Runner:
         self.events.append(ev)
         self.say(f"report: {rec.name}: " + (f"done in {rec.seconds:.1f}s" if status == "ran" else "unchanged, skipped"))
         if self.on_tick is not None:
-            self.on_tick(Tick("report", len(self.events), self.stages, "stages", rec.name))
+            self.on_tick(Tick("report", len(self.events), self.stages, rec.name))
         if self.on_stage is not None:
             self.on_stage(ev)
         return rec

@@ -268,7 +268,7 @@ def finetune_stage(
     def progress(event: Any) -> None:  # every stage and phase; a series as ticks (else its first and last)
         if event.eal is not None:
             best[:] = [max([*best, event.eal])]
-        tick = event.tick("finetune", best[0] if event.kind == "step" and event.eal is not None else None)
+        tick = event.tick(best[0] if event.kind == "step" and event.eal is not None else None)
         if tick is not None and on_tick is not None:
             on_tick(tick)
         elif event.kind not in ("generate", "step", "capture") or event.step in (1, event.total):

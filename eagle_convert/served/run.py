@@ -295,7 +295,7 @@ async def _run(
 
         def on_done(_o: RequestOutcome) -> None:
             done[0] += 1
-            tick(Tick("smoke --server", done[0], total, "requests"))
+            tick(Tick("requests", done[0], total))
 
         for bucket, in_bucket in per_bucket.items():
             for c in levels:

@@ -81,10 +81,11 @@ def plan_files(
         infos = list(ckpt.tensors.values())  # .bin: pickle order; safetensors: data order
         groups = [(SINGLE_FILENAME, infos, ckpt.weight_files[0])]
     out: list[PlannedFile] = []
+    paths = {f: Path(f) for f in ckpt.weight_files}  # one Path per file, not per tensor
     for filename, infos, src_file in groups:
         tensors: list[OutTensor] = []
         for t in infos:
-            tensors.append(OutTensor(rename(t.name), t.dtype, t.shape, ByteRange(Path(t.file), t.offset, t.nbytes)))
+            tensors.append(OutTensor(rename(t.name), t.dtype, t.shape, ByteRange(paths[t.file], t.offset, t.nbytes)))
             if t.name == fc_name:
                 tensors.extend(additions)
         # Widest dtypes first keeps every tensor aligned to its element size (stable: input order otherwise).
@@ -137,10 +138,13 @@ def planned_output(ckpt: Checkpoint, files: list[PlannedFile], config: dict[str,
     checkpoint (no bytes copied): the preflight's and the model card's matrix's input."""
     new: dict[str, bytes] = {}
     tensors: dict[str, TensorInfo] = {}
+    posix: dict[Path, str] = {}  # one as_posix per weight file, not per tensor
     for f in files:
         for t in f.tensors:
             if isinstance(t.source, ByteRange):
-                file, offset = t.source.path.as_posix(), t.source.offset
+                path = t.source.path
+                file = posix.get(path) or posix.setdefault(path, path.as_posix())
+                offset = t.source.offset
             else:
                 file, offset = NEW + t.name, 0
                 if isinstance(t.source, bytes):  # a StreamSource is never read by the static rules

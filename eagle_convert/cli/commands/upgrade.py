@@ -142,7 +142,7 @@ def _progress(plan: UpgradePlan, *, as_json: bool) -> Iterator[Progress | None]:
 
     show = plan.total_bytes >= PROGRESS_MIN_BYTES
     with ProgressDisplay(json_mode=as_json) as display:
-        yield ByteProgress(display, {"write": "copying", "verify": "verifying"}) if show else None
+        yield ByteProgress(display) if show else None
 
 
 def _calibrate(

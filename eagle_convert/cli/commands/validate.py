@@ -32,7 +32,7 @@ def _progress(enabled: bool, as_json: bool) -> Iterator[Callable[[int, int, str]
     from eagle_convert.progress import Tick
 
     with ProgressDisplay(json_mode=as_json) as display:
-        yield lambda done, total, tensor: display.tick(Tick("deep scan", done, total, "bytes", tensor))
+        yield lambda done, total, tensor: display.tick(Tick("deep_scan", done, total, tensor))
 
 
 @click.command("validate")

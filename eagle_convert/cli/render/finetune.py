@@ -64,7 +64,7 @@ class FinetuneProgress:
     def __call__(self, e: FinetuneEvent) -> None:
         if e.eal is not None:
             self.best = e.eal if self.best is None else max(self.best, e.eal)
-        tick = e.tick(self.prefix, self.best if e.kind == "step" and e.eal is not None else None)
+        tick = e.tick(self.best if e.kind == "step" and e.eal is not None else None)
         if tick is not None:
             self.display.tick(tick)
         elif e.kind != "done":

@@ -57,6 +57,8 @@ def check(ctx: Context) -> list[Finding]:
     loaded: set[str] = set()  # vLLM-side names written, counting renamable names as written
     grouped: dict[str, list[str]] = defaultdict(list)
     quantized = bool(ctx.vcfg.get("quantization_config"))
+    fc_norm_on = ctx.flags["fc_norm"]
+    unknown = _Unknown(ctx)
     for name, vname in ctx.vnames.items():
         if vname is None:
             if "mask_hidden" in name:
@@ -81,7 +83,7 @@ def check(ctx: Context) -> list[Finding]:
             elif vname == "d2t" and ctx.env.get("reduced") is False:
                 out.append(loading.d2t_full_vocab(ctx, name, _vd(ctx)))  # loads up to 0.29.0: W410
             continue
-        if _FC_NORM_RE.match(vname) and not ctx.flags["fc_norm"]:
+        if not fc_norm_on and _FC_NORM_RE.match(vname):
             grouped["E104"].append(name)
         elif vname.endswith(".bias"):
             out.append(loading.bias(ctx, name, vname))
@@ -92,7 +94,7 @@ def check(ctx: Context) -> list[Finding]:
         elif quantized and vname.endswith(_QUANT_SUFFIXES):
             continue  # quantisation tensors: see W311
         else:
-            out.append(_unknown(ctx, name, vname))
+            out.append(unknown(name, vname))
     out += _grouped(ctx, grouped)
     out += loading.fc_norm_not_applied(ctx, grouped.get("fc_norm", []))
     missing = [exp for exp in expected.values() if exp.required and exp.name not in loaded]
@@ -124,21 +126,27 @@ def _missing_layers(ctx: Context, missing: list[Expected], present: set[str]) ->
     ]
 
 
-def _unknown(ctx: Context, name: str, vname: str) -> Finding:
-    """E102: why the class has no parameter for `vname`, and what the release then does."""
-    cls = ctx.impl or "the draft class"
-    if m := _FC_NORM_RE.match(vname):
-        what = f"vLLM builds fc_norm.0..{(ctx.aux_count or 0) - 1} only (A={ctx.aux_count} from {ctx.aux_count_source})"
-        return loading.unknown_tensor(ctx, name, vname, what, f"{what}; fc_norm.{m.group(1)} makes it raise")
-    if m := re.match(r"^layers\.(\d+)\.", vname):
-        layers = ctx.env.get("L")
-        if layers is not None and int(m.group(1)) >= layers:
-            what = f"num_hidden_layers is {layers}, so vLLM has no layers.{m.group(1)}"
+class _Unknown:
+    """E102: why the class has no parameter for a name, and what the release then does. What does
+    not depend on the name is worked out once per check, not once per tensor (a crafted header of
+    200,000 unknown names spent most of `upgrade`'s time here)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.layers = ctx.env.get("L")
+        what = f"{ctx.impl or 'the draft class'} has no parameter for it"
+        self.what = what
+        self.newest = f"{what}; vLLM raises `There is no module or parameter named ...`"
+
+    def __call__(self, name: str, vname: str) -> Finding:
+        ctx = self.ctx
+        if m := _FC_NORM_RE.match(vname):
+            what = f"vLLM builds fc_norm.0..{(ctx.aux_count or 0) - 1} only (A={ctx.aux_count} from {ctx.aux_count_source})"
+            return loading.unknown_tensor(ctx, name, vname, what, f"{what}; fc_norm.{m.group(1)} makes it raise")
+        if (m := _LAYER_OF.match(vname)) and self.layers is not None and int(m.group(1)) >= self.layers:
+            what = f"num_hidden_layers is {self.layers}, so vLLM has no layers.{m.group(1)}"
             return loading.unknown_tensor(ctx, name, vname, what, f"{what} and raises")
-    what = f"{cls} has no parameter for it"
-    return loading.unknown_tensor(
-        ctx, name, vname, what, f"{what}; vLLM raises `There is no module or parameter named ...`"
-    )
+        return loading.unknown_tensor(ctx, name, vname, self.what, self.newest)
 
 
 def _vd(ctx: Context) -> str:
