@@ -297,6 +297,39 @@ def test_a_prompt_longer_than_its_bucket_is_skipped_and_a_bucket_without_room_re
             run_served([srv.url], MeasureOptions(max_new_tokens=9, buckets=(3,)), prompts=PROMPTS)
 
 
+def test_long_context_suites_are_cut_on_the_servers_tokenizer_each_length_its_own_bucket() -> None:
+    """smoke's long-context documents, cut to N tokens as the server counts them (one token per word
+    on the fake, so the cut lands within smoke's 1 % of N); a length the server's context cannot
+    hold is skipped unbuilt, as smoke skips it."""
+    from eagle_convert.measure import resolve_suite, select_suite
+
+    suite = select_suite(resolve_suite("builtin+long-code:300,600,900"), (), 1)
+    with FakeServer(k=3, accept=2, max_model_len=820) as srv, FakeServer(k=None, max_model_len=820) as base:
+        rep = run_served(
+            [srv.url],
+            MeasureOptions(max_new_tokens=9, concurrency=(1,)),
+            baseline=base.url,
+            prompts=suite.prompts,
+            long_context=suite,
+        )
+        sent = sorted(FakeServer.count_prompt(b) for b in srv.bodies)
+    assert rep.buckets == [0, 300, 600] and rep.settings["buckets"] == [0, 300, 600]
+    long = [b for b in rep.sent if b.bucket]
+    assert [(b.prompt.id, b.bucket) for b in long] == [("long-code-300-0", 300), ("long-code-600-0", 600)]
+    assert all(0.99 * b.bucket <= b.prompt_tokens <= b.bucket for b in long)
+    assert {b.prompt_tokens for b in long} <= set(sent)  # sent as counted
+    assert [(x.id, x.bucket) for x in rep.skipped] == [("long-code-900", 900)]
+    assert "longer than the server's context allows (811 prompt tokens fit)" in rep.skipped[0].reason
+    assert [(lv.bucket, len(lv.outcomes)) for lv in rep.servers[0].levels] == [
+        (0, len(suite.prompts)),
+        (300, 1),
+        (600, 1),
+    ]
+    assert all(lv.speedup is not None for lv in rep.servers[0].levels)
+    items = rep.to_dict()["prompts"]["items"]
+    assert [i["bucket"] for i in items] == [0] * len(suite.prompts) + [300, 600]
+
+
 def test_a_server_without_tokenize_is_named_with_the_fix() -> None:
     with FakeServer(tokenize=False) as srv:
         with pytest.raises(ServerError) as e:

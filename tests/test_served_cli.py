@@ -304,3 +304,21 @@ def test_buckets_pad_with_the_servers_tokenize_and_a_server_without_it_is_named(
         f"Error: the server at {srv.url} has no /tokenize (HTTP 404): context buckets are padded with the server's "
         "tokenizer (measure the prompts' own length (--buckets natural), or point --server at a vLLM server)",
     )
+
+
+def test_long_context_suites_run_against_a_server() -> None:
+    """Long context was refused with --server ("cut with the target's tokenizer"); it is cut on the
+    server's /tokenize now, each length its own bucket, in text and JSON alike."""
+    with FakeServer(k=3, accept=2, max_model_len=1024) as srv:
+        args = ("--server", srv.url, "--prompts", "long-prose:300", "--limit", "1", "--max-new-tokens", "9")
+        res = _smoke(*args, "--concurrency", "1", "--json")
+        assert res.exit_code == 0, res.output
+        data = json.loads(res.stdout)
+        check_schema(data, "smoke-report.schema.json")
+        assert data["settings"]["buckets"] == [300] and data["prompts"]["suite"] == "long-prose:300"
+        [item] = data["prompts"]["items"]
+        assert item["id"] == "long-prose-300-0" and 297 <= item["prompt_tokens"] <= 300
+        res = _smoke(*args, "--concurrency", "1")
+    assert res.exit_code == 0, res.output
+    assert "prompts  1 of long-prose:300" in res.stdout
+    assert "context  ~300 tok: long-context prompts cut to about N tokens with the server's /tokenize" in res.stdout

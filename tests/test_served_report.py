@@ -30,11 +30,6 @@ def _report(*args: str, env: dict[str, str] | None = None):
         (("--baseline-server", "http://h:1"), "--label and --baseline-server go with --server"),
         (("--server", "http://h:1", "--label", "a", "--label", "b"), "more --label than --server values"),
         (("--server", "ftp://h:1"), "--server: 'ftp://h:1' is not an http(s) URL (e.g. http://localhost:8000)"),
-        (
-            ("--server", "http://h:1", "--prompts", "long-code"),
-            "--prompts long-code: long-context prompts are cut with the target's tokenizer; with --server give a "
-            "JSONL file of them",
-        ),
     ],
 )
 def test_bad_server_options_are_refused_before_any_stage(tmp_path: Path, args: tuple[str, ...], message: str) -> None:

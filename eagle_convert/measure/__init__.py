@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # what type checkers see
         draft_passes,
         plan_check_passes,
     )
-    from eagle_convert.measure.prepare import prepare_smoke_prompts
+    from eagle_convert.measure.prepare import long_rows, prepare_smoke_prompts
     from eagle_convert.measure.prompts import (
         NATURAL,
         Prompt,
@@ -110,6 +110,7 @@ else:  # what runs: each name imported from its module on first use
             "parse_buckets": "eagle_convert.measure.prompts",
             "prepare_prompts": "eagle_convert.measure.prompts",
             "prepare_smoke_prompts": "eagle_convert.measure.prepare",
+            "long_rows": "eagle_convert.measure.prepare",
             "ENGINE_CHOICES": "eagle_convert.measure.options",
             "MeasureOptions": "eagle_convert.measure.options",
             "format_buckets": "eagle_convert.measure.options",
@@ -203,6 +204,7 @@ __all__ = [
     "plan_check_passes",
     "prepare_prompts",
     "prepare_smoke_prompts",
+    "long_rows",
     "Prompt",
     "prompt_items",
     "PROMPTS_HELP",

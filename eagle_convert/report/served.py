@@ -46,12 +46,6 @@ def check_served(opts: ReportOptions, suite: Suite) -> None:
         raise UsageError("more {label} than {server} values", options=("label", "server"))
     for url in (*opts.servers, *([opts.baseline_server] if opts.baseline_server else [])):
         normalize_url(url)
-    if opts.servers and suite.long_kinds:
-        raise UsageError(
-            f"{{prompts}} {suite.label}: long-context prompts are cut with the target's tokenizer; with {{server}} "
-            "give a JSONL file of them",
-            options=("prompts", "server"),
-        )
 
 
 def served_options(opts: ReportOptions) -> MeasureOptions:
@@ -117,6 +111,7 @@ def served_stage(
             baseline=opts.baseline_server,
             prompts=suite.prompts,
             suite=suite.label,
+            long_context=suite if suite.long_kinds else None,
             progress=lambda m: say(f"  served: {m}"),
             on_tick=on_tick,
         )

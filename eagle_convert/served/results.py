@@ -246,6 +246,11 @@ class ServedReport:
     sent: list[BucketPrompt] = field(default_factory=list)  # padded prompts (empty: natural context only)
     skipped: list[Skipped] = field(default_factory=list)  # prompts longer than a bucket
 
+    @property
+    def prompt_count(self) -> int:
+        """Distinct prompts sent: the suite's text prompts and any long-context ones."""
+        return len({i for i, _ in self.prompt_ids} | {b.prompt.id for b in self.sent})
+
     def throughput(self) -> ThroughputReport | None:
         """The speedup table as measure's `ThroughputReport`, of the first bucket (None without a
         baseline server); every bucket's levels are in `servers[].levels`."""
@@ -278,7 +283,9 @@ class ServedReport:
             for i, c in self.prompt_ids
         ]
         if self.sent:
-            items = [
+            natural_padded = any(b.bucket == NATURAL for b in self.sent)
+            items = [] if natural_padded or NATURAL not in self.buckets else items  # long context beside them
+            items += [
                 {
                     "id": b.prompt.id,
                     "category": b.prompt.category,

@@ -22,11 +22,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from eagle_convert.errors import UsageError
-from eagle_convert.measure import NATURAL, MeasureOptions, Prompt, smoke_settings
+from eagle_convert.measure import NATURAL, MeasureOptions, Prompt, Suite, smoke_settings
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 from eagle_convert.served.buckets import bucket_prompts
 from eagle_convert.served.errors import NoDraftError, ServerError
 from eagle_convert.served.http import Connection, ServedModel
+from eagle_convert.served.longctx import long_context_prompts
 from eagle_convert.served.metrics import DecodeTimes, SpecCounters, decode_times, spec_counters
 from eagle_convert.served.results import BASELINE_LABEL, ENGINE, STREAM, ServedLevel, ServedReport, ServedServer
 from eagle_convert.served.stream import RequestOutcome, Sampling, run_streams
@@ -260,6 +261,7 @@ async def _run(
     say: Callable[[str], None],
     tick: OnTick,
     on_level: Callable[[ServedServer, ServedLevel], None] | None,
+    long_context: Suite | None,
 ) -> None:
     conns = [Connection(u, api_key=sopts.api_key, request_timeout=sopts.request_timeout) for u in urls]
     base = (
@@ -287,9 +289,23 @@ async def _run(
                 if mine != theirs:
                     server.identity.append(f"it serves {mine}, the baseline server {theirs}: not the same target?")
         chat = opts.chat_template is None
+        first, first_model = entries[0][0], entries[0][1].model
         per_bucket, report.sent, report.skipped = await bucket_prompts(
-            entries[0][0], entries[0][1].model, prompts, opts.buckets, opts.max_new_tokens, chat, say
+            first, first_model, prompts, opts.buckets, opts.max_new_tokens, chat, say
         )
+        if long_context is not None:  # each length its own bucket, after the suite's text prompts
+            per_length, sent, skipped = await long_context_prompts(
+                first, first_model, long_context, opts.max_new_tokens, chat, say
+            )
+            per_bucket |= {n: ps for n, ps in per_length.items() if n not in per_bucket}
+            report.sent += sent
+            report.skipped += skipped
+            report.buckets = [b for b, ps in per_bucket.items() if ps]
+            if not any(per_bucket.values()):
+                raise UsageError(
+                    "no prompt fits the server's context: " + "; ".join(x.reason for x in skipped[:2]),
+                    options=("prompts",),
+                )
         total = sum(len(level_requests(ps, c)) for ps in per_bucket.values() if ps for c in levels) * len(entries)
         done = [0]
 
@@ -315,6 +331,7 @@ def run_served(
     baseline: str | None = None,
     prompts: Sequence[Prompt],
     suite: str = "custom",
+    long_context: Suite | None = None,
     progress: Callable[[str], None] | None = None,
     on_tick: OnTick | None = None,
     on_level: Callable[[ServedServer, ServedLevel], None] | None = None,
@@ -331,6 +348,8 @@ def run_served(
         baseline: the same target served without speculation: the speedups' denominator.
         prompts: the prompts (smoke's suites, `measure.select_suite`).
         suite: the suite's label for the report.
+        long_context: a suite naming long context (`Suite.long_kinds`): its prompts are cut on the
+            first server's tokenizer (`longctx.py`), each length measured as its own bucket.
         progress: one line per server and level.
         on_tick: a count of requests finished.
         on_level: each level once measured (what an interrupted run has).
@@ -344,7 +363,7 @@ def run_served(
     opts = opts or MeasureOptions()
     sopts = sopts or ServerOptions()
     _check_options(opts, servers, labels)
-    if not prompts:
+    if not prompts and not (long_context is not None and long_context.long_kinds):
         raise UsageError("no prompt to send (check {prompts} and {categories})", options=("prompts", "categories"))
     levels = list(opts.concurrency or DEFAULT_LEVELS)
     urls = list(servers)
@@ -373,6 +392,7 @@ def run_served(
         progress or (lambda _m: None),
         tick_or_nothing(on_tick),
         on_level,
+        long_context,
     )
     try:
         asyncio.run(asyncio.wait_for(coro, sopts.timeout) if sopts.timeout else coro)
@@ -385,5 +405,6 @@ def run_served(
     ks = {s.k for s in report.servers if s.k is not None}
     report.settings["k"] = ks.pop() if len(ks) == 1 else None
     report.settings["concurrency"] = levels
+    report.settings["buckets"] = list(report.buckets)  # with long context: each length measured
     report.seconds = time.perf_counter() - t0
     return report

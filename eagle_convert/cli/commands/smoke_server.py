@@ -121,11 +121,6 @@ def smoke_server(opts: MeasureOptions, args: ServerArgs, *, as_json: bool, plot_
 
         require_plot()
     suite = select_suite(resolve_suite(opts.prompts), opts.categories, opts.limit)
-    if suite.long_kinds:
-        raise UsageError(
-            f"--prompts {suite.label}: long-context prompts are cut with the target's tokenizer; with --server "
-            "give a JSONL file of them"
-        )
     for line in suite.notices:
         click.echo(f"Note: {line}", err=True)
     measured: list[str] = []
@@ -142,6 +137,7 @@ def smoke_server(opts: MeasureOptions, args: ServerArgs, *, as_json: bool, plot_
             baseline=args.baseline_server,
             prompts=suite.prompts,
             suite=suite.label,
+            long_context=suite if suite.long_kinds else None,
             progress=display.say,
             on_tick=display.tick,
             on_level=lambda s, lv: measured.append(_level_line(s, lv)),

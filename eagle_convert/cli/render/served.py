@@ -49,15 +49,23 @@ def _server_table(s: ServedServer, with_speedup: bool, buckets: bool = False) ->
 def render_served(console: Console, r: ServedReport) -> None:
     s = r.settings
     console.print(
-        f"[bold]prompts[/bold]  {len(r.prompt_ids)} of {escape(r.suite)}, {s['max_new_tokens']} new tokens each "
+        f"[bold]prompts[/bold]  {r.prompt_count} of {escape(r.suite)}, {s['max_new_tokens']} new tokens each "
         f"(ignore EOS), temperature {s['temperature']}, chat template: {s['chat_template']}"
     )
     buckets = r.buckets != [NATURAL]
     if buckets:
+        cut = any(b.prompt.category.startswith("long-") and b.bucket for b in r.sent)
+        padded = any(not (b.prompt.category.startswith("long-") and b.bucket) for b in r.sent)
+        how = " and ".join(
+            [
+                *(["prompts padded with neutral filler"] if padded or not cut else []),
+                *(["long-context prompts cut"] if cut else []),
+            ]
+        )
         console.print(
-            f"[bold]context[/bold]  {', '.join(bucket_label(b) for b in r.buckets)}: prompts padded with neutral filler "
-            f"to about N tokens with the server's /tokenize ({len(r.sent)} sent, {len(r.skipped)} skipped: longer "
-            "than their bucket)"
+            f"[bold]context[/bold]  {', '.join(bucket_label(b) for b in r.buckets)}: {how} to about N tokens with the "
+            f"server's /tokenize ({len(r.sent)} sent, {len(r.skipped)} skipped: longer than their bucket or the "
+            "server's context)"
         )
     for server in r.servers:
         console.print(_server_table(server, r.baseline is not None, buckets))
