@@ -91,6 +91,23 @@ def test_errors_the_upgrade_fixes_do_not_stop_it(real, tmp_path: Path) -> None:
     assert validate_checkpoint(out, target=target).errors == []
 
 
+def test_the_plans_own_check_is_reused_and_a_changed_plan_checked_again(real, monkeypatch) -> None:
+    """The plan validates its output once (for the card); the preflight reuses that answer, and
+    checks again when the plan changed after planning (a stale answer would let a bad output pass)."""
+    import eagle_convert.upgrade.preflight as preflight
+
+    draft, target = real[GLM]
+    plan = plan_for(GLM, draft, target)
+    assert plan.output_check is not None and {f.code for f in plan.output_check.errors} == {"E101", "E102"}
+    calls: list[int] = []
+    real_check = preflight.static_errors
+    monkeypatch.setattr(preflight, "static_errors", lambda *a: calls.append(1) or real_check(*a))
+    assert sorted({f.code for f in output_errors(plan)}) == ["E101", "E102"] and calls == []
+    plan.config_after = {**plan.config_after, "architectures": ["NoSuchArchitecture"]}
+    assert "E301" in {f.code for f in output_errors(plan)} and calls == [1]  # checked again, and kept
+    assert "E301" in {f.code for f in output_errors(plan)} and calls == [1]
+
+
 PEAGLE = "specforge-qwen3-8b-peagle"
 
 

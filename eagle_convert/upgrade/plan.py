@@ -45,6 +45,7 @@ from eagle_convert.upgrade.configgen import (
     verifier_block,
 )
 from eagle_convert.upgrade.norminit import NormInit, norm_bytes
+from eagle_convert.upgrade.outcheck import OutputCheck, output_key, static_errors
 from eagle_convert.upgrade.outfiles import PlannedFile, index_json, norm_name, plan_files, planned_output
 from eagle_convert.upgrade.portable import engines_for, make_portable
 from eagle_convert.upgrade.refusals import check_upgradable
@@ -82,6 +83,7 @@ class UpgradePlan:
     norm_init: NormInit | None = None  # None: ones
     readme: str = ""  # the model card (README.md)
     engines: tuple[str, ...] = ()  # `--for`: the engine releases the config is written for (empty: vLLM)
+    output_check: OutputCheck | None = field(default=None, repr=False)  # validate's errors on the planned output
 
     @property
     def sharded(self) -> bool:
@@ -241,13 +243,14 @@ def plan_upgrade(
         "config.json",
         f"{ckpt.prefix}/config.json",
     }
+    serving_line, check = _serving(ckpt, files, after)
     readme = model_card(
         after,
         model_ref=str(out) if out is not None else CARD_PLACEHOLDER,
         # a native output keeps no speculators verifier: the card names the input's
         target=target.ref if target is not None else recorded_target(ckpt.config),
         dtype=weights_dtype(t for f in files for t in f.tensors),
-        serving=_serving(ckpt, files, after),
+        serving=serving_line,
         engines=[st.engine for st in serving],
     )
     return UpgradePlan(
@@ -273,26 +276,28 @@ def plan_upgrade(
         norm_init=norm_init,
         readme=readme,
         engines=tuple(dict.fromkeys(st.label for st in serving)),
+        output_check=check,
     )
 
 
-def _serving(ckpt: Checkpoint, files: list[PlannedFile], config: dict[str, Any]) -> str | None:
+def _serving(
+    ckpt: Checkpoint, files: list[PlannedFile], config: dict[str, Any]
+) -> tuple[str | None, OutputCheck | None]:
     """The card's compatibility-matrix sentence for the output as planned (None: the planned output
-    cannot be read as a draft, or has static errors: the preflight refuses it, so no card is written).
+    cannot be read as a draft, or has static errors: the preflight refuses it, so no card is written),
+    and the static check it made (kept on the plan for the preflight: `outcheck.py`).
 
     The matrix validates the output once per known release; an output the preflight will refuse is
     checked once, not 16 times (a crafted header of 200,000 tensors took 107 s here)."""
-    from eagle_convert.draft import describe
-    from eagle_convert.validate import build_context, run_static, serving_summary
+    from eagle_convert.validate import serving_summary
 
     sharded = len(files) > 1 or ckpt.storage == "sharded"
     try:
         out = planned_output(ckpt, files, config, sharded=sharded)
-        if any(f.level == "error" for f in run_static(build_context(out, describe(out, read_vocab=False)))[0]):
-            return None
-        return serving_summary(out)
+        check = static_errors(out, output_key(files, config))
+        return (None if check.errors else serving_summary(out)), check
     except EagleConvertError:
-        return None
+        return None, None
 
 
 def _plan_config(

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from eagle_convert.draft import Checkpoint, describe
 from eagle_convert.errors import EagleConvertError, UpgradeRefusedError
+from eagle_convert.upgrade.outcheck import output_key, static_errors
 from eagle_convert.upgrade.outfiles import planned_output
 from eagle_convert.upgrade.plan import UpgradePlan, plan_upgrade
-from eagle_convert.validate import Finding, build_context, run_static
+from eagle_convert.validate import Finding
 
 __all__ = ["output_errors", "planned_checkpoint", "refuse_invalid_output"]
 
@@ -27,15 +28,19 @@ def planned_checkpoint(plan: UpgradePlan) -> Checkpoint:
     return planned_output(plan.checkpoint, plan.files, plan.config_after, sharded=plan.sharded)
 
 
-def _errors(ckpt: Checkpoint) -> tuple[list[Finding], str | None]:
-    """validate's static errors without a target, and the class vLLM builds."""
-    ctx = build_context(ckpt, describe(ckpt, read_vocab=False))
-    return [f for f in run_static(ctx)[0] if f.level == "error"], ctx.impl
+def _planned_errors(plan: UpgradePlan) -> tuple[list[Finding], str | None]:
+    """validate's static errors on the planned output and its vLLM class: the plan's own check where the
+    plan has not changed since."""
+    key = output_key(plan.files, plan.config_after)
+    check = plan.output_check
+    if check is None or check.key != key:
+        check = plan.output_check = static_errors(planned_checkpoint(plan), key)
+    return list(check.errors), check.impl
 
 
 def output_errors(plan: UpgradePlan) -> list[Finding]:
     """The errors `validate` (static, no target) would report for the folder `plan` writes."""
-    return _errors(planned_checkpoint(plan))[0]
+    return _planned_errors(plan)[0]
 
 
 def _codes(findings: list[Finding]) -> str:
@@ -72,11 +77,11 @@ def _default_layout_fixes(plan: UpgradePlan) -> bool:
 
 def refuse_invalid_output(plan: UpgradePlan) -> None:
     """Raise `UpgradeRefusedError` when validate would reject the upgraded draft; see the module docstring."""
-    errors, impl = _errors(planned_checkpoint(plan))
+    errors, impl = _planned_errors(plan)
     if not errors:
         return
     src = plan.checkpoint.description
-    before = {f.code for f in _errors(plan.checkpoint)[0]}
+    before = {f.code for f in static_errors(plan.checkpoint, ()).errors}  # the input's own
     made = [f for f in errors if f.code not in before]
     head = f"{src}: validate would reject the upgraded draft (vLLM class {impl or 'none'}): {_codes(errors)}"
     if made:
