@@ -88,30 +88,35 @@ def draft_features_spec(draft: Path, target_layers: int) -> tuple[list[int], lis
     """(aux ids as the installed vLLM reads the draft's config, the target id of every draft id or
     None when the vocabularies match).
 
+    The draft is read as every command reads it (`open_checkpoint`, `describe`): the vocabulary
+    sizes where vLLM finds them (a speculators config's top level holds ``draft_vocab_size``), and
+    d2t under any layout's name and storage; so the rows stored here are the rows the trainer's
+    drafter reads (`reference.load_drafter`'s ``draft_to_target``).
+
     Raises:
-        UsageError: the draft has no config.json, or its aux ids cannot be determined.
+        UsageError: the draft has no config.json, its aux ids cannot be determined, or its
+        vocabulary is reduced but it has no readable d2t.
     """
+    from eagle_convert.draft import describe, open_checkpoint
+    from eagle_convert.io import read_array
     from eagle_convert.vllm_model import read_config
 
-    try:
-        config = json.loads((draft / "config.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{draft}/config.json: cannot be read ({exc})") from None
-    ids = read_config(config).runtime_aux_ids(target_layers)
+    ckpt = open_checkpoint(draft, require_config=True)
+    view = read_config(ckpt.config)
+    ids = view.runtime_aux_ids(target_layers)
     if not ids:
-        raise UsageError(f"{draft}/config.json: no aux layer ids, and the target's depth is unknown")
-    flat = config.get("transformer_layer_config", config)
-    vd, v = flat.get("draft_vocab_size"), flat.get("vocab_size")
-    if vd is None or vd == v:
-        return sorted(set(int(i) for i in ids)), None
-    from safetensors import safe_open
-
-    for f in sorted(draft.glob("*.safetensors")):
-        with safe_open(str(f), framework="pt") as h:
-            if "d2t" in h.keys():
-                d2t = h.get_tensor("d2t").long()
-                return sorted(set(int(i) for i in ids)), [i + int(d) for i, d in enumerate(d2t.tolist())]
-    raise UsageError(f"{draft}: draft_vocab_size {vd} != vocab_size {v} but no d2t tensor")
+        raise UsageError(f"{ckpt.description}: no aux layer ids, and the target's depth is unknown")
+    aux_ids = sorted(set(int(i) for i in ids))
+    info = describe(ckpt, read_vocab=False, view=view)
+    if not info.vocab.reduced:
+        return aux_ids, None
+    d2t = next((name for name, canon in info.canonical.items() if canon == "d2t"), None)
+    if d2t is None or tuple(ckpt.tensors[d2t].shape) != (info.draft_vocab_size,):
+        raise UsageError(
+            f"{ckpt.description}: draft_vocab_size {info.draft_vocab_size} < vocab_size {info.vocab_size} "
+            f"but no d2t of {info.draft_vocab_size} entries; eagle-convert validate names what is wrong"
+        )
+    return aux_ids, [i + int(d) for i, d in enumerate(read_array(ckpt, d2t).tolist())]
 
 
 def _rows_sha(rows: list[int] | None) -> str:
