@@ -203,6 +203,7 @@ def test_capture_then_finetune_cache_on_a_speculators_upgrade(pair, tmp_path: Pa
     from safetensors import safe_open
 
     from eagle_convert.cache.capture import draft_features_spec
+    from eagle_convert.vllm_model import installed_status
 
     spec = tmp_path / "spec"
     res = _cli(
@@ -211,7 +212,8 @@ def test_capture_then_finetune_cache_on_a_speculators_upgrade(pair, tmp_path: Pa
     assert res.exit_code == 0, res.output
     config = json.loads((spec / "config.json").read_text())
     assert config["draft_vocab_size"] == 1024 and "draft_vocab_size" not in config["transformer_layer_config"]
-    assert draft_features_spec(spec, 8) == draft_features_spec(pair["draft"], 8)
+    release = installed_status().rules
+    assert draft_features_spec(spec, 8, release) == draft_features_spec(pair["draft"], 8, release)
     cache = tmp_path / "c"
     args = ["capture", "--target", str(pair["target"]), "--draft", str(spec), "--out", str(cache)]
     res = _cli(*args, "--prompts", str(pair["prompts"]), "--continuation-tokens", "8", "--engine", "reference")

@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eagle_convert.cache.options import CAPTURE_ENGINES, CaptureOptions
 from eagle_convert.cache.store import (
@@ -32,6 +32,9 @@ from eagle_convert.cache.store import (
 from eagle_convert.errors import UsageError
 from eagle_convert.extras import require
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
+
+if TYPE_CHECKING:
+    from eagle_convert.vllm_model import Release
 
 __all__ = ["CaptureResult", "capture_cache", "check_capture_options", "draft_features_spec"]
 
@@ -84,8 +87,8 @@ class CaptureResult:
         return self.manifest.bytes / max(self.manifest.tokens, 1)
 
 
-def draft_features_spec(draft: Path, target_layers: int) -> tuple[list[int], list[int] | None]:
-    """(aux ids as the installed vLLM reads the draft's config, the target id of every draft id or
+def draft_features_spec(draft: Path, target_layers: int, release: Release) -> tuple[list[int], list[int] | None]:
+    """(aux ids as vLLM ``release`` reads the draft's config, the target id of every draft id or
     None when the vocabularies match).
 
     The draft is read as every command reads it (`open_checkpoint`, `describe`): the vocabulary
@@ -102,7 +105,7 @@ def draft_features_spec(draft: Path, target_layers: int) -> tuple[list[int], lis
     from eagle_convert.vllm_model import read_config
 
     ckpt = open_checkpoint(draft, require_config=True)
-    view = read_config(ckpt.config)
+    view = read_config(ckpt.config, release)
     ids = view.runtime_aux_ids(target_layers)
     if not ids:
         raise UsageError(f"{ckpt.description}: no aux layer ids, and the target's depth is unknown")
@@ -153,6 +156,7 @@ def capture_cache(
     on_tick: OnTick | None = None,
     session: Any = None,
     reference_target: Any = None,
+    release: Release | None = None,
 ) -> CaptureResult:
     """Capture every sequence into ``out``, resuming a killed capture of the same plan.
 
@@ -166,6 +170,8 @@ def capture_cache(
         force: start over when ``out`` holds another plan's cache.
         on_tick: progress per shard (tokens/s in ``info``).
         session: an open ``EngineSession`` to use (vllm); reference_target: a loaded ``TargetModel``.
+        release: the vLLM release whose reading of the draft's aux ids the capture follows (default:
+            the installed vLLM's, else the newest known; resolved here, once).
 
     Returns:
         CaptureResult with the manifest, what this run captured and its speed.
@@ -183,7 +189,7 @@ def capture_cache(
         raise UsageError("capture needs at least one sequence")
     seqs = [[int(t) for t in s] for s in sequences]
     tgt = load_target(target)
-    aux_ids, rows = draft_features_spec(Path(draft), int(tgt.num_layers or 0))
+    aux_ids, rows = draft_features_spec(Path(draft), int(tgt.num_layers or 0), release or _installed_release())
     plan = CachePlan(
         str(Path(target).resolve()),
         str(Path(draft).resolve()),
@@ -261,6 +267,12 @@ def capture_cache(
         if own is not None:
             own.close()
     return CaptureResult(out, man, [n for n in todo], time.perf_counter() - t0, tokens, prefill)
+
+
+def _installed_release() -> Release:
+    from eagle_convert.vllm_model import installed_status
+
+    return installed_status().rules
 
 
 def _torch_dtype(name: str):
