@@ -229,6 +229,28 @@ def test_capture_then_finetune_cache_on_a_speculators_upgrade(pair, tmp_path: Pa
     assert (tmp_path / "ft" / "model.safetensors").is_file()
 
 
+def test_a_reduced_vocabulary_without_d2t_is_refused_in_one_line(pair, tmp_path: Path) -> None:
+    """Logits on the draft vocabulary need its target ids: without d2t, capture stops before the target loads."""
+    import shutil
+
+    from safetensors.torch import save_file
+
+    from eagle_convert.cache.capture import draft_features_spec
+    from eagle_convert.errors import UsageError
+    from eagle_convert.vllm_model import installed_status
+
+    bad = tmp_path / "no-d2t"
+    shutil.copytree(pair["draft"], bad)
+    weights = {k: v for k, v in _weights(pair["draft"]).items() if k != "d2t"}
+    save_file(weights, str(bad / "model.safetensors"))
+    with pytest.raises(UsageError) as err:
+        draft_features_spec(bad, 8, installed_status().rules)
+    assert str(err.value) == (
+        f"{bad}: draft_vocab_size 1024 < vocab_size 4096 but no d2t of 1024 entries; "
+        "eagle-convert validate names what is wrong"
+    )
+
+
 def test_cli_finetune_refuses_a_cache_of_other_aux_ids(pair, tmp_path: Path) -> None:
     from eagle_convert.cache.capture import capture_cache
 
