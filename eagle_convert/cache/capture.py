@@ -86,6 +86,26 @@ class CaptureResult:
     def bytes_per_token(self) -> float:
         return self.manifest.bytes / max(self.manifest.tokens, 1)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The cache, its plan and this run's numbers (`capture --json`, schemas/capture-report.schema.json)."""
+        man = self.manifest
+        return {
+            "cache": str(self.out),
+            "engine": man.plan.engine,
+            "engine_info": man.engine_info,
+            "aux_layer_ids": man.plan.aux_ids,
+            "sequences": man.plan.num_sequences,
+            "shards": len(man.shards),
+            "captured_shards": self.captured,
+            "tokens": man.tokens,
+            "captured_tokens": self.tokens,
+            "seconds": round(self.seconds, 3),
+            "prefill_seconds": round(self.prefill_seconds, 3),
+            "tokens_per_s": round(self.tokens_per_s, 1),
+            "bytes": man.bytes,
+            "bytes_per_token": round(self.bytes_per_token, 1),
+        }
+
 
 def draft_features_spec(draft: Path, target_layers: int, release: Release) -> tuple[list[int], list[int] | None]:
     """(aux ids as vLLM ``release`` reads the draft's config, the target id of every draft id or
