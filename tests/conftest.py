@@ -6,6 +6,8 @@ The marker says what a test needs, so ``pytest -m "not vllm"`` passes on a machi
 - a test not marked ``vllm`` fails when it, or a Python process it starts, imports vLLM (the
   import is refused and named: `tests/novllm/sitecustomize.py`). Asking whether vLLM is installed
   (``find_spec``, the installed version) is no import and stays allowed.
+A test not marked ``vllm`` also sees vLLM ``RUN_RELEASE`` as the installed release (`_pinned_release`),
+so its verdicts do not depend on which vLLM, if any, is installed.
 ``PYTHONPATH=tests/novllm EAGLE_CONVERT_TEST_HIDE_VLLM=1 pytest -m "not vllm"`` runs the tier as on
 a machine without vLLM. ``slow`` marks the tests that build trained fixtures or large inputs:
 ``-m "not slow"`` is the quick loop.
@@ -117,6 +119,26 @@ def _offline_hub(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempP
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.delenv("EAGLE_CONVERT_DEBUG", raising=False)
     monkeypatch.delenv("COLUMNS", raising=False)  # piped output is PIPED_WIDTH wide unless a test sets it
+
+
+@pytest.fixture(autouse=True)
+def _pinned_release(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test not marked vllm sees vLLM `RUN_RELEASE` installed, whatever is (or is not) installed
+    here: verdicts that default to the installed release do not change with the machine. A vllm
+    test sees the real installation; a test about detecting it patches `vllm_version` itself."""
+    if request.node.get_closest_marker("vllm") is not None:
+        return
+    import eagle_convert.vllm_model as face
+    from eagle_convert.vllm_model import features
+    from eagle_convert.vllm_model.versions import RUN_RELEASE
+
+    real = features.vllm_version
+
+    def pinned(pkg: Path | None = None) -> str | None:
+        return RUN_RELEASE if pkg is None else real(pkg)
+
+    monkeypatch.setattr(features, "vllm_version", pinned)
+    monkeypatch.setattr(face, "vllm_version", pinned)
 
 
 @pytest.fixture(scope="session")
