@@ -50,11 +50,12 @@ def _run(tmp_path: Path, **env: str) -> dict[str, str]:
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("")
     (fake / "config.py").write_text("")
+    outer = {k: v for k, v in os.environ.items() if not k.startswith("EAGLE_CONVERT_TEST_")}  # this test's own guard
     path = os.pathsep.join([*env.pop("PREPEND", "").split(os.pathsep), str(fake.parent), str(TESTS.parent)])
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", str(suite)],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": path.strip(os.pathsep), **env},
+        env={**outer, "PYTHONPATH": path.strip(os.pathsep), **env},
         capture_output=True,
         text=True,
         timeout=120,
