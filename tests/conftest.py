@@ -1,8 +1,27 @@
-"""Shared test setup: offline hub, isolated HF cache, fixtures built once per session."""
+"""Shared test setup: offline hub, isolated HF cache, fixtures built once per session, and the
+``vllm`` marker enforced.
+
+The marker says what a test needs, so ``pytest -m "not vllm"`` passes on a machine without vLLM:
+- a test marked ``vllm`` is skipped where vLLM is not installed;
+- a test not marked ``vllm`` fails when it, or a Python process it starts, imports vLLM (the
+  import is refused and named: `tests/novllm/sitecustomize.py`). Asking whether vLLM is installed
+  (``find_spec``, the installed version) is no import and stays allowed.
+A test not marked ``vllm`` also sees vLLM ``RUN_RELEASE`` as the installed release (`_pinned_release`),
+so its verdicts do not depend on which vLLM, if any, is installed.
+``PYTHONPATH=tests/novllm EAGLE_CONVERT_TEST_HIDE_VLLM=1 pytest -m "not vllm"`` runs the tier as on
+a machine without vLLM. ``slow`` marks the tests that build trained fixtures or large inputs:
+``-m "not slow"`` is the quick loop.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -10,6 +29,86 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # makes the top-level `fixtures` package importable
+
+from eagle_convert.extras import module_available  # noqa: E402
+
+GUARD_DIR = Path(__file__).resolve().parent / "novllm"
+_spec = importlib.util.spec_from_file_location("novllm_guard", GUARD_DIR / "sitecustomize.py")
+assert _spec is not None and _spec.loader is not None
+novllm = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(novllm)
+
+HAVE_VLLM = module_available("vllm")  # before any guard: what this machine has
+_guard: dict[str, object] = {"on": False, "seen": []}
+
+
+def _refuse_in_process(name: str, where: str) -> bool:
+    if not _guard["on"]:
+        return False  # a vllm-marked test, collection, or a fixture outside a guarded phase
+    _guard["seen"].append(f"{name} imported at {where}")  # type: ignore[attr-defined]
+    return True
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    novllm.guard_imports(_refuse_in_process)
+    config._vllm_record_dir = tempfile.mkdtemp(prefix="eagle-convert-vllm-guard-")  # type: ignore[attr-defined]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(getattr(config, "_vllm_record_dir", ""), ignore_errors=True)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if HAVE_VLLM:
+        return
+    skip = pytest.mark.skip(reason="needs vLLM, which is not installed here")
+    for item in items:
+        if item.get_closest_marker("vllm") is not None:
+            item.add_marker(skip)
+
+
+@contextmanager
+def _vllm_guarded(item: pytest.Item) -> Iterator[None]:
+    """A test not marked vllm runs with vLLM imports refused, here and in its subprocesses; any
+    attempt fails it, naming the importing line."""
+    if item.get_closest_marker("vllm") is not None:
+        yield
+        return
+    record = Path(item.config._vllm_record_dir) / "imports.txt"  # type: ignore[attr-defined]
+    record.unlink(missing_ok=True)
+    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", novllm.RECORD_ENV)}
+    os.environ[novllm.RECORD_ENV] = str(record)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(GUARD_DIR), saved["PYTHONPATH"]) if p)
+    _guard["on"], _guard["seen"] = True, []
+    try:
+        yield
+    finally:
+        _guard["on"] = False
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        seen = list(_guard["seen"]) + (record.read_text().splitlines() if record.is_file() else [])  # type: ignore[call-overload]
+        if seen:
+            pytest.fail(
+                f"{item.nodeid} is not marked vllm but imports vLLM: {seen[0]}"
+                + (f" (and {len(seen) - 1} more)" if len(seen) > 1 else "")
+                + "; mark it @pytest.mark.vllm, or make it not need vLLM",
+                pytrace=False,
+            )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    with _vllm_guarded(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    with _vllm_guarded(item):
+        return (yield)
 
 
 @pytest.fixture(autouse=True)
@@ -20,6 +119,26 @@ def _offline_hub(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempP
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.delenv("EAGLE_CONVERT_DEBUG", raising=False)
     monkeypatch.delenv("COLUMNS", raising=False)  # piped output is PIPED_WIDTH wide unless a test sets it
+
+
+@pytest.fixture(autouse=True)
+def _pinned_release(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test not marked vllm sees vLLM `RUN_RELEASE` installed, whatever is (or is not) installed
+    here: verdicts that default to the installed release do not change with the machine. A vllm
+    test sees the real installation; a test about detecting it patches `vllm_version` itself."""
+    if request.node.get_closest_marker("vllm") is not None:
+        return
+    import eagle_convert.vllm_model as face
+    from eagle_convert.vllm_model import features
+    from eagle_convert.vllm_model.versions import RUN_RELEASE
+
+    real = features.vllm_version
+
+    def pinned(pkg: Path | None = None) -> str | None:
+        return RUN_RELEASE if pkg is None else real(pkg)
+
+    monkeypatch.setattr(features, "vllm_version", pinned)
+    monkeypatch.setattr(face, "vllm_version", pinned)
 
 
 @pytest.fixture(scope="session")

@@ -259,8 +259,9 @@ def test_vllm_aux_states_equal_the_reference_targets(pair, ref_target, vllm_cach
 
 def _rows(draft: Path) -> list[int]:
     from eagle_convert.cache.capture import draft_features_spec
+    from eagle_convert.vllm_model import installed_status
 
-    _, rows = draft_features_spec(draft, 8)
+    _, rows = draft_features_spec(draft, 8, installed_status().rules)
     assert rows is not None
     return rows
 

@@ -196,6 +196,62 @@ def test_cli_finetune_capture_then_cache(pair, tmp_path: Path) -> None:
     assert all(torch.equal(w_a[k], w_b[k]) for k in w_a)
 
 
+def test_capture_then_finetune_cache_on_a_speculators_upgrade(pair, tmp_path: Path) -> None:
+    """A speculators config keeps draft_vocab_size at its top level (not in transformer_layer_config):
+    capture reads the draft as every command does, so it stores logits on the 1,024-token draft
+    vocabulary (not the target's 4,096), the same rows as for the vLLM-layout draft, and
+    `finetune --cache` trains from the cache it just made (it refused it before: issue 32)."""
+    from safetensors import safe_open
+
+    from eagle_convert.cache.capture import draft_features_spec
+    from eagle_convert.vllm_model import installed_status
+
+    spec = tmp_path / "spec"
+    res = _cli(
+        "upgrade", str(pair["draft"]), "--out", str(spec), "--layout", "speculators", "--target", str(pair["target"])
+    )
+    assert res.exit_code == 0, res.output
+    config = json.loads((spec / "config.json").read_text())
+    assert config["draft_vocab_size"] == 1024 and "draft_vocab_size" not in config["transformer_layer_config"]
+    release = installed_status().rules
+    assert draft_features_spec(spec, 8, release) == draft_features_spec(pair["draft"], 8, release)
+    cache = tmp_path / "c"
+    args = ["capture", "--target", str(pair["target"]), "--draft", str(spec), "--out", str(cache)]
+    res = _cli(*args, "--prompts", str(pair["prompts"]), "--continuation-tokens", "8", "--engine", "reference")
+    assert res.exit_code == 0, res.output
+    man = read_manifest(cache)
+    with safe_open(str(cache / man.shards[0].file), framework="pt") as h:
+        assert h.get_slice("s0.logits").get_shape()[-1] == 1024
+    res = _cli(
+        "finetune", str(spec), "--target", str(pair["target"]), "--out", str(tmp_path / "ft"), "--cache", str(cache),
+        "--steps-fc-norm", "2", "--steps-all", "2",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "ft" / "model.safetensors").is_file()
+
+
+def test_a_reduced_vocabulary_without_d2t_is_refused_in_one_line(pair, tmp_path: Path) -> None:
+    """Logits on the draft vocabulary need its target ids: without d2t, capture stops before the target loads."""
+    import shutil
+
+    from safetensors.torch import save_file
+
+    from eagle_convert.cache.capture import draft_features_spec
+    from eagle_convert.errors import UsageError
+    from eagle_convert.vllm_model import installed_status
+
+    bad = tmp_path / "no-d2t"
+    shutil.copytree(pair["draft"], bad)
+    weights = {k: v for k, v in _weights(pair["draft"]).items() if k != "d2t"}
+    save_file(weights, str(bad / "model.safetensors"))
+    with pytest.raises(UsageError) as err:
+        draft_features_spec(bad, 8, installed_status().rules)
+    assert str(err.value) == (
+        f"{bad}: draft_vocab_size 1024 < vocab_size 4096 but no d2t of 1024 entries; "
+        "eagle-convert validate names what is wrong"
+    )
+
+
 def test_cli_finetune_refuses_a_cache_of_other_aux_ids(pair, tmp_path: Path) -> None:
     from eagle_convert.cache.capture import capture_cache
 

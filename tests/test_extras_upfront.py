@@ -98,8 +98,8 @@ def test_upgrade_init_calibrated_without_torch(hide, built_fixtures, target, tmp
     assert not out.exists()
 
 
+@pytest.mark.vllm  # with vLLM missing too, check names vLLM first (test_check_cli.py)
 def test_check_acceptance_without_transformers(hide, built_fixtures, target, tmp_path) -> None:
-    pytest.importorskip("vllm")  # with vLLM missing too, check names vLLM first (test_check_cli.py)
     hide("transformers")  # the acceptance prompts are tokenized in check's own process
     policy = tmp_path / "policy.toml"
     policy.write_text("[engine]\nload = false\n[acceptance]\nmin_acceptance_length = 1.5\n")

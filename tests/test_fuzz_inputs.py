@@ -84,6 +84,7 @@ def _fresh(tmp: Path, base: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow  # 2,000 mutants through four commands (~50 s); CI runs it
 def test_mutants_keep_every_promise(bases: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> None:
     tmp = tmp_path_factory.mktemp("fuzz") / "case"
     seen = {c: 0 for c in COMMANDS}

@@ -581,6 +581,7 @@ def test_cli_check_the_served_k_must_be_the_policys(plain: Path, tmp_path: Path,
     )
 
 
+@pytest.mark.vllm  # the engine stages need vLLM installed
 def test_cli_check_keys_of_the_release_checked_must_run_on_the_installed_one(
     plain: Path, tmp_path, monkeypatch
 ) -> None:
@@ -675,6 +676,7 @@ def test_parallel_drafting_against_the_drafts_mask_hidden(plain: Path, tmp_path:
     }
 
 
+@pytest.mark.vllm  # validate --load vllm needs vLLM installed
 def test_validate_engine_check_loads_with_the_served_keys(plain: Path, tmp_path: Path, monkeypatch) -> None:
     import eagle_convert.vllm.strict_load as vllm_check
     from eagle_convert.vllm.load_report import EngineReport

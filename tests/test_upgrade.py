@@ -207,6 +207,7 @@ def test_sharded_in_sharded_out_with_a_correct_index(built_fixtures, tmp_path: P
     assert {index["weight_map"][f"fc_norm.{i}.weight"] for i in range(3)} == {fc_shard}
 
 
+@pytest.mark.vllm  # executes the installed vLLM's speculators/algos.py
 @pytest.mark.parametrize("name", ["vllm-eagle3", "vllm-eagle3-a4", "speculators-eagle3", "vllm-qwen3-eagle3"])
 def test_speculators_layout_mirrors_flags_where_vllm_reads_them(name: str, built_fixtures, tmp_path: Path) -> None:
     exp = EXPECTED[name]

@@ -95,6 +95,7 @@ def test_hub_target_that_is_a_draft_is_refused(hub) -> None:
     assert "did you swap DRAFT and --target?" in res.stderr
 
 
+@pytest.mark.vllm  # --load vllm needs vLLM installed before the folders are asked
 def test_hub_engine_check_needs_local_folders(hub) -> None:
     res = CliRunner().invoke(main, ["validate", DRAFT, "--target", TARGET, "--load", "vllm"])
     assert res.exit_code == 2

@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eagle_convert.cache.options import CAPTURE_ENGINES, CaptureOptions
 from eagle_convert.cache.store import (
@@ -32,6 +32,9 @@ from eagle_convert.cache.store import (
 from eagle_convert.errors import UsageError
 from eagle_convert.extras import require
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
+
+if TYPE_CHECKING:
+    from eagle_convert.vllm_model import Release
 
 __all__ = ["CaptureResult", "capture_cache", "check_capture_options", "draft_features_spec"]
 
@@ -83,35 +86,60 @@ class CaptureResult:
     def bytes_per_token(self) -> float:
         return self.manifest.bytes / max(self.manifest.tokens, 1)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The cache, its plan and this run's numbers (`capture --json`, schemas/capture-report.schema.json)."""
+        man = self.manifest
+        return {
+            "cache": str(self.out),
+            "engine": man.plan.engine,
+            "engine_info": man.engine_info,
+            "aux_layer_ids": man.plan.aux_ids,
+            "sequences": man.plan.num_sequences,
+            "shards": len(man.shards),
+            "captured_shards": self.captured,
+            "tokens": man.tokens,
+            "captured_tokens": self.tokens,
+            "seconds": round(self.seconds, 3),
+            "prefill_seconds": round(self.prefill_seconds, 3),
+            "tokens_per_s": round(self.tokens_per_s, 1),
+            "bytes": man.bytes,
+            "bytes_per_token": round(self.bytes_per_token, 1),
+        }
 
-def draft_features_spec(draft: Path, target_layers: int) -> tuple[list[int], list[int] | None]:
-    """(aux ids as the installed vLLM reads the draft's config, the target id of every draft id or
+
+def draft_features_spec(draft: Path, target_layers: int, release: Release) -> tuple[list[int], list[int] | None]:
+    """(aux ids as vLLM ``release`` reads the draft's config, the target id of every draft id or
     None when the vocabularies match).
 
+    The draft is read as every command reads it (`open_checkpoint`, `describe`): the vocabulary
+    sizes where vLLM finds them (a speculators config's top level holds ``draft_vocab_size``), and
+    d2t under any layout's name and storage; so the rows stored here are the rows the trainer's
+    drafter reads (`reference.load_drafter`'s ``draft_to_target``).
+
     Raises:
-        UsageError: the draft has no config.json, or its aux ids cannot be determined.
+        UsageError: the draft has no config.json, its aux ids cannot be determined, or its
+        vocabulary is reduced but it has no readable d2t.
     """
+    from eagle_convert.draft import describe, open_checkpoint
+    from eagle_convert.io import read_array
     from eagle_convert.vllm_model import read_config
 
-    try:
-        config = json.loads((draft / "config.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{draft}/config.json: cannot be read ({exc})") from None
-    ids = read_config(config).runtime_aux_ids(target_layers)
+    ckpt = open_checkpoint(draft, require_config=True)
+    view = read_config(ckpt.config, release)
+    ids = view.runtime_aux_ids(target_layers)
     if not ids:
-        raise UsageError(f"{draft}/config.json: no aux layer ids, and the target's depth is unknown")
-    flat = config.get("transformer_layer_config", config)
-    vd, v = flat.get("draft_vocab_size"), flat.get("vocab_size")
-    if vd is None or vd == v:
-        return sorted(set(int(i) for i in ids)), None
-    from safetensors import safe_open
-
-    for f in sorted(draft.glob("*.safetensors")):
-        with safe_open(str(f), framework="pt") as h:
-            if "d2t" in h.keys():
-                d2t = h.get_tensor("d2t").long()
-                return sorted(set(int(i) for i in ids)), [i + int(d) for i, d in enumerate(d2t.tolist())]
-    raise UsageError(f"{draft}: draft_vocab_size {vd} != vocab_size {v} but no d2t tensor")
+        raise UsageError(f"{ckpt.description}: no aux layer ids, and the target's depth is unknown")
+    aux_ids = sorted(set(int(i) for i in ids))
+    info = describe(ckpt, read_vocab=False, view=view)
+    if not info.vocab.reduced:
+        return aux_ids, None
+    d2t = next((name for name, canon in info.canonical.items() if canon == "d2t"), None)
+    if d2t is None or tuple(ckpt.tensors[d2t].shape) != (info.draft_vocab_size,):
+        raise UsageError(
+            f"{ckpt.description}: draft_vocab_size {info.draft_vocab_size} < vocab_size {info.vocab_size} "
+            f"but no d2t of {info.draft_vocab_size} entries; eagle-convert validate names what is wrong"
+        )
+    return aux_ids, [i + int(d) for i, d in enumerate(read_array(ckpt, d2t).tolist())]
 
 
 def _rows_sha(rows: list[int] | None) -> str:
@@ -148,6 +176,7 @@ def capture_cache(
     on_tick: OnTick | None = None,
     session: Any = None,
     reference_target: Any = None,
+    release: Release | None = None,
 ) -> CaptureResult:
     """Capture every sequence into ``out``, resuming a killed capture of the same plan.
 
@@ -161,6 +190,8 @@ def capture_cache(
         force: start over when ``out`` holds another plan's cache.
         on_tick: progress per shard (tokens/s in ``info``).
         session: an open ``EngineSession`` to use (vllm); reference_target: a loaded ``TargetModel``.
+        release: the vLLM release whose reading of the draft's aux ids the capture follows (default:
+            the installed vLLM's, else the newest known; resolved here, once).
 
     Returns:
         CaptureResult with the manifest, what this run captured and its speed.
@@ -178,7 +209,7 @@ def capture_cache(
         raise UsageError("capture needs at least one sequence")
     seqs = [[int(t) for t in s] for s in sequences]
     tgt = load_target(target)
-    aux_ids, rows = draft_features_spec(Path(draft), int(tgt.num_layers or 0))
+    aux_ids, rows = draft_features_spec(Path(draft), int(tgt.num_layers or 0), release or _installed_release())
     plan = CachePlan(
         str(Path(target).resolve()),
         str(Path(draft).resolve()),
@@ -256,6 +287,12 @@ def capture_cache(
         if own is not None:
             own.close()
     return CaptureResult(out, man, [n for n in todo], time.perf_counter() - t0, tokens, prefill)
+
+
+def _installed_release() -> Release:
+    from eagle_convert.vllm_model import installed_status
+
+    return installed_status().rules
 
 
 def _torch_dtype(name: str):

@@ -12,14 +12,25 @@ import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from eagle_convert.cache.store import MANIFEST, Manifest, read_manifest
 from eagle_convert.errors import UsageError
 
+if TYPE_CHECKING:
+    from eagle_convert.vllm_model import Release
+
 __all__ = ["check_cache"]
 
 
-def check_cache(folder: str | Path, *, target: Path, aux_ids: Sequence[int], draft: Path | None = None) -> Manifest:
+def check_cache(
+    folder: str | Path,
+    *,
+    target: Path,
+    aux_ids: Sequence[int],
+    draft: Path | None = None,
+    release: Release | None = None,
+) -> Manifest:
     """The cache's manifest, once it is known to serve a draft (its aux ids and vocabulary) on `target`.
 
     Args:
@@ -28,6 +39,8 @@ def check_cache(folder: str | Path, *, target: Path, aux_ids: Sequence[int], dra
         aux_ids: the draft's aux layer ids (as the trainer reads them).
         draft: the draft folder that will train from it: its vocabulary must be the cache's (the
             logits are stored on it); None skips that check (calibration reads only aux states).
+        release: the vLLM release whose reading of the draft the check follows (default: the
+            installed vLLM's, else the newest known; resolved here, once).
 
     Returns:
         The manifest.
@@ -51,8 +64,10 @@ def check_cache(folder: str | Path, *, target: Path, aux_ids: Sequence[int], dra
     if draft is not None:
         from eagle_convert.cache.capture import draft_features_spec
         from eagle_convert.draft import load_target
+        from eagle_convert.vllm_model import installed_status
 
-        _, rows = draft_features_spec(draft, int(load_target(target).num_layers or 0))
+        rel = release or installed_status().rules
+        _, rows = draft_features_spec(draft, int(load_target(target).num_layers or 0), rel)
         if hashlib.sha256(json.dumps(rows).encode()).hexdigest() != man.plan.rows_sha256:
             raise UsageError(f"{where}: rows_sha256 is another draft vocabulary than {draft}'s (d2t); {fix}")
     if not man.complete():

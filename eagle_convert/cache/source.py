@@ -17,7 +17,6 @@ import torch
 from torch import Tensor
 
 from eagle_convert.cache.store import Manifest, read_manifest
-from eagle_convert.draft import text_config
 from eagle_convert.errors import UsageError
 
 __all__ = ["CachedTarget", "target_head_weights"]
@@ -111,30 +110,25 @@ def _pad(x: Tensor, t: int) -> Tensor:
 
 
 def target_head_weights(target: str | Path) -> tuple[Tensor, Tensor]:
-    """(embedding, lm_head) of the target folder as fp32, read from its safetensors alone: what a
-    draft shares with its target, without loading the target (the lm_head is the embedding when
-    the target ties them or stores no head).
+    """(embedding, lm_head) of the target folder as fp32, read from its weights alone: what a draft
+    shares with its target, without loading the target (the lm_head is the embedding when the
+    target ties them or stores no head). The weights are opened as every command opens them
+    (`open_checkpoint`: shards, ``.bin``), ``tie_word_embeddings`` read where `load_target` reads it.
 
     Raises:
-        UsageError: no safetensors in the folder, or no embedding tensor in them.
+        UsageError: no embedding tensor in the target's weights.
     """
-    from safetensors import safe_open
+    from eagle_convert.draft import load_target, open_checkpoint
+    from eagle_convert.io import tensor_torch
 
-    folder = Path(target)
-    files = sorted(folder.glob("*.safetensors"))
-    if not files:
-        raise UsageError(f"{folder}: no *.safetensors files; the draft's embedding comes from the target's weights")
-    found: dict[str, Tensor] = {}
-    for f in files:
-        with safe_open(str(f), framework="pt") as h:
-            for key in h.keys():
-                if key.endswith("embed_tokens.weight") and "embed" not in found:
-                    found["embed"] = h.get_tensor(key).float()
-                elif key == "lm_head.weight" or key.endswith(".lm_head.weight"):
-                    found["head"] = h.get_tensor(key).float()
-    if "embed" not in found:
-        raise UsageError(f"{folder}: no embed_tokens.weight in its safetensors files")
-    config = json.loads((folder / "config.json").read_text())
-    text, _ = text_config(config, str(folder))  # where vLLM reads the sizes (a composite's text sub-config)
-    tied = bool(config.get("tie_word_embeddings", text.get("tie_word_embeddings", False)))
-    return found["embed"], found["embed"] if tied or "head" not in found else found["head"]
+    ckpt = open_checkpoint(target)
+    embed = next((k for k in sorted(ckpt.tensors) if k.endswith("embed_tokens.weight")), None)
+    head = next((k for k in sorted(ckpt.tensors) if k == "lm_head.weight" or k.endswith(".lm_head.weight")), None)
+    if embed is None:
+        raise UsageError(
+            f"{ckpt.description}: no embed_tokens.weight in its weights; the draft's embedding comes from the target's"
+        )
+    tgt = load_target(target)  # where vLLM reads the sizes (a composite's text sub-config)
+    tied = bool(tgt.config.get("tie_word_embeddings", tgt.text.get("tie_word_embeddings", False)))
+    e = tensor_torch(ckpt.source, ckpt.tensors[embed]).float()
+    return e, e if tied or head is None else tensor_torch(ckpt.source, ckpt.tensors[head]).float()

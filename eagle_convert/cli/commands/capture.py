@@ -76,7 +76,7 @@ def capture_cmd(
 
     from eagle_convert.cli.output import console, echo_json
     from eagle_convert.cli.progress import ProgressDisplay
-    from eagle_convert.cli.render.capture import render_capture, result_dict
+    from eagle_convert.cli.render.capture import render_capture
     from eagle_convert.finetune import capture_training_data
 
     on_interrupt(lambda: _kept_detail(out))
@@ -92,7 +92,7 @@ def capture_cmd(
             on_tick=display.tick,
         )
     if as_json:
-        echo_json(result_dict(res))
+        echo_json(res.to_dict())
     else:
         render_capture(console(), res)
 

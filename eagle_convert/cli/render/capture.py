@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -11,29 +9,8 @@ from rich.table import Table
 from eagle_convert.cache import CaptureResult
 
 
-def result_dict(res: CaptureResult) -> dict[str, Any]:
-    """`capture --json`: the cache, its plan and this run's numbers."""
-    man = res.manifest
-    return {
-        "cache": str(res.out),
-        "engine": man.plan.engine,
-        "engine_info": man.engine_info,
-        "aux_layer_ids": man.plan.aux_ids,
-        "sequences": man.plan.num_sequences,
-        "shards": len(man.shards),
-        "captured_shards": res.captured,
-        "tokens": man.tokens,
-        "captured_tokens": res.tokens,
-        "seconds": round(res.seconds, 3),
-        "prefill_seconds": round(res.prefill_seconds, 3),
-        "tokens_per_s": round(res.tokens_per_s, 1),
-        "bytes": man.bytes,
-        "bytes_per_token": round(res.bytes_per_token, 1),
-    }
-
-
 def render_capture(console: Console, res: CaptureResult) -> None:
-    d = result_dict(res)
+    d = res.to_dict()
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
