@@ -22,7 +22,7 @@ def render_report(console: Console, result: ReportResult) -> None:
     table = Table(
         title="Acceptance, side by side (same prompts, buckets and engine)",
         title_justify="left",
-        caption="Δ AL: against the input draft; p i: rounds accepted up to draft position i",
+        caption="Δ AL vs the input draft; p i: rounds accepted to position i",
         caption_justify="left",
         show_edge=False,
     )
