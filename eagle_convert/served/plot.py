@@ -17,11 +17,10 @@ from typing import Any
 
 from eagle_convert.measure import NATURAL
 from eagle_convert.served.results import BASELINE_LABEL, ENGINE, ServedLevel, ServedReport, ServedServer
-from eagle_convert.smoke import bucket_label, draft_style, finish, model_name, require_plot
+from eagle_convert.smoke import bucket_label, draft_style, finish, model_name, require_plot, value_label
 
 __all__ = ["plot_served", "served_caption", "served_panels"]
 
-FONT = 8  # value labels (smoke/style.py's size, so every PNG reads alike)
 LEVEL_STYLES = (("-", "o"), ("--", "s"), ("-.", "^"), (":", "D"), ((0, (5, 1)), "v"), ((0, (1, 1)), "P"))
 
 
@@ -63,15 +62,7 @@ def plot_server_positions(ax: Any, report: ServedReport) -> None:
                 if (x, f"{y:.0f}%") in written:
                     continue
                 written.add((x, f"{y:.0f}%"))
-                ax.annotate(
-                    f"{y:.0f}%",
-                    (x, y),
-                    textcoords="offset points",
-                    xytext=(0, 6),
-                    ha="center",
-                    fontsize=FONT,
-                    color=colour,
-                )
+                value_label(ax, x, y, f"{y:.0f}%", colour)
     ax.set_xticks(range(1, k + 1))
     ax.set_xlim(0.6, k + 0.4)
     ax.set_ylim(0, 112)
@@ -132,15 +123,7 @@ def plot_server_rates(ax: Any, report: ServedReport) -> None:
                 if lv is None or y != y:
                     continue
                 text = f"{lv.speedup:.2f}×" if lv.speedup is not None else f"{y:.0f}"
-                ax.annotate(
-                    text,
-                    (x, y),
-                    textcoords="offset points",
-                    xytext=(0, 6),
-                    ha="center",
-                    fontsize=FONT,
-                    color=style["color"],
-                )
+                value_label(ax, x, y, text, style["color"])
     ax.set_xticks(xs, [str(c) for c in levels])
     ax.set_xlim(-0.4, len(levels) - 0.6)
     ax.set_ylim(0, max(values, default=1.0) * 1.2)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # what type checkers see
         save_png,
         smoke_caption,
         stop_notes,
+        value_label,
     )
 else:  # what runs: each name imported from its module on first use
     __getattr__, __dir__ = attach(
@@ -43,6 +44,7 @@ else:  # what runs: each name imported from its module on first use
             "save_png": "eagle_convert.smoke.style",
             "smoke_caption": "eagle_convert.smoke.style",
             "stop_notes": "eagle_convert.smoke.style",
+            "value_label": "eagle_convert.smoke.style",
         },
     )
 
@@ -62,4 +64,5 @@ __all__ = [
     "save_png",
     "smoke_caption",
     "stop_notes",
+    "value_label",
 ]

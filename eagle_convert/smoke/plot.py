@@ -11,7 +11,15 @@ from typing import Any
 
 from eagle_convert.extras import require
 from eagle_convert.measure import SmokeReport
-from eagle_convert.smoke.style import FONT, bucket_label, draft_style, finish, model_name, smoke_caption
+from eagle_convert.smoke.style import (
+    FONT,
+    bucket_label,
+    draft_style,
+    finish,
+    model_name,
+    smoke_caption,
+    value_label,
+)
 
 __all__ = [
     "PLOT_MODULES",
@@ -95,15 +103,7 @@ def plot_positions(ax: Any, report: SmokeReport) -> None:
         style = draft_style(j)
         ax.plot(positions, rates, linewidth=2, markersize=6, label=names[d.label], **style)
         for x, y in zip(positions, rates):
-            ax.annotate(
-                f"{y:.0f}%",
-                (x, y),
-                textcoords="offset points",
-                xytext=(0, 6),
-                ha="center",
-                fontsize=FONT,
-                color=style["color"],
-            )
+            value_label(ax, x, y, f"{y:.0f}%", style["color"])
     ax.set_xticks(positions)
     ax.set_xlim(0.6, k + 0.4)
     ax.set_ylim(0, 112)
@@ -129,15 +129,7 @@ def plot_throughput(ax: Any, report: SmokeReport) -> None:
         for x, c, y in zip(xs, levels, rates):
             up = t.speedup(d.label, c)
             if up is not None:
-                ax.annotate(
-                    f"{up:.2f}×",
-                    (x, y),
-                    textcoords="offset points",
-                    xytext=(0, 6),
-                    ha="center",
-                    fontsize=FONT - 1,
-                    color=style["color"],
-                )
+                value_label(ax, x, y, f"{up:.2f}×", style["color"], size=FONT - 1)
     ax.set_xticks(xs, [str(c) for c in levels])
     ax.set_xlim(-0.4, len(levels) - 0.6)
     ax.set_xlabel("concurrent requests")

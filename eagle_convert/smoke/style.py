@@ -32,6 +32,7 @@ __all__ = [
     "save_png",
     "smoke_caption",
     "stop_notes",
+    "value_label",
 ]
 
 LINESTYLES = ("-", "--", "-.", ":")
@@ -235,3 +236,9 @@ def stop_notes(ax: Any, lines: Iterable[tuple[Any, int, float, str]]) -> None:
     point, where the line would have gone on."""
     for colour, x, y, why in lines:
         ax.annotate(why, (x, y), textcoords="offset points", xytext=(6, 3), ha="left", fontsize=FONT - 1, color=colour)
+
+
+def value_label(ax: Any, x: float, y: float, text: str, colour: Any, *, size: int = FONT) -> None:
+    """A point's value just above it, centred, in its line's colour (`declutter` moves it if it
+    collides with another)."""
+    ax.annotate(text, (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=size, color=colour)
