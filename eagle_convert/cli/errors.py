@@ -54,6 +54,7 @@ FLAGS: dict[str, str] = {
     "prompts": "--prompts",
     "request_timeout": "--request-timeout",
     "server": "--server",
+    "serve_config": "--serve-config",
     "shard_size": "--shard-size",
     "speculative_config": "--speculative-config",
     "target": "--target",

@@ -102,7 +102,7 @@ def read_sglang(path: str) -> GivenServe:
         raise _refuse(
             path,
             "sets no SGLang flag",
-            "give the launch command (python -m sglang.launch_server --model-path ...) or its --config YAML",
+            "give the launch command line (python -m sglang.launch_server ...) or the YAML of its config flag",
         )
     return GivenServe("sglang", path, values)
 
@@ -116,7 +116,7 @@ def read_trtllm(path: str) -> GivenServe:
     text = _text(path)
     data = _yaml(text)
     if data is None:
-        raise _refuse(path, "is not a YAML mapping", "give the YAML trtllm-serve --extra_llm_api_options reads")
+        raise _refuse(path, "is not a YAML mapping", "give the YAML that trtllm-serve reads as extra_llm_api_options")
     block = data.get(sa.TRTLLM_BLOCK, data if "decoding_type" in data else None)
     if not isinstance(block, dict):
         raise _refuse(
@@ -143,9 +143,9 @@ def read_serve_file(path: str, engine: str) -> GivenServe:
     if engine == "trtllm":
         return read_trtllm(path)
     raise UsageError(
-        f"{{serve_config={path}}} is for --for sglang or --for trtllm",
+        f"{{serve_config={path}}} is for {{serve_for=sglang}} or {{serve_for=trtllm}}",
         hint="give vLLM's serve config as {speculative_config}",
-        options=("serve_config", "speculative_config"),
+        options=("serve_config", "serve_for", "speculative_config"),
     )
 
 

@@ -36,7 +36,7 @@ def _refuse(ckpt: Checkpoint, rules: EngineRules, why: str, hint: str | None = N
     return UpgradeRefusedError(
         f"{ckpt.description}: no single config serves this draft as trained on vLLM and {rules.label}: {why}",
         hint=hint or f"drop {{serve_for={rules.engine}}}",
-        options=("serve_for",),
+        options=("serve_for", "layout"),
     )
 
 
@@ -68,7 +68,7 @@ def make_portable(
                 ckpt,
                 rules,
                 f"it reads no speculators-format config ({rules.cite('speculators')})",
-                "write --layout vllm",
+                "write {layout=vllm}",
             )
         if rules.architectures and attention in ("llama", "mla"):
             want = rules.mla_architecture if attention == "mla" else min(rules.architectures - {rules.mla_architecture})
