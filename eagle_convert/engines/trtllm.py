@@ -2,7 +2,9 @@
 
 Read, never run, from NVIDIA/TensorRT-LLM at these commits (each file as the code index held it):
 `tensorrt_llm/_torch/models/modeling_speculative.py` @ 00679c66c3e3, `tensorrt_llm/llmapi/llm_args.py`
-@ fcd3f31682808, `tensorrt_llm/_torch/speculative/eagle3.py` @ 001e67005b4f. No tagged release was
+@ 000439672005 (the version of llm_args.py at fcd3f31682808 cited before has no eagle3_layers_to_capture),
+`tensorrt_llm/_torch/speculative/eagle3.py` @ 001e67005b4f. The code index serves these files by character
+offset and the repository is too large to mirror, so rules cite class and function, not line. No tagged release was
 confirmed to hold the EAGLE-3.1 flags (fc_norm, norm_output: PR #14988), so the release is named by
 the commit of the draft class: "main@00679c6".
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 from eagle_convert.engines.rules import EngineRules
 
 _MODEL = "_torch/models/modeling_speculative.py @ 00679c66c3e3"
-_ARGS = "llmapi/llm_args.py @ fcd3f31682808"
+_ARGS = "llmapi/llm_args.py @ 000439672005"
 _EAGLE3 = "_torch/speculative/eagle3.py @ 001e67005b4f"
 
 TRTLLM_MAIN = EngineRules(
