@@ -95,7 +95,7 @@ def test_mirrored_ids_tap_one_layer_too_deep_in_sglang_only(tmp_path: Path) -> N
         "trained on A(2, 4, 5) (eagle_aux_hidden_state_layer_ids [2, 4, 5]): set eagle3_layers_to_capture: {1, 3, 4} "
         "in the serving config"
     )
-    assert trt.message.startswith(f"{TRT} reads no aux ids from the draft (llmapi/llm_args.py @ fcd3f31682808 ")
+    assert trt.message.startswith(f"{TRT} reads no aux ids from the draft (llmapi/llm_args.py @ 000439672005 ")
 
 
 def test_top_level_ids_only_sglang_taps_its_defaults(tmp_path: Path) -> None:

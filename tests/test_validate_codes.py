@@ -236,8 +236,10 @@ VERSION_CODES = {
 }  # the installed or named vLLM, not the draft: tests/test_fingerprints.py (E705), tests/test_vllm_versions.py (E706)
 
 
-# The verdict for engines other than vLLM (validate --for sglang|trtllm): tests/test_engines.py
-OTHER_ENGINE_CODES = {"E330", "E331", "E332", "E333", "W334", "E335", "E336", "W337", "E411", "E707"}
+# The verdict for engines other than vLLM (validate --for sglang|trtllm): tests/test_engines.py, test_engines_sharing.py
+OTHER_ENGINE_CODES = {"E330", "E331", "E332", "E333", "W334", "E335", "E336", "W337", "W338", "E339", "E411", "E707"}
+# A given SGLang / TensorRT-LLM serve config (--serve-config): tests/test_engines_serve_config.py
+OTHER_ENGINE_CODES |= {"E912", "E913", "W914", "E915", "E916", "W917"}
 
 
 def test_every_code_has_a_case() -> None:

@@ -19,6 +19,13 @@ from typing import Literal
 # "max-id": A(k) when max(ids) == N, else A(k + 1) (SGLang gpt_oss targets).
 Offset = Literal["plus-one", "first-id", "max-id"]
 
+# Where an engine's draft lm_head comes from. "shipped": the draft's own lm_head.weight when the draft
+# ships one, else the target's (TensorRT-LLM, and vLLM apart from its bit-identical test).
+# "draft-vocab-size": tie_word_embeddings makes lm_head the embedding; otherwise the target's lm_head
+# when config.json has no draft_vocab_size (a shipped lm_head.weight is replaced), else the draft's own,
+# which must be shipped (SGLang).
+LmHeadRule = Literal["shipped", "draft-vocab-size"]
+
 
 @dataclass(frozen=True)
 class EngineRules:
@@ -50,6 +57,11 @@ class EngineRules:
     d2t_needs_draft_vocab_size: bool  # d2t is built only when draft_vocab_size is written and differs
     window_flag: str | None  # the server flag that sets a draft sliding window (the config's is ignored)
     window_mla: bool  # whether the MLA draft honours that flag
+    # embedding / lm_head sharing: True when the engine replaces the draft's embed_tokens with the target's
+    # whenever target_hidden_size (if written) equals hidden_size, whatever the draft ships (vLLM keeps a
+    # shipped one unless bit-identical); with differing widths every engine keeps the draft's own
+    embed_from_target: bool
+    lm_head_from: LmHeadRule
     serve_sets: tuple[str, ...]  # what the serving config must set for this draft to be served as trained
     cites: dict[str, str] = field(default_factory=dict)  # rule -> file and function (and commit)
 
@@ -63,4 +75,4 @@ class EngineRules:
         return self.cites.get(key, "")
 
 
-__all__ = ["EngineRules", "Offset"]
+__all__ = ["EngineRules", "LmHeadRule", "Offset"]

@@ -11,8 +11,8 @@ emitted flag or field against). Read, never run:
   (`srt/arg_groups/arg_utils.py` l. 288 `_field_to_cli_name`; `Optional[int]` -> `type=int`, l. 267
   `_infer_type_func`); `--config FILE` merges a YAML file of the same names
   (`srt/utils/server_args_config_parser.py` `ConfigArgumentMerger`).
-- TensorRT-LLM (`tensorrt_llm/llmapi/llm_args.py` as the code index holds it, the version with
-  `Eagle3DecodingConfig` and `eagle3_model_arch`): the `speculative_config` block of the YAML given to
+- TensorRT-LLM (`tensorrt_llm/llmapi/llm_args.py` @ 0004396720054fd8e205cbf616f21f0b57c6b412, a version
+  with `Eagle3DecodingConfig`, `eagle3_layers_to_capture` and `eagle3_model_arch`): the `speculative_config` block of the YAML given to
   `trtllm-serve --extra_llm_api_options` is parsed by `DecodingBaseConfig.from_dict` into
   `Eagle3DecodingConfig`, a pydantic model; no line numbers are cited for it because the index serves
   that file by character offset, not from a tagged checkout.
@@ -25,7 +25,7 @@ from typing import Any
 
 _SPEC = "srt/arg_groups/fields/spec.py"
 _MODEL = "srt/arg_groups/fields/model.py"
-_ARGS = "tensorrt_llm/llmapi/llm_args.py"
+_ARGS = "tensorrt_llm/llmapi/llm_args.py @ 000439672005"
 
 
 @dataclass(frozen=True)

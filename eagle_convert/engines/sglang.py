@@ -46,6 +46,8 @@ SGLANG_0_5_23 = EngineRules(
     d2t_needs_draft_vocab_size=False,
     window_flag="--speculative-draft-window-size",
     window_mla=False,
+    embed_from_target=True,
+    lm_head_from="draft-vocab-size",
     serve_sets=("--speculative-algorithm EAGLE3", "--speculative-draft-model-path DRAFT"),
     cites={
         "aux_ids": "model_executor/model_runner_components/spec_aux_hidden_state.py _resolve_eagle_aux_hidden_state",
@@ -74,8 +76,14 @@ SGLANG_0_5_23 = EngineRules(
         "window": "arg_groups/fields/spec.py speculative_draft_window_size (--speculative-draft-window-size: "
         "LlamaForCausalLMEagle3 honours it, MLA drafters silently ignore it); models/llama_eagle3.py "
         "LlamaForCausalLMEagle3.__init__",
-        "embed": "models/llama_eagle3.py LlamaForCausalLMEagle3.__init__ (tie_word_embeddings: lm_head is "
-        "embed_tokens; no draft_vocab_size: lm_head loaded from the target)",
+        "embed": "speculative/eagle_worker_v2.py EagleDraftWorker.init_lm_head (L336-363: set_embed with the "
+        "target's embedding for every EAGLE-3 draft) and models/llama.py LlamaForCausalLM.set_embed (L910: "
+        "skipped only when target_hidden_size differs from hidden_size); models/kimi_k25_eagle3.py "
+        "Eagle3DeepseekV2ForCausalLM.set_embed (L404, the same)",
+        "lm_head": "models/llama_eagle3.py LlamaForCausalLMEagle3.__init__ (L300-314: tie_word_embeddings makes "
+        "lm_head embed_tokens; no draft_vocab_size sets load_lm_head_from_target) and "
+        "speculative/eagle_worker_v2.py EagleDraftWorker.init_lm_head (L356-360: set_embed_and_head with the "
+        "target's head); models/kimi_k25_eagle3.py (L350-360, the same)",
     },
 )
 
@@ -90,11 +98,12 @@ DECIDING: dict[str, tuple[str, ...]] = {
     "srt/models/kimi_k25_eagle3.py": ("*",),
     "srt/models/registry.py": ("_ModelRegistry._normalize_archs", "_ModelRegistry.resolve_model_cls"),
     "srt/model_executor/model_runner_components/spec_aux_hidden_state.py": ("_resolve_eagle_aux_hidden_state",),
-    "srt/models/llama.py": (f"LlamaForCausalLM.{_CAPTURE}", "LlamaModel.forward"),
+    "srt/models/llama.py": (f"LlamaForCausalLM.{_CAPTURE}", "LlamaModel.forward", "LlamaForCausalLM.set_embed"),
     "srt/models/deepseek_v2.py": (f"DeepseekV2ForCausalLM.{_CAPTURE}",),
     "srt/models/glm4_moe_lite.py": (f"Glm4MoeLiteForCausalLM.{_CAPTURE}",),
     "srt/models/gpt_oss.py": (f"GptOssForCausalLM.{_CAPTURE}",),
     "srt/models/kimi_k25.py": (f"KimiK25ForConditionalGeneration.{_CAPTURE}",),
+    "srt/speculative/eagle_worker_v2.py": ("EagleDraftWorker.init_lm_head",),
 }
 
 __all__ = ["DECIDING", "RELEASES", "SGLANG_0_5_23"]

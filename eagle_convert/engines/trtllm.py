@@ -2,7 +2,9 @@
 
 Read, never run, from NVIDIA/TensorRT-LLM at these commits (each file as the code index held it):
 `tensorrt_llm/_torch/models/modeling_speculative.py` @ 00679c66c3e3, `tensorrt_llm/llmapi/llm_args.py`
-@ fcd3f31682808, `tensorrt_llm/_torch/speculative/eagle3.py` @ 001e67005b4f. No tagged release was
+@ 000439672005 (the version of llm_args.py at fcd3f31682808 cited before has no eagle3_layers_to_capture),
+`tensorrt_llm/_torch/speculative/eagle3.py` @ 001e67005b4f. The code index serves these files by character
+offset and the repository is too large to mirror, so rules cite class and function, not line. No tagged release was
 confirmed to hold the EAGLE-3.1 flags (fc_norm, norm_output: PR #14988), so the release is named by
 the commit of the draft class: "main@00679c6".
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 from eagle_convert.engines.rules import EngineRules
 
 _MODEL = "_torch/models/modeling_speculative.py @ 00679c66c3e3"
-_ARGS = "llmapi/llm_args.py @ fcd3f31682808"
+_ARGS = "llmapi/llm_args.py @ 000439672005"
 _EAGLE3 = "_torch/speculative/eagle3.py @ 001e67005b4f"
 
 TRTLLM_MAIN = EngineRules(
@@ -40,6 +42,8 @@ TRTLLM_MAIN = EngineRules(
     d2t_needs_draft_vocab_size=True,
     window_flag=None,
     window_mla=False,
+    embed_from_target=True,
+    lm_head_from="shipped",
     serve_sets=("decoding_type: Eagle3", "max_draft_len", "speculative_model_dir", "eagle3_model_arch: llama3"),
     cites={
         "aux_ids": f"{_ARGS} EagleDecodingConfig.eagle3_layers_to_capture",
@@ -59,9 +63,10 @@ TRTLLM_MAIN = EngineRules(
         "speculators": f"no speculators_config in {_MODEL} or {_ARGS}",
         "d2t": f"{_MODEL} Eagle3DraftModel.__init__ (d2t only when draft_vocab_size differs from vocab_size) "
         "and _ensure_draft_vocab_size (a missing draft_vocab_size defaults to vocab_size)",
-        "embed": f"{_MODEL} Eagle3DraftModel.__init__ (embed_tokens shared with the target unless "
-        "target_hidden_size differs) and Eagle3ForCausalLM.load_weights (lm_head from the target unless the "
-        "draft ships one)",
+        "embed": f"{_MODEL} Eagle3DraftModel.__init__ (embed_tokens = None, taken from the target by "
+        "Eagle3ForCausalLM.load_weights_from_target_model, unless target_hidden_size differs from hidden_size)",
+        "lm_head": f"{_MODEL} Eagle3ForCausalLM.load_weights (load_lm_head_from_target unless a weight name "
+        "contains 'lm_head') and load_weights_from_target_model (lm_head = target_model.lm_head)",
         "window": "no draft sliding window in the files read",
     },
 )
@@ -77,6 +82,8 @@ DECIDING: dict[str, tuple[str, ...]] = {
         "Eagle3ForCausalLM.apply_eagle3_fc",
         "get_draft_model",
         "_ensure_draft_vocab_size",
+        "Eagle3ForCausalLM.load_weights",
+        "Eagle3ForCausalLM.load_weights_from_target_model",
     ),
     "_torch/speculative/eagle3.py": ("Eagle3OneModelSpecMetadata.__post_init__",),
     "llmapi/llm_args.py": ("EagleDecodingConfig",),

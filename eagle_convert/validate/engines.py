@@ -25,10 +25,12 @@ from eagle_convert.engines import (
     read_draft,
     taps,
 )
+from eagle_convert.validate.engine_weights import DraftWeights, sharing_findings
 from eagle_convert.validate.findings import Finding, code_table, finding
 from eagle_convert.vllm_model import lookup
 
 SHARED_FAMILIES = ("files", "shapes")  # the checkpoint's own defects: every engine's
+SHARED_CODES = frozenset({"W604"})  # properties of the tensors in other families (fc_norm all ones)
 VLLM_ONLY = frozenset({"E202", "W204"})  # vLLM's fc-width reading; a dtype note
 
 
@@ -73,12 +75,14 @@ def engine_findings(
     target: Any = None,
     tensors: frozenset[str] = frozenset(),
     aux_weights: int | None = None,
+    weights: DraftWeights | None = None,
 ) -> list[Finding]:
     """`rules`' engine release against the draft as trained (`view`: vLLM's newest reading).
 
     `target`: the target (draft.Target) when given: its depth decides default taps and its class the
     offset rule. `tensors`: the checkpoint's tensor names. `aux_weights`: the aux states fc.weight's
-    width holds (None: unknown, vLLM's count is used).
+    width holds (None: unknown, vLLM's count is used). `weights`: what the draft ships of embed_tokens /
+    lm_head (None: not known, no sharing findings).
     """
     label = rules.label
     if view.speculators and not rules.reads_speculators:  # nothing else of the config is read
@@ -99,6 +103,8 @@ def engine_findings(
     out += _fc_width(ev, aux_weights or view.aux_count, config, mla)
     out += _norms(ev, view, config)
     out += _vocab_window(ev, config, tensors, mla)
+    if weights is not None:
+        out += sharing_findings(rules, config, weights)
     return out
 
 
@@ -347,9 +353,14 @@ def _vocab_window(ev: EngineView, config: dict[str, Any], tensors: frozenset[str
 
 
 def shared_findings(findings: list[Finding]) -> list[Finding]:
-    """The findings of a vLLM report that hold for every engine: the checkpoint's own defects."""
+    """The findings of a vLLM report that hold for every engine: the checkpoint's own defects, and W604
+    (fc_norm exactly ones: a property of the tensors, whichever engine applies them)."""
     table = code_table()
-    return [f for f in findings if table[f.code].family in SHARED_FAMILIES and f.code not in VLLM_ONLY]
+    return [
+        f
+        for f in findings
+        if (table[f.code].family in SHARED_FAMILIES and f.code not in VLLM_ONLY) or f.code in SHARED_CODES
+    ]
 
 
 def version_findings(status: EngineStatus) -> list[Finding]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from eagle_convert.draft import CheckpointRef
 from eagle_convert.engines import EngineStatus, GivenServe, read_serve_file, serve_command
 from eagle_convert.validate.engine_serve import given_findings, serve_draft
+from eagle_convert.validate.engine_weights import draft_weights
 from eagle_convert.validate.engines import engine_findings, shared_findings, version_findings
 from eagle_convert.validate.run import OpenedDraft, ValidationReport, open_draft, static_report
 from eagle_convert.vllm_model import NEWEST_RELEASE, VllmVersionStatus
@@ -33,7 +34,7 @@ def engine_report(
     report = ValidationReport(
         reference.source,
         shared_findings(reference.findings),
-        [f for f in reference.families_run if f in ("files", "shapes")] + ["config", "vocab", "engine"],
+        [f for f in reference.families_run if f in ("files", "shapes", "producer")] + ["config", "vocab", "engine"],
         is_hub=reference.is_hub,
         info=reference.info,
         target=reference.target,
@@ -53,6 +54,7 @@ def engine_report(
             target=tgt,
             tensors=tensors,
             aux_weights=weights_aux_count(ctx),
+            weights=draft_weights(ctx, reference.findings),
         )
         draft = serve_draft(opened, ctx.view)
         if draft is not None:
