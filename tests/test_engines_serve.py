@@ -151,3 +151,23 @@ def test_model_card_lists_each_engine_and_push_retargets_them() -> None:
     assert "--speculative-draft-model-path org/new-draft " in moved
     assert '  speculative_model_dir: "org/new-draft"\n' in moved and "out/d" not in moved
     assert "## Serve with SGLang" not in model_card(CONFIG, model_ref="out/d")  # vLLM only, as before
+
+
+def test_a_long_command_is_shell_lines_that_fit_and_read_back_as_the_same_argv() -> None:
+    """Piped output fits 100 columns: the command breaks between tokens (backslash-newline) and a long
+    JSON argument after a comma between items (a newline in single quotes is JSON whitespace); bash
+    reads the lines back as the same arguments and the JSON as the same object."""
+    import json
+    import subprocess
+
+    from eagle_convert.engines import ServeCommand
+
+    config = {"method": "eagle3", "model": "/tmp/" + "d" * 60 + "/eagle31-draft", "num_speculative_tokens": 3}
+    argv = ("vllm", "serve", "/models/target", "--speculative-config", json.dumps(config))
+    lines = ServeCommand("vllm", "0.32.0", "vLLM", argv).shell_lines(100)
+    assert len(lines) > 2 and all(len(line) <= 100 for line in lines)
+    script = "import json, sys; print(json.dumps(sys.argv[1:]))"
+    shell = "\n".join(lines).replace("vllm serve", f"python3 -c '{script}'", 1)
+    got = json.loads(subprocess.run(["bash", "-c", shell], capture_output=True, text=True, check=True).stdout)
+    assert got[:2] == ["/models/target", "--speculative-config"] and json.loads(got[2]) == config
+    assert ServeCommand("vllm", "0.32.0", "vLLM", argv[:3]).shell_lines(100) == ["vllm serve /models/target"]

@@ -77,6 +77,7 @@ UPGRADE = UpgradeOptions(
     layout="keep",
     norm_output=False,
     aux_layer_ids=(1, 4, 6),
+    serve_for=("vllm", "sglang"),
     init="calibrated",
     calibration_prompts="c.jsonl",
     link=True,
@@ -174,6 +175,9 @@ REPORT = ReportOptions(
     capture="reference",
     drift=False,
     drift_depth=5,
+    servers=("http://staging:8000",),
+    labels=("eagle31",),
+    baseline_server="http://staging:8001",
 )
 
 

@@ -50,6 +50,34 @@ class ServeCommand:
         """The command line as a shell reads it (vLLM's JSON in single quotes, as its docs write it)."""
         return " ".join(t if _PLAIN.match(t) else shlex.quote(t) for t in self.argv)
 
+    def shell_lines(self, width: int = 100) -> list[str]:
+        """The command as lines of at most `width` columns that a shell still reads as one command: a
+        backslash-newline between tokens; a JSON argument longer than a line broken after a comma
+        between its items (a newline inside single quotes is whitespace to JSON). Only a single item
+        longer than a line (a long path) makes a line longer."""
+        tokens = [t if _PLAIN.match(t) else shlex.quote(t) for t in self.argv]
+        lines, line, indent = [], "", "    "
+        for token in tokens:
+            if not line:
+                line = token
+            elif len(line) + 1 + len(token) + 2 <= width:
+                line += " " + token
+            else:
+                lines.append(line + " \\")
+                line = indent + token
+            if len(line) > width and token.startswith("'{") and token.endswith("}'"):
+                head, _, _ = line.rpartition(token)
+                parts = _json_items(token)
+                line = head + parts[0]
+                for part in parts[1:]:
+                    if len(line) + 1 + len(part) <= width:
+                        line += " " + part
+                    else:
+                        lines.append(line)
+                        line = indent + part
+        lines.append(line)
+        return lines
+
     @property
     def config_text(self) -> str | None:
         """The YAML file the command names (None: the command is the whole serving config)."""
@@ -226,3 +254,20 @@ __all__ = [
     "trtllm_command",
     "vllm_command",
 ]
+
+
+def _json_items(token: str) -> list[str]:
+    """A single-quoted JSON object's text split after each top-level item's comma ("a": 1, | "b": 2})."""
+    parts, depth, start, quoted = [], 0, 0, False
+    for i, ch in enumerate(token):
+        if ch == '"' and token[i - 1] != "\\":
+            quoted = not quoted
+        elif not quoted and ch in "{[":
+            depth += 1
+        elif not quoted and ch in "}]":
+            depth -= 1
+        elif not quoted and ch == "," and depth == 1:
+            parts.append(token[start : i + 1])
+            start = i + 2 if token[i + 1 : i + 2] == " " else i + 1
+    parts.append(token[start:])
+    return parts

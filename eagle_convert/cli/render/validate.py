@@ -120,7 +120,8 @@ def render_serve_commands(console: Console, commands: Sequence[ServeCommand]) ->
     """Each engine release's serve command (and the YAML file it names), never wrapped inside a word."""
     for cmd in commands:
         console.print(f"[bold]serve on {escape(cmd.label)}[/bold]:")
-        console.print(Text(cmd.command), soft_wrap=True)
+        for line in cmd.shell_lines(console.width if console.width < 100 else 100):
+            console.print(Text(line), soft_wrap=True)
         if cmd.config_text is not None:
             console.print(f"[dim]{escape(cmd.config_file or '')}:[/dim]")
             console.print(Text(cmd.config_text.rstrip("\n")), soft_wrap=True)
