@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from eagle_convert.check import checks as ck
+from eagle_convert.check import measured as ms
 from eagle_convert.check.policy import Policy
 from eagle_convert.measure.control import (
     Comparison,
@@ -141,11 +142,11 @@ def test_engine_load_pass_and_unwritten_parameter() -> None:
 def test_mean_al_floor_names_the_measured_figure() -> None:
     d = _draft(HISTS, CATS)
     assert d.total.acceptance_length == pytest.approx(1 + (10 + 6 + 0) / 12)
-    [r] = ck.acceptance_checks(d, _policy(acceptance={"min_acceptance_length": 2.0}))
+    [r] = ms.acceptance_checks(d, _policy(acceptance={"min_acceptance_length": 2.0}))
     assert r.passed and r.figure == pytest.approx(7 / 3) and r.threshold == ">= 2"
-    [r] = ck.acceptance_checks(d, _policy(acceptance={"min_acceptance_length": 2.8}))
+    [r] = ms.acceptance_checks(d, _policy(acceptance={"min_acceptance_length": 2.8}))
     assert r.passed is False and r.message == "AL 2.333 over 3 requests (12 draft rounds); floor 2.8: 0.467 short"
-    [r] = ck.acceptance_checks(d, _policy(acceptance={}))
+    [r] = ms.acceptance_checks(d, _policy(acceptance={}))
     assert r.passed is None  # measured and reported, no floor asked for
 
 
@@ -160,7 +161,7 @@ def test_per_position_category_and_bucket_floors() -> None:
             "min_per_bucket": 2.0,
         }
     )
-    pos, *rest = ck.acceptance_checks(d, pol)[1:]
+    pos, *rest = ms.acceptance_checks(d, pol)[1:]
     assert pos.passed and pos.figure == "0.583 / 0.500 / 0.250"
     by_name = {r.name: r for r in rest}
     assert by_name["AL category coding"].passed and by_name["AL category coding"].figure == pytest.approx(3.0)
@@ -168,21 +169,21 @@ def test_per_position_category_and_bucket_floors() -> None:
     assert by_name["AL category chat"].message == "AL 1 over 1 requests; 0.5 below the floor"
     assert by_name["AL bucket natural"].passed and by_name["AL bucket natural"].figure == pytest.approx(7 / 3)
     pol = _policy(acceptance={"min_per_position": [0.6], "min_per_category": {"math": 2.0}})
-    pos, cat = ck.acceptance_checks(d, pol)[1:]
+    pos, cat = ms.acceptance_checks(d, pol)[1:]
     assert pos.passed is False and pos.message == "position 1: 0.583 < 0.600"
     assert cat.passed is False and cat.message == "no measured category 'math' (measured: coding, chat)"
 
 
 def test_per_bucket_with_two_buckets() -> None:
     d = _draft({"a": [0, 0, 2, 2], "a2": [4, 0, 0, 0]}, {"a": "coding", "a2": "coding"}, {"a": NATURAL, "a2": 1024})
-    checks = ck.acceptance_checks(d, _policy(acceptance={"min_per_bucket": {"natural": 3.0, "1024": 1.5}}))[1:]
+    checks = ms.acceptance_checks(d, _policy(acceptance={"min_per_bucket": {"natural": 3.0, "1024": 1.5}}))[1:]
     assert [(r.name, r.passed) for r in checks] == [("AL bucket natural", True), ("AL bucket 1024", False)]
 
 
 def test_floors_need_per_request_counters() -> None:
     d = _draft(HISTS, CATS)
     d.per_request, d.groups = False, []
-    [_, r] = ck.acceptance_checks(d, _policy(acceptance={"min_per_category": 2.0}))
+    [_, r] = ms.acceptance_checks(d, _policy(acceptance={"min_per_category": 2.0}))
     assert r.passed is False and "no per-request counters" in r.message
 
 
@@ -190,13 +191,13 @@ def test_baseline_absolute_and_relative_drop() -> None:
     cand = _draft({"a": [1, 1, 1, 1]}, {"a": "coding"})  # AL 2.5
     base = _draft({"a": [0, 0, 2, 2]}, {"a": "coding"})  # AL 3.5
     base.label = "prod"
-    ab, rel = ck.baseline_checks(
+    ab, rel = ms.baseline_checks(
         cand, base, _policy(acceptance={"max_acceptance_length_drop": 0.5, "max_acceptance_length_drop_relative": 0.3})
     )
     assert ab.passed is False and ab.figure == pytest.approx(1.0) and ab.threshold == "<= 0.5"
     assert ab.message == "candidate AL 2.5 vs baseline prod AL 3.5: drop 1 (28.6%)"
     assert rel.passed and rel.figure == pytest.approx(1 / 3.5)
-    [up] = ck.baseline_checks(base, cand, _policy(acceptance={"max_acceptance_length_drop": 0.0}))
+    [up] = ms.baseline_checks(base, cand, _policy(acceptance={"max_acceptance_length_drop": 0.0}))
     assert up.passed and "gain 1" in up.message
 
 
@@ -215,14 +216,14 @@ def test_alarms_pass_and_each_kind_fails() -> None:
     d = _draft(HISTS, CATS)
     outputs = [[1, 2, 3, 4, 5, 6, 7, 8], [5, 6, 7, 8, 9, 10, 11, 12], [3, 1, 4, 1, 5, 9, 2, 6]]
     pol = _policy(alarms={"implausible_acceptance_length": 3.6})
-    loops, high, low = ck.alarm_checks(d, outputs, K, pol)
+    loops, high, low = ms.alarm_checks(d, outputs, K, pol)
     assert loops.passed and high.passed and low.passed is False  # c: AL 1.0 = 1 of 3 > 25%
     assert low.message == "1 of 3 requests at AL <= 1.05: c (AL 1)" and low.figure == pytest.approx(1 / 3)
     outputs[0] = [1, 2, 7, 7, 7, 7, 7, 7]
-    loops, high, _ = ck.alarm_checks(d, outputs, K, _policy(alarms={"implausible_acceptance_length": 3.5}))
+    loops, high, _ = ms.alarm_checks(d, outputs, K, _policy(alarms={"implausible_acceptance_length": 3.5}))
     assert loops.passed is False and loops.message == "1 of 3 outputs end in a loop: a (period 1, last 6 tokens)"
     assert high.passed and high.message == "1 of 3 requests at AL >= 3.5: a (AL 3.5)"  # 1/3 <= 50%
-    _, high, _ = ck.alarm_checks(
+    _, high, _ = ms.alarm_checks(
         d, outputs, K, _policy(alarms={"implausible_acceptance_length": 2.0, "max_implausible_fraction": 0.5})
     )
     assert high.passed is False and high.figure == pytest.approx(2 / 3)
@@ -260,10 +261,10 @@ def test_identity_near_tie_excused_only_for_the_runner_up() -> None:
     assert not real.passed and real.failures[0].describe() == (
         "prompt 'q' token 3: 30 instead of 3 (top-2 margin 0.5 > tolerance 0.125)"
     )
-    r = ck.identity_check("greedy batch", real, "near-ties")
+    r = ms.identity_check("greedy batch", real, "near-ties")
     assert r.passed is False and r.figure == "1 of 2 differ"
     assert r.message.startswith("1 of 2 prompts change: prompt 'q' token 3")
-    assert ck.identity_check("greedy batch", tie, "near-ties").message == (
+    assert ms.identity_check("greedy batch", tie, "near-ties").message == (
         "1 of 2 prompts identical token for token, 1 diverge at a near-tie (prompt 'p' token 2: 60 instead of 6 "
         "(near-tie: top-2 margin 0.1 <= tolerance 0.125))"
     )
@@ -272,7 +273,7 @@ def test_identity_near_tie_excused_only_for_the_runner_up() -> None:
 
 def test_sampling_control_pass_and_fail_with_cause() -> None:
     ok = SamplingControl(0.01, Comparison(2, 2), Comparison(2, 2))
-    r = ck.sampling_check(ok)
+    r = ms.sampling_check(ok)
     assert r.passed and r.message == (
         "with speculation at T=0.01, 2 prompts converge to greedy; without speculation all 2 equal greedy"
     )
@@ -284,7 +285,7 @@ def test_sampling_control_pass_and_fail_with_cause() -> None:
         min_margin=sampling_margin(0.01),
     )
     bad = SamplingControl(0.01, bad_cmp, Comparison(1, 1), cause="the shim")
-    r = ck.sampling_check(bad)
+    r = ms.sampling_check(bad)
     assert r.passed is False and r.figure == "1 of 1 differ" and r.threshold == "0 at T=0.01"
     assert r.message == (
         "with speculation at T=0.01, 1 of 1 prompts leave the greedy result; without speculation "

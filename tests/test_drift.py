@@ -253,7 +253,7 @@ def test_cli_swapped_arguments(pair) -> None:
 
 
 def test_check_drift_checks_against_the_verdict() -> None:
-    from eagle_convert.check.checks import drift_checks
+    from eagle_convert.check.measured import drift_checks
     from eagle_convert.check.policy import Policy
 
     v = verdict([_row(1, 0.61, 1.0), _row(2, 0.40, 1.5), _row(6, 0.18, 3.4)])

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.check.checks import CheckResult, position_shortfalls
+from eagle_convert.check.checks import CheckResult
+from eagle_convert.check.measured import position_shortfalls
 from eagle_convert.check.policy import Policy
 
 __all__ = ["ServeTarget", "identity_check", "measure_served", "serve_checks", "serve_stage", "serve_target_from"]

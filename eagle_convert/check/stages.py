@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.check import checks as ck
+from eagle_convert.check import measured as ms
 from eagle_convert.check.checks import CheckResult
 from eagle_convert.check.policy import Policy
 from eagle_convert.draft import CheckpointRef
@@ -273,13 +274,13 @@ def acceptance(s: State) -> list[CheckResult]:
     }
     out = _run(s, "candidate", s.folder("draft"), _plan(s).candidate)
     s.candidate = _draft_result(s, s.folder("draft"), out[MAIN], "candidate")
-    return ck.acceptance_checks(s.candidate, s.policy)
+    return ms.acceptance_checks(s.candidate, s.policy)
 
 
 def alarms(s: State) -> list[CheckResult]:
     if (skip := _unmeasured(s, "alarms")) is not None:
         return skip
-    return ck.alarm_checks(s.candidate, s.passes["candidate"][MAIN].outputs, s.k, s.policy)
+    return ms.alarm_checks(s.candidate, s.passes["candidate"][MAIN].outputs, s.k, s.policy)
 
 
 def baseline(s: State) -> list[CheckResult]:
@@ -287,7 +288,7 @@ def baseline(s: State) -> list[CheckResult]:
         return skip
     out = _run(s, "baseline", s.folder("baseline"), _plan(s).baseline)
     base = _draft_result(s, s.folder("baseline"), out[MAIN], Path(s.baseline or "baseline").name or "baseline")
-    return ck.baseline_checks(s.candidate, base, s.policy)
+    return ms.baseline_checks(s.candidate, base, s.policy)
 
 
 def _dtype(s: State) -> str:
@@ -312,7 +313,7 @@ def identity(s: State) -> list[CheckResult]:
     ids = [s.pset.prompts[i].id for i in ref.prompts]
     tol = f"near-ties excused: top-2 logits within {ulps:g} {dtype} ulps"
     out = [
-        ck.identity_check(
+        ms.identity_check(
             "greedy batch",
             compare_outputs(ids, ref.outputs, _greedy(s).outputs, ref.top2, dtype=dtype, tie_ulps=ulps),
             tol,
@@ -320,7 +321,7 @@ def identity(s: State) -> list[CheckResult]:
     ]
     mixed = s.passes["candidate"].get(MIXED)
     if mixed is not None:
-        r = ck.identity_check(
+        r = ms.identity_check(
             "mixed batch (greedy next to sampled requests)",
             compare_outputs(ids, ref.outputs, mixed.outputs, ref.top2, dtype=dtype, tie_ulps=ulps),
             tol,
@@ -344,7 +345,7 @@ def sampling(s: State) -> list[CheckResult]:
     control = sampling_control(
         _greedy(s), s.passes["candidate"][CONTROL_EPS], s.pset, _dtype(s), float(s.need.control), alone=pair
     )
-    return [ck.sampling_check(control)]
+    return [ms.sampling_check(control)]
 
 
 def drift(s: State) -> list[CheckResult]:
@@ -359,4 +360,4 @@ def drift(s: State) -> list[CheckResult]:
         depth=int(s.policy.get("drift", "depth")),
         max_new_tokens=int(s.policy.get("drift", "max_new_tokens")),
     )
-    return ck.drift_checks(rep.drafts[0].verdict, s.policy)
+    return ms.drift_checks(rep.drafts[0].verdict, s.policy)
