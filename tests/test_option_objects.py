@@ -178,6 +178,7 @@ REPORT = ReportOptions(
     servers=("http://staging:8000",),
     labels=("eagle31",),
     baseline_server="http://staging:8001",
+    serve_for=("vllm", "sglang==0.5.23"),
 )
 
 

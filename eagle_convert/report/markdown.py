@@ -20,6 +20,14 @@ def _table(head: list[str], rows: list[list[Any]], align: str = "---") -> list[s
     return [_row(head), "|" + "|".join([align] * len(head)) + "|", *(_row(r) for r in rows), ""]
 
 
+def _verdict(val: dict[str, Any]) -> str:
+    """errors / warnings; with `report --for`, each engine release's, named ("SGLang 0.5.23: 0 / 1")."""
+    engines = val.get("engines")
+    if engines:
+        return "; ".join(f"{e['label']}: {e['errors']} / {e['warnings']}" for e in engines)
+    return f"{val.get('errors', '?')} / {val.get('warnings', '?')}"
+
+
 def _summary(data: dict[str, Any]) -> list[str]:
     acc = data["acceptance"]
     k = acc["settings"]["k"]
@@ -38,7 +46,7 @@ def _summary(data: dict[str, Any]) -> list[str]:
                 "—" if d is acc["drafts"][0] else f"{delta:+.3f}",
                 f"{100 * t['acceptance_rate']:.1f}%",
                 *(f"{100 * p:.1f}%" for p in t["per_position"]),
-                f"{val.get('errors', '?')} / {val.get('warnings', '?')}",
+                _verdict(val),
                 f"`{v.get('path', d['path'])}`",
             ]
         )

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eagle_convert.cache import CAPTURE_ENGINES
 from eagle_convert.errors import OutputError, UsageError
@@ -52,6 +52,9 @@ from eagle_convert.report.stages import (
     validate_stage,
 )
 from eagle_convert.upgrade import UpgradeOptions
+
+if TYPE_CHECKING:
+    from eagle_convert.engines import EngineStatus
 
 __all__ = ["ReportResult", "run_report"]
 
@@ -115,6 +118,13 @@ def _file_digest(r: Runner, value: str | None) -> str:
     return "suite:" + hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
 
 
+def _engines(serve_for: tuple[str, ...]) -> list[EngineStatus]:
+    """The engine releases `--for` names, resolved once (empty: today's report, vLLM as installed)."""
+    from eagle_convert.engines import parse_for
+
+    return parse_for(serve_for) if serve_for else []
+
+
 def run_report(
     draft: str | Path,
     target: str | Path,
@@ -145,7 +155,7 @@ def run_report(
 
     Raises:
         MissingExtraError: an extra a stage needs is not installed (checked before any stage).
-        UsageError: an unknown engine, `concurrency` without the vLLM engine, or a speculative config
+        UsageError: an unknown engine (of `engine` or `serve_for`), `concurrency` without the vLLM engine, or a speculative config
             the installed vLLM refuses, whose k is not `options.k` or (reference engine) with keys
             other than method and num_speculative_tokens.
         OutputError: `out` is, contains or lies inside an input, or is not a folder.
@@ -185,6 +195,8 @@ def run_report(
         raise UsageError(
             f"{{finetune_from={opts.finetune_from!r}}}: choose identity or calibrated", options=("finetune_from",)
         )
+    engines = _engines(opts.serve_for)  # an unknown --for engine fails here, before the first stage
+    serve_key = {"for": [[st.engine, st.release, st.requested, st.outside] for st in engines]} if engines else {}
     suite = smoke_prompts(opts)  # a bad --prompts fails here, before the first stage
     check_served(opts, suite)  # and bad --server values
     dpath, tpath = _local(draft, "draft"), _local(target, "target")
@@ -213,9 +225,9 @@ def run_report(
     ident = out / IDENTITY
     r.stage(
         "upgrade:identity",
-        {},
+        serve_key,
         {"draft": d_draft},
-        lambda: upgrade_stage(dpath, ident, UpgradeOptions()),
+        lambda: upgrade_stage(dpath, ident, UpgradeOptions(serve_for=opts.serve_for)),
         outputs=(IDENTITY,),
     )
     variants.append(Variant(IDENTITY, ident, TITLES[IDENTITY], "upgrade:identity"))
@@ -224,12 +236,14 @@ def run_report(
         cal = out / CALIBRATED
         r.stage(
             "upgrade:calibrated",
-            {"prompts": opts.calibration_prompts is not None},
+            {"prompts": opts.calibration_prompts is not None, **serve_key},
             {"draft": d_draft, "target": d_target, "prompts": _file_digest(r, opts.calibration_prompts)},
             lambda: upgrade_stage(
                 dpath,
                 cal,
-                UpgradeOptions(init="calibrated", calibration_prompts=opts.calibration_prompts),
+                UpgradeOptions(
+                    init="calibrated", calibration_prompts=opts.calibration_prompts, serve_for=opts.serve_for
+                ),
                 target=tpath,
                 say=lambda m: say(f"  {m}"),  # calibrate_fc_norm starts its lines with "calibrate: "
                 on_tick=on_tick,
@@ -277,9 +291,9 @@ def run_report(
     for v in variants:
         r.stage(
             f"validate:{v.name}",
-            {},
+            serve_key,
             {"draft": digests[v.name], "target": d_target},
-            functools.partial(validate_stage, v.path, tpath),
+            functools.partial(validate_stage, v.path, tpath, engines, opts.serve_for),
         )
 
     acceptance = measure_variants(r, variants, digests, tpath, d_target, opts, engine, serve)

@@ -20,6 +20,7 @@ from eagle_convert.upgrade import UpgradeOptions
 
 if TYPE_CHECKING:
     from eagle_convert.draft import Checkpoint
+    from eagle_convert.engines import EngineStatus
     from eagle_convert.measure import Suite
     from eagle_convert.upgrade import Calibrate, NormInit, UpgradePlan
 
@@ -98,6 +99,15 @@ class ReportOptions(MeasureOptions):
         metavar="URL",
         help="The same target served without speculation: the served per-user speedups' denominator.",
     )
+    serve_for: tuple[str, ...] = option(
+        (),
+        flag="--for",
+        multiple=True,
+        metavar="ENGINE[==VERSION]",
+        help="Where the draft will be served (repeatable: vllm, sglang, trtllm, all): the upgrades write one "
+        "config every named engine reads as trained (upgrade --for) and every variant is validated for each "
+        "named engine release (validate --for). Default: vLLM.",
+    )
     extra: dict[str, Any] = field(default_factory=dict)  # recorded, not interpreted
 
     def measure(self) -> MeasureOptions:
@@ -169,22 +179,40 @@ def inspect_stage(draft: Path) -> tuple[dict[str, Any], str]:
     return {k: rep[k] for k in keep if k in rep}, command("inspect", draft)
 
 
-def validate_stage(folder: Path, target: Path) -> tuple[dict[str, Any], str]:
-    from eagle_convert.validate import validate_checkpoint
+def validate_stage(
+    folder: Path, target: Path, engines: Sequence[EngineStatus] = (), serve_for: Sequence[str] = ()
+) -> tuple[dict[str, Any], str]:
+    """`validate FOLDER --target TARGET [--for ...]`: today's verdict (vLLM as installed) without
+    `engines`; with them, one verdict per engine release, summed (ok only when every engine is ok)."""
+    if not engines:
+        return _validated(folder, target, None), command("validate", folder, "--target", target)
+    rows = [_validated(folder, target, st) for st in engines]
+    result = {
+        "ok": all(r["ok"] for r in rows),
+        **{n: sum(r[n] for r in rows) for n in ("errors", "warnings", "infos")},
+        "variant": rows[0]["variant"],
+        "findings": [{**f, "engine": r["label"]} for r in rows for f in r["findings"]],
+        "engines": rows,
+    }
+    flags = [a for spec in serve_for for a in ("--for", spec)]
+    return result, command("validate", folder, "--target", target, *flags)
 
-    rep = validate_checkpoint(folder, target=target).to_dict()
+
+def _validated(folder: Path, target: Path, st: EngineStatus | None) -> dict[str, Any]:
+    """One engine release's verdict as the report records it (None: vLLM as `validate` picks it)."""
+    from eagle_convert.engines import ALL, VLLM
+    from eagle_convert.validate import validate_checkpoint, validate_for
+
+    if st is None or st.engine == VLLM:  # `--for all` names each release, not what is installed
+        version = None if st is None else st.requested or (st.release if st.why == f"--for {ALL}" else None)
+        rep = validate_checkpoint(folder, target=target, vllm_version=version).to_dict()
+    else:
+        rep = validate_for(folder, st, target=target).to_dict()
     findings = [{"code": f["code"], "level": f["level"], "message": f.get("message")} for f in rep["findings"]]
-    return (
-        {
-            "ok": rep["ok"],
-            "errors": rep["errors"],
-            "warnings": rep["warnings"],
-            "infos": rep["infos"],
-            "variant": rep["variant"],
-            "findings": findings,
-        },
-        command("validate", folder, "--target", target),
-    )
+    row = {k: rep[k] for k in ("ok", "errors", "warnings", "infos", "variant")} | {"findings": findings}
+    if st is None:
+        return row
+    return {"engine": st.engine, "release": st.release, "label": st.label, "verified": st.verified, **row}
 
 
 def upgrade_stage(

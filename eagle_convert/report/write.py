@@ -72,6 +72,15 @@ def _cards(variants: Sequence[Variant], target: Path, acc_dict: dict[str, Any]) 
     return cards
 
 
+def _validate_summary(val: dict[str, Any]) -> dict[str, Any]:
+    """A variant row's verdict: the counts, and with `--for` each engine release's (without findings)."""
+    keys = ("ok", "errors", "warnings", "infos")
+    out = {k: val[k] for k in keys}
+    if "engines" in val:
+        out["engines"] = [{k: e[k] for k in ("engine", "release", "label", *keys)} for e in val["engines"]]
+    return out
+
+
 def _options(opts: ReportOptions) -> dict[str, Any]:
     """The options as report.json has always recorded them (`--prompts` as prompts_file), with
     speculative_config only when given."""
@@ -153,7 +162,7 @@ def write_outputs(
                 "variant": by_label[v.name].variant,
                 "card": cards.get(v.name),
                 "acceptance_length": round(by_label[v.name].total.acceptance_length, 4),
-                "validate": {k: val[k] for k in ("ok", "errors", "warnings", "infos")},
+                "validate": _validate_summary(val),
             }
         )
     if engine != "vllm":
