@@ -195,9 +195,9 @@ PRODUCERS: dict[str, Producer] = {
 
 # Known capture paths that trained the same written ids on other layers, which a config cannot show.
 CAVEATS: dict[str, str] = {
-    "modelopt": "ModelOpt's offline vLLM dump (examples/speculative_decoding/collect_hidden_states/"
-    "compute_hidden_states_vllm.py, line 262) passes the ids to vLLM unchanged: a draft trained from it is "
-    "in vLLM's convention already",
+    "modelopt": "ModelOpt's offline vLLM dump (compute_hidden_states_vllm.py, line 262, in "
+    "examples/speculative_decoding/collect_hidden_states) passes the ids to vLLM unchanged: a draft trained "
+    "from it is in vLLM's convention already",
 }
 
 

@@ -53,8 +53,8 @@ class ServeCommand:
     def shell_lines(self, width: int = 100) -> list[str]:
         """The command as lines of at most `width` columns that a shell still reads as one command: a
         backslash-newline between tokens; a JSON argument longer than a line broken after a comma
-        between its items (a newline inside single quotes is whitespace to JSON). Only a single item
-        longer than a line (a long path) makes a line longer."""
+        between its items, and an item longer than a line after its colon (a newline inside single
+        quotes is whitespace to JSON). Only a value longer than a line (a long path) makes one longer."""
         tokens = [t if _PLAIN.match(t) else shlex.quote(t) for t in self.argv]
         lines, line, indent = [], "", "    "
         for token in tokens:
@@ -67,14 +67,21 @@ class ServeCommand:
                 line = indent + token
             if len(line) > width and token.startswith("'{") and token.endswith("}'"):
                 head, _, _ = line.rpartition(token)
-                parts = _json_items(token)
-                line = head + parts[0]
-                for part in parts[1:]:
-                    if len(line) + 1 + len(part) <= width:
-                        line += " " + part
-                    else:
+                items = _json_items(token)
+                line = head + items[0]
+                for item in items[1:]:
+                    key, colon, value = item.partition(": ")
+                    if len(line) + 1 + len(item) <= width:
+                        line += " " + item
+                    elif len(indent) + len(item) <= width or not colon:
                         lines.append(line)
-                        line = indent + part
+                        line = indent + item
+                    else:  # an item longer than a line: its value on a line of its own
+                        if len(line) + len(key) + 2 <= width:
+                            lines.append(f"{line} {key}:")
+                        else:
+                            lines += [line, f"{indent}{key}:"]
+                        line = indent + value
         lines.append(line)
         return lines
 
@@ -257,7 +264,8 @@ __all__ = [
 
 
 def _json_items(token: str) -> list[str]:
-    """A single-quoted JSON object's text split after each top-level item's comma ("a": 1, | "b": 2})."""
+    """A single-quoted JSON object's text split after each top-level item's comma ('{"a": 1, | "b": 2}'):
+    where a shell line may end inside the quotes (and after an item's colon, `shell_lines`)."""
     parts, depth, start, quoted = [], 0, 0, False
     for i, ch in enumerate(token):
         if ch == '"' and token[i - 1] != "\\":
@@ -270,4 +278,5 @@ def _json_items(token: str) -> list[str]:
             parts.append(token[start : i + 1])
             start = i + 2 if token[i + 1 : i + 2] == " " else i + 1
     parts.append(token[start:])
+    # a key and its value may go on two lines too (whitespace after the colon): a long path then fits
     return parts
