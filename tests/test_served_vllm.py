@@ -110,7 +110,11 @@ def test_served_al_is_the_counter_deltas_and_the_in_process_al(pair, servers) ->
         a - b for a, b in zip(after.per_pos, before.per_pos)
     ]
     for lv in levels:
-        assert lv["failed"] == 0 and lv["no_figure"] is None and not lv["notes"], lv
+        # no other traffic noted; a bursty stream may be (this host's client is starved at times: the
+        # rate is then the engine's, which is what the note says and what rate_source records)
+        others = [n for n in lv["notes"] if not n.startswith("the streamed tokens reached this client")]
+        assert lv["failed"] == 0 and lv["no_figure"] is None and not others, lv
+        assert lv["rate_source"] == "engine" and lv["engine_tokens_per_s"] > 0, lv
         assert lv["output_tokens"] == MAX_NEW * len(PROMPTS)
         assert lv["acceptance_length"] == pytest.approx(1 + lv["num_accepted"] / lv["num_drafts"], abs=1e-4)
         assert lv["per_position"] == pytest.approx([a / lv["num_drafts"] for a in lv["accepted_per_pos"]], abs=1e-4)
