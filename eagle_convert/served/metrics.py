@@ -22,7 +22,15 @@ from dataclasses import dataclass
 
 from eagle_convert.served.errors import NoDraftError, ServerError, ServerRestartedError
 
-__all__ = ["COUNTERS", "DecodeTimes", "SpecCounters", "decode_times", "parse_prometheus", "spec_counters"]
+__all__ = [
+    "COUNTERS",
+    "DecodeTimes",
+    "SpecCounters",
+    "decode_times",
+    "parse_prometheus",
+    "read_metrics",
+    "spec_counters",
+]
 
 PREFIX = "vllm:spec_decode_num_"
 DRAFTS = "vllm:spec_decode_num_drafts_total"
@@ -108,10 +116,17 @@ def spec_counters(text: str, url: str, model: str | None = None) -> SpecCounters
         NoDraftError: no spec-decode counters (the server runs without a draft).
         ServerError: malformed text, or counters of several models and none named.
     """
+    return _spec_counters(_samples(text, url), url, model)
+
+
+def _samples(text: str, url: str) -> list[tuple[str, dict[str, str], float]]:
     try:
-        samples = parse_prometheus(text)
+        return parse_prometheus(text)
     except ValueError as exc:
         raise ServerError(url, f"answered /metrics with malformed Prometheus text: {exc}", hint=_METRICS_HINT) from None
+
+
+def _spec_counters(samples: list[tuple[str, dict[str, str], float]], url: str, model: str | None) -> SpecCounters:
     spec = [(n, lab, v) for n, lab, v in samples if n in COUNTERS]
     if not spec:
         raise NoDraftError(
@@ -170,6 +185,19 @@ def decode_times(text: str, model: str) -> DecodeTimes | None:
         samples = parse_prometheus(text)
     except ValueError:
         return None
+    return _decode_times(samples, model)
+
+
+def read_metrics(text: str, url: str, model: str, spec: bool) -> tuple[SpecCounters | None, DecodeTimes | None]:
+    """One `/metrics` text parsed once: the spec-decode counters (`spec`: a server with a draft,
+    raising as `spec_counters` does) and the decode histograms."""
+    if not spec:
+        return None, decode_times(text, model)
+    samples = _samples(text, url)
+    return _spec_counters(samples, url, model), _decode_times(samples, model)
+
+
+def _decode_times(samples: list[tuple[str, dict[str, str], float]], model: str) -> DecodeTimes | None:
     sums = {DECODE_SUM: 0.0, DECODE_COUNT: 0.0, GENERATED_SUM: 0.0}
     seen = set()
     for name, lab, value in samples:

@@ -28,7 +28,7 @@ from eagle_convert.served.buckets import bucket_prompts
 from eagle_convert.served.errors import NoDraftError, ServerError
 from eagle_convert.served.http import Connection, ServedModel
 from eagle_convert.served.longctx import long_context_prompts
-from eagle_convert.served.metrics import DecodeTimes, SpecCounters, decode_times, spec_counters
+from eagle_convert.served.metrics import DecodeTimes, SpecCounters, read_metrics, spec_counters
 from eagle_convert.served.results import BASELINE_LABEL, ENGINE, STREAM, ServedLevel, ServedReport, ServedServer
 from eagle_convert.served.stream import RequestOutcome, Sampling, run_streams
 
@@ -99,12 +99,12 @@ async def _read(conn: Connection, model: str, spec: bool) -> Reading:
     """The spec-decode counters (a server with a draft) and the decode histograms (any vLLM server)."""
     if spec:
         _, text, _ = await conn.get("/metrics")
-        return spec_counters(text, conn.url, model), decode_times(text, model)
+        return read_metrics(text, conn.url, model, spec=True)
     try:  # the baseline, or a timing-only server: /metrics is optional
         _, text, _ = await conn.get("/metrics")
     except ServerError:
         return None, None
-    return None, decode_times(text, model)
+    return read_metrics(text, conn.url, model, spec=False)
 
 
 async def _settled(conn: Connection, model: str, spec: bool, before: Reading | None = None, ok: int = 0) -> Reading:
