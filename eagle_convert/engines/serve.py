@@ -48,14 +48,18 @@ class ServeCommand:
     @property
     def command(self) -> str:
         """The command line as a shell reads it (vLLM's JSON in single quotes, as its docs write it)."""
-        return " ".join(t if _PLAIN.match(t) else shlex.quote(t) for t in self.argv)
+        return " ".join(self._quoted())
+
+    def _quoted(self) -> list[str]:
+        """`argv` as shell words: quoted only where a shell would read them otherwise."""
+        return [t if _PLAIN.match(t) else shlex.quote(t) for t in self.argv]
 
     def shell_lines(self, width: int = 100) -> list[str]:
         """The command as lines of at most `width` columns that a shell still reads as one command: a
         backslash-newline between tokens; a JSON argument longer than a line broken after a comma
         between its items, and an item longer than a line after its colon (a newline inside single
         quotes is whitespace to JSON). Only a value longer than a line (a long path) makes one longer."""
-        tokens = [t if _PLAIN.match(t) else shlex.quote(t) for t in self.argv]
+        tokens = self._quoted()
         lines, line, indent = [], "", "    "
         for token in tokens:
             if not line:
