@@ -23,6 +23,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,7 +73,8 @@ def _vllm_guarded(item: pytest.Item) -> Iterator[None]:
     """A test not marked vllm runs with vLLM imports refused, here and in its subprocesses; any
     attempt fails it, naming the importing line."""
     if item.get_closest_marker("vllm") is not None:
-        yield
+        with _shared_vllm_worker():  # the run's one vLLM worker (below)
+            yield
         return
     record = Path(item.config._vllm_record_dir) / "imports.txt"  # type: ignore[attr-defined]
     record.unlink(missing_ok=True)
@@ -165,3 +167,50 @@ def hf_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
     with isolated_hf_client(tmp_path, monkeypatch):
         yield
+
+
+# ------------------------------------------------------------------ one vLLM worker for the test run
+# A vllm test, its fixtures included, runs its vLLM passes in ONE worker: one vLLM import for the whole
+# run instead of one per module (`vllm.use_session`). A test that hands a command its own
+# `EngineSession` (one about worker start, timeout or crash) keeps it. Each command leaves the worker
+# with no engine up (`vllm.engine_session`), and so does each test, so a test measures what its
+# command alone would: engine starts, swaps and outputs as with a fresh worker.
+_VLLM_WORKER: list[Any] = []
+
+
+def _vllm_worker() -> Any:
+    if not _VLLM_WORKER:
+        from eagle_convert.vllm import EngineSession
+
+        _VLLM_WORKER.append(EngineSession())  # starts on first use
+    return _VLLM_WORKER[0]
+
+
+@contextmanager
+def _shared_vllm_worker() -> Iterator[None]:
+    from eagle_convert.vllm import use_session
+
+    session = _vllm_worker()
+    try:
+        with use_session(session):
+            yield
+    finally:
+        session.release()
+
+
+@pytest.fixture(scope="session")
+def vllm_session() -> Any:
+    """The run's one vLLM worker (`EngineSession`), for a test that drives it or hands it on."""
+    return _vllm_worker()
+
+
+@pytest.fixture
+def vllm_fresh_engines(vllm_session: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The run's one vLLM worker with engine sharing off: each request a fresh engine, as vLLM serves a draft."""
+    monkeypatch.setattr(vllm_session, "share", False)
+    return vllm_session
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _VLLM_WORKER:
+        _VLLM_WORKER.pop().close()

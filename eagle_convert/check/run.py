@@ -253,7 +253,6 @@ def run_check(
     say = progress or (lambda _m: None)
     engines = Engines(cache if cache is not None else {}, session)
     state = stages.State(str(draft), target_s, baseline_s, policy, need, engines, release=vllm_version)
-    state.worker_starts_before = engines.worker_starts
     state.serve_for = serving
     state.serve_config = serve_config
     state.serve = report.serve = serve
@@ -304,7 +303,7 @@ def run_check(
             if any(r.passed is False for r in results) and not keep_going:
                 report.stopped_after = stage
     finally:
-        report.worker_starts = engines.worker_starts - state.worker_starts_before
+        report.worker_starts = engines.worker_starts
         engines.close()
     report.engine_starts, report.load_checks = engines.engine_starts, engines.load_checks
     report.draft_swaps = engines.draft_swaps

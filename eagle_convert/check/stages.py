@@ -67,7 +67,6 @@ class State:
     passes: dict[str, dict[str, Any]] = field(default_factory=dict)  # role -> pass name -> PassResult
     settings: dict[str, Any] = field(default_factory=dict)
     vllm_version: str | None = None
-    worker_starts_before: int = 0  # of a session shared with earlier checks
     release: str | None = None  # --vllm-version / [static] vllm_version: the release the verdict is for
     serve: Any = None  # vllm_model.serve_config.ServeConfig: --speculative-config / --max-model-len
     serve_for: Any = None  # engines.EngineStatus: --for sglang|trtllm, the engine the static verdict is for

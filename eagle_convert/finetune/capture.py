@@ -15,6 +15,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -95,10 +96,12 @@ def capture_training_data(
     )
     n = d.continuation_tokens
     say(f"capture: {o.engine} continues {len(rendered.token_ids)} prompts by {n} tokens")
-    t0 = time.perf_counter()
-    own = None
+    t0, stack = time.perf_counter(), ExitStack()
     if o.engine == "vllm":  # one max_model_len for the continuations and the capture: one engine
         o = replace(o, max_model_len=o.max_model_len or max(map(len, rendered.token_ids)) + n + 8)
+        from eagle_convert.vllm import engine_session
+
+        session = stack.enter_context(engine_session(session))  # the caller's, the one in use, or one closed below
     try:
         key = _data_key(tdir, o, rendered.token_ids, n)
         seqs = None if force else _saved_sequences(Path(out), key)
@@ -107,7 +110,7 @@ def capture_training_data(
         elif n == 0:  # calibration data: the rendered prompts alone
             seqs = [list(ids) for ids in rendered.token_ids]
         else:
-            seqs, session, own, reference_target, o = _continue(
+            seqs, reference_target = _continue(
                 tdir, o, rendered.token_ids, n, tokenizer, tick, session, reference_target
             )
             _save_sequences(Path(out), key, seqs)
@@ -127,8 +130,7 @@ def capture_training_data(
             reference_target=reference_target,
         )
     finally:
-        if own is not None:
-            own.close()
+        stack.close()
 
 
 def _continue(
@@ -140,10 +142,8 @@ def _continue(
     tick: OnTick,
     session: Any,
     reference_target: Any,
-) -> tuple[list[list[int]], Any, Any, Any, CaptureOptions]:
-    """(each prompt + the engine's `n` greedy tokens, the session, the session this opened (to
-    close), the reference target, the options)."""
-    own = None
+) -> tuple[list[list[int]], Any]:
+    """(each prompt + the engine's `n` greedy tokens, the reference target)."""
     total = len(prompts)
     if o.engine == "reference":
         if reference_target is None:
@@ -158,11 +158,7 @@ def _continue(
             pad_token(tokenizer),
             lambda k: tick(Tick("continuations", k, total)),
         )
-        return seqs, session, own, reference_target, o
-    if session is None:
-        from eagle_convert.vllm import EngineSession
-
-        session = own = EngineSession()
+        return seqs, reference_target
     conts = session.continue_greedy(
         tdir,
         [(f"s{i}", ids) for i, ids in enumerate(prompts)],
@@ -173,7 +169,7 @@ def _continue(
         max_model_len=o.max_model_len,
     )
     tick(Tick("continuations", total, total))
-    return [ids + conts[f"s{i}"] for i, ids in enumerate(prompts)], session, own, reference_target, o
+    return [ids + conts[f"s{i}"] for i, ids in enumerate(prompts)], reference_target
 
 
 def _data_key(tdir: Path, o: CaptureOptions, prompts: list[list[int]], n: int) -> str:

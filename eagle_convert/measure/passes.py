@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.vllm import EngineSession, PassResult, PassSpec
+from eagle_convert.vllm import EngineSession, PassResult, PassSpec, engine_session
 
 __all__ = [
     "CONTROL_EPS",
@@ -121,17 +122,22 @@ class Engines:
     load_checks: int = 0
     seconds: dict[str, float] = field(default_factory=dict)  # per engine role: worker seconds spent
     vllm_version: str | None = None
-    _own_session: bool = False
+    _borrowed: ExitStack = field(default_factory=ExitStack)
+    _workers_before: int = 0  # of a session shared with earlier runs
+
+    def __post_init__(self) -> None:
+        self._workers_before = self.worker_starts
 
     def _session(self) -> EngineSession:
+        """The caller's session, else the one in use (`vllm.engine_session`), else a new one."""
         if self.session is None:
-            self.session, self._own_session = EngineSession(), True
+            self.session = self._borrowed.enter_context(engine_session())
+            self._workers_before = self.session.worker_starts
         return self.session
 
     def close(self) -> None:
-        if self._own_session and self.session is not None:
-            self.session.close()
-            self.session = None
+        """Leave a borrowed session with no engine up, close one opened here; the caller's stays."""
+        self._borrowed.close()
 
     @staticmethod
     def _prompts_key(prompts: list[list[int]]) -> str:
@@ -203,4 +209,5 @@ class Engines:
 
     @property
     def worker_starts(self) -> int:
-        return self.session.worker_starts if self.session is not None else 0
+        """vLLM workers started by these runs (0 when they found one running)."""
+        return (self.session.worker_starts if self.session is not None else 0) - self._workers_before

@@ -96,12 +96,9 @@ def measure_vllm(
     """Run every draft (and, with `concurrency` and `baseline`, the target alone) in one worker;
     with `serve` (--speculative-config) every draft's engine runs with exactly its keys; `on_tick`
     counts the engines run (one per draft, plus the target alone)."""
-    from eagle_convert.vllm import EngineSession, engine_order
+    from eagle_convert.vllm import engine_order, engine_session
 
     concurrency = parse_concurrency(concurrency) if concurrency else []
-    own = session is None
-    session = session or EngineSession()
-    starts0, swaps0 = session.engine_starts, session.swaps
     dtype = target_dtype(target)
     mml = max_model_len_for(target, pset, max_new_tokens, k)
     mml = serve.engine_max_model_len(mml) if serve is not None else mml
@@ -124,7 +121,8 @@ def measure_vllm(
     tick = tick_or_nothing(on_tick)
     runs = len(drafts) + int(bool(tput and baseline))
     tick(Tick("vllm", 0, runs))
-    try:
+    with engine_session(session) as session:
+        starts0, swaps0 = session.engine_starts, session.swaps
         for i in engine_order(drafts, session.shares(tensor_parallel_size)):
             path, label = drafts[i], names[i]
             passes = draft_passes(temperature, len(prompts), seed)
@@ -155,9 +153,6 @@ def measure_vllm(
             base = engine_rates(run, concurrency, NO_SPEC, None)
             tick(Tick("vllm", runs, runs, NO_SPEC))
         starts, swaps = session.engine_starts - starts0, session.swaps - swaps0
-    finally:
-        if own:
-            session.close()
     settings: dict[str, Any] = {
         "max_new_tokens": max_new_tokens,
         "max_model_len": mml,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from eagle_convert._lazy import TYPE_CHECKING, attach
 
 if TYPE_CHECKING:  # what type checkers see
+    from eagle_convert.vllm.current import engine_session, use_session
     from eagle_convert.vllm.drift_rounds import VllmDriftRequest, VllmRound, vllm_drift_rounds
     from eagle_convert.vllm.known_issues import sampling_issues
     from eagle_convert.vllm.session import EngineRun, EngineSession, PassResult, PassSpec
@@ -15,6 +16,8 @@ else:  # what runs: each name imported from its module on first use
         __name__,
         {
             "check_with_vllm": "eagle_convert.vllm.strict_load",
+            "engine_session": "eagle_convert.vllm.current",
+            "use_session": "eagle_convert.vllm.current",
             "sampling_issues": "eagle_convert.vllm.known_issues",
             "VllmDriftRequest": "eagle_convert.vllm.drift_rounds",
             "VllmRound": "eagle_convert.vllm.drift_rounds",
@@ -30,11 +33,13 @@ else:  # what runs: each name imported from its module on first use
 __all__ = [
     "check_with_vllm",
     "engine_order",
+    "engine_session",
     "EngineRun",
     "EngineSession",
     "PassResult",
     "PassSpec",
     "sampling_issues",
+    "use_session",
     "VllmDriftRequest",
     "VllmRound",
     "vllm_drift_rounds",

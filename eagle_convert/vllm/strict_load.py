@@ -19,8 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from eagle_convert.extras import require
+from eagle_convert.vllm.current import engine_session
 from eagle_convert.vllm.load_report import EngineReport
-from eagle_convert.vllm.session import EngineSession
 
 
 def check_with_vllm(
@@ -31,8 +31,6 @@ def check_with_vllm(
     num_speculative_tokens: int = 3,
     dtype: str = "auto",
     max_model_len: int = 512,
-    python: str | None = None,
-    env: dict[str, str] | None = None,
     speculative: dict | None = None,
 ) -> EngineReport:
     """Load ``draft`` as the EAGLE-3 draft of ``target`` with vLLM's loader; report what it wrote.
@@ -49,8 +47,6 @@ def check_with_vllm(
         num_speculative_tokens=num_speculative_tokens,
         dtype=dtype,
         max_model_len=max_model_len,
-        python=python,
-        env=env,
         speculative=speculative,
     )[0]
 
@@ -63,17 +59,16 @@ def check_many_with_vllm(
     num_speculative_tokens: int = 3,
     dtype: str = "auto",
     max_model_len: int = 512,
-    python: str | None = None,
-    env: dict[str, str] | None = None,
     speculative: dict | None = None,
 ) -> list[EngineReport]:
-    """``check_with_vllm`` for several drafts of one target in one worker (one vLLM import).
+    """``check_with_vllm`` for several drafts of one target in one worker (one vLLM import): the
+    session in use (`vllm.current`), else a new one.
 
     Each draft gets a fresh engine config and fresh distributed groups. ``timeout_s`` covers
     the whole batch.
     """
     require("vllm", "the vLLM engine check")
-    with EngineSession(python=python, env=env) as session:
+    with engine_session() as session:
         return session.load_check(
             drafts,
             target,
