@@ -101,7 +101,7 @@ def test_upgrade_validate_finetune_and_smoke_agree_on_a_multimodal_target(tmp_pa
     """Behaviour change: upgrade used to take the top level's 8 layers, validate the text config's 40."""
     from eagle_convert.finetune.plan import _check_pair
     from eagle_convert.measure.prompts import _target_context
-    from eagle_convert.measure.vllm_run import target_config
+    from eagle_convert.measure.vllm_measure import target_config
 
     target = _target(tmp_path / "target", MULTIMODAL)
     draft = edit_draft(

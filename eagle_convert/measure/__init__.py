@@ -72,8 +72,15 @@ if TYPE_CHECKING:  # what type checkers see
         ThroughputReport,
         parse_concurrency,
     )
-    from eagle_convert.measure.vllm_measure import Measurement, engine_device, measure_vllm, throughput_report
-    from eagle_convert.measure.vllm_run import max_model_len_for, sampling_control, target_dtype
+    from eagle_convert.measure.vllm_measure import (
+        Measurement,
+        engine_device,
+        max_model_len_for,
+        measure_vllm,
+        sampling_control,
+        target_dtype,
+        throughput_report,
+    )
 else:  # what runs: each name imported from its module on first use
     __getattr__, __dir__ = attach(
         __name__,
@@ -148,9 +155,9 @@ else:  # what runs: each name imported from its module on first use
             "engine_device": "eagle_convert.measure.vllm_measure",
             "measure_vllm": "eagle_convert.measure.vllm_measure",
             "throughput_report": "eagle_convert.measure.vllm_measure",
-            "max_model_len_for": "eagle_convert.measure.vllm_run",
-            "sampling_control": "eagle_convert.measure.vllm_run",
-            "target_dtype": "eagle_convert.measure.vllm_run",
+            "max_model_len_for": "eagle_convert.measure.vllm_measure",
+            "sampling_control": "eagle_convert.measure.vllm_measure",
+            "target_dtype": "eagle_convert.measure.vllm_measure",
         },
     )
 

@@ -1,5 +1,5 @@
-"""vLLM pass planning, shared by `smoke --engine vllm`, `report` and `check`: one set of pass
-names, the passes each engine runs, and the engine runs of a check with the fewest engine starts.
+"""vLLM passes and the one vLLM runner, `Engines`: one set of pass names, the passes each engine
+runs, and every engine request of `check`, `smoke --engine vllm` and `report`.
 
 A pass is one `generate` call on an engine (`vllm.PassSpec`). Every caller names its passes from
 the one set below, so a pass means the same thing wherever it runs:
@@ -11,15 +11,16 @@ the one set below, so a pass means the same thing wherever it runs:
   top-2 logits and at T = eps (`measure/control.py`; smoke and report above T = 0).
 - `MIXED`: every prompt greedily next to sampled companions (check's mixed-batch identity).
 
-`check` runs its passes through `Engines`: all vLLM work of one check in one worker process
-(`vllm.EngineSession`: one vLLM import), started when the first stage that needs vLLM runs. Each
-engine (the candidate draft, the baseline draft, the target alone) starts at most once and runs
-every pass the policy needs from it; an engine whose passes are all in `cache` does not start, and
-a baseline of the candidate's structure (its fine-tuned or calibrated twin) is swapped into the
-candidate's engine instead of starting one. A cache (a plain dict) handed to several checks shares
-engine runs between them: keys hold the target, draft, prompts and every setting, on the
-assumption that the folders do not change in between. `smoke` and `report` run theirs in
-`measure/vllm_measure.py` (drafts of one structure swapped into one engine).
+`Engines` runs them: all vLLM work of a command in one worker process (the caller's
+`vllm.EngineSession`, else the one in use, `vllm.engine_session`: one vLLM import), started when the
+first stage that needs vLLM runs. In `check` each engine (the candidate draft, the baseline draft,
+the target alone) starts at most once and runs every pass the policy needs from it; an engine whose
+passes are all in `cache` does not start, and a baseline of the candidate's structure (its
+fine-tuned or calibrated twin) is swapped into the candidate's engine instead of starting one. A
+cache (a plain dict) handed to several checks shares engine runs between them: keys hold the
+target, draft, prompts and every setting, on the assumption that the folders do not change in
+between. `smoke` and `report` plan theirs in `measure/vllm_measure.py` (drafts of one structure
+swapped into one engine).
 """
 
 from __future__ import annotations
@@ -31,7 +32,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.vllm import EngineSession, PassResult, PassSpec, engine_session
+from eagle_convert.vllm import (
+    ENGINE_TIMEOUT_S,
+    MAX_NUM_SEQS,
+    EngineRun,
+    EngineSession,
+    PassResult,
+    PassSpec,
+    engine_session,
+)
 
 __all__ = [
     "CONTROL_EPS",
@@ -113,7 +122,7 @@ def plan_check_passes(
 
 @dataclass
 class Engines:
-    """The engine runs of a check (or of several checks sharing `cache`)."""
+    """The engine runs of a command (or of several checks sharing `cache`)."""
 
     cache: dict[Any, Any] = field(default_factory=dict)
     session: EngineSession | None = None
@@ -122,6 +131,7 @@ class Engines:
     load_checks: int = 0
     seconds: dict[str, float] = field(default_factory=dict)  # per engine role: worker seconds spent
     vllm_version: str | None = None
+    last_run: EngineRun | None = None  # the latest engine request: started or swapped, its timings
     _borrowed: ExitStack = field(default_factory=ExitStack)
     _workers_before: int = 0  # of a session shared with earlier runs
 
@@ -134,6 +144,10 @@ class Engines:
             self.session = self._borrowed.enter_context(engine_session())
             self._workers_before = self.session.worker_starts
         return self.session
+
+    def shares(self, tensor_parallel_size: int = 1) -> bool:
+        """Whether drafts of one structure swap into one engine (`vllm.EngineSession.shares`)."""
+        return self._session().shares(tensor_parallel_size)
 
     def close(self) -> None:
         """Leave a borrowed session with no engine up, close one opened here; the caller's stays."""
@@ -155,8 +169,10 @@ class Engines:
         max_new_tokens: int,
         max_model_len: int,
         seed: int,
-        timeout_s: float,
+        timeout_s: float = ENGINE_TIMEOUT_S,
         speculative: dict[str, Any] | None = None,
+        tensor_parallel_size: int = 1,
+        max_num_seqs: int = MAX_NUM_SEQS,
     ) -> dict[str, PassResult]:
         """The results of `specs` on the engine (target, draft); starts it only for uncached passes.
         `speculative`: the deployment's speculative-config keys (`--speculative-config`)."""
@@ -170,6 +186,8 @@ class Engines:
             seed,
             self._prompts_key(prompts),
             json.dumps(speculative or {}, sort_keys=True),
+            tensor_parallel_size,
+            max_num_seqs,
         )
         missing = [s for s in specs if (*base, s) not in self.cache]
         if missing:
@@ -184,7 +202,10 @@ class Engines:
                 seed=seed,
                 timeout_s=timeout_s,
                 speculative=speculative,
+                tensor_parallel_size=tensor_parallel_size,
+                max_num_seqs=max_num_seqs,
             )
+            self.last_run = run
             self.engine_starts += run.started
             self.draft_swaps += not run.started
             self.vllm_version = run.vllm_version or self.vllm_version

@@ -29,7 +29,10 @@ from eagle_convert.vllm.load_report import EngineReport, load_reports, load_requ
 from eagle_convert.vllm.sharing import sharing_enabled, swap_key
 from eagle_convert.vllm_model import AcceptanceMetrics, detect_features, speculative_config_for, vllm_available
 
-__all__ = ["PassSpec", "PassResult", "EngineRun", "EngineSession"]
+__all__ = ["ENGINE_TIMEOUT_S", "MAX_NUM_SEQS", "PassSpec", "PassResult", "EngineRun", "EngineSession"]
+
+ENGINE_TIMEOUT_S = 1200.0  # one engine request: its start (or swap) and every pass
+MAX_NUM_SEQS = 8  # the engines' batch size without a concurrency level above it
 
 _PKG_PARENT = str(Path(__file__).resolve().parents[2])
 
@@ -281,8 +284,8 @@ class EngineSession:
         seed: int = 0,
         dtype: str = "auto",
         tensor_parallel_size: int = 1,
-        max_num_seqs: int = 8,
-        timeout_s: float = 1200,
+        max_num_seqs: int = MAX_NUM_SEQS,
+        timeout_s: float = ENGINE_TIMEOUT_S,
         speculative: dict[str, Any] | None = None,
     ) -> EngineRun:
         """Run ``passes`` on an engine for the target with ``draft`` speculating (or alone): a fresh
