@@ -1,10 +1,9 @@
-"""The one vLLM worker a whole command, or a whole test run, shares: the `EngineSession` in use.
+"""The vLLM worker in use, so one worker (one vLLM import) serves a whole command or test run.
 
 Every vLLM run (check's stages, smoke, report, drift, capture, `validate --load vllm`) asks
-`engine_session` for its worker instead of starting one, so one vLLM import serves them all; a caller
-that holds a session makes it the one in use with `use_session` instead of threading it through
-every layer. A run that borrows the session in use leaves it as a fresh command would find it: no
-engine up (`EngineSession.release`), the worker and its vLLM import kept.
+`engine_session` for its worker; a caller holding one makes it the one in use (`use_session`)
+instead of threading it through every layer. A run that borrows it leaves it as a fresh command
+would find it: no engine up (`EngineSession.release`), the worker kept.
 """
 
 from __future__ import annotations

