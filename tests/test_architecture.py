@@ -27,6 +27,7 @@ LAYERS: dict[str, int] = {
     "extras": 0,
     "progress": 0,  # the library's progress ticks (the CLI draws them)
     "optionspec": 0,  # option-object fields carrying their CLI facts (cli/options.py makes the click options)
+    "jsonable": 0,  # result dataclasses whose fields carry their JSON spelling: to_dict and readers derived
     "io": 1,  # bytes only
     "vllm_model": 2,  # how vLLM reads a draft: tables and rules, no I/O of its own
     "engines": 2,  # how SGLang and TensorRT-LLM read a draft (rules as data per release); --for ENGINE

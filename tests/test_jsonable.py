@@ -1,0 +1,210 @@
+"""`jsonable`: results declared once, their `to_dict` and readers derived; and each converted
+result's JSON pinned byte for byte (key order, rounding, omitted keys) to what its hand-written
+`to_dict` wrote before the conversion (the `GOLDEN` strings were recorded from that code)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eagle_convert.jsonable import Jsonable, dump, encode, key, load
+
+# ---------------------------------------------------------------------------------- the helper
+
+
+@dataclass(frozen=True)
+class _Row(Jsonable):
+    depth: int
+    share: float | None = key("sink_share", ndigits=2)
+    extra: str | None = key(omit_none=True, default=None)
+    secret: bytes = key(dump=False, default=b"")
+
+
+@dataclass(frozen=True)
+class _Table(Jsonable):
+    name: str
+    rows: list[_Row]
+    best: _Row | None = None
+    where: Path = Path("/x")
+    pairs: tuple[int, ...] = ()
+    notes: dict[str, float] = field(default_factory=dict)
+
+
+def test_dump_writes_keys_rounding_omission_and_nesting() -> None:
+    t = _Table("t", [_Row(1, 0.12345), _Row(2, None, "e", b"s")], None, Path("/d/f"), (1, 2), {"a": 0.5})
+    assert json.dumps(t.to_dict()) == (
+        '{"name": "t", "rows": [{"depth": 1, "sink_share": 0.12}, {"depth": 2, "sink_share": null, "extra": "e"}], '
+        '"best": null, "where": "/d/f", "pairs": [1, 2], "notes": {"a": 0.5}}'
+    )
+
+
+def test_dump_orders_computed_keys_and_refuses_an_unknown_one() -> None:
+    row = _Row(3, 0.5)
+    assert list(dump(row, "total depth extra sink_share", total=7)) == ["total", "depth", "sink_share"]
+    with pytest.raises(KeyError, match="_Row: no field or computed value writes the JSON key 'shares'"):
+        dump(row, "depth shares")
+
+
+def test_encode_rounds_floats_only() -> None:
+    """A bool is an int: rounding must leave True a bool (JSON `true`, not `1`)."""
+    assert encode([True, 3, 1.23456, [2.5555]], 2) == [True, 3, 1.23, [2.56]]
+
+
+def test_load_reads_back_what_dump_wrote() -> None:
+    t = _Table("t", [_Row(1, 0.25), _Row(2, None, "e")], _Row(9, 1.0), Path("/d"), (1, 2), {"a": 0.5})
+    back = load(_Table, json.loads(json.dumps(t.to_dict())))
+    assert back == _Table("t", [_Row(1, 0.25), _Row(2, None, "e")], _Row(9, 1.0), "/d", (1, 2), {"a": 0.5})  # type: ignore[arg-type]
+    assert _Row.from_dict({"depth": 1, "sink_share": None}) == _Row(1, None)
+    with pytest.raises(KeyError, match="sink_share"):
+        _Row.from_dict({"depth": 1})
+    with pytest.raises(TypeError, match="expected a list, got dict"):
+        _Table.from_dict({"name": "t", "rows": {}})
+
+
+# ------------------------------------------------------------- converted results, pinned
+
+
+def _drift() -> Any:
+    from eagle_convert.drift.crosscheck import CrossCheck, CrossCheckRow
+    from eagle_convert.drift.results import AuxRow, DepthRow, DraftDrift, DriftGroup, DriftReport, Verdict
+
+    rows = [
+        DepthRow(1, 4, 0.5, 0.25, 0.25, 1.5, 8, 6, {"sink": [[0.5, 0.5]], "context": [[0.25]], "own": [[0.25]]}),
+        DepthRow(2, 0, None, None, None, None, 0, 0),
+    ]
+    group = DriftGroup(None, None, 2, rows, [AuxRow(0, 1, 2.5, 1.0), AuxRow(1, None, None, None)])
+    cross = CrossCheck(
+        "d", "/p", "vllm 0.34.0 float32", 0.05, [CrossCheckRow(1, 3, 1.5, 1.51, 0.0066, 0.01)], 2, 1, 3, 4, 5, 1.25
+    )
+    verdict = Verdict("stable", "stable over depths 1-2", 0.5, 0.5, 1, 1.0, 1)
+    drafts = [
+        DraftDrift("d", "/p", "EAGLE-3.1", True, False, [group], group, verdict, 2.5, cross),
+        DraftDrift("e", "/q", None, False, False, [], group, verdict, 1.0),
+    ]
+    return DriftReport("/t", "reference", {"depth": 2, "buckets": [0]}, drafts, 3.5)
+
+
+def _push() -> Any:
+    from eagle_convert.push import PushPlan, PushResult
+
+    files = {"config.json": 512, "model.safetensors": 4096, "README.md": 900}
+    plan = PushPlan(
+        Path("/d"),
+        "org/name",
+        "main",
+        True,
+        None,
+        "Upload draft",
+        files,
+        True,
+        "https://hf.co",
+        False,
+        [("E104", "tensor without flag")],
+        2,
+        b"card",
+        True,
+    )
+    result = PushResult(
+        "org/name", "dev", "a" * 40, "https://hf.co/c", None, files, False, "https://hf.co", ["E104"], 1, True
+    )
+    return _Both(plan, result)
+
+
+def _diff() -> Any:
+    from eagle_convert.diff import CheckpointDiff, ConfigDiff, TensorChange
+
+    config = ConfigDiff({"norm_output": True}, {"old": 1}, {"eagle_config.x": (1, [2, 3])})
+    changes = [TensorChange("fc.weight", "fc.weight", ("F32", "BF16"), ([4, 8], [4, 8]), 0.125, 3)]
+    rows = [{"name": "fc_norm.0.weight", "dtype": "F32", "shape": [8]}]
+    return CheckpointDiff("a", "b", rows, [], [("midlayer.x", "layers.0.x")], changes, 7, config, False)
+
+
+def _finetune() -> Any:
+    from eagle_convert.cache.options import CaptureOptions
+    from eagle_convert.finetune.options import Stage
+    from eagle_convert.finetune.plan import FinetunePlan, FinetuneResult, StageResult
+    from eagle_convert.measure.prompts import Prompt
+
+    stages = [Stage("fc_norm", 60, 1e-3), Stage("all", 60, 1e-4, 1e-3)]
+    prompts = [Prompt("p1", "code", "def f():"), Prompt("p2", "chat", None, ({"role": "user", "content": "hi"},))]
+    plans = [
+        FinetunePlan(
+            Path("/d"),
+            Path("/t"),
+            Path("/o"),
+            {"a": 1},
+            "EAGLE-3.1",
+            [1, 2, 3],
+            "BF16",
+            False,
+            stages,
+            prompts,
+            "builtin",
+            None,
+            "none",
+            96,
+            3,
+            0,
+            False,
+            cache=cache,
+            capture=capture,
+            nproc=2,
+        )
+        for cache, capture in [(None, None), (Path("/c"), None), (Path("/c"), CaptureOptions(engine="reference"))]
+    ]
+    stage = StageResult("all", 2, 1e-4, 0.0, ["fc.weight"], [1.55555, 1.2], 3.14159, eal=[(1, 1.254321), (2, 1.5)])
+    result = FinetuneResult(
+        Path("/o"),
+        [stage],
+        [0.333333] * 3,
+        [0.666666] * 3,
+        1.666666,
+        1.2,
+        10,
+        500,
+        1.23456,
+        5.55555,
+        held_out=2,
+        eal_before=0.4666666,
+        best={"stage": "all", "step": 2, "eal": 1.5},
+    )
+    return _Both(*plans, result)
+
+
+@dataclass
+class _Both:
+    """Several results pinned together: their dicts in a list."""
+
+    items: tuple[Any, ...]
+
+    def __init__(self, *items: Any) -> None:
+        self.items = items
+
+    def to_dict(self) -> list[Any]:  # type: ignore[override]
+        return [i.to_dict() for i in self.items]
+
+
+GOLDEN: dict[str, str] = {
+    "diff": '{"a": "a", "b": "b", "same": false, "compared_data": false, "added": [{"name": "fc_norm.0.weight", "dtype": "F32", "shape": [8]}], "removed": [], "renamed": [{"a": "midlayer.x", "b": "layers.0.x"}], "changed": [{"a": "fc.weight", "b": "fc.weight", "dtype": ["F32", "BF16"], "shape": [[4, 8], [4, 8]], "max_abs_diff": 0.125, "differing_elements": 3}], "identical": 7, "config": {"added": {"norm_output": true}, "removed": {"old": 1}, "changed": {"eagle_config.x": {"a": 1, "b": [2, 3]}}}}',
+    "drift": '{"report_version": 1, "target": "/t", "engine": "reference", "settings": {"depth": 2, "buckets": [0]}, "drafts": [{"label": "d", "path": "/p", "variant": "EAGLE-3.1", "fc_norm": true, "norm_output": false, "verdict": {"status": "stable", "text": "stable over depths 1-2", "sink_first": 0.5, "sink_min": 0.5, "sink_min_depth": 1, "rms_growth": 1.0, "rms_growth_depth": 1, "thresholds": {"sink_fall": 0.5, "sink_min": 0.1, "rms_growth": 2.0}}, "overall": {"chat_template": null, "bucket": null, "prompts": 2, "depths": [{"depth": 1, "passes": 4, "sink_share": 0.5, "context_share": 0.25, "own_share": 0.25, "fed_rms": 1.5, "reached": 8, "accepted": 6, "conditional_acceptance": 0.75, "per_head": {"sink": [[0.5, 0.5]], "context": [[0.25]], "own": [[0.25]]}}, {"depth": 2, "passes": 0, "sink_share": null, "context_share": null, "own_share": null, "fed_rms": null, "reached": 0, "accepted": 0, "conditional_acceptance": null, "per_head": {}}], "aux": [{"chunk": 0, "layer_id": 1, "rms": 2.5, "fc_input_rms": 1.0}, {"chunk": 1, "layer_id": null, "rms": null, "fc_input_rms": null}]}, "groups": [{"chat_template": null, "bucket": null, "prompts": 2, "depths": [{"depth": 1, "passes": 4, "sink_share": 0.5, "context_share": 0.25, "own_share": 0.25, "fed_rms": 1.5, "reached": 8, "accepted": 6, "conditional_acceptance": 0.75, "per_head": {"sink": [[0.5, 0.5]], "context": [[0.25]], "own": [[0.25]]}}, {"depth": 2, "passes": 0, "sink_share": null, "context_share": null, "own_share": null, "fed_rms": null, "reached": 0, "accepted": 0, "conditional_acceptance": null, "per_head": {}}], "aux": [{"chunk": 0, "layer_id": 1, "rms": 2.5, "fc_input_rms": 1.0}, {"chunk": 1, "layer_id": null, "rms": null, "fc_input_rms": null}]}], "seconds": 2.5, "cross_check": {"label": "d", "path": "/p", "engine": "vllm 0.34.0 float32", "tolerance": 0.05, "agrees": true, "prompts": 2, "identical_prompts": 1, "matched_rounds": 3, "reference_rounds": 4, "vllm_rounds": 5, "rows": [{"depth": 1, "rounds": 3, "reference_rms": 1.5, "vllm_rms": 1.51, "rel_diff": 0.0066, "max_round_rel_diff": 0.01}], "seconds": 1.25}}, {"label": "e", "path": "/q", "variant": null, "fc_norm": false, "norm_output": false, "verdict": {"status": "stable", "text": "stable over depths 1-2", "sink_first": 0.5, "sink_min": 0.5, "sink_min_depth": 1, "rms_growth": 1.0, "rms_growth_depth": 1, "thresholds": {"sink_fall": 0.5, "sink_min": 0.1, "rms_growth": 2.0}}, "overall": {"chat_template": null, "bucket": null, "prompts": 2, "depths": [{"depth": 1, "passes": 4, "sink_share": 0.5, "context_share": 0.25, "own_share": 0.25, "fed_rms": 1.5, "reached": 8, "accepted": 6, "conditional_acceptance": 0.75, "per_head": {"sink": [[0.5, 0.5]], "context": [[0.25]], "own": [[0.25]]}}, {"depth": 2, "passes": 0, "sink_share": null, "context_share": null, "own_share": null, "fed_rms": null, "reached": 0, "accepted": 0, "conditional_acceptance": null, "per_head": {}}], "aux": [{"chunk": 0, "layer_id": 1, "rms": 2.5, "fc_input_rms": 1.0}, {"chunk": 1, "layer_id": null, "rms": null, "fc_input_rms": null}]}, "groups": [], "seconds": 1.0, "cross_check": null}], "seconds": 3.5}',
+    "finetune": '[{"draft": "/d", "target": "/t", "out": "/o", "variant": "EAGLE-3.1", "aux_layer_ids": [1, 2, 3], "dtype": "BF16", "stages": [{"name": "fc_norm", "steps": 60, "lr": 0.001, "l2sp": 0.0}, {"name": "all", "steps": 60, "lr": 0.0001, "l2sp": 0.001}], "prompts": "builtin", "num_prompts": 2, "chat_template": "none", "continuation_tokens": 96, "ttt_steps": 3, "batch_size": 8, "seed": 0, "max_len": 128, "eval_every": 1, "nproc": 2, "hold_out_every": 5}, {"draft": "/d", "target": "/t", "out": "/o", "variant": "EAGLE-3.1", "aux_layer_ids": [1, 2, 3], "dtype": "BF16", "stages": [{"name": "fc_norm", "steps": 60, "lr": 0.001, "l2sp": 0.0}, {"name": "all", "steps": 60, "lr": 0.0001, "l2sp": 0.001}], "prompts": "builtin", "num_prompts": 2, "chat_template": "none", "continuation_tokens": 96, "ttt_steps": 3, "batch_size": 8, "seed": 0, "max_len": 128, "eval_every": 1, "nproc": 2, "hold_out_every": 5, "cache": "/c"}, {"draft": "/d", "target": "/t", "out": "/o", "variant": "EAGLE-3.1", "aux_layer_ids": [1, 2, 3], "dtype": "BF16", "stages": [{"name": "fc_norm", "steps": 60, "lr": 0.001, "l2sp": 0.0}, {"name": "all", "steps": 60, "lr": 0.0001, "l2sp": 0.001}], "prompts": "builtin", "num_prompts": 2, "chat_template": "none", "continuation_tokens": 96, "ttt_steps": 3, "batch_size": 8, "seed": 0, "max_len": 128, "eval_every": 1, "nproc": 2, "hold_out_every": 5, "cache": "/c", "capture": {"engine": "reference", "dtype": "auto", "tensor_parallel_size": 1, "pipeline_parallel_size": 1, "distributed_executor_backend": null, "shard_size": 64, "max_model_len": null}}, {"out": "/o", "seconds": 5.56, "generate_seconds": 1.23, "sequences": 10, "tokens": 500, "loss_before": 1.6667, "loss_after": 1.2, "step_acc_before": [0.3333, 0.3333, 0.3333], "step_acc_after": [0.6667, 0.6667, 0.6667], "held_out": 2, "eal_before": 0.4667, "best": {"stage": "all", "step": 2, "eal": 1.5}, "stages": [{"name": "all", "steps": 2, "lr": 0.0001, "l2sp": 0.0, "trainable": ["fc.weight"], "losses": [1.5555, 1.2], "seconds": 3.14, "eal": [[1, 1.2543], [2, 1.5]], "best_step": null}]}]',
+    "push": '[{"dry_run": true, "repo_id": "org/name", "revision": "main", "create_pr": true, "private": null, "commit_message": "Upload draft", "files": {"config.json": 512, "model.safetensors": 4096, "README.md": 900}, "total_bytes": 5508, "card_retargeted": true, "card_generated": true, "endpoint": "https://hf.co", "validation_errors": ["E104"], "validation_warnings": 2, "would_push": false}, {"repo_id": "org/name", "revision": "dev", "commit_oid": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "commit_url": "https://hf.co/c", "pr_url": null, "files": {"config.json": 512, "model.safetensors": 4096, "README.md": 900}, "total_bytes": 5508, "card_retargeted": false, "card_generated": true, "endpoint": "https://hf.co", "validation_errors": ["E104"], "validation_warnings": 1}]',
+}
+
+BUILDERS = {"drift": _drift, "push": _push, "diff": _diff, "finetune": _finetune}
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_json_is_unchanged_by_the_conversion(name: str) -> None:
+    assert json.dumps(BUILDERS[name]().to_dict()) == GOLDEN[name]
+
+
+def test_drift_report_reads_back_equal() -> None:
+    from eagle_convert.drift import read_drift_report
+
+    report = _drift()
+    assert read_drift_report(json.loads(json.dumps(report.to_dict()))) == report
