@@ -32,6 +32,7 @@ from eagle_convert.errors import (
     UsageError,
 )
 from eagle_convert.io import OFFLINE_REASON, endpoint, endpoint_display, local_folder, offline, translate
+from eagle_convert.jsonable import Jsonable, dump, key
 from eagle_convert.validate import serving_summary, validate_checkpoint
 
 __all__ = ["PushPlan", "PushResult", "plan_push", "push_draft", "push_files"]
@@ -43,10 +44,10 @@ PUSH_UNREACHABLE_HINT = "check the network connection and HF_ENDPOINT; {dry_run}
 
 
 @dataclass
-class PushPlan:
+class PushPlan(Jsonable):
     """What `push_draft` would send, decided without any hub request (`push --dry-run` shows it)."""
 
-    folder: Path
+    folder: Path = key(dump=False)
     repo_id: str
     revision: str  # the branch committed to (the PR's base with create_pr)
     create_pr: bool
@@ -55,10 +56,11 @@ class PushPlan:
     files: dict[str, int]  # path in the repo -> bytes that would be sent
     card_retargeted: bool  # the model card's `vllm serve` would name the repo
     endpoint: str
-    allow_invalid: bool
+    allow_invalid: bool = key(dump=False)
     validation_errors: list[tuple[str, str]] = field(default_factory=list)  # (code, message)
     validation_warnings: int = 0
-    card_bytes: bytes | None = None  # the retargeted (or generated) card, sent instead of the local README.md
+    # the retargeted (or generated) card, sent instead of the local README.md
+    card_bytes: bytes | None = key(dump=False, default=None)
     card_generated: bool = False  # the folder has no README.md: an eagle-convert card is generated for the repo
 
     @property
@@ -67,26 +69,14 @@ class PushPlan:
         return bool(self.validation_errors) and not self.allow_invalid
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "dry_run": True,
-            "repo_id": self.repo_id,
-            "revision": self.revision,
-            "create_pr": self.create_pr,
-            "private": self.private,
-            "commit_message": self.commit_message,
-            "files": self.files,
-            "total_bytes": sum(self.files.values()),
-            "card_retargeted": self.card_retargeted,
-            "card_generated": self.card_generated,
-            "endpoint": self.endpoint,
-            "validation_errors": [code for code, _ in self.validation_errors],
-            "validation_warnings": self.validation_warnings,
-            "would_push": not self.refused,
-        }
+        codes, size = [code for code, _ in self.validation_errors], sum(self.files.values())
+        return dump(
+            self, _PLAN_KEYS, dry_run=True, total_bytes=size, validation_errors=codes, would_push=not self.refused
+        )
 
 
 @dataclass
-class PushResult:
+class PushResult(Jsonable):
     """A finished push: the repo, the branch, the commit (or pull request) and the files sent."""
 
     repo_id: str
@@ -102,20 +92,13 @@ class PushResult:
     card_generated: bool = False  # README.md was generated: the folder had none
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "repo_id": self.repo_id,
-            "revision": self.revision,
-            "commit_oid": self.commit_oid,
-            "commit_url": self.commit_url,
-            "pr_url": self.pr_url,
-            "files": self.files,
-            "total_bytes": sum(self.files.values()),
-            "card_retargeted": self.card_retargeted,
-            "card_generated": self.card_generated,
-            "endpoint": self.endpoint,
-            "validation_errors": self.validation_errors,
-            "validation_warnings": self.validation_warnings,
-        }
+        return dump(
+            self, "repo_id revision commit_oid commit_url pr_url " + _KEYS, total_bytes=sum(self.files.values())
+        )
+
+
+_KEYS = "files total_bytes card_retargeted card_generated endpoint validation_errors validation_warnings"
+_PLAN_KEYS = "dry_run repo_id revision create_pr private commit_message " + _KEYS + " would_push"
 
 
 def push_files(folder: Path) -> list[str]:
