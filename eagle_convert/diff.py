@@ -8,11 +8,12 @@ read from byte ranges; only chunks that differ are decoded (numpy) for the max a
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from eagle_convert.draft import Checkpoint, canonical_name, open_checkpoint
 from eagle_convert.io import TensorInfo
+from eagle_convert.jsonable import dump
 
 __all__ = ["CheckpointDiff", "ConfigDiff", "TensorChange", "compare_tensor", "config_diff", "diff_checkpoints"]
 
@@ -32,11 +33,7 @@ class ConfigDiff:
         return bool(self.added or self.removed or self.changed)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "added": self.added,
-            "removed": self.removed,
-            "changed": {k: {"a": a, "b": b} for k, (a, b) in self.changed.items()},
-        }
+        return dump(self, changed={k: {"a": a, "b": b} for k, (a, b) in self.changed.items()})
 
 
 def config_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> ConfigDiff:
@@ -93,18 +90,13 @@ class CheckpointDiff:
         return not (self.added or self.removed or self.renamed or self.changed or self.config)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "a": self.a,
-            "b": self.b,
-            "same": self.same,
-            "compared_data": self.compared_data,
-            "added": self.added,
-            "removed": self.removed,
-            "renamed": [{"a": a, "b": b} for a, b in self.renamed],
-            "changed": [asdict(c) for c in self.changed],
-            "identical": self.identical,
-            "config": self.config.to_dict(),
-        }
+        renamed = [{"a": a, "b": b} for a, b in self.renamed]
+        return dump(
+            self,
+            "a b same compared_data added removed renamed changed identical config",
+            same=self.same,
+            renamed=renamed,
+        )
 
 
 def _row(t: TensorInfo) -> dict[str, Any]:
