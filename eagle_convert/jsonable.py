@@ -62,26 +62,22 @@ def encode(value: Any, ndigits: int | None = None) -> Any:
 
 
 def dump(obj: Any, keys: str | None = None, **computed: Any) -> dict[str, Any]:
-    """The JSON dict of the dataclass `obj`: its written fields in order, then `computed`; or, with
-    `keys` (the JSON keys, space-separated), exactly those keys in that order, each a `computed`
-    keyword or a field's key. A name that is neither raises KeyError (a typo fails every test)."""
-    written: dict[str, Any] = {}
-    for f in dataclasses.fields(obj):
-        spec = _spec(f)
-        value = getattr(obj, f.name)
-        if spec.dump and not (spec.omit_none and value is None):
-            written[spec.name or f.name] = encode(value, spec.ndigits)
-    written.update((k, encode(v)) for k, v in computed.items())
-    if keys is None:
-        return written
-    return {k: written[k] for k in keys.split() if k in written or _declared(obj, k)}
-
-
-def _declared(obj: Any, name: str) -> bool:
-    """A key left out because its field was None and `omit_none`; KeyError for an unknown one."""
-    if any((_spec(f).name or f.name) == name for f in dataclasses.fields(obj)):
-        return False
-    raise KeyError(f"{type(obj).__name__}: no field or computed value writes the JSON key {name!r}")
+    """The JSON dict of the dataclass `obj`: its written fields in order, then `computed` (a
+    computed value of a field's key takes its place); or, with `keys` (the JSON keys,
+    space-separated), exactly those keys in that order, each a `computed` keyword or a field's key.
+    A name that is neither raises KeyError (a typo fails every test)."""
+    fields = {(_spec(f).name or f.name): f for f in dataclasses.fields(obj) if _spec(f).dump}
+    out: dict[str, Any] = {}
+    for k in keys.split() if keys is not None else dict.fromkeys([*fields, *computed]):
+        if k in computed:
+            out[k] = encode(computed[k])
+        elif k in fields:
+            spec, value = _spec(fields[k]), getattr(obj, fields[k].name)
+            if not (spec.omit_none and value is None):
+                out[k] = encode(value, spec.ndigits)
+        else:
+            raise KeyError(f"{type(obj).__name__}: no field or computed value writes the JSON key {k!r}")
+    return out
 
 
 def load(cls: type[T], data: Mapping[str, Any]) -> T:

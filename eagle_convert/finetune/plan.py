@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from eagle_convert.errors import CheckpointNotFoundError, EagleConvertError, Usa
 from eagle_convert.extras import require
 from eagle_convert.finetune.options import DEFAULT_MAX_LEN, FinetuneOptions, Stage
 from eagle_convert.io import check_output_dir, local_folder
+from eagle_convert.jsonable import Jsonable, dump, key
 from eagle_convert.measure import Prompt, prompt_items, resolve_chat_template
 from eagle_convert.progress import Tick
 
@@ -126,7 +127,7 @@ class FinetunePlan:
     out: Path
     config: dict[str, Any]  # the input's config.json, written back with provenance
     variant: str
-    aux_ids: list[int]
+    aux_ids: list[int] = key("aux_layer_ids")
     dtype: str  # safetensors dtype of the input's weights (F32, BF16, F16)
     include_embed: bool
     stages: list[Stage]
@@ -141,67 +142,52 @@ class FinetunePlan:
     batch_size: int = BATCH_SIZE
     max_len: int | None = DEFAULT_MAX_LEN
     eval_every: int = 1
-    cache: Path | None = None  # train from this capture cache (the target is not loaded)
-    capture: CaptureOptions | None = None  # capture into `cache` first, with these settings
+    # train from this capture cache (the target is not loaded); capture into it first with `capture`'s settings
+    cache: Path | None = key(omit_none=True, default=None)
+    capture: CaptureOptions | None = key(omit_none=True, default=None)
     nproc: int = 1  # data-parallel training processes (finetune/distributed.py)
     notices: list[str] = field(default_factory=list)  # the prompt suite's refusal lines (SPEED-Bench placeholders)
 
     def to_dict(self) -> dict[str, Any]:
-        extra: dict[str, Any] = {} if self.cache is None else {"cache": str(self.cache)}
-        if self.capture is not None:
-            extra["capture"] = asdict(self.capture)
-        return {
-            "draft": str(self.draft),
-            "target": str(self.target),
-            "out": str(self.out),
-            "variant": self.variant,
-            "aux_layer_ids": self.aux_ids,
-            "dtype": self.dtype,
-            "stages": [asdict(s) for s in self.stages],
-            "prompts": self.prompts_label,
-            "num_prompts": len(self.prompts),
-            "chat_template": self.template_label,
-            "continuation_tokens": self.continuation_tokens,
-            "ttt_steps": self.ttt_steps,
-            "batch_size": self.batch_size,
-            "seed": self.seed,
-            "max_len": self.max_len,
-            "eval_every": self.eval_every,
-            "nproc": self.nproc,
-            "hold_out_every": HOLD_OUT_EVERY,
-            **extra,
-        }
+        shown = {"prompts": self.prompts_label, "num_prompts": len(self.prompts), "chat_template": self.template_label}
+        return dump(self, _PLAN_KEYS, **shown, hold_out_every=HOLD_OUT_EVERY)
+
+
+_PLAN_KEYS = (
+    "draft target out variant aux_layer_ids dtype stages prompts num_prompts chat_template continuation_tokens "
+    "ttt_steps batch_size seed max_len eval_every nproc hold_out_every cache capture"
+)
 
 
 @dataclass
-class StageResult:
+class StageResult(Jsonable):
     name: str
     steps: int
     lr: float
     l2sp: float
     trainable: list[str]
-    losses: list[float]
-    seconds: float
-    eal: list[tuple[int, float]] = field(default_factory=list)  # (step, held-out EAL); step 0: the start
+    losses: list[float] = key(ndigits=4)
+    seconds: float = key(ndigits=2)
+    eal: list[tuple[int, float]] = key(ndigits=4, default_factory=list)  # (step, held-out EAL); step 0: the start
     best_step: int | None = None  # this stage's step whose weights were written (None: another stage's)
 
 
 @dataclass
-class FinetuneResult:
+class FinetuneResult(Jsonable):
     """A finished fine-tune: the written folder, each stage's outcome, accuracy and loss before and after, held-out EAL."""
 
     out: Path
     stages: list[StageResult]
-    step_acc_before: list[float]  # teacher-forced argmax agreement per TTT step, all data
-    step_acc_after: list[float]
-    loss_before: float
-    loss_after: float
+    step_acc_before: list[float] = key(ndigits=4)  # teacher-forced argmax agreement per TTT step, all data
+    step_acc_after: list[float] = key(ndigits=4)
+    loss_before: float = key(ndigits=4)
+    loss_after: float = key(ndigits=4)
     sequences: int
     tokens: int
-    generate_seconds: float
-    seconds: float
+    generate_seconds: float = key(ndigits=2)
+    seconds: float = key(ndigits=2)
     held_out: int = 0  # sequences that scored the steps
-    eal_before: float | None = None  # held-out EAL of the input
+    eal_before: float | None = key(ndigits=4, default=None)  # held-out EAL of the input
     best: dict[str, Any] | None = None  # {"stage", "step", "eal"} of the weights written ("start": the input's)
 
     @property
@@ -209,29 +195,13 @@ class FinetuneResult:
         return {s.name: s.losses for s in self.stages}
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "out": str(self.out),
-            "seconds": round(self.seconds, 2),
-            "generate_seconds": round(self.generate_seconds, 2),
-            "sequences": self.sequences,
-            "tokens": self.tokens,
-            "loss_before": round(self.loss_before, 4),
-            "loss_after": round(self.loss_after, 4),
-            "step_acc_before": [round(a, 4) for a in self.step_acc_before],
-            "step_acc_after": [round(a, 4) for a in self.step_acc_after],
-            "held_out": self.held_out,
-            "eal_before": None if self.eal_before is None else round(self.eal_before, 4),
-            "best": self.best,
-            "stages": [
-                {
-                    **asdict(s),
-                    "losses": [round(x, 4) for x in s.losses],
-                    "eal": [[st, round(e, 4)] for st, e in s.eal],
-                    "seconds": round(s.seconds, 2),
-                }
-                for s in self.stages
-            ],
-        }
+        return dump(self, _RESULT_KEYS)
+
+
+_RESULT_KEYS = (
+    "out seconds generate_seconds sequences tokens loss_before loss_after step_acc_before step_acc_after held_out "
+    "eal_before best stages"
+)
 
 
 # ------------------------------------------------------------------------------- planning
