@@ -17,6 +17,7 @@ from typing import Any
 from eagle_convert.draft import Checkpoint, CheckpointRef, Classified, DraftInfo, classify, describe, open_checkpoint
 from eagle_convert.errors import ConfigError, NotADraftError, UnknownLayoutError, UsageError
 from eagle_convert.extras import require
+from eagle_convert.jsonable import dump, key
 from eagle_convert.validate.deep import DeepSummary, Progress
 from eagle_convert.validate.findings import Report, finding
 from eagle_convert.vllm_model import (
@@ -45,41 +46,32 @@ class ValidationReport(Report):
     serve: ServeConfig | None = None  # --speculative-config / --max-model-len, as the release reads them
     fingerprints: FingerprintCheck | None = None  # the installed vLLM's deciding code vs its release's (E705)
     notes: dict[str, str] = field(default_factory=dict)  # what a check read or could not do (target weights)
-    serving: Any = None  # engines.EngineStatus: the engine release other than vLLM the verdict is for (--for)
+    serving: Any = key(
+        "for", default=None
+    )  # engines.EngineStatus: the engine release other than vLLM the verdict is for (--for)
     serve_commands: list[Any] = field(default_factory=list)  # engines.ServeCommand: how to serve it as trained
     serve_config: Any = None  # engines.GivenServe: the deployment's SGLang / TensorRT-LLM serve config (--serve-config)
-    seconds: float = 0.0
-    timings: dict[str, float] = field(default_factory=dict)
+    seconds: float = key(ndigits=3, default=0.0)
+    timings: dict[str, float] = key(ndigits=3, default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        counts = self.counts()
-        info = self.info
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "source": self.source,
-            "ok": not self.errors,
-            "errors": counts["error"],
-            "warnings": counts["warning"],
-            "infos": counts["info"],
-            "layout": info.layout if info else None,
-            "variant": info.variant if info else None,
-            "vllm_architecture": info.vllm_architecture if info else None,
-            "vllm_class": self.vllm_class,
-            "target": self.target,
-            "checks": list(self.families_run),
-            "findings": self.findings_dicts(),
-            "deep": self.deep.to_dict() if self.deep else None,
-            "engine": self.engine,
-            "vllm": self.vllm.to_dict() if self.vllm else None,
-            "serve": self.serve.to_dict() if self.serve else None,
-            "fingerprints": self.fingerprints.to_dict() if self.fingerprints else None,
-            "for": self.serving.to_dict() if self.serving is not None else None,
-            "serve_commands": [c.to_dict() for c in self.serve_commands],
-            "serve_config": self.serve_config.to_dict() if self.serve_config is not None else None,
-            "seconds": round(self.seconds, 3),
-            "timings": {k: round(v, 3) for k, v in self.timings.items()},
-            "notes": dict(self.notes),
-        }
+        counts, info = self.counts(), self.info
+        return dump(
+            self,
+            _KEYS,
+            schema_version=SCHEMA_VERSION,
+            ok=not self.errors,
+            **{f"{level}s": counts[level] for level in ("error", "warning", "info")},
+            **{k: getattr(info, k) if info else None for k in ("layout", "variant", "vllm_architecture")},
+            checks=list(self.families_run),
+            findings=self.findings_dicts(),
+        )
+
+
+_KEYS = (
+    "schema_version source ok errors warnings infos layout variant vllm_architecture vllm_class target checks findings "
+    "deep engine vllm serve fingerprints for serve_commands serve_config seconds timings notes"
+)
 
 
 def _check_args(engine: str | None, target: Any) -> None:
