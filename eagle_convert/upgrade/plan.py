@@ -33,6 +33,7 @@ from eagle_convert.draft import (
 )
 from eagle_convert.errors import EagleConvertError, UpgradeRefusedError, UsageError
 from eagle_convert.io import INDEX_FILENAME, ByteRange, OutTensor
+from eagle_convert.jsonable import dump, key
 from eagle_convert.upgrade.auxids import AuxIds, resolve_aux
 from eagle_convert.upgrade.configgen import (
     apply_rules,
@@ -82,7 +83,9 @@ class UpgradePlan:
     not_carried: list[str] = field(default_factory=list)
     norm_init: NormInit | None = None  # None: ones
     readme: str = ""  # the model card (README.md)
-    engines: tuple[str, ...] = ()  # `--for`: the engine releases the config is written for (empty: vLLM)
+    engines: tuple[str, ...] = key(
+        "for", default=()
+    )  # `--for`: the engine releases the config is written for (empty: vLLM)
     output_check: OutputCheck | None = field(default=None, repr=False)  # validate's errors on the planned output
 
     @property
@@ -111,38 +114,32 @@ class UpgradePlan:
         return sum(self.output_files.values())
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "source_layout": self.source_layout,
-            "storage": self.storage,
-            "layout": self.layout,
-            "config_format": self.config_format,
-            "attention": self.attention,
-            "num_aux": self.num_aux,
-            "target_hidden_size": self.target_hidden_size,
-            "norm_dtype": self.norm_dtype,
-            "norm_output": self.norm_output,
-            "aux_layer_ids": {"ids": list(self.aux.ids), "origin": self.aux.origin, "detail": self.aux.detail},
-            "renames": self.renames,
-            "additions": [
-                {"name": t.name, "dtype": t.dtype, "shape": list(t.shape), **self._init(i)}
-                for i, t in enumerate(self.additions)
-            ],
-            "config_diff": config_diff(self.config_before, self.config_after).to_dict(),
-            "config_after": self.config_after,
-            "files": [{"filename": f.filename, "bytes": f.total_bytes, "tensors": len(f.tensors)} for f in self.files],
-            "output_files": self.output_files,
-            "total_bytes": self.total_bytes,
-            "warnings": self.warnings,
-            "not_carried": self.not_carried,
-            "for": list(self.engines),
-        }
+        additions = [
+            {"name": t.name, "dtype": t.dtype, "shape": list(t.shape), **self._init(i)}
+            for i, t in enumerate(self.additions)
+        ]
+        return dump(
+            self,
+            _KEYS,
+            aux_layer_ids=dump(self.aux, "ids origin detail"),
+            additions=additions,
+            config_diff=config_diff(self.config_before, self.config_after),
+            files=[{"filename": f.filename, "bytes": f.total_bytes, "tensors": len(f.tensors)} for f in self.files],
+            output_files=self.output_files,
+            total_bytes=self.total_bytes,
+        )
 
     def _init(self, i: int) -> dict[str, Any]:
         if self.norm_init is None:
             return {"init": "ones"}
         v = self.norm_init.values[i]
         return {"init": self.norm_init.method, **({"value": v[0]} if len(v) == 1 else {"mean": sum(v) / len(v)})}
+
+
+_KEYS = (
+    "source source_layout storage layout config_format attention num_aux target_hidden_size norm_dtype norm_output "
+    "aux_layer_ids renames additions config_diff config_after files output_files total_bytes warnings not_carried for"
+)
 
 
 def plan_upgrade(
