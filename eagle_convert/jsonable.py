@@ -1,10 +1,11 @@
 """Results whose dataclass fields say how they are written as JSON: `to_dict` and the reader derived.
 
-A result is declared once, as a dataclass. A field's JSON facts sit in its metadata (`key(...)`):
-its key when it differs from the field's name, floats rounded to `ndigits` (inside lists and dicts
-too), left out when None, or not written at all. `dump` writes the fields in order; a result whose
-JSON also holds computed values (a property, a count, a constant) passes them by keyword and, where
-they do not simply follow the fields, names the order of its keys once. `load` reads a dump back
+A result is declared once, as a dataclass. A field's JSON facts sit in its metadata
+(`field(metadata=key(...))`): its key when it differs from the field's name, floats rounded to
+`ndigits` (inside lists and dicts too), left out when None, or not written at all. `dump` writes
+the fields in order; a result whose JSON also holds computed values (a property, a count, a
+constant) passes them by keyword and, where they do not simply follow the fields, names the order
+of its keys once. `load` reads a dump back
 from the same declaration, each nested result or list of results through its annotation, so a
 reader cannot drift from the writer. Nested values are written by `encode`: a result through its
 `to_dict`, a path as text, tuples as lists.
@@ -32,11 +33,10 @@ class JsonKey(NamedTuple):
     dump: bool = True  # False: never written (a field only the library uses)
 
 
-def key(
-    name: str | None = None, *, ndigits: int | None = None, omit_none: bool = False, dump: bool = True, **kw: Any
-) -> Any:
-    """A dataclass field (`dataclasses.field`'s keywords in `kw`) carrying its JSON spelling."""
-    return dataclasses.field(metadata={META: JsonKey(name, ndigits, omit_none, dump)}, **kw)
+def key(name: str | None = None, *, ndigits: int | None = None, omit_none: bool = False, dump: bool = True) -> Any:
+    """A field's JSON spelling, as its metadata: `field(metadata=key(...))` (`dataclasses.field`
+    itself, so type checkers still see which fields have defaults)."""
+    return {META: JsonKey(name, ndigits, omit_none, dump)}
 
 
 def _spec(f: dataclasses.Field[Any]) -> JsonKey:

@@ -47,7 +47,7 @@ PUSH_UNREACHABLE_HINT = "check the network connection and HF_ENDPOINT; {dry_run}
 class PushPlan(Jsonable):
     """What `push_draft` would send, decided without any hub request (`push --dry-run` shows it)."""
 
-    folder: Path = key(dump=False)
+    folder: Path = field(metadata=key(dump=False))
     repo_id: str
     revision: str  # the branch committed to (the PR's base with create_pr)
     create_pr: bool
@@ -56,11 +56,11 @@ class PushPlan(Jsonable):
     files: dict[str, int]  # path in the repo -> bytes that would be sent
     card_retargeted: bool  # the model card's `vllm serve` would name the repo
     endpoint: str
-    allow_invalid: bool = key(dump=False)
+    allow_invalid: bool = field(metadata=key(dump=False))
     validation_errors: list[tuple[str, str]] = field(default_factory=list)  # (code, message)
     validation_warnings: int = 0
     # the retargeted (or generated) card, sent instead of the local README.md
-    card_bytes: bytes | None = key(dump=False, default=None)
+    card_bytes: bytes | None = field(default=None, metadata=key(dump=False))
     card_generated: bool = False  # the folder has no README.md: an eagle-convert card is generated for the repo
 
     @property

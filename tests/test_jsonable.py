@@ -19,9 +19,9 @@ from eagle_convert.jsonable import Jsonable, dump, encode, key, load
 @dataclass(frozen=True)
 class _Row(Jsonable):
     depth: int
-    share: float | None = key("sink_share", ndigits=2)
-    extra: str | None = key(omit_none=True, default=None)
-    secret: bytes = key(dump=False, default=b"")
+    share: float | None = field(metadata=key("sink_share", ndigits=2))
+    extra: str | None = field(default=None, metadata=key(omit_none=True))
+    secret: bytes = field(default=b"", metadata=key(dump=False))
 
 
 @dataclass(frozen=True)

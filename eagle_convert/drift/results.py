@@ -47,9 +47,9 @@ class DepthRow(Jsonable):
 
     depth: int
     passes: int
-    sink: float | None = key("sink_share")
-    context: float | None = key("context_share")
-    own: float | None = key("own_share")
+    sink: float | None = field(metadata=key("sink_share"))
+    context: float | None = field(metadata=key("context_share"))
+    own: float | None = field(metadata=key("own_share"))
     fed_rms: float | None
     reached: int
     accepted: int

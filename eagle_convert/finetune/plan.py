@@ -127,7 +127,7 @@ class FinetunePlan:
     out: Path
     config: dict[str, Any]  # the input's config.json, written back with provenance
     variant: str
-    aux_ids: list[int] = key("aux_layer_ids")
+    aux_ids: list[int] = field(metadata=key("aux_layer_ids"))
     dtype: str  # safetensors dtype of the input's weights (F32, BF16, F16)
     include_embed: bool
     stages: list[Stage]
@@ -143,8 +143,8 @@ class FinetunePlan:
     max_len: int | None = DEFAULT_MAX_LEN
     eval_every: int = 1
     # train from this capture cache (the target is not loaded); capture into it first with `capture`'s settings
-    cache: Path | None = key(omit_none=True, default=None)
-    capture: CaptureOptions | None = key(omit_none=True, default=None)
+    cache: Path | None = field(default=None, metadata=key(omit_none=True))
+    capture: CaptureOptions | None = field(default=None, metadata=key(omit_none=True))
     nproc: int = 1  # data-parallel training processes (finetune/distributed.py)
     notices: list[str] = field(default_factory=list)  # the prompt suite's refusal lines (SPEED-Bench placeholders)
 
@@ -166,9 +166,10 @@ class StageResult(Jsonable):
     lr: float
     l2sp: float
     trainable: list[str]
-    losses: list[float] = key(ndigits=4)
-    seconds: float = key(ndigits=2)
-    eal: list[tuple[int, float]] = key(ndigits=4, default_factory=list)  # (step, held-out EAL); step 0: the start
+    losses: list[float] = field(metadata=key(ndigits=4))
+    seconds: float = field(metadata=key(ndigits=2))
+    # (step, held-out EAL); step 0: the start
+    eal: list[tuple[int, float]] = field(default_factory=list, metadata=key(ndigits=4))
     best_step: int | None = None  # this stage's step whose weights were written (None: another stage's)
 
 
@@ -178,16 +179,17 @@ class FinetuneResult(Jsonable):
 
     out: Path
     stages: list[StageResult]
-    step_acc_before: list[float] = key(ndigits=4)  # teacher-forced argmax agreement per TTT step, all data
-    step_acc_after: list[float] = key(ndigits=4)
-    loss_before: float = key(ndigits=4)
-    loss_after: float = key(ndigits=4)
+    # teacher-forced argmax agreement per TTT step, all data
+    step_acc_before: list[float] = field(metadata=key(ndigits=4))
+    step_acc_after: list[float] = field(metadata=key(ndigits=4))
+    loss_before: float = field(metadata=key(ndigits=4))
+    loss_after: float = field(metadata=key(ndigits=4))
     sequences: int
     tokens: int
-    generate_seconds: float = key(ndigits=2)
-    seconds: float = key(ndigits=2)
+    generate_seconds: float = field(metadata=key(ndigits=2))
+    seconds: float = field(metadata=key(ndigits=2))
     held_out: int = 0  # sequences that scored the steps
-    eal_before: float | None = key(ndigits=4, default=None)  # held-out EAL of the input
+    eal_before: float | None = field(default=None, metadata=key(ndigits=4))  # held-out EAL of the input
     best: dict[str, Any] | None = None  # {"stage", "step", "eal"} of the weights written ("start": the input's)
 
     @property

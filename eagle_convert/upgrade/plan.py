@@ -83,9 +83,8 @@ class UpgradePlan:
     not_carried: list[str] = field(default_factory=list)
     norm_init: NormInit | None = None  # None: ones
     readme: str = ""  # the model card (README.md)
-    engines: tuple[str, ...] = key(
-        "for", default=()
-    )  # `--for`: the engine releases the config is written for (empty: vLLM)
+    # `--for`: the engine releases the config is written for (empty: vLLM)
+    engines: tuple[str, ...] = field(default=(), metadata=key("for"))
     output_check: OutputCheck | None = field(default=None, repr=False)  # validate's errors on the planned output
 
     @property

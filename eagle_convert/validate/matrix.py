@@ -125,13 +125,13 @@ class Matrix:
     """Every known release's verdict for one draft; `default` is the release the exit status is for."""
 
     source: str
-    rows: list[MatrixRow] = key("matrix")
+    rows: list[MatrixRow] = field(metadata=key("matrix"))
     default: VllmVersionStatus
     target: str | None = None
     layout: str | None = None
     variant: str | None = None
-    seconds: float = key(ndigits=3, default=0.0)
-    timings: dict[str, float] = key(ndigits=3, default_factory=dict)
+    seconds: float = field(default=0.0, metadata=key(ndigits=3))
+    timings: dict[str, float] = field(default_factory=dict, metadata=key(ndigits=3))
     serve_commands: list[Any] = field(default_factory=list)  # engines.ServeCommand: vLLM's, then each engine row's
 
     @property

@@ -46,13 +46,12 @@ class ValidationReport(Report):
     serve: ServeConfig | None = None  # --speculative-config / --max-model-len, as the release reads them
     fingerprints: FingerprintCheck | None = None  # the installed vLLM's deciding code vs its release's (E705)
     notes: dict[str, str] = field(default_factory=dict)  # what a check read or could not do (target weights)
-    serving: Any = key(
-        "for", default=None
-    )  # engines.EngineStatus: the engine release other than vLLM the verdict is for (--for)
+    # engines.EngineStatus: the engine release other than vLLM the verdict is for (--for)
+    serving: Any = field(default=None, metadata=key("for"))
     serve_commands: list[Any] = field(default_factory=list)  # engines.ServeCommand: how to serve it as trained
     serve_config: Any = None  # engines.GivenServe: the deployment's SGLang / TensorRT-LLM serve config (--serve-config)
-    seconds: float = key(ndigits=3, default=0.0)
-    timings: dict[str, float] = key(ndigits=3, default_factory=dict)
+    seconds: float = field(default=0.0, metadata=key(ndigits=3))
+    timings: dict[str, float] = field(default_factory=dict, metadata=key(ndigits=3))
 
     def to_dict(self) -> dict[str, Any]:
         counts, info = self.counts(), self.info
