@@ -263,3 +263,50 @@ def test_drift_report_reads_back_equal() -> None:
 
     report = _drift()
     assert read_drift_report(json.loads(json.dumps(report.to_dict()))) == report
+
+
+# Where each pinned result's objects are described: (result, path in its JSON, schema, pointer in the schema).
+SCHEMA_OBJECTS = [
+    ("drift", "", "drift-report", ""),
+    ("drift", "drafts/0", "drift-report", "properties/drafts/items"),
+    ("drift", "drafts/0/verdict", "drift-report", "$defs/verdict"),
+    ("drift", "drafts/0/overall", "drift-report", "$defs/group"),
+    ("drift", "drafts/0/overall/depths/0", "drift-report", "$defs/depth"),
+    ("drift", "drafts/0/overall/aux/0", "drift-report", "$defs/aux"),
+    ("drift", "drafts/0/cross_check", "drift-report", "$defs/cross_check"),
+    ("drift", "drafts/0/cross_check/rows/0", "drift-report", "$defs/cross_check/properties/rows/items"),
+    ("push", "0", "push-report", "oneOf/0"),
+    ("push", "1", "push-report", "oneOf/1"),
+    ("diff", "", "diff-report", ""),
+    ("diff", "config", "diff-report", "$defs/configDiff"),
+    ("diff", "changed/0", "diff-report", "properties/changed/items"),
+    ("finetune", "0", "finetune-report", "properties/plan"),
+    ("finetune", "2", "finetune-report", "properties/plan"),
+    ("finetune", "3", "finetune-report", "properties/result"),
+    ("finetune", "3/stages/0", "finetune-report", "properties/result/properties/stages/items"),
+    ("validate-specforge", "", "validate-report", ""),
+    ("matrix-specforge", "0", "validate-matrix", ""),
+    ("matrix-specforge", "0/engines/0", "validate-matrix", "properties/engines/items"),
+    ("matrix-specforge", "0/matrix/0", "validate-matrix", "properties/matrix/items"),
+    ("upgrade-vllm", "0", "upgrade-report", "properties/plan"),
+    ("upgrade-vllm", "0/additions/0", "upgrade-report", "properties/plan/properties/additions/items"),
+    ("upgrade-vllm", "1", "upgrade-report", "properties/link"),
+]
+
+
+def _at(node: Any, path: str) -> Any:
+    for part in filter(None, path.split("/")):
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    return node
+
+
+@pytest.mark.parametrize(("name", "path", "schema", "pointer"), SCHEMA_OBJECTS)
+def test_every_key_a_declaration_writes_is_in_its_schema(name: str, path: str, schema: str, pointer: str) -> None:
+    """The schemas allow new fields (no additionalProperties: false), so validating an output never
+    notices a key the schema does not describe; this does: every key written is a property, and
+    every required property is written."""
+    from eagle_convert.draft import load_schema
+
+    obj, spec = _at(json.loads(GOLDEN[name]), path), _at(load_schema(f"{schema}.schema.json"), pointer)
+    assert sorted(set(obj) - set(spec["properties"])) == []
+    assert sorted(set(spec.get("required", ())) - set(obj)) == []
