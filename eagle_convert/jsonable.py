@@ -24,6 +24,7 @@ __all__ = ["Jsonable", "dump", "encode", "key", "load"]
 
 META = "eagle_convert.json"  # the dataclass field metadata key
 T = TypeVar("T")
+_PLAIN = frozenset({str, int, bool, type(None)})  # written as they are; a list or map of only these is not copied
 
 
 class JsonKey(NamedTuple):
@@ -46,13 +47,19 @@ def _spec(f: dataclasses.Field[Any]) -> JsonKey:
 def encode(value: Any, ndigits: int | None = None) -> Any:
     """`value` as JSON data: a result through its `to_dict` (a dataclass without one through
     `dump`), a path as text, tuples as lists, floats (not bools or ints) rounded to `ndigits`."""
+    if type(value) in _PLAIN:
+        return value
     if isinstance(value, float):
         return value if ndigits is None else round(value, ndigits)
     if isinstance(value, PurePath):
         return str(value)
     if isinstance(value, (list, tuple)):
+        if _PLAIN.issuperset(map(type, value)):
+            return value if isinstance(value, list) else list(value)
         return [encode(v, ndigits) for v in value]
     if isinstance(value, dict):
+        if _PLAIN.issuperset(map(type, value.values())):
+            return value
         return {k: encode(v, ndigits) for k, v in value.items()}
     if hasattr(value, "to_dict"):
         return value.to_dict()
