@@ -69,6 +69,7 @@ def test_load_reads_back_what_dump_wrote() -> None:
 
 
 def _drift() -> Any:
+    pytest.importorskip("torch")  # drift's results module sits beside its recorder (torch)
     from eagle_convert.drift.crosscheck import CrossCheck, CrossCheckRow
     from eagle_convert.drift.results import AuxRow, DepthRow, DraftDrift, DriftGroup, DriftReport, Verdict
 
