@@ -32,7 +32,7 @@ from eagle_convert.errors import (
     UsageError,
 )
 from eagle_convert.io import OFFLINE_REASON, endpoint, endpoint_display, local_folder, offline, translate
-from eagle_convert.jsonable import Jsonable, dump, key
+from eagle_convert.jsonable import dump, key
 from eagle_convert.validate import serving_summary, validate_checkpoint
 
 __all__ = ["PushPlan", "PushResult", "plan_push", "push_draft", "push_files"]
@@ -44,7 +44,7 @@ PUSH_UNREACHABLE_HINT = "check the network connection and HF_ENDPOINT; {dry_run}
 
 
 @dataclass
-class PushPlan(Jsonable):
+class PushPlan:
     """What `push_draft` would send, decided without any hub request (`push --dry-run` shows it)."""
 
     folder: Path = field(metadata=key(dump=False))
@@ -76,7 +76,7 @@ class PushPlan(Jsonable):
 
 
 @dataclass
-class PushResult(Jsonable):
+class PushResult:
     """A finished push: the repo, the branch, the commit (or pull request) and the files sent."""
 
     repo_id: str

@@ -174,7 +174,7 @@ class StageResult(Jsonable):
 
 
 @dataclass
-class FinetuneResult(Jsonable):
+class FinetuneResult:
     """A finished fine-tune: the written folder, each stage's outcome, accuracy and loss before and after, held-out EAL."""
 
     out: Path
