@@ -14,7 +14,7 @@ from typing import Any
 from eagle_convert.measure.prompts import NATURAL, parse_buckets
 from eagle_convert.measure.suites import PROMPTS_HELP
 from eagle_convert.measure.throughput import parse_concurrency
-from eagle_convert.optionspec import option
+from eagle_convert.optionspec import check, option
 
 __all__ = [
     "ENGINE_CHOICES",
@@ -126,6 +126,9 @@ class MeasureOptions:
         "against the draft and the vLLM release; engine runs use exactly these settings (the draft's path "
         'replaces "model").',
     )
+
+    def __post_init__(self) -> None:
+        check(self)
 
     @property
     def k_value(self) -> int:
