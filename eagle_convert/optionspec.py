@@ -37,7 +37,7 @@ class OptionSpec:
     choices: tuple[str, ...] | None = None
     multiple: bool = False  # repeatable: the field is a tuple of the items
     metavar: str | None = None
-    path: bool = False  # a file (the CLI checks it is not a folder)
+    path: bool | str = False  # a file (the CLI checks it is not a folder); "out": one written (and writable)
     parse: Callable[[str], Any] | None = None  # the flag's text -> the field's value
     format: Callable[[Any], str] | None = None  # the field's value -> the flag's text (to_argv)
     show_default: bool = True
@@ -57,7 +57,7 @@ def option(
     choices: tuple[str, ...] | None = None,
     multiple: bool = False,
     metavar: str | None = None,
-    path: bool = False,
+    path: bool | str = False,
     parse: Callable[[str], Any] | None = None,
     format: Callable[[Any], str] | None = None,
     show_default: bool = True,
@@ -74,7 +74,7 @@ def option(
         choices: the only values a text may take.
         multiple: the flag repeats; the field is a tuple.
         metavar: the value's name in `--help`.
-        path: the value is a file path.
+        path: the value is a file path; "out": a file the command writes.
         parse: reads the flag's text into the field's value (raise `UsageError` on bad text).
         format: writes the field's value as the flag's text (the inverse of `parse`).
         show_default: `--help` shows the default.
