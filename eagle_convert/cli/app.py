@@ -111,7 +111,7 @@ class _Group(click.Group):
         except EagleConvertError as exc:
             if _debug_enabled(ctx):
                 raise
-            line = format_error(exc, ctx.invoked_subcommand)
+            line = format_error(exc, self.get_command(ctx, ctx.invoked_subcommand or ""))
             click.echo(f"Error: {printable(line, one_line=True)}", err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP raised by raising_signals
