@@ -182,17 +182,11 @@ def run_check(
     """Run the gate on `draft` (folder or hub repo); see the module docstring.
 
     Args:
-        opts: the options (`CheckOptions`, as `check` takes them). Its `vllm_version` is the release the
-            draft will be served on (else the policy's [static] vllm_version, else the installed vLLM,
-            else the newest known): the static and features verdicts are for it; the engine stages
-            always run the installed vLLM. Its `speculative_config` is checked against the draft by the
-            static stage, and every engine runs with exactly these keys (the draft's path as the
-            model; its num_speculative_tokens is the k measured). `max_model_len` is checked by the
-            static context rule (over the policy's [static] max_model_len) and the engines run with
-            it. `server` / `baseline_server` are measured by the serve stage, over the policy's
-            [serve] ones. `serve_for` vllm==X is `vllm_version` X; sglang / trtllm make the static
-            stage that engine's verdict (`validate.validate_for`, with `serve_config`); the engine
-            stages run vLLM.
+        opts: the options (`CheckOptions`, as `check` takes them). `vllm_version` (else the policy's
+            [static] one, else the installed vLLM, else the newest known) is the release the static and
+            features verdicts are for; the engine stages run the installed vLLM with exactly
+            `speculative_config`'s keys and `max_model_len`. `serve_for` sglang / trtllm (with
+            `serve_config`) make the static stage that engine's verdict (`validate.validate_for`).
         policy: the policy, already read (default: `opts.policy`'s file, else `./eagle-check.toml`).
         progress: one line per stage started; `on_tick` counts the stages that run.
         cache: shares engine runs between checks in one process (measure/passes.py).

@@ -66,11 +66,6 @@ def run_validate(
             ref, st, target=opts.target, serving_context=opts.serving_context, serve_config=opts.serve_config
         )
         return report, report
-    if opts.serve_config is not None:
-        raise UsageError(
-            "{serve_config} goes with one {serve_for=sglang} or {serve_for=trtllm}",
-            options=("serve_config", "serve_for"),
-        )
     several = "{serve_for=all}" if everything else "several {serve_for}"
     static_only(opts, several, "the engine rows run the static rules")
     vllm = [st for st in statuses if st.engine == VLLM]

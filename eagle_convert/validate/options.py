@@ -142,7 +142,8 @@ class ValidateOptions:
 
     def __post_init__(self) -> None:
         check(self)
-        if self.serve_config is not None and len(self.serve_for) != 1:
+        one = len(self.serve_for) == 1 and self.serve_for[0] != ALL and self.vllm_version is None
+        if self.serve_config is not None and not one:
             raise UsageError(
                 "{serve_config} goes with one {serve_for=sglang} or {serve_for=trtllm}",
                 options=("serve_config", "serve_for"),
