@@ -2,8 +2,10 @@
 
 A frozen dataclass declares each option once, with `option(default, help=..., min=..., ...)`: the
 CLI builds its click options from those fields (`cli/options.py::dataclass_options`), and
-`to_argv` writes the flags that reproduce an object (report's `commands.sh`), so the help, the
-bounds and the spelling of a flag cannot drift between the commands that share it. No click here:
+`to_argv` writes the flags that reproduce an object (report's `commands.sh`), and `check` refuses
+an object built outside its bounds (each class's `__post_init__` calls it), so the help, the
+bounds and the spelling of a flag cannot drift between the commands that share it, and no library
+entry re-checks them. No click here:
 the metadata is plain data that the CLI layer reads (vLLM's `SpeculativeConfig` and mergekit's
 `MergeOptions` keep their options the same way).
 """
@@ -16,7 +18,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import MISSING, dataclass
 from typing import Any
 
-__all__ = ["OptionSpec", "cli_fields", "option", "option_kind", "to_argv"]
+from eagle_convert.errors import UsageError
+
+__all__ = ["OptionSpec", "check", "cli_fields", "option", "option_kind", "to_argv"]
 
 KEY = "eagle_convert.option"  # the dataclass field metadata key
 
@@ -33,7 +37,7 @@ class OptionSpec:
     choices: tuple[str, ...] | None = None
     multiple: bool = False  # repeatable: the field is a tuple of the items
     metavar: str | None = None
-    path: bool = False  # a file (the CLI checks it is not a folder)
+    path: bool | str = False  # a file (the CLI checks it is not a folder); "out": one written (and writable)
     parse: Callable[[str], Any] | None = None  # the flag's text -> the field's value
     format: Callable[[Any], str] | None = None  # the field's value -> the flag's text (to_argv)
     show_default: bool = True
@@ -53,7 +57,7 @@ def option(
     choices: tuple[str, ...] | None = None,
     multiple: bool = False,
     metavar: str | None = None,
-    path: bool = False,
+    path: bool | str = False,
     parse: Callable[[str], Any] | None = None,
     format: Callable[[Any], str] | None = None,
     show_default: bool = True,
@@ -70,7 +74,7 @@ def option(
         choices: the only values a text may take.
         multiple: the flag repeats; the field is a tuple.
         metavar: the value's name in `--help`.
-        path: the value is a file path.
+        path: the value is a file path; "out": a file the command writes.
         parse: reads the flag's text into the field's value (raise `UsageError` on bad text).
         format: writes the field's value as the flag's text (the inverse of `parse`).
         show_default: `--help` shows the default.
@@ -101,6 +105,36 @@ def option_kind(cls: type, name: str) -> type:
         args = [a for a in inner if a is not Ellipsis]
     kind = args[0] if args else hint
     return kind if kind in (bool, int, float, str) else str
+
+
+def _problem(value: Any, spec: OptionSpec) -> str | None:
+    """What is wrong with one value of a field (None: nothing); `{name}` stands for the field."""
+    if spec.choices is not None and value not in spec.choices:
+        return f"{{name={value!r}}}: expected one of {', '.join(spec.choices)}"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if spec.min is not None and value < spec.min:
+        return f"{{name}} must be at least {spec.min:g}"
+    if spec.max is not None and value > spec.max:
+        return f"{{name}} must be at most {spec.max:g}"
+    return None
+
+
+def check(opts: Any) -> None:
+    """Refuse an option object whose fields break their declared bounds or choices (None is unset).
+
+    Called from each option class's `__post_init__`, so a Python caller is refused when it builds
+    the object, as the CLI's click types refuse the flag: no library entry re-checks a bound.
+
+    Raises:
+        UsageError: naming the field (`{name}`: a keyword in Python, the flag on the command line).
+    """
+    for f, spec in cli_fields(type(opts)):
+        value = getattr(opts, f.name)
+        for item in value if spec.multiple else (value,):
+            problem = None if item is None else _problem(item, spec)
+            if problem is not None:
+                raise UsageError(problem.replace("{name", "{" + f.name), options=(f.name,))
 
 
 def _text(value: Any, spec: OptionSpec) -> str:

@@ -287,7 +287,7 @@ def check_vllm(run: Run, target: Path, drafts: list[Path]) -> list[Outcome]:
     from eagle_convert.validate.run import validate_checkpoint
 
     out = []
-    report = validate_checkpoint(drafts[1], target=target, engine="vllm")
+    report = validate_checkpoint(drafts[1], target=target, load="vllm")
     engine = report.engine or {}
     applied = engine.get("applied") or {}
     ok = not report.errors and engine.get("ok") and applied.get("fc_norm") is True

@@ -253,11 +253,14 @@ def test_the_table_reads_at_80_columns_without_split_words(drafts, width: int) -
 
     from rich.console import Console
 
+    from eagle_convert.check import CheckOptions
     from eagle_convert.check.checks import TITLES, format_value
     from eagle_convert.check.run import run_check
     from eagle_convert.cli.render.check import render_check
 
-    report = run_check(drafts["broken"], keep_going=True)  # E101's message holds a 29-character tensor name
+    report = run_check(
+        drafts["broken"], CheckOptions(keep_going=True)
+    )  # E101's message holds a 29-character tensor name
     buf = io.StringIO()
     render_check(Console(file=buf, width=width, soft_wrap=False, color_system=None), report)
     text = buf.getvalue()

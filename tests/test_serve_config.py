@@ -689,8 +689,8 @@ def test_validate_engine_check_loads_with_the_served_keys(plain: Path, tmp_path:
 
     monkeypatch.setattr(vllm_check, "check_with_vllm", fake)
     target = _target(tmp_path / "t")
-    validate_checkpoint(plain, target=target, engine="vllm", speculative_config={**SERVED, "max_model_len": 1024})
-    validate_checkpoint(plain, target=target, engine="vllm")
+    validate_checkpoint(plain, target=target, load="vllm", speculative_config={**SERVED, "max_model_len": 1024})
+    validate_checkpoint(plain, target=target, load="vllm")
     assert seen[0] == {
         "timeout_s": 600,
         "speculative": {**SERVED, "max_model_len": 1024},

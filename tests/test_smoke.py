@@ -116,7 +116,7 @@ def test_reference_random_draft_and_report_shape(models, tmp_path: Path) -> None
 
 
 def test_run_smoke_usage_errors(models, tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match=r"^--num-speculative-tokens must be at least 1$"):
+    with pytest.raises(UsageError, match=r"^`k` must be at least 1$"):
         run_smoke(models["target"], [models["random"]], MeasureOptions(engine="reference", k=0))
     with pytest.raises(UsageError, match=r"^--tensor-parallel-size applies to --engine vllm only$"):
         run_smoke(models["target"], [models["random"]], MeasureOptions(engine="reference", tensor_parallel_size=2))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eagle_convert.cache.options import CAPTURE_ENGINES, CaptureOptions
+from eagle_convert.cache.options import CaptureOptions
 from eagle_convert.cache.store import (
     CACHE_FORMAT,
     CachePlan,
@@ -43,15 +43,9 @@ def check_capture_options(opts: CaptureOptions) -> None:
     """Refuse what no capture can run, before anything loads.
 
     Raises:
-        UsageError: an unknown engine or dtype, a shard size below 1, parallelism asked of the reference engine.
+        UsageError: parallelism asked of the reference engine (`CaptureOptions` refuses the rest when built).
         MissingExtraError: engine vllm without vLLM installed.
     """
-    if opts.engine not in CAPTURE_ENGINES:
-        raise UsageError(
-            f"{{engine={opts.engine!r}}}: expected one of {', '.join(CAPTURE_ENGINES)}", options=("engine",)
-        )
-    if opts.shard_size < 1:
-        raise UsageError("{shard_size} must be at least 1", options=("shard_size",))
     parallel = opts.tensor_parallel_size > 1 or opts.pipeline_parallel_size > 1 or opts.distributed_executor_backend
     if opts.engine == "reference" and parallel:
         raise UsageError(

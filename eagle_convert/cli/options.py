@@ -1,8 +1,9 @@
 """Click options made from option objects (`optionspec`), and the few options several commands share.
 
-`dataclass_options` turns the fields of `MeasureOptions`, `FinetuneOptions`, `UpgradeOptions` and
-`ReportOptions` into click options, so a flag's name, bounds and help live on the field and cannot
-drift between `smoke`, `report`, `finetune` and `upgrade` (report runs all three).
+`dataclass_options` turns the fields of each command's option object (`MeasureOptions`,
+`ValidateOptions`, `CheckOptions`, ...) into click options, so a flag's name, bounds and help live
+on the field and cannot drift between the commands that share it (report runs smoke, upgrade and
+finetune; check runs validate).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def _param_type(cls: type, f: dataclasses.Field[Any], spec: OptionSpec) -> Any:
     if spec.choices is not None:
         return click.Choice(spec.choices)
     if spec.path:
-        return click.Path(dir_okay=False)
+        return click.Path(dir_okay=False, writable=spec.path == "out")
     if kind is int:
         lo, hi = (None if b is None else int(b) for b in (spec.min, spec.max))
         return click.IntRange(min=lo, max=hi) if (lo, hi) != (None, None) else int
@@ -70,8 +71,8 @@ def field_option(
     else:
         helptext = f"{spec.help} {help_extra}".strip()
     if option_kind(cls, f.name) is bool and spec.parse is None:
-        if default is False:
-            return click.option(flag, name, is_flag=True, help=helptext)
+        if default in (False, None):  # None: not given (push --private leaves the repo's visibility)
+            return click.option(flag, name, is_flag=True, default=default, help=helptext)
         return click.option(f"{flag}/--no-{flag[2:]}", name, default=default, show_default=True, help=helptext)
     decls = [flag, spec.short] if spec.short else [flag]
     show = spec.show_default and default not in (None, ())
@@ -168,61 +169,9 @@ def cache_options(*, cache_help: str, capture_help: str) -> Callable[[F], F]:
     return lambda f: cache(capture(f))
 
 
-def vllm_version_option(*, allow_all: bool) -> Callable[[F], F]:
-    """`--vllm-version X.Y.Z` (validate, check, inspect): the release the verdict is for."""
-    from eagle_convert.vllm_model import NEWEST_RELEASE, OLDEST_RELEASE
+def vllm_version_option() -> Callable[[F], F]:
+    """`--vllm-version X.Y.Z` (inspect): check's field (one release, never 'all'), received as `vllm_version`."""
+    from eagle_convert.check import CheckOptions
 
-    every = " 'all' prints one row per known release (the compatibility matrix)." if allow_all else ""
-
-    def no_all(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-        if value == "all" and not allow_all:
-            raise click.BadParameter("'all' (the compatibility matrix) is validate's: name one release here")
-        return value
-
-    return click.option(
-        "--vllm-version",
-        "vllm_version",
-        callback=no_all,
-        metavar="X.Y.Z" + ("|all" if allow_all else ""),
-        default=None,
-        help=f"The vLLM release the draft will be served on ({OLDEST_RELEASE} ... {NEWEST_RELEASE}; default: the "
-        f"installed vLLM, else the newest known).{every}",
-    )
-
-
-def serve_for_option(*, repeatable: bool) -> Callable[[F], F]:
-    """`--for ENGINE[==VERSION]` (validate, check): the engine release(s) the verdict is for."""
-    more = " Repeatable; 'all' is every known release of every engine (the matrix, one row each)." if repeatable else ""
-    return click.option(
-        "--for",
-        "serve_for",
-        multiple=repeatable,
-        metavar="ENGINE[==VERSION]",
-        default=None,
-        help="Where the draft will be served: vllm, sglang or trtllm, optionally ==VERSION (default: the installed "
-        "one, else the newest known; a release eagle-convert has not read gives an unverified verdict). "
-        f"--vllm-version X is --for vllm==X.{more}",
-    )
-
-
-def serve_config_option() -> Callable[[F], F]:
-    """`--serve-config FILE` (validate, check): the deployment's SGLang or TensorRT-LLM serve config."""
-    return click.option(
-        "--serve-config",
-        "serve_config",
-        type=click.Path(dir_okay=False, path_type=str),
-        metavar="FILE",
-        default=None,
-        help="With --for sglang: the launch command (python -m sglang.launch_server ...) or its --config YAML; "
-        "with --for trtllm: the YAML of trtllm-serve --extra_llm_api_options. Checked against the command that "
-        "serves the draft as trained (algorithm, draft path, k, capture layers, draft window).",
-    )
-
-
-def speculative_config_option() -> Callable[[F], F]:
-    """`--speculative-config JSON|FILE` (validate, check): the deployment's serve config, as
-    `MeasureOptions.speculative_config` declares it for smoke."""
-    from eagle_convert.measure import MeasureOptions
-
-    [(f, spec)] = [(f, s) for f, s in cli_fields(MeasureOptions) if f.name == "speculative_config"]
-    return field_option(MeasureOptions, f, spec, "speculative_config", None)
+    [(f, spec)] = [(f, s) for f, s in cli_fields(CheckOptions) if f.name == "vllm_version"]
+    return field_option(CheckOptions, f, spec, "vllm_version", None)

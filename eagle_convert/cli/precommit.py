@@ -25,7 +25,7 @@ class _Command(click.Command):
         try:
             return super().invoke(ctx)
         except EagleConvertError as exc:
-            click.echo(f"Error: {printable(format_error(exc, 'validate'), one_line=True)}", err=True)
+            click.echo(f"Error: {printable(format_error(exc, ctx.command), one_line=True)}", err=True)
             ctx.exit(exc.exit_code)
 
 

@@ -279,14 +279,8 @@ def plan_finetune(
     o = opts or FinetuneOptions()
     continuation_tokens, ttt_steps, max_len, eval_every = o.continuation_tokens, o.ttt_steps, o.train_len, o.eval_every
     require("smoke", "finetune", FINETUNE_MODULES)  # the pair check below builds the torch reference drafter
-    if continuation_tokens < 1:
-        raise UsageError("{continuation_tokens} must be at least 1", options=("continuation_tokens",))
-    if ttt_steps < 1:
-        raise UsageError("{ttt_steps} must be at least 1", options=("ttt_steps",))
     if max_len is not None and max_len < ttt_steps + 2:
         raise UsageError(f"{{max_len}} must be at least {ttt_steps + 2} (TTT depth + 2)", options=("max_len",))
-    if eval_every < 1:
-        raise UsageError("{eval_every} must be at least 1", options=("eval_every",))
     if not 1 <= o.nproc <= batch_size:
         raise UsageError(
             f"{{nproc={o.nproc}}}: must be between 1 and {batch_size}, the sequences per batch "

@@ -7,14 +7,14 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from eagle_convert.measure.prompts import NATURAL, parse_buckets
 from eagle_convert.measure.suites import PROMPTS_HELP
 from eagle_convert.measure.throughput import parse_concurrency
-from eagle_convert.optionspec import option
+from eagle_convert.optionspec import check, option
+from eagle_convert.validate import speculative_config_option
 
 __all__ = [
     "ENGINE_CHOICES",
@@ -59,10 +59,6 @@ def parse_levels(text: str) -> tuple[int, ...]:
 def format_levels(levels: tuple[int, ...]) -> str:
     """`(1, 4, 16)` -> `"1,4,16"`; `()` -> `"none"`."""
     return ",".join(map(str, levels)) or "none"
-
-
-def _json_text(value: str | dict[str, Any]) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
 
 
 @dataclass(frozen=True)
@@ -117,15 +113,10 @@ class MeasureOptions:
         "1,4,16) with each draft and with the target alone (no speculation), and show the speedups "
         "beside AL. {extra} On a CPU the speedups do not predict a GPU's (see docs/smoke.md).",
     )
-    speculative_config: str | dict[str, Any] | None = option(
-        None,
-        metavar="JSON|FILE",
-        format=_json_text,
-        help="The speculative config you serve with, exactly as `vllm serve --speculative-config` takes it "
-        '(e.g. \'{"method": "eagle3", "num_speculative_tokens": 3}\'), or a JSON file holding it: checked '
-        "against the draft and the vLLM release; engine runs use exactly these settings (the draft's path "
-        'replaces "model").',
-    )
+    speculative_config: str | dict[str, Any] | None = speculative_config_option()  # validate's and check's
+
+    def __post_init__(self) -> None:
+        check(self)
 
     @property
     def k_value(self) -> int:

@@ -24,7 +24,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eagle_convert.cache import CAPTURE_ENGINES
 from eagle_convert.errors import OutputError, UsageError
 from eagle_convert.extras import require
 from eagle_convert.io import local_folder
@@ -184,16 +183,6 @@ def run_report(
     if opts.concurrency and engine != "vllm":
         raise UsageError(
             "{concurrency} measures per-user tokens/s with {engine=vllm} only", options=("concurrency", "engine")
-        )
-    if opts.capture is not None and opts.capture not in CAPTURE_ENGINES:
-        raise UsageError(
-            f"{{capture={opts.capture!r}}}: choose from {', '.join(CAPTURE_ENGINES)}", options=("capture",)
-        )
-    if opts.drift_depth < 1:
-        raise UsageError("{drift_depth} must be at least 1", options=("drift_depth",))
-    if opts.finetune_from not in ("identity", "calibrated"):
-        raise UsageError(
-            f"{{finetune_from={opts.finetune_from!r}}}: choose identity or calibrated", options=("finetune_from",)
         )
     engines = _engines(opts.serve_for)  # an unknown --for engine fails here, before the first stage
     serve_key = {"for": [[st.engine, st.release, st.requested, st.outside] for st in engines]} if engines else {}

@@ -3,7 +3,7 @@
 vLLM does not protect users: a missing tensor loads as uninitialised memory, missing aux ids give
 ~1% acceptance, a d2t with a full vocabulary or colliding aux ids crash only at the first decode.
 Static validation reads config.json, safetensors headers and the small d2t/t2d tensors (no torch,
-time independent of the weights' size); `deep` reads every value; `engine="vllm"` loads the
+time independent of the weights' size); `deep` reads every value; `load="vllm"` loads the
 draft with vLLM's real loader and a sentinel fill. Findings are data (`findings.py`).
 """
 
@@ -20,6 +20,7 @@ from eagle_convert.extras import require
 from eagle_convert.jsonable import dump, key
 from eagle_convert.validate.deep import DeepSummary, Progress
 from eagle_convert.validate.findings import Report, finding
+from eagle_convert.validate.options import LOADS
 from eagle_convert.vllm_model import (
     FingerprintCheck,
     ServeConfig,
@@ -29,7 +30,6 @@ from eagle_convert.vllm_model import (
 )
 
 SCHEMA_VERSION = 1
-ENGINES = ("vllm",)
 
 
 @dataclass
@@ -73,16 +73,16 @@ _KEYS = (
 )
 
 
-def _check_args(engine: str | None, target: Any) -> None:
-    if engine is not None and engine not in ENGINES:
-        raise UsageError(f"unknown engine {engine!r}", hint=f"choose from: {', '.join(ENGINES)}")
-    if engine is not None and target is None:
+def _check_args(load: str | None, target: Any) -> None:
+    if load is not None and load not in LOADS:
+        raise UsageError(f"{{load={load!r}}}: expected one of {', '.join(LOADS)}", options=("load",))
+    if load is not None and target is None:
         raise UsageError(
-            f"{{engine={engine}}} needs {{target}}: vLLM loads a draft only together with its target",
-            options=("engine", "target"),
+            f"{{load={load}}} needs {{target}}: vLLM loads a draft only together with its target",
+            options=("load", "target"),
         )
-    if engine == "vllm":
-        require("vllm", "validate {engine=vllm}", options=("engine",))  # before the static checks, not after them
+    if load == "vllm":
+        require("vllm", "validate {load=vllm}", options=("load",))  # before the static checks, not after them
 
 
 def validate_checkpoint(
@@ -90,10 +90,10 @@ def validate_checkpoint(
     *,
     target: str | Path | None = None,
     deep: bool = False,
-    engine: str | None = None,
+    load: str | None = None,
     serving_context: int | None = None,
     progress: Progress | None = None,
-    engine_timeout_s: float = 600,
+    load_timeout_s: float = 600,
     chunk_bytes: int | None = None,
     vllm_version: str | None = None,
     speculative_config: str | dict[str, Any] | ServeConfig | None = None,
@@ -105,7 +105,7 @@ def validate_checkpoint(
         ref: the draft (folder, file or hub repo).
         target: the target (folder, `config.json` or hub repo) to cross-check against.
         deep: also read every value (NaN/Inf, zeros, implausible norms) in bounded chunks.
-        engine: "vllm" also loads the draft with the installed vLLM's loader, strictly (needs a
+        load: "vllm" also loads the draft with the installed vLLM's loader, strictly (needs a
             local `target`).
         serving_context: `--max-model-len`, the context the target is served with.
         vllm_version: the release the draft will be served on (default: the installed vLLM, else
@@ -117,7 +117,7 @@ def validate_checkpoint(
         identity_required: the output must equal the target's (check's [output] identity), so a
             lossy rejection_sample_method is an error, not a warning.
         progress: receives the bytes the deep scan reads.
-        engine_timeout_s: time limit of the vLLM check.
+        load_timeout_s: time limit of the vLLM check.
         chunk_bytes: how much the deep scan checks at a time (default 512 KiB, cache-sized).
 
     Returns:
@@ -127,7 +127,7 @@ def validate_checkpoint(
         EagleConvertError: unreadable inputs; UsageError for an unknown `vllm_version` or a
             speculative config the release refuses.
     """
-    _check_args(engine, target)
+    _check_args(load, target)
     status = installed_status(vllm_version)
     serve = (
         speculative_config
@@ -159,8 +159,8 @@ def validate_checkpoint(
         report.families_run.append("deep")
         report.timings["deep"] = time.perf_counter() - t2
 
-    if engine == "vllm":
-        report.add(_engine(report, ctx, ckpt, target, engine_timeout_s))
+    if load == "vllm":
+        report.add(_engine(report, ctx, ckpt, target, load_timeout_s))
         report.families_run.append("engine")
         if status.installed is not None and status.why.startswith("--vllm-version"):
             report.notes["engine"] = (
@@ -353,9 +353,9 @@ def _engine(report: ValidationReport, ctx: Any, ckpt: Any, target: str | Path | 
     target_ref = CheckpointRef.parse(str(target))
     if not isinstance(ckpt.source, LocalSource) or target_ref.is_hub:
         raise UsageError(
-            "{engine=vllm} needs a local draft folder and a local target folder",
+            "{load=vllm} needs a local draft folder and a local target folder",
             hint="download both first (huggingface-cli download ...)",
-            options=("engine",),
+            options=("load",),
         )
     local = target_ref.local
     if local is None:  # not a hub ref (checked above), so a local path
