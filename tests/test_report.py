@@ -170,22 +170,16 @@ class _Interrupt(Exception):
 
 
 def _opts(tmp_path: Path, **kw):
+    from eagle_convert.finetune import FinetuneOptions
+    from eagle_convert.measure import MeasureOptions
     from eagle_convert.report.stages import ReportOptions
     from fixtures.corpus_prompts import write_prompts
 
     prompts = write_prompts(tmp_path / "corpus.jsonl", 8)  # disjoint from the measured built-in prompts
-    base = dict(
-        engine="reference",
-        categories=("coding", "chat"),
-        limit=1,
-        max_new_tokens=16,
-        calibration_prompts=str(prompts),
-        finetune_prompts=str(prompts),
-        continuation_tokens=16,
-        steps_fc_norm=4,
-        steps_all=4,
-    )
-    return ReportOptions(**(base | kw))
+    kw = {"engine": "reference", "categories": ("coding", "chat"), "limit": 1, "max_new_tokens": 16} | kw
+    measure = MeasureOptions(**{k: kw.pop(k) for k in list(kw) if k in MeasureOptions.__dataclass_fields__})
+    train = FinetuneOptions(prompts=str(prompts), continuation_tokens=16, steps_fc_norm=4, steps_all=4)
+    return ReportOptions(measure=measure, calibration_prompts=str(prompts), train=train, **kw)
 
 
 def _stable(data: dict) -> dict:

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import click
 
 from eagle_convert.errors import EagleConvertError
-from eagle_convert.optionspec import OptionSpec, cli_fields, option_kind
+from eagle_convert.optionspec import Nested, OptionSpec, cli_fields, offers, option_kind
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -37,6 +37,17 @@ class _Parsed(click.ParamType):
             raise
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
+
+
+class _ShownDefault(click.Option):
+    """An option whose default is None (a rule decides) but whose --help names what the rule gives."""
+
+    def __init__(self, *args: Any, shown: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.shown = shown
+
+    def get_help_extra(self, ctx: click.Context) -> Any:
+        return {**super().get_help_extra(ctx), "default": self.shown}
 
 
 def _param_type(cls: type, f: dataclasses.Field[Any], spec: OptionSpec) -> Any:
@@ -74,7 +85,10 @@ def field_option(
             return click.option(flag, name, is_flag=True, help=helptext)
         return click.option(f"{flag}/--no-{flag[2:]}", name, default=default, show_default=True, help=helptext)
     decls = [flag, spec.short] if spec.short else [flag]
-    show = spec.show_default and default not in (None, ())
+    extra: dict[str, Any] = {"envvar": spec.envvar, "show_envvar": True} if spec.envvar else {}
+    if isinstance(spec.show_default, str) and default is None:
+        extra |= {"cls": _ShownDefault, "shown": spec.show_default}
+    show = spec.show_default is True and default not in (None, ())
     if show and spec.format is not None:
         default = spec.format(default)  # click shows and parses the flag's text (`parse` reads it back)
     return click.option(
@@ -86,7 +100,21 @@ def field_option(
         metavar=spec.metavar,
         show_default=show,
         help=helptext,
+        **extra,
     )
+
+
+def _offered(
+    cls: type, into: str, fields: Any, defaults: dict[str, Any], extra: dict[str, str], path: str = ""
+) -> Iterator[tuple[type, dataclasses.Field[Any], OptionSpec, str, Any, str]]:
+    """(class, field, spec, click name, default, help extra) of each option offered, nested objects' in place."""
+    for f, spec in fields:
+        if isinstance(spec, Nested):
+            yield from _offered(
+                spec.cls, param_name(into, f.name), spec.fields(), spec.defaults, extra, f"{path}{f.name}."
+            )
+        else:
+            yield cls, f, spec, param_name(into, f.name), defaults.get(f.name, f.default), extra.get(path + f.name, "")
 
 
 def dataclass_options(
@@ -97,21 +125,22 @@ def dataclass_options(
     defaults: dict[str, Any] | None = None,
     help_extra: dict[str, str] | None = None,
 ) -> Callable[[F], F]:
-    """One click option per option field of `cls` (`optionspec.option`), in field order; the command
-    receives them as one object, the keyword argument `into` (mergekit's `add_merge_options` idea).
+    """One click option per option field of `cls` (`optionspec.option`), in field order, a `nested`
+    object's options where it is declared; the command receives them as one object, the keyword
+    argument `into` (mergekit's `add_merge_options` idea).
 
     Args:
         cls: the option dataclass.
         into: the command's parameter that receives the object.
         only: the fields to offer (default all); the others keep their defaults.
         defaults: this command's defaults where they differ from the class's.
-        help_extra: a sentence added to a field's help in this command.
+        help_extra: a sentence added to a field's help in this command (a nested one's: "measure.concurrency").
 
     Returns:
         The decorator.
     """
-    chosen = [(f, s) for f, s in cli_fields(cls) if only is None or f.name in only]
-    own = defaults or {}
+    chosen = [(f, s) for f, s in offers(cls) if only is None or f.name in only]
+    offered = list(_offered(cls, into, chosen, defaults or {}, help_extra or {}))
 
     def decorator(func: F) -> F:
         @functools.wraps(func)
@@ -120,23 +149,30 @@ def dataclass_options(
             return func(*args, **kwargs)
 
         out: Any = wrapper
-        for f, spec in reversed(chosen):  # click stacks decorators bottom-up
-            default = own.get(f.name, f.default)
-            out = field_option(cls, f, spec, param_name(into, f.name), default, (help_extra or {}).get(f.name, ""))(out)
+        for owner, f, spec, name, default, extra in reversed(offered):  # click stacks decorators bottom-up
+            out = field_option(owner, f, spec, name, default, extra)(out)
         return cast(F, out)
 
     return decorator
 
 
-def options_from_params(cls: type, into: str, params: dict[str, Any], *, pop: bool = False) -> Any:
+def options_from_params(
+    cls: type, into: str, params: dict[str, Any], *, pop: bool = False, _defaults: dict[str, Any] | None = None
+) -> Any:
     """The object of `cls` from a command's parsed parameters (`ctx.params`): the fields it offers
-    from their options (a repeated option as a tuple), the others at the class's defaults."""
-    values: dict[str, Any] = {}
+    from their options (a repeated option as a tuple), nested objects likewise, the others at the
+    class's defaults."""
+    values: dict[str, Any] = dict(_defaults or {})
     for f, spec in cli_fields(cls):
         key = param_name(into, f.name)
         if key in params:
             value = params.pop(key) if pop else params[key]
             values[f.name] = tuple(value) if spec.multiple else value
+    for f, sub in offers(cls):
+        if isinstance(sub, Nested):
+            values[f.name] = options_from_params(
+                sub.cls, param_name(into, f.name), params, pop=pop, _defaults=sub.defaults
+            )
     return cls(**values)
 
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import click
 
-from eagle_convert.cli.options import dataclass_options, param_name
-from eagle_convert.measure import NATURAL
+from eagle_convert.cli.options import dataclass_options
 from eagle_convert.report import ReportOptions
 
 
@@ -26,8 +24,7 @@ from eagle_convert.report import ReportOptions
 @dataclass_options(
     ReportOptions,
     "opts",
-    defaults={"buckets": (NATURAL, 1024), "concurrency": None},
-    help_extra={"concurrency": "Default with --engine vllm: 1,4,16; 'none' turns it off."},
+    help_extra={"measure.concurrency": "Default with --engine vllm: 1,4,16; 'none' turns it off."},
 )
 @click.option(
     "--api-key",
@@ -37,9 +34,7 @@ from eagle_convert.report import ReportOptions
     help="Bearer key for the --server and --baseline-server URLs (never printed or recorded).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print report.json to stdout.")
-@click.pass_context
 def report_cmd(
-    ctx: click.Context,
     draft: str,
     target: str,
     out: Path,
@@ -60,15 +55,8 @@ def report_cmd(
     130 when interrupted.
     """
     from eagle_convert.cli.interrupt import on_interrupt
-    from eagle_convert.measure import DEFAULT_CONCURRENCY
     from eagle_convert.report import run_report
 
-    if opts.speculative_config is not None:  # k from the config unless -k was given, as smoke takes it
-        if ctx.get_parameter_source(param_name("opts", "k")) == click.core.ParameterSource.DEFAULT:
-            opts = replace(opts, k=None)
-    if opts.concurrency is None:  # unset: 1,4,16 on vLLM, none on the reference engine
-        levels = DEFAULT_CONCURRENCY if opts.resolved_engine() == "vllm" else ()
-        opts = replace(opts, concurrency=tuple(levels))
     events: list[object] = []
 
     def resume() -> str:  # read when interrupted: how many stages had finished by then

@@ -6,14 +6,14 @@ one-line deprecation: without `--target`, the one positional given with `-d` is 
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import click
 
-from eagle_convert.cli.commands.smoke_server import ServerArgs, server_options
+from eagle_convert.cli.commands.smoke_server import Servers
 from eagle_convert.cli.deprecated import warn_deprecated
-from eagle_convert.cli.options import measure_options, param_name
+from eagle_convert.cli.options import dataclass_options, measure_options
+from eagle_convert.served import ServerOptions
 
 if TYPE_CHECKING:
     from eagle_convert.measure import MeasureOptions
@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     "the recommended k (step costs timed on the reference engine; on vLLM from the per-user rates at "
     "concurrency 1, which it adds). Run at the largest k you would serve with (docs/smoke.md).",
 )
-@server_options
+@dataclass_options(Servers, "servers")
+@dataclass_options(ServerOptions, "sopts")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
     "--plot",
@@ -51,7 +52,8 @@ def smoke_cmd(
     k_sweep: bool,
     as_json: bool,
     plot_path: str | None,
-    **server: object,
+    servers: Servers,
+    sopts: ServerOptions,
 ) -> None:
     """Measure acceptance length (AL = 1 + accepted draft tokens per draft round) and per-position
     acceptance of one or more DRAFTs against TARGET, per prompt category and context bucket; the
@@ -65,13 +67,11 @@ def smoke_cmd(
     from eagle_convert.cli.output import console, echo_json
     from eagle_convert.cli.progress import ProgressDisplay
     from eagle_convert.errors import UsageError
-    from eagle_convert.measure import resolve_suite, select_suite
     from eagle_convert.smoke import run_smoke
 
-    args = ServerArgs(**server)  # type: ignore[arg-type]
-    if args.servers:
-        return _served(drafts, target, old_drafts, opts, args, k_sweep, as_json, plot_path)
-    if args.labels or args.baseline_server:
+    if servers.servers:
+        return _served(drafts, target, old_drafts, opts, servers, sopts, k_sweep, as_json, plot_path)
+    if servers.labels or servers.baseline_server:
         raise UsageError("--label and --baseline-server go with --server")
     if not drafts and not old_drafts:
         param = next(p for p in click.get_current_context().command.params if p.name == "drafts")
@@ -83,17 +83,11 @@ def smoke_cmd(
         from eagle_convert.smoke import require_plot
 
         require_plot()
-    if opts.speculative_config is not None:  # k from the config unless -k was given
-        source = click.get_current_context().get_parameter_source(param_name("opts", "k"))
-        if source == click.core.ParameterSource.DEFAULT:
-            opts = replace(opts, k=None)
-    prompts = select_suite(resolve_suite(opts.prompts), opts.categories, opts.limit)
-    for line in prompts.notices:
+    measure = opts.resolve("smoke", k_sweep=k_sweep)
+    for line in measure.suite.notices:
         click.echo(f"Note: {line}", err=True)
     with ProgressDisplay(json_mode=as_json) as display:
-        report = run_smoke(
-            target, list(drafts), opts, prompts=prompts, progress=display.say, on_tick=display.tick, k_sweep=k_sweep
-        )
+        report = run_smoke(target, list(drafts), measure, progress=display.say, on_tick=display.tick, k_sweep=k_sweep)
     for d in report.drafts:  # loud on stderr too, so --json consumers see it
         if d.sampling_control is not None and not d.sampling_control.passed:
             click.echo(
@@ -127,7 +121,8 @@ def _served(
     target: str | None,
     old: tuple[str, ...],
     opts: MeasureOptions,
-    args: ServerArgs,
+    servers: Servers,
+    sopts: ServerOptions,
     k_sweep: bool,
     as_json: bool,
     plot_path: str | None,
@@ -136,17 +131,15 @@ def _served(
     from eagle_convert.cli.commands.smoke_server import smoke_server
     from eagle_convert.errors import UsageError
 
-    ctx = click.get_current_context()
-    k_given = ctx.get_parameter_source(param_name("opts", "k")) != click.core.ParameterSource.DEFAULT
     for bad, what in (
         (bool(drafts or old), "DRAFT arguments"),
         (target is not None, "--target"),
         (k_sweep, "--k-sweep"),
-        (k_given, "--num-speculative-tokens (the server's --speculative-config sets k)"),
+        (opts.k is not None, "--num-speculative-tokens (the server's --speculative-config sets k)"),
     ):
         if bad:
             raise UsageError(f"with --server, drop {what}: the server holds the models")
-    smoke_server(replace(opts, k=None), args, as_json=as_json, plot_path=plot_path)
+    smoke_server(opts, servers, sopts, as_json=as_json, plot_path=plot_path)
 
 
 def _forms(drafts: tuple[str, ...], target: str | None, old: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
