@@ -1,8 +1,9 @@
 """Click options made from option objects (`optionspec`), and the few options several commands share.
 
-`dataclass_options` turns the fields of `MeasureOptions`, `FinetuneOptions`, `UpgradeOptions` and
-`ReportOptions` into click options, so a flag's name, bounds and help live on the field and cannot
-drift between `smoke`, `report`, `finetune` and `upgrade` (report runs all three).
+`dataclass_options` turns the fields of an option object into click options (a `nested` object's
+where it is declared: each command's object composes `MeasureOptions`, `FinetuneOptions`,
+`DriftOptions` ...), so a flag's name, bounds and help live on the field and cannot drift between
+`smoke`, `report`, `finetune`, `drift` and `upgrade` (report runs them all).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import click
@@ -86,6 +86,8 @@ def field_option(
         return click.option(f"{flag}/--no-{flag[2:]}", name, default=default, show_default=True, help=helptext)
     decls = [flag, spec.short] if spec.short else [flag]
     extra: dict[str, Any] = {"envvar": spec.envvar, "show_envvar": True} if spec.envvar else {}
+    if default is dataclasses.MISSING:  # a field without a default: the option is required
+        extra, default = extra | {"required": True}, None
     if isinstance(spec.show_default, str) and default is None:
         extra |= {"cls": _ShownDefault, "shown": spec.show_default}
     show = spec.show_default is True and default not in (None, ())
@@ -174,34 +176,6 @@ def options_from_params(
                 sub.cls, param_name(into, f.name), params, pop=pop, _defaults=sub.defaults
             )
     return cls(**values)
-
-
-def measure_options(
-    *, defaults: dict[str, Any] | None = None, concurrency_default: str, exclude: Sequence[str] = ()
-) -> Callable[[F], F]:
-    """`--engine` through `--concurrency` (and `--speculative-config`), from `MeasureOptions`, received as
-    `opts`. The commands differ only in defaults: `defaults` are the command's own (report's
-    `--buckets`), `concurrency_default` is the help sentence saying what an unset `--concurrency`
-    measures (report picks levels itself on vLLM), and `exclude` names the fields it does not offer."""
-    from eagle_convert.measure import MeasureOptions  # here: the suites' names, loaded with the command
-
-    names = [f.name for f, _ in cli_fields(MeasureOptions) if f.name not in exclude]
-    return dataclass_options(
-        MeasureOptions, "opts", only=names, defaults=defaults, help_extra={"concurrency": concurrency_default}
-    )
-
-
-def cache_options(*, cache_help: str, capture_help: str) -> Callable[[F], F]:
-    """`--cache CACHE` and `--capture ENGINE` (finetune, upgrade): train or calibrate from a capture cache."""
-    from eagle_convert.cache import CAPTURE_ENGINES
-
-    cache = click.option(
-        "--cache", "cache", type=click.Path(path_type=Path), default=None, metavar="CACHE", help=cache_help
-    )
-    capture = click.option(
-        "--capture", "capture_engine", type=click.Choice(CAPTURE_ENGINES), default=None, help=capture_help
-    )
-    return lambda f: cache(capture(f))
 
 
 def vllm_version_option(*, allow_all: bool) -> Callable[[F], F]:

@@ -2,26 +2,34 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import click
 
 from eagle_convert.cli.options import dataclass_options
 from eagle_convert.drift import DriftOptions
+from eagle_convert.optionspec import nested, option
+
+
+@dataclass(frozen=True)
+class DriftCommand:
+    """`drift`'s options: the target, what to measure (`DriftOptions`) and the output."""
+
+    target: str = option(help="The target model folder the drafts speculate for.")
+    drift: DriftOptions = nested(DriftOptions)
+    json: bool = option(False, help="Print the report as JSON.")
+    plot: str | None = option(
+        None,
+        path=True,
+        help="Write a PNG: sink share, fed-back RMS and conditional acceptance by depth, a line per draft, "
+        "a row per bucket.",
+    )
 
 
 @click.command("drift")
 @click.argument("drafts", nargs=-1, required=True, metavar="DRAFT [DRAFT ...]")
-@click.option("--target", required=True, help="The target model folder the drafts speculate for.")
-@dataclass_options(DriftOptions, "opts")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option(
-    "--plot",
-    "plot_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Write a PNG: sink share, fed-back RMS and conditional acceptance by depth, a line per draft, "
-    "a row per bucket.",
-)
-def drift_cmd(drafts: tuple[str, ...], target: str, opts: DriftOptions, as_json: bool, plot_path: str | None) -> None:
+@dataclass_options(DriftCommand, "opts")
+def drift_cmd(drafts: tuple[str, ...], opts: DriftCommand) -> None:
     """Show attention drift of each DRAFT against --target: as the draft chain deepens, the share
     of attention on the sink tokens, on the rest of the context and on the draft's own tokens, the
     RMS of the fed-back hidden state and of each aux input, and the conditional acceptance, per depth,
@@ -38,17 +46,18 @@ def drift_cmd(drafts: tuple[str, ...], target: str, opts: DriftOptions, as_json:
     from eagle_convert.errors import UsageError
     from eagle_convert.measure import resolve_suite, select_suite
 
+    plot_path, as_json, d = opts.plot, opts.json, opts.drift
     if plot_path is not None and not plot_path.lower().endswith(".png"):
         raise UsageError(f"--plot: {plot_path} must end in .png")
     if plot_path is not None:
         from eagle_convert.drift import require_drift_plot
 
         require_drift_plot()
-    prompts = select_suite(resolve_suite(opts.select.prompts), opts.select.categories, opts.select.limit)
+    prompts = select_suite(resolve_suite(d.select.prompts), d.select.categories, d.select.limit)
     for line in prompts.notices:
         click.echo(f"Note: {line}", err=True)
     with ProgressDisplay(json_mode=as_json) as display:
-        report = run_drift(target, list(drafts), opts, prompts=prompts, progress=display.say, on_tick=display.tick)
+        report = run_drift(opts.target, list(drafts), d, prompts=prompts, progress=display.say, on_tick=display.tick)
     if plot_path is not None:
         from eagle_convert.drift import plot_drift
 

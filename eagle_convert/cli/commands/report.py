@@ -2,46 +2,42 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
 from eagle_convert.cli.options import dataclass_options
+from eagle_convert.optionspec import nested, option
 from eagle_convert.report import ReportOptions
+
+
+@dataclass(frozen=True)
+class ReportCommand:
+    """`report`'s options: the target, the folder, what to build and measure (`ReportOptions`), the key."""
+
+    target: str = option(metavar="TARGET", help="The target model folder the draft speculates for.")
+    out: str = option(
+        metavar="DIR",
+        help="Report folder: new, or an earlier report's folder to resume it (unchanged stages are skipped).",
+    )
+    report: ReportOptions = nested(ReportOptions)
+    api_key: str | None = option(
+        None,
+        envvar="OPENAI_API_KEY",
+        help="Bearer key for the --server and --baseline-server URLs (never printed or recorded).",
+    )
+    json: bool = option(False, help="Print report.json to stdout.")
 
 
 @click.command("report")
 @click.argument("draft")
-@click.option("--target", required=True, metavar="TARGET", help="The target model folder the draft speculates for.")
-@click.option(
-    "--out",
-    "out",
-    required=True,
-    type=click.Path(path_type=Path),
-    metavar="DIR",
-    help="Report folder: new, or an earlier report's folder to resume it (unchanged stages are skipped).",
-)
 @dataclass_options(
-    ReportOptions,
+    ReportCommand,
     "opts",
-    help_extra={"measure.concurrency": "Default with --engine vllm: 1,4,16; 'none' turns it off."},
+    help_extra={"report.measure.concurrency": "Default with --engine vllm: 1,4,16; 'none' turns it off."},
 )
-@click.option(
-    "--api-key",
-    default=None,
-    envvar="OPENAI_API_KEY",
-    show_envvar=True,
-    help="Bearer key for the --server and --baseline-server URLs (never printed or recorded).",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print report.json to stdout.")
-def report_cmd(
-    draft: str,
-    target: str,
-    out: Path,
-    opts: ReportOptions,
-    api_key: str | None,
-    as_json: bool,
-) -> None:
+def report_cmd(draft: str, opts: ReportCommand) -> None:
     """Inspect DRAFT, upgrade it to EAGLE-3.1 (identity and calibrated fc_norm), fine-tune, validate,
     and measure every variant against TARGET on the same prompts, buckets and engine.
 
@@ -57,6 +53,7 @@ def report_cmd(
     from eagle_convert.cli.interrupt import on_interrupt
     from eagle_convert.report import run_report
 
+    out, as_json = Path(opts.out), opts.json
     events: list[object] = []
 
     def resume() -> str:  # read when interrupted: how many stages had finished by then
@@ -70,13 +67,13 @@ def report_cmd(
     with ProgressDisplay(json_mode=as_json) as display:
         result = run_report(
             draft,
-            target,
+            opts.target,
             out,
-            opts,
+            opts.report,
             progress=display.say,
             on_stage=events.append,
             on_tick=display.tick,
-            api_key=api_key or None,
+            api_key=opts.api_key or None,
         )
     if as_json:
         from eagle_convert.cli.output import echo_json
