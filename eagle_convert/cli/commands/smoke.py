@@ -131,7 +131,7 @@ def _forms(drafts: tuple[str, ...], target: str | None, old: tuple[str, ...]) ->
         return target, (*drafts, *old)
     ctx = click.get_current_context()
     if not old:
-        param = next(p for p in ctx.command.params if p.name == "target")
+        param = next(p for p in ctx.command.params if "--target" in p.opts)
         raise click.MissingParameter(ctx=ctx, param=param)
     if len(drafts) != 1:
         raise click.UsageError(
