@@ -76,20 +76,20 @@ def finetune_cmd(draft: str, opts: FinetuneCommand) -> None:
     from eagle_convert.cli.render.finetune import FinetuneProgress, render_plan, render_result
     from eagle_convert.finetune import plan_finetune, run_finetune, serve_torchrun, torchrun_world
 
-    cmd, opts = opts, opts.finetune
+    cmd, train = opts, opts.finetune
     out, cache = Path(cmd.out), None if cmd.cache is None else Path(cmd.cache)
     world = torchrun_world()
     if world is not None:  # one of torchrun's ranks (docs/scale.md): rank 0 runs the fine-tune, the rest train
         # torchrun's own parser takes `--nproc` for its `--nproc-per-node`: the world size is the default here
-        if opts.nproc not in (1, world[1]):
-            raise UsageError(f"--nproc {opts.nproc}: torchrun started {world[1]} processes; leave --nproc out")
-        opts = replace(opts, nproc=world[1])
+        if train.nproc not in (1, world[1]):
+            raise UsageError(f"--nproc {train.nproc}: torchrun started {world[1]} processes; leave --nproc out")
+        train = replace(train, nproc=world[1])
         if world[0] > 0:
             serve_torchrun()
             return
     on_interrupt(output_detail(out, draft))
     capture = None if cmd.capture is None else replace(cmd.capture_opts, engine=cmd.capture)
-    plan = plan_finetune(draft, cmd.target, out, opts, force=cmd.force, cache=cache, capture=capture)
+    plan = plan_finetune(draft, cmd.target, out, train, force=cmd.force, cache=cache, capture=capture)
     for line in plan.notices:
         click.echo(f"Note: {line}", err=True)
     screen = console()
