@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     CrossCheckFn = Callable[[EagleDrafter, Path, str, tuple[int, ...]], CrossCheck]
 
-__all__ = ["DRIFT_MODULES", "CROSS_CHECK_ENGINES", "measure_drift", "run_drift"]
+__all__ = ["DRIFT_MODULES", "measure_drift", "run_drift"]
 
 DRIFT_MODULES = ("torch", "transformers", "tokenizers")
 
