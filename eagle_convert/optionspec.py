@@ -20,9 +20,20 @@ from typing import Any
 
 from eagle_convert.errors import UsageError
 
-__all__ = ["OptionSpec", "check", "cli_fields", "option", "option_kind", "to_argv"]
+__all__ = [
+    "Nested",
+    "OptionSpec",
+    "check",
+    "cli_fields",
+    "nested",
+    "offers",
+    "option",
+    "option_kind",
+    "to_argv",
+]
 
 KEY = "eagle_convert.option"  # the dataclass field metadata key
+NEST_KEY = "eagle_convert.nested"  # a field holding another option object (composition)
 
 
 @dataclass(frozen=True)
@@ -40,7 +51,8 @@ class OptionSpec:
     path: bool | str = False  # a file (the CLI checks it is not a folder); "out": one written (and writable)
     parse: Callable[[str], Any] | None = None  # the flag's text -> the field's value
     format: Callable[[Any], str] | None = None  # the field's value -> the flag's text (to_argv)
-    show_default: bool = True
+    show_default: bool | str = True  # a text: what --help shows where None means a rule (k: the config's, else 3)
+    envvar: str | None = None  # read from this environment variable when the flag is absent
 
     def flag_for(self, name: str) -> str:
         return self.flag or "--" + name.replace("_", "-")
@@ -60,7 +72,8 @@ def option(
     path: bool | str = False,
     parse: Callable[[str], Any] | None = None,
     format: Callable[[Any], str] | None = None,
-    show_default: bool = True,
+    show_default: bool | str = True,
+    envvar: str | None = None,
 ) -> Any:
     """A dataclass field that is also a command-line option.
 
@@ -77,15 +90,64 @@ def option(
         path: the value is a file path; "out": a file the command writes.
         parse: reads the flag's text into the field's value (raise `UsageError` on bad text).
         format: writes the field's value as the flag's text (the inverse of `parse`).
-        show_default: `--help` shows the default.
+        show_default: `--help` shows the default (a text: shows that).
+        envvar: the environment variable read when the flag is absent (`--help` names it).
 
     Returns:
         A `dataclasses.field` carrying an `OptionSpec` in its metadata.
     """
     if multiple and default is MISSING:
         default = ()
-    spec = OptionSpec(help, flag, short, min, max, choices, multiple, metavar, path, parse, format, show_default)
+    spec = OptionSpec(
+        help, flag, short, min, max, choices, multiple, metavar, path, parse, format, show_default, envvar
+    )
     return dataclasses.field(default=default, metadata={KEY: spec})
+
+
+@dataclass(frozen=True)
+class Nested:
+    """A field holding another option object whose options the command offers as its own (report
+    offers smoke's, finetune's and drift's): which of them, under which flags, with which defaults."""
+
+    cls: type
+    only: tuple[str, ...] | None = None  # the fields offered (None: all)
+    flags: dict[str, str] = dataclasses.field(default_factory=dict)  # field -> this command's flag
+    prefix: str = ""  # this command's help starts with it ("Fine-tune: ")
+    defaults: dict[str, Any] = dataclasses.field(default_factory=dict)  # this command's defaults
+
+    def default(self) -> Any:
+        return self.cls(**self.defaults)
+
+    def fields(self) -> Iterator[tuple[dataclasses.Field[Any], Any]]:
+        """The offered fields, their specs as this command spells them (a nested object's: its `Nested`)."""
+        for f, spec in offers(self.cls):
+            if isinstance(spec, Nested):
+                if self.only is None or f.name in self.only:
+                    yield f, spec
+            elif self.only is None or f.name in self.only:
+                help = spec.help[0].lower() + spec.help[1:] if self.prefix else spec.help
+                yield f, dataclasses.replace(spec, flag=self.flags.get(f.name, spec.flag), help=self.prefix + help)
+
+
+def nested(
+    cls: type,
+    *,
+    only: tuple[str, ...] | None = None,
+    flags: dict[str, str] | None = None,
+    prefix: str = "",
+    defaults: dict[str, Any] | None = None,
+) -> Any:
+    """A dataclass field holding a `cls` object whose option fields (`only`) are this object's options too."""
+    spec = Nested(cls, only, dict(flags or {}), prefix, dict(defaults or {}))
+    return dataclasses.field(default_factory=spec.default, metadata={NEST_KEY: spec})
+
+
+def offers(cls: type) -> Iterator[tuple[dataclasses.Field[Any], OptionSpec | Nested]]:
+    """Every option field and nested option object of `cls`, in declaration order."""
+    for f in dataclasses.fields(cls):
+        spec = f.metadata.get(KEY) or f.metadata.get(NEST_KEY)
+        if spec is not None:
+            yield f, spec
 
 
 def cli_fields(cls: type) -> Iterator[tuple[dataclasses.Field[Any], OptionSpec]]:
@@ -143,12 +205,14 @@ def _text(value: Any, spec: OptionSpec) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def to_argv(opts: Any, *, exclude: tuple[str, ...] = ()) -> list[str]:
-    """The flags that give `opts` from the class defaults: only the fields that differ, in field order.
+def to_argv(opts: Any, *, exclude: tuple[str, ...] = (), _nest: Nested | None = None) -> list[str]:
+    """The flags that give `opts` from the class defaults: only the fields that differ, in field order
+    (a `nested` object's where it is declared).
 
     Args:
         opts: an instance of an option dataclass.
         exclude: fields left out (the command spells them its own way).
+        _nest: `opts` is held by a `nested` field: its offered fields, flags and defaults.
 
     Returns:
         The argument list (unquoted), e.g. `["--limit", "2", "--category", "chat"]`.
@@ -158,8 +222,12 @@ def to_argv(opts: Any, *, exclude: tuple[str, ...] = ()) -> list[str]:
     """
     out: list[str] = []
     cls = type(opts)
-    for f, spec in cli_fields(cls):
-        value, default = getattr(opts, f.name), f.default
+    base = None if _nest is None else _nest.default()
+    for f, spec in offers(cls) if _nest is None else _nest.fields():
+        if isinstance(spec, Nested):
+            out += [] if f.name in exclude else to_argv(getattr(opts, f.name), _nest=spec)
+            continue
+        value, default = getattr(opts, f.name), f.default if base is None else getattr(base, f.name)
         if value == default or f.name in exclude:
             continue
         flag = spec.flag_for(f.name)

@@ -210,14 +210,17 @@ def test_drift_reads_the_mla_drafts_attention_and_the_31_upgrade_keeps_the_fed_s
     feeds back the post-norm state: RMS within 5 % of RMS(norm.weight) at every depth."""
     from safetensors.torch import load_file
 
-    from eagle_convert.drift import run_drift
+    from eagle_convert.drift import DriftOptions, run_drift
     from eagle_convert.measure import builtin_prompts
     from eagle_convert.upgrade import upgrade_draft
 
     up = tmp_path / "eagle31"
     upgrade_draft(mla_pair["draft"], up)
     report = run_drift(
-        mla_pair["target"], [mla_pair["draft"], up], prompts=builtin_prompts()[:2], depth=4, max_new_tokens=8
+        mla_pair["target"],
+        [mla_pair["draft"], up],
+        DriftOptions(depth=4, max_new_tokens=8),
+        prompts=builtin_prompts()[:2],
     )
     eagle3, eagle31 = report.drafts
     for d in report.drafts:

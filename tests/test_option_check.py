@@ -15,6 +15,7 @@ from eagle_convert.check import CheckOptions, Policy, run_check
 from eagle_convert.cli.app import main
 from eagle_convert.cli.errors import format_error
 from eagle_convert.diff import DiffOptions
+from eagle_convert.drift import DriftOptions
 from eagle_convert.errors import UsageError
 from eagle_convert.finetune import FinetuneOptions
 from eagle_convert.measure import MeasureOptions
@@ -87,10 +88,11 @@ CASES = [
     (
         "report",
         ReportOptions,
-        {"drift_depth": 0},
-        "`drift_depth` must be at least 1",
-        "--drift-depth must be at least 1",
+        {"finetune_from": "x"},
+        "`finetune_from='x'`: expected one of calibrated, identity",
+        "--finetune-from 'x': expected one of calibrated, identity",
     ),
+    ("drift", DriftOptions, {"depth": 0}, "`depth` must be at least 1", "--depth must be at least 1"),
     (
         "diff",
         DiffOptions,

@@ -350,14 +350,15 @@ def sampling(s: State) -> list[CheckResult]:
 
 def drift(s: State) -> list[CheckResult]:
     """`drift` on the draft (reference engine, built-in prompts), its verdict against the [drift] limits."""
-    from eagle_convert.drift import run_drift
+    from eagle_convert.drift import DriftOptions, run_drift
     from eagle_convert.measure import builtin_prompts, select_prompts
 
     rep = run_drift(
         s.folder("target"),
         [s.folder("draft")],
+        DriftOptions(
+            depth=int(s.policy.get("drift", "depth")), max_new_tokens=int(s.policy.get("drift", "max_new_tokens"))
+        ),
         prompts=select_prompts(builtin_prompts(), (), int(s.policy.get("drift", "limit"))),
-        depth=int(s.policy.get("drift", "depth")),
-        max_new_tokens=int(s.policy.get("drift", "max_new_tokens")),
     )
     return ms.drift_checks(rep.drafts[0].verdict, s.policy)
