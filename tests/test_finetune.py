@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from eagle_convert.cli.app import main
+from eagle_convert.vllm_model import default_release
 
 try:
     from tests.jsonschemas import check_schema
@@ -180,7 +181,7 @@ def test_finetune_recovers_acceptance_of_the_upgrade(tmp_path: Path) -> None:
         target, draft = build_trained_pair(log=lambda _msg: None)
         up = tmp_path / "eagle31"
         ckpt = open_checkpoint(draft)
-        apply_upgrade(plan_upgrade(ckpt, describe(ckpt, read_vocab=False)), up)
+        apply_upgrade(plan_upgrade(ckpt, describe(ckpt, default_release(), read_vocab=False)), up)
         before = _tree_hash(up)
         out = tmp_path / "eagle31-ft"
         res = finetune_draft(

@@ -68,16 +68,11 @@ class State:
     settings: dict[str, Any] = field(default_factory=dict)
     vllm_version: str | None = None
     worker_starts_before: int = 0  # of a session shared with earlier checks
-    release: str | None = None  # --vllm-version / [static] vllm_version: the release the verdict is for
+    release: Any = None  # vllm_model.VllmVersionStatus, resolved once by run_check: the release the verdict is for
     serve: Any = None  # vllm_model.serve_config.ServeConfig: --speculative-config / --max-model-len
     serve_for: Any = None  # engines.EngineStatus: --for sglang|trtllm, the engine the static verdict is for
     serve_config: str | None = None  # --serve-config: that engine's serve config file, checked by the static stage
     prompt_suite: tuple[str, list[str]] = ("built-in", [])  # [acceptance] prompts: label, refusal lines
-
-    @property
-    def requested_release(self) -> str | None:
-        """The release the user named (flag first, then the policy), None for the installed/newest."""
-        return self.release or self.policy.get("static", "vllm_version")
 
     def folder(self, role: str) -> Path:
         """Local folder of the draft / target / baseline (a hub repo is downloaded once)."""
@@ -138,7 +133,7 @@ def static(s: State) -> list[CheckResult]:
             target=s.target,
             deep=bool(s.policy.get("static", "deep")),
             serving_context=s.policy.get("static", "max_model_len"),
-            vllm_version=s.requested_release,
+            vllm_version=s.release,
             speculative_config=s.serve,
             identity_required=s.need.identity,
         )
@@ -155,17 +150,17 @@ def _info(s: State) -> Any:
         return s.report.info
     from eagle_convert.draft import describe, open_checkpoint
 
-    return describe(open_checkpoint(s.draft), read_vocab=False)
+    return describe(open_checkpoint(s.draft), s.release.rules, read_vocab=False)
 
 
 def features(s: State) -> list[CheckResult]:
     """The draft's EAGLE-3.1 features against the named release's (releases.py), else the installed
     vLLM's source, else (no vLLM here) the newest known release's, the one the static verdict is for."""
-    from eagle_convert.vllm_model import VllmFeatures, detect_features, features_of, installed_status, vllm_available
+    from eagle_convert.vllm_model import VllmFeatures, detect_features, features_of, vllm_available
 
     found: VllmFeatures | None
-    if s.requested_release is not None or not vllm_available():
-        found = features_of(installed_status(s.requested_release).rules)
+    if s.release.named or not vllm_available():
+        found = features_of(s.release.rules)
     else:
         found = detect_features()
         s.vllm_version = found.version if found else None

@@ -123,11 +123,11 @@ def _prompt_sets(
 def _draft_facts(path: Path) -> tuple[str | None, bool, bool]:
     """(variant, fc_norm, norm_output) as describe reads the draft."""
     from eagle_convert.draft import describe, open_checkpoint
-    from eagle_convert.vllm_model import read_config
+    from eagle_convert.vllm_model import default_release
 
-    ckpt = open_checkpoint(path)
-    flags = read_config(ckpt.config).flags
-    return describe(ckpt, read_vocab=False).variant, bool(flags["fc_norm"]), bool(flags["norm_output"])
+    # drift runs the reference engine, which mirrors the installed release
+    info = describe(open_checkpoint(path), default_release(), read_vocab=False)
+    return info.variant, bool(info.view.flags["fc_norm"]), bool(info.view.flags["norm_output"])
 
 
 def _measure_draft(

@@ -344,7 +344,9 @@ def plan_finetune(
     if not ckpt.has_config:
         raise CheckpointNotFoundError(f"draft {draft}: no config.json")
     ensure_draft(ckpt, "finetune")  # a target, MTP head, Medusa ... or a P-EAGLE draft: one line, exit 1
-    info = describe(ckpt, read_vocab=False)
+    from eagle_convert.vllm_model import default_release
+
+    info = describe(ckpt, default_release(), read_vocab=False)  # finetune's entry: the installed release
     config = ckpt.config
     tcfg = json.loads((tpath / "config.json").read_text())
     ensure_target_config(tcfg, f"--target {target}")

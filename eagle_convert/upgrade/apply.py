@@ -231,7 +231,7 @@ def verify_against_plan(
 
 def _recheck(plan: UpgradePlan, tmp: Path) -> list[str]:
     """Describe the written output like any input: it must now be EAGLE-3.1 as planned."""
-    info = describe(open_checkpoint(tmp), read_vocab=False)
+    info = describe(open_checkpoint(tmp), plan.release, read_vocab=False)
     want = {
         "variant": "EAGLE-3.1",
         "num_aux": plan.num_aux,

@@ -82,7 +82,14 @@ if TYPE_CHECKING:  # what type checkers see
         default_aux_ids,
     )
     from eagle_convert.vllm_model.verifier import verifier_problem
-    from eagle_convert.vllm_model.versions import ALL, TESTED_VERSION, VllmVersionStatus, installed_status, status_for
+    from eagle_convert.vllm_model.versions import (
+        ALL,
+        TESTED_VERSION,
+        VllmVersionStatus,
+        default_release,
+        installed_status,
+        status_for,
+    )
     from eagle_convert.vllm_model.weights import Unknown, unknown_name, vllm_name
 else:  # what runs: each name imported from its module on first use
     __getattr__, __dir__ = attach(
@@ -158,6 +165,7 @@ else:  # what runs: each name imported from its module on first use
             "ALL": "eagle_convert.vllm_model.versions",
             "TESTED_VERSION": "eagle_convert.vllm_model.versions",
             "VllmVersionStatus": "eagle_convert.vllm_model.versions",
+            "default_release": "eagle_convert.vllm_model.versions",
             "installed_status": "eagle_convert.vllm_model.versions",
             "status_for": "eagle_convert.vllm_model.versions",
             "Unknown": "eagle_convert.vllm_model.weights",
@@ -195,6 +203,7 @@ __all__ = [
     "MLA_DIM_DEFAULTS",
     "flatten_speculators",
     "guess_method",
+    "default_release",
     "installed_status",
     "KNOWN_RELEASES",
     "known_fingerprint_releases",
