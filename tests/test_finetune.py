@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -41,8 +42,8 @@ def _folder(path: Path, config: dict) -> Path:
 # ------------------------------------------------------------------------------ refusals
 
 
-def test_cli_existing_output_is_refused(tmp_path: Path) -> None:
-    draft, target = _folder(tmp_path / "d", {}), _folder(tmp_path / "t", {})
+def test_cli_existing_output_is_refused(tmp_path: Path, built_fixtures) -> None:
+    draft, target = built_fixtures("vllm-tiny"), _folder(tmp_path / "t", {})  # a draft: the resolver opens it
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "keep.txt").write_text("x")
     res = _cli("finetune", str(draft), "--target", str(target), "--out", str(tmp_path / "out"))
@@ -61,8 +62,9 @@ def test_cli_missing_target(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("where", ["inside", "same"])
-def test_cli_output_inside_input(tmp_path: Path, where: str) -> None:
-    draft, target = _folder(tmp_path / "d", {}), _folder(tmp_path / "t", {})
+def test_cli_output_inside_input(tmp_path: Path, where: str, built_fixtures) -> None:
+    draft = Path(shutil.copytree(built_fixtures("vllm-tiny"), tmp_path / "d"))  # a draft: the resolver opens it
+    target = _folder(tmp_path / "t", {})
     out = draft / "sub" if where == "inside" else draft
     res = _cli("finetune", str(draft), "--target", str(target), "--out", str(out), "--force")
     assert res.exit_code == 1

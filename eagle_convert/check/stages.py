@@ -3,8 +3,8 @@
 `State` carries what later stages reuse: the validation report, local folders (downloaded once
 for hub references), the prepared prompts, and every engine pass (`measure.Engines`).
 
-Hub references are downloaded here (into the normal Hugging Face cache, through `io.hub`), only
-for the stages that load weights; the static stages read headers only.
+Hub references are downloaded (`draft.local_checkpoint`) only for the stages that load weights;
+the static stages read headers only.
 """
 
 from __future__ import annotations
@@ -17,39 +17,8 @@ from eagle_convert.check import checks as ck
 from eagle_convert.check import measured as ms
 from eagle_convert.check.checks import CheckResult
 from eagle_convert.check.policy import Policy
-from eagle_convert.draft import CheckpointRef
-from eagle_convert.errors import CheckpointNotFoundError
-from eagle_convert.io import missing_path_error
+from eagle_convert.draft import local_checkpoint
 from eagle_convert.measure import CONTROL_EPS, GREEDY, MAIN, MIXED, Engines, plan_check_passes
-
-
-def local_folder(ref: str, what: str) -> Path:
-    """A local checkpoint folder for `ref`: the folder itself, or a hub repo downloaded into the HF cache."""
-    parsed = CheckpointRef.parse(str(ref))
-    if not parsed.is_hub:
-        path = Path(parsed.local or ref).expanduser()
-        if not path.exists():
-            raise missing_path_error(path)
-        folder = path if path.is_dir() else path.parent
-        if not (folder / "config.json").is_file():
-            raise CheckpointNotFoundError(
-                f"{what} {ref}: no config.json in {folder}", hint="give the checkpoint folder (vLLM loads folders)"
-            )
-        return folder.resolve()
-    from eagle_convert.io import HubSource
-
-    src = HubSource(parsed.repo, parsed.revision)  # type: ignore[arg-type]
-    names = src.list_files()
-    if "config.json" not in names:
-        raise CheckpointNotFoundError(f"{what} {ref}: the repo has no config.json at its root")
-    found: Path | None = None
-    for name in names:
-        path = src.local_path(name)
-        if name == "config.json":
-            found = path.parent
-    if found is None:  # list_files() named config.json, so local_path() fetched it
-        raise CheckpointNotFoundError(f"{what} {ref}: config.json could not be downloaded")
-    return found
 
 
 @dataclass
@@ -82,7 +51,7 @@ class State:
                 from eagle_convert.errors import UsageError
 
                 raise UsageError(f"the check needs a {role} for this stage", hint=f"pass --{role}")
-            self.folders[role] = local_folder(ref, role)
+            self.folders[role] = local_checkpoint(ref, role, "check", hub=True)
         return self.folders[role]
 
     def acc(self, key: str) -> Any:

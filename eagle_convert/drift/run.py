@@ -10,16 +10,16 @@ context buckets), prepared once per chat template.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from eagle_convert.draft import local_checkpoint
 from eagle_convert.drift.recorder import DriftRecorder
 from eagle_convert.drift.results import DraftDrift, DriftReport, group_from, pooled, verdict
-from eagle_convert.errors import CheckpointNotFoundError, EngineError, UsageError
+from eagle_convert.errors import EngineError, UsageError
 from eagle_convert.extras import require
 from eagle_convert.measure import NATURAL, Prompt, PromptSet, Suite
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
@@ -77,28 +77,6 @@ def measure_drift(
     finally:
         drafter.observer = None
     return rec
-
-
-def _folder(path: str | Path, what: str) -> Path:
-    """A local folder with a config.json (a draft where the reader every command uses finds it)."""
-    from eagle_convert.draft import ensure_draft, ensure_target_config
-
-    p = Path(path).expanduser()
-    if not p.is_dir():
-        raise CheckpointNotFoundError(f"{what} {path}: no such folder", hint="drift needs a local checkpoint folder")
-    swap = "did you swap DRAFT and --target?"
-    if what == "draft":
-        from eagle_convert.draft import open_checkpoint
-
-        ckpt = open_checkpoint(p)
-        if not ckpt.has_config:
-            raise CheckpointNotFoundError(f"draft {path}: no config.json")
-        ensure_draft(ckpt, "drift", swap=swap)
-    else:
-        if not (p / "config.json").is_file():
-            raise CheckpointNotFoundError(f"target {path}: no config.json")
-        ensure_target_config(json.loads((p / "config.json").read_text()), f"target {path}", swap=swap)
-    return p.resolve()
 
 
 def _prompt_sets(
@@ -246,8 +224,8 @@ def run_drift(
     from eagle_convert.measure import draft_labels
     from eagle_convert.reference import TargetModel, quiet_loading
 
-    tdir = _folder(target, "target")
-    dpaths = [_folder(d, "draft") for d in drafts]
+    tdir = local_checkpoint(target, "target", "drift")
+    dpaths = [local_checkpoint(d, "draft", "drift") for d in drafts]
     sets = _prompt_sets(tdir, prompts, chat_templates, depth=depth, max_new_tokens=max_new_tokens, buckets=buckets)
     with quiet_loading():
         tgt = TargetModel.from_pretrained(tdir, device=device)
