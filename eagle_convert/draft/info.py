@@ -79,6 +79,10 @@ class DraftInfo:
     # The config as the one release of this description reads it: what every later step asks.
     view: VllmDraftConfig = field(repr=False, compare=False)
 
+    def disk_name(self, canonical: str) -> str | None:
+        """The on-disk name of the tensor vLLM names `canonical` (`d2t`, `fc.weight`), None without one."""
+        return next((name for name, canon in self.canonical.items() if canon == canonical), None)
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         del data["canonical"], data["view"]

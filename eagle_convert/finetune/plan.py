@@ -25,7 +25,6 @@ and writes atomically. The dependency goes one way: run imports plan, never the 
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -338,8 +337,7 @@ def plan_finetune(
 
     info = describe(ckpt, default_release(), read_vocab=False)  # finetune's entry: the installed release
     config = ckpt.config
-    tcfg = json.loads((tpath / "config.json").read_text())
-    aux_ids = _check_pair(dpath, config, Target.from_config(tcfg, str(target)))
+    aux_ids = _check_pair(dpath, config, Target.from_folder(tpath, str(target)))
     if cache_dir is not None and capture is None:
         check_cache(cache_dir, draft=dpath, target=tpath, aux_ids=aux_ids)
         label = f"cache {cache_dir}"

@@ -223,6 +223,7 @@ def plan_upgrade(
         target=target,
         warnings=warnings,
         release=info.view.release,
+        d2t=ckpt.tensors.get(info.disk_name("d2t") or ""),
     )
     changed = config_diff(ckpt.config, {k: v for k, v in after.items() if k != PROVENANCE_KEY}).paths()
     after[PROVENANCE_KEY] = _provenance(ckpt, info, layout, aux, additions, renames, changed, norm_init)

@@ -68,6 +68,12 @@ def eagle_section(config: dict[str, Any]) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def inner_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A speculators config's `transformer_layer_config` when it is an object ({} otherwise)."""
+    value = config.get("transformer_layer_config")
+    return value if isinstance(value, dict) else {}
+
+
 def as_list(value: Any) -> list[Any]:
     """A config list as a list; any other set value as a one-element list (reported as invalid)."""
     return list(value) if isinstance(value, (list, tuple)) else [value]
@@ -89,8 +95,7 @@ def flatten_speculators(config: dict[str, Any], rel: Release) -> dict[str, Any]:
     kind = config.get("speculators_model_type")
     if not speculators_kind_in(kind, rel):
         kind = None  # this release builds no class from it (served.py says why)
-    inner = config.get("transformer_layer_config")
-    flat = dict(inner) if isinstance(inner, dict) else {}
+    flat = dict(inner_config(config))
     flat["draft_vocab_size"] = config.get("draft_vocab_size")
     if config.get("target_hidden_size") is not None:
         flat["target_hidden_size"] = config["target_hidden_size"]
@@ -332,10 +337,8 @@ def read_config(config: dict[str, Any], rel: Release) -> VllmDraftConfig:
         count, count_src = _aux_count(vcfg, cls or DRAFT_CLASSES["Eagle3LlamaForCausalLM"])
     v1, v1_where = _aux_ids_v1(vcfg, rel)
     v2, v2_where = _aux_ids_v2(vcfg, rel)
-    inner = config.get("transformer_layer_config") if isinstance(config.get("transformer_layer_config"), dict) else {}
     written = {
-        f: any(bool(src.get(f)) for src in (config, inner, eagle_section(config)) if isinstance(src, dict))
-        for f in FLAG_NAMES
+        f: any(bool(src.get(f)) for src in (config, inner_config(config), eagle_section(config))) for f in FLAG_NAMES
     }
     return VllmDraftConfig(
         config=config,
