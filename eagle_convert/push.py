@@ -25,19 +25,21 @@ from typing import Any
 
 from eagle_convert.draft import CARD_FILE, folder_card, retarget_card
 from eagle_convert.errors import (
+    CheckpointNotFoundError,
     EagleConvertError,
     HubError,
     HubOfflineError,
     PushRefusedError,
     UsageError,
 )
-from eagle_convert.io import OFFLINE_REASON, endpoint, endpoint_display, local_folder, offline, translate
+from eagle_convert.io import OFFLINE_REASON, endpoint, endpoint_display, offline, suggestion, translate
 from eagle_convert.jsonable import dump, key
 from eagle_convert.optionspec import check, option
 from eagle_convert.validate import serving_summary, validate_checkpoint
 
 __all__ = ["PushOptions", "PushPlan", "PushResult", "plan_push", "push_draft", "push_files"]
 
+_LOCAL = "push uploads a local draft folder"
 _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 WRITE_HINT = "push needs a token with write access to the namespace: set HF_TOKEN or run `hf auth login`"
 PUSH_OFFLINE_HINT = "unset HF_HUB_OFFLINE to upload; {dry_run} shows what would be sent"
@@ -163,12 +165,11 @@ def plan_push(
     o = opts or PushOptions()
     allow_invalid, target = _allow_invalid(o.allow_invalid, force), o.target
     _refuse_swapped(folder, repo_id)
-    path = local_folder(
-        folder,
-        str(folder),
-        hint="push uploads a local draft folder",
-        config_note=" (push uploads a local draft folder)",
-    )
+    path = Path(folder).expanduser()  # uploaded as is: its config.json must sit at its root
+    if not path.is_dir():
+        raise CheckpointNotFoundError(f"{folder}: no such folder", hint=suggestion(path) or _LOCAL)
+    if not (path / "config.json").is_file():
+        raise CheckpointNotFoundError(f"{folder}: no config.json ({_LOCAL})")
     if not _REPO_ID.fullmatch(repo_id):
         raise UsageError(f"{repo_id!r} is not a hub repo id", hint="use org/name (or user/name)")
     report = validate_checkpoint(path, target=target)

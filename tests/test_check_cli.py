@@ -230,7 +230,7 @@ def test_hub_draft_static_stage_reads_headers_only(
 ) -> None:
     """`check org/draft@rev`: headers (and d2t/t2d) only; the engine stages download the repo, with the
     hub errors the tool distinguishes."""
-    from eagle_convert.check.stages import local_folder
+    from eagle_convert.draft import local_checkpoint
     from eagle_convert.errors import HubNotFoundError
 
     with hub_server({"org/draft": drafts["good"]}) as server:
@@ -239,10 +239,10 @@ def test_hub_draft_static_stage_reads_headers_only(
         assert res.exit_code == 0, res.output
         size = (drafts["good"] / "model.safetensors").stat().st_size
         assert 0 < server.served("org/draft", "model.safetensors") < size / 4
-        folder = local_folder("org/draft", "draft")
+        folder = local_checkpoint("org/draft", "draft", "check", hub=True)
         assert (folder / "config.json").is_file() and (folder / "model.safetensors").stat().st_size == size
         with pytest.raises(HubNotFoundError):
-            local_folder("org/missing", "draft")
+            local_checkpoint("org/missing", "draft", "check", hub=True)
 
 
 @pytest.mark.parametrize("width", [80, 100, 160])

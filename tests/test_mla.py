@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from eagle_convert.vllm_model import default_release
 from eagle_convert.vllm_model.features import vllm_available
 
 K, MAX_NEW = 3, 32
@@ -362,7 +363,7 @@ def test_finetune_raises_held_out_acceptance_of_the_mla_upgrade(mla_pair, tmp_pa
     target, draft = mla_pair["target"], mla_pair["draft"]
     up = tmp_path / "eagle31"
     ckpt = open_checkpoint(draft)
-    apply_upgrade(plan_upgrade(ckpt, describe(ckpt, read_vocab=False)), up)
+    apply_upgrade(plan_upgrade(ckpt, describe(ckpt, default_release(), read_vocab=False)), up)
     out = tmp_path / "eagle31-ft"
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -384,7 +385,7 @@ def test_finetune_raises_held_out_acceptance_of_the_mla_upgrade(mla_pair, tmp_pa
     finally:
         torch.set_num_threads(threads)
     print(f"MLA upgrade: held-out EAL {res.eal_before:.3f} -> {res.best['eal']:.3f}; AL {before:.3f} -> {after:.3f}")
-    assert describe(open_checkpoint(out), read_vocab=False).variant == "EAGLE-3.1"
+    assert describe(open_checkpoint(out), default_release(), read_vocab=False).variant == "EAGLE-3.1"
     assert res.best["eal"] > res.eal_before + 0.2, (res.eal_before, res.best)
     assert after > before + 0.2, (before, after)
 

@@ -125,22 +125,23 @@ def test_reader_reads_back_what_smoke_writes_and_names_a_broken_field(tmp_path: 
 # ------------------------------------------------------------------ fast: refusals
 
 
-def test_refusals(tmp_path: Path) -> None:
+def test_refusals(tmp_path: Path, built_fixtures) -> None:
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "file.txt").write_text("mine")
-    d = tmp_path / "d"
-    d.mkdir()
-    (d / "config.json").write_text("{}")
+    d = shutil.copytree(built_fixtures("vllm-tiny"), tmp_path / "d")  # a draft: the folder resolver opens it
+    t = tmp_path / "t"
+    t.mkdir()
+    (t / "config.json").write_text("{}")
     res = _cli(
-        str(d), "--target", str(d), "--out", str(tmp_path / "o"), "--engine", "reference", "--concurrency", "1,4"
+        str(d), "--target", str(t), "--out", str(tmp_path / "o"), "--engine", "reference", "--concurrency", "1,4"
     )
     assert res.exit_code == 2 and "--concurrency measures per-user tokens/s with --engine vllm only" in res.output
-    res = _cli(str(tmp_path / "missing"), "--target", str(d), "--out", str(tmp_path / "o"), "--engine", "reference")
+    res = _cli(str(tmp_path / "missing"), "--target", str(t), "--out", str(tmp_path / "o"), "--engine", "reference")
     assert res.exit_code == 1 and "missing: no such folder" in res.output
-    res = _cli(str(d), "--target", str(d), "--out", str(tmp_path / "junk"), "--engine", "reference")
+    res = _cli(str(d), "--target", str(t), "--out", str(tmp_path / "junk"), "--engine", "reference")
     assert res.exit_code == 1 and "is not empty and is not a report folder" in res.output
     assert (tmp_path / "junk" / "file.txt").read_text() == "mine"
-    res = _cli(str(d), "--target", str(d), "--out", str(d / "r"), "--engine", "reference")
+    res = _cli(str(d), "--target", str(t), "--out", str(d / "r"), "--engine", "reference")
     assert res.exit_code == 1 and "must not be, contain or lie inside the draft" in res.output
 
 

@@ -124,10 +124,10 @@ def draft_features_spec(draft: Path, target_layers: int, release: Release) -> tu
     if not ids:
         raise UsageError(f"{ckpt.description}: no aux layer ids, and the target's depth is unknown")
     aux_ids = sorted(set(int(i) for i in ids))
-    info = describe(ckpt, read_vocab=False, view=view)
+    info = describe(ckpt, release, read_vocab=False)
     if not info.vocab.reduced:
         return aux_ids, None
-    d2t = next((name for name, canon in info.canonical.items() if canon == "d2t"), None)
+    d2t = info.disk_name("d2t")
     if d2t is None or tuple(ckpt.tensors[d2t].shape) != (info.draft_vocab_size,):
         raise UsageError(
             f"{ckpt.description}: draft_vocab_size {info.draft_vocab_size} < vocab_size {info.vocab_size} "

@@ -247,7 +247,7 @@ def run_check(
     report = CheckReport(str(draft), target_s, baseline_s, policy, release=status)
     say = progress or (lambda _m: None)
     engines = Engines(cache if cache is not None else {}, session)
-    state = stages.State(str(draft), target_s, baseline_s, policy, need, engines, release=vllm_version)
+    state = stages.State(str(draft), target_s, baseline_s, policy, need, engines, release=status)
     state.worker_starts_before = engines.worker_starts
     state.serve_for = serving
     state.serve_config = serve_config

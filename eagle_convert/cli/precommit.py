@@ -50,7 +50,7 @@ def precommit_cmd(files: tuple[Path, ...], strict: bool, policy_file: Path | Non
     failed = 0
     for folder in draft_folders(files):
         report = validate_checkpoint(folder, target=target)
-        bad = report.errors + ([w for w in report.warnings if w.code not in allowed] if strict else [])
+        bad = report.failing(strict=strict, allowed=allowed)
         for f in report.sorted_findings():
             if f.level == "info":
                 continue

@@ -10,17 +10,17 @@ context buckets), prepared once per chat template.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from eagle_convert.draft import local_checkpoint
 from eagle_convert.drift.options import CROSS_CHECK_ENGINES, DriftOptions
 from eagle_convert.drift.recorder import DriftRecorder
 from eagle_convert.drift.results import DraftDrift, DriftReport, group_from, pooled, verdict
-from eagle_convert.errors import CheckpointNotFoundError, EngineError, UsageError
+from eagle_convert.errors import EngineError, UsageError
 from eagle_convert.extras import require
 from eagle_convert.measure import Prompt, PromptSet, Suite, resolve_suite, select_suite
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
@@ -79,28 +79,6 @@ def measure_drift(
     return rec
 
 
-def _folder(path: str | Path, what: str) -> Path:
-    """A local folder with a config.json (a draft where the reader every command uses finds it)."""
-    from eagle_convert.draft import ensure_draft, ensure_target_config
-
-    p = Path(path).expanduser()
-    if not p.is_dir():
-        raise CheckpointNotFoundError(f"{what} {path}: no such folder", hint="drift needs a local checkpoint folder")
-    swap = "did you swap DRAFT and --target?"
-    if what == "draft":
-        from eagle_convert.draft import open_checkpoint
-
-        ckpt = open_checkpoint(p)
-        if not ckpt.has_config:
-            raise CheckpointNotFoundError(f"draft {path}: no config.json")
-        ensure_draft(ckpt, "drift", swap=swap)
-    else:
-        if not (p / "config.json").is_file():
-            raise CheckpointNotFoundError(f"target {path}: no config.json")
-        ensure_target_config(json.loads((p / "config.json").read_text()), f"target {path}", swap=swap)
-    return p.resolve()
-
-
 def _prompt_sets(
     tdir: Path,
     prompts: Sequence[Prompt] | Suite | None,
@@ -123,11 +101,11 @@ def _prompt_sets(
 def _draft_facts(path: Path) -> tuple[str | None, bool, bool]:
     """(variant, fc_norm, norm_output) as describe reads the draft."""
     from eagle_convert.draft import describe, open_checkpoint
-    from eagle_convert.vllm_model import read_config
+    from eagle_convert.vllm_model import default_release
 
-    ckpt = open_checkpoint(path)
-    flags = read_config(ckpt.config).flags
-    return describe(ckpt, read_vocab=False).variant, bool(flags["fc_norm"]), bool(flags["norm_output"])
+    # drift runs the reference engine, which mirrors the installed release
+    info = describe(open_checkpoint(path), default_release(), read_vocab=False)
+    return info.variant, bool(info.view.flags["fc_norm"]), bool(info.view.flags["norm_output"])
 
 
 def _measure_draft(
@@ -239,8 +217,8 @@ def run_drift(
     from eagle_convert.measure import draft_labels
     from eagle_convert.reference import TargetModel, quiet_loading
 
-    tdir = _folder(target, "target")
-    dpaths = [_folder(d, "draft") for d in drafts]
+    tdir = local_checkpoint(target, "target", "drift")
+    dpaths = [local_checkpoint(d, "draft", "drift") for d in drafts]
     sets = _prompt_sets(tdir, prompts, chat_templates, depth=depth, max_new_tokens=max_new_tokens, buckets=buckets)
     with quiet_loading():
         tgt = TargetModel.from_pretrained(tdir, device=opts.device)

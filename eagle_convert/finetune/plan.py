@@ -25,7 +25,6 @@ and writes atomically. The dependency goes one way: run imports plan, never the 
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,11 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.cache import CaptureOptions, check_cache
-from eagle_convert.draft import Target
-from eagle_convert.errors import CheckpointNotFoundError, EagleConvertError, UsageError
+from eagle_convert.draft import Target, local_checkpoint
+from eagle_convert.errors import EagleConvertError, UsageError
 from eagle_convert.extras import require
 from eagle_convert.finetune.options import DEFAULT_MAX_LEN, FinetuneOptions, Stage
-from eagle_convert.io import check_output_dir, local_folder
+from eagle_convert.io import check_output_dir
 from eagle_convert.jsonable import Jsonable, dump, key
 from eagle_convert.measure import Prompt, prompt_items, resolve_chat_template
 from eagle_convert.progress import Tick
@@ -216,14 +215,6 @@ def default_cache_dir(out: str | Path) -> Path:
     return p.with_name(p.name + ".cache")
 
 
-def _folder(path: str | Path, what: str, *, config: bool = True) -> Path:
-    """A local folder; with `config`, one with a config.json at its root (the draft's config may
-    sit in a weights sub-folder: `plan_finetune` asks the checkpoint reader)."""
-    return local_folder(
-        path, f"{what} {path}", hint="finetune needs a local checkpoint folder", config=config
-    ).resolve()
-
-
 def _stages(stages: Sequence[Stage]) -> list[Stage]:
     out = []
     for stage in stages:
@@ -288,7 +279,8 @@ def plan_finetune(
             options=("nproc",),
         )
     plan_stages = _stages(o.stages())
-    dpath, tpath = _folder(draft, "draft", config=False), _folder(target, "target")
+    tpath = local_checkpoint(target, "target", "finetune")  # the target first: it is not opened
+    dpath = local_checkpoint(draft, "draft", "finetune")
     final = check_output_dir(out, {"input draft": dpath, "target": tpath}, force=force)
     if cache is not None and capture is None and (prompts is not None or o.prompts is not None):
         raise UsageError(
@@ -304,17 +296,14 @@ def plan_finetune(
     cache_dir = None if cache is None and capture is None else Path(cache or default_cache_dir(final)).expanduser()
     template, template_label = resolve_chat_template(o.chat_template)
 
-    from eagle_convert.draft import describe, ensure_draft, ensure_target_config, open_checkpoint
+    from eagle_convert.draft import describe, open_checkpoint
 
     ckpt = open_checkpoint(dpath)  # the reader every command uses: shards, .bin, NeMo sub-folders
-    if not ckpt.has_config:
-        raise CheckpointNotFoundError(f"draft {draft}: no config.json")
-    ensure_draft(ckpt, "finetune")  # a target, MTP head, Medusa ... or a P-EAGLE draft: one line, exit 1
-    info = describe(ckpt, read_vocab=False)
+    from eagle_convert.vllm_model import default_release
+
+    info = describe(ckpt, default_release(), read_vocab=False)  # finetune's entry: the installed release
     config = ckpt.config
-    tcfg = json.loads((tpath / "config.json").read_text())
-    ensure_target_config(tcfg, f"--target {target}")
-    aux_ids = _check_pair(dpath, config, Target.from_config(tcfg, str(target)))
+    aux_ids = _check_pair(dpath, config, Target.from_folder(tpath, str(target)))
     if cache_dir is not None and capture is None:
         check_cache(cache_dir, draft=dpath, target=tpath, aux_ids=aux_ids)
         label = f"cache {cache_dir}"

@@ -24,9 +24,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from eagle_convert.draft import local_checkpoint
 from eagle_convert.errors import OutputError
 from eagle_convert.extras import require
-from eagle_convert.io import local_folder
 from eagle_convert.progress import OnTick
 from eagle_convert.report.cache import STATE_DIR, folder_digest
 from eagle_convert.report.runner import (
@@ -80,10 +80,6 @@ class ReportResult:
     @property
     def skipped(self) -> list[str]:
         return [e.name for e in self.events if e.status == "skipped"]
-
-
-def _local(path: str | Path, what: str) -> Path:
-    return local_folder(path, f"{what} {path}", hint="report needs local checkpoint folders").resolve()
 
 
 def _check_out(out: Path, inputs: dict[str, Path]) -> Path:
@@ -176,7 +172,7 @@ def run_report(
     serve_key = {"for": [[st.engine, st.release, st.requested, st.outside] for st in engines]} if engines else {}
     suite = m.suite
     check_served(opts, suite)  # and bad --server values
-    dpath, tpath = _local(draft, "draft"), _local(target, "target")
+    dpath, tpath = local_checkpoint(draft, "draft", "report"), local_checkpoint(target, "target", "report")
     out = _check_out(Path(out), {"draft": dpath, "target": tpath})
     out.mkdir(parents=True, exist_ok=True)
     say = progress or (lambda _m: None)

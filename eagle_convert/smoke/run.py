@@ -8,13 +8,12 @@ draft x category x context bucket into the data model of `measure/results.py`.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from eagle_convert.errors import CheckpointNotFoundError, UsageError
-from eagle_convert.io import suggestion
+from eagle_convert.draft import local_checkpoint
+from eagle_convert.errors import UsageError
 from eagle_convert.measure import (
     Measure,
     MeasureOptions,
@@ -32,32 +31,6 @@ __all__ = ["run_smoke"]
 
 
 # ------------------------------------------------------------------------------- helpers
-
-
-def _local_dir(path: str | Path, what: str) -> Path:
-    """A local folder with a config.json: at the target's root; for a draft wherever the reader
-    every command uses finds it (root, `model/`, `model/consolidated/`), with its weights."""
-    p = Path(path).expanduser()
-    if not p.is_dir():
-        raise CheckpointNotFoundError(
-            f"{what} {path}: no such folder", hint=suggestion(p) or "smoke needs a local checkpoint folder"
-        )
-    from eagle_convert.draft import ensure_draft, ensure_target_config
-
-    if what == "draft":
-        from eagle_convert.draft import open_checkpoint
-
-        ckpt = open_checkpoint(p)
-        has_config = ckpt.has_config
-        if has_config:  # a target, MTP head, Medusa ... or a P-EAGLE draft: one line, exit 1
-            ensure_draft(ckpt, "smoke")
-    else:
-        has_config = (p / "config.json").is_file()
-        if has_config:
-            ensure_target_config(json.loads((p / "config.json").read_text()), f"target {path}")
-    if not has_config:
-        raise CheckpointNotFoundError(f"{what} {path}: no config.json")
-    return p.resolve()
 
 
 # ---------------------------------------------------------------------------------- main
@@ -114,8 +87,8 @@ def run_smoke(
     ):
         if bad:
             raise UsageError(message, options=names)
-    tdir = _local_dir(target, "target")
-    dpaths = [_local_dir(d, "draft") for d in drafts]
+    tdir = local_checkpoint(target, "target", "smoke")
+    dpaths = [local_checkpoint(d, "draft", "smoke") for d in drafts]
     pset = prepare_smoke_prompts(
         tdir,
         m.suite if prompts is None else prompts,

@@ -50,7 +50,7 @@ from eagle_convert.upgrade.outcheck import OutputCheck, output_key, static_error
 from eagle_convert.upgrade.outfiles import PlannedFile, index_json, norm_name, plan_files, planned_output
 from eagle_convert.upgrade.portable import engines_for, make_portable
 from eagle_convert.upgrade.refusals import check_upgradable
-from eagle_convert.vllm_model import mtp_rewrite
+from eagle_convert.vllm_model import Release, mtp_rewrite
 
 __all__ = ["LAYOUTS", "UpgradePlan", "plan_upgrade"]
 
@@ -79,6 +79,7 @@ class UpgradePlan:
     additions: list[OutTensor]
     config_before: dict[str, Any]
     config_after: dict[str, Any]
+    release: Release = field(repr=False)  # the vLLM release the input was described for
     warnings: list[str] = field(default_factory=list)
     not_carried: list[str] = field(default_factory=list)
     norm_init: NormInit | None = None  # None: ones
@@ -217,12 +218,14 @@ def plan_upgrade(
         config_format=config_format,
         target=target,
         warnings=warnings,
+        release=info.view.release,
+        d2t=ckpt.tensors.get(info.disk_name("d2t") or ""),
     )
     changed = config_diff(ckpt.config, {k: v for k, v in after.items() if k != PROVENANCE_KEY}).paths()
     after[PROVENANCE_KEY] = _provenance(ckpt, info, layout, aux, additions, renames, changed, norm_init)
     # Only a model_type the input sets (its own, or its speculators transformer_layer_config's) and
     # vLLM would rewrite is worth a warning; an absent one is not (the "llama" to_native writes).
-    if config_format == "native" and mtp_rewrite({"model_type": base.get("model_type")}) is not None:
+    if config_format == "native" and mtp_rewrite({"model_type": base.get("model_type")}, info.view.release) is not None:
         warnings.append(
             f"model_type {base.get('model_type')!r} makes vLLM rewrite the draft into an MTP model "
             f"(SpeculativeConfig.hf_config_override); written as {after.get('model_type')!r}"
@@ -239,7 +242,7 @@ def plan_upgrade(
         "config.json",
         f"{ckpt.prefix}/config.json",
     }
-    serving_line, check = _serving(ckpt, files, after)
+    serving_line, check = _serving(ckpt, files, after, info.view.release)
     readme = model_card(
         after,
         model_ref=str(out) if out is not None else CARD_PLACEHOLDER,
@@ -267,6 +270,7 @@ def plan_upgrade(
         additions=additions,
         config_before=ckpt.config,
         config_after=after,
+        release=info.view.release,
         warnings=warnings,
         not_carried=[f for f in ckpt.source.list_files() if f not in used],
         norm_init=norm_init,
@@ -277,7 +281,7 @@ def plan_upgrade(
 
 
 def _serving(
-    ckpt: Checkpoint, files: list[PlannedFile], config: dict[str, Any]
+    ckpt: Checkpoint, files: list[PlannedFile], config: dict[str, Any], release: Release
 ) -> tuple[str | None, OutputCheck | None]:
     """The card's compatibility-matrix sentence for the output as planned (None: the planned output
     cannot be read as a draft, or has static errors: the preflight refuses it, so no card is written),
@@ -290,7 +294,7 @@ def _serving(
     sharded = len(files) > 1 or ckpt.storage == "sharded"
     try:
         out = planned_output(ckpt, files, config, sharded=sharded)
-        check = static_errors(out, output_key(files, config))
+        check = static_errors(out, output_key(files, config), release)
         return (None if check.errors else serving_summary(out)), check
     except EagleConvertError:
         return None, None
@@ -306,7 +310,7 @@ def _plan_config(
             return "speculators", complete_verifier(ckpt.config, target, warnings)
         return "native", ckpt.config
     if layout == "vllm":
-        return "native", to_native(ckpt.config) if speculators_in else ckpt.config
+        return "native", to_native(ckpt.config, info.view.release) if speculators_in else ckpt.config
     if speculators_in:
         return "speculators", complete_verifier(ckpt.config, target, warnings)
     if target is None:

@@ -95,7 +95,7 @@ def validate_checkpoint(
     progress: Progress | None = None,
     load_timeout_s: float = 600,
     chunk_bytes: int | None = None,
-    vllm_version: str | None = None,
+    vllm_version: str | VllmVersionStatus | None = None,
     speculative_config: str | dict[str, Any] | ServeConfig | None = None,
     identity_required: bool = False,
 ) -> ValidationReport:
@@ -109,8 +109,9 @@ def validate_checkpoint(
             local `target`).
         serving_context: `--max-model-len`, the context the target is served with.
         vllm_version: the release the draft will be served on (default: the installed vLLM, else
-            the newest known release); patch releases read as their minor's newest known one.
-            Every known release at once is `validate.matrix.compatibility_matrix`.
+            the newest known release); patch releases read as their minor's newest known one; or the
+            status a caller resolved already (`check`). Every known release at once is
+            `validate.matrix.compatibility_matrix`.
         speculative_config: the deployment's `--speculative-config` (JSON text, a JSON file, a dict,
             or one already parsed): checked against the draft by the `serve` family, and its
             max_model_len is the context the draft drafts at.
@@ -128,7 +129,7 @@ def validate_checkpoint(
             speculative config the release refuses.
     """
     _check_args(load, target)
-    status = installed_status(vllm_version)
+    status = vllm_version if isinstance(vllm_version, VllmVersionStatus) else installed_status(vllm_version)
     serve = (
         speculative_config
         if isinstance(speculative_config, ServeConfig)
@@ -139,7 +140,7 @@ def validate_checkpoint(
     report = static_report(
         opened, status, serving_context=serving_context, deep=deep, serve=serve, identity_required=identity_required
     )
-    _check_source(report, status, named=vllm_version is not None)
+    _check_source(report, status, named=status.named)
     if opened.last_context is None:  # no config, or not a draft: nothing else applies
         return _done(report, t0)
     ctx = opened.last_context
@@ -255,10 +256,7 @@ def static_report(
     )
     if opened.classified is None:
         return report
-    from eagle_convert.vllm_model import read_config
-
-    view = read_config(opened.ckpt.config, status.rules)  # read once: describe and the rules share it
-    info = describe(opened.ckpt, read_vocab=False, release=status.rules, classified=opened.classified, view=view)
+    info = describe(opened.ckpt, status.rules, read_vocab=False, classified=opened.classified)
     report.info = info
     tgt = opened.target
     ctx = build_context(
@@ -269,9 +267,7 @@ def static_report(
         serving_context=(serve.draft_context if serve is not None else None) or serving_context,
         target_model=tgt,
         deep=deep,
-        release=status.rules,
         shared=opened.shared,
-        view=view,
         serve=serve,
         identity_required=identity_required,
     )
