@@ -24,7 +24,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from eagle_convert.io.copyrange import RangeCopier, copy_range, write_all, write_stream
-from eagle_convert.io.durable import start_writeback
 from eagle_convert.io.outfile import (
     COPY_CHUNK_BYTES,
     FORMAT_PT_METADATA,
@@ -99,17 +98,15 @@ def write_file(
     *,
     progress: Callable[[int], None] | None = None,
     chunk_bytes: int = COPY_CHUNK_BYTES,
-    fsync: bool = False,
     align_data: bool = True,
 ) -> Path:
     """Write ``f`` into ``out_dir`` and return its path; never overwrites an existing file.
 
     ByteRange tensors are copied in the kernel (``os.copy_file_range``, else ``os.sendfile``,
     else a bounded read/write loop); bytes and StreamSource tensors are written directly.
-    ``progress(nbytes)`` is called after each chunk of at most ``chunk_bytes`` data bytes; in a
-    folder written durably (``io.durable``) each chunk's writeback is started then too, so the disk
-    works while the rest is copied. ``fsync`` flushes the file to stable storage before returning.
-    ``align_data`` pads the header (at most 64 KiB of spaces, ``COPY_ALIGN_BYTES``) so that most copied bytes land at the
+    ``progress(nbytes)`` is called after each chunk of at most ``chunk_bytes`` data bytes.
+    Durability is the caller's (``io.atomic``, ``io.durable``). ``align_data`` pads the
+    header (at most 64 KiB of spaces, ``COPY_ALIGN_BYTES``) so that most copied bytes land at the
     same offset modulo 64 KiB as in their source: in-kernel copies between incongruent
     offsets measured ~1.5x slower. When the header did not change size the padding is the
     crate's own and the file is byte-identical to what ``safetensors`` would write.
@@ -118,8 +115,6 @@ def write_file(
         raise WriterError(f"chunk_bytes must be positive, got {chunk_bytes}")
     header = file_header(f, align_data=align_data)
     path = Path(out_dir) / f.filename
-    if (writeback := start_writeback(path)) is not None:
-        progress = _after(writeback, progress)
     src_fds: dict[Path, int] = {}
     # O_EXCL: never write over anything, in particular not over a file we read from.
     dst_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
@@ -153,8 +148,6 @@ def write_file(
                     write_all(dst_fd, piece)
                     if progress is not None:
                         progress(len(piece))
-        if fsync:
-            os.fsync(dst_fd)
     except BaseException:
         os.close(dst_fd)
         dst_fd = -1
@@ -172,15 +165,6 @@ def write_file(
             os.close(dst_fd)
     LOG.debug("wrote %s (%d tensors, %d data bytes)", path, len(f.tensors), f.data_bytes)
     return path
-
-
-def _after(first: Callable[[], None], progress: Callable[[int], None] | None) -> Callable[[int], None]:
-    def step(n: int) -> None:
-        first()
-        if progress is not None:
-            progress(n)
-
-    return step
 
 
 def write_index(out_dir: Path, files: list[OutFile]) -> Path:
