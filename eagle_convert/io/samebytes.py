@@ -7,14 +7,10 @@ byte compared, which made verification the most expensive part of a verified upg
 0.25 s, warm cache). Windows are `WINDOW_BYTES` long and unmapped after use, so the resident
 set grows by at most two windows.
 
-Windows are compared from the end of a range backwards (and `verify_file` takes tensors last
-first): a file just written is compared while its newest pages are still in the page cache. At
-6.5 GB on a 23 GB machine shared with other jobs, only the last ~2.3 GB of a fresh output were
-still cached when verification began (`fincore`); a forward scan read the evicted head from disk
-and, doing so, evicted the cached tail before reaching it, so it read everything from disk. Last
-first, the cached tail is compared before it can be evicted: verification of a fresh 6.5 GB
-output took a median 4.3 s against 6.1 s forwards (6 alternating runs, in-process); at 0.85 GB,
-all cached, 0.52 s against 0.46 s (median of 5, within this machine's noise).
+Ranges are compared last window first (and `verify_file` takes tensors, `apply` shards, last
+first): of a fresh 6.5 GB output on a shared 23 GB machine only the last ~2.3 GB were still cached
+(`fincore`), and a forward scan, reading the evicted head from disk, evicted that tail before
+reaching it. Verifying it took a median 4.3 s backwards against 6.1 s forwards (6 runs each).
 
 Where this is unavailable (no `mmap` of these files, no libc `memcmp` through ctypes), `equal`
 returns None and callers fall back to their buffered comparison. A file truncated by another
