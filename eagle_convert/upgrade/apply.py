@@ -182,9 +182,12 @@ def _verify(
     """Every byte of every file, the index and the config against the plan; then re-describe the output."""
     if progress:
         progress.start("verify", sum(f.data_bytes for f in files))
-    problems: list[str] = []
-    for f in files:
-        problems += verify_file(tmp / f.filename, f, progress=progress.advance if progress else None)
+    # The last written file first, while it is in the page cache (io.samebytes); problems in file order.
+    found = {
+        f.filename: verify_file(tmp / f.filename, f, progress=progress.advance if progress else None)
+        for f in files[::-1]
+    }
+    problems = [p for f in files for p in found[f.filename]]
     verify_against_plan(
         plan,
         tmp,
