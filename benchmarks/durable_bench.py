@@ -1,27 +1,32 @@
-"""What durability costs: `upgrade` (fsync'd, the default) vs `cp -r && sync`, and vs `upgrade --no-fsync`.
+"""What a durable upgrade costs: `upgrade` (fsync'd and verified, the default) vs `cp -r && sync`, and
+the scratch path (`upgrade --no-fsync --no-verify`) vs `cp -r`.
 
 A durable upgrade flushes every output file and folder before its rename and the parent after it
 (eagle_convert/io/durable.py), so its output survives a power loss right after exit 0. The fair
-baseline is a copy that is also on disk when it returns: `cp -r SRC OUT && sync`. `cp -r` alone
-and `upgrade --no-fsync` (scratch work) return with the data still in the page cache; they are
-measured beside it to show what the flush itself costs.
+baseline is a copy that is also on disk when it returns: `cp -r SRC OUT && sync`. The scratch path
+leaves its data in the page cache, as `cp -r` does.
 
 For each size (the 0.85 GB 8B-shaped draft of benchmarks/upgrade_bench.py and the 6.5 GB
-70B-shaped one of benchmarks/scale_bench.py) it builds the draft, reads it into the page cache,
-then runs rounds of, each tool as its own process (the tools rotated each round):
+70B-shaped one of benchmarks/scale_bench.py) it builds the draft, then runs rounds; a round runs
+every tool once, each as its own process, in an order rotated every round:
 
-    cp -r && sync        copy, then flush everything dirty on the machine
-    cp -r                copy, data left in the page cache
-    upgrade              verified, fsync'd (the default)
-    upgrade --no-fsync   verified, not flushed
+    cp -r && sync                    copy, then flush everything dirty on the machine
+    cp -r                            copy, data left in the page cache
+    upgrade                          verified, fsync'd (the default)
+    upgrade --no-fsync --no-verify   the scratch path
+    before: ...                      the same two upgrades from another source tree (`--before DIR`,
+                                     e.g. `git archive REV eagle_convert | tar -x -C DIR`)
 
-Before every run the previous output is deleted and everything is flushed (`sync`, untimed), so
-no run pays for another's writeback. Ratios are medians over rounds of per-round ratios.
+Every run starts from the same state, untimed: the previous output deleted, everything dirty
+flushed (`sync`), and the input read once more, so that each tool finds it in the page cache
+(nothing is evicted system-wide; the machine may be shared). Ratios are medians over rounds of
+per-round ratios (a round's tools share that moment's load).
 
-    python -m benchmarks.durable_bench [--sizes 1,6] [--rounds 3] [--workdir DIR] [--json OUT]
+    python -m benchmarks.durable_bench [--sizes 1,6] [--rounds 3] [--before DIR] [--workdir DIR]
+                                       [--json OUT] [--check]
 
-The disk and the machine's other writers set these numbers: on a shared disk `sync` also flushes
-other people's data, which is why rounds are rotated and medians taken.
+Targets (`--check` exits 1 when one is missed): `upgrade` <= 1.2x `cp -r && sync`, the scratch
+path <= 1.5x `cp -r`.
 """
 
 from __future__ import annotations
@@ -37,23 +42,30 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.scale_bench import SIZES, measure
+from benchmarks.scale_bench import SIZES
 from benchmarks.synth import build_synthetic_draft
-from benchmarks.upgrade_bench import CLI, warm
+from benchmarks.upgrade_bench import CLI, measure, warm
 
-BASELINE = "cp -r && sync"
+BASELINE, COPY, DURABLE, SCRATCH = "cp -r && sync", "cp -r", "upgrade", "upgrade --no-fsync --no-verify"
+# tool -> (its baseline, the target ratio)
+TARGETS = {DURABLE: (BASELINE, 1.2), SCRATCH: (COPY, 1.5)}
 
 
-def tools(src: Path, out: Path) -> dict[str, list[str]]:
-    return {
+def tools(src: Path, out: Path, before: Path | None) -> dict[str, list[str]]:
+    up = [*CLI, "upgrade", str(src), "--out", str(out)]
+    cmds = {
         BASELINE: ["sh", "-c", 'cp -r "$1" "$2" && sync', "sh", str(src), str(out)],
-        "cp -r": ["cp", "-r", str(src), str(out)],
-        "upgrade": [*CLI, "upgrade", str(src), "--out", str(out)],
-        "upgrade --no-fsync": [*CLI, "upgrade", str(src), "--out", str(out), "--no-fsync"],
+        COPY: ["cp", "-r", str(src), str(out)],
+        DURABLE: up,
+        SCRATCH: [*up, "--no-fsync", "--no-verify"],
     }
+    if before is not None:  # PYTHONPATH first: that tree's eagle_convert, whatever is installed
+        for tool in (DURABLE, SCRATCH):
+            cmds[f"before: {tool}"] = ["env", f"PYTHONPATH={before}", *cmds[tool]]
+    return cmds
 
 
-def bench_size(work: Path, key: str, rounds: int) -> dict[str, Any]:
+def bench_size(work: Path, key: str, rounds: int, before: Path | None) -> dict[str, Any]:
     spec = SIZES[key]
     src = work / f"draft-{key}"
     if not src.exists():
@@ -61,44 +73,53 @@ def bench_size(work: Path, key: str, rounds: int) -> dict[str, Any]:
         build_synthetic_draft(src, with_embed=spec["with_embed"], **spec["dims"])
         print(f"built {src} in {time.perf_counter() - t:.1f}s", file=sys.stderr)
     size = sum(f.stat().st_size for f in src.iterdir())
-    os.sync()
-    warm(src)
     out = work / "out"
-    cmds = tools(src, out)
-    shutil.rmtree(out, ignore_errors=True)
-    measure(cmds["upgrade --no-fsync"], work / "pycache")  # untimed: bytecode caches, lazy imports
+    cmds = tools(src, out, before)
+    for tool in (t for t in cmds if "upgrade" in t):  # untimed: bytecode caches, lazy imports
+        shutil.rmtree(out, ignore_errors=True)
+        measure(cmds[tool], work / "pycache")
     runs: dict[str, list[float]] = {}
     names = list(cmds)
     for i in range(rounds):
         for tool in names[i % len(names) :] + names[: i % len(names)]:
             shutil.rmtree(out, ignore_errors=True)
             os.sync()
+            warm(src)
             wall, _, _ = measure(cmds[tool], work / "pycache")
             runs.setdefault(tool, []).append(wall)
             print(f"[{size / 1e9:.2f} GB] round {i + 1}/{rounds} {tool}: {wall:.2f}s", file=sys.stderr)
     shutil.rmtree(out, ignore_errors=True)
     os.sync()
-    base, nofsync = runs[BASELINE], runs["upgrade --no-fsync"]
-    rows = {
-        tool: {
+    rows = {}
+    for tool, walls in runs.items():
+        base = runs[TARGETS[tool.removeprefix("before: ")][0]] if "upgrade" in tool else walls
+        rows[tool] = {
             "wall_s": round(statistics.median(walls), 3),
             "min_s": round(min(walls), 3),
-            "ratio_to_cp_sync": round(statistics.median(w / b for w, b in zip(walls, base)), 2),
-            "ratio_to_no_fsync": round(statistics.median(w / n for w, n in zip(walls, nofsync)), 2),
+            "ratio": round(statistics.median(w / b for w, b in zip(walls, base)), 2),
             "samples_s": [round(w, 3) for w in walls],
         }
-        for tool, walls in runs.items()
-    }
     return {"size": key, "label": spec["label"], "bytes": size, "rounds": rounds, "tools": rows}
 
 
+def check(results: list[dict[str, Any]]) -> list[str]:
+    missed = []
+    for res in results:
+        for tool, (base, limit) in TARGETS.items():
+            ratio = res["tools"][tool]["ratio"]
+            if ratio > limit:
+                missed.append(f"{res['bytes'] / 1e9:.2f} GB: {tool} is {ratio}x {base} (target <= {limit}x)")
+    return missed
+
+
 def render(results: list[dict[str, Any]]) -> str:
-    lines = [f"{'draft':<10} {'tool':<20} {'median s':>9} {'min s':>7} {'x cp -r && sync':>16} {'x --no-fsync':>13}"]
+    lines = [f"{'draft':<10} {'tool':<38} {'median s':>9} {'min s':>7} {'ratio':>6}  to"]
     for res in results:
         for tool, row in res["tools"].items():
+            to = TARGETS[tool.removeprefix("before: ")][0] if "upgrade" in tool else ""
             lines.append(
-                f"{res['bytes'] / 1e9:>7.2f} GB {tool:<20} {row['wall_s']:>9.2f} {row['min_s']:>7.2f} "
-                f"{row['ratio_to_cp_sync']:>16.2f} {row['ratio_to_no_fsync']:>13.2f}"
+                f"{res['bytes'] / 1e9:>7.2f} GB {tool:<38} {row['wall_s']:>9.2f} {row['min_s']:>7.2f} "
+                f"{row['ratio'] if to else '':>6}  {to}"
             )
     return "\n".join(lines)
 
@@ -107,29 +128,36 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.durable_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1,6", help=f"comma-separated, of {', '.join(SIZES)} (GB classes)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds (each runs every tool once)")
+    parser.add_argument("--before", type=Path, help="a source tree holding eagle_convert/: its upgrades run beside")
     parser.add_argument("--workdir", type=Path, help="where drafts are built (default: a temp dir, removed after)")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args(argv)
     keys = [k.strip() for k in args.sizes.split(",") if k.strip()]
     unknown = [k for k in keys if k not in SIZES]
     if unknown:
         parser.error(f"unknown size {unknown[0]!r} (known: {', '.join(SIZES)})")
+    if args.before is not None and not (args.before / "eagle_convert" / "__init__.py").is_file():
+        parser.error(f"--before {args.before}: no eagle_convert/ package there")
     keep = args.workdir is not None
     work = args.workdir or Path(tempfile.mkdtemp(prefix="durable-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     results = []
     try:
         for key in keys:
-            results.append(bench_size(work, key, args.rounds))
+            results.append(bench_size(work, key, args.rounds, args.before and args.before.absolute()))
             if not keep:
                 shutil.rmtree(work / f"draft-{key}", ignore_errors=True)  # room for the next size
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
     print(render(results))
+    missed = check(results)
+    for m in missed:
+        print(f"target missed: {m}")
     if args.json:
-        args.json.write_text(json.dumps({"results": results}, indent=2) + "\n")
-    return 0
+        args.json.write_text(json.dumps({"results": results, "missed": missed}, indent=2) + "\n")
+    return 1 if missed and args.check else 0
 
 
 if __name__ == "__main__":

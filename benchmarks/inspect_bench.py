@@ -16,13 +16,14 @@ from pathlib import Path
 
 from benchmarks.synth import build_synthetic_draft
 from benchmarks.timing import folder_bytes, median_seconds
+from eagle_convert.vllm_model import default_release
 
 
 def measure(folder: Path, repeat: int) -> dict[str, float]:
     from eagle_convert.draft.checkpoint import open_checkpoint
     from eagle_convert.draft.info import describe
 
-    library = median_seconds(lambda: describe(open_checkpoint(folder)), repeat)
+    library = median_seconds(lambda: describe(open_checkpoint(folder), default_release()), repeat)
     cli = median_seconds(
         lambda: subprocess.run(
             [sys.executable, "-m", "eagle_convert.cli.app", "inspect", "--json", str(folder)],

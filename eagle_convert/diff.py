@@ -1,4 +1,4 @@
-"""`diff_checkpoints(a, b)`: tensors added / removed / renamed / changed, and the config diff.
+"""`diff_checkpoints(a, b, opts)`: tensors added / removed / renamed / changed, and the config diff.
 
 Tensors are matched by name, then leftover names by canonical (vLLM-native) name, which is how a
 rename (`midlayer.` → `layers.0.`, NeMo's `model.`) shows up. Data is compared in bounded chunks
@@ -8,15 +8,45 @@ read from byte ranges; only chunks that differ are decoded (numpy) for the max a
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from eagle_convert.draft import Checkpoint, canonical_name, open_checkpoint
+from eagle_convert.errors import UsageError
 from eagle_convert.io import TensorInfo
+from eagle_convert.jsonable import dump
+from eagle_convert.optionspec import check, option
 
-__all__ = ["CheckpointDiff", "ConfigDiff", "TensorChange", "compare_tensor", "config_diff", "diff_checkpoints"]
+__all__ = [
+    "CheckpointDiff",
+    "ConfigDiff",
+    "DiffOptions",
+    "TensorChange",
+    "compare_tensor",
+    "config_diff",
+    "diff_checkpoints",
+]
 
 CHUNK_ELEMS = 4 << 20  # elements per compared chunk (16 MiB of F32)
+
+
+@dataclass(frozen=True)
+class DiffOptions:
+    """What `diff` compares and how it answers (the `diff` command's options, declared once)."""
+
+    as_json: bool = option(False, flag="--json", help="Print the diff as JSON.")
+    headers_only: bool = option(False, help="Compare names, dtypes and shapes only; read no tensor data.")
+    exit_code: bool = option(False, help="Exit with 1 when the checkpoints differ (like git diff --exit-code).")
+    served: bool = option(
+        False,
+        help="Also say whether A and B compute the same function as vLLM serves them (configs read as vLLM "
+        "reads them, missing norms as ones, the dtype the target's); with --exit-code, exit 1 when that differs.",
+    )
+
+    def __post_init__(self) -> None:
+        check(self)
+        if self.served and self.headers_only:
+            raise UsageError("{served} compares tensor values: drop {headers_only}", options=("served", "headers_only"))
 
 
 @dataclass
@@ -32,11 +62,7 @@ class ConfigDiff:
         return bool(self.added or self.removed or self.changed)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "added": self.added,
-            "removed": self.removed,
-            "changed": {k: {"a": a, "b": b} for k, (a, b) in self.changed.items()},
-        }
+        return dump(self, changed={k: {"a": a, "b": b} for k, (a, b) in self.changed.items()})
 
 
 def config_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> ConfigDiff:
@@ -93,32 +119,27 @@ class CheckpointDiff:
         return not (self.added or self.removed or self.renamed or self.changed or self.config)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "a": self.a,
-            "b": self.b,
-            "same": self.same,
-            "compared_data": self.compared_data,
-            "added": self.added,
-            "removed": self.removed,
-            "renamed": [{"a": a, "b": b} for a, b in self.renamed],
-            "changed": [asdict(c) for c in self.changed],
-            "identical": self.identical,
-            "config": self.config.to_dict(),
-        }
+        renamed = [{"a": a, "b": b} for a, b in self.renamed]
+        return dump(
+            self,
+            "a b same compared_data added removed renamed changed identical config",
+            same=self.same,
+            renamed=renamed,
+        )
 
 
 def _row(t: TensorInfo) -> dict[str, Any]:
     return {"name": t.name, "dtype": t.dtype, "shape": list(t.shape)}
 
 
-def diff_checkpoints(a: str | Checkpoint, b: str | Checkpoint, *, compare_data: bool = True) -> CheckpointDiff:
+def diff_checkpoints(a: str | Checkpoint, b: str | Checkpoint, opts: DiffOptions | None = None) -> CheckpointDiff:
     """Compare two checkpoints (paths, hub refs or opened `Checkpoint`s).
 
     Args:
         a: the first checkpoint (e.g. the EAGLE-3 input of an upgrade).
         b: the second (e.g. the upgrade's output).
-        compare_data: also compare tensor values (in bounded chunks); False compares names,
-            dtypes and shapes only.
+        opts: `headers_only` compares names, dtypes and shapes only; otherwise tensor values too
+            (in bounded chunks). `served` is `served_diff.served_diff`'s, beside this.
 
     Returns:
         Tensors added, removed, renamed (same vLLM-native name) and changed, and the config diff.
@@ -127,6 +148,7 @@ def diff_checkpoints(a: str | Checkpoint, b: str | Checkpoint, *, compare_data: 
         CheckpointNotFoundError: a path that does not exist.
         CheckpointReadError: weights that cannot be read.
     """
+    compare_data = not (opts or DiffOptions()).headers_only
     ca = a if isinstance(a, Checkpoint) else open_checkpoint(a)
     cb = b if isinstance(b, Checkpoint) else open_checkpoint(b)
     only_a = [n for n in ca.tensors if n not in cb.tensors]

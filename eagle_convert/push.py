@@ -12,41 +12,73 @@ A draft with validation errors (`validate.run.validate_checkpoint`, static check
 when given) is refused unless `allow_invalid`: a broken draft on the hub is what `validate` exists to stop.
 
 `plan_push` decides all of that (files, sizes, the card, the commit message, the verdict) without a
-hub request; `push --dry-run` renders it.
+hub request; `push --dry-run` renders it. Both take `PushOptions`, the `push` command's options.
 """
 
 from __future__ import annotations
 
 import re
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from eagle_convert.draft import CARD_FILE, folder_card, retarget_card
 from eagle_convert.errors import (
+    CheckpointNotFoundError,
     EagleConvertError,
     HubError,
     HubOfflineError,
     PushRefusedError,
     UsageError,
 )
-from eagle_convert.io import OFFLINE_REASON, endpoint, endpoint_display, local_folder, offline, translate
+from eagle_convert.io import OFFLINE_REASON, endpoint, endpoint_display, offline, suggestion, translate
+from eagle_convert.jsonable import dump, key
+from eagle_convert.optionspec import check, option
 from eagle_convert.validate import serving_summary, validate_checkpoint
 
-__all__ = ["PushPlan", "PushResult", "plan_push", "push_draft", "push_files"]
+__all__ = ["PushOptions", "PushPlan", "PushResult", "plan_push", "push_draft", "push_files"]
 
+_LOCAL = "push uploads a local draft folder"
 _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 WRITE_HINT = "push needs a token with write access to the namespace: set HF_TOKEN or run `hf auth login`"
 PUSH_OFFLINE_HINT = "unset HF_HUB_OFFLINE to upload; {dry_run} shows what would be sent"
 PUSH_UNREACHABLE_HINT = "check the network connection and HF_ENDPOINT; {dry_run} shows what would be sent"
 
 
+@dataclass(frozen=True)
+class PushOptions:
+    """Where the commit goes, how the repo is made, whether an invalid draft may go, and how the command
+    answers (`dry_run`: `plan_push` instead of `push_draft`; `as_json`)."""
+
+    revision: str | None = option(
+        None, metavar="BRANCH", help="Branch to commit to (created from main when missing). Default: main."
+    )
+    create_pr: bool = option(False, help="Open a pull request against the branch instead of committing to it.")
+    private: bool | None = option(None, help="Create the repo private (an existing repo keeps its visibility).")
+    target: str | None = option(
+        None, metavar="PATH_OR_REPO", help="Also cross-check the draft against its target while validating."
+    )
+    allow_invalid: bool = option(False, help="Push a draft that fails validation anyway.")
+    commit_message: str | None = option(
+        None, flag="--message", help="Commit message (default: Upload FOLDER with eagle-convert)."
+    )
+    dry_run: bool = option(
+        False,
+        help="Validate and show what would be sent (repo, files and sizes, commit message, verdict); send "
+        "nothing. Works offline; exits 1 when the push would be refused.",
+    )
+    as_json: bool = option(False, flag="--json", help="Print the result (or, with --dry-run, the plan) as JSON.")
+
+    def __post_init__(self) -> None:
+        check(self)
+
+
 @dataclass
 class PushPlan:
     """What `push_draft` would send, decided without any hub request (`push --dry-run` shows it)."""
 
-    folder: Path
+    folder: Path = field(metadata=key(dump=False))
     repo_id: str
     revision: str  # the branch committed to (the PR's base with create_pr)
     create_pr: bool
@@ -55,10 +87,11 @@ class PushPlan:
     files: dict[str, int]  # path in the repo -> bytes that would be sent
     card_retargeted: bool  # the model card's `vllm serve` would name the repo
     endpoint: str
-    allow_invalid: bool
+    allow_invalid: bool = field(metadata=key(dump=False))
     validation_errors: list[tuple[str, str]] = field(default_factory=list)  # (code, message)
     validation_warnings: int = 0
-    card_bytes: bytes | None = None  # the retargeted (or generated) card, sent instead of the local README.md
+    # the retargeted (or generated) card, sent instead of the local README.md
+    card_bytes: bytes | None = field(default=None, metadata=key(dump=False))
     card_generated: bool = False  # the folder has no README.md: an eagle-convert card is generated for the repo
 
     @property
@@ -67,22 +100,10 @@ class PushPlan:
         return bool(self.validation_errors) and not self.allow_invalid
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "dry_run": True,
-            "repo_id": self.repo_id,
-            "revision": self.revision,
-            "create_pr": self.create_pr,
-            "private": self.private,
-            "commit_message": self.commit_message,
-            "files": self.files,
-            "total_bytes": sum(self.files.values()),
-            "card_retargeted": self.card_retargeted,
-            "card_generated": self.card_generated,
-            "endpoint": self.endpoint,
-            "validation_errors": [code for code, _ in self.validation_errors],
-            "validation_warnings": self.validation_warnings,
-            "would_push": not self.refused,
-        }
+        codes, size = [code for code, _ in self.validation_errors], sum(self.files.values())
+        return dump(
+            self, _PLAN_KEYS, dry_run=True, total_bytes=size, validation_errors=codes, would_push=not self.refused
+        )
 
 
 @dataclass
@@ -102,20 +123,13 @@ class PushResult:
     card_generated: bool = False  # README.md was generated: the folder had none
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "repo_id": self.repo_id,
-            "revision": self.revision,
-            "commit_oid": self.commit_oid,
-            "commit_url": self.commit_url,
-            "pr_url": self.pr_url,
-            "files": self.files,
-            "total_bytes": sum(self.files.values()),
-            "card_retargeted": self.card_retargeted,
-            "card_generated": self.card_generated,
-            "endpoint": self.endpoint,
-            "validation_errors": self.validation_errors,
-            "validation_warnings": self.validation_warnings,
-        }
+        return dump(
+            self, "repo_id revision commit_oid commit_url pr_url " + _KEYS, total_bytes=sum(self.files.values())
+        )
+
+
+_KEYS = "files total_bytes card_retargeted card_generated endpoint validation_errors validation_warnings"
+_PLAN_KEYS = "dry_run repo_id revision create_pr private commit_message " + _KEYS + " would_push"
 
 
 def push_files(folder: Path) -> list[str]:
@@ -130,28 +144,15 @@ def push_files(folder: Path) -> list[str]:
 
 
 def plan_push(
-    folder: str | Path,
-    repo_id: str,
-    *,
-    revision: str | None = None,
-    create_pr: bool = False,
-    private: bool | None = None,
-    allow_invalid: bool = False,
-    target: str | Path | None = None,
-    commit_message: str | None = None,
-    force: bool | None = None,
+    folder: str | Path, repo_id: str, opts: PushOptions | None = None, *, force: bool | None = None
 ) -> PushPlan:
     """Validate `folder` and list what a push to `repo_id` would send; no hub request, so it works offline.
 
     Args:
         folder: the draft folder.
         repo_id: the hub model repo, `org/name`.
-        revision: the branch (created from main when missing).
-        create_pr: open a pull request against it instead of committing.
-        private: for a new repo (an existing one keeps its visibility).
-        allow_invalid: push although the draft fails validation.
-        target: also cross-check the draft against its target while validating.
-        commit_message: default `Upload FOLDER with eagle-convert`.
+        opts: the branch, pull request, visibility, target to cross-check against, `allow_invalid`
+            and commit message (`PushOptions`; default: main, a commit, the hub's visibility).
         force: the old name of `allow_invalid` (deprecated: a DeprecationWarning).
 
     Returns:
@@ -161,14 +162,14 @@ def plan_push(
         CheckpointNotFoundError: `folder` has no config.json.
         UsageError: `repo_id` is not `org/name`, or the two are given the other way round.
     """
-    allow_invalid = _allow_invalid(allow_invalid, force)
+    o = opts or PushOptions()
+    allow_invalid, target = _allow_invalid(o.allow_invalid, force), o.target
     _refuse_swapped(folder, repo_id)
-    path = local_folder(
-        folder,
-        str(folder),
-        hint="push uploads a local draft folder",
-        config_note=" (push uploads a local draft folder)",
-    )
+    path = Path(folder).expanduser()  # uploaded as is: its config.json must sit at its root
+    if not path.is_dir():
+        raise CheckpointNotFoundError(f"{folder}: no such folder", hint=suggestion(path) or _LOCAL)
+    if not (path / "config.json").is_file():
+        raise CheckpointNotFoundError(f"{folder}: no config.json ({_LOCAL})")
     if not _REPO_ID.fullmatch(repo_id):
         raise UsageError(f"{repo_id!r} is not a hub repo id", hint="use org/name (or user/name)")
     report = validate_checkpoint(path, target=target)
@@ -191,10 +192,10 @@ def plan_push(
     return PushPlan(
         folder=path,
         repo_id=repo_id,
-        revision=revision or "main",
-        create_pr=create_pr,
-        private=private,
-        commit_message=commit_message or f"Upload {path.resolve().name} with eagle-convert",
+        revision=o.revision or "main",
+        create_pr=o.create_pr,
+        private=o.private,
+        commit_message=o.commit_message or f"Upload {path.resolve().name} with eagle-convert",
         files=sizes,
         card_retargeted=retargeted,
         endpoint=endpoint_display(),
@@ -209,14 +210,9 @@ def plan_push(
 def push_draft(
     folder: str | Path,
     repo_id: str,
+    opts: PushOptions | None = None,
     *,
-    revision: str | None = None,
-    create_pr: bool = False,
-    private: bool | None = None,
-    allow_invalid: bool = False,
-    target: str | Path | None = None,
     token: str | None = None,
-    commit_message: str | None = None,
     force: bool | None = None,
 ) -> PushResult:
     """Upload `folder` to the model repo `repo_id` (created when missing) in one commit.
@@ -227,33 +223,23 @@ def push_draft(
     Args:
         folder: the draft folder.
         repo_id: the hub model repo, `org/name`.
-        revision: the branch (created from main when missing).
-        create_pr: open a pull request against it instead of committing.
-        private: for a new repo (an existing one keeps its visibility).
-        allow_invalid: push although the draft fails validation.
-        target: also cross-check the draft against its target while validating.
+        opts: as `plan_push` takes them (`dry_run` is `plan_push` itself: refused here).
         token: the hub token (default: `HF_TOKEN` or the `hf auth login` one).
-        commit_message: default `Upload FOLDER with eagle-convert`.
         force: the old name of `allow_invalid` (deprecated: a DeprecationWarning).
 
     Returns:
         The commit (or pull request) made and what was sent.
 
     Raises:
+        UsageError: `dry_run` (call `plan_push`).
         PushRefusedError: the draft fails validation (and not `allow_invalid`); nothing was sent.
         HubOfflineError: offline mode is on, or the hub cannot be reached.
         HubError: the hub refused the upload (no write access).
     """
-    plan = plan_push(
-        folder,
-        repo_id,
-        revision=revision,
-        create_pr=create_pr,
-        private=private,
-        allow_invalid=_allow_invalid(allow_invalid, force),
-        target=target,
-        commit_message=commit_message,
-    )
+    o = opts or PushOptions()
+    if o.dry_run:
+        raise UsageError("{dry_run} sends nothing: call plan_push for the plan", options=("dry_run",))
+    plan = plan_push(folder, repo_id, replace(o, allow_invalid=_allow_invalid(o.allow_invalid, force)))
     if plan.refused:
         code, message = plan.validation_errors[0]
         n = len(plan.validation_errors)
@@ -279,11 +265,11 @@ def push_draft(
     ]
     branch = plan.revision
     try:
-        api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
+        api.create_repo(repo_id, repo_type="model", private=o.private, exist_ok=True)
         if branch != "main":
             api.create_branch(repo_id, branch=branch, exist_ok=True)
         info = api.create_commit(
-            repo_id, ops, commit_message=plan.commit_message, revision=branch, create_pr=create_pr, repo_type="model"
+            repo_id, ops, commit_message=plan.commit_message, revision=branch, create_pr=o.create_pr, repo_type="model"
         )
     except EagleConvertError:
         raise

@@ -26,7 +26,7 @@ from eagle_convert.io import DECODABLE, read_array
 from eagle_convert.vllm_model import (
     Release,
     VllmDraftConfig,
-    installed_status,
+    default_release,
     read_config,
     rope_is_nested,
     rope_parameters,
@@ -114,7 +114,7 @@ def served_diff(a: str | Checkpoint, b: str | Checkpoint, *, release: Release | 
     """
     ca = a if isinstance(a, Checkpoint) else open_checkpoint(a)
     cb = b if isinstance(b, Checkpoint) else open_checkpoint(b)
-    rel = release or installed_status().rules
+    rel = default_release() if release is None else release  # the entry: the one ambient default
     va, vb = read_config(ca.config, rel), read_config(cb.config, rel)
     out = ServedDiff(ca.description, cb.description, rel.version)
     fa, fb = served_fields(va), served_fields(vb)

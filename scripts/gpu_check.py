@@ -41,6 +41,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from eagle_convert.vllm_model import default_release
+
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # the source tree: eagle_convert and fixtures
@@ -160,7 +162,7 @@ def prepare(run: Run, pair: Path | None) -> tuple[Path, Path, Path]:
         target, draft = build_trained_pair(log=run.say)
     up = run.work / "eagle31"
     ckpt = open_checkpoint(draft)
-    apply_upgrade(plan_upgrade(ckpt, describe(ckpt)), up, force=True)
+    apply_upgrade(plan_upgrade(ckpt, describe(ckpt, default_release())), up, force=True)
     return target, draft, up
 
 
@@ -287,7 +289,7 @@ def check_vllm(run: Run, target: Path, drafts: list[Path]) -> list[Outcome]:
     from eagle_convert.validate.run import validate_checkpoint
 
     out = []
-    report = validate_checkpoint(drafts[1], target=target, engine="vllm")
+    report = validate_checkpoint(drafts[1], target=target, load="vllm")
     engine = report.engine or {}
     applied = engine.get("applied") or {}
     ok = not report.errors and engine.get("ok") and applied.get("fc_norm") is True

@@ -25,10 +25,12 @@ def bf16_ulp(x: float) -> float:
     return 2.0 ** (math.floor(math.log2(max(abs(x), 1e-30))) - 7)
 
 
-def decisive_margins(steps: list[tuple[list[int], list[float]]], tokens: list[int], k: int) -> list[float]:
-    """Margins (bf16 ulps) of the draft steps that decided their round's count: every earlier draft
-    of the round was accepted, and a flip there changes acceptance. Steps come `k` per round."""
-    out: list[float] = []
+def decisive_margins(
+    steps: list[tuple[list[int], list[float]]], tokens: list[int], k: int
+) -> list[tuple[float, float]]:
+    """(margin in logits, top logit) of the draft steps that decided their round's count: every
+    earlier draft of the round was accepted, and a flip there changes acceptance. Steps come `k` per round."""
+    out: list[tuple[float, float]] = []
     n = 1  # the prefill emits tokens[0]; a round drafts tokens[n:n + k]
     for r in range(0, len(steps), k):
         accepted = k
@@ -38,7 +40,7 @@ def decisive_margins(steps: list[tuple[list[int], list[float]]], tokens: list[in
                 rival = vals[1]  # a flip to the runner-up rejects the target's token
             else:
                 rival = vals[ids.index(t)] if t in ids else vals[-1]  # a flip to t accepts it
-            out.append((vals[0] - rival) / bf16_ulp(vals[0]))
+            out.append((vals[0] - rival, vals[0]))
             if t is None or t != ids[0]:
                 accepted = j
                 break
@@ -49,8 +51,9 @@ def decisive_margins(steps: list[tuple[list[int], list[float]]], tokens: list[in
 def reference_counts(
     target, draft: Path | object, prompts: list[list[int]], *, k: int, max_new: int, tie_ulps: float
 ) -> list[dict]:
-    """Per request of the reference engine (fp32): tokens, accepted per position, rounds, and the
-    decisive draft margins under `tie_ulps`. `draft`: a folder, or a loaded `EagleDrafter`."""
+    """Per request of the reference engine (fp32): tokens, accepted per position, rounds, the
+    decisive draft margins under `tie_ulps` (bf16 ulps) and the smallest one in logits. `draft`: a
+    folder, or a loaded `EagleDrafter`."""
     from eagle_convert.reference.data import load_drafter
     from eagle_convert.reference.loop import speculative_generate
 
@@ -75,13 +78,32 @@ def reference_counts(
             steps.clear()
             r = speculative_generate(target, drafter, p, k=k, max_new_tokens=max_new, aux_ids=drafter.cfg.aux_layer_ids)
             assert len(steps) == k * r.num_drafts
-            decisive = [m for m in decisive_margins(steps, r.tokens, k) if m < tie_ulps]
+            margins = decisive_margins(steps, r.tokens, k)
             out.append(
-                {"tokens": r.tokens, "pos": list(r.accepted_per_pos), "rounds": r.num_drafts, "near_ties": decisive}
+                {
+                    "tokens": r.tokens,
+                    "pos": list(r.accepted_per_pos),
+                    "rounds": r.num_drafts,
+                    "near_ties": [u for m, top in margins if (u := m / bf16_ulp(top)) < tie_ulps],
+                    "min_margin": min((m for m, _ in margins), default=math.inf),  # logits
+                }
             )
     finally:
         del drafter.compute_logits
     return out
+
+
+def vllm_counts(run, k: int) -> list[list[int]]:
+    """Accepted drafts per position of every request of vLLM's pass `run` (its per-request histogram)."""
+    return [[sum(m["acceptance_histogram"][i + 1 :]) for i in range(k)] for m in run.per_request]
+
+
+def path_logits(target, prompt: list[int], tokens: list[int]):
+    """The fp32 target's logits before each of `tokens` (teacher-forced after `prompt`): [len(tokens), V]."""
+    import torch
+
+    with torch.no_grad():
+        return target.forward(torch.tensor([prompt + tokens[:-1]])).logits[0, len(prompt) - 1 :].float()
 
 
 def divergence(target, prefix: list[int], ours: int, theirs: int) -> tuple[float, float]:
@@ -101,7 +123,7 @@ def assert_parity(name: str, ref: list[dict], run, prompts: list[list[int]], tar
     assert [len(o) for o in run.outputs] == [max_new] * len(prompts)
     assert run.num_draft_tokens == k * run.num_drafts and sum(run.accepted_per_pos) == run.num_accepted
     assert run.per_request is not None and len(run.per_request) == len(prompts)
-    vpos = [[sum(m["acceptance_histogram"][i + 1 :]) for i in range(k)] for m in run.per_request]
+    vpos = vllm_counts(run, k)
     assert [sum(p[i] for p in vpos) for i in range(k)] == run.accepted_per_pos
     assert sum(m["num_spec_steps"] for m in run.per_request) == run.num_drafts
 

@@ -27,6 +27,7 @@ LAYERS: dict[str, int] = {
     "extras": 0,
     "progress": 0,  # the library's progress ticks (the CLI draws them)
     "optionspec": 0,  # option-object fields carrying their CLI facts (cli/options.py makes the click options)
+    "jsonable": 0,  # result dataclasses whose fields carry their JSON spelling: to_dict and readers derived
     "io": 1,  # bytes only
     "vllm_model": 2,  # how vLLM reads a draft: tables and rules, no I/O of its own
     "engines": 2,  # how SGLang and TensorRT-LLM read a draft (rules as data per release); --for ENGINE
@@ -423,6 +424,83 @@ def test_imports_inside_a_package_stay_direct() -> None:
     assert not bad, "\n".join(bad)
 
 
+# ------------------------------------------------------------------------- one reading of each fact
+
+# config.json is parsed only by io's bounded reader and draft's readers (`open_checkpoint`, `Target`);
+# vllm_model reads the parsed dict and parses none. Any other package asks them.
+CONFIG_PARSERS = {"io", "draft", "vllm_model"}
+CONFIG_NAMES = {"config.json", "CONFIG_FNAME"}
+# A speculators config's inner `transformer_layer_config` and the `d2t` map are looked up (a subscript
+# read, `.get`, `in`, `==`) only where vLLM's reading of them lives (vllm_model) and in describe
+# (draft: `inner_config`, `DraftInfo.disk_name`); others ask them. reference/ keeps d2t as its torch
+# module's own buffer (its state dict, not the checkpoint's); validate's rules judge how vLLM loads the
+# d2t tensor, by the vLLM names its Context maps from describe's canonical names.
+FACT_HOMES = {
+    "transformer_layer_config": {"vllm_model", "draft"},
+    "d2t": {"vllm_model", "draft", "reference", "validate"},
+}
+
+
+def _names_config(node: ast.AST) -> bool:
+    return any(
+        (isinstance(n, ast.Constant) and n.value in CONFIG_NAMES) or (isinstance(n, ast.Name) and n.id in CONFIG_NAMES)
+        for n in ast.walk(node)
+    )
+
+
+def _config_parses(tree: ast.Module) -> list[int]:
+    """Lines of `json.load(s)(...)` calls whose argument names config.json."""
+    return [
+        n.lineno
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr in ("load", "loads")
+        and isinstance(n.func.value, ast.Name)
+        and n.func.value.id == "json"
+        and any(_names_config(a) for a in n.args)
+    ]
+
+
+def _lookups(tree: ast.Module, key: str) -> list[int]:
+    """Lines that look `key` up: `x[key]` read, `x.get(key)`, `key in x`, `x == key` / `x != key`."""
+    out = []
+    for n in ast.walk(tree):
+        is_key = lambda v: isinstance(v, ast.Constant) and v.value == key  # noqa: E731
+        if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load) and is_key(n.slice):
+            out.append(n.lineno)
+        elif isinstance(n, ast.Call) and getattr(n.func, "attr", None) == "get" and n.args and is_key(n.args[0]):
+            out.append(n.lineno)
+        elif isinstance(n, ast.Compare) and any(is_key(v) for v in (n.left, *n.comparators)):
+            out.append(n.lineno)
+        elif isinstance(n, ast.Compare) and any(
+            isinstance(c, (ast.Tuple, ast.List, ast.Set)) and any(is_key(e) for e in c.elts) for c in n.comparators
+        ):
+            out.append(n.lineno)
+    return out
+
+
+def test_config_json_is_parsed_only_by_its_readers() -> None:
+    bad = [
+        f"{name}:{line} parses config.json: open it with draft.open_checkpoint / Target (or io.read_json)"
+        for name, tree in _trees().items()
+        if _package(name) not in CONFIG_PARSERS
+        for line in _config_parses(tree)
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_speculators_and_vocabulary_facts_are_read_in_their_homes() -> None:
+    bad = [
+        f"{name}:{line} looks up {key!r}: ask {' or '.join(sorted(homes))} (read_config, describe)"
+        for key, homes in FACT_HOMES.items()
+        for name, tree in _trees().items()
+        if _package(name) not in homes
+        for line in _lookups(tree, key)
+    ]
+    assert not bad, "\n".join(bad)
+
+
 @pytest.mark.parametrize(
     "rule",
     [
@@ -472,6 +550,21 @@ def test_imports_inside_a_package_stay_direct() -> None:
             "from eagle_convert.validate._x import y",
             test_no_private_names_cross_packages,
         ),
+        (
+            "eagle_convert.cache.capture",
+            "x = json.loads(p / 'config.json')",
+            test_config_json_is_parsed_only_by_its_readers,
+        ),
+        (
+            "eagle_convert.cache.capture",
+            "x = cfg.get('transformer_layer_config')",
+            test_speculators_and_vocabulary_facts_are_read_in_their_homes,
+        ),
+        (
+            "eagle_convert.cache.capture",
+            "x = t == 'd2t'",
+            test_speculators_and_vocabulary_facts_are_read_in_their_homes,
+        ),
     ],
     ids=[
         "layer",
@@ -488,6 +581,9 @@ def test_imports_inside_a_package_stay_direct() -> None:
         "eager-face",
         "face-lists-differ",
         "private-module",
+        "config-json",
+        "inner-config",
+        "d2t",
     ],
 )
 def test_the_rules_catch_a_violation(rule, monkeypatch: pytest.MonkeyPatch) -> None:

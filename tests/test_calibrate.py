@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from eagle_convert.cli.app import main
 from eagle_convert.io.tensordata import encode
 from eagle_convert.upgrade.norminit import FLOAT_DTYPES, NormInit, norm_bytes
+from eagle_convert.vllm_model import default_release
 
 
 def _cli(*args: str):
@@ -168,7 +169,7 @@ def test_calibrated_drafts_closer_to_eagle3_than_identity(tmp_path: Path) -> Non
     try:
         target, draft = build_trained_pair(log=lambda _msg: None)
         ckpt = open_checkpoint(draft)
-        info = describe(ckpt, read_vocab=False)
+        info = describe(ckpt, default_release(), read_vocab=False)
         ones = plan_upgrade(ckpt, info)
         cal = calibrate_fc_norm(ckpt, target, aux_ids=ones.aux.ids, prompts=_corpus_prompts(24))
         assert cal.fit_prompts == 18 and cal.held_out_prompts == 6 and cal.positions > 100  # ~28 tokens each

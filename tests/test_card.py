@@ -24,11 +24,12 @@ from eagle_convert.draft.info import describe
 from eagle_convert.draft.target import Target
 from eagle_convert.upgrade.apply import apply_upgrade
 from eagle_convert.upgrade.plan import plan_upgrade
+from eagle_convert.vllm_model import default_release
 
 
 def _upgrade(src: Path, out: Path, target: Target | None = None):
     ckpt = open_checkpoint(src)
-    plan = plan_upgrade(ckpt, describe(ckpt, read_vocab=False), target=target, out=out)
+    plan = plan_upgrade(ckpt, describe(ckpt, default_release(), read_vocab=False), target=target, out=out)
     return plan, apply_upgrade(plan, out)
 
 
@@ -165,7 +166,9 @@ def test_speculators_input_names_its_verifier_and_draws_no_model_type_warning(bu
     # speculators-eagle3 records verifier.name_or_path "tiny-llama-target" and sets no top-level model_type
     for layout in ("vllm", "speculators"):
         ckpt = open_checkpoint(built_fixtures("speculators-eagle3"))
-        plan = plan_upgrade(ckpt, describe(ckpt, read_vocab=False), layout=layout, out=tmp_path / layout)
+        plan = plan_upgrade(
+            ckpt, describe(ckpt, default_release(), read_vocab=False), layout=layout, out=tmp_path / layout
+        )
         assert plan.warnings == [], layout
         assert "draft for **tiny-llama-target**" in plan.readme, layout
         assert "vllm serve tiny-llama-target " in plan.readme, layout

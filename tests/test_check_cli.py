@@ -230,7 +230,7 @@ def test_hub_draft_static_stage_reads_headers_only(
 ) -> None:
     """`check org/draft@rev`: headers (and d2t/t2d) only; the engine stages download the repo, with the
     hub errors the tool distinguishes."""
-    from eagle_convert.check.stages import local_folder
+    from eagle_convert.draft import local_checkpoint
     from eagle_convert.errors import HubNotFoundError
 
     with hub_server({"org/draft": drafts["good"]}) as server:
@@ -239,10 +239,10 @@ def test_hub_draft_static_stage_reads_headers_only(
         assert res.exit_code == 0, res.output
         size = (drafts["good"] / "model.safetensors").stat().st_size
         assert 0 < server.served("org/draft", "model.safetensors") < size / 4
-        folder = local_folder("org/draft", "draft")
+        folder = local_checkpoint("org/draft", "draft", "check", hub=True)
         assert (folder / "config.json").is_file() and (folder / "model.safetensors").stat().st_size == size
         with pytest.raises(HubNotFoundError):
-            local_folder("org/missing", "draft")
+            local_checkpoint("org/missing", "draft", "check", hub=True)
 
 
 @pytest.mark.parametrize("width", [80, 100, 160])
@@ -253,11 +253,14 @@ def test_the_table_reads_at_80_columns_without_split_words(drafts, width: int) -
 
     from rich.console import Console
 
+    from eagle_convert.check import CheckOptions
     from eagle_convert.check.checks import TITLES, format_value
     from eagle_convert.check.run import run_check
     from eagle_convert.cli.render.check import render_check
 
-    report = run_check(drafts["broken"], keep_going=True)  # E101's message holds a 29-character tensor name
+    report = run_check(
+        drafts["broken"], CheckOptions(keep_going=True)
+    )  # E101's message holds a 29-character tensor name
     buf = io.StringIO()
     render_check(Console(file=buf, width=width, soft_wrap=False, color_system=None), report)
     text = buf.getvalue()

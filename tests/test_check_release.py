@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from eagle_convert.check import CheckOptions
 from eagle_convert.check import checks as ck
 from eagle_convert.check.policy import Policy
 from eagle_convert.check.run import run_check
@@ -76,7 +77,7 @@ def test_features_of_the_installed_release_equal_the_detected_ones() -> None:
     ],
 )
 def test_features_stage_for_a_named_release(built_fixtures, fixture, release, passed, message) -> None:
-    report = run_check(built_fixtures(fixture), policy=FEATURES, vllm_version=release, keep_going=True)
+    report = run_check(built_fixtures(fixture), CheckOptions(vllm_version=release, keep_going=True), policy=FEATURES)
     fc_norm = _feature_results(report)["feature fc_norm"]
     assert fc_norm["status"] == ("pass" if passed else "fail")
     if message is not None:
@@ -87,9 +88,9 @@ def test_features_stage_for_a_named_release(built_fixtures, fixture, release, pa
 def test_policy_names_the_release_and_the_flag_wins(built_fixtures) -> None:
     draft = built_fixtures("kimi-mla-eagle31")
     policy = Policy({"features": {}, "static": {"vllm_version": "0.22.0"}}, "test")
-    report = run_check(draft, policy=policy, keep_going=True)
+    report = run_check(draft, CheckOptions(keep_going=True), policy=policy)
     assert report.release.release == "0.22.0" and _feature_results(report)["feature fc_norm"]["status"] == "fail"
-    report = run_check(draft, policy=policy, keep_going=True, vllm_version="0.30.0")
+    report = run_check(draft, CheckOptions(keep_going=True, vllm_version="0.30.0"), policy=policy)
     assert report.release.release == "0.30.0" and _feature_results(report)["feature fc_norm"]["status"] == "pass"
 
 
@@ -198,7 +199,7 @@ def test_the_default_gate_fails_ids_the_v2_runner_replaces(gate_drafts) -> None:
     assert "[1, 3, 4]" in warn.message
     with_target = run_check(
         gate_drafts["specforge-nested-ids"],
-        target=gate_drafts["target"],
+        CheckOptions(target=gate_drafts["target"]),
         policy=Policy({"engine": {"load": False}}, "t"),
     )
     # with the target's depth, [1, 3, 4] is SGLang's name for V2's (2, 4, 5): V1 is the runner that
@@ -216,7 +217,9 @@ def test_the_gate_names_the_ids_v2_taps_instead(gate_drafts, tmp_path: Path) -> 
     draft = tmp_path / "other-ids"
     shutil.copytree(gate_drafts["specforge-nested-ids"], draft)
     edit_config(draft, eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 2, 6]})
-    report = run_check(draft, target=gate_drafts["target"], policy=Policy({"engine": {"load": False}}, "t"))
+    report = run_check(
+        draft, CheckOptions(target=gate_drafts["target"]), policy=Policy({"engine": {"load": False}}, "t")
+    )
     [warn] = [r for r in report.results if r.name == "static: warnings"]
     assert not report.passed and warn.details["codes"] == ["W323", "W603"]
     assert "so it taps (2, 4, 5) for this 8-layer target instead of [1, 2, 6]" in warn.message

@@ -76,15 +76,15 @@ def test_upgrade_with_both_forms_or_neither_is_a_usage_error(built_fixtures, tmp
 
 def _capture_validate(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """validate_checkpoint runs statically (no engine, no target); the keywords the command passed are kept."""
-    from eagle_convert.validate import run as validate_run
+    from eagle_convert.validate import entry
 
-    real, seen = validate_run.validate_checkpoint, {}
+    real, seen = entry.validate_checkpoint, {}
 
     def fake(checkpoint: Any, **kwargs: Any) -> Any:
         seen.update(kwargs)
-        return real(checkpoint, **{**kwargs, "engine": None, "target": None})
+        return real(checkpoint, **{**kwargs, "load": None, "target": None})
 
-    monkeypatch.setattr(validate_run, "validate_checkpoint", fake)
+    monkeypatch.setattr(entry, "validate_checkpoint", fake)
     return seen
 
 
@@ -103,7 +103,7 @@ def test_validate_load_and_its_old_spelling(
     draft = built_fixtures("vllm-eagle31")
     res = _run("validate", draft, "--target", "T", *args)
     assert (res.exit_code, res.stderr) == (0, stderr), res.output
-    assert seen["engine"] == "vllm" and seen["engine_timeout_s"] == 7
+    assert seen["load"] == "vllm" and seen["load_timeout_s"] == 7
 
 
 def test_validate_help_shows_only_the_new_spellings() -> None:

@@ -11,7 +11,7 @@ import torch
 from click.testing import CliRunner
 
 from eagle_convert.cli.app import main
-from eagle_convert.diff import config_diff, diff_checkpoints
+from eagle_convert.diff import DiffOptions, config_diff, diff_checkpoints
 from fixtures.drafts import FIXTURE_MATRIX, build_draft, draft_state
 
 
@@ -88,7 +88,7 @@ def test_dtype_change_is_a_change_with_its_difference(tmp_path: Path) -> None:
     want = draft_state(spec)["fc.weight"].double() - draft_state(replace(spec, dtype="fp32"))["fc.weight"].double()
     assert fc.max_abs_diff == float(want.abs().max())
     assert d.config.changed["torch_dtype"] == ("bfloat16", "float32")
-    shallow = diff_checkpoints(a, b, compare_data=False)
+    shallow = diff_checkpoints(a, b, DiffOptions(headers_only=True))
     assert next(c for c in shallow.changed if c.a == "fc.weight").max_abs_diff is None
 
 

@@ -21,6 +21,7 @@ from eagle_convert.io import atomic
 from eagle_convert.io.atomic import write_text_atomic
 from eagle_convert.upgrade.apply import apply_upgrade
 from eagle_convert.upgrade.plan import plan_upgrade
+from eagle_convert.vllm_model import default_release
 
 try:
     from tests.test_upgrade import sha_tree
@@ -68,7 +69,7 @@ def test_flushed_in_order(name: str, replace: bool, built_fixtures, tmp_path: Pa
         out.mkdir(parents=True)
         (out / "old.txt").write_text("the previous output")
     ckpt = open_checkpoint(str(src))
-    plan = plan_upgrade(ckpt, describe(ckpt, read_vocab=False), out=out)
+    plan = plan_upgrade(ckpt, describe(ckpt, default_release(), read_vocab=False), out=out)
     events.clear()
     result = apply_upgrade(plan, out, force=replace)
     kinds = [k for k, _ in events]

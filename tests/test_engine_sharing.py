@@ -23,6 +23,7 @@ from eagle_convert.vllm.sharing import (
     sharing_enabled,
     swap_key,
 )
+from eagle_convert.vllm_model import default_release
 from eagle_convert.vllm_model.features import vllm_available
 
 
@@ -33,7 +34,7 @@ def _upgrade(draft: Path, out: Path) -> Path:
     from eagle_convert.upgrade.plan import plan_upgrade
 
     ckpt = open_checkpoint(draft)
-    apply_upgrade(plan_upgrade(ckpt, describe(ckpt)), out)
+    apply_upgrade(plan_upgrade(ckpt, describe(ckpt, default_release())), out)
     return out
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from eagle_convert.cli.app import main
+from eagle_convert.vllm_model import default_release
 
 try:
     from tests.jsonschemas import check_schema
@@ -40,8 +42,8 @@ def _folder(path: Path, config: dict) -> Path:
 # ------------------------------------------------------------------------------ refusals
 
 
-def test_cli_existing_output_is_refused(tmp_path: Path) -> None:
-    draft, target = _folder(tmp_path / "d", {}), _folder(tmp_path / "t", {})
+def test_cli_existing_output_is_refused(tmp_path: Path, built_fixtures) -> None:
+    draft, target = built_fixtures("vllm-tiny"), _folder(tmp_path / "t", {})  # a draft: the resolver opens it
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "keep.txt").write_text("x")
     res = _cli("finetune", str(draft), "--target", str(target), "--out", str(tmp_path / "out"))
@@ -60,8 +62,9 @@ def test_cli_missing_target(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("where", ["inside", "same"])
-def test_cli_output_inside_input(tmp_path: Path, where: str) -> None:
-    draft, target = _folder(tmp_path / "d", {}), _folder(tmp_path / "t", {})
+def test_cli_output_inside_input(tmp_path: Path, where: str, built_fixtures) -> None:
+    draft = Path(shutil.copytree(built_fixtures("vllm-tiny"), tmp_path / "d"))  # a draft: the resolver opens it
+    target = _folder(tmp_path / "t", {})
     out = draft / "sub" if where == "inside" else draft
     res = _cli("finetune", str(draft), "--target", str(target), "--out", str(out), "--force")
     assert res.exit_code == 1
@@ -180,7 +183,7 @@ def test_finetune_recovers_acceptance_of_the_upgrade(tmp_path: Path) -> None:
         target, draft = build_trained_pair(log=lambda _msg: None)
         up = tmp_path / "eagle31"
         ckpt = open_checkpoint(draft)
-        apply_upgrade(plan_upgrade(ckpt, describe(ckpt, read_vocab=False)), up)
+        apply_upgrade(plan_upgrade(ckpt, describe(ckpt, default_release(), read_vocab=False)), up)
         before = _tree_hash(up)
         out = tmp_path / "eagle31-ft"
         res = finetune_draft(

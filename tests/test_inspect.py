@@ -9,6 +9,7 @@ import pytest
 from eagle_convert.draft.checkpoint import open_checkpoint
 from eagle_convert.draft.info import describe
 from eagle_convert.draft.inspect import inspect_checkpoint
+from eagle_convert.vllm_model import default_release
 from fixtures.drafts import EXPECTED, FIXTURE_MATRIX
 
 # Fixture layout name -> what detection must call it. Kimi MLA drafts ship in vLLM-native names.
@@ -25,7 +26,7 @@ DTYPES = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}
 @pytest.mark.parametrize("name", sorted(FIXTURE_MATRIX))
 def test_every_layout_is_recognised(name: str, built_fixtures) -> None:
     exp = EXPECTED[name]
-    info = describe(open_checkpoint(built_fixtures(name)))
+    info = describe(open_checkpoint(built_fixtures(name)), default_release())
     expected_layout = LAYOUT_NAMES.get(exp["layout"], exp["layout"])
     if expected_layout == "legacy-aux-norm" and exp["variant"] == "eagle3":
         expected_layout = "specforge"  # without aux_norm_* tensors the two layouts are identical
@@ -46,7 +47,7 @@ def test_every_layout_is_recognised(name: str, built_fixtures) -> None:
 
 
 def test_vocab_mapping_is_read_and_checked(built_fixtures) -> None:
-    info = describe(open_checkpoint(built_fixtures("vllm-eagle3")))
+    info = describe(open_checkpoint(built_fixtures("vllm-eagle3")), default_release())
     assert info.vocab.reduced
     assert info.vocab.d2t == {
         "shape": [128],
@@ -60,19 +61,19 @@ def test_vocab_mapping_is_read_and_checked(built_fixtures) -> None:
 
 
 def test_variant_reasons_name_the_rule(built_fixtures) -> None:
-    info = describe(open_checkpoint(built_fixtures("specforge-eagle31")))
+    info = describe(open_checkpoint(built_fixtures("specforge-eagle31")), default_release())
     assert info.variant_reasons == [
         "fc_norm is true (fc_norm)",
         "norm_output is true (norm_output)",
         "has 3 fc_norm.i tensors",
     ]
-    legacy = describe(open_checkpoint(built_fixtures("legacy-aux-norm-eagle31")))
+    legacy = describe(open_checkpoint(built_fixtures("legacy-aux-norm-eagle31")), default_release())
     assert "fc_norm is true (use_aux_norm)" in legacy.variant_reasons
     assert legacy.canonical["aux_norm_low.weight"] == "fc_norm.0.weight"
 
 
 def test_nemo_names_are_canonicalised(built_fixtures) -> None:
-    info = describe(open_checkpoint(built_fixtures("nemo-eagle31")))
+    info = describe(open_checkpoint(built_fixtures("nemo-eagle31")), default_release())
     assert info.canonical["model.fc_norm.0.weight"] == "fc_norm.0.weight"
     assert info.canonical["model.layers.0.self_attn.q_proj.weight"] == "layers.0.self_attn.q_proj.weight"
     assert info.canonical["lm_head.weight"] == "lm_head.weight"
@@ -80,7 +81,7 @@ def test_nemo_names_are_canonicalised(built_fixtures) -> None:
 
 
 def test_speculators_flags_follow_vllm_defaults(built_fixtures) -> None:
-    info = describe(open_checkpoint(built_fixtures("speculators-eagle3")))
+    info = describe(open_checkpoint(built_fixtures("speculators-eagle3")), default_release())
     assert info.flags["norm_before_residual"].value is True
     assert info.vllm_architecture == "Eagle3LlamaForCausalLM"
 

@@ -160,7 +160,7 @@ def test_every_json_command_has_a_schema() -> None:
 
     ctx = click.Context(main)
     commands = {n: main.get_command(ctx, n) for n in main.list_commands(ctx)}
-    with_json = {n for n, c in commands.items() if c is not None and any(o.name == "as_json" for o in c.params)}
+    with_json = {n for n, c in commands.items() if c is not None and any("--json" in o.opts for o in c.params)}
     assert with_json == set(SCHEMAS)
     for name in [*SCHEMAS.values(), "validate-matrix.schema.json"]:
         jsonschema.Draft202012Validator.check_schema(schemas.load_schema(name))

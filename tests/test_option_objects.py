@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from eagle_convert.cli.app import main
 from eagle_convert.cli.options import options_from_params
+from eagle_convert.drift import DriftOptions
 from eagle_convert.errors import UsageError
 from eagle_convert.finetune.options import FinetuneOptions
 from eagle_convert.measure import NATURAL, MeasureOptions
@@ -27,13 +28,33 @@ def _root() -> click.Context:
     return click.Context(main, info_name="main", **main.context_settings)
 
 
-def _parse(name: str, argv: list[str], cls: type, into: str = "opts"):
-    """The options object the command `name` builds from `argv` (click parses, nothing runs)."""
+def _command(name: str, params: dict):
+    """The command object (`SmokeCommand` ...) the command `name` builds from its parsed parameters."""
+    from eagle_convert.cli.commands.capture import CaptureCommand
+    from eagle_convert.cli.commands.drift import DriftCommand
+    from eagle_convert.cli.commands.finetune import FinetuneCommand
+    from eagle_convert.cli.commands.report import ReportCommand
+    from eagle_convert.cli.commands.smoke import SmokeCommand
+    from eagle_convert.cli.commands.upgrade import UpgradeCommand
+
+    cls = {
+        "capture": CaptureCommand,
+        "drift": DriftCommand,
+        "finetune": FinetuneCommand,
+        "report": ReportCommand,
+        "smoke": SmokeCommand,
+        "upgrade": UpgradeCommand,
+    }[name]
+    return options_from_params(cls, "cmd" if name == "upgrade" else "opts", params)
+
+
+def _parse(name: str, argv: list[str], part: str):
+    """The option object `part` of what the command `name` builds from `argv` (click parses, nothing runs)."""
     root = _root()
     cmd = main.get_command(root, name)
     assert cmd is not None
-    ctx = cmd.make_context(name, argv, parent=root)
-    return options_from_params(cls, into, ctx.params)
+    ctx = cmd.make_context(name, list(argv), parent=root)  # a copy: click consumes the list
+    return getattr(_command(name, ctx.params), part)
 
 
 def test_to_argv_writes_only_what_differs_from_the_defaults_in_field_order() -> None:
@@ -92,8 +113,8 @@ def test_every_field_round_trips_through_its_command() -> None:
         for f in cls.__dataclass_fields__:
             assert getattr(sample, f) != getattr(cls(), f), f"{cls.__name__}.{f}: set it away from its default"
     ft = ["D", "--target", "T", "--out", "O", *to_argv(FINETUNE)]
-    assert _parse("finetune", ft, FinetuneOptions) == FINETUNE
-    assert _parse("upgrade", ["D", "--out", "O", *to_argv(UPGRADE)], UpgradeOptions) == UPGRADE
+    assert _parse("finetune", ft, "finetune") == FINETUNE
+    assert _parse("upgrade", ["D", "--out", "O", *to_argv(UPGRADE)], "upgrade") == UPGRADE
 
 
 @pytest.mark.parametrize(
@@ -163,22 +184,29 @@ MEASURE = MeasureOptions(
 )
 # Away from both the class's defaults and report's own (--buckets natural,1024; --concurrency unset).
 REPORT = ReportOptions(
-    **{f: getattr(MEASURE, f) for f in MeasureOptions.__dataclass_fields__},
+    measure=MEASURE,
     calibrate=False,
     calibration_prompts="cal.jsonl",
     finetune=False,
     finetune_from="identity",
-    finetune_prompts="ft.jsonl",
-    continuation_tokens=12,
-    steps_fc_norm=0,
-    steps_all=3,
+    train=FinetuneOptions(prompts="ft.jsonl", continuation_tokens=12, steps_fc_norm=0, steps_all=3),
     capture="reference",
     drift=False,
-    drift_depth=5,
+    drifting=DriftOptions(depth=5),
     servers=("http://staging:8000",),
     labels=("eagle31",),
     baseline_server="http://staging:8001",
     serve_for=("vllm", "sglang==0.5.23"),
+)
+DRIFT = DriftOptions(
+    select=MeasureOptions(prompts="my prompts.jsonl", categories=("chat",), limit=2),
+    depth=5,
+    sink_tokens=2,
+    max_new_tokens=9,
+    buckets=(NATURAL, 256),
+    chat_templates=("none", "t.jinja"),
+    device="cpu",
+    cross_check="vllm",
 )
 
 
@@ -188,15 +216,36 @@ def test_measure_and_report_options_round_trip_through_smoke_and_report() -> Non
     for f in ReportOptions.__dataclass_fields__:
         if f != "extra":  # report does not offer it
             assert getattr(REPORT, f) != getattr(ReportOptions(), f), f"ReportOptions.{f}: set it away from its default"
-    assert _parse("smoke", ["D", "--target", "T", *to_argv(MEASURE)], MeasureOptions) == MEASURE
-    assert _parse("report", ["D", "--target", "T", "--out", "O", *to_argv(REPORT)], ReportOptions) == REPORT
-    # report's own defaults: two buckets, concurrency left for the command to pick
-    dflt = _parse("report", ["D", "--target", "T", "--out", "O"], ReportOptions)
-    assert dflt.buckets == (NATURAL, 1024) and dflt.concurrency is None
-    assert (
-        _parse("report", ["D", "--target", "T", "--out", "O", "--concurrency", "none"], ReportOptions).concurrency == ()
-    )
-    assert _parse("smoke", ["D", "--target", "T"], MeasureOptions) == MeasureOptions()
+    assert _parse("smoke", ["D", "--target", "T", *to_argv(MEASURE)], "measure") == MEASURE
+    assert _parse("report", ["D", "--target", "T", "--out", "O", *to_argv(REPORT)], "report") == REPORT
+    # report's own defaults, the library's too: two buckets, concurrency left for resolve to pick
+    dflt = _parse("report", ["D", "--target", "T", "--out", "O"], "report")
+    assert dflt == ReportOptions() and dflt.measure.buckets == (NATURAL, 1024) and dflt.measure.concurrency is None
+    none = _parse("report", ["D", "--target", "T", "--out", "O", "--concurrency", "none"], "report")
+    assert none.measure.concurrency == ()
+    assert _parse("smoke", ["D", "--target", "T"], "measure") == MeasureOptions()
+    # report offers only the fine-tune's and drift's fields it names, under its own flags
+    assert to_argv(ReportOptions(train=FinetuneOptions(prompts="x", lr_all=1.0), drifting=DriftOptions(depth=2))) == [
+        "--finetune-prompts",
+        "x",
+        "--drift-depth",
+        "2",
+    ]
+
+
+def test_drift_and_server_options_round_trip_through_their_commands() -> None:
+    for f in DriftOptions.__dataclass_fields__:
+        assert getattr(DRIFT, f) != getattr(DriftOptions(), f), f"DriftOptions.{f}: set it away from its default"
+    assert _parse("drift", ["D", "--target", "T", *to_argv(DRIFT)], "drift") == DRIFT
+    assert _parse("drift", ["D", "--target", "T"], "drift") == DriftOptions()
+    from eagle_convert.cli.commands.smoke_server import Servers
+    from eagle_convert.served import ServerOptions
+
+    servers = Servers(servers=("http://a:1", "http://b:2"), labels=("a", "b"), baseline_server="http://c:3")
+    sopts = ServerOptions(request_timeout=5.0, timeout=60.0, max_failed=0.5, timing_only=True, exclusive=True)
+    argv = ["--api-key", "sk-1", *to_argv(servers), *to_argv(sopts)]
+    assert _parse("smoke", argv, "servers") == servers
+    assert _parse("smoke", argv, "server") == replace(sopts, api_key="sk-1")
 
 
 def _commands_sh_lines(opts: ReportOptions, tmp: Path) -> list[str]:
@@ -213,7 +262,7 @@ def _commands_sh_lines(opts: ReportOptions, tmp: Path) -> list[str]:
         ),
         finetune_command(o / "eagle31-calibrated", t, o / "eagle31-finetuned", opts.finetune_options()),
         finetune_command(o / "eagle31-calibrated", t, o / "ft", FINETUNE, cap, o / "finetune-capture"),
-        smoke_command(t, [d, o / "eagle31-identity"], opts, "reference"),
+        smoke_command(t, [d, o / "eagle31-identity"], replace(opts.measure, engine="reference")),
     ]
 
 
@@ -226,27 +275,33 @@ def _parse_line(line: str) -> tuple[str, click.Context]:
     return argv[1], cmd.make_context(argv[1], argv[2:], parent=root)
 
 
-@pytest.mark.parametrize("opts", [ReportOptions(engine="reference", k=4, limit=1), REPORT], ids=["small", "every"])
+@pytest.mark.parametrize(
+    "opts", [ReportOptions(MeasureOptions(engine="reference", k=4, limit=1)), REPORT], ids=["small", "every"]
+)
 def test_every_commands_sh_line_parses_back_into_the_same_options(opts: ReportOptions, tmp_path: Path) -> None:
     """Each line, split as a shell splits it, parsed by the command it names: the same option objects."""
     from eagle_convert.cache import CaptureOptions
 
-    lines = _commands_sh_lines(replace(opts, concurrency=()), tmp_path)
+    opts = replace(opts, measure=replace(opts.measure, concurrency=()))
+    lines = _commands_sh_lines(opts, tmp_path)
     expected = [
         UpgradeOptions(),
         UpgradeOptions(init="calibrated", calibration_prompts="c p.jsonl"),
         opts.finetune_options(),
         FINETUNE,
-        replace(opts.measure(), engine="reference", concurrency=()),
+        replace(opts.measure, engine="reference"),
     ]
-    for line, want in zip(lines, expected, strict=True):
+    for line, (part, want) in zip(
+        lines, zip(["upgrade", "upgrade", "finetune", "finetune", "measure"], expected), strict=True
+    ):
         name, ctx = _parse_line(line)
         assert "--force" in line or name == "smoke"
-        assert options_from_params(type(want), "opts", ctx.params) == want, line
+        assert getattr(_command(name, ctx.params), part) == want, line
         assert not any(p.startswith("deprecated_") and v is not None for p, v in ctx.params.items()), line
-    _, ft = _parse_line(lines[3])
-    assert ft.params["capture_engine"] == "vllm" and ft.params["cache"] == tmp_path / "out" / "finetune-capture"
-    assert options_from_params(CaptureOptions, "capture_opts", ft.params) == CaptureOptions(tensor_parallel_size=2)
+    name, ctx = _parse_line(lines[3])
+    ft = _command(name, ctx.params)
+    assert ft.capture == "vllm" and ft.cache == str(tmp_path / "out" / "finetune-capture")
+    assert ft.capture_opts == CaptureOptions(tensor_parallel_size=2)
     assert shlex.split(lines[0])[1:5] == [
         "upgrade",
         str(tmp_path / "my draft"),
@@ -260,24 +315,22 @@ def test_report_smoke_line_parses_back(tmp_path: Path) -> None:
     from eagle_convert.report.runner import Variant
     from eagle_convert.report.write import _commands
 
-    opts = ReportOptions(engine="reference", limit=1, buckets=(NATURAL, 1024))
+    opts = ReportOptions(MeasureOptions(engine="reference", limit=1, buckets=(NATURAL, 1024)))
     variants = [Variant("a", tmp_path / "a", "A", None), Variant("b", tmp_path / "b b", "B", None)]
-    [row] = _commands({}, variants, tmp_path / "t", opts, "reference")
+    [row] = _commands({}, variants, tmp_path / "t", opts, opts.measure)
     _, ctx = _parse_line(row["command"])
-    assert options_from_params(MeasureOptions, "opts", ctx.params) == replace(opts.measure(), engine="reference")
-    assert ctx.params["drafts"] == (str(tmp_path / "a"), str(tmp_path / "b b"))
-    assert ctx.params["target"] == str(tmp_path / "t") and ctx.params["old_drafts"] == ()
-    # and the drift line (report's drift stages): the same prompts, buckets and depth
-    opts = replace(opts, prompts="my prompts.jsonl", categories=("chat",), drift_depth=5)
-    [_, row] = _commands({}, variants, tmp_path / "t", opts, "reference", drift=True)
+    smoke = _command("smoke", ctx.params)
+    assert smoke.measure == opts.measure and smoke.json and smoke.target == str(tmp_path / "t")
+    assert ctx.params["drafts"] == (str(tmp_path / "a"), str(tmp_path / "b b")) and ctx.params["old_drafts"] == ()
+    # and the drift line (report's drift stages): the same prompts, buckets, tokens, template and depth
+    measure = replace(opts.measure, prompts="my prompts.jsonl", categories=("chat",), chat_template="none")
+    opts = replace(opts, measure=measure, drifting=DriftOptions(depth=5))
+    [_, row] = _commands({}, variants, tmp_path / "t", opts, opts.measure, drift=True)
     _, ctx = _parse_line(row["command"])
     assert ctx.params["drafts"] == (str(tmp_path / "a"), str(tmp_path / "b b"))
-    got = {k: ctx.params[k] for k in ("prompts_file", "categories", "limit", "depth", "buckets", "max_new_tokens")}
-    assert got == {
-        "prompts_file": "my prompts.jsonl",
-        "categories": ("chat",),
-        "limit": 1,
-        "depth": 5,
-        "buckets": "natural,1024",
-        "max_new_tokens": opts.max_new_tokens,
-    }
+    assert _command("drift", ctx.params).drift == DriftOptions(
+        select=MeasureOptions(prompts="my prompts.jsonl", categories=("chat",), limit=1),
+        depth=5,
+        buckets=(NATURAL, 1024),
+        chat_templates=("none",),
+    )

@@ -65,6 +65,7 @@ from pathlib import Path
 
 import pytest
 
+from eagle_convert.vllm_model import default_release
 from eagle_convert.vllm_model.features import vllm_available
 
 pytestmark = [
@@ -87,8 +88,8 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> dict:
     target, draft = build_trained_pair(log=lambda _msg: None)
     up = tmp_path_factory.mktemp("parity") / "eagle31"
     ckpt = open_checkpoint(draft)
-    apply_upgrade(plan_upgrade(ckpt, describe(ckpt)), up)
-    assert describe(open_checkpoint(up)).variant == "EAGLE-3.1"
+    apply_upgrade(plan_upgrade(ckpt, describe(ckpt, default_release())), up)
+    assert describe(open_checkpoint(up), default_release()).variant == "EAGLE-3.1"
     return {
         "target": target,
         "drafts": {"eagle3": draft, "eagle31": up},

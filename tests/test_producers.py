@@ -21,6 +21,7 @@ from eagle_convert.cli.app import main
 from eagle_convert.draft import describe, open_checkpoint
 from eagle_convert.engines import ENGINES, PRODUCERS, convert, producer_for, read_draft, trained_on, written_ids
 from eagle_convert.validate import validate_checkpoint
+from eagle_convert.vllm_model import default_release
 from fixtures.drafts import EXPECTED
 from fixtures.realconfigs import REAL_CONFIGS, build, build_target, plan_for
 
@@ -131,7 +132,7 @@ def test_detection_of_each_producer(real, built_fixtures, tmp_path: Path) -> Non
     """The producer is the layout draft/layout.py detects (schemas/layouts.json), read from the real files."""
 
     def producer(path: Path) -> str | None:
-        found = producer_for(describe(open_checkpoint(path)).layout)
+        found = producer_for(describe(open_checkpoint(path), default_release()).layout)
         return found.layout if found else None
 
     assert producer(real["specforge-qwen3-235b"][0]) == "specforge"

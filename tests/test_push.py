@@ -19,6 +19,7 @@ from eagle_convert.draft.info import describe
 from eagle_convert.draft.target import Target
 from eagle_convert.upgrade.apply import apply_upgrade
 from eagle_convert.upgrade.plan import plan_upgrade
+from eagle_convert.vllm_model import default_release
 
 try:
     from tests.jsonschemas import check_schema
@@ -46,7 +47,7 @@ def draft(built_fixtures, tmp_path: Path) -> Path:
     out = tmp_path / "eagle31"
     ckpt = open_checkpoint(built_fixtures("vllm-eagle3"))
     target = Target.from_config({"num_hidden_layers": 8}, TARGET)
-    apply_upgrade(plan_upgrade(ckpt, describe(ckpt, read_vocab=False), target=target, out=out), out)
+    apply_upgrade(plan_upgrade(ckpt, describe(ckpt, default_release(), read_vocab=False), target=target, out=out), out)
     return out
 
 

@@ -25,6 +25,7 @@ from eagle_convert.upgrade.configgen import read_target
 from eagle_convert.upgrade.plan import plan_upgrade
 from eagle_convert.validate.findings import Finding
 from eagle_convert.validate.run import validate_checkpoint
+from eagle_convert.vllm_model import default_release
 from eagle_convert.vllm_model.config import read_config
 from eagle_convert.vllm_model.releases import release
 from fixtures.edits import edit_draft, pop_config, set_config
@@ -374,7 +375,7 @@ ARCH = ["LlamaForCausalLM"]  # the target's architectures, which speculators req
 
 def _plan_speculators(draft: Path, target: Path):
     ckpt = open_checkpoint(draft)
-    return plan_upgrade(ckpt, describe(ckpt), layout="speculators", target=read_target(str(target)))
+    return plan_upgrade(ckpt, describe(ckpt, default_release()), layout="speculators", target=read_target(str(target)))
 
 
 def test_upgrade_writes_the_repo_a_hf_cache_target_names(tmp_path: Path) -> None:

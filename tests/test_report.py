@@ -125,22 +125,23 @@ def test_reader_reads_back_what_smoke_writes_and_names_a_broken_field(tmp_path: 
 # ------------------------------------------------------------------ fast: refusals
 
 
-def test_refusals(tmp_path: Path) -> None:
+def test_refusals(tmp_path: Path, built_fixtures) -> None:
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "file.txt").write_text("mine")
-    d = tmp_path / "d"
-    d.mkdir()
-    (d / "config.json").write_text("{}")
+    d = shutil.copytree(built_fixtures("vllm-tiny"), tmp_path / "d")  # a draft: the folder resolver opens it
+    t = tmp_path / "t"
+    t.mkdir()
+    (t / "config.json").write_text("{}")
     res = _cli(
-        str(d), "--target", str(d), "--out", str(tmp_path / "o"), "--engine", "reference", "--concurrency", "1,4"
+        str(d), "--target", str(t), "--out", str(tmp_path / "o"), "--engine", "reference", "--concurrency", "1,4"
     )
     assert res.exit_code == 2 and "--concurrency measures per-user tokens/s with --engine vllm only" in res.output
-    res = _cli(str(tmp_path / "missing"), "--target", str(d), "--out", str(tmp_path / "o"), "--engine", "reference")
+    res = _cli(str(tmp_path / "missing"), "--target", str(t), "--out", str(tmp_path / "o"), "--engine", "reference")
     assert res.exit_code == 1 and "missing: no such folder" in res.output
-    res = _cli(str(d), "--target", str(d), "--out", str(tmp_path / "junk"), "--engine", "reference")
+    res = _cli(str(d), "--target", str(t), "--out", str(tmp_path / "junk"), "--engine", "reference")
     assert res.exit_code == 1 and "is not empty and is not a report folder" in res.output
     assert (tmp_path / "junk" / "file.txt").read_text() == "mine"
-    res = _cli(str(d), "--target", str(d), "--out", str(d / "r"), "--engine", "reference")
+    res = _cli(str(d), "--target", str(t), "--out", str(d / "r"), "--engine", "reference")
     assert res.exit_code == 1 and "must not be, contain or lie inside the draft" in res.output
 
 
@@ -170,22 +171,16 @@ class _Interrupt(Exception):
 
 
 def _opts(tmp_path: Path, **kw):
+    from eagle_convert.finetune import FinetuneOptions
+    from eagle_convert.measure import MeasureOptions
     from eagle_convert.report.stages import ReportOptions
     from fixtures.corpus_prompts import write_prompts
 
     prompts = write_prompts(tmp_path / "corpus.jsonl", 8)  # disjoint from the measured built-in prompts
-    base = dict(
-        engine="reference",
-        categories=("coding", "chat"),
-        limit=1,
-        max_new_tokens=16,
-        calibration_prompts=str(prompts),
-        finetune_prompts=str(prompts),
-        continuation_tokens=16,
-        steps_fc_norm=4,
-        steps_all=4,
-    )
-    return ReportOptions(**(base | kw))
+    kw = {"engine": "reference", "categories": ("coding", "chat"), "limit": 1, "max_new_tokens": 16} | kw
+    measure = MeasureOptions(**{k: kw.pop(k) for k in list(kw) if k in MeasureOptions.__dataclass_fields__})
+    train = FinetuneOptions(prompts=str(prompts), continuation_tokens=16, steps_fc_norm=4, steps_all=4)
+    return ReportOptions(measure=measure, calibration_prompts=str(prompts), train=train, **kw)
 
 
 def _stable(data: dict) -> dict:
@@ -333,12 +328,13 @@ def test_fixture_report_every_variant_resume_and_rebuild(tmp_path: Path, capfd: 
 def test_fixture_report_drift_panel_resumes_and_turns_off(tmp_path: Path) -> None:
     """Two variants: without drift, then with it (only the drift stages run, in one run_drift call),
     again (nothing runs, the same panel), and off again (no panel, no drift.png, nothing runs)."""
+    from eagle_convert.drift import DriftOptions
     from eagle_convert.report.run import run_report
     from fixtures.trained import build_trained_pair
 
     target, draft = build_trained_pair(log=lambda _m: None)
     out = tmp_path / "report"
-    small = dict(calibrate=False, finetune=False, categories=("chat",), drift_depth=4)
+    small = dict(calibrate=False, finetune=False, categories=("chat",), drifting=DriftOptions(depth=4))
     off = run_report(draft, target, out, _opts(tmp_path, drift=False, **small))
     assert off.data["drift"] is None and not (out / "drift.png").exists()
     assert not [n for n in off.ran if n.startswith("drift:")]

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from eagle_convert.cli.app import main
 from eagle_convert.engines import parse_for
+from eagle_convert.measure import MeasureOptions
 from eagle_convert.report.stages import ReportOptions, upgrade_command, validate_stage
 from eagle_convert.upgrade import UpgradeOptions
 from eagle_convert.validate import validate_checkpoint, validate_for
@@ -93,7 +94,9 @@ def _until_measure(d: Path, t: Path, out: Path, serve_for: tuple[str, ...]) -> d
         if ev.name == "validate:eagle31-identity":
             raise _Stop
 
-    opts = ReportOptions(engine="reference", calibrate=False, finetune=False, serve_for=serve_for)
+    opts = ReportOptions(
+        measure=MeasureOptions(engine="reference"), calibrate=False, finetune=False, serve_for=serve_for
+    )
     with pytest.raises(_Stop):
         run_report(d, t, out, opts, on_stage=stop)
     return events

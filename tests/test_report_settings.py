@@ -127,22 +127,17 @@ def test_without_a_config_the_md_says_what_drafted() -> None:
 def test_vllm_report_measures_with_the_served_keys(tmp_path: Path) -> None:
     """The engine path: every vLLM engine runs with the config's keys (k = 2 from it), and the
     settings say so."""
+    from eagle_convert.measure import MeasureOptions
     from eagle_convert.report import ReportOptions
     from eagle_convert.report.run import run_report
     from fixtures.trained import build_trained_pair
 
     target, draft = build_trained_pair(log=lambda _m: None)
     served = {"method": "eagle3", "num_speculative_tokens": 2}
-    opts = ReportOptions(
-        engine="vllm",
-        categories=("chat",),
-        limit=1,
-        k=None,
-        max_new_tokens=8,
-        calibrate=False,
-        finetune=False,
-        speculative_config=json.dumps(served),
+    measure = MeasureOptions(
+        engine="vllm", categories=("chat",), limit=1, max_new_tokens=8, speculative_config=json.dumps(served)
     )
+    opts = ReportOptions(measure=measure, calibrate=False, finetune=False)
     res = run_report(draft, target, tmp_path / "r", opts)
     acc = res.data["acceptance"]
     assert acc["engine"] == "vllm" and acc["settings"]["k"] == 2

@@ -632,12 +632,18 @@ def test_cli_smoke_reference_engine_follows_only_method_and_k() -> None:
 
 
 def test_smoke_library_k_from_the_config() -> None:
-    from eagle_convert.smoke import resolve_serve_config
+    """k is decided once, by `MeasureOptions.resolve`: the config's, else the asked one, else 3."""
+    pytest.importorskip("torch")
+    from eagle_convert.measure import MeasureOptions
 
-    serve, k = resolve_serve_config({"num_speculative_tokens": 5}, None, "vllm")
-    assert k == 5 and serve is not None and serve.data == {"num_speculative_tokens": 5}
-    assert resolve_serve_config(None, None, "vllm") == (None, 3)
-    assert resolve_serve_config({"method": "eagle3"}, 2, "reference")[1] == 2
+    m = MeasureOptions(engine="reference", speculative_config={"num_speculative_tokens": 5}).resolve()
+    assert m.k == 5 and m.serve is not None and m.serve.data == {"num_speculative_tokens": 5}
+    assert m.served == {"num_speculative_tokens": 5} and m.settings("t")["k"] == 5
+    plain = MeasureOptions(engine="reference").resolve()
+    assert (plain.serve, plain.k, plain.served) == (None, 3, None)
+    assert MeasureOptions(engine="reference", k=2, speculative_config={"method": "eagle3"}).resolve().k == 2
+    with pytest.raises(UsageError, match=r"^`k=2` but `speculative_config` num_speculative_tokens is 4"):
+        MeasureOptions(engine="reference", k=2, speculative_config={"num_speculative_tokens": 4}).resolve()
 
 
 def test_the_report_heads_name_the_serve_config(plain: Path, tmp_path: Path, monkeypatch) -> None:
@@ -689,8 +695,8 @@ def test_validate_engine_check_loads_with_the_served_keys(plain: Path, tmp_path:
 
     monkeypatch.setattr(vllm_check, "check_with_vllm", fake)
     target = _target(tmp_path / "t")
-    validate_checkpoint(plain, target=target, engine="vllm", speculative_config={**SERVED, "max_model_len": 1024})
-    validate_checkpoint(plain, target=target, engine="vllm")
+    validate_checkpoint(plain, target=target, load="vllm", speculative_config={**SERVED, "max_model_len": 1024})
+    validate_checkpoint(plain, target=target, load="vllm")
     assert seen[0] == {
         "timeout_s": 600,
         "speculative": {**SERVED, "max_model_len": 1024},

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -42,14 +43,14 @@ def test_bad_server_options_are_refused_before_any_stage(tmp_path: Path, args: t
 @pytest.mark.slow
 def test_report_measures_the_servers_as_a_resumable_stage(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    from eagle_convert.measure import NATURAL
+    from eagle_convert.measure import NATURAL, MeasureOptions
     from eagle_convert.report import ReportOptions, run_report
     from fixtures.trained import build_trained_pair
 
     target, draft = build_trained_pair(log=lambda _m: None)
     out = tmp_path / "report"
-    small = dict(engine="reference", categories=("chat",), limit=1, max_new_tokens=9, buckets=(NATURAL,))
-    small |= dict(calibrate=False, finetune=False, drift=False)
+    measure = MeasureOptions(engine="reference", categories=("chat",), limit=1, max_new_tokens=9, buckets=(NATURAL,))
+    small = dict(measure=measure, calibrate=False, finetune=False, drift=False)
     with FakeServer(k=3, accept=2, api_key="sk-x", mode="auth") as srv, FakeServer(k=None) as base:
         opts = ReportOptions(**small, servers=(srv.url,), labels=("deployed",), baseline_server=base.url)
         first = run_report(draft, target, out, opts, api_key="sk-x")
@@ -59,9 +60,7 @@ def test_report_measures_the_servers_as_a_resumable_stage(tmp_path: Path) -> Non
         assert sent == 1 + 4 + 16 and base.requests == sent
         again = run_report(draft, target, out, opts, api_key="sk-x")
         assert again.ran == [] and "served" in again.skipped and srv.requests == sent
-        relabelled = run_report(
-            draft, target, out, ReportOptions(**{**vars(opts), "labels": ("prod",)}), api_key="sk-x"
-        )
+        relabelled = run_report(draft, target, out, replace(opts, labels=("prod",)), api_key="sk-x")
         assert relabelled.ran == ["served"]
     data = json.loads((out / "report.json").read_text())
     check_schema(data, "report.schema.json")

@@ -20,6 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from eagle_convert.cli.app import main
+from eagle_convert.vllm_model import default_release
 from eagle_convert.vllm_model.features import vllm_available
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -54,7 +55,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("served")
     up = base / "eagle31"
     ckpt = open_checkpoint(draft)
-    apply_upgrade(plan_upgrade(ckpt, describe(ckpt)), up)
+    apply_upgrade(plan_upgrade(ckpt, describe(ckpt, default_release())), up)
     prompts = base / "prompts.jsonl"
     prompts.write_text("".join(json.dumps(p) + "\n" for p in PROMPTS))
     return {"target": target, "draft": up, "prompts": prompts, "base": base}

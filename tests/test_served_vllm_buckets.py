@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from eagle_convert.vllm_model import default_release
 from eagle_convert.vllm_model.features import vllm_available
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -37,7 +38,7 @@ def server(tmp_path_factory: pytest.TempPathFactory):
     target, draft = build_trained_pair(log=lambda _msg: None)
     base = tmp_path_factory.mktemp("served-buckets")
     ckpt = open_checkpoint(draft)
-    apply_upgrade(plan_upgrade(ckpt, describe(ckpt)), base / "eagle31")
+    apply_upgrade(plan_upgrade(ckpt, describe(ckpt, default_release())), base / "eagle31")
     srv = VllmServer(target, base / "spec.log", draft=base / "eagle31", k=3)
     try:
         srv.wait()

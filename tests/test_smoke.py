@@ -116,10 +116,18 @@ def test_reference_random_draft_and_report_shape(models, tmp_path: Path) -> None
 
 
 def test_run_smoke_usage_errors(models, tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match=r"^--num-speculative-tokens must be at least 1$"):
+    import click
+
+    from eagle_convert.cli.app import main
+    from eagle_convert.cli.errors import format_error
+
+    smoke = main.get_command(click.Context(main), "smoke")
+    with pytest.raises(UsageError, match=r"^`k` must be at least 1$") as bad:
         run_smoke(models["target"], [models["random"]], MeasureOptions(engine="reference", k=0))
-    with pytest.raises(UsageError, match=r"^--tensor-parallel-size applies to --engine vllm only$"):
+    assert format_error(bad.value, smoke) == "--num-speculative-tokens must be at least 1"
+    with pytest.raises(UsageError, match=r"^`tensor_parallel_size` applies to `engine=vllm` only$") as bad:
         run_smoke(models["target"], [models["random"]], MeasureOptions(engine="reference", tensor_parallel_size=2))
+    assert format_error(bad.value, smoke) == "--tensor-parallel-size applies to --engine vllm only"
     with pytest.raises(CheckpointNotFoundError) as err:
         run_smoke(models["target"], [tmp_path / "nope"], MeasureOptions(engine="reference"))
     assert str(err.value) == f"draft {tmp_path / 'nope'}: no such folder (smoke needs a local checkpoint folder)"

@@ -289,12 +289,16 @@ def test_training_and_calibration_prompts_take_suites_but_not_long_context(tmp_p
 
 
 def test_report_reproduces_a_named_suite(tmp_path: Path) -> None:
-    from eagle_convert.report.stages import ReportOptions, smoke_command, smoke_prompts
+    from eagle_convert.measure import MeasureOptions
+    from eagle_convert.report.stages import ReportOptions, smoke_command
 
-    opts = ReportOptions(prompts="long-context:4k", categories=("long-prose",), limit=1)
-    cmd = smoke_command(tmp_path / "t", [tmp_path / "d"], opts, "reference")
+    opts = ReportOptions(
+        MeasureOptions(engine="reference", prompts="long-context:4k", categories=("long-prose",), limit=1)
+    )
+    m = opts.measure.resolve("report")
+    cmd = smoke_command(tmp_path / "t", [tmp_path / "d"], opts.measure)
     assert " --prompts long-context:4k --category long-prose --limit 1 " in cmd
-    suite = smoke_prompts(opts)
+    suite = m.suite
     assert (suite.long_kinds, suite.long_lengths, suite.long_per_length, suite.prompts) == (("prose",), (4000,), 1, [])
 
 

@@ -21,6 +21,7 @@ from eagle_convert.errors import CheckpointNotFoundError, ConfigError
 from eagle_convert.upgrade.configgen import read_target
 from eagle_convert.upgrade.plan import plan_upgrade
 from eagle_convert.validate.run import validate_checkpoint
+from eagle_convert.vllm_model import default_release
 from fixtures.edits import edit_draft
 
 TEXT = {
@@ -109,7 +110,7 @@ def test_upgrade_validate_finetune_and_smoke_agree_on_a_multimodal_target(tmp_pa
         config=lambda c: [c.pop(k, None) for k in ("eagle_aux_hidden_state_layer_ids", "eagle_config")],
     )
     ckpt = open_checkpoint(draft)
-    plan = plan_upgrade(ckpt, describe(ckpt, read_vocab=False), target=read_target(str(target)))
+    plan = plan_upgrade(ckpt, describe(ckpt, default_release(), read_vocab=False), target=read_target(str(target)))
     assert plan.aux.ids == (2, 20, 37)  # vLLM's (2, N//2, N-3) for N = 40
     report = validate_checkpoint(draft, target=target)
     [w320] = [f for f in report.findings if f.code == "W320"]

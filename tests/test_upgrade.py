@@ -21,6 +21,7 @@ from eagle_convert.draft.info import describe
 from eagle_convert.draft.target import Target
 from eagle_convert.upgrade.apply import apply_upgrade
 from eagle_convert.upgrade.plan import plan_upgrade
+from eagle_convert.vllm_model import default_release
 from eagle_convert.vllm_model.features import vllm_package_dir
 from fixtures.drafts import EXPECTED, FIXTURE_MATRIX, draft_state
 
@@ -74,7 +75,7 @@ def bits(t: torch.Tensor) -> bytes:
 
 def upgrade(src: Path, out: Path, **kw):
     ckpt = open_checkpoint(src)
-    plan = plan_upgrade(ckpt, describe(ckpt), **kw)
+    plan = plan_upgrade(ckpt, describe(ckpt, default_release()), **kw)
     return plan, apply_upgrade(plan, out)
 
 
@@ -155,7 +156,7 @@ def test_upgrade_every_layout_to_vllm(name: str, built_fixtures, tmp_path: Path)
     assert prov["source"] == str(src) and prov["added_tensors"] == sorted(norms)
     assert prov["aux_layer_ids_from"].startswith("--aux-layer-ids" if needs_ids(name) else "config ")
 
-    info = describe(open_checkpoint(out))
+    info = describe(open_checkpoint(out), default_release())
     assert info.variant == "EAGLE-3.1" and info.num_aux == exp["A"]
     assert all(k == c for k, c in info.canonical.items())  # already vLLM-native names
     expected_files = (
@@ -185,7 +186,7 @@ def test_keep_layout_keeps_names_and_adds_norms_in_the_input_style(name: str, bu
     assert set(got) == disk | new
     if spec.layout == "nemo":
         assert "model.fc_norm.0.weight" in got
-    assert describe(open_checkpoint(tmp_path / "out")).variant == "EAGLE-3.1"
+    assert describe(open_checkpoint(tmp_path / "out"), default_release()).variant == "EAGLE-3.1"
 
 
 def test_sharded_in_sharded_out_with_a_correct_index(built_fixtures, tmp_path: Path) -> None:
@@ -235,7 +236,7 @@ def test_no_norm_output_adds_only_the_norms(built_fixtures, tmp_path: Path) -> N
     upgrade(built_fixtures("vllm-eagle3"), tmp_path / "out", norm_output=False)
     cfg = json.loads((tmp_path / "out/config.json").read_text())
     assert (cfg["fc_norm"], cfg["norm_output"]) == (True, False)
-    info = describe(open_checkpoint(tmp_path / "out"))
+    info = describe(open_checkpoint(tmp_path / "out"), default_release())
     assert info.variant == "EAGLE-3.1" and not info.flags["norm_output"].value
 
 
@@ -270,7 +271,7 @@ def test_progress_sees_every_byte_written_and_verified(built_fixtures, tmp_path:
             self.done[self.phases[-1][0]] += nbytes
 
     ckpt = open_checkpoint(built_fixtures("vllm-eagle3-sharded"))
-    plan = plan_upgrade(ckpt, describe(ckpt))
+    plan = plan_upgrade(ckpt, describe(ckpt, default_release()))
     rec = Recorder()
     apply_upgrade(plan, tmp_path / "out", progress=rec)
     data = sum(f.data_bytes for f in plan.files)

@@ -22,6 +22,7 @@ from eagle_convert.io import links as links_mod
 from eagle_convert.upgrade.link import apply_link
 from eagle_convert.upgrade.linkplan import NORM_SHARD, plan_link
 from eagle_convert.upgrade.plan import plan_upgrade
+from eagle_convert.vllm_model import default_release
 
 try:
     from tests.test_upgrade import bits, load_output, sha_tree
@@ -156,7 +157,7 @@ def test_real_cross_device_link_falls_back_to_a_copy(built_fixtures, tmp_path: P
 def test_verification_catches_a_link_that_holds_other_bytes(built_fixtures, tmp_path: Path, monkeypatch) -> None:
     src = built_fixtures("vllm-eagle3")
     ckpt = open_checkpoint(src)
-    lp = plan_link(plan_upgrade(ckpt, describe(ckpt)))
+    lp = plan_link(plan_upgrade(ckpt, describe(ckpt, default_release())))
 
     def bad_copy(s: Path, d: Path, **kw) -> links_mod.LinkOutcome:
         data = bytearray(Path(s).read_bytes())
@@ -257,8 +258,8 @@ def test_plan_link_is_pure(built_fixtures, tmp_path: Path) -> None:
     before = sha_tree(src)
     ckpt = open_checkpoint(src)
     with pytest.raises(UpgradeRefusedError, match="`layout=vllm` renames 10 tensors"):
-        plan_link(plan_upgrade(ckpt, describe(ckpt)))
-    lp = plan_link(plan_upgrade(ckpt, describe(ckpt), layout="keep"))
+        plan_link(plan_upgrade(ckpt, describe(ckpt, default_release())))
+    lp = plan_link(plan_upgrade(ckpt, describe(ckpt, default_release()), layout="keep"))
     assert [f.filename for f in lp.linked] == ["model.safetensors"] and lp.shard.filename == NORM_SHARD
     assert json.loads(lp.index_json)["weight_map"]["fc_norm.0.weight"] == NORM_SHARD
     assert list(tmp_path.iterdir()) == [] and sha_tree(src) == before

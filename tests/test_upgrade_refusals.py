@@ -28,6 +28,7 @@ from eagle_convert.upgrade.run import plan_upgrade_draft, upgrade_draft
 from eagle_convert.validate.rules import run_static
 from eagle_convert.validate.rules.context import build_context
 from eagle_convert.validate.run import validate_checkpoint
+from eagle_convert.vllm_model import default_release
 from fixtures.realconfigs import build_all, materialize_plan, plan_for
 
 GLM = "torchspec-glm4-moe"
@@ -138,7 +139,8 @@ def test_the_library_refuses_a_peagle_draft_as_the_cli_does(real, tmp_path: Path
 
 def _findings(ckpt) -> list[tuple[str, str, str]]:
     return sorted(
-        (f.code, f.where, f.message) for f in run_static(build_context(ckpt, describe(ckpt, read_vocab=False)))[0]
+        (f.code, f.where, f.message)
+        for f in run_static(build_context(ckpt, describe(ckpt, default_release(), read_vocab=False)))[0]
     )
 
 
@@ -189,7 +191,9 @@ def test_keep_layout_refused_where_vllm_misreads_its_names(built_fixtures, tmp_p
     assert validate_checkpoint(tmp_path / "out").errors == []
     # The plan still spells new norms like the input's fc, and --link names its own reason.
     ckpt = open_checkpoint(src)
-    plan = plan_upgrade(ckpt, describe(ckpt, read_vocab=False), layout="keep", aux_layer_ids=[2, 4, 5])
+    plan = plan_upgrade(
+        ckpt, describe(ckpt, default_release(), read_vocab=False), layout="keep", aux_layer_ids=[2, 4, 5]
+    )
     assert "model.fc_norm.0.weight" in {t.name for t in plan.additions}
     with pytest.raises(UpgradeRefusedError, match="vLLM loads 'model.embed_tokens.weight' as 'model.model"):
         plan_link(plan)
@@ -198,7 +202,7 @@ def test_keep_layout_refused_where_vllm_misreads_its_names(built_fixtures, tmp_p
 def test_an_error_of_the_upgrades_own_making_is_called_a_bug(built_fixtures, tmp_path: Path) -> None:
     src = built_fixtures("vllm-eagle3")
     ckpt = open_checkpoint(src)
-    plan = plan_upgrade(ckpt, describe(ckpt, read_vocab=False))
+    plan = plan_upgrade(ckpt, describe(ckpt, default_release(), read_vocab=False))
     plan.config_after["architectures"] = ["Glm4MoeForCausalLMEagle3"]  # as if the config writer broke
     with pytest.raises(UpgradeRefusedError) as exc:
         apply_upgrade(plan, tmp_path / "out")

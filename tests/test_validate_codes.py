@@ -20,6 +20,7 @@ import torch
 
 from eagle_convert.validate.findings import code_table
 from eagle_convert.validate.run import validate_checkpoint
+from eagle_convert.vllm_model import default_release
 from fixtures.drafts import FIXTURE_MATRIX, DraftSpec, build_draft
 from fixtures.edits import drop_tensors, edit_draft, nan_tensor, pop_config, put_tensor, set_config
 from fixtures.producer_bugs import TWINS
@@ -330,7 +331,7 @@ def test_e703_feature_missing_from_installed_vllm(tmp_path: Path) -> None:
     from eagle_convert.validate.rules.engine import feature_findings
 
     ckpt = open_checkpoint(build_draft(tmp_path / "d", FIXTURE_MATRIX["speculators-eagle31"]))
-    ctx = build_context(ckpt, describe(ckpt, read_vocab=False))
+    ctx = build_context(ckpt, describe(ckpt, default_release(), read_vocab=False))
     old = SimpleNamespace(
         version="0.21.0", fc_norm=False, norm_output=False, speculators_propagates_31_flags=False, evidence={}
     )

@@ -78,13 +78,13 @@ def engine_reports(drafts: dict[str, Path], target: Path) -> dict[str, object]:
 
 @pytest.fixture()
 def validate_with_engine(drafts, target, engine_reports, monkeypatch: pytest.MonkeyPatch):
-    """validate(..., engine="vllm") answered from the module's worker run (same EngineReport objects)."""
+    """validate(..., load="vllm") answered from the module's worker run (same EngineReport objects)."""
     import eagle_convert.vllm.strict_load as engine_check
     from eagle_convert.validate.run import validate_checkpoint
 
     by_path = {p.resolve(): engine_reports[n] for n, p in drafts.items()}
     monkeypatch.setattr(engine_check, "check_with_vllm", lambda draft, tgt, **kw: by_path[Path(draft).resolve()])
-    return lambda name: validate_checkpoint(drafts[name], target=target, engine="vllm")
+    return lambda name: validate_checkpoint(drafts[name], target=target, load="vllm")
 
 
 @pytest.mark.parametrize("name", SILENT)

@@ -26,7 +26,7 @@ from eagle_convert.upgrade.apply import apply_upgrade
 from eagle_convert.upgrade.plan import plan_upgrade
 from eagle_convert.validate.rules.context import build_context
 from eagle_convert.validate.run import validate_checkpoint
-from eagle_convert.vllm_model import releases, tables
+from eagle_convert.vllm_model import default_release, releases, tables
 from eagle_convert.vllm_model.config import read_config
 from eagle_convert.vllm_model.features import vllm_available
 
@@ -235,7 +235,9 @@ def test_rope_theta_defaults_are_transformers_defaults() -> None:
 def test_tables_are_consistent() -> None:
     for attention, arch in tables.WRITE_ARCHITECTURE.items():
         assert tables.DRAFT_CLASSES[tables.ARCHITECTURES[arch]].attention == attention
-        assert read_config({"architectures": [arch], "model_type": tables.SAFE_MODEL_TYPE[attention]}).builds_eagle3
+        assert read_config(
+            {"architectures": [arch], "model_type": tables.SAFE_MODEL_TYPE[attention]}, default_release()
+        ).builds_eagle3
     for kind, row in tables.SPECULATORS_ARCHITECTURES.items():
         assert set(row.values()) <= set(tables.ARCHITECTURES), kind
     assert tables.default_aux_ids(32) == (2, 16, 29)
@@ -290,10 +292,15 @@ def test_rewrites_follow_the_release(config: dict, rewritten_from: str) -> None:
 
 
 def test_conditional_and_architecture_rewrites() -> None:
-    assert read_config({"model_type": "nemotron_h", "architectures": ["X"]}).mtp_rewrite is None
-    assert read_config({"model_type": "nemotron_h", "num_nextn_predict_layers": 1, "architectures": ["X"]}).mtp_rewrite
-    assert read_config({"model_type": "exaone4_5_text", "architectures": ["X"]}).mtp_rewrite
-    assert read_config({"architectures": ["Glm4MoeForCausalLM"]}).mtp_rewrite == "architectures 'Glm4MoeForCausalLM'"
+    assert read_config({"model_type": "nemotron_h", "architectures": ["X"]}, default_release()).mtp_rewrite is None
+    assert read_config(
+        {"model_type": "nemotron_h", "num_nextn_predict_layers": 1, "architectures": ["X"]}, default_release()
+    ).mtp_rewrite
+    assert read_config({"model_type": "exaone4_5_text", "architectures": ["X"]}, default_release()).mtp_rewrite
+    assert (
+        read_config({"architectures": ["Glm4MoeForCausalLM"]}, default_release()).mtp_rewrite
+        == "architectures 'Glm4MoeForCausalLM'"
+    )
     # speculators configs build from the inner llama/qwen3 config: the outer model_type is not read
     assert (
         read_config(
@@ -301,14 +308,17 @@ def test_conditional_and_architecture_rewrites() -> None:
                 "speculators_model_type": "eagle3",
                 "model_type": "deepseek_v3",
                 "transformer_layer_config": {"model_type": "llama"},
-            }
+            },
+            default_release(),
         ).mtp_rewrite
         is None
     )
 
 
 def test_both_config_paths() -> None:
-    plain = read_config({"architectures": ["LlamaForCausalLM"], "eagle_config": {"layer_ids": [1, 2, 3]}})
+    plain = read_config(
+        {"architectures": ["LlamaForCausalLM"], "eagle_config": {"layer_ids": [1, 2, 3]}}, default_release()
+    )
     assert plain.architecture == "Eagle3LlamaForCausalLM" and plain.flags["norm_before_residual"] is False
     assert (plain.aux_ids_v1, plain.aux_ids_v2, plain.aux_ids_v2_where) == (None, [1, 2, 3], "eagle_config.layer_ids")
     assert plain.runtime_aux_ids(32) == (2, 16, 29) and plain.runtime_aux_ids(32, runner="v2") == (1, 2, 3)
@@ -317,18 +327,23 @@ def test_both_config_paths() -> None:
             "speculators_model_type": "eagle3",
             "fc_norm": True,
             "transformer_layer_config": {"model_type": "qwen3", "num_aux_hidden_states": 4},
-        }
+        },
+        default_release(),
     )
     assert spec.draft_class is not None and spec.draft_class.attention == "qwen3"
     assert spec.flags["norm_before_residual"] is True and spec.flags["fc_norm"] and spec.aux_count == 4
-    peagle = read_config({"speculators_model_type": "peagle", "fc_norm": True, "transformer_layer_config": {}})
+    peagle = read_config(
+        {"speculators_model_type": "peagle", "fc_norm": True, "transformer_layer_config": {}}, default_release()
+    )
     assert peagle.architecture == "PeagleLlamaForCausalLM" and not peagle.flags["fc_norm"]  # update_peagle drops it
     llama_ids = read_config(
-        {"architectures": ["LlamaForCausalLMEagle3"], "eagle_aux_hidden_state_layer_ids": [1, 2, 3, 4]}
+        {"architectures": ["LlamaForCausalLMEagle3"], "eagle_aux_hidden_state_layer_ids": [1, 2, 3, 4]},
+        default_release(),
     )
     assert llama_ids.aux_count == 3  # llama_eagle3 never counts the top-level ids
     qwen_ids = read_config(
-        {"architectures": ["Eagle3Qwen3ForCausalLM"], "eagle_aux_hidden_state_layer_ids": [1, 2, 3, 4]}
+        {"architectures": ["Eagle3Qwen3ForCausalLM"], "eagle_aux_hidden_state_layer_ids": [1, 2, 3, 4]},
+        default_release(),
     )
     assert qwen_ids.aux_count == 4  # qwen3_eagle3 does
 
@@ -378,8 +393,8 @@ def _variants(config: dict, ids: list[int]) -> dict[str, dict]:
 def _agreement(out: Path) -> None:
     """describe, validate's context and the reference drafter read `out` as read_config does."""
     ckpt = open_checkpoint(out)
-    info = describe(ckpt)
-    view = read_config(ckpt.config)
+    info = describe(ckpt, default_release())
+    view = read_config(ckpt.config, default_release())
     ctx = build_context(ckpt, info)
     assert (ctx.view.aux_ids_v1, ctx.aux_count, ctx.flags) == (view.aux_ids_v1, view.aux_count, view.flags)
     assert info.num_aux == view.aux_count, "fc width and vLLM's aux count disagree"
@@ -399,7 +414,7 @@ def _agreement(out: Path) -> None:
 def _upgrade_or_refusal(src: Path, out: Path, ids: list[int], layout: str = "vllm") -> str | None:
     """Upgrade `src`; None on success, else the one-line refusal."""
     ckpt = open_checkpoint(src)
-    info = describe(ckpt)
+    info = describe(ckpt, default_release())
     try:
         plan = plan_upgrade(ckpt, info, layout=layout, aux_layer_ids=None if info.aux_layer_ids else ids)
     except (UpgradeRefusedError, UsageError) as exc:
@@ -477,10 +492,14 @@ def test_mtp_model_type_is_rewritten_by_upgrade(built_fixtures, tmp_path: Path) 
     cfg = json.loads((work / "config.json").read_text())
     cfg["model_type"] = "deepseek_v3"
     (work / "config.json").write_text(json.dumps(cfg))
-    assert describe(open_checkpoint(work)).vllm_class is None  # inspect no longer names an EAGLE-3 class
+    assert (
+        describe(open_checkpoint(work), default_release()).vllm_class is None
+    )  # inspect no longer names an EAGLE-3 class
     ckpt = open_checkpoint(work)
     plan = plan_upgrade(
-        ckpt, describe(ckpt), aux_layer_ids=None if cfg.get("eagle_aux_hidden_state_layer_ids") else [2, 4, 5]
+        ckpt,
+        describe(ckpt, default_release()),
+        aux_layer_ids=None if cfg.get("eagle_aux_hidden_state_layer_ids") else [2, 4, 5],
     )
     assert plan.config_after["model_type"] == "kimi_k2"
     assert any("'deepseek_v3' makes vLLM rewrite the draft into an MTP model" in w for w in plan.warnings)
@@ -517,7 +536,7 @@ def test_vllm_loader_agrees_with_the_model(tmp_path: Path) -> None:
         outs.append(tmp_path / f"{name}-31")
     reports = check_many_with_vllm(outs, target, timeout_s=600)
     for out, r in zip(outs, reports):
-        view = read_config(json.loads((out / "config.json").read_text()))
+        view = read_config(json.loads((out / "config.json").read_text()), default_release())
         assert r.ok, (out.name, r.error, r.problems, r.unwritten)
         applied = r.applied
         assert applied["class"] == view.draft_class.name, out.name

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from eagle_convert.validate.run import validate_checkpoint
+from eagle_convert.vllm_model import default_release
 from eagle_convert.vllm_model.config import (
     architecture_for_method,
     guess_method,
@@ -97,15 +98,17 @@ def test_qwen3_sliding_window_matches_transformers(fields: dict[str, Any]) -> No
     cfg = {"architectures": ["Eagle3Qwen3ForCausalLM"], "model_type": "qwen3", "num_hidden_layers": 1} | fields
     tcfg = Qwen3Config(**{k: v for k, v in cfg.items() if k != "architectures"})
     want = [tcfg.sliding_window if t == "sliding_attention" else None for t in tcfg.layer_types]
-    assert sliding_windows(read_config(cfg)) == want
+    assert sliding_windows(read_config(cfg, default_release())) == want
 
 
 def test_llama_and_mla_drafts_read_only_layer_types() -> None:
     llama = {"architectures": ["LlamaForCausalLMEagle3"], "num_hidden_layers": 2, "sliding_window": 128}
-    assert sliding_windows(read_config(llama | {"use_sliding_window": True})) == [None, None]
-    assert sliding_windows(read_config(llama | {"layer_types": ["sliding_attention", "full_attention"]})) == [128, None]
+    assert sliding_windows(read_config(llama | {"use_sliding_window": True}, default_release())) == [None, None]
+    assert sliding_windows(
+        read_config(llama | {"layer_types": ["sliding_attention", "full_attention"]}, default_release())
+    ) == [128, None]
     mla = {"architectures": ["Eagle3DeepseekV2ForCausalLM"], "num_hidden_layers": 1, "sliding_window": 128}
-    assert sliding_windows(read_config(mla | {"layer_types": ["sliding_attention"]})) == [None]
+    assert sliding_windows(read_config(mla | {"layer_types": ["sliding_attention"]}, default_release())) == [None]
 
 
 def test_method_guess_and_class_per_method() -> None:

@@ -16,7 +16,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from eagle_convert.io import atomic, outfile, writer
+from eagle_convert.io import atomic, outfile, samebytes, writer
 from eagle_convert.io.atomic import OutputExistsError, atomic_output_dir, cleanup_stale_temps, write_text_atomic
 from eagle_convert.io.outfile import INDEX_FILENAME, ByteRange, OutFile, OutTensor, StreamSource, WriterError
 from eagle_convert.io.signals import TerminatedBySignal, install_signal_cleanup
@@ -423,9 +423,41 @@ def test_verify_reports_every_bad_tensor(src: Path, tmp_path: Path) -> None:
     path, f = _written(src, tmp_path)
     zeroed = [OutTensor(t.name, t.dtype, t.shape, b"\0" * t.nbytes) if t.nbytes else t for t in f.tensors]
     problems = verify_file(path, OutFile(f.filename, zeroed, f.metadata), chunk_bytes=8)
-    bad = {p.split(": ")[1] for p in problems}
-    # Every non-empty tensor of random/non-zero data differs from zeros; "empty" has no bytes.
-    assert bad == {t.name for t in f.tensors if t.nbytes}
+    bad = [p.split(": ")[1] for p in problems]
+    # Every non-empty tensor of random/non-zero data differs from zeros; "empty" has no bytes. They are
+    # compared last first, and reported in the file's order.
+    assert bad == [t.name for t in f.tensors if t.nbytes]
+
+
+def test_verify_compares_the_last_written_bytes_first(src: Path, tmp_path: Path, monkeypatch) -> None:
+    """Tensors last first and each range's windows last first: a fresh output's newest pages are the
+    ones still in the page cache, and a forward scan would evict them before reaching them."""
+    path, f = _written(src, tmp_path)
+    seen: list[int] = []
+    real = samebytes.RangeComparer._window
+
+    def window(self, fd_a: int, off_a: int, fd_b: int, off_b: int, n: int) -> bool:
+        seen.append(off_a)
+        return real(self, fd_a, off_a, fd_b, off_b, n)
+
+    monkeypatch.setattr(samebytes.RangeComparer, "_window", window)
+    assert verify_file(path, f) == []
+    assert len(seen) == sum(1 for t in f.tensors if t.nbytes) and seen == sorted(seen, reverse=True)
+    # Within a range: windows last first, every byte counted, a difference in the first one found.
+    grain = samebytes._GRAIN
+    data = os.urandom(5 * grain)
+    (tmp_path / "a").write_bytes(data)
+    (tmp_path / "b").write_bytes(bytes([data[0] ^ 1]) + data[1:])
+    seen.clear()
+    done: list[int] = []
+    a, b = (os.open(tmp_path / n, os.O_RDONLY) for n in "ab")
+    try:
+        assert samebytes.RangeComparer(grain).equal(a, 0, a, 0, 5 * grain - 3, done.append) is True
+        assert seen == [4 * grain, 3 * grain, 2 * grain, grain, 0] and sum(done) == 5 * grain - 3
+        assert samebytes.RangeComparer(grain).equal(a, 0, b, 0, 5 * grain) is False
+    finally:
+        os.close(a)
+        os.close(b)
 
 
 # --------------------------------------------------------------------------- atomic output

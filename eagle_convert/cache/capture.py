@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eagle_convert.cache.options import CAPTURE_ENGINES, CaptureOptions
+from eagle_convert.cache.options import CaptureOptions
 from eagle_convert.cache.store import (
     CACHE_FORMAT,
     CachePlan,
@@ -44,15 +44,9 @@ def check_capture_options(opts: CaptureOptions) -> None:
     """Refuse what no capture can run, before anything loads.
 
     Raises:
-        UsageError: an unknown engine or dtype, a shard size below 1, parallelism asked of the reference engine.
+        UsageError: parallelism asked of the reference engine (`CaptureOptions` refuses the rest when built).
         MissingExtraError: engine vllm without vLLM installed.
     """
-    if opts.engine not in CAPTURE_ENGINES:
-        raise UsageError(
-            f"{{engine={opts.engine!r}}}: expected one of {', '.join(CAPTURE_ENGINES)}", options=("engine",)
-        )
-    if opts.shard_size < 1:
-        raise UsageError("{shard_size} must be at least 1", options=("shard_size",))
     parallel = opts.tensor_parallel_size > 1 or opts.pipeline_parallel_size > 1 or opts.distributed_executor_backend
     if opts.engine == "reference" and parallel:
         raise UsageError(
@@ -131,10 +125,10 @@ def draft_features_spec(draft: Path, target_layers: int, release: Release) -> tu
     if not ids:
         raise UsageError(f"{ckpt.description}: no aux layer ids, and the target's depth is unknown")
     aux_ids = sorted(set(int(i) for i in ids))
-    info = describe(ckpt, read_vocab=False, view=view)
+    info = describe(ckpt, release, read_vocab=False)
     if not info.vocab.reduced:
         return aux_ids, None
-    d2t = next((name for name, canon in info.canonical.items() if canon == "d2t"), None)
+    d2t = info.disk_name("d2t")
     if d2t is None or tuple(ckpt.tensors[d2t].shape) != (info.draft_vocab_size,):
         raise UsageError(
             f"{ckpt.description}: draft_vocab_size {info.draft_vocab_size} < vocab_size {info.vocab_size} "

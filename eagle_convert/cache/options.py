@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eagle_convert.optionspec import option
+from eagle_convert.optionspec import check, option
 
 __all__ = ["CAPTURE_ENGINES", "DEFAULT_SHARD_SIZE", "EXECUTOR_BACKENDS", "CaptureOptions"]
 
@@ -57,3 +57,6 @@ class CaptureOptions:
         "are in memory at a time.",
     )
     max_model_len: int | None = option(None, min=1, help="vLLM's max_model_len (default: the longest sequence plus 8).")
+
+    def __post_init__(self) -> None:
+        check(self)

@@ -8,6 +8,7 @@ if TYPE_CHECKING:  # what type checkers see
     from eagle_convert.check.changed import draft_folders
     from eagle_convert.check.checks import STAGES, TITLES, format_value
     from eagle_convert.check.junit import to_junit
+    from eagle_convert.check.options import CheckOptions
     from eagle_convert.check.policy import Policy, load_policy
     from eagle_convert.check.run import CheckReport, run_check
     from eagle_convert.check.serve import ServeTarget
@@ -21,6 +22,7 @@ else:  # what runs: each name imported from its module on first use
             "TITLES": "eagle_convert.check.checks",
             "format_value": "eagle_convert.check.checks",
             "to_junit": "eagle_convert.check.junit",
+            "CheckOptions": "eagle_convert.check.options",
             "Policy": "eagle_convert.check.policy",
             "load_policy": "eagle_convert.check.policy",
             "CheckReport": "eagle_convert.check.run",
@@ -31,6 +33,7 @@ else:  # what runs: each name imported from its module on first use
     )
 
 __all__ = [
+    "CheckOptions",
     "CheckReport",
     "draft_folders",
     "format_value",

@@ -110,11 +110,11 @@ def static_checks(
     is its own row, failing unless `accept` ([vllm] policy key -> "warn") accepts that risk on purpose."""
     accept = accept or {}
     unverified = [f for f in report.findings if f.impact == "unverified" and f.level != "info"]
-    errors = [f for f in report.errors if f.impact != "unverified"]
-    serving = [w for w in report.warnings if w.changes_serving and w.impact != "unverified"]
+    failing = [f for f in report.failing(strict=True, allowed=allow_warnings) if f.impact != "unverified"]
+    errors = [f for f in failing if f.level == "error"]
+    warnings = [w for w in failing if w.level == "warning" and w.changes_serving]  # hygiene: its own row
     hygiene = [w for w in report.warnings if not w.changes_serving]
-    warnings = [w for w in serving if w.code not in allow_warnings]
-    allowed = [w for w in serving if w.code in allow_warnings]
+    allowed = [w for w in report.warnings if w.changes_serving and w.impact != "unverified" and w not in warnings]
     release = f" on vLLM {report.vllm.release}" if getattr(report, "vllm", None) else ""
 
     def lines(fs: list) -> str:

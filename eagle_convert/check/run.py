@@ -29,6 +29,7 @@ from typing import Any
 
 from eagle_convert.check.checks import STAGES, TITLES, CheckResult, not_run, skipped
 from eagle_convert.check.gate import needs
+from eagle_convert.check.options import CheckOptions
 from eagle_convert.check.policy import Policy, load_policy
 from eagle_convert.errors import EngineError, UsageError
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
@@ -170,42 +171,26 @@ def _serve_config(
 
 def run_check(
     draft: str | Path,
+    opts: CheckOptions | None = None,
     *,
-    target: str | Path | None = None,
-    baseline: str | Path | None = None,
     policy: Policy | None = None,
-    keep_going: bool = False,
     progress: Callable[[str], None] | None = None,
     cache: dict | None = None,
     session: Any = None,
-    vllm_version: str | None = None,
-    speculative_config: str | dict[str, Any] | None = None,
-    max_model_len: int | None = None,
     on_tick: OnTick | None = None,
-    server: Any = None,
-    serve_for: str | None = None,
-    serve_config: str | None = None,
 ) -> CheckReport:
     """Run the gate on `draft` (folder or hub repo); see the module docstring.
 
     Args:
+        opts: the options (`CheckOptions`, as `check` takes them). `vllm_version` (else the policy's
+            [static] one, else the installed vLLM, else the newest known) is the release the static and
+            features verdicts are for; the engine stages run the installed vLLM with exactly
+            `speculative_config`'s keys and `max_model_len`. `serve_for` sglang / trtllm (with
+            `serve_config`) make the static stage that engine's verdict (`validate.validate_for`).
+        policy: the policy, already read (default: `opts.policy`'s file, else `./eagle-check.toml`).
         progress: one line per stage started; `on_tick` counts the stages that run.
         cache: shares engine runs between checks in one process (measure/passes.py).
         session: a `vllm.session.EngineSession`, left open, sharing one vLLM worker between checks.
-        vllm_version: the release the draft will be served on (else the policy's [static]
-            vllm_version, else the installed vLLM, else the newest known): the static and features
-            verdicts are for it; the engine stages always run the installed vLLM.
-        speculative_config: the deployment's `--speculative-config` (JSON text, a file, a dict):
-            the static stage checks it against the draft, and every engine runs with exactly these
-            keys (the draft's path as the model; its num_speculative_tokens is the k measured).
-        max_model_len: `--max-model-len`, the served context: the static context rule checks
-            against it (over the policy's [static] max_model_len) and the engines run with it.
-        server: a `check.serve.ServeTarget` (`check --server`): the serve stage measures it, over
-            the policy's [serve] server / baseline_server.
-        serve_for: `--for ENGINE[==VERSION]`: vllm==X is `vllm_version` X; sglang / trtllm make the
-            static stage that engine's verdict (`validate.validate_for`); the engine stages run vLLM.
-        serve_config: with `serve_for` sglang / trtllm, the deployment's serve config file for that
-            engine, checked by the static stage (`validate.validate_for`).
 
     Raises:
         UsageError: the policy contradicts itself, `vllm_version` names no known release, or the
@@ -215,6 +200,15 @@ def run_check(
     from eagle_convert.check.serve import serve_stage
     from eagle_convert.measure import Engines
     from eagle_convert.vllm_model import installed_status
+
+    o = opts or CheckOptions()
+    target, baseline, vllm_version, serve_for, serve_config = (
+        o.target,
+        o.baseline,
+        o.vllm_version,
+        o.serve_for,
+        o.serve_config,
+    )
 
     t0 = time.perf_counter()
     serving = None
@@ -242,17 +236,18 @@ def run_check(
                 options=("serve_config", "serve_for", "speculative_config"),
             )
         read_serve_file(serve_config, serving.engine)  # an unreadable file: a usage error before any stage runs
-    policy = policy or load_policy()
+    policy = policy or load_policy(o.policy)
+    server = _server(o, policy)
     target_s = None if target is None else str(target)
     baseline_s = None if baseline is None else str(baseline)
     requested = vllm_version or policy.get("static", "vllm_version")
     status = installed_status(requested)  # a bad release is a usage error before any stage runs
     need = needs(policy, target=target_s, baseline=baseline_s, server=server)
-    serve = _serve_config(speculative_config, max_model_len, status, policy, engines_run=need.engines_run)
+    serve = _serve_config(o.speculative_config, o.max_model_len, status, policy, engines_run=need.engines_run)
     report = CheckReport(str(draft), target_s, baseline_s, policy, release=status)
     say = progress or (lambda _m: None)
     engines = Engines(cache if cache is not None else {}, session)
-    state = stages.State(str(draft), target_s, baseline_s, policy, need, engines, release=vllm_version)
+    state = stages.State(str(draft), target_s, baseline_s, policy, need, engines, release=status)
     state.serve_for = serving
     state.serve_config = serve_config
     state.serve = report.serve = serve
@@ -276,7 +271,7 @@ def run_check(
             if not need.runs(stage):  # off (skipped), or asked and not runnable here (a failure)
                 if need.not_run(stage):
                     report.results.append(not_run(stage, need.why_not(stage)))
-                    report.stopped_after = report.stopped_after or (None if keep_going else stage)
+                    report.stopped_after = report.stopped_after or (None if o.keep_going else stage)
                 else:
                     report.results.append(skipped(stage, need.why_not(stage)))
                 continue
@@ -300,7 +295,7 @@ def run_check(
             report.results.extend(results)
             ran += 1
             tick(Tick("check", ran, runs, TITLES[stage]))
-            if any(r.passed is False for r in results) and not keep_going:
+            if any(r.passed is False for r in results) and not o.keep_going:
                 report.stopped_after = stage
     finally:
         report.worker_starts = engines.worker_starts
@@ -311,3 +306,15 @@ def run_check(
     report.settings = state.settings
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _server(o: CheckOptions, policy: Policy) -> Any:
+    """`server`, `baseline_server`, `api_key` as the serve stage's `ServeTarget` (None: the policy's)."""
+    from eagle_convert.check.serve import ServeTarget
+
+    if o.baseline_server is not None and o.server is None and not policy.get("serve", "server"):
+        raise UsageError(
+            "{baseline_server} goes with {server} (or [serve] server in the policy)",
+            options=("baseline_server", "server"),
+        )
+    return ServeTarget(o.server, o.baseline_server, o.api_key) if o.server or o.baseline_server or o.api_key else None

@@ -3,8 +3,8 @@
 `State` carries what later stages reuse: the validation report, local folders (downloaded once
 for hub references), the prepared prompts, and every engine pass (`measure.Engines`).
 
-Hub references are downloaded here (into the normal Hugging Face cache, through `io.hub`), only
-for the stages that load weights; the static stages read headers only.
+Hub references are downloaded (`draft.local_checkpoint`) only for the stages that load weights;
+the static stages read headers only.
 """
 
 from __future__ import annotations
@@ -17,39 +17,8 @@ from eagle_convert.check import checks as ck
 from eagle_convert.check import measured as ms
 from eagle_convert.check.checks import CheckResult
 from eagle_convert.check.policy import Policy
-from eagle_convert.draft import CheckpointRef
-from eagle_convert.errors import CheckpointNotFoundError
-from eagle_convert.io import missing_path_error
+from eagle_convert.draft import local_checkpoint
 from eagle_convert.measure import CONTROL_EPS, GREEDY, MAIN, MIXED, Engines, plan_check_passes
-
-
-def local_folder(ref: str, what: str) -> Path:
-    """A local checkpoint folder for `ref`: the folder itself, or a hub repo downloaded into the HF cache."""
-    parsed = CheckpointRef.parse(str(ref))
-    if not parsed.is_hub:
-        path = Path(parsed.local or ref).expanduser()
-        if not path.exists():
-            raise missing_path_error(path)
-        folder = path if path.is_dir() else path.parent
-        if not (folder / "config.json").is_file():
-            raise CheckpointNotFoundError(
-                f"{what} {ref}: no config.json in {folder}", hint="give the checkpoint folder (vLLM loads folders)"
-            )
-        return folder.resolve()
-    from eagle_convert.io import HubSource
-
-    src = HubSource(parsed.repo, parsed.revision)  # type: ignore[arg-type]
-    names = src.list_files()
-    if "config.json" not in names:
-        raise CheckpointNotFoundError(f"{what} {ref}: the repo has no config.json at its root")
-    found: Path | None = None
-    for name in names:
-        path = src.local_path(name)
-        if name == "config.json":
-            found = path.parent
-    if found is None:  # list_files() named config.json, so local_path() fetched it
-        raise CheckpointNotFoundError(f"{what} {ref}: config.json could not be downloaded")
-    return found
 
 
 @dataclass
@@ -67,16 +36,11 @@ class State:
     passes: dict[str, dict[str, Any]] = field(default_factory=dict)  # role -> pass name -> PassResult
     settings: dict[str, Any] = field(default_factory=dict)
     vllm_version: str | None = None
-    release: str | None = None  # --vllm-version / [static] vllm_version: the release the verdict is for
+    release: Any = None  # vllm_model.VllmVersionStatus, resolved once by run_check: the release the verdict is for
     serve: Any = None  # vllm_model.serve_config.ServeConfig: --speculative-config / --max-model-len
     serve_for: Any = None  # engines.EngineStatus: --for sglang|trtllm, the engine the static verdict is for
     serve_config: str | None = None  # --serve-config: that engine's serve config file, checked by the static stage
     prompt_suite: tuple[str, list[str]] = ("built-in", [])  # [acceptance] prompts: label, refusal lines
-
-    @property
-    def requested_release(self) -> str | None:
-        """The release the user named (flag first, then the policy), None for the installed/newest."""
-        return self.release or self.policy.get("static", "vllm_version")
 
     def folder(self, role: str) -> Path:
         """Local folder of the draft / target / baseline (a hub repo is downloaded once)."""
@@ -86,7 +50,7 @@ class State:
                 from eagle_convert.errors import UsageError
 
                 raise UsageError(f"the check needs a {role} for this stage", hint=f"pass --{role}")
-            self.folders[role] = local_folder(ref, role)
+            self.folders[role] = local_checkpoint(ref, role, "check", hub=True)
         return self.folders[role]
 
     def acc(self, key: str) -> Any:
@@ -137,7 +101,7 @@ def static(s: State) -> list[CheckResult]:
             target=s.target,
             deep=bool(s.policy.get("static", "deep")),
             serving_context=s.policy.get("static", "max_model_len"),
-            vllm_version=s.requested_release,
+            vllm_version=s.release,
             speculative_config=s.serve,
             identity_required=s.need.identity,
         )
@@ -154,17 +118,17 @@ def _info(s: State) -> Any:
         return s.report.info
     from eagle_convert.draft import describe, open_checkpoint
 
-    return describe(open_checkpoint(s.draft), read_vocab=False)
+    return describe(open_checkpoint(s.draft), s.release.rules, read_vocab=False)
 
 
 def features(s: State) -> list[CheckResult]:
     """The draft's EAGLE-3.1 features against the named release's (releases.py), else the installed
     vLLM's source, else (no vLLM here) the newest known release's, the one the static verdict is for."""
-    from eagle_convert.vllm_model import VllmFeatures, detect_features, features_of, installed_status, vllm_available
+    from eagle_convert.vllm_model import VllmFeatures, detect_features, features_of, vllm_available
 
     found: VllmFeatures | None
-    if s.requested_release is not None or not vllm_available():
-        found = features_of(installed_status(s.requested_release).rules)
+    if s.release.named or not vllm_available():
+        found = features_of(s.release.rules)
     else:
         found = detect_features()
         s.vllm_version = found.version if found else None
@@ -349,14 +313,15 @@ def sampling(s: State) -> list[CheckResult]:
 
 def drift(s: State) -> list[CheckResult]:
     """`drift` on the draft (reference engine, built-in prompts), its verdict against the [drift] limits."""
-    from eagle_convert.drift import run_drift
+    from eagle_convert.drift import DriftOptions, run_drift
     from eagle_convert.measure import builtin_prompts, select_prompts
 
     rep = run_drift(
         s.folder("target"),
         [s.folder("draft")],
+        DriftOptions(
+            depth=int(s.policy.get("drift", "depth")), max_new_tokens=int(s.policy.get("drift", "max_new_tokens"))
+        ),
         prompts=select_prompts(builtin_prompts(), (), int(s.policy.get("drift", "limit"))),
-        depth=int(s.policy.get("drift", "depth")),
-        max_new_tokens=int(s.policy.get("drift", "max_new_tokens")),
     )
     return ms.drift_checks(rep.drafts[0].verdict, s.policy)

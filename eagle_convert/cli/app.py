@@ -111,7 +111,7 @@ class _Group(click.Group):
         except EagleConvertError as exc:
             if _debug_enabled(ctx):
                 raise
-            line = format_error(exc, ctx.invoked_subcommand)
+            line = format_error(exc, self.get_command(ctx, ctx.invoked_subcommand or ""))
             click.echo(f"Error: {printable(line, one_line=True)}", err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP raised by raising_signals
@@ -139,7 +139,7 @@ def main(ctx: click.Context, debug: bool) -> None:
 @click.argument("checkpoint")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (schemas/inspect-report.schema.json).")
 @click.option("--tensors", is_flag=True, help="Also list every tensor (always included in --json).")
-@vllm_version_option(allow_all=False)
+@vllm_version_option()
 def inspect_cmd(checkpoint: str, as_json: bool, tensors: bool, vllm_version: str | None) -> None:
     """Describe CHECKPOINT: a folder, a .safetensors/.bin file, or a hub repo (org/name[@revision]).
 

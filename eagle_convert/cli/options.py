@@ -1,22 +1,22 @@
 """Click options made from option objects (`optionspec`), and the few options several commands share.
 
-`dataclass_options` turns the fields of `MeasureOptions`, `FinetuneOptions`, `UpgradeOptions` and
-`ReportOptions` into click options, so a flag's name, bounds and help live on the field and cannot
-drift between `smoke`, `report`, `finetune` and `upgrade` (report runs all three).
+`dataclass_options` turns the fields of each command's option object into click options (a `nested`
+object's where it is declared: report composes `MeasureOptions`, `FinetuneOptions` and `DriftOptions`;
+check composes validate's fields), so a flag's name, bounds and help live on the field and cannot drift
+between the commands that share it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar, cast
 
 import click
 
 from eagle_convert.errors import EagleConvertError
-from eagle_convert.optionspec import OptionSpec, cli_fields, option_kind
+from eagle_convert.optionspec import Nested, OptionSpec, cli_fields, offers, option_kind
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -39,6 +39,17 @@ class _Parsed(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
+class _ShownDefault(click.Option):
+    """An option whose default is None (a rule decides) but whose --help names what the rule gives."""
+
+    def __init__(self, *args: Any, shown: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.shown = shown
+
+    def get_help_extra(self, ctx: click.Context) -> Any:
+        return {**super().get_help_extra(ctx), "default": self.shown}
+
+
 def _param_type(cls: type, f: dataclasses.Field[Any], spec: OptionSpec) -> Any:
     kind = option_kind(cls, f.name)
     if spec.parse is not None:
@@ -46,7 +57,7 @@ def _param_type(cls: type, f: dataclasses.Field[Any], spec: OptionSpec) -> Any:
     if spec.choices is not None:
         return click.Choice(spec.choices)
     if spec.path:
-        return click.Path(dir_okay=False)
+        return click.Path(dir_okay=False, writable=spec.path == "out")
     if kind is int:
         lo, hi = (None if b is None else int(b) for b in (spec.min, spec.max))
         return click.IntRange(min=lo, max=hi) if (lo, hi) != (None, None) else int
@@ -70,11 +81,16 @@ def field_option(
     else:
         helptext = f"{spec.help} {help_extra}".strip()
     if option_kind(cls, f.name) is bool and spec.parse is None:
-        if default is False:
-            return click.option(flag, name, is_flag=True, help=helptext)
+        if default in (False, None):  # None: not given (push --private leaves the repo's visibility)
+            return click.option(flag, name, is_flag=True, default=default, help=helptext)
         return click.option(f"{flag}/--no-{flag[2:]}", name, default=default, show_default=True, help=helptext)
     decls = [flag, spec.short] if spec.short else [flag]
-    show = spec.show_default and default not in (None, ())
+    extra: dict[str, Any] = {"envvar": spec.envvar, "show_envvar": True} if spec.envvar else {}
+    if default is dataclasses.MISSING:  # a field without a default: the option is required
+        extra, default = extra | {"required": True}, None
+    if isinstance(spec.show_default, str) and default is None:
+        extra |= {"cls": _ShownDefault, "shown": spec.show_default}
+    show = spec.show_default is True and default not in (None, ())
     if show and spec.format is not None:
         default = spec.format(default)  # click shows and parses the flag's text (`parse` reads it back)
     return click.option(
@@ -86,7 +102,21 @@ def field_option(
         metavar=spec.metavar,
         show_default=show,
         help=helptext,
+        **extra,
     )
+
+
+def _offered(
+    cls: type, into: str, fields: Any, defaults: dict[str, Any], extra: dict[str, str], path: str = ""
+) -> Iterator[tuple[type, dataclasses.Field[Any], OptionSpec, str, Any, str]]:
+    """(class, field, spec, click name, default, help extra) of each option offered, nested objects' in place."""
+    for f, spec in fields:
+        if isinstance(spec, Nested):
+            yield from _offered(
+                spec.cls, param_name(into, f.name), spec.fields(), spec.defaults, extra, f"{path}{f.name}."
+            )
+        else:
+            yield cls, f, spec, param_name(into, f.name), defaults.get(f.name, f.default), extra.get(path + f.name, "")
 
 
 def dataclass_options(
@@ -97,21 +127,22 @@ def dataclass_options(
     defaults: dict[str, Any] | None = None,
     help_extra: dict[str, str] | None = None,
 ) -> Callable[[F], F]:
-    """One click option per option field of `cls` (`optionspec.option`), in field order; the command
-    receives them as one object, the keyword argument `into` (mergekit's `add_merge_options` idea).
+    """One click option per option field of `cls` (`optionspec.option`), in field order, a `nested`
+    object's options where it is declared; the command receives them as one object, the keyword
+    argument `into` (mergekit's `add_merge_options` idea).
 
     Args:
         cls: the option dataclass.
         into: the command's parameter that receives the object.
         only: the fields to offer (default all); the others keep their defaults.
         defaults: this command's defaults where they differ from the class's.
-        help_extra: a sentence added to a field's help in this command.
+        help_extra: a sentence added to a field's help in this command (a nested one's: "measure.concurrency").
 
     Returns:
         The decorator.
     """
-    chosen = [(f, s) for f, s in cli_fields(cls) if only is None or f.name in only]
-    own = defaults or {}
+    chosen = [(f, s) for f, s in offers(cls) if only is None or f.name in only]
+    offered = list(_offered(cls, into, chosen, defaults or {}, help_extra or {}))
 
     def decorator(func: F) -> F:
         @functools.wraps(func)
@@ -120,109 +151,36 @@ def dataclass_options(
             return func(*args, **kwargs)
 
         out: Any = wrapper
-        for f, spec in reversed(chosen):  # click stacks decorators bottom-up
-            default = own.get(f.name, f.default)
-            out = field_option(cls, f, spec, param_name(into, f.name), default, (help_extra or {}).get(f.name, ""))(out)
+        for owner, f, spec, name, default, extra in reversed(offered):  # click stacks decorators bottom-up
+            out = field_option(owner, f, spec, name, default, extra)(out)
         return cast(F, out)
 
     return decorator
 
 
-def options_from_params(cls: type, into: str, params: dict[str, Any], *, pop: bool = False) -> Any:
+def options_from_params(
+    cls: type, into: str, params: dict[str, Any], *, pop: bool = False, _defaults: dict[str, Any] | None = None
+) -> Any:
     """The object of `cls` from a command's parsed parameters (`ctx.params`): the fields it offers
-    from their options (a repeated option as a tuple), the others at the class's defaults."""
-    values: dict[str, Any] = {}
+    from their options (a repeated option as a tuple), nested objects likewise, the others at the
+    class's defaults."""
+    values: dict[str, Any] = dict(_defaults or {})
     for f, spec in cli_fields(cls):
         key = param_name(into, f.name)
         if key in params:
             value = params.pop(key) if pop else params[key]
             values[f.name] = tuple(value) if spec.multiple else value
+    for f, sub in offers(cls):
+        if isinstance(sub, Nested):
+            values[f.name] = options_from_params(
+                sub.cls, param_name(into, f.name), params, pop=pop, _defaults=sub.defaults
+            )
     return cls(**values)
 
 
-def measure_options(
-    *, defaults: dict[str, Any] | None = None, concurrency_default: str, exclude: Sequence[str] = ()
-) -> Callable[[F], F]:
-    """`--engine` through `--concurrency` (and `--speculative-config`), from `MeasureOptions`, received as
-    `opts`. The commands differ only in defaults: `defaults` are the command's own (report's
-    `--buckets`), `concurrency_default` is the help sentence saying what an unset `--concurrency`
-    measures (report picks levels itself on vLLM), and `exclude` names the fields it does not offer."""
-    from eagle_convert.measure import MeasureOptions  # here: the suites' names, loaded with the command
+def vllm_version_option() -> Callable[[F], F]:
+    """`--vllm-version X.Y.Z` (inspect): check's field (one release, never 'all'), received as `vllm_version`."""
+    from eagle_convert.check import CheckOptions
 
-    names = [f.name for f, _ in cli_fields(MeasureOptions) if f.name not in exclude]
-    return dataclass_options(
-        MeasureOptions, "opts", only=names, defaults=defaults, help_extra={"concurrency": concurrency_default}
-    )
-
-
-def cache_options(*, cache_help: str, capture_help: str) -> Callable[[F], F]:
-    """`--cache CACHE` and `--capture ENGINE` (finetune, upgrade): train or calibrate from a capture cache."""
-    from eagle_convert.cache import CAPTURE_ENGINES
-
-    cache = click.option(
-        "--cache", "cache", type=click.Path(path_type=Path), default=None, metavar="CACHE", help=cache_help
-    )
-    capture = click.option(
-        "--capture", "capture_engine", type=click.Choice(CAPTURE_ENGINES), default=None, help=capture_help
-    )
-    return lambda f: cache(capture(f))
-
-
-def vllm_version_option(*, allow_all: bool) -> Callable[[F], F]:
-    """`--vllm-version X.Y.Z` (validate, check, inspect): the release the verdict is for."""
-    from eagle_convert.vllm_model import NEWEST_RELEASE, OLDEST_RELEASE
-
-    every = " 'all' prints one row per known release (the compatibility matrix)." if allow_all else ""
-
-    def no_all(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-        if value == "all" and not allow_all:
-            raise click.BadParameter("'all' (the compatibility matrix) is validate's: name one release here")
-        return value
-
-    return click.option(
-        "--vllm-version",
-        "vllm_version",
-        callback=no_all,
-        metavar="X.Y.Z" + ("|all" if allow_all else ""),
-        default=None,
-        help=f"The vLLM release the draft will be served on ({OLDEST_RELEASE} ... {NEWEST_RELEASE}; default: the "
-        f"installed vLLM, else the newest known).{every}",
-    )
-
-
-def serve_for_option(*, repeatable: bool) -> Callable[[F], F]:
-    """`--for ENGINE[==VERSION]` (validate, check): the engine release(s) the verdict is for."""
-    more = " Repeatable; 'all' is every known release of every engine (the matrix, one row each)." if repeatable else ""
-    return click.option(
-        "--for",
-        "serve_for",
-        multiple=repeatable,
-        metavar="ENGINE[==VERSION]",
-        default=None,
-        help="Where the draft will be served: vllm, sglang or trtllm, optionally ==VERSION (default: the installed "
-        "one, else the newest known; a release eagle-convert has not read gives an unverified verdict). "
-        f"--vllm-version X is --for vllm==X.{more}",
-    )
-
-
-def serve_config_option() -> Callable[[F], F]:
-    """`--serve-config FILE` (validate, check): the deployment's SGLang or TensorRT-LLM serve config."""
-    return click.option(
-        "--serve-config",
-        "serve_config",
-        type=click.Path(dir_okay=False, path_type=str),
-        metavar="FILE",
-        default=None,
-        help="With --for sglang: the launch command (python -m sglang.launch_server ...) or its --config YAML; "
-        "with --for trtllm: the YAML of trtllm-serve --extra_llm_api_options. Checked against the command that "
-        "serves the draft as trained (algorithm, draft path, k, capture layers, draft window).",
-    )
-
-
-def speculative_config_option() -> Callable[[F], F]:
-    """`--speculative-config JSON|FILE` (validate, check): the deployment's serve config, as
-    `MeasureOptions.speculative_config` declares it for smoke."""
-    from eagle_convert.measure import MeasureOptions
-
-    [(f, spec)] = [(f, s) for f, s in cli_fields(MeasureOptions) if f.name == "speculative_config"]
-    return field_option(MeasureOptions, f, spec, "speculative_config", None)
+    [(f, spec)] = [(f, s) for f, s in cli_fields(CheckOptions) if f.name == "vllm_version"]
+    return field_option(CheckOptions, f, spec, "vllm_version", None)

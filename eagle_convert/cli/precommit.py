@@ -25,7 +25,7 @@ class _Command(click.Command):
         try:
             return super().invoke(ctx)
         except EagleConvertError as exc:
-            click.echo(f"Error: {printable(format_error(exc, 'validate'), one_line=True)}", err=True)
+            click.echo(f"Error: {printable(format_error(exc, ctx.command), one_line=True)}", err=True)
             ctx.exit(exc.exit_code)
 
 
@@ -50,7 +50,7 @@ def precommit_cmd(files: tuple[Path, ...], strict: bool, policy_file: Path | Non
     failed = 0
     for folder in draft_folders(files):
         report = validate_checkpoint(folder, target=target)
-        bad = report.errors + ([w for w in report.warnings if w.code not in allowed] if strict else [])
+        bad = report.failing(strict=strict, allowed=allowed)
         for f in report.sorted_findings():
             if f.level == "info":
                 continue

@@ -28,8 +28,9 @@ if TYPE_CHECKING:  # what type checkers see
     from eagle_convert.draft.fcnorm import FcNormState, fc_norm_state
     from eagle_convert.draft.info import Classified, DraftInfo, classify, describe
     from eagle_convert.draft.inspect import InspectReport, inspect_checkpoint
-    from eagle_convert.draft.kind import ensure_draft, ensure_target_config
+    from eagle_convert.draft.kind import ensure_draft
     from eagle_convert.draft.layout import canonical_map, canonical_name
+    from eagle_convert.draft.local import local_checkpoint
     from eagle_convert.draft.schemas import load_schema
     from eagle_convert.draft.target import Target, load_target, text_config
 else:  # what runs: each name imported from its module on first use
@@ -57,7 +58,7 @@ else:  # what runs: each name imported from its module on first use
             "classify": "eagle_convert.draft.info",
             "describe": "eagle_convert.draft.info",
             "ensure_draft": "eagle_convert.draft.kind",
-            "ensure_target_config": "eagle_convert.draft.kind",
+            "local_checkpoint": "eagle_convert.draft.local",
             "canonical_map": "eagle_convert.draft.layout",
             "canonical_name": "eagle_convert.draft.layout",
             "FcNormState": "eagle_convert.draft.fcnorm",
@@ -85,7 +86,7 @@ __all__ = [
     "describe",
     "DraftInfo",
     "ensure_draft",
-    "ensure_target_config",
+    "local_checkpoint",
     "FcNormState",
     "fc_norm_state",
     "folder_card",

@@ -31,7 +31,11 @@ from eagle_convert.draft.card_sweep import k_sweep_lines
 from eagle_convert.draft.checkpoint import CheckpointRef, open_checkpoint
 from eagle_convert.errors import CheckpointNotFoundError, UsageError
 from eagle_convert.io import write_text_atomic
-from eagle_convert.vllm_model import TESTED_VERSION, read_config
+from eagle_convert.vllm_model import NEWEST_RELEASE, TESTED_VERSION, Release, read_config
+
+# A card says what the draft is as written (sizes, variant, dtype): the newest known release's
+# reading, never the installed vLLM's (a card must not change with the machine that wrote it).
+_CARD_READING = Release(NEWEST_RELEASE)
 
 __all__ = [
     "CARD_FILE",
@@ -253,7 +257,7 @@ def model_card(
         The card's Markdown, with Hugging Face metadata.
     """
     dtype = _TORCH_DTYPE_NAMES.get(dtype, dtype) if dtype else None
-    view = read_config(config)
+    view = read_config(config, _CARD_READING)
     cfg = view.vcfg
     chain = provenance_chain(config)
     target = target or _target_of(config, chain)
@@ -402,7 +406,7 @@ def folder_card(
     folder = Path(folder)
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     dtype = None
-    if not _config_dtype(config, read_config(config).vcfg):
+    if not _config_dtype(config, read_config(config, _CARD_READING).vcfg):
         try:
             dtype = weights_dtype(open_checkpoint(folder).tensors.values())  # headers only
         except CheckpointNotFoundError:  # a card for a config-only folder

@@ -76,10 +76,16 @@ class DraftInfo:
     storage: str
     files: list[str]
     canonical: dict[str, str] = field(repr=False)  # on-disk name -> vLLM-native name
+    # The config as the one release of this description reads it: what every later step asks.
+    view: VllmDraftConfig = field(repr=False, compare=False)
+
+    def disk_name(self, canonical: str) -> str | None:
+        """The on-disk name of the tensor vLLM names `canonical` (`d2t`, `fc.weight`), None without one."""
+        return next((name for name, canon in self.canonical.items() if canon == canonical), None)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data.pop("canonical")
+        del data["canonical"], data["view"]
         return data
 
 
@@ -170,22 +176,20 @@ def classify(ckpt: Checkpoint) -> Classified:
 
 def describe(
     ckpt: Checkpoint,
+    release: Release,
     *,
     read_vocab: bool = True,
-    release: Release | None = None,
     classified: Classified | None = None,
-    view: VllmDraftConfig | None = None,
 ) -> DraftInfo:
     """Classify and measure a checkpoint; `read_vocab` also reads d2t/t2d values.
 
     Args:
         ckpt: the opened checkpoint (`open_checkpoint`).
+        release: the vLLM release whose reading the vLLM fields (class, flags, aux ids) follow,
+            resolved once by the command's entry; the reading is kept as `DraftInfo.view`.
         read_vocab: also read the d2t/t2d values (False: headers only).
-        release: the vLLM release whose reading the vLLM fields (class, flags, aux ids) follow
-            (default: the installed vLLM's, else the newest known).
         classified: `classify(ckpt)` when already done (the compatibility matrix describes one
             checkpoint for every release).
-        view: `read_config(ckpt.config, release)` when already read.
 
     Returns:
         Layout, variant, dimensions, aux ids, vocabulary maps and how vLLM reads the draft.
@@ -196,7 +200,7 @@ def describe(
     known = classified or classify(ckpt)
     layout, canon, attention, attention_reason = known.layout, known.canon, known.attention, known.attention_reason
     by_canon = known.by_canon
-    view = view or read_config(ckpt.config, release)
+    view = read_config(ckpt.config, release)
     eff = view.vcfg
     flags = {f: Flag(_declared(ckpt.config, view, f), list(known.flag_locations[f]), view.flags[f]) for f in FLAG_NAMES}
 
@@ -249,6 +253,7 @@ def describe(
         storage=ckpt.storage,
         files=list(ckpt.weight_files),
         canonical=canon,
+        view=view,
     )
 
 

@@ -82,6 +82,6 @@ def inspect_checkpoint(
         ref = CheckpointRef.parse(ref)
     ckpt = open_checkpoint(ref)
     read_values = not ref.is_hub if read_vocab is None else read_vocab
-    info = describe(ckpt, read_vocab=read_values, release=status.rules)
+    info = describe(ckpt, status.rules, read_vocab=read_values)
     fc_norm = fc_norm_state(ckpt) if read_values else None
     return InspectReport(ckpt.description, ref.is_hub, ckpt.has_config, info, ckpt, vllm=status, fc_norm=fc_norm)

@@ -17,7 +17,7 @@ from typing import Any
 from eagle_convert.draft import schemas
 from eagle_convert.draft.layout import Facts, _match
 from eagle_convert.errors import NotADraftError
-from eagle_convert.vllm_model import read_config
+from eagle_convert.vllm_model import all_releases, read_config
 
 __all__ = ["SWAP", "DraftKind", "detect_kind", "ensure_draft", "ensure_target_config", "looks_like_draft"]
 
@@ -94,9 +94,10 @@ def looks_like_draft(config: Mapping[str, Any]) -> str | None:
     """Why a config meant as the *target's* is an EAGLE-3 draft's (None when it is not)."""
     if "speculators_model_type" in config:
         return f"speculators_model_type is {config['speculators_model_type']!r}"
-    view = read_config(dict(config))
-    if view.draft_class is not None and view.architecture == (config.get("architectures") or [None])[0]:
-        return f"architectures[0] {view.architecture!r} is vLLM's EAGLE-3 draft class {view.draft_class.name}"
+    # Any known release's registry: whether a folder is a draft does not depend on the vLLM installed.
+    for view in (read_config(dict(config), rel) for rel in reversed(all_releases())):
+        if view.draft_class is not None and view.architecture == (config.get("architectures") or [None])[0]:
+            return f"architectures[0] {view.architecture!r} is vLLM's EAGLE-3 draft class {view.draft_class.name}"
     for name in ("draft_vocab_size", "eagle_aux_hidden_state_layer_ids", "eagle_config", "target_hidden_size"):
         if name in config:
             return f"config has {name!r}"

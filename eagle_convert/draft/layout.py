@@ -103,13 +103,11 @@ def _check(kind: str, arg: Any, facts: Facts) -> str | None:
         name = _arch0(config) or ""
         return f"architectures[0] is {name!r}" if any(part in name for part in arg) else None
     if kind == "parallel_drafting":
-        from eagle_convert.vllm_model import PARALLEL_DRAFTING_ARCHITECTURES, read_config
+        from eagle_convert.vllm_model import PARALLEL_DRAFTING_ARCHITECTURES, all_releases, read_config
 
-        declared = _arch0(config)
-        parallel = next(
-            (n for n in (declared, read_config(dict(config)).architecture) if n in PARALLEL_DRAFTING_ARCHITECTURES),
-            None,
-        )
+        # Any known release's reading: a layout does not depend on the vLLM installed.
+        names = [_arch0(config), *(read_config(dict(config), r).architecture for r in reversed(all_releases()))]
+        parallel = next((n for n in names if n in PARALLEL_DRAFTING_ARCHITECTURES), None)
         return (
             f"{parallel!r} is a parallel-drafting (P-EAGLE) architecture in vLLM's registry"
             if parallel and arg

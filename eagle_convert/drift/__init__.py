@@ -6,6 +6,7 @@ from eagle_convert._lazy import TYPE_CHECKING, attach
 
 if TYPE_CHECKING:  # what type checkers see
     from eagle_convert.drift.crosscheck import RMS_TOLERANCE, CrossCheck, CrossCheckRow
+    from eagle_convert.drift.options import DriftOptions
     from eagle_convert.drift.plot import plot_drift, require_drift_plot
     from eagle_convert.drift.reader import read_drift_report
     from eagle_convert.drift.results import DepthRow, DraftDrift, DriftGroup, DriftReport
@@ -17,6 +18,7 @@ else:  # what runs: each name imported from its module on first use
             "CrossCheck": "eagle_convert.drift.crosscheck",
             "CrossCheckRow": "eagle_convert.drift.crosscheck",
             "RMS_TOLERANCE": "eagle_convert.drift.crosscheck",
+            "DriftOptions": "eagle_convert.drift.options",
             "plot_drift": "eagle_convert.drift.plot",
             "require_drift_plot": "eagle_convert.drift.plot",
             "read_drift_report": "eagle_convert.drift.reader",
@@ -36,6 +38,7 @@ __all__ = [
     "DraftDrift",
     "DRIFT_MODULES",
     "DriftGroup",
+    "DriftOptions",
     "DriftReport",
     "plot_drift",
     "read_drift_report",

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eagle_convert.drift.recorder import DriftRecorder, token_rms
+from eagle_convert.jsonable import Jsonable, dump
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -59,7 +60,7 @@ class RoundLog(DriftRecorder):
 
 
 @dataclass(frozen=True)
-class CrossCheckRow:
+class CrossCheckRow(Jsonable):
     """One depth: mean fed-back RMS of each engine over the matched rounds, and how far apart."""
 
     depth: int
@@ -69,19 +70,9 @@ class CrossCheckRow:
     rel_diff: float | None  # |vllm - reference| / reference, of the means
     max_round_rel_diff: float | None  # the largest single round's
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "depth": self.depth,
-            "rounds": self.rounds,
-            "reference_rms": self.reference_rms,
-            "vllm_rms": self.vllm_rms,
-            "rel_diff": self.rel_diff,
-            "max_round_rel_diff": self.max_round_rel_diff,
-        }
-
 
 @dataclass(frozen=True)
-class CrossCheck:
+class CrossCheck(Jsonable):
     """The comparison for one draft: rows per depth, what was matched, and whether it agrees."""
 
     label: str
@@ -103,20 +94,10 @@ class CrossCheck:
         return bool(diffs) and max(diffs) <= self.tolerance
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "label": self.label,
-            "path": self.path,
-            "engine": self.engine,
-            "tolerance": self.tolerance,
-            "agrees": self.agrees,
-            "prompts": self.prompts,
-            "identical_prompts": self.identical_prompts,
-            "matched_rounds": self.matched_rounds,
-            "reference_rounds": self.reference_rounds,
-            "vllm_rounds": self.vllm_rounds,
-            "rows": [r.to_dict() for r in self.rows],
-            "seconds": self.seconds,
-        }
+        return dump(self, _CROSS_KEYS, agrees=self.agrees)
+
+
+_CROSS_KEYS = "label path engine tolerance agrees prompts identical_prompts matched_rounds reference_rounds vllm_rounds rows seconds"
 
 
 def _agree_until(a: Sequence[int], b: Sequence[int]) -> int:

@@ -12,12 +12,11 @@ has no sink to lose, and only its RMS decides.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from eagle_convert.drift.crosscheck import CrossCheck
 from eagle_convert.drift.recorder import AuxSums, DepthSums, DriftRecorder
-
-if TYPE_CHECKING:
-    from eagle_convert.drift.crosscheck import CrossCheck
+from eagle_convert.jsonable import Jsonable, dump, key
 
 __all__ = [
     "SINK_FALL",
@@ -42,15 +41,15 @@ REPORT_VERSION = 1
 
 
 @dataclass(frozen=True)
-class DepthRow:
+class DepthRow(Jsonable):
     """One draft depth: mean attention shares (over layers, heads and positions; `per_head`
     [layer][head] in the JSON), mean fed-back RMS and the conditional acceptance."""
 
     depth: int
     passes: int
-    sink: float | None
-    context: float | None
-    own: float | None
+    sink: float | None = field(metadata=key("sink_share"))
+    context: float | None = field(metadata=key("context_share"))
+    own: float | None = field(metadata=key("own_share"))
     fed_rms: float | None
     reached: int
     accepted: int
@@ -62,22 +61,14 @@ class DepthRow:
         return self.accepted / self.reached if self.reached else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "depth": self.depth,
-            "passes": self.passes,
-            "sink_share": self.sink,
-            "context_share": self.context,
-            "own_share": self.own,
-            "fed_rms": self.fed_rms,
-            "reached": self.reached,
-            "accepted": self.accepted,
-            "conditional_acceptance": self.acceptance,
-            "per_head": self.per_head,
-        }
+        return dump(self, _DEPTH_KEYS, conditional_acceptance=self.acceptance)
+
+
+_DEPTH_KEYS = "depth passes sink_share context_share own_share fed_rms reached accepted conditional_acceptance per_head"
 
 
 @dataclass(frozen=True)
-class AuxRow:
+class AuxRow(Jsonable):
     """One aux chunk (target layer id): its mean per-token RMS as given and at the `fc` input."""
 
     chunk: int
@@ -85,12 +76,9 @@ class AuxRow:
     rms: float | None
     fc_input_rms: float | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"chunk": self.chunk, "layer_id": self.layer_id, "rms": self.rms, "fc_input_rms": self.fc_input_rms}
-
 
 @dataclass(frozen=True)
-class DriftGroup:
+class DriftGroup(Jsonable):
     """Rows of one chat template x context bucket (`None`: pooled over all of them)."""
 
     chat_template: str | None
@@ -99,18 +87,9 @@ class DriftGroup:
     depths: list[DepthRow]
     aux: list[AuxRow]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "chat_template": self.chat_template,
-            "bucket": self.bucket,
-            "prompts": self.prompts,
-            "depths": [d.to_dict() for d in self.depths],
-            "aux": [a.to_dict() for a in self.aux],
-        }
-
 
 @dataclass(frozen=True)
-class Verdict:
+class Verdict(Jsonable):
     """`drifts` or `stable`, the one-line text and the figures it was decided on."""
 
     status: str
@@ -122,20 +101,11 @@ class Verdict:
     rms_growth_depth: int | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "text": self.text,
-            "sink_first": self.sink_first,
-            "sink_min": self.sink_min,
-            "sink_min_depth": self.sink_min_depth,
-            "rms_growth": self.rms_growth,
-            "rms_growth_depth": self.rms_growth_depth,
-            "thresholds": {"sink_fall": SINK_FALL, "sink_min": SINK_MIN, "rms_growth": RMS_GROWTH},
-        }
+        return dump(self, thresholds={"sink_fall": SINK_FALL, "sink_min": SINK_MIN, "rms_growth": RMS_GROWTH})
 
 
 @dataclass(frozen=True)
-class DraftDrift:
+class DraftDrift(Jsonable):
     label: str
     path: str
     variant: str | None
@@ -148,22 +118,11 @@ class DraftDrift:
     cross_check: CrossCheck | None = None  # `--cross-check vllm`: the fed-back RMS by depth in vLLM
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "label": self.label,
-            "path": self.path,
-            "variant": self.variant,
-            "fc_norm": self.fc_norm,
-            "norm_output": self.norm_output,
-            "verdict": self.verdict.to_dict(),
-            "overall": self.overall.to_dict(),
-            "groups": [g.to_dict() for g in self.groups],
-            "seconds": self.seconds,
-            "cross_check": None if self.cross_check is None else self.cross_check.to_dict(),
-        }
+        return dump(self, "label path variant fc_norm norm_output verdict overall groups seconds cross_check")
 
 
 @dataclass(frozen=True)
-class DriftReport:
+class DriftReport(Jsonable):
     target: str
     engine: str
     settings: dict[str, Any]
@@ -171,14 +130,7 @@ class DriftReport:
     seconds: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "report_version": REPORT_VERSION,
-            "target": self.target,
-            "engine": self.engine,
-            "settings": self.settings,
-            "drafts": [d.to_dict() for d in self.drafts],
-            "seconds": self.seconds,
-        }
+        return {"report_version": REPORT_VERSION, **dump(self)}
 
 
 def _row(s: DepthSums) -> DepthRow:

@@ -10,18 +10,19 @@ context buckets), prepared once per chat template.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from eagle_convert.draft import local_checkpoint
+from eagle_convert.drift.options import CROSS_CHECK_ENGINES, DriftOptions
 from eagle_convert.drift.recorder import DriftRecorder
 from eagle_convert.drift.results import DraftDrift, DriftReport, group_from, pooled, verdict
-from eagle_convert.errors import CheckpointNotFoundError, EngineError, UsageError
+from eagle_convert.errors import EngineError, UsageError
 from eagle_convert.extras import require
-from eagle_convert.measure import NATURAL, Prompt, PromptSet, Suite
+from eagle_convert.measure import Prompt, PromptSet, Suite, resolve_suite, select_suite
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 
 if TYPE_CHECKING:
@@ -30,10 +31,9 @@ if TYPE_CHECKING:
 
     CrossCheckFn = Callable[[EagleDrafter, Path, str, tuple[int, ...]], CrossCheck]
 
-__all__ = ["DRIFT_MODULES", "CROSS_CHECK_ENGINES", "measure_drift", "run_drift"]
+__all__ = ["DRIFT_MODULES", "measure_drift", "run_drift"]
 
 DRIFT_MODULES = ("torch", "transformers", "tokenizers")
-CROSS_CHECK_ENGINES = ("vllm",)
 
 
 def measure_drift(
@@ -79,28 +79,6 @@ def measure_drift(
     return rec
 
 
-def _folder(path: str | Path, what: str) -> Path:
-    """A local folder with a config.json (a draft where the reader every command uses finds it)."""
-    from eagle_convert.draft import ensure_draft, ensure_target_config
-
-    p = Path(path).expanduser()
-    if not p.is_dir():
-        raise CheckpointNotFoundError(f"{what} {path}: no such folder", hint="drift needs a local checkpoint folder")
-    swap = "did you swap DRAFT and --target?"
-    if what == "draft":
-        from eagle_convert.draft import open_checkpoint
-
-        ckpt = open_checkpoint(p)
-        if not ckpt.has_config:
-            raise CheckpointNotFoundError(f"draft {path}: no config.json")
-        ensure_draft(ckpt, "drift", swap=swap)
-    else:
-        if not (p / "config.json").is_file():
-            raise CheckpointNotFoundError(f"target {path}: no config.json")
-        ensure_target_config(json.loads((p / "config.json").read_text()), f"target {path}", swap=swap)
-    return p.resolve()
-
-
 def _prompt_sets(
     tdir: Path,
     prompts: Sequence[Prompt] | Suite | None,
@@ -123,11 +101,11 @@ def _prompt_sets(
 def _draft_facts(path: Path) -> tuple[str | None, bool, bool]:
     """(variant, fc_norm, norm_output) as describe reads the draft."""
     from eagle_convert.draft import describe, open_checkpoint
-    from eagle_convert.vllm_model import read_config
+    from eagle_convert.vllm_model import default_release
 
-    ckpt = open_checkpoint(path)
-    flags = read_config(ckpt.config).flags
-    return describe(ckpt, read_vocab=False).variant, bool(flags["fc_norm"]), bool(flags["norm_output"])
+    # drift runs the reference engine, which mirrors the installed release
+    info = describe(open_checkpoint(path), default_release(), read_vocab=False)
+    return info.variant, bool(info.view.flags["fc_norm"]), bool(info.view.flags["norm_output"])
 
 
 def _measure_draft(
@@ -185,15 +163,9 @@ def _measure_draft(
 def run_drift(
     target: str | Path,
     drafts: Sequence[str | Path],
+    opts: DriftOptions | None = None,
     *,
     prompts: Sequence[Prompt] | Suite | None = None,
-    depth: int = 8,
-    sink_tokens: int = 4,
-    max_new_tokens: int = 64,
-    buckets: Sequence[int] = (NATURAL,),
-    chat_templates: Sequence[str | None] = (None,),
-    device: str | None = None,
-    cross_check: str | None = None,
     labels: Sequence[str] | None = None,
     progress: Callable[[str], None] | None = None,
     on_tick: OnTick | None = None,
@@ -203,17 +175,12 @@ def run_drift(
     Args:
         target: the target model folder.
         drafts: the draft folders, in the order shown.
-        prompts: the prompts (None: the built-in set), or a `Suite` (`measure.resolve_suite`: a
-            `--prompts` value, its long-context prompts cut for this target as smoke cuts them).
-        depth: the deepest draft step (the chain's k; beyond the serving k is the point).
-        sink_tokens: the first context positions counted as attention sinks.
-        max_new_tokens: tokens generated per prompt (each draft round is one position drafted from).
-        buckets: context lengths (`NATURAL`: the prompts as they are).
-        chat_templates: --chat-template values (None: the target's own), one group each.
-        device: where the reference engine runs (None: "cuda" when torch sees a GPU, else "cpu").
-        cross_check: "vllm": also read each draft's fed-back RMS by depth from vLLM's own draft
-            model on the same prompts and compare it with the reference's (`drift/crosscheck.py`;
-            one vLLM engine start per draft).
+        opts: what to measure (default `DriftOptions()`): the prompts (`select`, as smoke selects
+            them), the deepest draft step (`depth`, beyond the serving k on purpose), `sink_tokens`,
+            `max_new_tokens`, `buckets`, `chat_templates` (empty: the target's own), `device`
+            (None: "cuda" when torch sees a GPU) and `cross_check` ("vllm": also read each draft's
+            fed-back RMS by depth from vLLM's own draft model, `drift/crosscheck.py`).
+        prompts: the prompts, or a `Suite`, instead of `opts.select`'s.
         labels: the drafts' names in the results and progress (None: from their folders, as smoke names them).
         progress: receives one line per draft started.
         on_tick: a count per prompt of each draft.
@@ -230,12 +197,16 @@ def run_drift(
     """
     t0 = time.perf_counter()
     require("smoke", "drift", DRIFT_MODULES)
+    opts = opts or DriftOptions()
+    depth, sink_tokens, max_new_tokens, buckets = opts.depth, opts.sink_tokens, opts.max_new_tokens, opts.buckets
+    cross_check, chat_templates = opts.cross_check, opts.chat_templates or (None,)
+    if prompts is None:
+        prompts = select_suite(resolve_suite(opts.select.prompts), opts.select.categories, opts.select.limit)
     for bad, message in (
         (not drafts, "give at least one DRAFT"),
         (depth < 1, "--depth must be at least 1"),
         (sink_tokens < 1, "--sink-tokens must be at least 1"),
         (max_new_tokens < 1, "--max-new-tokens must be at least 1"),
-        (not chat_templates, "give at least one chat template (None: the target's)"),
         (labels is not None and len(labels) != len(drafts), "give one label per draft"),
         (cross_check not in (None, *CROSS_CHECK_ENGINES), f"--cross-check: {cross_check!r} is not one of vllm"),
     ):
@@ -246,11 +217,11 @@ def run_drift(
     from eagle_convert.measure import draft_labels
     from eagle_convert.reference import TargetModel, quiet_loading
 
-    tdir = _folder(target, "target")
-    dpaths = [_folder(d, "draft") for d in drafts]
+    tdir = local_checkpoint(target, "target", "drift")
+    dpaths = [local_checkpoint(d, "draft", "drift") for d in drafts]
     sets = _prompt_sets(tdir, prompts, chat_templates, depth=depth, max_new_tokens=max_new_tokens, buckets=buckets)
     with quiet_loading():
-        tgt = TargetModel.from_pretrained(tdir, device=device)
+        tgt = TargetModel.from_pretrained(tdir, device=opts.device)
     say, tick = progress or (lambda _m: None), tick_or_nothing(on_tick)
     kw = {"depth": depth, "sink_tokens": sink_tokens, "max_new_tokens": max_new_tokens}
     results = []

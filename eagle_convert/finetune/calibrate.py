@@ -318,7 +318,7 @@ def _capture(
             options=("capture",),
         )
     given = None if prompts is None or not isinstance(prompts, (str, Path)) else str(prompts)
-    data = FinetuneOptions(prompts=given, chat_template=chat_template, continuation_tokens=0)
+    data = FinetuneOptions(prompts=given, chat_template=chat_template)
     capture_training_data(
         Path(root) / ckpt.prefix,
         tdir,
@@ -326,6 +326,7 @@ def _capture(
         data,
         capture,
         prompts=None if given is not None or prompts is None else list(prompts),  # type: ignore[arg-type]
+        continuation_tokens=0,  # the prompts alone: calibration reads the aux states of the prompt tokens
         say=say,
         on_tick=on_tick,
     )

@@ -42,6 +42,7 @@ def capture_training_data(
     opts: CaptureOptions | None = None,
     *,
     prompts: Sequence[Prompt] | None = None,
+    continuation_tokens: int | None = None,
     force: bool = False,
     say: Callable[[str], None] | None = None,
     on_tick: OnTick | None = None,
@@ -55,10 +56,11 @@ def capture_training_data(
         target: the target model folder.
         out: the cache folder (a killed capture of the same data resumes).
         data: the prompts, chat template and continuation length (`FinetuneOptions`' data fields;
-            the rest is unused; `continuation_tokens` 0 captures the rendered prompts alone, the
-            calibration data of `upgrade --init calibrated`). Default `FinetuneOptions()`.
+            the rest is unused). Default `FinetuneOptions()`.
         opts: the engine and its settings (default `CaptureOptions()`: vLLM).
         prompts: `Prompt`s instead of `data.prompts`.
+        continuation_tokens: instead of `data.continuation_tokens` (at least 1 there): 0 captures the
+            rendered prompts alone, the calibration data of `upgrade --init calibrated`.
         force: start over when ``out`` holds another capture.
         say: a line per phase.
         on_tick: counts of the continuations and of the shards (tokens/s).
@@ -81,6 +83,7 @@ def capture_training_data(
     say = say or (lambda _m: None)
     tick = tick_or_nothing(on_tick)
     tdir, ddir = _folder(target, "target"), _folder(draft, "draft")
+    n = d.continuation_tokens if continuation_tokens is None else continuation_tokens
     items, label = prompt_items(prompts if prompts is not None else d.prompts, option="--train-prompts", say=say)
     template, template_label = resolve_chat_template(d.chat_template)
     tokenizer = target_tokenizer(tdir, target, hint="capture renders the prompts with the target's tokenizer files")
@@ -91,10 +94,9 @@ def capture_training_data(
         template_label=template_label,
         prompts_label=label,
         context=load_target(tdir).max_position_embeddings,
-        continuation_tokens=d.continuation_tokens,
+        continuation_tokens=n,
         ttt_steps=d.ttt_steps,
     )
-    n = d.continuation_tokens
     say(f"capture: {o.engine} continues {len(rendered.token_ids)} prompts by {n} tokens")
     t0, stack = time.perf_counter(), ExitStack()
     if o.engine == "vllm":  # one max_model_len for the continuations and the capture: one engine

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eagle_convert.optionspec import option
+from eagle_convert.optionspec import check, option
 
 __all__ = [
     "DEFAULT_CONTINUATION_TOKENS",
@@ -83,6 +83,9 @@ class FinetuneOptions:
         "each): each trains on its part of every batch from a capture cache of the training sequences. "
         "Under torchrun the world is torchrun's (docs/scale.md).",
     )
+
+    def __post_init__(self) -> None:
+        check(self)
 
     def stages(self) -> list[Stage]:
         """Stage A then stage B with these steps and rates (`plan_finetune` drops a 0-step stage)."""

@@ -25,19 +25,19 @@ and writes atomically. The dependency goes one way: run imports plan, never the 
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from eagle_convert.cache import CaptureOptions, check_cache
-from eagle_convert.draft import Target
-from eagle_convert.errors import CheckpointNotFoundError, EagleConvertError, UsageError
+from eagle_convert.draft import Target, local_checkpoint
+from eagle_convert.errors import EagleConvertError, UsageError
 from eagle_convert.extras import require
 from eagle_convert.finetune.options import DEFAULT_MAX_LEN, FinetuneOptions, Stage
-from eagle_convert.io import check_output_dir, local_folder
+from eagle_convert.io import check_output_dir
+from eagle_convert.jsonable import Jsonable, dump, key
 from eagle_convert.measure import Prompt, prompt_items, resolve_chat_template
 from eagle_convert.progress import Tick
 
@@ -126,7 +126,7 @@ class FinetunePlan:
     out: Path
     config: dict[str, Any]  # the input's config.json, written back with provenance
     variant: str
-    aux_ids: list[int]
+    aux_ids: list[int] = field(metadata=key("aux_layer_ids"))
     dtype: str  # safetensors dtype of the input's weights (F32, BF16, F16)
     include_embed: bool
     stages: list[Stage]
@@ -141,48 +141,34 @@ class FinetunePlan:
     batch_size: int = BATCH_SIZE
     max_len: int | None = DEFAULT_MAX_LEN
     eval_every: int = 1
-    cache: Path | None = None  # train from this capture cache (the target is not loaded)
-    capture: CaptureOptions | None = None  # capture into `cache` first, with these settings
+    # train from this capture cache (the target is not loaded); capture into it first with `capture`'s settings
+    cache: Path | None = field(default=None, metadata=key(omit_none=True))
+    capture: CaptureOptions | None = field(default=None, metadata=key(omit_none=True))
     nproc: int = 1  # data-parallel training processes (finetune/distributed.py)
     notices: list[str] = field(default_factory=list)  # the prompt suite's refusal lines (SPEED-Bench placeholders)
 
     def to_dict(self) -> dict[str, Any]:
-        extra: dict[str, Any] = {} if self.cache is None else {"cache": str(self.cache)}
-        if self.capture is not None:
-            extra["capture"] = asdict(self.capture)
-        return {
-            "draft": str(self.draft),
-            "target": str(self.target),
-            "out": str(self.out),
-            "variant": self.variant,
-            "aux_layer_ids": self.aux_ids,
-            "dtype": self.dtype,
-            "stages": [asdict(s) for s in self.stages],
-            "prompts": self.prompts_label,
-            "num_prompts": len(self.prompts),
-            "chat_template": self.template_label,
-            "continuation_tokens": self.continuation_tokens,
-            "ttt_steps": self.ttt_steps,
-            "batch_size": self.batch_size,
-            "seed": self.seed,
-            "max_len": self.max_len,
-            "eval_every": self.eval_every,
-            "nproc": self.nproc,
-            "hold_out_every": HOLD_OUT_EVERY,
-            **extra,
-        }
+        shown = {"prompts": self.prompts_label, "num_prompts": len(self.prompts), "chat_template": self.template_label}
+        return dump(self, _PLAN_KEYS, **shown, hold_out_every=HOLD_OUT_EVERY)
+
+
+_PLAN_KEYS = (
+    "draft target out variant aux_layer_ids dtype stages prompts num_prompts chat_template continuation_tokens "
+    "ttt_steps batch_size seed max_len eval_every nproc hold_out_every cache capture"
+)
 
 
 @dataclass
-class StageResult:
+class StageResult(Jsonable):
     name: str
     steps: int
     lr: float
     l2sp: float
     trainable: list[str]
-    losses: list[float]
-    seconds: float
-    eal: list[tuple[int, float]] = field(default_factory=list)  # (step, held-out EAL); step 0: the start
+    losses: list[float] = field(metadata=key(ndigits=4))
+    seconds: float = field(metadata=key(ndigits=2))
+    # (step, held-out EAL); step 0: the start
+    eal: list[tuple[int, float]] = field(default_factory=list, metadata=key(ndigits=4))
     best_step: int | None = None  # this stage's step whose weights were written (None: another stage's)
 
 
@@ -192,16 +178,17 @@ class FinetuneResult:
 
     out: Path
     stages: list[StageResult]
-    step_acc_before: list[float]  # teacher-forced argmax agreement per TTT step, all data
-    step_acc_after: list[float]
-    loss_before: float
-    loss_after: float
+    # teacher-forced argmax agreement per TTT step, all data
+    step_acc_before: list[float] = field(metadata=key(ndigits=4))
+    step_acc_after: list[float] = field(metadata=key(ndigits=4))
+    loss_before: float = field(metadata=key(ndigits=4))
+    loss_after: float = field(metadata=key(ndigits=4))
     sequences: int
     tokens: int
-    generate_seconds: float
-    seconds: float
+    generate_seconds: float = field(metadata=key(ndigits=2))
+    seconds: float = field(metadata=key(ndigits=2))
     held_out: int = 0  # sequences that scored the steps
-    eal_before: float | None = None  # held-out EAL of the input
+    eal_before: float | None = field(default=None, metadata=key(ndigits=4))  # held-out EAL of the input
     best: dict[str, Any] | None = None  # {"stage", "step", "eal"} of the weights written ("start": the input's)
 
     @property
@@ -209,29 +196,13 @@ class FinetuneResult:
         return {s.name: s.losses for s in self.stages}
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "out": str(self.out),
-            "seconds": round(self.seconds, 2),
-            "generate_seconds": round(self.generate_seconds, 2),
-            "sequences": self.sequences,
-            "tokens": self.tokens,
-            "loss_before": round(self.loss_before, 4),
-            "loss_after": round(self.loss_after, 4),
-            "step_acc_before": [round(a, 4) for a in self.step_acc_before],
-            "step_acc_after": [round(a, 4) for a in self.step_acc_after],
-            "held_out": self.held_out,
-            "eal_before": None if self.eal_before is None else round(self.eal_before, 4),
-            "best": self.best,
-            "stages": [
-                {
-                    **asdict(s),
-                    "losses": [round(x, 4) for x in s.losses],
-                    "eal": [[st, round(e, 4)] for st, e in s.eal],
-                    "seconds": round(s.seconds, 2),
-                }
-                for s in self.stages
-            ],
-        }
+        return dump(self, _RESULT_KEYS)
+
+
+_RESULT_KEYS = (
+    "out seconds generate_seconds sequences tokens loss_before loss_after step_acc_before step_acc_after held_out "
+    "eal_before best stages"
+)
 
 
 # ------------------------------------------------------------------------------- planning
@@ -242,14 +213,6 @@ def default_cache_dir(out: str | Path) -> Path:
     so a killed run resumes and a later `finetune --cache` reuses it)."""
     p = Path(out).expanduser().resolve()
     return p.with_name(p.name + ".cache")
-
-
-def _folder(path: str | Path, what: str, *, config: bool = True) -> Path:
-    """A local folder; with `config`, one with a config.json at its root (the draft's config may
-    sit in a weights sub-folder: `plan_finetune` asks the checkpoint reader)."""
-    return local_folder(
-        path, f"{what} {path}", hint="finetune needs a local checkpoint folder", config=config
-    ).resolve()
 
 
 def _stages(stages: Sequence[Stage]) -> list[Stage]:
@@ -307,14 +270,8 @@ def plan_finetune(
     o = opts or FinetuneOptions()
     continuation_tokens, ttt_steps, max_len, eval_every = o.continuation_tokens, o.ttt_steps, o.train_len, o.eval_every
     require("smoke", "finetune", FINETUNE_MODULES)  # the pair check below builds the torch reference drafter
-    if continuation_tokens < 1:
-        raise UsageError("{continuation_tokens} must be at least 1", options=("continuation_tokens",))
-    if ttt_steps < 1:
-        raise UsageError("{ttt_steps} must be at least 1", options=("ttt_steps",))
     if max_len is not None and max_len < ttt_steps + 2:
         raise UsageError(f"{{max_len}} must be at least {ttt_steps + 2} (TTT depth + 2)", options=("max_len",))
-    if eval_every < 1:
-        raise UsageError("{eval_every} must be at least 1", options=("eval_every",))
     if not 1 <= o.nproc <= batch_size:
         raise UsageError(
             f"{{nproc={o.nproc}}}: must be between 1 and {batch_size}, the sequences per batch "
@@ -322,7 +279,8 @@ def plan_finetune(
             options=("nproc",),
         )
     plan_stages = _stages(o.stages())
-    dpath, tpath = _folder(draft, "draft", config=False), _folder(target, "target")
+    tpath = local_checkpoint(target, "target", "finetune")  # the target first: it is not opened
+    dpath = local_checkpoint(draft, "draft", "finetune")
     final = check_output_dir(out, {"input draft": dpath, "target": tpath}, force=force)
     if cache is not None and capture is None and (prompts is not None or o.prompts is not None):
         raise UsageError(
@@ -338,17 +296,14 @@ def plan_finetune(
     cache_dir = None if cache is None and capture is None else Path(cache or default_cache_dir(final)).expanduser()
     template, template_label = resolve_chat_template(o.chat_template)
 
-    from eagle_convert.draft import describe, ensure_draft, ensure_target_config, open_checkpoint
+    from eagle_convert.draft import describe, open_checkpoint
 
     ckpt = open_checkpoint(dpath)  # the reader every command uses: shards, .bin, NeMo sub-folders
-    if not ckpt.has_config:
-        raise CheckpointNotFoundError(f"draft {draft}: no config.json")
-    ensure_draft(ckpt, "finetune")  # a target, MTP head, Medusa ... or a P-EAGLE draft: one line, exit 1
-    info = describe(ckpt, read_vocab=False)
+    from eagle_convert.vllm_model import default_release
+
+    info = describe(ckpt, default_release(), read_vocab=False)  # finetune's entry: the installed release
     config = ckpt.config
-    tcfg = json.loads((tpath / "config.json").read_text())
-    ensure_target_config(tcfg, f"--target {target}")
-    aux_ids = _check_pair(dpath, config, Target.from_config(tcfg, str(target)))
+    aux_ids = _check_pair(dpath, config, Target.from_folder(tpath, str(target)))
     if cache_dir is not None and capture is None:
         check_cache(cache_dir, draft=dpath, target=tpath, aux_ids=aux_ids)
         label = f"cache {cache_dir}"

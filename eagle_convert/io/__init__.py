@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # what type checkers see
     from eagle_convert.io.hub_env import OFFLINE_REASON, endpoint, endpoint_display, offline
     from eagle_convert.io.hub_errors import translate
     from eagle_convert.io.links import LinkOutcome, link_or_copy, same_bytes_cheaply
-    from eagle_convert.io.localpath import local_folder, looks_like_path, missing_path_error, suggestion
+    from eagle_convert.io.localpath import looks_like_path, missing_path_error, suggestion
     from eagle_convert.io.outfile import (
         DTYPE_BITS,
         FORMAT_PT_METADATA,
@@ -72,7 +72,6 @@ else:  # what runs: each name imported from its module on first use
             "LinkOutcome": "eagle_convert.io.links",
             "link_or_copy": "eagle_convert.io.links",
             "same_bytes_cheaply": "eagle_convert.io.links",
-            "local_folder": "eagle_convert.io.localpath",
             "looks_like_path": "eagle_convert.io.localpath",
             "missing_path_error": "eagle_convert.io.localpath",
             "suggestion": "eagle_convert.io.localpath",
@@ -136,7 +135,6 @@ __all__ = [
     "JsonLimits",
     "link_or_copy",
     "LinkOutcome",
-    "local_folder",
     "LocalSource",
     "looks_like_path",
     "MAX_INDEX_BYTES",

@@ -92,27 +92,3 @@ def missing_path_error(path: Path) -> CheckpointNotFoundError:
     else:
         hint = "check the path or pass a hub repo id as org/name"
     return CheckpointNotFoundError(f"{path}: no such file or folder", hint=hint)
-
-
-def local_folder(path: str | Path, name: str, *, hint: str, config: bool = True, config_note: str = "") -> Path:
-    """`path` as an existing local folder, with a config.json at its root unless `config=False`.
-
-    Args:
-        path: the folder as the user gave it (`~` is expanded).
-        name: how the messages name it (`draft ./x`, or the path alone).
-        hint: the fix for a missing folder when no sibling name is a single edit away.
-        config: whether a config.json must sit at the folder's root.
-        config_note: what the missing-config message adds (e.g. ` (push uploads a local draft folder)`).
-
-    Returns:
-        The folder, `~` expanded (not resolved).
-
-    Raises:
-        CheckpointNotFoundError: `name: no such folder`, or `name: no config.json` + `config_note`.
-    """
-    p = Path(path).expanduser()
-    if not p.is_dir():
-        raise CheckpointNotFoundError(f"{name}: no such folder", hint=suggestion(p) or hint)
-    if config and not (p / "config.json").is_file():
-        raise CheckpointNotFoundError(f"{name}: no config.json{config_note}")
-    return p

@@ -7,6 +7,11 @@ byte compared, which made verification the most expensive part of a verified upg
 0.25 s, warm cache). Windows are `WINDOW_BYTES` long and unmapped after use, so the resident
 set grows by at most two windows.
 
+Ranges are compared last window first (and `verify_file` takes tensors, `apply` shards, last
+first): of a fresh 6.5 GB output on a shared 23 GB machine only the last ~2.3 GB were still cached
+(`fincore`), and a forward scan, reading the evicted head from disk, evicted that tail before
+reaching it. Verifying it took a median 4.3 s backwards against 6.1 s forwards (6 runs each).
+
 Where this is unavailable (no `mmap` of these files, no libc `memcmp` through ctypes), `equal`
 returns None and callers fall back to their buffered comparison. A file truncated by another
 program *while* it is mapped raises SIGBUS; callers check sizes first.
@@ -52,19 +57,18 @@ class RangeComparer:
     def equal(
         self, fd_a: int, off_a: int, fd_b: int, off_b: int, n: int, progress: Callable[[int], None] | None = None
     ) -> bool | None:
-        """Whether the `n` bytes at `off_a` of `fd_a` equal those at `off_b` of `fd_b`."""
+        """Whether the `n` bytes at `off_a` of `fd_a` equal those at `off_b` of `fd_b` (windows compared
+        last first; `progress` gets each window's size)."""
         if not self.available:
             return None
-        done = 0
-        while done < n:
-            k = min(self.window, n - done)
+        for start in reversed(range(0, n, self.window)):  # last first: see the module's docstring
+            k = min(self.window, n - start)
             try:
-                same = self._window(fd_a, off_a + done, fd_b, off_b + done, k)
+                same = self._window(fd_a, off_a + start, fd_b, off_b + start, k)
             except (OSError, ValueError, BufferError):
                 return None  # the caller compares the whole range its own way
             if not same:
                 return False
-            done += k
             if progress is not None:
                 progress(k)
         return True
@@ -85,7 +89,7 @@ class RangeComparer:
                 )
                 maps.append(m)
                 if hasattr(m, "madvise"):
-                    m.madvise(mmap.MADV_SEQUENTIAL)
+                    m.madvise(mmap.MADV_WILLNEED)  # one read-ahead of the window where pages were evicted
                 c = self._ctypes.c_char.from_buffer(m)
                 addrs.append(self._ctypes.addressof(c) + off - base)
                 del c

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -133,13 +134,15 @@ def verify_file(
             return problems
         comparer = _Comparer(chunk_bytes)
         fast = RangeComparer()
-        offset = header_end
-        for t in f.tensors:
-            problem = _verify_tensor(fd, offset, t, comparer, src_fds, progress, fast)
+        offsets = list(accumulate((t.nbytes for t in f.tensors), initial=header_end))
+        found: dict[int, str] = {}
+        for i in reversed(range(len(f.tensors))):  # last written first (io.samebytes), reported in order
+            t = f.tensors[i]
+            problem = _verify_tensor(fd, offsets[i], t, comparer, src_fds, progress, fast)
             if problem:
-                problems.append(f"{path}: {t.name}: {problem}")
+                found[i] = f"{path}: {t.name}: {problem}"
                 comparer.resync()
-            offset += t.nbytes
+        problems += [found[i] for i in sorted(found)]
     finally:
         os.close(fd)
         for sfd in src_fds.values():

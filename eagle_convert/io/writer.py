@@ -98,7 +98,6 @@ def write_file(
     *,
     progress: Callable[[int], None] | None = None,
     chunk_bytes: int = COPY_CHUNK_BYTES,
-    fsync: bool = False,
     align_data: bool = True,
 ) -> Path:
     """Write ``f`` into ``out_dir`` and return its path; never overwrites an existing file.
@@ -106,7 +105,7 @@ def write_file(
     ByteRange tensors are copied in the kernel (``os.copy_file_range``, else ``os.sendfile``,
     else a bounded read/write loop); bytes and StreamSource tensors are written directly.
     ``progress(nbytes)`` is called after each chunk of at most ``chunk_bytes`` data bytes.
-    ``fsync`` flushes the file to stable storage before returning. ``align_data`` pads the
+    Durability is the caller's (``io.atomic``, ``io.durable``). ``align_data`` pads the
     header (at most 64 KiB of spaces, ``COPY_ALIGN_BYTES``) so that most copied bytes land at the
     same offset modulo 64 KiB as in their source: in-kernel copies between incongruent
     offsets measured ~1.5x slower. When the header did not change size the padding is the
@@ -149,8 +148,6 @@ def write_file(
                     write_all(dst_fd, piece)
                     if progress is not None:
                         progress(len(piece))
-        if fsync:
-            os.fsync(dst_fd)
     except BaseException:
         os.close(dst_fd)
         dst_fd = -1

@@ -12,6 +12,8 @@ if TYPE_CHECKING:  # what type checkers see
     from eagle_convert.measure.options import (
         ENGINE_CHOICES,
         ENGINES,
+        SMOKE_MODULES,
+        Measure,
         MeasureOptions,
         default_engine,
         format_buckets,
@@ -57,12 +59,7 @@ if TYPE_CHECKING:  # what type checkers see
         draft_results,
         smoke_settings,
     )
-    from eagle_convert.measure.run import (
-        SMOKE_MODULES,
-        Measured,
-        measure_drafts,
-        with_vllm_costs,
-    )
+    from eagle_convert.measure.run import Measured, measure_drafts, with_vllm_costs
     from eagle_convert.measure.suites import PROMPTS_HELP, Suite, prompt_items, resolve_suite, select_suite
     from eagle_convert.measure.throughput import (
         DEFAULT_CONCURRENCY,
@@ -119,6 +116,7 @@ else:  # what runs: each name imported from its module on first use
             "prepare_smoke_prompts": "eagle_convert.measure.prepare",
             "long_rows": "eagle_convert.measure.prepare",
             "ENGINE_CHOICES": "eagle_convert.measure.options",
+            "Measure": "eagle_convert.measure.options",
             "MeasureOptions": "eagle_convert.measure.options",
             "format_buckets": "eagle_convert.measure.options",
             "parse_levels": "eagle_convert.measure.options",
@@ -141,7 +139,7 @@ else:  # what runs: each name imported from its module on first use
             "smoke_settings": "eagle_convert.measure.results",
             "ENGINES": "eagle_convert.measure.options",
             "Measured": "eagle_convert.measure.run",
-            "SMOKE_MODULES": "eagle_convert.measure.run",
+            "SMOKE_MODULES": "eagle_convert.measure.options",
             "default_engine": "eagle_convert.measure.options",
             "measure_drafts": "eagle_convert.measure.run",
             "with_vllm_costs": "eagle_convert.measure.run",
@@ -200,6 +198,7 @@ __all__ = [
     "measure_vllm",
     "Measured",
     "Measurement",
+    "Measure",
     "MeasureOptions",
     "MIXED",
     "NATURAL",

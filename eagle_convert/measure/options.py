@@ -1,25 +1,34 @@
-"""`MeasureOptions`: the measurement settings smoke and report share, declared once with help and bounds.
+"""`MeasureOptions`: the measurement settings smoke and report share, declared once with help and bounds,
+and `Measure`, what they resolve to once.
 
-`smoke`'s and `report`'s click options are made from these fields (`optionspec`), `run_smoke` and
-`measure_drafts` take the object, and report's `commands.sh` writes its `smoke` lines from it
-(`optionspec.to_argv`), so a flag cannot mean one thing in smoke and another in report.
+`smoke`'s and `report`'s click options are made from these fields (`optionspec`) and report's
+`commands.sh` writes its `smoke` lines from them (`optionspec.to_argv`), so a flag cannot mean one
+thing in smoke and another in report. `MeasureOptions.resolve` decides the engine, k, the serve
+config, the concurrency levels and the prompt suite in one place; the engines take the `Measure`.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from eagle_convert.errors import UsageError
+from eagle_convert.extras import require
 from eagle_convert.measure.prompts import NATURAL, parse_buckets
-from eagle_convert.measure.suites import PROMPTS_HELP
-from eagle_convert.measure.throughput import parse_concurrency
-from eagle_convert.optionspec import option
+from eagle_convert.measure.results import smoke_settings
+from eagle_convert.measure.suites import PROMPTS_HELP, Suite, resolve_suite, select_suite
+from eagle_convert.measure.throughput import DEFAULT_CONCURRENCY, parse_concurrency
+from eagle_convert.optionspec import check, option
+from eagle_convert.validate import speculative_config_option
+
+if TYPE_CHECKING:
+    from eagle_convert.vllm_model import ServeConfig
 
 __all__ = [
     "ENGINE_CHOICES",
     "ENGINES",
     "default_engine",
+    "Measure",
     "MeasureOptions",
     "format_buckets",
     "format_levels",
@@ -29,6 +38,10 @@ __all__ = [
 DEFAULT_K = 3
 ENGINES = ("reference", "vllm")
 ENGINE_CHOICES = ("auto", *ENGINES)
+# Keys the reference engine follows (it always drafts as method eagle3, at num_speculative_tokens).
+REFERENCE_KEYS = ("method", "model", "num_speculative_tokens")
+# What every measuring run imports (the tokenizer, and torch for either engine); --plot adds matplotlib.
+SMOKE_MODULES = ("torch", "transformers", "tokenizers")
 
 
 def default_engine() -> str:
@@ -61,16 +74,13 @@ def format_levels(levels: tuple[int, ...]) -> str:
     return ",".join(map(str, levels)) or "none"
 
 
-def _json_text(value: str | dict[str, Any]) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
-
-
 @dataclass(frozen=True)
 class MeasureOptions:
-    """How drafts are measured: the engine, the prompts, the decoding and the context buckets.
+    """How drafts are measured, as asked: the engine, the prompts, the decoding and the context buckets.
 
-    `engine` "auto" (or None) is `default_engine()`; `k` None (library only) takes the
-    speculative config's num_speculative_tokens, else 3.
+    `engine` "auto" (or None) is `default_engine()`; `k` None takes the speculative config's
+    num_speculative_tokens, else 3; `concurrency` None (report's default) is 1,4,16 on vLLM, else
+    none. `resolve` decides them.
     """
 
     engine: str | None = option(
@@ -85,10 +95,11 @@ class MeasureOptions:
     )
     limit: int | None = option(None, min=1, help="At most N prompts per category.")
     k: int | None = option(
-        DEFAULT_K,
+        None,
         flag="--num-speculative-tokens",
         short="-k",
         min=1,
+        show_default=str(DEFAULT_K),  # None: the speculative config's num_speculative_tokens, else 3
         help="Draft tokens per round (k); AL is at most k + 1.",
     )
     max_new_tokens: int = option(64, min=1, help="Tokens generated per prompt (EOS ignored).")
@@ -108,7 +119,7 @@ class MeasureOptions:
         "(report: also for the fine-tune's data).",
     )
     tensor_parallel_size: int = option(1, min=1, help="vLLM tensor parallelism.")
-    concurrency: tuple[int, ...] = option(
+    concurrency: tuple[int, ...] | None = option(
         (),
         metavar="LEVELS",
         parse=parse_levels,
@@ -117,21 +128,126 @@ class MeasureOptions:
         "1,4,16) with each draft and with the target alone (no speculation), and show the speedups "
         "beside AL. {extra} On a CPU the speedups do not predict a GPU's (see docs/smoke.md).",
     )
-    speculative_config: str | dict[str, Any] | None = option(
-        None,
-        metavar="JSON|FILE",
-        format=_json_text,
-        help="The speculative config you serve with, exactly as `vllm serve --speculative-config` takes it "
-        '(e.g. \'{"method": "eagle3", "num_speculative_tokens": 3}\'), or a JSON file holding it: checked '
-        "against the draft and the vLLM release; engine runs use exactly these settings (the draft's path "
-        'replaces "model").',
-    )
+    speculative_config: str | dict[str, Any] | None = speculative_config_option()  # validate's and check's
+
+    def __post_init__(self) -> None:
+        check(self)
+
+    def resolve(self, command: str = "smoke", *, k_sweep: bool = False) -> Measure:
+        """Decide, once, what every engine runs with.
+
+        Args:
+            command: the command named when an extra is missing ("smoke", "report").
+            k_sweep: smoke's k sweep: on vLLM it times its step costs at concurrency 1, so 1 joins the levels.
+
+        Returns:
+            The frozen `Measure`.
+
+        Raises:
+            MissingExtraError: torch and the tokenizer (or, for vLLM, vLLM) are not installed.
+            UsageError: an unknown engine, a bound out of range, `concurrency` without vLLM, a
+                speculative config the installed vLLM refuses, whose k is not `k`, or (reference engine)
+                with keys other than method and num_speculative_tokens; a bad prompt suite.
+        """
+        require("smoke", command, SMOKE_MODULES)  # before default_engine(), which imports torch
+        engine = default_engine() if self.engine in (None, "auto") else str(self.engine)
+        serve, k = self._serve(engine)
+        levels = self.concurrency
+        if levels is None:
+            levels = DEFAULT_CONCURRENCY if engine == "vllm" else ()
+        for bad, message, names in (
+            (engine not in ENGINES, f"unknown engine {engine!r} (choose from {', '.join(ENGINES)})", ()),
+            (k < 1, "{k} must be at least 1", ("k",)),
+            (self.max_new_tokens < 1, "{max_new_tokens} must be at least 1", ("max_new_tokens",)),
+            (self.temperature < 0, "{temperature} must be >= 0", ("temperature",)),
+            (self.tensor_parallel_size < 1, "{tensor_parallel_size} must be at least 1", ("tensor_parallel_size",)),
+            (
+                bool(levels) and engine != "vllm",
+                "{concurrency} measures per-user tokens/s with {engine=vllm} only",
+                ("concurrency", "engine"),
+            ),
+        ):
+            if bad:
+                raise UsageError(message, options=names)
+        if engine == "vllm":
+            require("vllm", f"{command} --engine vllm")
+        if k_sweep and engine == "vllm" and 1 not in levels:  # the step costs come from c = 1
+            levels = tuple(sorted({1, *levels}))
+        suite = select_suite(resolve_suite(self.prompts), self.categories, self.limit)
+        return Measure(
+            engine,
+            k,
+            serve,
+            suite,
+            self.max_new_tokens,
+            self.temperature,
+            self.seed,
+            self.buckets,
+            self.chat_template,
+            self.tensor_parallel_size,
+            tuple(levels),
+        )
+
+    def _serve(self, engine: str) -> tuple[ServeConfig | None, int]:
+        """The parsed speculative config (None without one) and the k every engine drafts with."""
+        if self.speculative_config is None:
+            return None, DEFAULT_K if self.k is None else self.k
+        from eagle_convert.vllm_model import installed_status, parse_serve_config
+
+        serve = parse_serve_config(self.speculative_config, installed_status().rules)
+        assert serve is not None  # a value was given
+        if self.k is not None and serve.k is not None and serve.k != self.k:
+            raise UsageError(
+                f"{{k={self.k}}} but {{speculative_config}} num_speculative_tokens is {serve.k}",
+                hint="give k once",
+                options=("k", "speculative_config"),
+            )
+        if engine == "reference":
+            other = [key for key in serve.data if key not in REFERENCE_KEYS]
+            if other or serve.method not in (None, "eagle3"):
+                what = other[0] if other else f"method {serve.method!r}"
+                raise UsageError(
+                    "{speculative_config}: the reference engine drafts as method eagle3 at num_speculative_tokens "
+                    f"only; {what} needs {{engine=vllm}}",
+                    options=("speculative_config", "engine"),
+                )
+        return serve, serve.k if serve.k is not None else (DEFAULT_K if self.k is None else self.k)
+
+
+@dataclass(frozen=True)
+class Measure:
+    """`MeasureOptions` decided (`MeasureOptions.resolve`): what every engine runs with, nothing left open.
+
+    `serve` is the parsed speculative config (None without one); `concurrency` the per-user tokens/s
+    levels (vLLM only); `tensor_parallel_size` as asked (vLLM's; report also hands it to a vLLM capture).
+    """
+
+    engine: str
+    k: int
+    serve: ServeConfig | None
+    suite: Suite
+    max_new_tokens: int
+    temperature: float
+    seed: int
+    buckets: tuple[int, ...]
+    chat_template: str | None
+    tensor_parallel_size: int
+    concurrency: tuple[int, ...]
 
     @property
-    def k_value(self) -> int:
-        """`k`, or 3 where it is None (without a speculative config that sets it)."""
-        return DEFAULT_K if self.k is None else self.k
+    def served(self) -> dict[str, Any] | None:
+        """The speculative config's keys as given, None without one."""
+        return None if self.serve is None or not self.serve.given else dict(self.serve.data)
 
-    def resolved_engine(self) -> str:
-        """The engine this measures with: `engine`, or `default_engine()` for "auto" / None."""
-        return default_engine() if self.engine in (None, "auto") else str(self.engine)
+    def settings(self, chat_template: str | None) -> dict[str, Any]:
+        """A `SmokeReport`'s `settings` block (`chat_template`: the label of the template the prompts used)."""
+        return smoke_settings(
+            k=self.k,
+            max_new_tokens=self.max_new_tokens,
+            temperature=self.temperature,
+            seed=self.seed,
+            buckets=self.buckets,
+            chat_template=chat_template,
+            tensor_parallel_size=self.tensor_parallel_size if self.engine == "vllm" else 1,
+            speculative_config=self.served,
+        )

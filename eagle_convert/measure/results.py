@@ -279,8 +279,9 @@ def draft_labels(paths: Sequence[Path]) -> list[str]:
 def _variant(path: Path) -> str | None:
     try:
         from eagle_convert.draft import describe, open_checkpoint
+        from eagle_convert.vllm_model import default_release
 
-        return describe(open_checkpoint(path), read_vocab=False).variant
+        return describe(open_checkpoint(path), default_release(), read_vocab=False).variant
     except Exception as exc:  # a label only: the engines report real load problems
         LOG.debug("variant of %s unknown: %s", path, exc)
         return None

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from eagle_convert.measure.engines import draft_from_pass, run_reference
 from eagle_convert.measure.ksweep import StepCosts
 from eagle_convert.measure.ksweep import k_sweep as sweep_of
-from eagle_convert.measure.options import MeasureOptions
+from eagle_convert.measure.options import Measure
 from eagle_convert.measure.prompts import PromptSet
 from eagle_convert.measure.results import DraftResult, draft_labels, draft_results
 from eagle_convert.progress import OnTick
@@ -25,10 +25,7 @@ from eagle_convert.progress import OnTick
 if TYPE_CHECKING:
     from eagle_convert.measure.vllm_measure import Measurement
 
-__all__ = ["Measured", "SMOKE_MODULES", "measure_drafts", "with_vllm_costs"]
-
-# What every measuring run imports (the tokenizer, and torch for either engine); --plot adds matplotlib.
-SMOKE_MODULES = ("torch", "transformers", "tokenizers")
+__all__ = ["Measured", "measure_drafts", "with_vllm_costs"]
 
 
 @dataclass
@@ -44,32 +41,29 @@ def measure_drafts(
     target: Path,
     drafts: Sequence[Path],
     pset: PromptSet,
-    opts: MeasureOptions,
+    m: Measure,
     *,
     say: Callable[[str], None],
     labels: Sequence[str] | None = None,
     on_tick: OnTick | None = None,
     device: str | None = None,
     baseline: bool = True,
-    serve: Any = None,
     k_sweep: bool = False,
 ) -> Measured:
-    """Measure every draft on `pset` with `opts.engine`.
+    """Measure every draft on `pset` with `m.engine`.
 
     Args:
         target: the local target folder.
         drafts: local draft folders.
         pset: the prepared (tokenized) prompts.
-        opts: the settings, resolved: `engine` "reference" or "vllm" ("auto" is resolved here),
-            `k` set; `temperature` above 0 also runs vLLM's sampling control; `concurrency`
-            (vLLM only) the levels of per-user tokens/s with each draft. The prompt fields are
-            `pset`'s already, and `speculative_config` is `serve`.
+        m: the resolved settings (`MeasureOptions.resolve`): `temperature` above 0 also runs vLLM's
+            sampling control; `concurrency` (vLLM only) the levels of per-user tokens/s with each
+            draft; `serve` the speculative config every vLLM engine runs with.
         say: receives one line per draft (and engine) started.
         labels: the drafts' labels (None: their folder names, `name#i` where two share one).
         on_tick: a count per prompt (reference) or engine run (vLLM).
         device: the reference engine's device (None: "cuda" when torch sees a GPU).
         baseline: vLLM with `concurrency`: also the target alone.
-        serve: vLLM only: the parsed --speculative-config (`vllm_model.ServeConfig`) every engine runs with.
         k_sweep: each draft's `k_sweep` (every k <= `k` from this run, `measure/ksweep.py`); on the
             reference engine with timed step costs, on vLLM without (`with_vllm_costs` adds them
             from the concurrency-1 rates).
@@ -80,11 +74,9 @@ def measure_drafts(
     Raises:
         EngineError: an engine cannot load or run a draft.
     """
-    engine = opts.resolved_engine()
-    k = opts.k_value
-    max_new_tokens, temperature, seed = opts.max_new_tokens, opts.temperature, opts.seed
+    k, max_new_tokens, temperature, seed = m.k, m.max_new_tokens, m.temperature, m.seed
     names = list(labels) if labels is not None else draft_labels(list(drafts))
-    if engine == "reference":
+    if m.engine == "reference":
         costs: list[StepCosts] | None = [] if k_sweep else None
         raw, version = run_reference(
             target,
@@ -105,7 +97,7 @@ def measure_drafts(
         return Measured(ref, version)
     from eagle_convert.measure.vllm_measure import measure_vllm
 
-    m = measure_vllm(
+    vm = measure_vllm(
         target,
         drafts,
         pset,
@@ -113,21 +105,21 @@ def measure_drafts(
         max_new_tokens=max_new_tokens,
         temperature=temperature,
         seed=seed,
-        tensor_parallel_size=opts.tensor_parallel_size,
-        concurrency=opts.concurrency,
+        tensor_parallel_size=m.tensor_parallel_size,
+        concurrency=m.concurrency,
         labels=names,
         baseline=baseline,
         say=say,
-        serve=serve,
+        serve=m.serve,
         on_tick=on_tick,
     )
     results = []
-    for dm, label in zip(m.drafts, names):
+    for dm, label in zip(vm.drafts, names):
         d = draft_from_pass(dm.path, dm.main, pset, k, label, dm.start_seconds)
         d.sampling_control = dm.control
         d.k_sweep = sweep_of(d.total) if k_sweep else None
         results.append(d)
-    return Measured(results, m.version, m)
+    return Measured(results, vm.version, vm)
 
 
 def with_vllm_costs(drafts: Sequence[DraftResult], throughput: Any, k: int) -> None:

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from eagle_convert.reference.mla import MLAAttention, MLAConfig, mla_config_from_dict, mla_inv_freq
-from eagle_convert.vllm_model import DEFAULT_ROPE_THETA, read_config, rope_parameters
+from eagle_convert.vllm_model import DEFAULT_ROPE_THETA, default_release, read_config, rope_parameters
 
 __all__ = [
     "DraftConfig",
@@ -101,7 +101,8 @@ def draft_config_from_dict(config: dict[str, Any]) -> DraftConfig:
     and the rope (which dict wins, the class's default theta) is `vllm_model.rope_parameters`, as
     validate describes it; only the size fields are read here.
     """
-    view = read_config(config)
+    # The reference engine mirrors the CPU runner of the vLLM installed (else the newest known release).
+    view = read_config(config, default_release())
     cfg = view.vcfg
     if view.attention != "mla" and cfg.get("model_type") in ("kimi_k2", "deepseek_v2", "deepseek_v3"):
         raise NotImplementedError(f"{view.architecture}: an MLA config under a non-MLA draft class")

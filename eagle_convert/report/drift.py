@@ -16,41 +16,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eagle_convert.measure import format_buckets, prepare_smoke_prompts
+from eagle_convert.measure import prepare_smoke_prompts
+from eagle_convert.optionspec import to_argv
 from eagle_convert.report.cache import StageRecord
 from eagle_convert.report.measure import engine_build, pending_variants, prompts_digest
-from eagle_convert.report.stages import ReportOptions, command, smoke_prompts
+from eagle_convert.report.stages import ReportOptions, command
 
 if TYPE_CHECKING:
+    from eagle_convert.measure import Suite
     from eagle_convert.report.runner import Runner, Variant
 
-__all__ = ["SINK_TOKENS", "drift_command", "drift_variants"]
-
-SINK_TOKENS = 4  # drift's --sink-tokens default: the report measures what `drift` shows by default
+__all__ = ["drift_command", "drift_variants"]
 
 
 def drift_command(target: Path, drafts: Sequence[Path], opts: ReportOptions) -> str:
     """The `drift` command that measures `drafts` as the report did (same prompts, buckets, depth)."""
-    args: list[str | Path] = ["drift", *drafts, "--target", target]
-    if opts.prompts:  # a path as a path, a suite name as it is (drift reads what smoke reads)
-        args += ["--prompts", Path(opts.prompts) if Path(opts.prompts).exists() else opts.prompts]
-    for c in opts.categories:
-        args += ["--category", c]
-    if opts.limit:
-        args += ["--limit", str(opts.limit)]
-    args += [
-        "--depth",
-        str(opts.drift_depth),
-        "--sink-tokens",
-        str(SINK_TOKENS),
-        "--max-new-tokens",
-        str(opts.max_new_tokens),
-        "--buckets",
-        format_buckets(opts.buckets),
-    ]
-    if opts.chat_template:
-        args += ["--chat-template", opts.chat_template]
-    return command(*args, "--json")
+    return command("drift", *drafts, "--target", target, *to_argv(opts.drift_options()), "--json")
 
 
 def drift_variants(
@@ -60,6 +41,7 @@ def drift_variants(
     target: Path,
     d_target: str,
     opts: ReportOptions,
+    suite: Suite,
 ) -> dict[str, Any]:
     """Measure the drift of the variants whose inputs changed; return every variant's side by side.
 
@@ -68,37 +50,29 @@ def drift_variants(
     """
     from eagle_convert.drift import run_drift
 
-    suite = smoke_prompts(opts)
+    d = opts.drift_options()
+    template = opts.measure.chat_template
     pset = prepare_smoke_prompts(
-        target,
-        suite,
-        k=opts.drift_depth,
-        max_new_tokens=opts.max_new_tokens,
-        buckets=opts.buckets,
-        chat_template=opts.chat_template,
+        target, suite, k=d.depth, max_new_tokens=d.max_new_tokens, buckets=d.buckets, chat_template=template
     )
     options = {
-        "depth": opts.drift_depth,
-        "sink_tokens": SINK_TOKENS,
-        "max_new_tokens": opts.max_new_tokens,
-        "buckets": list(opts.buckets),
-        "chat_template": opts.chat_template,
+        "depth": d.depth,
+        "sink_tokens": d.sink_tokens,
+        "max_new_tokens": d.max_new_tokens,
+        "buckets": list(d.buckets),
+        "chat_template": template,
         "build": engine_build("reference"),
     }
     pdig = prompts_digest(pset)
     pending = pending_variants(r, "drift", variants, options, digests, d_target, pdig)
     if pending:
-        r.say(f"report: drift of {', '.join(v.name for v, _ in pending)} (reference engine, depth {opts.drift_depth})")
+        r.say(f"report: drift of {', '.join(v.name for v, _ in pending)} (reference engine, depth {d.depth})")
         t0 = time.perf_counter()
         rep = run_drift(
             target,
             [v.path for v, _ in pending],
+            d,
             prompts=suite,
-            depth=opts.drift_depth,
-            sink_tokens=SINK_TOKENS,
-            max_new_tokens=opts.max_new_tokens,
-            buckets=opts.buckets,
-            chat_templates=[opts.chat_template],
             labels=[v.name for v, _ in pending],
             progress=r.say,
             on_tick=r.on_tick,

@@ -24,6 +24,7 @@ from eagle_convert.measure import (
     NO_SPEC,
     DraftResult,
     EngineRates,
+    Measure,
     PromptSet,
     SmokeReport,
     ThroughputReport,
@@ -32,12 +33,11 @@ from eagle_convert.measure import (
     measure_drafts,
     prepare_smoke_prompts,
     read_drafts,
-    smoke_settings,
     with_vllm_costs,
 )
 from eagle_convert.progress import OnTick
 from eagle_convert.report.cache import StageRecord
-from eagle_convert.report.stages import ReportOptions, smoke_command, smoke_prompts
+from eagle_convert.report.stages import ReportOptions, smoke_command
 
 if TYPE_CHECKING:
     from eagle_convert.report.runner import Runner, Variant
@@ -64,24 +64,6 @@ def prompts_digest(pset: PromptSet) -> str:
     return hashlib.sha256(json.dumps([pset.chat_template, rows]).encode()).hexdigest()
 
 
-def _settings(opts: ReportOptions, pset: PromptSet, tensor_parallel_size: int, serve: Any) -> dict[str, Any]:
-    return smoke_settings(
-        k=opts.k_value,
-        max_new_tokens=opts.max_new_tokens,
-        temperature=opts.temperature,
-        seed=opts.seed,
-        buckets=opts.buckets,
-        chat_template=pset.chat_template,
-        tensor_parallel_size=tensor_parallel_size,
-        speculative_config=_served(serve),
-    )
-
-
-def _served(serve: Any) -> dict[str, Any] | None:
-    """The --speculative-config keys (`vllm_model.ServeConfig`), None without one."""
-    return None if serve is None or not serve.given else dict(serve.data)
-
-
 def _single(
     target: Path,
     engine: str,
@@ -97,33 +79,29 @@ def _single(
 def _measure(
     pending: Sequence[tuple[Variant, str]],
     target: Path,
-    opts: ReportOptions,
-    engine: str,
+    m: Measure,
     pset: PromptSet,
     baseline: bool,
     say: Any,
     on_tick: OnTick | None = None,
-    serve: Any = None,
 ) -> tuple[list[tuple[dict[str, Any], float]], dict[str, Any] | None]:
     """The pending variants on one engine (and, vLLM with `baseline`, the target alone): each
     variant's record result and seconds, and the target alone's record result."""
     t0 = time.perf_counter()
-    run = replace(opts.measure(), engine=engine, concurrency=opts.concurrency if engine == "vllm" else ())
     measured = measure_drafts(
         target,
         [v.path for v, _ in pending],
         pset,
-        run,
+        m,
         labels=[v.name for v, _ in pending],
         baseline=baseline,
         say=say,
         on_tick=on_tick,
         k_sweep=True,
-        serve=serve,
     )
-    m = measured.vllm
-    if m is None:  # the reference engine runs on one device
-        settings = _settings(opts, pset, 1, serve)
+    vm = measured.vllm
+    settings = m.settings(pset.chat_template)
+    if vm is None:  # the reference engine runs on one device
         ref: list[tuple[dict[str, Any], float]] = []
         for d in measured.drafts:
             seconds = (d.total.seconds or 0.0) + (d.load_seconds or 0.0)
@@ -132,27 +110,26 @@ def _measure(
         return ref, None
     from eagle_convert.measure import engine_device
 
-    settings = _settings(opts, pset, opts.tensor_parallel_size, serve)
     per = (time.perf_counter() - t0) / max(len(pending) + int(baseline), 1)  # of the whole measuring run
     out: list[tuple[dict[str, Any], float]] = [
         (
             {
-                "acceptance": _single(target, "vllm", m.version, settings, pset, d, per),
+                "acceptance": _single(target, "vllm", vm.version, settings, pset, d, per),
                 "rates": dm.rates.to_dict() if dm.rates else None,
-                "engine_starts": m.engine_starts,
-                "draft_swaps": m.draft_swaps,
+                "engine_starts": vm.engine_starts,
+                "draft_swaps": vm.draft_swaps,
             },
             per,
         )
-        for d, dm in zip(measured.drafts, m.drafts)
+        for d, dm in zip(measured.drafts, vm.drafts)
     ]
     base = None
-    if m.baseline is not None:
+    if vm.baseline is not None:
         base = {
-            "rates": m.baseline.to_dict(),
-            "engine_version": m.version,
+            "rates": vm.baseline.to_dict(),
+            "engine_version": vm.version,
             "device": engine_device(),
-            "settings": m.engine_settings,
+            "settings": vm.engine_settings,
         }
     return out, base
 
@@ -186,59 +163,59 @@ def measure_variants(
     target: Path,
     d_target: str,
     opts: ReportOptions,
-    engine: str,
-    serve: Any = None,
+    m: Measure,
 ) -> SmokeReport:
-    """Measure the variants whose inputs changed; return every variant's acceptance side by side
-    (`serve`: the parsed --speculative-config every vLLM engine runs with, as smoke passes it)."""
+    """Measure the variants whose inputs changed with `m` (`opts.measure` resolved); return every
+    variant's acceptance side by side."""
     t0 = time.perf_counter()
     pset = prepare_smoke_prompts(
-        target,
-        smoke_prompts(opts),
-        k=opts.k_value,
-        max_new_tokens=opts.max_new_tokens,
-        buckets=opts.buckets,
-        chat_template=opts.chat_template,
+        target, m.suite, k=m.k, max_new_tokens=m.max_new_tokens, buckets=m.buckets, chat_template=m.chat_template
     )
-    options = {
-        **opts.smoke_options(),
-        "engine": engine,
-        "build": engine_build(engine),
-        "concurrency": list(opts.concurrency),
+    options = {  # the stage key: these names and this order since the first reports
+        "engine": m.engine,
+        "k": m.k,
+        "max_new_tokens": m.max_new_tokens,
+        "temperature": m.temperature,
+        "seed": m.seed,
+        "buckets": list(m.buckets),
+        "chat_template": m.chat_template,
+        "tensor_parallel_size": m.tensor_parallel_size,
+        "categories": list(opts.measure.categories),
+        "limit": opts.measure.limit,
+        "build": engine_build(m.engine),
+        "concurrency": list(m.concurrency),
     }
-    if _served(serve) is not None:  # absent otherwise: the stage keys of reports without it stay
-        options["speculative_config"] = _served(serve)
+    if m.served is not None:  # absent otherwise: the stage keys of reports without it stay
+        options["speculative_config"] = m.served
+    asked = replace(opts.measure, engine=m.engine, concurrency=m.concurrency)  # what commands.sh writes
     pdig = prompts_digest(pset)
     pending = pending_variants(r, "smoke", variants, options, digests, d_target, pdig)
     base_key = base_rec = None
-    if engine == "vllm" and opts.concurrency:
+    if m.engine == "vllm" and m.concurrency:
         base_key, base_rec = r.cached(BASELINE_STAGE, options, {"target": d_target, "prompts": pdig})
         if base_rec is not None:
             r.done(base_rec, "skipped")
     need_base = base_key is not None and base_rec is None
     if pending or need_base:
-        r.say(f"report: measuring {', '.join(v.name for v, _ in pending) or 'the target alone'} ({engine} engine)")
-        results, base = _measure(pending, target, opts, engine, pset, need_base, r.say, r.on_tick, serve)
+        r.say(f"report: measuring {', '.join(v.name for v, _ in pending) or 'the target alone'} ({m.engine} engine)")
+        results, base = _measure(pending, target, m, pset, need_base, r.say, r.on_tick)
         for (v, key), (result, seconds) in zip(pending, results):
             r.done(
-                StageRecord(f"smoke:{v.name}", key, result, {}, seconds, smoke_command(target, [v.path], opts, engine)),
+                StageRecord(f"smoke:{v.name}", key, result, {}, seconds, smoke_command(target, [v.path], asked)),
                 "ran",
             )
         if need_base and base is not None:
             assert base_key is not None
             drafts = [v.path for v, _ in pending] or [variants[0].path]  # smoke needs a draft; any will do
-            r.done(
-                StageRecord(BASELINE_STAGE, base_key, base, {}, 0.0, smoke_command(target, drafts, opts, engine)), "ran"
-            )
-    return _combine(r, variants, target, opts, engine, pset, time.perf_counter() - t0)
+            r.done(StageRecord(BASELINE_STAGE, base_key, base, {}, 0.0, smoke_command(target, drafts, asked)), "ran")
+    return _combine(r, variants, target, m, pset, time.perf_counter() - t0)
 
 
 def _combine(
     r: Runner,
     variants: Sequence[Variant],
     target: Path,
-    opts: ReportOptions,
-    engine: str,
+    m: Measure,
     pset: PromptSet,
     seconds: float,
 ) -> SmokeReport:
@@ -255,7 +232,7 @@ def _combine(
     if base is not None:
         rates = [EngineRates.from_dict(r.records[f"smoke:{v.name}"].result["rates"]) for v in variants]
         tput = ThroughputReport(
-            list(opts.concurrency),
+            list(m.concurrency),
             EngineRates.from_dict(base.result["rates"]),
             rates,
             base.result["device"],
@@ -267,6 +244,6 @@ def _combine(
         if d.k_sweep is None and d.total.accepted_per_pos:
             d.k_sweep = k_sweep(d.total)
     if tput is not None and 1 in tput.concurrency:
-        with_vllm_costs(drafts, tput, len(drafts[0].total.accepted_per_pos) or opts.k_value)
+        with_vllm_costs(drafts, tput, len(drafts[0].total.accepted_per_pos) or m.k)
     version = versions[0] if len(set(versions)) == 1 else " / ".join(dict.fromkeys(str(x) for x in versions))
-    return SmokeReport(str(target), engine, version, settings, pset, drafts, deltas(drafts), seconds, tput)
+    return SmokeReport(str(target), m.engine, version, settings, pset, drafts, deltas(drafts), seconds, tput)

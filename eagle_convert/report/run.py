@@ -20,14 +20,13 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eagle_convert.cache import CAPTURE_ENGINES
-from eagle_convert.errors import OutputError, UsageError
+from eagle_convert.draft import local_checkpoint
+from eagle_convert.errors import OutputError
 from eagle_convert.extras import require
-from eagle_convert.io import local_folder
 from eagle_convert.progress import OnTick
 from eagle_convert.report.cache import STATE_DIR, folder_digest
 from eagle_convert.report.runner import (
@@ -47,7 +46,6 @@ from eagle_convert.report.stages import (
     finetune_defaults,
     finetune_stage,
     inspect_stage,
-    smoke_prompts,
     upgrade_stage,
     validate_stage,
 )
@@ -82,10 +80,6 @@ class ReportResult:
     @property
     def skipped(self) -> list[str]:
         return [e.name for e in self.events if e.status == "skipped"]
-
-
-def _local(path: str | Path, what: str) -> Path:
-    return local_folder(path, f"{what} {path}", hint="report needs local checkpoint folders").resolve()
 
 
 def _check_out(out: Path, inputs: dict[str, Path]) -> Path:
@@ -156,7 +150,7 @@ def run_report(
     Raises:
         MissingExtraError: an extra a stage needs is not installed (checked before any stage).
         UsageError: an unknown engine (of `engine` or `serve_for`), `concurrency` without the vLLM engine, or a speculative config
-            the installed vLLM refuses, whose k is not `options.k` or (reference engine) with keys
+            the installed vLLM refuses, whose k is not `options.measure.k` or (reference engine) with keys
             other than method and num_speculative_tokens.
         OutputError: `out` is, contains or lies inside an input, or is not a folder.
     """
@@ -170,36 +164,15 @@ def run_report(
     # Everything the run will import, before its first stage: the plots come last, after minutes
     # of fine-tuning and measuring, and so does the vLLM measurement.
     require("smoke", "report", (*SMOKE_MODULES, *PLOT_MODULES))
-    engine = opts.resolved_engine()
-    from eagle_convert.smoke import resolve_serve_config
-
-    # as smoke reads it: k from the config where opts.k is None (else 3); a k that contradicts
-    # opts.k, or keys the reference engine cannot follow, fail here, before the first stage
-    serve, k = resolve_serve_config(opts.speculative_config, opts.k, engine)
-    opts = replace(opts, k=k)
-    if engine not in ("reference", "vllm"):
-        raise UsageError(f"unknown engine {engine!r} (choose from reference, vllm)")
-    if engine == "vllm":
-        require("vllm", "report --engine vllm")
-    if opts.concurrency and engine != "vllm":
-        raise UsageError(
-            "{concurrency} measures per-user tokens/s with {engine=vllm} only", options=("concurrency", "engine")
-        )
-    if opts.capture is not None and opts.capture not in CAPTURE_ENGINES:
-        raise UsageError(
-            f"{{capture={opts.capture!r}}}: choose from {', '.join(CAPTURE_ENGINES)}", options=("capture",)
-        )
-    if opts.drift_depth < 1:
-        raise UsageError("{drift_depth} must be at least 1", options=("drift_depth",))
-    if opts.finetune_from not in ("identity", "calibrated"):
-        raise UsageError(
-            f"{{finetune_from={opts.finetune_from!r}}}: choose identity or calibrated", options=("finetune_from",)
-        )
+    # engine, k, serve config, concurrency and prompts, decided once (the option objects refused
+    # out-of-range values when built); a k that contradicts the speculative config, keys the reference
+    # engine cannot follow or a bad --prompts fail here
+    m = opts.measure.resolve("report")
     engines = _engines(opts.serve_for)  # an unknown --for engine fails here, before the first stage
     serve_key = {"for": [[st.engine, st.release, st.requested, st.outside] for st in engines]} if engines else {}
-    suite = smoke_prompts(opts)  # a bad --prompts fails here, before the first stage
+    suite = m.suite
     check_served(opts, suite)  # and bad --server values
-    dpath, tpath = _local(draft, "draft"), _local(target, "target")
+    dpath, tpath = local_checkpoint(draft, "draft", "report"), local_checkpoint(target, "target", "report")
     out = _check_out(Path(out), {"draft": dpath, "target": tpath})
     out.mkdir(parents=True, exist_ok=True)
     say = progress or (lambda _m: None)
@@ -209,7 +182,7 @@ def run_report(
         + int(opts.calibrate)
         + int(opts.finetune)
         + (2 + int(opts.drift)) * variants_n  # validate, smoke and drift each
-        + int(engine == "vllm" and bool(opts.concurrency))
+        + int(m.engine == "vllm" and bool(m.concurrency))
         + int(bool(opts.servers))
     )
     r = Runner(out, say, on_stage, on_tick, stages_n)
@@ -262,11 +235,11 @@ def run_report(
             "defaults": finetune_defaults(),
         }
         if opts.capture is not None:  # absent otherwise: the stage keys of reports without it stay
-            ft_opts["capture"] = {"engine": opts.capture, "tensor_parallel_size": opts.tensor_parallel_size}
+            ft_opts["capture"] = {"engine": opts.capture, "tensor_parallel_size": m.tensor_parallel_size}
         r.stage(
             "finetune",
             ft_opts,
-            {"source": r.digest(source.path), "target": d_target, "prompts": _file_digest(r, opts.finetune_prompts)},
+            {"source": r.digest(source.path), "target": d_target, "prompts": _file_digest(r, train.prompts)},
             lambda: finetune_stage(
                 source.path,
                 tpath,
@@ -276,12 +249,12 @@ def run_report(
                 on_tick,
                 capture=opts.capture,
                 cache=None if opts.capture is None else out / FINETUNE_CACHE,  # no cache: online
-                tensor_parallel_size=opts.tensor_parallel_size,
+                tensor_parallel_size=m.tensor_parallel_size,
             ),
             outputs=(FINETUNED,),
         )
         variants.append(Variant(FINETUNED, ft, TITLES[FINETUNED] + f" from {source.name}", "finetune"))
-        if opts.finetune_prompts is None and opts.prompts in (None, "builtin", "built-in"):
+        if train.prompts is None and opts.measure.prompts in (None, "builtin", "built-in"):
             notes.append(
                 "The fine-tune trained on the built-in prompts, which the report also measures on, so "
                 "the fine-tuned AL is optimistic: pass --finetune-prompts with other data."
@@ -296,9 +269,9 @@ def run_report(
             functools.partial(validate_stage, v.path, tpath, engines, opts.serve_for),
         )
 
-    acceptance = measure_variants(r, variants, digests, tpath, d_target, opts, engine, serve)
-    drift = drift_variants(r, variants, digests, tpath, d_target, opts) if opts.drift else None
-    served = served_stage(r, opts, api_key=api_key, say=say, on_tick=on_tick)
+    acceptance = measure_variants(r, variants, digests, tpath, d_target, opts, m)
+    drift = drift_variants(r, variants, digests, tpath, d_target, opts, suite) if opts.drift else None
+    served = served_stage(r, opts, suite, api_key=api_key, say=say, on_tick=on_tick)
     files = write_outputs(
         out,
         dpath,
@@ -307,7 +280,7 @@ def run_report(
         r.records,
         acceptance,
         opts,
-        engine,
+        m,
         notes,
         time.perf_counter() - t0,
         r.events,

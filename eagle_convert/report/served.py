@@ -23,7 +23,7 @@ from eagle_convert.errors import UsageError
 from eagle_convert.measure import MeasureOptions
 from eagle_convert.optionspec import to_argv
 from eagle_convert.progress import OnTick
-from eagle_convert.report.stages import ReportOptions, Say, command, smoke_prompts
+from eagle_convert.report.stages import ReportOptions, Say, command
 
 if TYPE_CHECKING:
     from eagle_convert.measure import Suite
@@ -52,16 +52,17 @@ def served_options(opts: ReportOptions) -> MeasureOptions:
     """What `smoke --server` is given for this report: its prompts, tokens, sampling and levels."""
     from eagle_convert.served import DEFAULT_LEVELS
 
+    m = opts.measure
     return MeasureOptions(
-        prompts=opts.prompts,
-        categories=opts.categories,
-        limit=opts.limit,
-        max_new_tokens=opts.max_new_tokens,
-        temperature=opts.temperature,
-        seed=opts.seed,
-        buckets=opts.buckets,
-        chat_template="none" if opts.chat_template == "none" else None,
-        concurrency=tuple(opts.concurrency or DEFAULT_LEVELS),
+        prompts=m.prompts,
+        categories=m.categories,
+        limit=m.limit,
+        max_new_tokens=m.max_new_tokens,
+        temperature=m.temperature,
+        seed=m.seed,
+        buckets=m.buckets,
+        chat_template="none" if m.chat_template == "none" else None,
+        concurrency=tuple(m.concurrency or DEFAULT_LEVELS),
     )
 
 
@@ -80,13 +81,13 @@ def served_command(opts: ReportOptions) -> str:
     return command(*args, *to_argv(served_options(opts), exclude=("engine", "k")), "--json")
 
 
-def _prompts_digest(opts: ReportOptions) -> str:
-    rows = [[p.id, p.category, p.text, p.messages] for p in smoke_prompts(opts).prompts]
+def _prompts_digest(suite: Suite) -> str:
+    rows = [[p.id, p.category, p.text, p.messages] for p in suite.prompts]
     return hashlib.sha256(json.dumps(rows, sort_keys=True, default=list).encode()).hexdigest()
 
 
 def served_stage(
-    r: Runner, opts: ReportOptions, *, api_key: str | None, say: Say, on_tick: OnTick | None = None
+    r: Runner, opts: ReportOptions, suite: Suite, *, api_key: str | None, say: Say, on_tick: OnTick | None = None
 ) -> dict[str, Any] | None:
     """Run (or skip) the `served` stage; its `smoke --server --json` dict, None without servers."""
     if not opts.servers:
@@ -102,7 +103,6 @@ def served_stage(
     }
 
     def body() -> tuple[dict[str, Any], str]:
-        suite = smoke_prompts(opts)
         rep = run_served(
             opts.servers,
             mopts,
@@ -117,4 +117,4 @@ def served_stage(
         )
         return rep.to_dict(), served_command(opts)
 
-    return r.stage(SERVED_STAGE, key, {"prompts": _prompts_digest(opts)}, body).result
+    return r.stage(SERVED_STAGE, key, {"prompts": _prompts_digest(suite)}, body).result

@@ -8,20 +8,21 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from eagle_convert.cache import CAPTURE_ENGINES
+from eagle_convert.drift import DriftOptions
 from eagle_convert.finetune import FinetuneOptions
-from eagle_convert.measure import MeasureOptions
-from eagle_convert.optionspec import option, to_argv
+from eagle_convert.measure import NATURAL, MeasureOptions
+from eagle_convert.optionspec import check, nested, option, to_argv
 from eagle_convert.progress import OnTick
 from eagle_convert.upgrade import UpgradeOptions
 
 if TYPE_CHECKING:
     from eagle_convert.draft import Checkpoint
     from eagle_convert.engines import EngineStatus
-    from eagle_convert.measure import Suite
     from eagle_convert.upgrade import Calibrate, NormInit, UpgradePlan
 
 __all__ = [
@@ -32,7 +33,6 @@ __all__ = [
     "finetune_stage",
     "inspect_stage",
     "smoke_command",
-    "smoke_prompts",
     "upgrade_command",
     "upgrade_stage",
     "validate_stage",
@@ -42,10 +42,13 @@ Say = Callable[[str], None]
 
 
 @dataclass(frozen=True)
-class ReportOptions(MeasureOptions):
+class ReportOptions:
     """Everything a report run is asked for besides DRAFT, TARGET and OUT (the CLI's options): the
-    measurement settings (`MeasureOptions`, as smoke takes them) and the variants to build."""
+    measurement settings (`measure`, as smoke takes them), the fine-tune's (`train`, as finetune
+    takes them; its template and seed are the measurement's), the drift's depth (`drifting`) and the
+    variants to build."""
 
+    measure: MeasureOptions = nested(MeasureOptions, defaults={"buckets": (NATURAL, 1024), "concurrency": None})
     calibrate: bool = option(
         True, flag="--calibrated", help="Also build the calibrated upgrade (upgrade --init calibrated)."
     )
@@ -61,20 +64,15 @@ class ReportOptions(MeasureOptions):
         choices=("calibrated", "identity"),
         help="Which upgrade the fine-tune starts from (identity when there is no calibrated).",
     )
-    finetune_prompts: str | None = option(
-        None,
-        metavar="NAME|FILE|DIR",
-        help="Prompts the target continues to make the fine-tune's data (finetune --train-prompts: a suite, "
-        "a JSONL file or a prepared folder); keep them apart from the measured prompts.",
+    train: FinetuneOptions = nested(
+        FinetuneOptions,
+        only=("prompts", "continuation_tokens", "steps_fc_norm", "steps_all"),
+        flags={"prompts": "--finetune-prompts"},
+        prefix="Fine-tune: ",
     )
-    continuation_tokens: int | None = option(
-        None, min=1, help="Fine-tune: target tokens per prompt (default: finetune's)."
-    )  # None: finetune's default (same for the steps below)
-    steps_fc_norm: int | None = option(None, min=0, help="Fine-tune stage A steps.")
-    steps_all: int | None = option(None, min=0, help="Fine-tune stage B steps.")
     capture: str | None = option(
         None,
-        choices=("vllm", "reference"),
+        choices=CAPTURE_ENGINES,
         help="Fine-tune from a capture cache (finetune --capture): the fine-tune's data captured with this engine "
         "(vllm: the target in vLLM, --tensor-parallel-size passed through) into DIR/finetune-capture, then "
         "trained from without the target in memory.",
@@ -82,9 +80,7 @@ class ReportOptions(MeasureOptions):
     drift: bool = option(
         True, help="Also measure every variant's attention drift by draft depth (drift, reference engine)."
     )  # the drift:NAME stages (report/drift.py)
-    drift_depth: int = option(
-        8, min=1, help="Drift: draft steps per round (drift --depth), beyond the serving k on purpose."
-    )
+    drifting: DriftOptions = nested(DriftOptions, only=("depth",), flags={"depth": "--drift-depth"}, prefix="Drift: ")
     servers: tuple[str, ...] = option(
         flag="--server",
         multiple=True,
@@ -110,33 +106,23 @@ class ReportOptions(MeasureOptions):
     )
     extra: dict[str, Any] = field(default_factory=dict)  # recorded, not interpreted
 
-    def measure(self) -> MeasureOptions:
-        """The measurement settings alone (what `smoke` takes)."""
-        return MeasureOptions(**{f.name: getattr(self, f.name) for f in fields(MeasureOptions)})
+    def __post_init__(self) -> None:
+        check(self)
 
     def finetune_options(self) -> FinetuneOptions:
-        """The fine-tune's options: finetune's defaults where the report leaves them unset."""
-        base = FinetuneOptions(prompts=self.finetune_prompts, chat_template=self.chat_template, seed=self.seed)
-        given: dict[str, Any] = {
-            "continuation_tokens": self.continuation_tokens,
-            "steps_fc_norm": self.steps_fc_norm,
-            "steps_all": self.steps_all,
-        }
-        return replace(base, **{k: v for k, v in given.items() if v is not None})
+        """The fine-tune's options: `train` with the measurement's chat template and seed."""
+        return replace(self.train, chat_template=self.measure.chat_template, seed=self.measure.seed)
 
-    def smoke_options(self) -> dict[str, Any]:
-        return {
-            "engine": self.engine,
-            "k": self.k,
-            "max_new_tokens": self.max_new_tokens,
-            "temperature": self.temperature,
-            "seed": self.seed,
-            "buckets": list(self.buckets),
-            "chat_template": self.chat_template,
-            "tensor_parallel_size": self.tensor_parallel_size,
-            "categories": list(self.categories),
-            "limit": self.limit,
-        }
+    def drift_options(self) -> DriftOptions:
+        """The drift's options: `drifting`'s depth on the measurement's prompts, tokens, buckets and template."""
+        m = self.measure
+        return replace(
+            self.drifting,
+            select=MeasureOptions(prompts=m.prompts, categories=m.categories, limit=m.limit),
+            max_new_tokens=m.max_new_tokens,
+            buckets=m.buckets,
+            chat_templates=() if m.chat_template is None else (m.chat_template,),
+        )
 
 
 def q(path: str | Path) -> str:
@@ -319,13 +305,7 @@ def finetune_command(
     return command(*args)
 
 
-def smoke_command(target: Path, drafts: Sequence[Path], opts: ReportOptions, engine: str) -> str:
-    """The `smoke` command that measures `drafts` as the report did (same prompts, buckets, engine)."""
-    return command("smoke", *drafts, "--target", target, *to_argv(replace(opts.measure(), engine=engine)), "--json")
-
-
-def smoke_prompts(opts: ReportOptions) -> Suite:
-    """The suite smoke would measure for these options (`select_suite`, as `smoke` selects it)."""
-    from eagle_convert.measure import resolve_suite, select_suite
-
-    return select_suite(resolve_suite(opts.prompts), opts.categories, opts.limit)
+def smoke_command(target: Path, drafts: Sequence[Path], asked: MeasureOptions) -> str:
+    """The `smoke` command that measures `drafts` as the report did: `asked` is the report's
+    measurement options with the engine and the concurrency levels it resolved."""
+    return command("smoke", *drafts, "--target", target, *to_argv(asked), "--json")

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from eagle_convert._version import __version__
 from eagle_convert.io import write_text_atomic
-from eagle_convert.measure import SmokeReport
+from eagle_convert.measure import Measure, MeasureOptions, SmokeReport
 from eagle_convert.report.cache import StageRecord, write_json_atomic
 from eagle_convert.report.drift import drift_command
 from eagle_convert.report.markdown import render_markdown
@@ -81,12 +82,26 @@ def _validate_summary(val: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _options(opts: ReportOptions) -> dict[str, Any]:
-    """The options as report.json has always recorded them (`--prompts` as prompts_file), with
+def _options(opts: ReportOptions, m: Measure) -> dict[str, Any]:
+    """The options as report.json has always recorded them, flat (`--prompts` as prompts_file, k and
+    concurrency as resolved, the fine-tune's and drift's under report's names), with
     speculative_config only when given."""
     from eagle_convert.served import display_url
 
-    shown = {k: v for k, v in vars(opts).items() if k != "extra" and not (k == "speculative_config" and v is None)}
+    train = opts.train
+    shown = {
+        **vars(opts.measure),
+        "k": m.k,
+        "concurrency": m.concurrency,
+        **{k: v for k, v in vars(opts).items() if k not in ("measure", "train", "drifting", "extra")},
+        "finetune_prompts": train.prompts,
+        "continuation_tokens": train.continuation_tokens,
+        "steps_fc_norm": train.steps_fc_norm,
+        "steps_all": train.steps_all,
+        "drift_depth": opts.drifting.depth,
+    }
+    if shown["speculative_config"] is None:
+        del shown["speculative_config"]
     shown["servers"] = [display_url(u) for u in opts.servers]  # never a user:password@ of a URL
     if opts.baseline_server:
         shown["baseline_server"] = display_url(opts.baseline_server)
@@ -98,15 +113,17 @@ def _commands(
     variants: Sequence[Variant],
     target: Path,
     opts: ReportOptions,
-    engine: str,
+    asked: MeasureOptions,
     drift: bool = False,
 ) -> list[dict[str, str | None]]:
+    """commands.sh's lines: each stage's, then smoke's and drift's side by side (`asked`: the
+    measurement options with the engine and concurrency levels the report resolved)."""
     order = ["inspect", "upgrade:identity", "upgrade:calibrated", "finetune", *(f"validate:{v.name}" for v in variants)]
     out = [{"stage": n, "command": records[n].command} for n in order if n in records and records[n].command]
     out.append(
         {
             "stage": "smoke (every variant, side by side)",
-            "command": smoke_command(target, [v.path for v in variants], opts, engine),
+            "command": smoke_command(target, [v.path for v in variants], asked),
         }
     )
     if drift:
@@ -125,7 +142,7 @@ def write_outputs(
     records: dict[str, StageRecord],
     acc: SmokeReport,
     opts: ReportOptions,
-    engine: str,
+    m: Measure,
     notes: list[str],
     seconds: float,
     events: Sequence[StageEvent],
@@ -140,6 +157,7 @@ def write_outputs(
     """
     from eagle_convert.report.plots import plot_report
 
+    asked = replace(opts.measure, engine=m.engine, concurrency=m.concurrency)
     acc_dict = acc.to_dict()
     cards = _cards(variants, target, acc_dict)
     plots = plot_report(acc, out)
@@ -165,12 +183,12 @@ def write_outputs(
                 "validate": _validate_summary(val),
             }
         )
-    if engine != "vllm":
+    if m.engine != "vllm":
         tnote = (
             "Not measured: per-user tokens/s by concurrency needs `--engine vllm` (the reference engine "
             "decodes one request at a time in PyTorch and says nothing about serving throughput)."
         )
-    elif not opts.concurrency:
+    elif not m.concurrency:
         tnote = "Not measured: `--concurrency` was turned off."
     else:
         tnote = ""
@@ -182,9 +200,9 @@ def write_outputs(
         "draft_name": draft.name,
         "target": str(target),
         "out": str(out),
-        "engine": engine,
+        "engine": m.engine,
         "seconds": round(seconds, 2),
-        "options": _options(opts),
+        "options": _options(opts, m),
         "variants": variant_rows,
         "stages": [
             {"name": e.name, "status": e.status, "seconds": round(e.seconds, 2), "command": e.command} for e in events
@@ -202,7 +220,7 @@ def write_outputs(
         "checks": checks(acc),
         "notes": list(notes),
         "plots": {name: p.name for name, p in plots.items()},
-        "commands": _commands(records, variants, target, opts, engine, drift is not None),
+        "commands": _commands(records, variants, target, opts, asked, drift is not None),
     }
     files = {"report.json": out / "report.json", "report.md": out / "report.md", "commands.sh": out / "commands.sh"}
     write_json_atomic(files["report.json"], data)

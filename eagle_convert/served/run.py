@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from eagle_convert.errors import UsageError
 from eagle_convert.measure import NATURAL, MeasureOptions, Prompt, Suite, smoke_settings
+from eagle_convert.optionspec import option
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 from eagle_convert.served.buckets import bucket_prompts
 from eagle_convert.served.errors import NoDraftError, ServerError
@@ -41,14 +42,23 @@ SETTLE_PAUSE_S = 0.05
 
 @dataclass(frozen=True)
 class ServerOptions:
-    """How the servers are reached and judged (the measuring settings are `MeasureOptions`)."""
+    """How the servers are reached and judged (the measuring settings are `MeasureOptions`):
+    `smoke --server`'s options besides the URLs."""
 
-    api_key: str | None = None
-    request_timeout: float = 300.0  # per request, and the longest silence mid-stream
-    timeout: float | None = None  # the whole run
-    max_failed: float = 0.1  # a level where a larger share of requests failed gives no figure
-    exclusive: bool = False  # other traffic on a server is an error, not a note
-    timing_only: bool = False  # a server without spec-decode counters: per-user rates and speedups only
+    api_key: str | None = option(None, envvar="OPENAI_API_KEY", help="Bearer key for the servers (never printed).")
+    request_timeout: float = option(300.0, min=0.1, help="Seconds one request (and any silence mid-stream) may take.")
+    timeout: float | None = option(None, min=1, help="Seconds the whole --server run may take.")
+    max_failed: float = option(
+        0.1, min=0, max=1, help="A level where a larger share of requests failed gives no figure."
+    )
+    timing_only: bool = option(
+        False,
+        help="Measure a server without spec-decode counters (another engine) for per-user tokens/s and "
+        "speedups only, without acceptance.",
+    )
+    exclusive: bool = option(
+        False, help="Other traffic that moves a server's counters is an error (default: a note beside the figure)."
+    )
 
 
 def level_requests(prompts: Sequence[Prompt], c: int) -> list[Prompt]:

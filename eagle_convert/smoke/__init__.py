@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # what type checkers see
         plot_smoke,
         require_plot,
     )
-    from eagle_convert.smoke.run import resolve_serve_config, run_smoke
+    from eagle_convert.smoke.run import run_smoke
     from eagle_convert.smoke.style import (
         bucket_label,
         draft_style,
@@ -35,7 +35,6 @@ else:  # what runs: each name imported from its module on first use
             "plot_positions": "eagle_convert.smoke.plot",
             "plot_smoke": "eagle_convert.smoke.plot",
             "require_plot": "eagle_convert.smoke.plot",
-            "resolve_serve_config": "eagle_convert.smoke.run",
             "run_smoke": "eagle_convert.smoke.run",
             "bucket_label": "eagle_convert.smoke.style",
             "draft_style": "eagle_convert.smoke.style",
@@ -59,7 +58,6 @@ __all__ = [
     "plot_positions",
     "plot_smoke",
     "require_plot",
-    "resolve_serve_config",
     "run_smoke",
     "save_png",
     "smoke_caption",

@@ -8,19 +8,14 @@ draft x category x context bucket into the data model of `measure/results.py`.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-from eagle_convert.errors import CheckpointNotFoundError, UsageError
-from eagle_convert.extras import require
-from eagle_convert.io import suggestion
+from eagle_convert.draft import local_checkpoint
+from eagle_convert.errors import UsageError
 from eagle_convert.measure import (
-    ENGINES,
-    SMOKE_MODULES,
+    Measure,
     MeasureOptions,
     Prompt,
     SmokeReport,
@@ -28,88 +23,14 @@ from eagle_convert.measure import (
     deltas,
     measure_drafts,
     prepare_smoke_prompts,
-    resolve_suite,
-    select_suite,
-    smoke_settings,
     with_vllm_costs,
 )
 from eagle_convert.progress import OnTick
 
-__all__ = ["resolve_serve_config", "run_smoke"]
+__all__ = ["run_smoke"]
 
 
 # ------------------------------------------------------------------------------- helpers
-
-
-def _local_dir(path: str | Path, what: str) -> Path:
-    """A local folder with a config.json: at the target's root; for a draft wherever the reader
-    every command uses finds it (root, `model/`, `model/consolidated/`), with its weights."""
-    p = Path(path).expanduser()
-    if not p.is_dir():
-        raise CheckpointNotFoundError(
-            f"{what} {path}: no such folder", hint=suggestion(p) or "smoke needs a local checkpoint folder"
-        )
-    from eagle_convert.draft import ensure_draft, ensure_target_config
-
-    if what == "draft":
-        from eagle_convert.draft import open_checkpoint
-
-        ckpt = open_checkpoint(p)
-        has_config = ckpt.has_config
-        if has_config:  # a target, MTP head, Medusa ... or a P-EAGLE draft: one line, exit 1
-            ensure_draft(ckpt, "smoke")
-    else:
-        has_config = (p / "config.json").is_file()
-        if has_config:
-            ensure_target_config(json.loads((p / "config.json").read_text()), f"target {path}")
-    if not has_config:
-        raise CheckpointNotFoundError(f"{what} {path}: no config.json")
-    return p.resolve()
-
-
-# Keys the reference engine follows (it always drafts as method eagle3, at num_speculative_tokens).
-REFERENCE_KEYS = ("method", "model", "num_speculative_tokens")
-
-
-def resolve_serve_config(value: str | dict[str, Any] | None, k: int | None, engine: str) -> tuple[Any, int]:
-    """The parsed --speculative-config (None without one) and the k to measure with, as smoke
-    and report's measuring stages read them.
-
-    Args:
-        value: the --speculative-config value (JSON text, a JSON file, or the object); None: none.
-        k: the k asked for (None: the config's, else 3).
-        engine: "reference" or "vllm".
-
-    Returns:
-        (the `vllm_model.ServeConfig` or None, the k every engine drafts with).
-
-    Raises:
-        UsageError: the installed vLLM refuses it, its k contradicts `k`, or the reference engine
-            cannot follow one of its keys.
-    """
-    if value is None:
-        return None, 3 if k is None else k
-    from eagle_convert.vllm_model import installed_status, parse_serve_config
-
-    serve = parse_serve_config(value, installed_status().rules)
-    assert serve is not None  # a value was given
-    if k is not None and serve.k is not None and serve.k != k:
-        raise UsageError(
-            f"{{k={k}}} but {{speculative_config}} num_speculative_tokens is {serve.k}",
-            hint="give k once",
-            options=("k", "speculative_config"),
-        )
-    if engine == "reference":
-        other = [key for key in serve.data if key not in REFERENCE_KEYS]
-        method = serve.method
-        if other or method not in (None, "eagle3"):
-            what = other[0] if other else f"method {method!r}"
-            raise UsageError(
-                f"{{speculative_config}}: the reference engine drafts as method eagle3 at num_speculative_tokens "
-                f"only; {what} needs {{engine=vllm}}",
-                options=("speculative_config", "engine"),
-            )
-    return serve, serve.k if serve.k is not None else (3 if k is None else k)
 
 
 # ---------------------------------------------------------------------------------- main
@@ -118,7 +39,7 @@ def resolve_serve_config(value: str | dict[str, Any] | None, k: int | None, engi
 def run_smoke(
     target: str | Path,
     drafts: Sequence[str | Path],
-    opts: MeasureOptions | None = None,
+    opts: MeasureOptions | Measure | None = None,
     *,
     prompts: Sequence[Prompt] | Suite | None = None,
     progress: Callable[[str], None] | None = None,
@@ -131,15 +52,10 @@ def run_smoke(
     Args:
         target: the target model folder.
         drafts: the drafts to measure, baseline first.
-        opts: the measurement settings (default `MeasureOptions()`): the engine ("auto" picks
-            `default_engine()`), k (None: the speculative config's, else 3), max_new_tokens,
-            temperature, seed, buckets, chat_template, tensor_parallel_size, concurrency (vLLM
-            only: per-user tokens/s with each draft and without speculation) and
-            speculative_config (read as the installed vLLM reads it: what every vLLM engine runs
-            with; its num_speculative_tokens is k).
-        prompts: the prompts, or a `Suite` (`measure.resolve_suite`: a `--prompts` value, with
-            its long-context prompts cut for this target); None: `opts.prompts`, `opts.categories`
-            and `opts.limit` (`measure.select_suite`).
+        opts: the measurement settings (default `MeasureOptions()`), resolved here
+            (`MeasureOptions.resolve`: engine, k, speculative config, concurrency, suite) unless
+            given as a `Measure` already.
+        prompts: the prompts, or a `Suite`, instead of the options' suite.
         progress: receives one line per draft started.
         on_tick: a count per prompt (reference) or engine run (vLLM).
         device: places the reference engine ("cpu", "cuda", ...; None: "cuda" when torch sees a
@@ -153,67 +69,52 @@ def run_smoke(
 
     Raises:
         MissingExtraError: the engine's extra (torch, or vLLM) is not installed.
-        UsageError: bad settings (an unknown engine, a speculative config whose k differs from `k`,
-            no prompt that fits the buckets).
+        UsageError: bad settings (`MeasureOptions.resolve`), a tensor parallel size or a device
+            for the other engine, no prompt that fits the buckets.
         CheckpointNotFoundError: a target or draft without config.json.
     """
-    opts = opts or MeasureOptions()
     t0 = time.perf_counter()
-    require("smoke", "smoke", SMOKE_MODULES)  # before default_engine(), which imports torch
-    engine = opts.resolved_engine()
-    serve, k = resolve_serve_config(opts.speculative_config, opts.k, engine)
-    max_new_tokens, temperature, tensor_parallel_size = opts.max_new_tokens, opts.temperature, opts.tensor_parallel_size
-    concurrency = opts.concurrency
-    for bad, message in (
-        (not drafts, "give at least one draft"),
-        (engine not in ENGINES, f"unknown engine {engine!r} (choose from {', '.join(ENGINES)})"),
-        (k < 1, "--num-speculative-tokens must be at least 1"),
-        (max_new_tokens < 1, "--max-new-tokens must be at least 1"),
-        (temperature < 0, "--temperature must be >= 0"),
-        (tensor_parallel_size < 1, "--tensor-parallel-size must be at least 1"),
-        (engine == "reference" and tensor_parallel_size != 1, "--tensor-parallel-size applies to --engine vllm only"),
-        (engine == "vllm" and device is not None, "a device applies to --engine reference only"),
-        (bool(concurrency) and engine != "vllm", "--concurrency measures per-user tokens/s with --engine vllm only"),
+    opts = opts or MeasureOptions()
+    m = opts if isinstance(opts, Measure) else opts.resolve("smoke", k_sweep=k_sweep)
+    for bad, message, names in (
+        (not drafts, "give at least one draft", ()),
+        (
+            m.engine == "reference" and m.tensor_parallel_size != 1,
+            "{tensor_parallel_size} applies to {engine=vllm} only",
+            ("tensor_parallel_size", "engine"),
+        ),
+        (m.engine == "vllm" and device is not None, "a device applies to {engine=reference} only", ("engine",)),
     ):
         if bad:
-            raise UsageError(message)
-    if engine == "vllm":
-        require("vllm", "smoke --engine vllm")
-    tdir = _local_dir(target, "target")
-    dpaths = [_local_dir(d, "draft") for d in drafts]
-
-    if k_sweep and engine == "vllm" and 1 not in concurrency:  # the step costs come from c = 1
-        concurrency = tuple(sorted({1, *concurrency}))
-    if prompts is None and (opts.prompts is not None or opts.categories or opts.limit is not None):
-        prompts = select_suite(resolve_suite(opts.prompts), opts.categories, opts.limit)
+            raise UsageError(message, options=names)
+    tdir = local_checkpoint(target, "target", "smoke")
+    dpaths = [local_checkpoint(d, "draft", "smoke") for d in drafts]
     pset = prepare_smoke_prompts(
-        tdir, prompts, k=k, max_new_tokens=max_new_tokens, buckets=opts.buckets, chat_template=opts.chat_template
+        tdir,
+        m.suite if prompts is None else prompts,
+        k=m.k,
+        max_new_tokens=m.max_new_tokens,
+        buckets=m.buckets,
+        chat_template=m.chat_template,
     )
-    label = pset.chat_template
-
-    say = progress or (lambda _msg: None)
-    run = replace(opts, engine=engine, k=k, concurrency=concurrency)
     measured = measure_drafts(
-        tdir, dpaths, pset, run, say=say, on_tick=on_tick, device=device, serve=serve, k_sweep=k_sweep
+        tdir, dpaths, pset, m, say=progress or (lambda _msg: None), on_tick=on_tick, device=device, k_sweep=k_sweep
     )
-    results, version = measured.drafts, measured.version
-    throughput = None
-    if measured.vllm is not None and concurrency:
+    results, throughput = measured.drafts, None
+    if measured.vllm is not None and m.concurrency:
         from eagle_convert.measure import throughput_report
 
-        throughput = throughput_report(measured.vllm, concurrency)
+        throughput = throughput_report(measured.vllm, m.concurrency)
         if k_sweep:
-            with_vllm_costs(results, throughput, k)
-    settings = smoke_settings(
-        k=k,
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
-        seed=opts.seed,
-        buckets=opts.buckets,
-        chat_template=label,
-        tensor_parallel_size=tensor_parallel_size,
-        speculative_config=None if serve is None or not serve.given else serve.data,
-    )
+            with_vllm_costs(results, throughput, m.k)
     return SmokeReport(
-        str(tdir), engine, version, settings, pset, results, deltas(results), time.perf_counter() - t0, throughput
+        str(tdir),
+        m.engine,
+        measured.version,
+        m.settings(pset.chat_template),
+        pset,
+        results,
+        deltas(results),
+        time.perf_counter() - t0,
+        throughput,
     )

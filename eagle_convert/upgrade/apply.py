@@ -8,7 +8,6 @@ so an error, Ctrl-C or SIGTERM leaves neither a partial output nor a changed inp
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from eagle_convert.errors import CheckpointReadError, EagleConvertError, OutputE
 from eagle_convert.io import (
     INDEX_FILENAME,
     ByteRange,
+    LocalSource,
     OutFile,
     OutputExistsError,
     OutTensor,
@@ -29,6 +29,7 @@ from eagle_convert.io import (
     atomic_output_dir,
     check_output_dir,
     flush_early,
+    read_json,
     verify_file,
     write_file,
     write_index,
@@ -181,9 +182,12 @@ def _verify(
     """Every byte of every file, the index and the config against the plan; then re-describe the output."""
     if progress:
         progress.start("verify", sum(f.data_bytes for f in files))
-    problems: list[str] = []
-    for f in files:
-        problems += verify_file(tmp / f.filename, f, progress=progress.advance if progress else None)
+    # The last written file first, while it is in the page cache (io.samebytes); problems in file order.
+    found = {
+        f.filename: verify_file(tmp / f.filename, f, progress=progress.advance if progress else None)
+        for f in files[::-1]
+    }
+    problems = [p for f in files for p in found[f.filename]]
     verify_against_plan(
         plan,
         tmp,
@@ -211,7 +215,7 @@ def verify_against_plan(
     re-described. Raises `VerificationError` with the first problem, naming files, not the temp dir."""
     if index is not None and (tmp / INDEX_FILENAME).read_text(encoding="utf-8") != index:
         problems.append(f"{INDEX_FILENAME}: weight map differs from the plan")
-    if json.loads((tmp / "config.json").read_text(encoding="utf-8")) != config:
+    if read_json(LocalSource(tmp), "config.json") != config:
         problems.append("config.json differs from the plan")
     if (tmp / CARD_FILE).read_text(encoding="utf-8") != plan.readme:
         problems.append(f"{CARD_FILE} differs from the plan")
@@ -231,7 +235,7 @@ def verify_against_plan(
 
 def _recheck(plan: UpgradePlan, tmp: Path) -> list[str]:
     """Describe the written output like any input: it must now be EAGLE-3.1 as planned."""
-    info = describe(open_checkpoint(tmp), read_vocab=False)
+    info = describe(open_checkpoint(tmp), plan.release, read_vocab=False)
     want = {
         "variant": "EAGLE-3.1",
         "num_aux": plan.num_aux,

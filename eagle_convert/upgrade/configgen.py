@@ -18,6 +18,7 @@ from eagle_convert.vllm_model import (
     SAFE_MODEL_TYPE,
     SPECULATORS_ARCHITECTURES,
     WRITE_ARCHITECTURE,
+    Release,
     all_releases,
     flatten_speculators,
     lookup,
@@ -94,12 +95,12 @@ def choose_model_type(config: dict[str, Any], attention: str) -> Any:
     return model_type
 
 
-def to_native(config: dict[str, Any]) -> dict[str, Any]:
+def to_native(config: dict[str, Any], release: Release) -> dict[str, Any]:
     """A plain draft config equal to what vLLM reads from a speculators config (`flatten_speculators`).
 
     The class vLLM picks is left to `choose_architectures`; torch_dtype is carried over.
     """
-    out = copy.deepcopy(flatten_speculators(config))
+    out = copy.deepcopy(flatten_speculators(config, release))
     out.pop("architectures", None)
     if out.get("draft_vocab_size") is None:
         out.pop("draft_vocab_size", None)

@@ -23,6 +23,7 @@ from typing import Any
 from eagle_convert.draft import CARD_FILE, PROVENANCE_KEY, canonical_name
 from eagle_convert.errors import UpgradeRefusedError
 from eagle_convert.io import DTYPE_BYTES, FORMAT_PT_METADATA, INDEX_FILENAME, OutFile, file_header, index_text
+from eagle_convert.jsonable import dump
 from eagle_convert.upgrade.outfiles import PlannedFile
 from eagle_convert.upgrade.plan import UpgradePlan
 from eagle_convert.vllm_model import vllm_name
@@ -77,22 +78,16 @@ class LinkPlan:
         return sum(self.output_files.values()) - self.linked_bytes
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "methods": ["reflink", "hardlink", "copy"],
-            "linked": [
-                {"filename": f.filename, "source": f.source, "bytes": f.bytes, "tensors": f.tensors}
-                for f in self.linked
-            ],
-            "new_shard": {
-                "filename": self.shard.filename,
-                "bytes": self.shard.total_bytes,
-                "tensors": [t.name for t in self.shard.tensors],
-            },
-            "output_files": self.output_files,
-            "linked_bytes": self.linked_bytes,
-            "new_bytes": self.new_bytes,
-            "config_after": self.config_after,
-        }
+        sh = self.shard
+        return dump(
+            self,
+            "methods linked new_shard output_files linked_bytes new_bytes config_after",
+            methods=["reflink", "hardlink", "copy"],
+            new_shard={"filename": sh.filename, "bytes": sh.total_bytes, "tensors": [t.name for t in sh.tensors]},
+            output_files=self.output_files,
+            linked_bytes=self.linked_bytes,
+            new_bytes=self.new_bytes,
+        )
 
 
 def plan_link(plan: UpgradePlan) -> LinkPlan:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eagle_convert.optionspec import option
+from eagle_convert.optionspec import check, option
 from eagle_convert.upgrade.plan import LAYOUTS
 
 __all__ = ["INITS", "UpgradeOptions", "format_ids", "parse_ids"]
@@ -94,3 +94,6 @@ class UpgradeOptions:
         help="Flush every output file and folder to disk before publishing it (and the parent after), so "
         "the output survives a power loss; --no-fsync for scratch outputs.",
     )
+
+    def __post_init__(self) -> None:
+        check(self)

@@ -17,6 +17,7 @@ from typing import Any
 from eagle_convert.draft import Checkpoint, describe
 from eagle_convert.upgrade.outfiles import PlannedFile
 from eagle_convert.validate import Finding, build_context, run_static
+from eagle_convert.vllm_model import Release
 
 __all__ = ["OutputCheck", "output_key", "static_errors"]
 
@@ -36,7 +37,7 @@ def output_key(files: Sequence[PlannedFile], config: dict[str, Any]) -> tuple[An
     return (json.dumps(config, sort_keys=True, default=str), tensors)
 
 
-def static_errors(out: Checkpoint, key: tuple[Any, ...]) -> OutputCheck:
-    """validate's static errors without a target (the pairing is `validate --target`'s job)."""
-    ctx = build_context(out, describe(out, read_vocab=False))
+def static_errors(out: Checkpoint, key: tuple[Any, ...], release: Release) -> OutputCheck:
+    """validate's static errors for `release` without a target (the pairing is `validate --target`'s job)."""
+    ctx = build_context(out, describe(out, release, read_vocab=False))
     return OutputCheck(key, tuple(f for f in run_static(ctx)[0] if f.level == "error"), ctx.impl)

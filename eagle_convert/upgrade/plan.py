@@ -33,6 +33,7 @@ from eagle_convert.draft import (
 )
 from eagle_convert.errors import EagleConvertError, UpgradeRefusedError, UsageError
 from eagle_convert.io import INDEX_FILENAME, ByteRange, OutTensor
+from eagle_convert.jsonable import dump, key
 from eagle_convert.upgrade.auxids import AuxIds, resolve_aux
 from eagle_convert.upgrade.configgen import (
     apply_rules,
@@ -49,7 +50,7 @@ from eagle_convert.upgrade.outcheck import OutputCheck, output_key, static_error
 from eagle_convert.upgrade.outfiles import PlannedFile, index_json, norm_name, plan_files, planned_output
 from eagle_convert.upgrade.portable import engines_for, make_portable
 from eagle_convert.upgrade.refusals import check_upgradable
-from eagle_convert.vllm_model import mtp_rewrite
+from eagle_convert.vllm_model import Release, mtp_rewrite
 
 __all__ = ["LAYOUTS", "UpgradePlan", "plan_upgrade"]
 
@@ -78,11 +79,13 @@ class UpgradePlan:
     additions: list[OutTensor]
     config_before: dict[str, Any]
     config_after: dict[str, Any]
+    release: Release = field(repr=False)  # the vLLM release the input was described for
     warnings: list[str] = field(default_factory=list)
     not_carried: list[str] = field(default_factory=list)
     norm_init: NormInit | None = None  # None: ones
     readme: str = ""  # the model card (README.md)
-    engines: tuple[str, ...] = ()  # `--for`: the engine releases the config is written for (empty: vLLM)
+    # `--for`: the engine releases the config is written for (empty: vLLM)
+    engines: tuple[str, ...] = field(default=(), metadata=key("for"))
     output_check: OutputCheck | None = field(default=None, repr=False)  # validate's errors on the planned output
 
     @property
@@ -111,38 +114,32 @@ class UpgradePlan:
         return sum(self.output_files.values())
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "source_layout": self.source_layout,
-            "storage": self.storage,
-            "layout": self.layout,
-            "config_format": self.config_format,
-            "attention": self.attention,
-            "num_aux": self.num_aux,
-            "target_hidden_size": self.target_hidden_size,
-            "norm_dtype": self.norm_dtype,
-            "norm_output": self.norm_output,
-            "aux_layer_ids": {"ids": list(self.aux.ids), "origin": self.aux.origin, "detail": self.aux.detail},
-            "renames": self.renames,
-            "additions": [
-                {"name": t.name, "dtype": t.dtype, "shape": list(t.shape), **self._init(i)}
-                for i, t in enumerate(self.additions)
-            ],
-            "config_diff": config_diff(self.config_before, self.config_after).to_dict(),
-            "config_after": self.config_after,
-            "files": [{"filename": f.filename, "bytes": f.total_bytes, "tensors": len(f.tensors)} for f in self.files],
-            "output_files": self.output_files,
-            "total_bytes": self.total_bytes,
-            "warnings": self.warnings,
-            "not_carried": self.not_carried,
-            "for": list(self.engines),
-        }
+        additions = [
+            {"name": t.name, "dtype": t.dtype, "shape": list(t.shape), **self._init(i)}
+            for i, t in enumerate(self.additions)
+        ]
+        return dump(
+            self,
+            _KEYS,
+            aux_layer_ids=dump(self.aux, "ids origin detail"),
+            additions=additions,
+            config_diff=config_diff(self.config_before, self.config_after),
+            files=[{"filename": f.filename, "bytes": f.total_bytes, "tensors": len(f.tensors)} for f in self.files],
+            output_files=self.output_files,
+            total_bytes=self.total_bytes,
+        )
 
     def _init(self, i: int) -> dict[str, Any]:
         if self.norm_init is None:
             return {"init": "ones"}
         v = self.norm_init.values[i]
         return {"init": self.norm_init.method, **({"value": v[0]} if len(v) == 1 else {"mean": sum(v) / len(v)})}
+
+
+_KEYS = (
+    "source source_layout storage layout config_format attention num_aux target_hidden_size norm_dtype norm_output "
+    "aux_layer_ids renames additions config_diff config_after files output_files total_bytes warnings not_carried for"
+)
 
 
 def plan_upgrade(
@@ -221,12 +218,14 @@ def plan_upgrade(
         config_format=config_format,
         target=target,
         warnings=warnings,
+        release=info.view.release,
+        d2t=ckpt.tensors.get(info.disk_name("d2t") or ""),
     )
     changed = config_diff(ckpt.config, {k: v for k, v in after.items() if k != PROVENANCE_KEY}).paths()
     after[PROVENANCE_KEY] = _provenance(ckpt, info, layout, aux, additions, renames, changed, norm_init)
     # Only a model_type the input sets (its own, or its speculators transformer_layer_config's) and
     # vLLM would rewrite is worth a warning; an absent one is not (the "llama" to_native writes).
-    if config_format == "native" and mtp_rewrite({"model_type": base.get("model_type")}) is not None:
+    if config_format == "native" and mtp_rewrite({"model_type": base.get("model_type")}, info.view.release) is not None:
         warnings.append(
             f"model_type {base.get('model_type')!r} makes vLLM rewrite the draft into an MTP model "
             f"(SpeculativeConfig.hf_config_override); written as {after.get('model_type')!r}"
@@ -243,7 +242,7 @@ def plan_upgrade(
         "config.json",
         f"{ckpt.prefix}/config.json",
     }
-    serving_line, check = _serving(ckpt, files, after)
+    serving_line, check = _serving(ckpt, files, after, info.view.release)
     readme = model_card(
         after,
         model_ref=str(out) if out is not None else CARD_PLACEHOLDER,
@@ -271,6 +270,7 @@ def plan_upgrade(
         additions=additions,
         config_before=ckpt.config,
         config_after=after,
+        release=info.view.release,
         warnings=warnings,
         not_carried=[f for f in ckpt.source.list_files() if f not in used],
         norm_init=norm_init,
@@ -281,7 +281,7 @@ def plan_upgrade(
 
 
 def _serving(
-    ckpt: Checkpoint, files: list[PlannedFile], config: dict[str, Any]
+    ckpt: Checkpoint, files: list[PlannedFile], config: dict[str, Any], release: Release
 ) -> tuple[str | None, OutputCheck | None]:
     """The card's compatibility-matrix sentence for the output as planned (None: the planned output
     cannot be read as a draft, or has static errors: the preflight refuses it, so no card is written),
@@ -294,7 +294,7 @@ def _serving(
     sharded = len(files) > 1 or ckpt.storage == "sharded"
     try:
         out = planned_output(ckpt, files, config, sharded=sharded)
-        check = static_errors(out, output_key(files, config))
+        check = static_errors(out, output_key(files, config), release)
         return (None if check.errors else serving_summary(out)), check
     except EagleConvertError:
         return None, None
@@ -310,7 +310,7 @@ def _plan_config(
             return "speculators", complete_verifier(ckpt.config, target, warnings)
         return "native", ckpt.config
     if layout == "vllm":
-        return "native", to_native(ckpt.config) if speculators_in else ckpt.config
+        return "native", to_native(ckpt.config, info.view.release) if speculators_in else ckpt.config
     if speculators_in:
         return "speculators", complete_verifier(ckpt.config, target, warnings)
     if target is None:

@@ -21,6 +21,8 @@ from typing import Any
 from eagle_convert.draft import Checkpoint, Target
 from eagle_convert.engines import VLLM, EngineRules, EngineStatus, ids_for, parse_for
 from eagle_convert.errors import UpgradeRefusedError
+from eagle_convert.io import TensorInfo
+from eagle_convert.vllm_model import Release
 
 __all__ = ["engines_for", "make_portable"]
 
@@ -52,9 +54,11 @@ def make_portable(
     config_format: str,
     target: Target | None,
     warnings: list[str],
+    release: Release,
+    d2t: TensorInfo | None,
 ) -> dict[str, Any]:
     """`config` (the vLLM config the upgrade writes) with what each engine in `engines` needs to read it
-    as trained; `aux_ids` are the ids in vLLM's convention (A(k)).
+    as trained; `aux_ids` are the ids in vLLM's convention (A(k)); `d2t` the draft's map (describe's), if any.
 
     Raises:
         UpgradeRefusedError: an engine cannot read any config as this draft was trained (the reason in one line).
@@ -76,11 +80,10 @@ def make_portable(
         if rules.aux_ids_path is not None:
             _write_ids(out, rules, ckpt, aux_ids, target, warnings)
         if rules.d2t_needs_draft_vocab_size and out.get("draft_vocab_size") is None:
-            d2t = next((ckpt.tensors[t] for t in ckpt.tensors if t == "d2t" or t.endswith(".d2t")), None)
             if d2t is not None and d2t.shape and d2t.shape[0] != out.get("vocab_size"):
                 out["draft_vocab_size"] = d2t.shape[0]
     if others:
-        _judge(out, others, ckpt=ckpt, num_aux=num_aux, tensors=tensors, target=target)
+        _judge(out, others, ckpt=ckpt, num_aux=num_aux, tensors=tensors, target=target, release=release)
     return out
 
 
@@ -127,12 +130,13 @@ def _judge(
     num_aux: int,
     tensors: frozenset[str],
     target: Target | None,
+    release: Release,
 ) -> None:
     """Refuse when an engine still reads `config` as another function than vLLM (the draft as trained)."""
     from eagle_convert.validate import engine_findings
     from eagle_convert.vllm_model import read_config
 
-    view = read_config(config)
+    view = read_config(config, release)
     for st in engines:
         rules = st.rules
         found = engine_findings(config, view, rules, target=target, tensors=tensors, aux_weights=num_aux)

@@ -34,7 +34,7 @@ def _planned_errors(plan: UpgradePlan) -> tuple[list[Finding], str | None]:
     key = output_key(plan.files, plan.config_after)
     check = plan.output_check
     if check is None or check.key != key:
-        check = plan.output_check = static_errors(planned_checkpoint(plan), key)
+        check = plan.output_check = static_errors(planned_checkpoint(plan), key, plan.release)
     return list(check.errors), check.impl
 
 
@@ -65,7 +65,7 @@ def _default_layout_fixes(plan: UpgradePlan) -> bool:
     try:
         alt = plan_upgrade(
             ckpt,
-            describe(ckpt, read_vocab=False),
+            describe(ckpt, plan.release, read_vocab=False),
             norm_output=plan.norm_output,
             aux_layer_ids=list(plan.aux.ids),
             norm_init=plan.norm_init,
@@ -81,7 +81,7 @@ def refuse_invalid_output(plan: UpgradePlan) -> None:
     if not errors:
         return
     src = plan.checkpoint.description
-    before = {f.code for f in static_errors(plan.checkpoint, ()).errors}  # the input's own
+    before = {f.code for f in static_errors(plan.checkpoint, (), plan.release).errors}  # the input's own
     made = [f for f in errors if f.code not in before]
     head = f"{src}: validate would reject the upgraded draft (vLLM class {impl or 'none'}): {_codes(errors)}"
     if made:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from eagle_convert.draft import Checkpoint, DraftInfo
 from eagle_convert.errors import UpgradeRefusedError
 from eagle_convert.upgrade.norminit import FLOAT_DTYPES
-from eagle_convert.vllm_model import read_config
 
 __all__ = ["check_upgradable", "refuse"]
 
@@ -23,7 +22,7 @@ def check_upgradable(ckpt: Checkpoint, info: DraftInfo) -> tuple[str, int, int]:
     """(on-disk fc name, A, target hidden size), or the one-line reason the upgrade is refused."""
     inv = {c: k for k, c in info.canonical.items()}
     fc_name = inv.get("fc.weight")
-    vcfg = read_config(ckpt.config)
+    vcfg = info.view
     if not vcfg.flags["use_aux"]:
         raise refuse(
             ckpt,

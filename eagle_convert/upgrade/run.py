@@ -22,6 +22,7 @@ from eagle_convert.upgrade.norminit import NormInit
 from eagle_convert.upgrade.options import UpgradeOptions
 from eagle_convert.upgrade.plan import UpgradePlan, plan_upgrade
 from eagle_convert.upgrade.preflight import refuse_invalid_output
+from eagle_convert.vllm_model import default_release
 
 __all__ = ["UpgradeRun", "plan_upgrade_draft", "upgrade_draft"]
 
@@ -56,7 +57,8 @@ def _open(
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(str(checkpoint))
     # Also P-EAGLE (schemas/layouts.json `unsupported_by`): the EAGLE-3.1 config writer cannot express it.
     ensure_draft(ckpt, "upgrade")
-    info = describe(ckpt, read_vocab=False)
+    # The release the upgrade's checks are for, resolved once here (the installed vLLM's, else the newest).
+    info = describe(ckpt, default_release(), read_vocab=False)
     return ckpt, info, read_target(str(target)) if target else None
 
 

@@ -6,9 +6,17 @@ from eagle_convert._lazy import TYPE_CHECKING, attach
 
 if TYPE_CHECKING:  # what type checkers see
     from eagle_convert.validate.engines import engine_findings
+    from eagle_convert.validate.entry import run_validate
     from eagle_convert.validate.findings import Finding, code_table
     from eagle_convert.validate.forengine import validate_for
     from eagle_convert.validate.matrix import AS_TRAINED, FAILS, VERDICTS, Matrix, compatibility_matrix, serving_summary
+    from eagle_convert.validate.options import (
+        ValidateOptions,
+        serve_config_option,
+        serve_for_option,
+        speculative_config_option,
+        vllm_version_option,
+    )
     from eagle_convert.validate.rules import run_static
     from eagle_convert.validate.rules.context import build_context
     from eagle_convert.validate.rules.engine import feature_findings, from_engine
@@ -35,6 +43,12 @@ else:  # what runs: each name imported from its module on first use
             "validate_checkpoint": "eagle_convert.validate.run",
             "validate_for": "eagle_convert.validate.forengine",
             "engine_findings": "eagle_convert.validate.engines",
+            "run_validate": "eagle_convert.validate.entry",
+            "ValidateOptions": "eagle_convert.validate.options",
+            "serve_config_option": "eagle_convert.validate.options",
+            "serve_for_option": "eagle_convert.validate.options",
+            "speculative_config_option": "eagle_convert.validate.options",
+            "vllm_version_option": "eagle_convert.validate.options",
         },
     )
 
@@ -51,9 +65,15 @@ __all__ = [
     "Matrix",
     "open_target",
     "run_static",
+    "run_validate",
+    "serve_config_option",
+    "serve_for_option",
     "serving_summary",
+    "speculative_config_option",
     "validate_checkpoint",
     "validate_for",
+    "ValidateOptions",
     "ValidationReport",
     "VERDICTS",
+    "vllm_version_option",
 ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import Any, Literal
@@ -141,9 +142,13 @@ class Report:
     def codes(self) -> set[str]:
         return {f.code for f in self.findings}
 
-    def failed(self, *, strict: bool = False) -> bool:
-        """Errors fail; with `strict` warnings fail too."""
-        return bool(self.errors or (strict and self.warnings))
+    def failing(self, *, strict: bool = False, allowed: Collection[str] = ()) -> list[Finding]:
+        """What fails a gate: every error; with `strict` every warning whose code is not `allowed`.
+        The one "report passes" rule: validate --strict, pre-commit and check's static stage apply it."""
+        return self.errors + ([w for w in self.warnings if w.code not in allowed] if strict else [])
+
+    def failed(self, *, strict: bool = False, allowed: Collection[str] = ()) -> bool:
+        return bool(self.failing(strict=strict, allowed=allowed))
 
     def sorted_findings(self) -> list[Finding]:
         order = {level: i for i, level in enumerate(LEVELS)}

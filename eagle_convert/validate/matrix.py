@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from eagle_convert.draft import Checkpoint, CheckpointRef
 from eagle_convert.engines import EngineStatus
+from eagle_convert.jsonable import dump, key
 from eagle_convert.validate.findings import Finding, code_table
 from eagle_convert.validate.run import ValidationReport, open_draft, static_report
 from eagle_convert.vllm_model import (
@@ -94,19 +95,15 @@ class MatrixRow:
         return ", ".join(f"{c} {table[c].slug}" for c in self.codes)
 
     def to_dict(self) -> dict[str, Any]:
-        counts = self.report.counts()
-        return {
-            "engine": self.engine,
-            "release": self.release,
-            "verdict": self.verdict,
-            "codes": list(self.codes),
-            "why": self.why,
-            "vllm_class": self.report.vllm_class,
-            "errors": counts["error"],
-            "warnings": counts["warning"],
-            "infos": counts["info"],
-            "findings": self.report.findings_dicts(),
-        }
+        counts, report = self.report.counts(), self.report
+        return dump(
+            self,
+            "engine release verdict codes why vllm_class errors warnings infos findings",
+            why=self.why,
+            vllm_class=report.vllm_class,
+            **{f"{level}s": counts[level] for level in ("error", "warning", "info")},
+            findings=report.findings_dicts(),
+        )
 
 
 @dataclass(frozen=True)
@@ -128,13 +125,13 @@ class Matrix:
     """Every known release's verdict for one draft; `default` is the release the exit status is for."""
 
     source: str
-    rows: list[MatrixRow]
+    rows: list[MatrixRow] = field(metadata=key("matrix"))
     default: VllmVersionStatus
     target: str | None = None
     layout: str | None = None
     variant: str | None = None
-    seconds: float = 0.0
-    timings: dict[str, float] = field(default_factory=dict)
+    seconds: float = field(default=0.0, metadata=key(ndigits=3))
+    timings: dict[str, float] = field(default_factory=dict, metadata=key(ndigits=3))
     serve_commands: list[Any] = field(default_factory=list)  # engines.ServeCommand: vLLM's, then each engine row's
 
     @property
@@ -189,25 +186,15 @@ class Matrix:
         return "; ".join([p for p in (vllm, *others) if p])
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "source": self.source,
-            "ok": not self.failed(),
-            "default": self.default.to_dict(),
-            "target": self.target,
-            "layout": self.layout,
-            "variant": self.variant,
-            "summary": self.summary(),
-            "as_trained": self.as_trained(),
-            "engines": [
-                {"engine": r.engine, "release": r.release, "verdict": r.verdict, "codes": list(r.codes)}
-                for r in self.engine_rows
-            ],
-            "matrix": [r.to_dict() for r in self.rows],
-            "serve_commands": [c.to_dict() for c in self.serve_commands],
-            "seconds": round(self.seconds, 3),
-            "timings": {k: round(v, 3) for k, v in self.timings.items()},
-        }
+        engines = [dump(r, "engine release verdict codes") for r in self.engine_rows]
+        computed = {"summary": self.summary(), "as_trained": self.as_trained(), "engines": engines}
+        return dump(self, _KEYS, schema_version=SCHEMA_VERSION, ok=not self.failed(), **computed)
+
+
+_KEYS = (
+    "schema_version source ok default target layout variant summary as_trained engines matrix serve_commands seconds "
+    "timings"
+)
 
 
 def summarize(ranges: Sequence[ReleaseRange]) -> str:

@@ -3,7 +3,7 @@
 vLLM does not protect users: a missing tensor loads as uninitialised memory, missing aux ids give
 ~1% acceptance, a d2t with a full vocabulary or colliding aux ids crash only at the first decode.
 Static validation reads config.json, safetensors headers and the small d2t/t2d tensors (no torch,
-time independent of the weights' size); `deep` reads every value; `engine="vllm"` loads the
+time independent of the weights' size); `deep` reads every value; `load="vllm"` loads the
 draft with vLLM's real loader and a sentinel fill. Findings are data (`findings.py`).
 """
 
@@ -17,8 +17,10 @@ from typing import Any
 from eagle_convert.draft import Checkpoint, CheckpointRef, Classified, DraftInfo, classify, describe, open_checkpoint
 from eagle_convert.errors import ConfigError, NotADraftError, UnknownLayoutError, UsageError
 from eagle_convert.extras import require
+from eagle_convert.jsonable import dump, key
 from eagle_convert.validate.deep import DeepSummary, Progress
 from eagle_convert.validate.findings import Report, finding
+from eagle_convert.validate.options import LOADS
 from eagle_convert.vllm_model import (
     FingerprintCheck,
     ServeConfig,
@@ -28,7 +30,6 @@ from eagle_convert.vllm_model import (
 )
 
 SCHEMA_VERSION = 1
-ENGINES = ("vllm",)
 
 
 @dataclass
@@ -45,53 +46,43 @@ class ValidationReport(Report):
     serve: ServeConfig | None = None  # --speculative-config / --max-model-len, as the release reads them
     fingerprints: FingerprintCheck | None = None  # the installed vLLM's deciding code vs its release's (E705)
     notes: dict[str, str] = field(default_factory=dict)  # what a check read or could not do (target weights)
-    serving: Any = None  # engines.EngineStatus: the engine release other than vLLM the verdict is for (--for)
+    # engines.EngineStatus: the engine release other than vLLM the verdict is for (--for)
+    serving: Any = field(default=None, metadata=key("for"))
     serve_commands: list[Any] = field(default_factory=list)  # engines.ServeCommand: how to serve it as trained
     serve_config: Any = None  # engines.GivenServe: the deployment's SGLang / TensorRT-LLM serve config (--serve-config)
-    seconds: float = 0.0
-    timings: dict[str, float] = field(default_factory=dict)
+    seconds: float = field(default=0.0, metadata=key(ndigits=3))
+    timings: dict[str, float] = field(default_factory=dict, metadata=key(ndigits=3))
 
     def to_dict(self) -> dict[str, Any]:
-        counts = self.counts()
-        info = self.info
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "source": self.source,
-            "ok": not self.errors,
-            "errors": counts["error"],
-            "warnings": counts["warning"],
-            "infos": counts["info"],
-            "layout": info.layout if info else None,
-            "variant": info.variant if info else None,
-            "vllm_architecture": info.vllm_architecture if info else None,
-            "vllm_class": self.vllm_class,
-            "target": self.target,
-            "checks": list(self.families_run),
-            "findings": self.findings_dicts(),
-            "deep": self.deep.to_dict() if self.deep else None,
-            "engine": self.engine,
-            "vllm": self.vllm.to_dict() if self.vllm else None,
-            "serve": self.serve.to_dict() if self.serve else None,
-            "fingerprints": self.fingerprints.to_dict() if self.fingerprints else None,
-            "for": self.serving.to_dict() if self.serving is not None else None,
-            "serve_commands": [c.to_dict() for c in self.serve_commands],
-            "serve_config": self.serve_config.to_dict() if self.serve_config is not None else None,
-            "seconds": round(self.seconds, 3),
-            "timings": {k: round(v, 3) for k, v in self.timings.items()},
-            "notes": dict(self.notes),
-        }
-
-
-def _check_args(engine: str | None, target: Any) -> None:
-    if engine is not None and engine not in ENGINES:
-        raise UsageError(f"unknown engine {engine!r}", hint=f"choose from: {', '.join(ENGINES)}")
-    if engine is not None and target is None:
-        raise UsageError(
-            f"{{engine={engine}}} needs {{target}}: vLLM loads a draft only together with its target",
-            options=("engine", "target"),
+        counts, info = self.counts(), self.info
+        return dump(
+            self,
+            _KEYS,
+            schema_version=SCHEMA_VERSION,
+            ok=not self.errors,
+            **{f"{level}s": counts[level] for level in ("error", "warning", "info")},
+            **{k: getattr(info, k) if info else None for k in ("layout", "variant", "vllm_architecture")},
+            checks=list(self.families_run),
+            findings=self.findings_dicts(),
         )
-    if engine == "vllm":
-        require("vllm", "validate {engine=vllm}", options=("engine",))  # before the static checks, not after them
+
+
+_KEYS = (
+    "schema_version source ok errors warnings infos layout variant vllm_architecture vllm_class target checks findings "
+    "deep engine vllm serve fingerprints for serve_commands serve_config seconds timings notes"
+)
+
+
+def _check_args(load: str | None, target: Any) -> None:
+    if load is not None and load not in LOADS:
+        raise UsageError(f"{{load={load!r}}}: expected one of {', '.join(LOADS)}", options=("load",))
+    if load is not None and target is None:
+        raise UsageError(
+            f"{{load={load}}} needs {{target}}: vLLM loads a draft only together with its target",
+            options=("load", "target"),
+        )
+    if load == "vllm":
+        require("vllm", "validate {load=vllm}", options=("load",))  # before the static checks, not after them
 
 
 def validate_checkpoint(
@@ -99,12 +90,12 @@ def validate_checkpoint(
     *,
     target: str | Path | None = None,
     deep: bool = False,
-    engine: str | None = None,
+    load: str | None = None,
     serving_context: int | None = None,
     progress: Progress | None = None,
-    engine_timeout_s: float = 600,
+    load_timeout_s: float = 600,
     chunk_bytes: int | None = None,
-    vllm_version: str | None = None,
+    vllm_version: str | VllmVersionStatus | None = None,
     speculative_config: str | dict[str, Any] | ServeConfig | None = None,
     identity_required: bool = False,
 ) -> ValidationReport:
@@ -114,19 +105,20 @@ def validate_checkpoint(
         ref: the draft (folder, file or hub repo).
         target: the target (folder, `config.json` or hub repo) to cross-check against.
         deep: also read every value (NaN/Inf, zeros, implausible norms) in bounded chunks.
-        engine: "vllm" also loads the draft with the installed vLLM's loader, strictly (needs a
+        load: "vllm" also loads the draft with the installed vLLM's loader, strictly (needs a
             local `target`).
         serving_context: `--max-model-len`, the context the target is served with.
         vllm_version: the release the draft will be served on (default: the installed vLLM, else
-            the newest known release); patch releases read as their minor's newest known one.
-            Every known release at once is `validate.matrix.compatibility_matrix`.
+            the newest known release); patch releases read as their minor's newest known one; or the
+            status a caller resolved already (`check`). Every known release at once is
+            `validate.matrix.compatibility_matrix`.
         speculative_config: the deployment's `--speculative-config` (JSON text, a JSON file, a dict,
             or one already parsed): checked against the draft by the `serve` family, and its
             max_model_len is the context the draft drafts at.
         identity_required: the output must equal the target's (check's [output] identity), so a
             lossy rejection_sample_method is an error, not a warning.
         progress: receives the bytes the deep scan reads.
-        engine_timeout_s: time limit of the vLLM check.
+        load_timeout_s: time limit of the vLLM check.
         chunk_bytes: how much the deep scan checks at a time (default 512 KiB, cache-sized).
 
     Returns:
@@ -136,8 +128,8 @@ def validate_checkpoint(
         EagleConvertError: unreadable inputs; UsageError for an unknown `vllm_version` or a
             speculative config the release refuses.
     """
-    _check_args(engine, target)
-    status = installed_status(vllm_version)
+    _check_args(load, target)
+    status = vllm_version if isinstance(vllm_version, VllmVersionStatus) else installed_status(vllm_version)
     serve = (
         speculative_config
         if isinstance(speculative_config, ServeConfig)
@@ -148,7 +140,7 @@ def validate_checkpoint(
     report = static_report(
         opened, status, serving_context=serving_context, deep=deep, serve=serve, identity_required=identity_required
     )
-    _check_source(report, status, named=vllm_version is not None)
+    _check_source(report, status, named=status.named)
     if opened.last_context is None:  # no config, or not a draft: nothing else applies
         return _done(report, t0)
     ctx = opened.last_context
@@ -168,8 +160,8 @@ def validate_checkpoint(
         report.families_run.append("deep")
         report.timings["deep"] = time.perf_counter() - t2
 
-    if engine == "vllm":
-        report.add(_engine(report, ctx, ckpt, target, engine_timeout_s))
+    if load == "vllm":
+        report.add(_engine(report, ctx, ckpt, target, load_timeout_s))
         report.families_run.append("engine")
         if status.installed is not None and status.why.startswith("--vllm-version"):
             report.notes["engine"] = (
@@ -264,10 +256,7 @@ def static_report(
     )
     if opened.classified is None:
         return report
-    from eagle_convert.vllm_model import read_config
-
-    view = read_config(opened.ckpt.config, status.rules)  # read once: describe and the rules share it
-    info = describe(opened.ckpt, read_vocab=False, release=status.rules, classified=opened.classified, view=view)
+    info = describe(opened.ckpt, status.rules, read_vocab=False, classified=opened.classified)
     report.info = info
     tgt = opened.target
     ctx = build_context(
@@ -278,9 +267,7 @@ def static_report(
         serving_context=(serve.draft_context if serve is not None else None) or serving_context,
         target_model=tgt,
         deep=deep,
-        release=status.rules,
         shared=opened.shared,
-        view=view,
         serve=serve,
         identity_required=identity_required,
     )
@@ -362,9 +349,9 @@ def _engine(report: ValidationReport, ctx: Any, ckpt: Any, target: str | Path | 
     target_ref = CheckpointRef.parse(str(target))
     if not isinstance(ckpt.source, LocalSource) or target_ref.is_hub:
         raise UsageError(
-            "{engine=vllm} needs a local draft folder and a local target folder",
+            "{load=vllm} needs a local draft folder and a local target folder",
             hint="download both first (huggingface-cli download ...)",
-            options=("engine",),
+            options=("load",),
         )
     local = target_ref.local
     if local is None:  # not a hub ref (checked above), so a local path

@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # what type checkers see
         eagle_section,
         flatten_speculators,
         guess_method,
+        inner_config,
         lookup,
         mtp_rewrite,
         read_config,
@@ -82,7 +83,14 @@ if TYPE_CHECKING:  # what type checkers see
         default_aux_ids,
     )
     from eagle_convert.vllm_model.verifier import verifier_problem
-    from eagle_convert.vllm_model.versions import ALL, TESTED_VERSION, VllmVersionStatus, installed_status, status_for
+    from eagle_convert.vllm_model.versions import (
+        ALL,
+        TESTED_VERSION,
+        VllmVersionStatus,
+        default_release,
+        installed_status,
+        status_for,
+    )
     from eagle_convert.vllm_model.weights import Unknown, unknown_name, vllm_name
 else:  # what runs: each name imported from its module on first use
     __getattr__, __dir__ = attach(
@@ -95,6 +103,7 @@ else:  # what runs: each name imported from its module on first use
             "architecture_for_method": "eagle_convert.vllm_model.config",
             "as_list": "eagle_convert.vllm_model.config",
             "eagle_section": "eagle_convert.vllm_model.config",
+            "inner_config": "eagle_convert.vllm_model.config",
             "flatten_speculators": "eagle_convert.vllm_model.config",
             "guess_method": "eagle_convert.vllm_model.config",
             "served_method": "eagle_convert.vllm_model.config",
@@ -158,6 +167,7 @@ else:  # what runs: each name imported from its module on first use
             "ALL": "eagle_convert.vllm_model.versions",
             "TESTED_VERSION": "eagle_convert.vllm_model.versions",
             "VllmVersionStatus": "eagle_convert.vllm_model.versions",
+            "default_release": "eagle_convert.vllm_model.versions",
             "installed_status": "eagle_convert.vllm_model.versions",
             "status_for": "eagle_convert.vllm_model.versions",
             "Unknown": "eagle_convert.vllm_model.weights",
@@ -187,6 +197,7 @@ __all__ = [
     "DRAFT_QUANT_SOURCE",
     "EAGLE3_METHOD",
     "eagle_section",
+    "inner_config",
     "EMBED_SHARING",
     "engine_device_problem",
     "features_of",
@@ -195,6 +206,7 @@ __all__ = [
     "MLA_DIM_DEFAULTS",
     "flatten_speculators",
     "guess_method",
+    "default_release",
     "installed_status",
     "KNOWN_RELEASES",
     "known_fingerprint_releases",

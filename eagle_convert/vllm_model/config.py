@@ -3,8 +3,7 @@
 `read_config(config, release)` follows both of vLLM's config paths (plain and speculators), resolves
 the architecture and implementation class, the flags as the class applies them, the aux ids each
 model runner uses and the aux count the class builds `fc` for, and says when vLLM rewrites the draft
-into an MTP model, all as the named vLLM release does (`releases.py`; default: the installed vLLM's,
-else the newest known). Inspect, validate, upgrade, the reference drafter and smoke all read drafts
+into an MTP model, all as the named vLLM release does (`releases.py`; always given: no default below a command's entry). Inspect, validate, upgrade, the reference drafter and smoke all read drafts
 through it.
 """
 
@@ -69,6 +68,12 @@ def eagle_section(config: dict[str, Any]) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def inner_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A speculators config's `transformer_layer_config` when it is an object ({} otherwise)."""
+    value = config.get("transformer_layer_config")
+    return value if isinstance(value, dict) else {}
+
+
 def as_list(value: Any) -> list[Any]:
     """A config list as a list; any other set value as a one-element list (reported as invalid)."""
     return list(value) if isinstance(value, (list, tuple)) else [value]
@@ -78,7 +83,7 @@ def _positive_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def flatten_speculators(config: dict[str, Any], release: Release | None = None) -> dict[str, Any]:
+def flatten_speculators(config: dict[str, Any], rel: Release) -> dict[str, Any]:
     """The plain config vLLM builds from a speculators config (`SpeculatorsConfig`, `update_eagle3`).
 
     The inner `transformer_layer_config`, with the eagle fields copied from the top level and the
@@ -87,12 +92,10 @@ def flatten_speculators(config: dict[str, Any], release: Release | None = None) 
     0.22.0 or from 0.34.0). Before 0.25.0 `update_eagle3` leaves fc_norm / norm_output alone (the inner
     values count); before 0.24.0 it always picks the Llama class.
     """
-    rel = release or _default_release()
     kind = config.get("speculators_model_type")
     if not speculators_kind_in(kind, rel):
         kind = None  # this release builds no class from it (served.py says why)
-    inner = config.get("transformer_layer_config")
-    flat = dict(inner) if isinstance(inner, dict) else {}
+    flat = dict(inner_config(config))
     flat["draft_vocab_size"] = config.get("draft_vocab_size")
     if config.get("target_hidden_size") is not None:
         flat["target_hidden_size"] = config["target_hidden_size"]
@@ -115,19 +118,12 @@ def speculators_kind_in(kind: Any, release: Release) -> bool:
     return key is None or release.has(key)
 
 
-def _default_release() -> Release:
-    from eagle_convert.vllm_model.versions import default_release
-
-    return default_release()
-
-
 def _in(first: str, rel: Release) -> bool:
     return version_key(rel.version) >= version_key(first)
 
 
-def mtp_rewrite(config: dict[str, Any], release: Release | None = None) -> str | None:
+def mtp_rewrite(config: dict[str, Any], rel: Release) -> str | None:
     """Why vLLM's `SpeculativeConfig.hf_config_override` rewrites this (plain) draft config, or None."""
-    rel = release or _default_release()
     model_type = config.get("model_type")
     archs = config.get("architectures")
     names = [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
@@ -163,9 +159,8 @@ def mtp_rewrite(config: dict[str, Any], release: Release | None = None) -> str |
     return None
 
 
-def registered(architecture: str | None, release: Release | None = None) -> str | None:
-    """The implementation class `release`'s registry maps `architecture` to (None: not registered there)."""
-    rel = release or _default_release()
+def registered(architecture: str | None, rel: Release) -> str | None:
+    """The implementation class `rel`'s registry maps `architecture` to (None: not registered there)."""
     impl = ARCHITECTURES.get(architecture or "")
     needs = ARCHITECTURES_FROM.get(architecture or "")
     until = ARCHITECTURES_UNTIL.get(architecture or "")
@@ -260,7 +255,7 @@ class VllmDraftConfig:
     aux_ids_v2_where: str
     aux_count: int | None  # A: aux hidden states the class builds fc for (0 without aux states)
     aux_count_source: str
-    release: Release = field(default_factory=lambda: _default_release())
+    release: Release
     # Each flag as written anywhere in config.json (top level, transformer_layer_config, eagle_config):
     # compared with `flags` it says where a release drops a flag the producer set.
     written: dict[str, bool] = field(default_factory=dict)
@@ -306,14 +301,11 @@ class VllmDraftConfig:
         return default_aux_ids(num_target_layers) if num_target_layers else None
 
 
-def read_config(config: dict[str, Any], release: Release | None = None) -> VllmDraftConfig:
-    """Read `config` (a draft's config.json) the way vLLM `release` does; never raises on odd values.
+def read_config(config: dict[str, Any], rel: Release) -> VllmDraftConfig:
+    """Read `config` (a draft's config.json) the way vLLM release `rel` does; never raises on odd values.
 
-    Args:
-        config: the draft's config.json.
-        release: the vLLM release (default: the installed vLLM's, else the newest known).
+    The release is the caller's (each command resolves it once at its entry: `versions.default_release`).
     """
-    rel = release or _default_release()
     speculators = "speculators_model_type" in config
     kind = config.get("speculators_model_type") if speculators else None
     vcfg = flatten_speculators(config, rel) if speculators else dict(config)
@@ -345,10 +337,8 @@ def read_config(config: dict[str, Any], release: Release | None = None) -> VllmD
         count, count_src = _aux_count(vcfg, cls or DRAFT_CLASSES["Eagle3LlamaForCausalLM"])
     v1, v1_where = _aux_ids_v1(vcfg, rel)
     v2, v2_where = _aux_ids_v2(vcfg, rel)
-    inner = config.get("transformer_layer_config") if isinstance(config.get("transformer_layer_config"), dict) else {}
     written = {
-        f: any(bool(src.get(f)) for src in (config, inner, eagle_section(config)) if isinstance(src, dict))
-        for f in FLAG_NAMES
+        f: any(bool(src.get(f)) for src in (config, inner_config(config), eagle_section(config))) for f in FLAG_NAMES
     }
     return VllmDraftConfig(
         config=config,

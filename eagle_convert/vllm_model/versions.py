@@ -59,6 +59,11 @@ class VllmVersionStatus:
         return release(self.release)
 
     @property
+    def named(self) -> bool:
+        """Whether the release was named (`--vllm-version`, a policy's), not the installed or the newest."""
+        return self.why.startswith("--vllm-version")
+
+    @property
     def verified(self) -> bool:
         """Whether the rules applied were read from the release served (or its deciding code matches them)."""
         return not self.outside or self.matched is not None

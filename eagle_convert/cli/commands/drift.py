@@ -2,86 +2,34 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import click
 
-from eagle_convert.measure import PROMPTS_HELP  # the suites' names, as smoke's --prompts
+from eagle_convert.cli.options import dataclass_options
+from eagle_convert.drift import DriftOptions
+from eagle_convert.optionspec import nested, option
+
+
+@dataclass(frozen=True)
+class DriftCommand:
+    """`drift`'s options: the target, what to measure (`DriftOptions`) and the output."""
+
+    target: str = option(help="The target model folder the drafts speculate for.")
+    drift: DriftOptions = nested(DriftOptions)
+    json: bool = option(False, help="Print the report as JSON.")
+    plot: str | None = option(
+        None,
+        path=True,
+        help="Write a PNG: sink share, fed-back RMS and conditional acceptance by depth, a line per draft, "
+        "a row per bucket.",
+    )
 
 
 @click.command("drift")
 @click.argument("drafts", nargs=-1, required=True, metavar="DRAFT [DRAFT ...]")
-@click.option("--target", required=True, help="The target model folder the drafts speculate for.")
-@click.option("--prompts", "prompts_file", metavar="NAME|FILE|DIR", default=None, help=PROMPTS_HELP)
-@click.option("--category", "categories", multiple=True, help="Only prompts of this category (repeatable).")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N prompts per category.")
-@click.option(
-    "--depth",
-    type=click.IntRange(min=1),
-    default=8,
-    show_default=True,
-    help="Draft steps per round (the chain's k), beyond the serving k on purpose.",
-)
-@click.option(
-    "--sink-tokens",
-    type=click.IntRange(min=1),
-    default=4,
-    show_default=True,
-    help="The first context positions counted as attention sinks.",
-)
-@click.option(
-    "--max-new-tokens",
-    type=click.IntRange(min=1),
-    default=64,
-    show_default=True,
-    help="Tokens generated per prompt; every draft round is one position drafted from.",
-)
-@click.option(
-    "--buckets",
-    default="natural",
-    show_default=True,
-    help="Context lengths to measure, e.g. natural,256,1024 (prompts padded with neutral filler text).",
-)
-@click.option(
-    "--chat-template",
-    "chat_templates",
-    multiple=True,
-    help="Jinja template (file or literal) replacing the target's, 'none' for raw text; repeat to compare "
-    "templates. Default: the target's own.",
-)
-@click.option("--device", default=None, help="Where the reference engine runs (cpu, cuda). Default: cuda if present.")
-@click.option(
-    "--cross-check",
-    "cross_check",
-    type=click.Choice(["vllm"]),
-    default=None,
-    help="Also read each draft's fed-back RMS by depth from vLLM's own draft model on the same prompts "
-    "and compare it with the reference engine's (one vLLM engine start per draft; exit 1 when a depth "
-    "differs by more than the tolerance, docs/drift.md).",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option(
-    "--plot",
-    "plot_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Write a PNG: sink share, fed-back RMS and conditional acceptance by depth, a line per draft, "
-    "a row per bucket.",
-)
-def drift_cmd(
-    drafts: tuple[str, ...],
-    target: str,
-    prompts_file: str | None,
-    categories: tuple[str, ...],
-    limit: int | None,
-    depth: int,
-    sink_tokens: int,
-    max_new_tokens: int,
-    buckets: str,
-    chat_templates: tuple[str, ...],
-    device: str | None,
-    cross_check: str | None,
-    as_json: bool,
-    plot_path: str | None,
-) -> None:
+@dataclass_options(DriftCommand, "opts")
+def drift_cmd(drafts: tuple[str, ...], opts: DriftCommand) -> None:
     """Show attention drift of each DRAFT against --target: as the draft chain deepens, the share
     of attention on the sink tokens, on the rest of the context and on the draft's own tokens, the
     RMS of the fed-back hidden state and of each aux input, and the conditional acceptance, per depth,
@@ -96,32 +44,20 @@ def drift_cmd(
     from eagle_convert.cli.progress import ProgressDisplay
     from eagle_convert.drift import run_drift
     from eagle_convert.errors import UsageError
-    from eagle_convert.measure import parse_buckets, resolve_suite, select_suite
+    from eagle_convert.measure import resolve_suite, select_suite
 
+    plot_path, as_json, d = opts.plot, opts.json, opts.drift
     if plot_path is not None and not plot_path.lower().endswith(".png"):
         raise UsageError(f"--plot: {plot_path} must end in .png")
     if plot_path is not None:
         from eagle_convert.drift import require_drift_plot
 
         require_drift_plot()
-    prompts = select_suite(resolve_suite(prompts_file), categories, limit)
+    prompts = select_suite(resolve_suite(d.select.prompts), d.select.categories, d.select.limit)
     for line in prompts.notices:
         click.echo(f"Note: {line}", err=True)
     with ProgressDisplay(json_mode=as_json) as display:
-        report = run_drift(
-            target,
-            list(drafts),
-            prompts=prompts,
-            depth=depth,
-            sink_tokens=sink_tokens,
-            max_new_tokens=max_new_tokens,
-            buckets=parse_buckets(buckets),
-            chat_templates=list(chat_templates) or [None],
-            device=device,
-            cross_check=cross_check,
-            progress=display.say,
-            on_tick=display.tick,
-        )
+        report = run_drift(opts.target, list(drafts), d, prompts=prompts, progress=display.say, on_tick=display.tick)
     if plot_path is not None:
         from eagle_convert.drift import plot_drift
 

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
-from eagle_convert.cache import CaptureOptions
+from eagle_convert.cache import CAPTURE_ENGINES, CaptureOptions
 from eagle_convert.cli.commands._interrupt import output_detail
 from eagle_convert.cli.deprecated import renamed_option
 from eagle_convert.cli.interrupt import on_interrupt
-from eagle_convert.cli.options import cache_options, dataclass_options
+from eagle_convert.cli.options import dataclass_options
 from eagle_convert.errors import UsageError
 from eagle_convert.finetune import FinetuneOptions
+from eagle_convert.optionspec import nested, option
 
 CAPTURE_FIELDS = (
     "dtype",
@@ -24,51 +26,38 @@ CAPTURE_FIELDS = (
 )  # the capture settings finetune --capture takes
 
 
+@dataclass(frozen=True)
+class FinetuneCommand:
+    """`finetune`'s options: the target, the output, the training (`FinetuneOptions`), the capture cache."""
+
+    target: str = option(metavar="TARGET", help="The target model folder the draft speculates for.")
+    out: str = option(metavar="OUT", help="New folder for the fine-tuned draft (vLLM layout, written atomically).")
+    finetune: FinetuneOptions = nested(FinetuneOptions)
+    cache: str | None = option(
+        None,
+        metavar="CACHE",
+        help="Train from this capture cache (eagle-convert capture): its sequences and the target features in it; "
+        "the target is not loaded (its embedding is read from its files). With --capture: the folder to capture "
+        "into (default OUT.cache).",
+    )
+    capture: str | None = option(
+        None,
+        choices=CAPTURE_ENGINES,
+        help="Capture the training data first (vllm: the target in vLLM, tensor parallel if asked; reference: the "
+        "torch target) into --cache, then train from the cache. A killed run resumes the cache.",
+    )
+    capture_opts: CaptureOptions = nested(CaptureOptions, only=CAPTURE_FIELDS)
+    force: bool = option(
+        False, help="Replace an existing OUT (atomically); with --capture, also restart a cache of other data."
+    )
+    json: bool = option(False, help="Print the plan and the result as JSON.")
+
+
 @click.command("finetune")
 @click.argument("draft")
-@click.option("--target", required=True, metavar="TARGET", help="The target model folder the draft speculates for.")
-@click.option(
-    "--out",
-    "out",
-    required=True,
-    type=click.Path(path_type=Path),
-    metavar="OUT",
-    help="New folder for the fine-tuned draft (vLLM layout, written atomically).",
-)
 @renamed_option("--prompts", "--train-prompts")
-@dataclass_options(FinetuneOptions, "opts")
-@cache_options(
-    cache_help="Train from this capture cache (eagle-convert capture): its sequences and the target features in it; "
-    "the target is not loaded (its embedding is read from its files). With --capture: the folder to capture "
-    "into (default OUT.cache).",
-    capture_help="Capture the training data first (vllm: the target in vLLM, tensor parallel if asked; reference: the "
-    "torch target) into --cache, then train from the cache. A killed run resumes the cache.",
-)
-@dataclass_options(
-    CaptureOptions,
-    "capture_opts",
-    only=CAPTURE_FIELDS,
-    help_extra={k: "With --capture." for k in CAPTURE_FIELDS},
-)
-@click.option(
-    "--force",
-    is_flag=True,
-    help="Replace an existing OUT (atomically); with --capture, also restart a cache of other data.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the plan and the result as JSON.")
-@click.pass_context
-def finetune_cmd(
-    ctx: click.Context,
-    draft: str,
-    target: str,
-    out: Path,
-    opts: FinetuneOptions,
-    cache: Path | None,
-    capture_engine: str | None,
-    capture_opts: CaptureOptions,
-    force: bool,
-    as_json: bool,
-) -> None:
+@dataclass_options(FinetuneCommand, "opts", help_extra={f"capture_opts.{k}": "With --capture." for k in CAPTURE_FIELDS})
+def finetune_cmd(draft: str, opts: FinetuneCommand) -> None:
     """Fine-tune DRAFT (typically an `upgrade`d EAGLE-3.1 draft) against TARGET into the new folder OUT.
 
     The training data is TARGET's own greedy continuation of each prompt, rendered with the chat
@@ -87,26 +76,28 @@ def finetune_cmd(
     from eagle_convert.cli.render.finetune import FinetuneProgress, render_plan, render_result
     from eagle_convert.finetune import plan_finetune, run_finetune, serve_torchrun, torchrun_world
 
+    cmd, train = opts, opts.finetune
+    out, cache = Path(cmd.out), None if cmd.cache is None else Path(cmd.cache)
     world = torchrun_world()
     if world is not None:  # one of torchrun's ranks (docs/scale.md): rank 0 runs the fine-tune, the rest train
         # torchrun's own parser takes `--nproc` for its `--nproc-per-node`: the world size is the default here
-        if opts.nproc not in (1, world[1]):
-            raise UsageError(f"--nproc {opts.nproc}: torchrun started {world[1]} processes; leave --nproc out")
-        opts = replace(opts, nproc=world[1])
+        if train.nproc not in (1, world[1]):
+            raise UsageError(f"--nproc {train.nproc}: torchrun started {world[1]} processes; leave --nproc out")
+        train = replace(train, nproc=world[1])
         if world[0] > 0:
             serve_torchrun()
             return
     on_interrupt(output_detail(out, draft))
-    capture = None if capture_engine is None else replace(capture_opts, engine=capture_engine)
-    plan = plan_finetune(draft, target, out, opts, force=force, cache=cache, capture=capture)
+    capture = None if cmd.capture is None else replace(cmd.capture_opts, engine=cmd.capture)
+    plan = plan_finetune(draft, cmd.target, out, train, force=cmd.force, cache=cache, capture=capture)
     for line in plan.notices:
         click.echo(f"Note: {line}", err=True)
     screen = console()
-    if not as_json:
+    if not cmd.json:
         render_plan(screen, plan)
-    with ProgressDisplay(json_mode=as_json) as display:
+    with ProgressDisplay(json_mode=cmd.json) as display:
         result = run_finetune(plan, progress=FinetuneProgress(display))
-    if as_json:
+    if cmd.json:
         echo_json({"plan": plan.to_dict(), "result": result.to_dict()})
     else:
         render_result(screen, plan, result)

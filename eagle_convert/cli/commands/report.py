@@ -2,51 +2,42 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
-from eagle_convert.cli.options import dataclass_options, param_name
-from eagle_convert.measure import NATURAL
+from eagle_convert.cli.options import dataclass_options
+from eagle_convert.optionspec import nested, option
 from eagle_convert.report import ReportOptions
+
+
+@dataclass(frozen=True)
+class ReportCommand:
+    """`report`'s options: the target, the folder, what to build and measure (`ReportOptions`), the key."""
+
+    target: str = option(metavar="TARGET", help="The target model folder the draft speculates for.")
+    out: str = option(
+        metavar="DIR",
+        help="Report folder: new, or an earlier report's folder to resume it (unchanged stages are skipped).",
+    )
+    report: ReportOptions = nested(ReportOptions)
+    api_key: str | None = option(
+        None,
+        envvar="OPENAI_API_KEY",
+        help="Bearer key for the --server and --baseline-server URLs (never printed or recorded).",
+    )
+    json: bool = option(False, help="Print report.json to stdout.")
 
 
 @click.command("report")
 @click.argument("draft")
-@click.option("--target", required=True, metavar="TARGET", help="The target model folder the draft speculates for.")
-@click.option(
-    "--out",
-    "out",
-    required=True,
-    type=click.Path(path_type=Path),
-    metavar="DIR",
-    help="Report folder: new, or an earlier report's folder to resume it (unchanged stages are skipped).",
-)
 @dataclass_options(
-    ReportOptions,
+    ReportCommand,
     "opts",
-    defaults={"buckets": (NATURAL, 1024), "concurrency": None},
-    help_extra={"concurrency": "Default with --engine vllm: 1,4,16; 'none' turns it off."},
+    help_extra={"report.measure.concurrency": "Default with --engine vllm: 1,4,16; 'none' turns it off."},
 )
-@click.option(
-    "--api-key",
-    default=None,
-    envvar="OPENAI_API_KEY",
-    show_envvar=True,
-    help="Bearer key for the --server and --baseline-server URLs (never printed or recorded).",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print report.json to stdout.")
-@click.pass_context
-def report_cmd(
-    ctx: click.Context,
-    draft: str,
-    target: str,
-    out: Path,
-    opts: ReportOptions,
-    api_key: str | None,
-    as_json: bool,
-) -> None:
+def report_cmd(draft: str, opts: ReportCommand) -> None:
     """Inspect DRAFT, upgrade it to EAGLE-3.1 (identity and calibrated fc_norm), fine-tune, validate,
     and measure every variant against TARGET on the same prompts, buckets and engine.
 
@@ -60,15 +51,9 @@ def report_cmd(
     130 when interrupted.
     """
     from eagle_convert.cli.interrupt import on_interrupt
-    from eagle_convert.measure import DEFAULT_CONCURRENCY
     from eagle_convert.report import run_report
 
-    if opts.speculative_config is not None:  # k from the config unless -k was given, as smoke takes it
-        if ctx.get_parameter_source(param_name("opts", "k")) == click.core.ParameterSource.DEFAULT:
-            opts = replace(opts, k=None)
-    if opts.concurrency is None:  # unset: 1,4,16 on vLLM, none on the reference engine
-        levels = DEFAULT_CONCURRENCY if opts.resolved_engine() == "vllm" else ()
-        opts = replace(opts, concurrency=tuple(levels))
+    out, as_json = Path(opts.out), opts.json
     events: list[object] = []
 
     def resume() -> str:  # read when interrupted: how many stages had finished by then
@@ -82,13 +67,13 @@ def report_cmd(
     with ProgressDisplay(json_mode=as_json) as display:
         result = run_report(
             draft,
-            target,
+            opts.target,
             out,
-            opts,
+            opts.report,
             progress=display.say,
             on_stage=events.append,
             on_tick=display.tick,
-            api_key=api_key or None,
+            api_key=opts.api_key or None,
         )
     if as_json:
         from eagle_convert.cli.output import echo_json

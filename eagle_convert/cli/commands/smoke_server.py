@@ -1,102 +1,39 @@
 """`smoke --server URL [--server URL ...] --baseline-server URL0`: the deployment itself, measured.
 
-The options live on `smoke` (`cli/commands/smoke.py` declares them with `server_options`); this
-module runs `served.run_served` with them, prints the table or `--json` (smoke's shape, engine
-"server"), draws `--plot` (`served.plot_served`) and on Ctrl-C names the levels already measured.
+The options live on `smoke` (from `Servers` here and `served.ServerOptions`); this module runs
+`served.run_served` with them, prints the table or `--json` (smoke's shape, engine "server"), draws `--plot` (`served.plot_served`) and on Ctrl-C names the levels already measured.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
 import click
 
+from eagle_convert.optionspec import option
+
 if TYPE_CHECKING:
     from eagle_convert.measure import MeasureOptions
-    from eagle_convert.served import ServedLevel, ServedServer
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def server_options(f: F) -> F:
-    """`--server`, `--label`, `--baseline-server`, `--api-key`, `--request-timeout`, `--timeout`,
-    `--max-failed`, `--timing-only`, `--exclusive`."""
-    for opt in reversed(
-        [
-            click.option(
-                "--server",
-                "servers",
-                multiple=True,
-                metavar="URL",
-                help="Measure a running OpenAI-compatible server with the draft (vllm serve --speculative-config) "
-                "instead of loading models: AL and per-position acceptance from its /metrics counters, per-user "
-                "tokens/s from streamed requests. Repeatable, one per draft compared (docs/serve.md).",
-            ),
-            click.option("--label", "labels", multiple=True, help="A name for each --server, in order."),
-            click.option(
-                "--baseline-server",
-                default=None,
-                metavar="URL",
-                help="The same target served without speculation: the per-user speedups are over it.",
-            ),
-            click.option(
-                "--api-key",
-                default=None,
-                envvar="OPENAI_API_KEY",
-                show_envvar=True,
-                help="Bearer key for the servers (never printed).",
-            ),
-            click.option(
-                "--request-timeout",
-                type=click.FloatRange(min=0.1),
-                default=300.0,
-                show_default=True,
-                help="Seconds one request (and any silence mid-stream) may take.",
-            ),
-            click.option(
-                "--timeout",
-                "run_timeout",
-                type=click.FloatRange(min=1),
-                default=None,
-                help="Seconds the whole --server run may take.",
-            ),
-            click.option(
-                "--max-failed",
-                type=click.FloatRange(0, 1),
-                default=0.1,
-                show_default=True,
-                help="A level where a larger share of requests failed gives no figure.",
-            ),
-            click.option(
-                "--timing-only",
-                is_flag=True,
-                help="Measure a server without spec-decode counters (another engine) for per-user tokens/s and "
-                "speedups only, without acceptance.",
-            ),
-            click.option(
-                "--exclusive",
-                is_flag=True,
-                help="Other traffic that moves a server's counters is an error (default: a note beside the figure).",
-            ),
-        ]
-    ):
-        f = opt(f)
-    return f
+    from eagle_convert.served import ServedLevel, ServedServer, ServerOptions
 
 
 @dataclass(frozen=True)
-class ServerArgs:
-    servers: tuple[str, ...]
-    labels: tuple[str, ...]
-    baseline_server: str | None
-    api_key: str | None
-    request_timeout: float
-    run_timeout: float | None
-    max_failed: float
-    timing_only: bool
-    exclusive: bool
+class Servers:
+    """`smoke --server`'s URLs: the drafts' servers, their names and the baseline (the rest is `ServerOptions`)."""
+
+    servers: tuple[str, ...] = option(
+        flag="--server",
+        multiple=True,
+        metavar="URL",
+        help="Measure a running OpenAI-compatible server with the draft (vllm serve --speculative-config) "
+        "instead of loading models: AL and per-position acceptance from its /metrics counters, per-user "
+        "tokens/s from streamed requests. Repeatable, one per draft compared (docs/serve.md).",
+    )
+    labels: tuple[str, ...] = option(flag="--label", multiple=True, help="A name for each --server, in order.")
+    baseline_server: str | None = option(
+        None, metavar="URL", help="The same target served without speculation: the per-user speedups are over it."
+    )
 
 
 def _level_line(server: ServedServer, lv: ServedLevel) -> str:
@@ -105,14 +42,16 @@ def _level_line(server: ServedServer, lv: ServedLevel) -> str:
     return f"{where} {al}" if server.k is not None else where
 
 
-def smoke_server(opts: MeasureOptions, args: ServerArgs, *, as_json: bool, plot_path: str | None) -> None:
+def smoke_server(
+    opts: MeasureOptions, args: Servers, sopts: ServerOptions, *, as_json: bool, plot_path: str | None
+) -> None:
     """Run `smoke --server` and print its report."""
     from eagle_convert.cli.interrupt import on_interrupt
     from eagle_convert.cli.output import console, echo_json
     from eagle_convert.cli.progress import ProgressDisplay
     from eagle_convert.errors import UsageError
     from eagle_convert.measure import resolve_suite, select_suite
-    from eagle_convert.served import ServerOptions, run_served
+    from eagle_convert.served import run_served
 
     if plot_path is not None and not plot_path.lower().endswith(".png"):
         raise UsageError(f"--plot: {plot_path} must end in .png")
@@ -125,9 +64,6 @@ def smoke_server(opts: MeasureOptions, args: ServerArgs, *, as_json: bool, plot_
         click.echo(f"Note: {line}", err=True)
     measured: list[str] = []
     on_interrupt(lambda: f"; measured: {', '.join(measured)}" if measured else "; no level was measured")
-    sopts = ServerOptions(
-        args.api_key, args.request_timeout, args.run_timeout, args.max_failed, args.exclusive, args.timing_only
-    )
     with ProgressDisplay(json_mode=as_json) as display:
         report = run_served(
             args.servers,

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from eagle_convert.cache import CaptureOptions
+from eagle_convert.cache import CAPTURE_ENGINES, CaptureOptions
 from eagle_convert.cli.commands._interrupt import output_detail
 from eagle_convert.cli.deprecated import positional_to_option, renamed_option
 from eagle_convert.cli.interrupt import on_interrupt
-from eagle_convert.cli.options import cache_options, dataclass_options
+from eagle_convert.cli.options import dataclass_options
+from eagle_convert.optionspec import nested, option
 from eagle_convert.upgrade import UpgradeOptions
 
 if TYPE_CHECKING:
@@ -24,60 +26,48 @@ if TYPE_CHECKING:
 PROGRESS_MIN_BYTES = 64 << 20  # smaller checkpoints finish before a bar is worth drawing
 
 
+CAPTURE_FIELDS = ("tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend")
+
+
+@dataclass(frozen=True)
+class UpgradeCommand:
+    """`upgrade`'s options: the output, the target, the conversion (`UpgradeOptions`), calibration's capture."""
+
+    out: str = option(metavar="OUT", help="New folder for the EAGLE-3.1 draft (written atomically).")
+    target: str | None = option(
+        None,
+        metavar="TARGET",
+        help="Target model (folder, config.json or org/name): its layer count gives vLLM's default aux ids "
+        "(2, N//2, N-3); it is also the verifier written by --layout speculators.",
+    )
+    dry_run: bool = option(False, help="Print the plan (renames, additions, config diff, files, bytes); write nothing.")
+    force: bool = option(False, help="Replace an existing OUT (atomically).")
+    upgrade: UpgradeOptions = nested(UpgradeOptions)
+    cache: str | None = option(
+        None,
+        metavar="CACHE",
+        help="--init calibrated: read the aux states from this capture cache (eagle-convert capture) instead of "
+        "running --target; with --capture, the folder to capture the calibration prompts into (default "
+        "OUTPUT.cache).",
+    )
+    capture: str | None = option(
+        None,
+        choices=CAPTURE_ENGINES,
+        help="--init calibrated: capture the calibration prompts with this engine (vllm: tensor parallel if asked "
+        "with --tensor-parallel-size) into --cache first, then calibrate from the cache.",
+    )
+    capture_opts: CaptureOptions = nested(CaptureOptions, only=CAPTURE_FIELDS)
+    json: bool = option(False, help="Print the plan (and result) as JSON.")
+
+
 @click.command("upgrade")
 @click.argument("checkpoint")
 @positional_to_option("--out", old_form="upgrade CHECKPOINT OUTPUT", new_form="upgrade CHECKPOINT --out OUT")
-@click.option(
-    "--out",
-    "output",
-    required=True,
-    type=click.Path(path_type=Path),
-    metavar="OUT",
-    help="New folder for the EAGLE-3.1 draft (written atomically).",
-)
-@click.option(
-    "--target",
-    metavar="TARGET",
-    help="Target model (folder, config.json or org/name): its layer count gives vLLM's default aux ids "
-    "(2, N//2, N-3); it is also the verifier written by --layout speculators.",
-)
-@click.option(
-    "--dry-run", is_flag=True, help="Print the plan (renames, additions, config diff, files, bytes); write nothing."
-)
-@click.option("--force", is_flag=True, help="Replace an existing OUT (atomically).")
 @renamed_option("--prompts", "--calibration-prompts")
-@dataclass_options(UpgradeOptions, "opts")
-@cache_options(
-    cache_help="--init calibrated: read the aux states from this capture cache (eagle-convert capture) instead of "
-    "running --target; with --capture, the folder to capture the calibration prompts into (default "
-    "OUTPUT.cache).",
-    capture_help="--init calibrated: capture the calibration prompts with this engine (vllm: tensor parallel if asked "
-    "with --tensor-parallel-size) into --cache first, then calibrate from the cache.",
-)
 @dataclass_options(
-    CaptureOptions,
-    "capture_opts",
-    only=("tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend"),
-    help_extra={
-        k: "With --capture vllm."
-        for k in ("tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend")
-    },
+    UpgradeCommand, "cmd", help_extra={f"capture_opts.{k}": "With --capture vllm." for k in CAPTURE_FIELDS}
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the plan (and result) as JSON.")
-@click.pass_context
-def upgrade_cmd(
-    ctx: click.Context,
-    checkpoint: str,
-    output: Path,
-    target: str | None,
-    dry_run: bool,
-    force: bool,
-    opts: UpgradeOptions,
-    cache: Path | None,
-    capture_engine: str | None,
-    capture_opts: CaptureOptions,
-    as_json: bool,
-) -> None:
+def upgrade_cmd(checkpoint: str, cmd: UpgradeCommand) -> None:
     """Upgrade the EAGLE-3 draft CHECKPOINT to EAGLE-3.1 into the new folder OUT.
 
     Adds one RMSNorm weight per aux hidden state (fc_norm.{i}.weight, ones, fc.weight's dtype), sets
@@ -89,6 +79,8 @@ def upgrade_cmd(
     from eagle_convert.cli.output import console, echo_json
     from eagle_convert.upgrade import UpgradeRun, upgrade_draft
 
+    opts, output, target, as_json, dry_run = cmd.upgrade, Path(cmd.out), cmd.target, cmd.json, cmd.dry_run
+    cache = None if cmd.cache is None else Path(cmd.cache)
     if opts.init == "calibrated":  # before reading (or downloading) anything
         from eagle_convert.extras import require
         from eagle_convert.finetune import CALIBRATE_MODULES
@@ -99,7 +91,7 @@ def upgrade_cmd(
 
     from dataclasses import replace
 
-    capture = None if capture_engine is None else replace(capture_opts, engine=capture_engine)
+    capture = None if cmd.capture is None else replace(cmd.capture_opts, engine=cmd.capture)
     if (cache is not None or capture is not None) and opts.init != "calibrated":
         from eagle_convert.errors import UsageError
 
@@ -121,7 +113,7 @@ def upgrade_cmd(
         output,
         opts,
         target=target,
-        force=force,
+        force=cmd.force,
         dry_run=dry_run,
         calibrate=calibrate if opts.init == "calibrated" or opts.calibration_prompts is not None else None,
         on_plan=show_plan,

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from eagle_convert.draft import Checkpoint, DraftInfo, Target
 from eagle_convert.io import TensorInfo
-from eagle_convert.vllm_model import MAX_COUNT, Release, ServeConfig, VllmDraftConfig, read_config, vllm_name
+from eagle_convert.vllm_model import MAX_COUNT, Release, ServeConfig, VllmDraftConfig, vllm_name
 
 __all__ = ["Context", "build_context"]
 
@@ -113,15 +113,13 @@ def build_context(
     serving_context: int | None = None,
     target_model: Any = None,
     deep: bool = False,
-    release: Release | None = None,
     shared: dict[Hashable, Any] | None = None,
-    view: VllmDraftConfig | None = None,
     serve: ServeConfig | None = None,
     identity_required: bool = False,
 ) -> Context:
-    """The Context for one release; Contexts of one checkpoint may pass one `shared` memo, and
-    `view` when `read_config(ckpt.config, release)` was read already."""
-    view = view or read_config(ckpt.config, release)
+    """The Context for the release `info` was described for (`info.view`, read once by the command's
+    entry); Contexts of one checkpoint may pass one `shared` memo."""
+    view = info.view
     env = _symbols(view.vcfg, view.flags, view.aux_count, target)
     ctx = Context(
         ckpt,

@@ -16,7 +16,7 @@ from typing import Any
 
 from eagle_convert.validate.findings import Finding, Impact, finding
 from eagle_convert.validate.rules.context import Context
-from eagle_convert.vllm_model import FLAG_NAMES, eagle_section, lookup, verifier_problem
+from eagle_convert.vllm_model import FLAG_NAMES, eagle_section, inner_config, lookup, verifier_problem
 
 TOP, INNER, EAGLE = "the top level", "transformer_layer_config", "eagle_config"
 _FC_NORM = re.compile(r"^fc_norm\.\d+\.weight$")
@@ -27,15 +27,10 @@ def check(ctx: Context) -> list[Finding]:
     return [*lost_flags(ctx), *mirrored(ctx), *use_aux_on_v2(ctx), *verifier(ctx)]
 
 
-def _inner(config: dict[str, Any]) -> dict[str, Any]:
-    inner = config.get("transformer_layer_config")
-    return inner if isinstance(inner, dict) else {}
-
-
 def written_at(ctx: Context, flag: str) -> dict[str, Any]:
     """Where config.json sets `flag`, and to what: {location: value}."""
     cfg = ctx.config
-    places = {TOP: cfg, INNER: _inner(cfg) if ctx.speculators else {}, EAGLE: eagle_section(cfg)}
+    places = {TOP: cfg, INNER: inner_config(cfg) if ctx.speculators else {}, EAGLE: eagle_section(cfg)}
     return {where: src[flag] for where, src in places.items() if flag in src}
 
 
@@ -106,7 +101,7 @@ def mirrored(ctx: Context) -> list[Finding]:
     """W308: speculators flags that top level and transformer_layer_config do not both hold equally."""
     if not ctx.speculators:
         return []
-    cfg, inner = ctx.config, _inner(ctx.config)
+    cfg, inner = ctx.config, inner_config(ctx.config)
     listed = [f for f in FLAG_NAMES if (f in cfg or f in inner) and (f not in inner or inner.get(f) != cfg.get(f))]
     if not listed:
         return []

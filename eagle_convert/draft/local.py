@@ -1,0 +1,76 @@
+"""The local folder of a draft or target a command runs: one policy, one set of one-line errors.
+
+Every command that loads weights from a folder (smoke, drift, report, finetune, push, check's
+engine stages) asks `local_checkpoint`. A draft's config.json may sit where the checkpoint reader
+finds it (root, `model/`, `model/consolidated/`); a target's sits at its root. The draft must be
+one the command handles and the target must not be a draft (`kind.py`), so swapped arguments read
+the same everywhere. Only commands that take a hub repo (check) download one, into the normal
+Hugging Face cache (`io.HubSource`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from eagle_convert.draft.checkpoint import CheckpointRef, open_checkpoint
+from eagle_convert.draft.kind import ensure_draft, ensure_target_config
+from eagle_convert.errors import CheckpointNotFoundError
+from eagle_convert.io import missing_path_error, suggestion
+
+__all__ = ["local_checkpoint"]
+
+
+def local_checkpoint(ref: str | Path, role: str, command: str, *, hub: bool = False) -> Path:
+    """The resolved local folder of `ref`, the `role` ("draft", "target", "baseline") of `command`.
+
+    Args:
+        ref: a folder as the user gave it (`~` expanded), or with `hub` a repo `org/name[@revision]`.
+        role: how the messages name it; "target" is checked as a target, any other role as a draft.
+        command: the command (`ensure_draft`'s refusals, and the fix a missing folder names).
+        hub: whether a hub repo is accepted (downloaded whole).
+
+    Raises:
+        CheckpointNotFoundError: `role ref: no such folder`, `role ref: no config.json`, or (with
+            `hub`) what `inspect` says of a missing path.
+        NotADraftError: a draft role that is no draft `command` handles, or a target that is a draft.
+    """
+    parsed = CheckpointRef.parse(str(ref)) if hub else None
+    if parsed is not None and parsed.is_hub:
+        return _downloaded(parsed, role)
+    p = Path(ref).expanduser()
+    if not p.is_dir():
+        if hub:
+            raise missing_path_error(p)
+        raise CheckpointNotFoundError(
+            f"{role} {ref}: no such folder", hint=suggestion(p) or f"{command} needs a local checkpoint folder"
+        )
+    if role == "target":
+        has_config = (p / "config.json").is_file()
+        if has_config:
+            ensure_target_config(json.loads((p / "config.json").read_text()), f"target {ref}")
+    else:
+        ckpt = open_checkpoint(p)
+        has_config = ckpt.has_config
+        if has_config:  # a target, MTP head, Medusa ... or a draft this command cannot handle: one line, exit 1
+            ensure_draft(ckpt, command)
+    if not has_config:
+        raise CheckpointNotFoundError(f"{role} {ref}: no config.json")
+    return p.resolve()
+
+
+def _downloaded(ref: CheckpointRef, role: str) -> Path:
+    """Every file of hub repo `ref` in the Hugging Face cache; the folder of its root config.json."""
+    from eagle_convert.io import HubSource
+
+    src = HubSource(ref.repo, ref.revision)  # type: ignore[arg-type]
+    names = src.list_files()
+    if "config.json" not in names:
+        raise CheckpointNotFoundError(f"{role} {ref.text}: the repo has no config.json at its root")
+    folder = None
+    for name in names:
+        path = src.local_path(name)
+        if name == "config.json":
+            folder = path.parent
+    assert folder is not None  # list_files() named config.json, so local_path() fetched it
+    return folder
