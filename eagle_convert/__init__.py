@@ -9,7 +9,8 @@ stays cheap: no torch, numpy, vLLM, click or rich until a call needs them)::
     print(report.info.variant, report.info.vllm_architecture)
 
     ckpt = ec.open_checkpoint("path/to/draft")             # folder, .safetensors/.bin file or hub repo
-    info = ec.describe(ckpt)
+    release = ec.default_release()                         # the installed vLLM's, else the newest known
+    info = ec.describe(ckpt, release)                      # how that release reads it
     plan = ec.plan_upgrade(ckpt, info)                     # pure: nothing is written yet
     ec.apply_upgrade(plan, "path/to/out")                  # EAGLE-3.1 draft, written atomically
     ec.upgrade_draft("path/to/draft", "path/to/out2")      # all of `upgrade`: refusals, preflight, apply
@@ -38,6 +39,7 @@ _API: dict[str, str] = {
     "open_checkpoint": "eagle_convert.draft.checkpoint",
     "DraftInfo": "eagle_convert.draft.info",
     "describe": "eagle_convert.draft.info",
+    "default_release": "eagle_convert.vllm_model.versions",
     "InspectReport": "eagle_convert.draft.inspect",
     "inspect_checkpoint": "eagle_convert.draft.inspect",
     "UpgradePlan": "eagle_convert.upgrade.plan",
@@ -94,5 +96,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from eagle_convert.upgrade.plan import UpgradePlan, plan_upgrade
     from eagle_convert.upgrade.run import UpgradeRun, plan_upgrade_draft, upgrade_draft
     from eagle_convert.validate.run import ValidationReport, validate_checkpoint
+    from eagle_convert.vllm_model.versions import default_release
 else:  # at run time each name is loaded from its module on first access (PEP 562)
     __getattr__, __dir__ = attach(__name__, _API)

@@ -171,7 +171,17 @@ def installed_status(requested: str | None = None) -> VllmVersionStatus:
 
 
 def default_release() -> Release:
-    """The release a verdict is for when none is named: the installed vLLM's, else the newest known."""
+    """The release a verdict is for when none is named: the installed vLLM's, else the newest known.
+
+    The one ambient default: each command's library entry calls it once and passes the release down.
+
+    Returns:
+        The `Release` whose rules a verdict follows (for a release the tool has not read, the rules it
+        borrows; `installed_status()` says so, and the verdict is unverified).
+
+    Raises:
+        Nothing: without a `--vllm-version` to read, no release is refused.
+    """
     return installed_status().rules
 
 
