@@ -10,11 +10,9 @@ from pathlib import Path
 
 import click
 import pytest
-from click.testing import CliRunner
 
 from eagle_convert.cli.app import main
 from eagle_convert.cli.options import options_from_params
-from eagle_convert.errors import UsageError
 from eagle_convert.finetune.options import FinetuneOptions
 from eagle_convert.measure import NATURAL, MeasureOptions
 from eagle_convert.optionspec import to_argv
@@ -94,56 +92,6 @@ def test_every_field_round_trips_through_its_command() -> None:
     ft = ["D", "--target", "T", "--out", "O", *to_argv(FINETUNE)]
     assert _parse("finetune", ft, FinetuneOptions) == FINETUNE
     assert _parse("upgrade", ["D", "--out", "O", *to_argv(UPGRADE)], UpgradeOptions) == UPGRADE
-
-
-@pytest.mark.parametrize(
-    ("command", "patch", "field", "new"),
-    [
-        (
-            ["finetune", "D", "--target", "T", "--out", "O"],
-            "eagle_convert.finetune.plan.plan_finetune",
-            "prompts",
-            "--train-prompts",
-        ),
-        (
-            ["upgrade", "D", "--out", "O"],
-            "eagle_convert.upgrade.run.upgrade_draft",
-            "calibration_prompts",
-            "--calibration-prompts",
-        ),
-    ],
-)
-def test_old_prompts_spelling_still_works_with_one_warning(
-    monkeypatch: pytest.MonkeyPatch, command: list[str], patch: str, field: str, new: str
-) -> None:
-    """The command receives the old flag's value under the new field; stderr has exactly one warning line."""
-    seen = []
-
-    def capture(*args, **kwargs):
-        seen.append(args[3] if command[0] == "finetune" else args[2])
-        raise UsageError("stop here")
-
-    monkeypatch.setattr(patch, capture)
-    res = CliRunner().invoke(main, [*command, "--prompts", "p.jsonl"])
-    assert res.exit_code == 2 and res.stdout == ""
-    assert res.stderr == (
-        f"Warning: --prompts is deprecated; use {new} (it will be removed in a later release).\nError: stop here\n"
-    )
-    assert getattr(seen[0], field) == "p.jsonl"
-    shown = CliRunner().invoke(main, [command[0], "--help"], terminal_width=200).stdout
-    assert new in shown and "--prompts " not in shown
-
-
-def test_old_and_new_spelling_together_is_a_usage_error() -> None:
-    res = CliRunner().invoke(
-        main,
-        ["finetune", "D", "--target", "T", "--out", "O", "--prompts", "a", "--train-prompts", "b"],
-    )
-    assert res.exit_code == 2
-    assert (
-        res.stderr.splitlines()[-1] == "Error: --prompts is the old name of --train-prompts: pass --train-prompts only"
-    )
-    assert res.stdout == ""
 
 
 MEASURE = MeasureOptions(
@@ -243,7 +191,6 @@ def test_every_commands_sh_line_parses_back_into_the_same_options(opts: ReportOp
         name, ctx = _parse_line(line)
         assert "--force" in line or name == "smoke"
         assert options_from_params(type(want), "opts", ctx.params) == want, line
-        assert not any(p.startswith("deprecated_") and v is not None for p, v in ctx.params.items()), line
     _, ft = _parse_line(lines[3])
     assert ft.params["capture_engine"] == "vllm" and ft.params["cache"] == tmp_path / "out" / "finetune-capture"
     assert options_from_params(CaptureOptions, "capture_opts", ft.params) == CaptureOptions(tensor_parallel_size=2)
@@ -266,7 +213,7 @@ def test_report_smoke_line_parses_back(tmp_path: Path) -> None:
     _, ctx = _parse_line(row["command"])
     assert options_from_params(MeasureOptions, "opts", ctx.params) == replace(opts.measure(), engine="reference")
     assert ctx.params["drafts"] == (str(tmp_path / "a"), str(tmp_path / "b b"))
-    assert ctx.params["target"] == str(tmp_path / "t") and ctx.params["old_drafts"] == ()
+    assert ctx.params["target"] == str(tmp_path / "t")
     # and the drift line (report's drift stages): the same prompts, buckets and depth
     opts = replace(opts, prompts="my prompts.jsonl", categories=("chat",), drift_depth=5)
     [_, row] = _commands({}, variants, tmp_path / "t", opts, "reference", drift=True)

@@ -8,7 +8,6 @@ import click
 
 from eagle_convert.cache import CaptureOptions
 from eagle_convert.cli.commands._interrupt import output_detail
-from eagle_convert.cli.deprecated import renamed_option
 from eagle_convert.cli.interrupt import on_interrupt
 from eagle_convert.cli.options import cache_options, dataclass_options
 from eagle_convert.errors import UsageError
@@ -35,7 +34,6 @@ CAPTURE_FIELDS = (
     metavar="OUT",
     help="New folder for the fine-tuned draft (vLLM layout, written atomically).",
 )
-@renamed_option("--prompts", "--train-prompts")
 @dataclass_options(FinetuneOptions, "opts")
 @cache_options(
     cache_help="Train from this capture cache (eagle-convert capture): its sequences and the target features in it; "

@@ -7,8 +7,6 @@ from typing import Any
 
 import click
 
-from eagle_convert.cli.deprecated import renamed_option
-
 
 @click.command("push")
 @click.argument("folder", type=click.Path(path_type=Path))
@@ -29,7 +27,6 @@ from eagle_convert.cli.deprecated import renamed_option
     default=None,
     help="Also cross-check the draft against its target while validating.",
 )
-@renamed_option("--force", "--allow-invalid")
 @click.option("--allow-invalid", is_flag=True, help="Push a draft that fails validation anyway.")
 @click.option(
     "--message", "commit_message", default=None, help="Commit message (default: Upload FOLDER with eagle-convert)."

@@ -1,8 +1,4 @@
-"""`eagle-convert smoke DRAFT [DRAFT ...] --target T`: acceptance length, side by side.
-
-The old form `smoke TARGET -d DRAFT [-d DRAFT ...]` still works (hidden `-d/--draft`), with the
-one-line deprecation: without `--target`, the one positional given with `-d` is the target.
-"""
+"""`eagle-convert smoke DRAFT [DRAFT ...] --target T`: acceptance length, side by side."""
 
 from __future__ import annotations
 
@@ -12,7 +8,6 @@ from typing import TYPE_CHECKING
 import click
 
 from eagle_convert.cli.commands.smoke_server import ServerArgs, server_options
-from eagle_convert.cli.deprecated import warn_deprecated
 from eagle_convert.cli.options import measure_options, param_name
 
 if TYPE_CHECKING:
@@ -24,7 +19,6 @@ if TYPE_CHECKING:
 @click.option(
     "--target", "target", default=None, metavar="TARGET", help="The target model folder the drafts speculate for."
 )
-@click.option("--draft", "-d", "old_drafts", multiple=True, hidden=True)  # the old form: smoke TARGET -d DRAFT
 @measure_options(concurrency_default="Default: not measured.")
 @click.option(
     "--k-sweep",
@@ -46,7 +40,6 @@ if TYPE_CHECKING:
 def smoke_cmd(
     drafts: tuple[str, ...],
     target: str | None,
-    old_drafts: tuple[str, ...],
     opts: MeasureOptions,
     k_sweep: bool,
     as_json: bool,
@@ -70,13 +63,12 @@ def smoke_cmd(
 
     args = ServerArgs(**server)  # type: ignore[arg-type]
     if args.servers:
-        return _served(drafts, target, old_drafts, opts, args, k_sweep, as_json, plot_path)
+        return _served(drafts, target, opts, args, k_sweep, as_json, plot_path)
     if args.labels or args.baseline_server:
         raise UsageError("--label and --baseline-server go with --server")
-    if not drafts and not old_drafts:
-        param = next(p for p in click.get_current_context().command.params if p.name == "drafts")
-        raise click.MissingParameter(ctx=click.get_current_context(), param=param)
-    target, drafts = _forms(drafts, target, old_drafts)
+    if not drafts or target is None:  # not required by click: --server takes neither
+        ctx, name = click.get_current_context(), "target" if drafts else "drafts"
+        raise click.MissingParameter(ctx=ctx, param=next(p for p in ctx.command.params if p.name == name))
     if plot_path is not None and not plot_path.lower().endswith(".png"):
         raise UsageError(f"--plot: {plot_path} must end in .png")
     if plot_path is not None:
@@ -125,7 +117,6 @@ def smoke_cmd(
 def _served(
     drafts: tuple[str, ...],
     target: str | None,
-    old: tuple[str, ...],
     opts: MeasureOptions,
     args: ServerArgs,
     k_sweep: bool,
@@ -139,7 +130,7 @@ def _served(
     ctx = click.get_current_context()
     k_given = ctx.get_parameter_source(param_name("opts", "k")) != click.core.ParameterSource.DEFAULT
     for bad, what in (
-        (bool(drafts or old), "DRAFT arguments"),
+        (bool(drafts), "DRAFT arguments"),
         (target is not None, "--target"),
         (k_sweep, "--k-sweep"),
         (k_given, "--num-speculative-tokens (the server's --speculative-config sets k)"),
@@ -147,25 +138,6 @@ def _served(
         if bad:
             raise UsageError(f"with --server, drop {what}: the server holds the models")
     smoke_server(replace(opts, k=None), args, as_json=as_json, plot_path=plot_path)
-
-
-def _forms(drafts: tuple[str, ...], target: str | None, old: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
-    """(TARGET, DRAFTs) from either form: `smoke DRAFT... --target T`, or the old `smoke T -d DRAFT...`."""
-    if target is not None:
-        if old:  # the new form with -d drafts besides: they follow the positional ones
-            warn_deprecated("-d/--draft", "DRAFT arguments")
-        return target, (*drafts, *old)
-    ctx = click.get_current_context()
-    if not old:
-        param = next(p for p in ctx.command.params if p.name == "target")
-        raise click.MissingParameter(ctx=ctx, param=param)
-    if len(drafts) != 1:
-        raise click.UsageError(
-            f"smoke TARGET -d DRAFT (the old form) takes one TARGET, got {len(drafts)}: "
-            "use smoke DRAFT [DRAFT ...] --target TARGET"
-        )
-    warn_deprecated("smoke TARGET -d DRAFT", "smoke DRAFT --target TARGET")
-    return drafts[0], old
 
 
 def register(group: click.Group) -> None:

@@ -11,7 +11,6 @@ import click
 
 from eagle_convert.cache import CaptureOptions
 from eagle_convert.cli.commands._interrupt import output_detail
-from eagle_convert.cli.deprecated import positional_to_option, renamed_option
 from eagle_convert.cli.interrupt import on_interrupt
 from eagle_convert.cli.options import cache_options, dataclass_options
 from eagle_convert.upgrade import UpgradeOptions
@@ -26,7 +25,6 @@ PROGRESS_MIN_BYTES = 64 << 20  # smaller checkpoints finish before a bar is wort
 
 @click.command("upgrade")
 @click.argument("checkpoint")
-@positional_to_option("--out", old_form="upgrade CHECKPOINT OUTPUT", new_form="upgrade CHECKPOINT --out OUT")
 @click.option(
     "--out",
     "output",
@@ -45,7 +43,6 @@ PROGRESS_MIN_BYTES = 64 << 20  # smaller checkpoints finish before a bar is wort
     "--dry-run", is_flag=True, help="Print the plan (renames, additions, config diff, files, bytes); write nothing."
 )
 @click.option("--force", is_flag=True, help="Replace an existing OUT (atomically).")
-@renamed_option("--prompts", "--calibration-prompts")
 @dataclass_options(UpgradeOptions, "opts")
 @cache_options(
     cache_help="--init calibrated: read the aux states from this capture cache (eagle-convert capture) instead of "

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 import click
 
-from eagle_convert.cli.deprecated import renamed_option
 from eagle_convert.cli.options import (
     serve_config_option,
     serve_for_option,
@@ -48,7 +47,6 @@ def _progress(enabled: bool, as_json: bool) -> Iterator[Callable[[int, int, str]
     is_flag=True,
     help="Read every tensor (chunked, bounded memory): NaN/Inf, all-zero tensors, implausible norm weights.",
 )
-@renamed_option("--engine", "--load")
 @click.option(
     "--load",
     type=click.Choice(["vllm"]),
@@ -77,7 +75,6 @@ def _progress(enabled: bool, as_json: bool) -> Iterator[Callable[[int, int, str]
     metavar="FILE",
     help="Also write the findings as JUnit XML for CI systems.",
 )
-@renamed_option("--engine-timeout", "--load-timeout")
 @click.option(
     "--load-timeout",
     type=click.IntRange(min=1),
