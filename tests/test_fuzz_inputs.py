@@ -5,9 +5,8 @@ Every mutant goes through all five commands, so N mutants are that many mutated 
 N is the hypothesis profile's max_examples (tests/conftest.py: 2,000 under `--hypothesis-profile ci`,
 as `make test` and CI run it; 200 by default) unless EAGLE_FUZZ_MUTANTS sets it. CI runs the same
 mutants each time; EAGLE_FUZZ_SEED=N draws others, and EAGLE_FUZZ_MUTANTS=20000 runs a longer
-campaign (about 8 minutes); for
-coverage-guided runs use scripts/fuzz_atheris.py. A few mutants also run as real processes under
-a 2 GiB address-space limit: the exit codes CliRunner reports are the ones a shell sees, and no
+campaign (about 8 minutes); for coverage-guided runs use scripts/fuzz_atheris.py. A few mutants
+also run as real processes under a 2 GiB address-space limit: the exit codes CliRunner reports are the ones a shell sees, and no
 mutant needs unbounded memory.
 """
 
