@@ -23,7 +23,7 @@ ifeq ($(DEMO_CAPTURE),auto)
 override DEMO_CAPTURE := $(shell $(PY) -c "import importlib.util as u; print('--capture vllm' if u.find_spec('vllm') else '')" 2>/dev/null)
 endif
 
-.PHONY: env demo test bench gpu-check quality docs clean vllm-release vllm-compat
+.PHONY: env demo test test-fast bench gpu-check quality docs clean vllm-release vllm-compat
 
 env: $(VENV)/.installed
 
@@ -97,8 +97,20 @@ vllm-release:
 	@test -n "$(VERSION)" || { echo "usage: make vllm-release VERSION=0.35.0 [RELEASE_ARGS=...]" >&2; exit 2; }
 	PYTHONPATH=$(CURDIR) $(GPU_PY) scripts/vllm_release.py $(VERSION) $(RELEASE_ARGS)
 
+# The suite in two tiers: the tests without vLLM on every core (pytest-xdist; --dist loadfile keeps a
+# module, and its module-scoped fixtures, on one worker), then the vLLM tests serially in one process.
+# HYPOTHESIS_PROFILE ci runs the 2,000-mutant fuzz (tests/conftest.py). `make test-fast`, the dev loop:
+# the same without the `slow` tier and with the default 200-mutant profile.
+PYTEST  := HF_HUB_OFFLINE=1 $(PY) -m pytest -q
+SLOW    ?=
+HYPOTHESIS_PROFILE ?= ci
 test: env
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
+	$(PYTEST) -m "not vllm $(SLOW)" -n auto --dist loadfile --hypothesis-profile $(HYPOTHESIS_PROFILE)
+	$(PYTEST) -m "vllm $(SLOW)" --hypothesis-profile $(HYPOTHESIS_PROFILE)
+
+test-fast: SLOW := and not slow
+test-fast: HYPOTHESIS_PROFILE := dev
+test-fast: test
 
 # Does the engine code (eagle_convert/vllm/) find every vLLM name it touches in a vLLM source tree?
 # Parsed, not imported: `make vllm-compat VLLM_SRC=<unpacked wheel>/vllm` checks a release no machine

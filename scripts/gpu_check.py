@@ -13,7 +13,7 @@ On a machine with an NVIDIA GPU it checks, in this order (under 8 minutes on one
 2. **finetune on cuda**: `finetune` of the upgrade, a short schedule, on the CPU and on the GPU:
    both must finish and write a draft that reloads; the GPU's per-step accuracies must stay within
    0.1 of the CPU's (float kernels differ; a device bug gives errors or far larger gaps).
-3. **vLLM on the GPU** (only when `vllm` is importable): `validate --engine vllm` of the upgrade
+3. **vLLM on the GPU** (only when `vllm` is importable): `validate --load vllm` of the upgrade
    (loads it with vLLM's loader, strictly) and `smoke --engine vllm` of both drafts (each must
    have drafted, with an AL within [1, k + 1]).
 
@@ -280,9 +280,7 @@ def check_finetune(run: Run, target: Path, up: Path) -> Outcome:
 def check_vllm(run: Run, target: Path, drafts: list[Path]) -> list[Outcome]:
     if _vllm_version() is None:
         return [
-            Outcome(
-                "vllm", "SKIP", "vLLM is not installed here: smoke --engine vllm and validate --engine vllm not run"
-            )
+            Outcome("vllm", "SKIP", "vLLM is not installed here: smoke --engine vllm and validate --load vllm not run")
         ]
     from eagle_convert.measure import MeasureOptions
     from eagle_convert.smoke.run import run_smoke
@@ -296,7 +294,7 @@ def check_vllm(run: Run, target: Path, drafts: list[Path]) -> list[Outcome]:
     codes = sorted({f.code for f in report.errors})
     out.append(
         Outcome(
-            "validate --engine vllm",
+            "validate --load vllm",
             "PASS" if ok else "FAIL",
             f"EAGLE-3.1 upgrade {'loads' if engine.get('ok') else 'does not load'} in vLLM "
             f"{engine.get('vllm_version')}, fc_norm {applied.get('fc_norm')}, "

@@ -10,7 +10,8 @@ A test not marked ``vllm`` also sees vLLM ``RUN_RELEASE`` as the installed relea
 so its verdicts do not depend on which vLLM, if any, is installed.
 ``PYTHONPATH=tests/novllm EAGLE_CONVERT_TEST_HIDE_VLLM=1 pytest -m "not vllm"`` runs the tier as on
 a machine without vLLM. ``slow`` marks the tests that build trained fixtures or large inputs:
-``-m "not slow"`` is the quick loop.
+``-m "not slow"`` is the quick loop (``make test-fast``). Hypothesis profiles: ``dev`` (the default,
+200 examples) and ``ci`` (2,000: the fuzz's CI size), chosen with ``--hypothesis-profile`` (``make test``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("dev", max_examples=200)
+settings.register_profile("ci", max_examples=2000)
+settings.load_profile("dev")  # --hypothesis-profile, read after this file, overrides it
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:

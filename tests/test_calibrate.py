@@ -63,20 +63,11 @@ def _target_folder(path: Path, **cfg) -> Path:
     [
         (["--init", "calibrated"], "--init calibrated needs --target (the target model's local folder)"),
         (["--calibration-prompts", "p.jsonl"], "--calibration-prompts is for --init calibrated"),
-        (
-            ["--prompts", "p.jsonl"],  # the old spelling: still read, with one warning line
-            "--calibration-prompts is for --init calibrated",
-        ),
     ],
 )
 def test_cli_usage(built_fixtures, tmp_path: Path, args: list[str], message: str) -> None:
     res = _cli("upgrade", built_fixtures("vllm-eagle3"), "--out", tmp_path / "out", *args)
-    warning = (
-        "Warning: --prompts is deprecated; use --calibration-prompts (it will be removed in a later release).\n"
-        if args[0] == "--prompts"
-        else ""
-    )
-    assert res.exit_code == 2 and res.stderr == f"{warning}Error: {message}\n"
+    assert res.exit_code == 2 and res.stderr == f"Error: {message}\n"
     assert not (tmp_path / "out").exists()
 
 

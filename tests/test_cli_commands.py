@@ -1,5 +1,5 @@
-"""The command group: commands in pipeline order, and the renamed flags and forms of upgrade, validate
-and push (old spellings are hidden aliases that print one deprecation line)."""
+"""The command group: commands in pipeline order, and the flags and forms of upgrade, validate and push
+(the spellings renamed before the first release are gone: a usage error, exit 2)."""
 
 from __future__ import annotations
 
@@ -45,10 +45,6 @@ def _run(*args: object):
     return CliRunner().invoke(main, [str(a) for a in args])
 
 
-def _warning(old: str, new: str) -> str:
-    return f"Warning: {old} is deprecated; use {new} (it will be removed in a later release).\n"
-
-
 def test_upgrade_takes_the_output_as_out(built_fixtures, tmp_path: Path) -> None:
     res = _run("upgrade", built_fixtures("vllm-eagle3"), "--out", tmp_path / "out")
     assert (res.exit_code, res.stderr) == (0, "")
@@ -56,22 +52,35 @@ def test_upgrade_takes_the_output_as_out(built_fixtures, tmp_path: Path) -> None
     assert "[OUTPUT]" not in _run("upgrade", "--help").stdout  # the old form is not advertised
 
 
-def test_upgrades_old_positional_output_still_works_with_one_line(built_fixtures, tmp_path: Path) -> None:
-    res = _run("upgrade", built_fixtures("vllm-eagle3"), tmp_path / "out")
-    assert res.exit_code == 0
-    assert res.stderr == _warning("upgrade CHECKPOINT OUTPUT", "upgrade CHECKPOINT --out OUT")
-    assert (tmp_path / "out" / "config.json").is_file()
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (["upgrade", "D", "OUT", "--out", "O"], "Error: Got unexpected extra argument (OUT)"),
+        (
+            ["upgrade", "D", "--out", "O", "--prompts", "p"],
+            "Error: No such option '--prompts'. Did you mean '--calibration-prompts'?",
+        ),
+        (
+            ["finetune", "D", "--target", "T", "--out", "O", "--prompts", "p"],
+            "Error: No such option '--prompts'. (Did you mean one of: '--nproc', '--train-prompts'?)",
+        ),
+        (["validate", "D", "--engine", "vllm"], "Error: No such option '--engine'."),
+        (
+            ["validate", "D", "--engine-timeout", "7"],
+            "Error: No such option '--engine-timeout'. Did you mean '--load-timeout'?",
+        ),
+        (["push", "D", "org/name", "--force"], "Error: No such option '--force'."),
+        (["smoke", "T", "-d", "D"], "Error: No such option '-d'."),
+    ],
+)
+def test_the_spellings_renamed_before_the_first_release_are_usage_errors(argv: list[str], error: str) -> None:
+    res = _run(*argv)
+    assert (res.exit_code, res.stderr.splitlines()[-1]) == (2, error), res.stderr
 
 
-def test_upgrade_with_both_forms_or_neither_is_a_usage_error(built_fixtures, tmp_path: Path) -> None:
-    src = built_fixtures("vllm-eagle3")
-    res = _run("upgrade", src, tmp_path / "a", "--out", tmp_path / "b")
-    assert res.exit_code == 2 and res.stderr.endswith(
-        "Error: upgrade CHECKPOINT --out OUT and upgrade CHECKPOINT OUTPUT at once: pass --out only\n"
-    )
-    res = _run("upgrade", src)
+def test_upgrade_without_out_is_a_usage_error(built_fixtures, tmp_path: Path) -> None:
+    res = _run("upgrade", built_fixtures("vllm-eagle3"))
     assert res.exit_code == 2 and res.stderr.endswith("Error: Missing option '--out'.\n")
-    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
 def _capture_validate(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
@@ -88,21 +97,11 @@ def _capture_validate(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     return seen
 
 
-@pytest.mark.parametrize(
-    ("args", "stderr"),
-    [
-        (["--load", "vllm", "--load-timeout", "7"], ""),
-        (["--engine", "vllm", "--load-timeout", "7"], _warning("--engine", "--load")),
-        (["--load", "vllm", "--engine-timeout", "7"], _warning("--engine-timeout", "--load-timeout")),
-    ],
-)
-def test_validate_load_and_its_old_spelling(
-    built_fixtures, monkeypatch: pytest.MonkeyPatch, args: list[str], stderr: str
-) -> None:
+def test_validate_load(built_fixtures, monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _capture_validate(monkeypatch)
     draft = built_fixtures("vllm-eagle31")
-    res = _run("validate", draft, "--target", "T", *args)
-    assert (res.exit_code, res.stderr) == (0, stderr), res.output
+    res = _run("validate", draft, "--target", "T", "--load", "vllm", "--load-timeout", "7")
+    assert (res.exit_code, res.stderr) == (0, ""), res.output
     assert seen["load"] == "vllm" and seen["load_timeout_s"] == 7
 
 
@@ -112,18 +111,15 @@ def test_validate_help_shows_only_the_new_spellings() -> None:
     assert "--engine" not in out
 
 
-@pytest.mark.parametrize(
-    ("flag", "stderr"), [("--allow-invalid", ""), ("--force", _warning("--force", "--allow-invalid"))]
-)
-def test_push_allow_invalid_and_its_old_spelling(built_fixtures, tmp_path: Path, flag: str, stderr: str) -> None:
+def test_push_allow_invalid(built_fixtures, tmp_path: Path) -> None:
     bad = shutil.copytree(built_fixtures("vllm-eagle31"), tmp_path / "bad")
     cfg = json.loads((bad / "config.json").read_text())
     cfg["fc_norm"] = False  # E104: fc_norm tensors with the flag off
     (bad / "config.json").write_text(json.dumps(cfg))
     refused = _run("push", bad, "org/name", "--dry-run", "--json")
     assert refused.exit_code == 1 and json.loads(refused.stdout)["would_push"] is False
-    res = _run("push", bad, "org/name", "--dry-run", "--json", flag)
-    assert (res.exit_code, res.stderr) == (0, stderr)
+    res = _run("push", bad, "org/name", "--dry-run", "--json", "--allow-invalid")
+    assert (res.exit_code, res.stderr) == (0, "")
     assert json.loads(res.stdout)["would_push"] is True
     assert "--force" not in _run("push", "--help").stdout
 

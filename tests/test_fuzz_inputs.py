@@ -1,11 +1,12 @@
 """Fuzzing in CI: hypothesis mutates valid fixture drafts and runs inspect, validate (static and
 --deep), upgrade and diff on each mutant, checking README 'Safety's promises (fixtures/mutants.py).
 
-Every mutant goes through all five commands, so EAGLE_FUZZ_MUTANTS mutants (default 2000) are
-that many mutated files per command. CI runs the same mutants each time; EAGLE_FUZZ_SEED=N draws
-others, and EAGLE_FUZZ_MUTANTS=20000 runs a longer campaign (about 8 minutes); for
-coverage-guided runs use scripts/fuzz_atheris.py. A few mutants also run as real processes under
-a 2 GiB address-space limit: the exit codes CliRunner reports are the ones a shell sees, and no
+Every mutant goes through all five commands, so N mutants are that many mutated files per command:
+N is the hypothesis profile's max_examples (tests/conftest.py: 2,000 under `--hypothesis-profile ci`,
+as `make test` and CI run it; 200 by default) unless EAGLE_FUZZ_MUTANTS sets it. CI runs the same
+mutants each time; EAGLE_FUZZ_SEED=N draws others, and EAGLE_FUZZ_MUTANTS=20000 runs a longer
+campaign (about 8 minutes); for coverage-guided runs use scripts/fuzz_atheris.py. A few mutants
+also run as real processes under a 2 GiB address-space limit: the exit codes CliRunner reports are the ones a shell sees, and no
 mutant needs unbounded memory.
 """
 
@@ -30,7 +31,7 @@ from fixtures.drafts import FIXTURE_MATRIX, build_draft
 from fixtures.mutants import COMMANDS, FIXTURES, MAX_SECONDS, Broken, check_run, mutate
 
 ROOT = Path(__file__).resolve().parent.parent
-MUTANTS = int(os.environ.get("EAGLE_FUZZ_MUTANTS", "2000"))
+MUTANTS_ENV = os.environ.get("EAGLE_FUZZ_MUTANTS")
 SEED = os.environ.get("EAGLE_FUZZ_SEED")
 SUBPROCESS_MUTANTS = 12
 HANG_SECONDS = 2 * MAX_SECONDS
@@ -84,14 +85,15 @@ def _fresh(tmp: Path, base: Path) -> Path:
     return folder
 
 
-@pytest.mark.slow  # 2,000 mutants through four commands (~50 s); CI runs it
 def test_mutants_keep_every_promise(bases: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> None:
+    """~50 s at the ci profile's 2,000 mutants, ~5 s at the default 200."""
+    mutants = int(MUTANTS_ENV or settings.default.max_examples)
     tmp = tmp_path_factory.mktemp("fuzz") / "case"
     seen = {c: 0 for c in COMMANDS}
     codes: dict[int, int] = {}
 
     @settings(
-        max_examples=MUTANTS,
+        max_examples=mutants,
         deadline=None,
         database=None,
         derandomize=False,  # @seed below: the same mutants every run unless EAGLE_FUZZ_SEED is set
@@ -110,8 +112,8 @@ def test_mutants_keep_every_promise(bases: dict[str, Path], tmp_path_factory: py
 
     run()
     print(f"mutants per command: {seen}; exit codes: {codes}")
-    assert min(seen.values()) >= MUTANTS, seen
-    assert codes.get(1, 0) > MUTANTS  # most mutants are refused, as they should be
+    assert min(seen.values()) >= mutants, seen
+    assert codes.get(1, 0) > mutants  # most mutants are refused, as they should be
     shutil.rmtree(tmp, ignore_errors=True)
 
 

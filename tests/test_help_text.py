@@ -1,5 +1,5 @@
 """`--help` reads whole (issue 33 item 5): no word of an option's help is split across lines, and an
-option that must be given says [required] even when an old spelling may stand in for it."""
+option that must be given says [required]."""
 
 from __future__ import annotations
 

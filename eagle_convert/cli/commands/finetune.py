@@ -9,7 +9,6 @@ import click
 
 from eagle_convert.cache import CAPTURE_ENGINES, CaptureOptions
 from eagle_convert.cli.commands._interrupt import output_detail
-from eagle_convert.cli.deprecated import renamed_option
 from eagle_convert.cli.interrupt import on_interrupt
 from eagle_convert.cli.options import dataclass_options
 from eagle_convert.errors import UsageError
@@ -55,7 +54,6 @@ class FinetuneCommand:
 
 @click.command("finetune")
 @click.argument("draft")
-@renamed_option("--prompts", "--train-prompts")
 @dataclass_options(FinetuneCommand, "opts", help_extra={f"capture_opts.{k}": "With --capture." for k in CAPTURE_FIELDS})
 def finetune_cmd(draft: str, opts: FinetuneCommand) -> None:
     """Fine-tune DRAFT (typically an `upgrade`d EAGLE-3.1 draft) against TARGET into the new folder OUT.

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import click
 
-from eagle_convert.cli.deprecated import renamed_option
 from eagle_convert.cli.options import dataclass_options
 from eagle_convert.push import PushOptions
 
@@ -14,7 +13,6 @@ from eagle_convert.push import PushOptions
 @click.command("push")
 @click.argument("folder", type=click.Path(path_type=Path))
 @click.argument("repo_id", metavar="ORG/NAME")
-@renamed_option("--force", "--allow-invalid")
 @dataclass_options(PushOptions, "opts")
 def push_cmd(folder: Path, repo_id: str, opts: PushOptions) -> None:
     """Upload the draft FOLDER to the hub model repo ORG/NAME in one commit (or one pull request).

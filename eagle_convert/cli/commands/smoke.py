@@ -1,8 +1,4 @@
-"""`eagle-convert smoke DRAFT [DRAFT ...] --target T`: acceptance length, side by side.
-
-The old form `smoke TARGET -d DRAFT [-d DRAFT ...]` still works (hidden `-d/--draft`), with the
-one-line deprecation: without `--target`, the one positional given with `-d` is the target.
-"""
+"""`eagle-convert smoke DRAFT [DRAFT ...] --target T`: acceptance length, side by side."""
 
 from __future__ import annotations
 
@@ -11,7 +7,6 @@ from dataclasses import dataclass
 import click
 
 from eagle_convert.cli.commands.smoke_server import Servers
-from eagle_convert.cli.deprecated import warn_deprecated
 from eagle_convert.cli.options import dataclass_options
 from eagle_convert.measure import MeasureOptions
 from eagle_convert.optionspec import nested, option
@@ -40,9 +35,8 @@ class SmokeCommand:
 
 @click.command("smoke")
 @click.argument("drafts", nargs=-1, required=False, metavar="DRAFT [DRAFT ...]")
-@click.option("--draft", "-d", "old_drafts", multiple=True, hidden=True)  # the old form: smoke TARGET -d DRAFT
 @dataclass_options(SmokeCommand, "opts", help_extra={"measure.concurrency": "Default: not measured."})
-def smoke_cmd(drafts: tuple[str, ...], old_drafts: tuple[str, ...], opts: SmokeCommand) -> None:
+def smoke_cmd(drafts: tuple[str, ...], opts: SmokeCommand) -> None:
     """Measure acceptance length (AL = 1 + accepted draft tokens per draft round) and per-position
     acceptance of one or more DRAFTs against TARGET, per prompt category and context bucket; the
     first DRAFT is the baseline of the differences.
@@ -58,13 +52,14 @@ def smoke_cmd(drafts: tuple[str, ...], old_drafts: tuple[str, ...], opts: SmokeC
     from eagle_convert.smoke import run_smoke
 
     if opts.servers.servers:
-        return _served(drafts, old_drafts, opts)
+        return _served(drafts, opts)
     if opts.servers.labels or opts.servers.baseline_server:
         raise UsageError("--label and --baseline-server go with --server")
-    if not drafts and not old_drafts:
-        param = next(p for p in click.get_current_context().command.params if p.name == "drafts")
-        raise click.MissingParameter(ctx=click.get_current_context(), param=param)
-    target, drafts = _forms(drafts, opts.target, old_drafts)
+    if not drafts or opts.target is None:  # not required by click: --server takes neither
+        ctx = click.get_current_context()
+        param = next(p for p in ctx.command.params if (p.name == "drafts" if not drafts else "--target" in p.opts))
+        raise click.MissingParameter(ctx=ctx, param=param)
+    target = opts.target
     plot = opts.plot
     if plot is not None and not plot.lower().endswith(".png"):
         raise UsageError(f"--plot: {plot} must end in .png")
@@ -107,13 +102,13 @@ def smoke_cmd(drafts: tuple[str, ...], old_drafts: tuple[str, ...], opts: SmokeC
         click.echo(f"plot: {plot}")
 
 
-def _served(drafts: tuple[str, ...], old: tuple[str, ...], opts: SmokeCommand) -> None:
+def _served(drafts: tuple[str, ...], opts: SmokeCommand) -> None:
     """`smoke --server`: no local model; the flags that name one are refused."""
     from eagle_convert.cli.commands.smoke_server import smoke_server
     from eagle_convert.errors import UsageError
 
     for bad, what in (
-        (bool(drafts or old), "DRAFT arguments"),
+        (bool(drafts), "DRAFT arguments"),
         (opts.target is not None, "--target"),
         (opts.k_sweep, "--k-sweep"),
         (opts.measure.k is not None, "--num-speculative-tokens (the server's --speculative-config sets k)"),
@@ -121,25 +116,6 @@ def _served(drafts: tuple[str, ...], old: tuple[str, ...], opts: SmokeCommand) -
         if bad:
             raise UsageError(f"with --server, drop {what}: the server holds the models")
     smoke_server(opts.measure, opts.servers, opts.server, as_json=opts.json, plot_path=opts.plot)
-
-
-def _forms(drafts: tuple[str, ...], target: str | None, old: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
-    """(TARGET, DRAFTs) from either form: `smoke DRAFT... --target T`, or the old `smoke T -d DRAFT...`."""
-    if target is not None:
-        if old:  # the new form with -d drafts besides: they follow the positional ones
-            warn_deprecated("-d/--draft", "DRAFT arguments")
-        return target, (*drafts, *old)
-    ctx = click.get_current_context()
-    if not old:
-        param = next(p for p in ctx.command.params if "--target" in p.opts)
-        raise click.MissingParameter(ctx=ctx, param=param)
-    if len(drafts) != 1:
-        raise click.UsageError(
-            f"smoke TARGET -d DRAFT (the old form) takes one TARGET, got {len(drafts)}: "
-            "use smoke DRAFT [DRAFT ...] --target TARGET"
-        )
-    warn_deprecated("smoke TARGET -d DRAFT", "smoke DRAFT --target TARGET")
-    return drafts[0], old
 
 
 def register(group: click.Group) -> None:

@@ -12,7 +12,6 @@ import click
 
 from eagle_convert.cache import CAPTURE_ENGINES, CaptureOptions
 from eagle_convert.cli.commands._interrupt import output_detail
-from eagle_convert.cli.deprecated import positional_to_option, renamed_option
 from eagle_convert.cli.interrupt import on_interrupt
 from eagle_convert.cli.options import dataclass_options
 from eagle_convert.optionspec import nested, option
@@ -62,8 +61,6 @@ class UpgradeCommand:
 
 @click.command("upgrade")
 @click.argument("checkpoint")
-@positional_to_option("--out", old_form="upgrade CHECKPOINT OUTPUT", new_form="upgrade CHECKPOINT --out OUT")
-@renamed_option("--prompts", "--calibration-prompts")
 @dataclass_options(
     UpgradeCommand, "cmd", help_extra={f"capture_opts.{k}": "With --capture vllm." for k in CAPTURE_FIELDS}
 )

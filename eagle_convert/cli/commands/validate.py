@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 import click
 
-from eagle_convert.cli.deprecated import renamed_option
 from eagle_convert.cli.options import dataclass_options
 from eagle_convert.validate import ValidateOptions
 
@@ -33,8 +32,6 @@ def _progress(enabled: bool, as_json: bool) -> Iterator[Callable[[int, int, str]
 
 @click.command("validate")
 @click.argument("checkpoint")
-@renamed_option("--engine", "--load")
-@renamed_option("--engine-timeout", "--load-timeout")
 @dataclass_options(ValidateOptions, "opts")
 def validate_cmd(checkpoint: str, opts: ValidateOptions) -> None:
     """Check CHECKPOINT (folder, file or hub repo) the way vLLM will load it, before deploying it.
