@@ -4,38 +4,11 @@ from __future__ import annotations
 
 from eagle_convert._lazy import TYPE_CHECKING, attach
 
-if TYPE_CHECKING:  # what type checkers see
+if TYPE_CHECKING:  # the face: what type checkers see and what __getattr__ loads
     from eagle_convert.vllm.drift_rounds import VllmDriftRequest, VllmRound, vllm_drift_rounds
     from eagle_convert.vllm.known_issues import sampling_issues
     from eagle_convert.vllm.session import EngineRun, EngineSession, PassResult, PassSpec
     from eagle_convert.vllm.sharing import engine_order
     from eagle_convert.vllm.strict_load import check_with_vllm
-else:  # what runs: each name imported from its module on first use
-    __getattr__, __dir__ = attach(
-        __name__,
-        {
-            "check_with_vllm": "eagle_convert.vllm.strict_load",
-            "sampling_issues": "eagle_convert.vllm.known_issues",
-            "VllmDriftRequest": "eagle_convert.vllm.drift_rounds",
-            "VllmRound": "eagle_convert.vllm.drift_rounds",
-            "vllm_drift_rounds": "eagle_convert.vllm.drift_rounds",
-            "EngineRun": "eagle_convert.vllm.session",
-            "EngineSession": "eagle_convert.vllm.session",
-            "PassResult": "eagle_convert.vllm.session",
-            "PassSpec": "eagle_convert.vllm.session",
-            "engine_order": "eagle_convert.vllm.sharing",
-        },
-    )
-
-__all__ = [
-    "check_with_vllm",
-    "engine_order",
-    "EngineRun",
-    "EngineSession",
-    "PassResult",
-    "PassSpec",
-    "sampling_issues",
-    "VllmDriftRequest",
-    "VllmRound",
-    "vllm_drift_rounds",
-]
+else:
+    __getattr__, __dir__ = attach(__name__, __file__)
