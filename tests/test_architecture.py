@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from eagle_convert._lazy import face_table
+
 PKG_DIR = Path(__file__).resolve().parent.parent / "eagle_convert"
 
 # Top-level package (or module) of eagle_convert -> layer. A module may import its own package and
@@ -335,9 +337,9 @@ def _packages() -> set[str]:
 
 @dataclass(frozen=True)
 class Face:
-    exported: tuple[str, ...]  # __all__
+    exported: tuple[str, ...]  # __all__ (a face whose table is its own file: the names it imports)
     typed: dict[str, str]  # name -> module, of the imports under `if TYPE_CHECKING:` (for type checkers)
-    lazy: dict[str, str]  # name -> module, of the table given to `attach()` (what runs)
+    lazy: dict[str, str]  # name -> module, of the table `attach()` reads (what runs: `_lazy.face_table`)
     eager: tuple[str, ...]  # the modules imported when the face is imported
 
 
@@ -358,6 +360,9 @@ def _face(module: str) -> Face:
                         lazy |= {
                             getattr(k, "value", ""): getattr(v, "value", "") for k, v in zip(table.keys, table.values)
                         }
+                    elif getattr(table, "id", None) == "__file__":  # the imports above are the table
+                        lazy |= face_table(str(_modules()[module]))
+                        exported = exported or tuple(lazy)
         elif isinstance(node, ast.Import):
             eager += [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):

@@ -4,16 +4,7 @@ from __future__ import annotations
 
 from eagle_convert._lazy import TYPE_CHECKING, attach
 
-if TYPE_CHECKING:  # what type checkers see
+if TYPE_CHECKING:  # the face: what type checkers see and what __getattr__ loads
     from eagle_convert.cli.entry import main
-else:  # what runs: each name imported from its module on first use
-    __getattr__, __dir__ = attach(
-        __name__,
-        {
-            "main": "eagle_convert.cli.entry",
-        },
-    )
-
-__all__ = [
-    "main",
-]
+else:
+    __getattr__, __dir__ = attach(__name__, __file__)
