@@ -93,11 +93,12 @@ def field_option(
     show = spec.show_default is True and default not in (None, ())
     if show and spec.format is not None:
         default = spec.format(default)  # click shows and parses the flag's text (`parse` reads it back)
+    if not extra.get("required"):  # click 8.3 takes an explicit default=None as a value: no "Missing option"
+        extra["default"] = default
     return click.option(
         *decls,
         name,
         type=_param_type(cls, f, spec),
-        default=default,
         multiple=spec.multiple,
         metavar=spec.metavar,
         show_default=show,
