@@ -52,8 +52,8 @@ def test_cli_existing_output_is_refused(tmp_path: Path, built_fixtures) -> None:
     assert (tmp_path / "out" / "keep.txt").read_text() == "x"
 
 
-def test_cli_missing_target(tmp_path: Path) -> None:
-    draft = _folder(tmp_path / "d", {})
+def test_cli_missing_target(tmp_path: Path, built_fixtures) -> None:
+    draft = built_fixtures("vllm-tiny")  # a draft: the resolver opens it before the target
     res = _cli("finetune", str(draft), "--target", str(tmp_path / "nope"), "--out", str(tmp_path / "o"))
     assert res.exit_code == 1
     assert res.stderr == (

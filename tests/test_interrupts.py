@@ -238,7 +238,7 @@ def _signal_self(sig: int):
 COMMANDS = [
     # (command line, module and function it calls, the detail after the signal's name)
     (["inspect", "d"], "eagle_convert.draft.inspect", "inspect_checkpoint", "; nothing was written"),
-    (["validate", "d"], "eagle_convert.validate.run", "validate_checkpoint", "; nothing was written"),
+    (["validate", "d"], "eagle_convert.validate.entry", "run_validate", "; nothing was written"),
     (["diff", "a", "b"], "eagle_convert.diff", "diff_checkpoints", "; nothing was written"),
     (["smoke", "d", "--target", "t"], "eagle_convert.smoke.run", "run_smoke", "; nothing was written"),
     (["drift", "d", "--target", "t"], "eagle_convert.drift.run", "run_drift", "; nothing was written"),

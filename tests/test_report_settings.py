@@ -55,9 +55,9 @@ def served_report(tmp_path_factory: pytest.TempPathFactory):
     seen: list = []
     real = report_measure.measure_drafts
 
-    def spy(*args, **kwargs):
-        seen.append(kwargs["serve"])
-        return real(*args, **kwargs)
+    def spy(target, drafts, pset, m, **kwargs):  # m: the resolved Measure
+        seen.append(m.serve)
+        return real(target, drafts, pset, m, **kwargs)
 
     mp = pytest.MonkeyPatch()
     mp.setattr(report_measure, "measure_drafts", spy)

@@ -279,8 +279,8 @@ def plan_finetune(
             options=("nproc",),
         )
     plan_stages = _stages(o.stages())
-    tpath = local_checkpoint(target, "target", "finetune")  # the target first: it is not opened
-    dpath = local_checkpoint(draft, "draft", "finetune")
+    dpath = local_checkpoint(draft, "draft", "finetune")  # DRAFT first: a swapped pair names the first argument
+    tpath = local_checkpoint(target, "target", "finetune")
     final = check_output_dir(out, {"input draft": dpath, "target": tpath}, force=force)
     if cache is not None and capture is None and (prompts is not None or o.prompts is not None):
         raise UsageError(
