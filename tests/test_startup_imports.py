@@ -1,6 +1,6 @@
 """What start-up loads (benchmarks/startup_bench.py times it): `--help` imports no command module,
 no rich, numpy or huggingface_hub; `inspect` of a local draft imports neither numpy nor
-huggingface_hub, and with --json not rich either; `upgrade` of a local draft no numpy. Each in a
+huggingface_hub, and with --json not rich either; nor does `upgrade` of a local draft. Each in a
 fresh interpreter."""
 
 from __future__ import annotations
@@ -50,11 +50,11 @@ def test_inspect_of_a_local_draft_stays_light(built_fixtures, json_flag: list[st
     assert set(_loaded(mods, "rich", "numpy", "huggingface_hub", "torch")) == allowed
 
 
-def test_upgrade_of_a_local_draft_imports_no_numpy(built_fixtures, tmp_path: Path) -> None:
-    """The preflight reads d2t/t2d (validate's vocab rule) and writes ones without numpy."""
+def test_upgrade_of_a_local_draft_imports_no_numpy_nor_hub(built_fixtures, tmp_path: Path) -> None:
+    """The preflight reads d2t/t2d (validate's vocab rule), writes ones and the card's YAML without them."""
     mods = _modules("upgrade", str(built_fixtures("vllm-eagle3")), "--out", str(tmp_path / "out"))
     assert (tmp_path / "out" / "model.safetensors").is_file()
-    assert _loaded(mods, "numpy", "torch") == []
+    assert _loaded(mods, "numpy", "torch", "huggingface_hub") == []
 
 
 @pytest.mark.parametrize("name", ["check", "diff", "finetune", "push", "report", "smoke", "upgrade", "validate"])
