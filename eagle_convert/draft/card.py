@@ -5,8 +5,8 @@ speculates for, how to serve it, and how well it drafts (speculators issue 1055 
 that). The card is rendered from the draft's `config.json` alone (flags and aux ids as vLLM reads
 them, `vllm_model.read_config`; the provenance chain eagle-convert records under `_eagle_convert`),
 plus what the caller knows: the target and, when measured, an acceptance table (`acceptance_from_smoke`
-reads `smoke --json` output, the shape `report` also writes). The front matter is produced by
-huggingface_hub's `ModelCardData`, so `huggingface_hub.ModelCard` parses it.
+reads `smoke --json` output, the shape `report` also writes). The front matter is what
+huggingface_hub's `ModelCardData` writes (tests/test_card.py), so `huggingface_hub.ModelCard` parses it.
 
 `push` points the card's `vllm serve` command at the hub repo (`retarget_card`).
 """
