@@ -7,11 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
-from huggingface_hub import ModelCard
+from huggingface_hub import ModelCard, ModelCardData
 
 from eagle_convert.draft.card import (
     CARD_MARKER,
+    LIBRARY_NAME,
     PROVENANCE_KEY,
+    _metadata,
     hub_repo_id,
     model_card,
     retarget_card,
@@ -249,3 +251,13 @@ def test_write_model_card_takes_the_sentence(built_fixtures, tmp_path: Path) -> 
         "**vLLM releases**: vLLM 0.24.0-0.34.0 serve it as trained; 0.21.0-0.23.0 fail to load it (E301)."
         in path.read_text()
     )
+
+
+@pytest.mark.parametrize(
+    "base_model", [None, "meta-llama/Llama-3.1-8B-Instruct", "null", "a: b", "日本か", "x\ny", "~"]
+)
+def test_card_metadata_is_what_huggingface_hub_writes(base_model: str | None) -> None:
+    """The YAML block is written with yaml alone (no huggingface_hub on upgrade's path): the same bytes."""
+    tags = ["eagle3", "eagle3.1", "speculative-decoding", "draft-model", "eagle-convert"]
+    ref = ModelCardData(base_model=base_model, library_name=LIBRARY_NAME, tags=tags).to_yaml()
+    assert _metadata(base_model, "EAGLE-3.1") == f"---\n{ref}\n---\n"

@@ -1,6 +1,7 @@
 """What start-up loads (benchmarks/startup_bench.py times it): `--help` imports no command module,
 no rich, numpy or huggingface_hub; `inspect` of a local draft imports neither numpy nor
-huggingface_hub, and with --json not rich either. Each in a fresh interpreter."""
+huggingface_hub, and with --json not rich either; nor does `upgrade` of a local draft. Each in a
+fresh interpreter."""
 
 from __future__ import annotations
 
@@ -47,6 +48,13 @@ def test_help_imports_no_command_and_no_heavy_module() -> None:
 def test_inspect_of_a_local_draft_stays_light(built_fixtures, json_flag: list[str], allowed: set[str]) -> None:
     mods = _modules("inspect", str(built_fixtures("vllm-eagle3")), *json_flag)  # d2t/t2d read and summarised
     assert set(_loaded(mods, "rich", "numpy", "huggingface_hub", "torch")) == allowed
+
+
+def test_upgrade_of_a_local_draft_imports_no_numpy_nor_hub(built_fixtures, tmp_path: Path) -> None:
+    """The preflight reads d2t/t2d (validate's vocab rule), writes ones and the card's YAML without them."""
+    mods = _modules("upgrade", str(built_fixtures("vllm-eagle3")), "--out", str(tmp_path / "out"))
+    assert (tmp_path / "out" / "model.safetensors").is_file()
+    assert _loaded(mods, "numpy", "torch", "huggingface_hub") == []
 
 
 @pytest.mark.parametrize("name", ["check", "diff", "finetune", "push", "report", "smoke", "upgrade", "validate"])

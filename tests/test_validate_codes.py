@@ -279,6 +279,25 @@ def test_fc_norm_flag_without_tensors_is_missing_tensor(tmp_path: Path) -> None:
     assert "keeps weight 1.0" in hits[0].message and "fc_norm is on: fc_norm" in hits[0].message
 
 
+def test_empty_t2d_is_e407_naming_draft_id_0(tmp_path: Path) -> None:
+    """A t2d of shape [0] leaves every d2t target unset (the numpy version raised IndexError here)."""
+    draft = edit_draft(
+        tmp_path / "d", "vllm-eagle3", tensors=put_tensor("t2d", lambda s: torch.zeros(0, dtype=torch.bool))
+    )
+    [hit] = [f for f in validate_checkpoint(draft).findings if f.code == "E407"]
+    assert (
+        "length 0 != vocab_size" in hit.message and "d2t targets not set in t2d (first: draft id 0 -> " in hit.message
+    )
+
+
+def test_d2t_target_ids_wrap_to_int64_as_vllm_adds_them(tmp_path: Path) -> None:
+    """vLLM adds i + d2t[i] in int64: 1 + (2**63 - 1) wraps to -2**63, out of range (E404)."""
+    top = put_tensor("d2t", lambda s: torch.cat([s["d2t"][:1], torch.tensor([2**63 - 1]), s["d2t"][2:]]))
+    report = validate_checkpoint(edit_draft(tmp_path / "d", "vllm-eagle3", tensors=top))
+    [hit] = [f for f in report.findings if f.code == "E404"]
+    assert f"(first: draft id 1 -> target id {-(2**63)})" in hit.message
+
+
 def test_aux_id_beyond_target_layers_only_with_target(tmp_path: Path) -> None:
     draft = CASES["E322"].build(tmp_path / "d")
     assert "E322" not in validate_checkpoint(draft).codes()  # 9 may be fine for a deeper target

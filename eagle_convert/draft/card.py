@@ -5,8 +5,8 @@ speculates for, how to serve it, and how well it drafts (speculators issue 1055 
 that). The card is rendered from the draft's `config.json` alone (flags and aux ids as vLLM reads
 them, `vllm_model.read_config`; the provenance chain eagle-convert records under `_eagle_convert`),
 plus what the caller knows: the target and, when measured, an acceptance table (`acceptance_from_smoke`
-reads `smoke --json` output, the shape `report` also writes). The front matter is produced by
-huggingface_hub's `ModelCardData`, so `huggingface_hub.ModelCard` parses it.
+reads `smoke --json` output, the shape `report` also writes). The front matter is what
+huggingface_hub's `ModelCardData` writes (tests/test_card.py), so `huggingface_hub.ModelCard` parses it.
 
 `push` points the card's `vllm serve` command at the hub repo (`retarget_card`).
 """
@@ -172,7 +172,9 @@ def _target_of(config: dict[str, Any], chain: list[dict[str, Any]]) -> str | Non
 
 
 def _metadata(base_model: str | None, variant: str) -> str:
-    from huggingface_hub import ModelCardData
+    """The card's YAML block as huggingface_hub's `ModelCardData(...).to_yaml()` writes it (its
+    `yaml_dump`, None fields dropped), without importing huggingface_hub and filelock on upgrade's path."""
+    import yaml
 
     tags = [
         "eagle3",
@@ -181,8 +183,9 @@ def _metadata(base_model: str | None, variant: str) -> str:
         "draft-model",
         "eagle-convert",
     ]
-    data = ModelCardData(base_model=base_model, library_name=LIBRARY_NAME, tags=tags)
-    return f"---\n{data.to_yaml()}\n---\n"
+    data = {"base_model": base_model, "library_name": LIBRARY_NAME, "tags": tags}
+    text = yaml.dump({k: v for k, v in data.items() if v is not None}, sort_keys=False, allow_unicode=True)
+    return f"---\n{text.strip()}\n---\n"
 
 
 def _fmt(value: Any) -> str:

@@ -7,8 +7,6 @@ upgrade plans from. It reads headers and config only, plus the small d2t/t2d ten
 from __future__ import annotations
 
 import re
-import sys
-from array import array
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -17,12 +15,8 @@ from eagle_convert.draft.checkpoint import Checkpoint
 from eagle_convert.draft.config_schema import check_config
 from eagle_convert.draft.kind import ensure_draft
 from eagle_convert.draft.layout import LayoutMatch, canonical_map, config_alias, detect_attention, detect_layout
-from eagle_convert.io import readable_vocab_map, tensor_bytes
+from eagle_convert.io import read_ints, readable_vocab_map
 from eagle_convert.vllm_model import AUX_ID_LOCATIONS, FLAG_NAMES, Release, VllmDraftConfig, lookup, read_config
-
-# safetensors dtype -> array type code of the same width (d2t/t2d; "q" and "i" are 8 and 4 bytes on
-# every platform CPython supports).
-_ARRAY_CODES = {"I64": "q", "I32": "i", "U8": "B", "BOOL": "B"}
 
 _LAYER_RE = re.compile(r"^layers\.(\d+)\.")
 _FC_NORM_RE = re.compile(r"^fc_norm\.(\d+)\.weight$")
@@ -289,17 +283,6 @@ def _variant(flags: dict[str, Flag], fc_norms: list[int], has_input_norm: bool) 
     return "EAGLE-3", ["no fc_norm / norm_output flags or tensors, no input_norm"]
 
 
-def _int_values(ckpt: Checkpoint, name: str) -> array:
-    """A 1-D integer or bool tensor's values without numpy (d2t/t2d are small; importing numpy
-    would cost `inspect` more than reading them)."""
-    info = ckpt.tensors[name]
-    values = array(_ARRAY_CODES[info.dtype])
-    values.frombytes(tensor_bytes(ckpt.source, info))
-    if sys.byteorder == "big" and values.itemsize > 1:
-        values.byteswap()  # safetensors is little-endian
-    return values
-
-
 def _vocab_mapping(
     ckpt: Checkpoint, canon: dict[str, str], vocab_size: int | None, draft_vocab: int | None, read: bool
 ) -> VocabMapping:
@@ -311,7 +294,7 @@ def _vocab_mapping(
         info = ckpt.tensors[d2t_key]
         mapping.d2t = {"shape": list(info.shape), "dtype": info.dtype}
         if read and info.dtype in ("I64", "I32") and readable_vocab_map(info, draft_vocab):
-            targets = [i + d for i, d in enumerate(_int_values(ckpt, d2t_key))]
+            targets = [i + d for i, d in enumerate(read_ints(ckpt, d2t_key))]
             mapping.d2t.update(
                 min_target_id=min(targets) if targets else None,
                 max_target_id=max(targets) if targets else None,
@@ -322,7 +305,7 @@ def _vocab_mapping(
         info = ckpt.tensors[t2d_key]
         mapping.t2d = {"shape": list(info.shape), "dtype": info.dtype}
         if read and info.dtype in ("BOOL", "U8", "I64", "I32") and readable_vocab_map(info, vocab_size):
-            kept = [v != 0 for v in _int_values(ckpt, t2d_key)]
+            kept = [v != 0 for v in read_ints(ckpt, t2d_key)]
             mapping.t2d["count"] = sum(kept)
             if targets is not None:
                 mapping.t2d["consistent_with_d2t"] = all(0 <= t < len(kept) and kept[t] for t in targets)

@@ -38,9 +38,11 @@ if TYPE_CHECKING:  # the face: what type checkers see and what __getattr__ loads
     from eagle_convert.io.source import LocalSource, Source, read_json, where
     from eagle_convert.io.tensordata import (
         DECODABLE,
+        ONE,
         decode,
         encode,
         read_array,
+        read_ints,
         readable_vocab_map,
         tensor_bytes,
         tensor_torch,

@@ -17,7 +17,6 @@ import glob
 import logging
 import os
 import re
-import secrets
 import shutil
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -62,7 +61,7 @@ class OutputExistsError(OutputError, FileExistsError):
 
 def _temp_name(final: Path, kind: str) -> str:
     # The owner's pid in the name: what cleanup falls back on where flock is unsupported.
-    return f".{final.name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}"
+    return f".{final.name}.{kind}-{os.getpid()}-{os.urandom(4).hex()}"
 
 
 _OWNER_PID = re.compile(r"-(\d+)-[0-9a-f]+$")

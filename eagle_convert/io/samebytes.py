@@ -41,11 +41,12 @@ class RangeComparer:
     def _load(self) -> bool:
         try:
             import ctypes
-            import ctypes.util
 
             try:  # the running program's symbols include libc's; find_library would spawn ldconfig
                 fn = ctypes.CDLL(None).memcmp
             except (OSError, AttributeError):
+                import ctypes.util  # imports subprocess: only where it is needed
+
                 fn = ctypes.CDLL(ctypes.util.find_library("c")).memcmp
         except (OSError, AttributeError, ImportError, TypeError):
             return False

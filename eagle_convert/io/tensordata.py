@@ -7,6 +7,8 @@ the deep scan (bytes in chunks) and the torch reference drafter behind smoke and
 
 from __future__ import annotations
 
+import sys
+from array import array
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -30,11 +32,13 @@ class TensorSet(Protocol):
 
 
 __all__ = [
+    "ONE",
     "TORCH_DTYPE_NAMES",
     "TensorSet",
     "decode",
     "encode",
     "read_array",
+    "read_ints",
     "tensor_array",
     "tensor_bytes",
     "tensor_torch",
@@ -119,6 +123,11 @@ def decode(raw: bytes, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
     return np.frombuffer(raw, dtype=_NUMPY_DTYPES[dtype]).reshape(shape)
 
 
+#: 1.0 little-endian in each float dtype (what `encode([1.0], dtype)` gives; its only bit pattern):
+#: ones are written and recognised without numpy, which an upgrade otherwise never imports.
+ONE = {"BF16": b"\x80\x3f", "F16": b"\x00\x3c", "F32": b"\x00\x00\x80\x3f", "F64": b"\x00" * 6 + b"\xf0\x3f"}
+
+
 def encode(values: Any, dtype: str) -> bytes:
     """Little-endian bytes of float `values` in safetensors float `dtype`, rounded to nearest even
     as torch does (BF16: the top half of the float32, rounded; numpy has no bfloat16)."""
@@ -143,6 +152,22 @@ def tensor_array(source: Source, info: TensorInfo) -> np.ndarray:
 def read_array(ckpt: TensorSet, name: str) -> np.ndarray:
     """One tensor of a checkpoint as a numpy array (read its bytes only)."""
     return tensor_array(ckpt.source, ckpt.tensors[name])
+
+
+#: safetensors dtype -> array type code of the same width ("q" and "i" are 8 and 4 bytes on every
+#: platform CPython supports).
+_INT_CODES = {"BOOL": "B", "U8": "B", "I8": "b", "I16": "h", "U16": "H", "I32": "i", "U32": "I", "I64": "q", "U64": "Q"}
+
+
+def read_ints(ckpt: TensorSet, name: str) -> array[int]:
+    """A 1-D integer or bool tensor's values without numpy: the vocabulary maps d2t/t2d are small,
+    and importing numpy would cost `inspect` and `upgrade` more than reading them."""
+    info = ckpt.tensors[name]
+    values = array(_INT_CODES[info.dtype])
+    values.frombytes(tensor_bytes(ckpt.source, info))
+    if sys.byteorder == "big" and values.itemsize > 1:
+        values.byteswap()  # safetensors is little-endian
+    return values
 
 
 def tensor_torch(source: Source, info: TensorInfo) -> torch.Tensor:
