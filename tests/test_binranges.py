@@ -144,7 +144,7 @@ def test_bin_commands_run_without_torch(built_fixtures, tmp_path: Path) -> None:
         "        assert not e.code, (a, e.code)\n"
         f"run('inspect', '--json', {str(folder)!r})\n"
         f"run('validate', '--deep', {str(folder)!r})\n"
-        f"run('upgrade', {str(folder)!r}, {str(out)!r})\n"
+        f"run('upgrade', {str(folder)!r}, '--out', {str(out)!r})\n"
         f"run('diff', {str(folder)!r}, {str(out)!r})\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
