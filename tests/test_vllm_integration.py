@@ -250,3 +250,16 @@ def test_worker_timeout_kills_and_raises(drafts, target):
 
     with pytest.raises(EngineError, match="timed out after 1 s"):
         check_with_vllm(drafts["eagle3"], target, timeout_s=1)
+
+
+def test_the_request_after_a_timeout_reads_its_own_worker(drafts, target):
+    """A timed-out worker is killed; its reader thread's late EOF must not be taken as the next worker's
+    answer (the shared worker of a test run or a command made every request after a timeout fail with
+    "exited with code None without an answer")."""
+    from eagle_convert.errors import EngineError
+    from eagle_convert.vllm.strict_load import check_with_vllm
+
+    with pytest.raises(EngineError, match="timed out after 1 s"):
+        check_with_vllm(drafts["eagle3"], target, timeout_s=1)
+    r = check_with_vllm(drafts["eagle3"], target, timeout_s=300)
+    assert r.ok and r.error is None, r

@@ -182,6 +182,9 @@ class EngineSession:
             bufsize=1,
         )
         self.worker_starts += 1
+        # each worker its own queues: a killed worker's pump may still deliver its EOF (or a late answer),
+        # which the next worker's first read would take as its own ("exited ... without an answer")
+        self._lines, self._stderr = queue.Queue(), deque(maxlen=60)
         threading.Thread(target=self._pump, args=(self._proc.stdout, self._lines.put, True), daemon=True).start()
         threading.Thread(target=self._pump, args=(self._proc.stderr, self._stderr.append, False), daemon=True).start()
         self._read(timeout_s, "start")
