@@ -200,3 +200,63 @@ def test_discovery_defaults_and_relative_paths(tmp_path: Path) -> None:
     assert found.get("acceptance", "max_new_tokens") == 16 and found.has("acceptance") and not found.has("output")
     assert found.path("acceptance", "prompts") == tmp_path / "p" / "prompts.jsonl"
     assert found.get("output", "identity") is True  # the schema's default
+
+
+def test_a_policy_is_frozen_and_checked_when_built(tmp_path: Path) -> None:
+    from dataclasses import FrozenInstanceError
+
+    from eagle_convert.check import Policy
+    from eagle_convert.errors import UsageError
+
+    with pytest.raises(UsageError) as err:  # the library's own Policy(...) refuses what load_policy refuses
+        Policy({"acceptance": {"num_speculative_tokens": 0}}, "made.toml")
+    assert err.value.message == "made.toml: [acceptance] num_speculative_tokens must be >= 1, not 0"
+    assert err.value.hint == f"set num_speculative_tokens to 1 or more{HINT[:-1]}"
+    with pytest.raises(FrozenInstanceError):
+        Policy().source = "x"  # type: ignore[misc]
+
+
+def test_the_acceptance_table_is_the_measuring_options(tmp_path: Path) -> None:
+    from eagle_convert.check import Policy
+    from eagle_convert.measure import NATURAL, MeasureOptions
+
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "prompts.jsonl").write_text("")
+    (tmp_path / POLICY_FILE).write_text(
+        '[acceptance]\nprompts = "p/prompts.jsonl"\ncategories = ["qa"]\nlimit = 2\nbuckets = ["natural", 1024]\n'
+        "temperature = 1\nchat_template = 'none'\n"
+    )
+    assert load_policy(cwd=tmp_path).acceptance == MeasureOptions(
+        engine="vllm",
+        prompts=str(tmp_path / "p" / "prompts.jsonl"),  # beside the policy file
+        categories=("qa",),
+        limit=2,
+        k=None,  # not written: the served k decides, else 3 (MeasureOptions.resolve)
+        max_new_tokens=32,  # the policy's default, not smoke's
+        temperature=1.0,
+        seed=0,
+        buckets=(NATURAL, 1024),
+        chat_template="none",
+    )
+    named = Policy({"acceptance": {"prompts": "spec-bench-sample", "num_speculative_tokens": 5}}, "t")
+    assert named.acceptance is not None and (named.acceptance.prompts, named.acceptance.k) == ("spec-bench-sample", 5)
+    assert Policy().acceptance is None
+
+
+@pytest.mark.vllm  # the Measure is resolved for vLLM (MeasureOptions.resolve refuses it without vLLM)
+def test_check_decides_k_and_the_prompts_once_before_any_stage(tmp_path: Path) -> None:
+    from eagle_convert.check import Policy
+    from eagle_convert.check.run import _measure
+
+    served = {"method": "eagle3", "num_speculative_tokens": 5}
+    assert _measure(Policy({"acceptance": {}}, "t"), served).k == 5  # the served k over the policy's default
+    assert _measure(Policy({"acceptance": {"num_speculative_tokens": 4}}, "t"), None).k == 4
+    m = _measure(Policy(), None)  # no [acceptance]: the engine load's k
+    assert (m.k, m.engine, m.served) == (3, "vllm", None)
+    path = tmp_path / "p.toml"
+    path.write_text('[acceptance]\ncategories = ["nope"]\n')
+    res = CliRunner().invoke(main, ["check", str(tmp_path), "--target", str(tmp_path), "--policy", str(path)])
+    # one line, and no stage started (each stage says "check: <stage> ..." first)
+    assert (res.exit_code, res.stdout) == (2, "")
+    assert res.stderr.startswith(f"Error: {path}: [acceptance] categories: no prompts in nope (available: ")
+    assert res.stderr.count("\n") == 1

@@ -303,20 +303,20 @@ def test_report_reproduces_a_named_suite(tmp_path: Path) -> None:
 
 
 def test_check_policy_names_a_suite_or_a_folder_beside_it(pair, tmp_path: Path) -> None:
-    from types import SimpleNamespace
+    from dataclasses import replace
 
     from eagle_convert.check.policy import load_policy
-    from eagle_convert.check.stages import _prompts
+    from eagle_convert.measure import prepare_smoke_prompts
 
     _write_jsonl(tmp_path / "speed" / "qualitative.jsonl", _speed_rows())
     for value, suite in (("spec-bench-sample", "spec-bench-sample"), ("speed", str(tmp_path / "speed"))):
         (tmp_path / "eagle-check.toml").write_text(
             f'[acceptance]\nprompts = "{value}"\ncategories = ["qa", "coding"]\nlimit = 1\n', encoding="utf-8"
         )
-        policy = load_policy(tmp_path / "eagle-check.toml")
-        s = SimpleNamespace(policy=policy, acc=lambda key, p=policy: p.get("acceptance", key), k=1)
-        s.folder = lambda role: pair[0]
-        pset = _prompts(s)
+        asked = load_policy(tmp_path / "eagle-check.toml").acceptance
+        assert asked is not None and asked.engine == "vllm"
+        m = replace(asked, engine="reference", k=1).resolve("check")  # the reference engine: no vLLM needed here
+        pset = prepare_smoke_prompts(pair[0], m.suite, k=m.k, max_new_tokens=m.max_new_tokens)
         assert (pset.suite, sorted(p.category for p in pset.prompts)) == (suite, ["coding", "qa"])
-        assert s.prompt_suite[0] == suite
-    assert s.prompt_suite[1] == [REFUSAL.format(path=tmp_path / "speed" / "qualitative.jsonl")]
+        assert m.suite.label == suite
+    assert m.suite.notices == [REFUSAL.format(path=tmp_path / "speed" / "qualitative.jsonl")]

@@ -11,8 +11,9 @@ import difflib
 import json
 import sys
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eagle_convert.draft import load_schema
 from eagle_convert.errors import UsageError
@@ -22,18 +23,29 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser as the `tomli` package
     import tomli as tomllib
 
+if TYPE_CHECKING:
+    from eagle_convert.measure import MeasureOptions
+
 POLICY_FILE = "eagle-check.toml"
 SCHEMA = "check-policy.schema.json"
 _TYPES = {"object": dict, "array": list, "string": str, "boolean": bool}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Policy:
-    """The validated policy: `data` holds what the file says, `get` adds the schema's defaults."""
+    """The policy, validated when built (a bad key is a UsageError naming `source` and the key, exit 2):
+    `data` holds what the file says, `get` adds the schema's defaults, `acceptance` is the typed
+    [acceptance] table."""
 
     data: dict[str, Any] = field(default_factory=dict)
     source: str = "(defaults)"
     base_dir: Path = field(default_factory=Path.cwd)
+
+    def __post_init__(self) -> None:
+        problem = validate_policy(self.data)
+        if problem:
+            what, fix = problem
+            raise UsageError(f"{self.source}: {what}", hint=f"{fix}; schemas/check-policy.schema.json, docs/check.md")
 
     def table(self, name: str) -> dict[str, Any] | None:
         """The table as written (None when the file has no such table)."""
@@ -54,6 +66,29 @@ class Policy:
         """A file key resolved against the policy file's folder."""
         value = self.get(table, key)
         return None if value is None else (self.base_dir / value)
+
+    @cached_property
+    def acceptance(self) -> MeasureOptions | None:
+        """[acceptance] as the measuring options every command shares (None without the table): vLLM,
+        the prompts (a path relative to the policy file, else a suite name), k as written (None: the
+        served k, else 3; `MeasureOptions.resolve` decides it)."""
+        if not self.has("acceptance"):
+            return None
+        from eagle_convert.measure import NATURAL, MeasureOptions
+
+        path = self.path("acceptance", "prompts")
+        return MeasureOptions(
+            engine="vllm",
+            prompts=str(path) if path is not None and path.exists() else self.get("acceptance", "prompts"),
+            categories=tuple(self.get("acceptance", "categories") or ()),
+            limit=self.get("acceptance", "limit"),
+            k=self.data["acceptance"].get("num_speculative_tokens"),
+            max_new_tokens=int(self.get("acceptance", "max_new_tokens")),
+            temperature=float(self.get("acceptance", "temperature")),
+            seed=int(self.get("acceptance", "seed")),
+            buckets=tuple(NATURAL if b == "natural" else int(b) for b in self.get("acceptance", "buckets")),
+            chat_template=self.get("acceptance", "chat_template"),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "tables": self.data}
@@ -246,18 +281,23 @@ def validate_policy(data: dict[str, Any]) -> Problem | None:
     if problem:
         return problem
     acc = data.get("acceptance") or {}
-    k = acc.get("num_speculative_tokens", 3)
+    return k_problem(acc, acc.get("num_speculative_tokens", 3))
+
+
+def k_problem(acc: dict[str, Any], k: int, said: str = "num_speculative_tokens") -> Problem | None:
+    """The [acceptance] floor that k cannot meet: more position floors than k, or an AL above k + 1;
+    `said` names where k comes from (the served config, or the policy's own key)."""
     floors = acc.get("min_per_position")
     if floors is not None and len(floors) > k:
         return (
-            f"[acceptance] min_per_position has {len(floors)} floors but num_speculative_tokens is {k} "
-            "(one floor per draft position)",
+            f"[acceptance] min_per_position has {len(floors)} floors but {said} is {k} (one floor per draft position)",
             f"give {k} floor(s), or set num_speculative_tokens = {len(floors)}",
         )
     al = acc.get("min_acceptance_length")
     if al is not None and al > k + 1:
+        whose = "" if said == "num_speculative_tokens" else f" ({said})"
         return (
-            f"[acceptance] min_acceptance_length {al} is above k + 1 = {k + 1}, the most a draft can reach",
+            f"[acceptance] min_acceptance_length {al} is above k + 1 = {k + 1}{whose}, the most a draft can reach",
             f"set min_acceptance_length to {k + 1} or less, or raise num_speculative_tokens",
         )
     return None
@@ -283,8 +323,4 @@ def load_policy(path: str | Path | None = None, *, cwd: Path | None = None) -> P
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: cannot read: {exc}") from None
-    problem = validate_policy(data)
-    if problem:
-        what, fix = problem
-        raise UsageError(f"{path}: {what}", hint=f"{fix}; schemas/check-policy.schema.json, docs/check.md")
     return Policy(data, str(path), path.resolve().parent)

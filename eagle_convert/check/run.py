@@ -23,16 +23,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eagle_convert.check.checks import STAGES, TITLES, CheckResult, not_run, skipped
 from eagle_convert.check.gate import needs
 from eagle_convert.check.options import CheckOptions
-from eagle_convert.check.policy import Policy, load_policy
+from eagle_convert.check.policy import Policy, k_problem, load_policy
 from eagle_convert.errors import EngineError, UsageError
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
+
+if TYPE_CHECKING:
+    from eagle_convert.measure import Measure
 
 SCHEMA_VERSION = 1
 
@@ -150,22 +153,9 @@ def _serve_config(
             options=("speculative_config",),
             file=policy.source,
         )
-    floors = acc.get("min_per_position")
-    if floors is not None and len(floors) > k:
-        raise UsageError(
-            f"{policy.source}: [acceptance] min_per_position has {len(floors)} floors but {{speculative_config}} "
-            f"num_speculative_tokens is {k} (one floor per draft position)",
-            options=("speculative_config",),
-            file=policy.source,
-        )
-    al = acc.get("min_acceptance_length")
-    if al is not None and al > k + 1:
-        raise UsageError(
-            f"{policy.source}: [acceptance] min_acceptance_length {al} is above k + 1 = {k + 1} "
-            "({speculative_config} num_speculative_tokens), the most a draft can reach",
-            options=("speculative_config",),
-            file=policy.source,
-        )
+    problem = k_problem(acc, k, "{speculative_config} num_speculative_tokens")
+    if problem:
+        raise UsageError(f"{policy.source}: {problem[0]}", options=("speculative_config",), file=policy.source)
     return serve
 
 
@@ -244,10 +234,11 @@ def run_check(
     status = installed_status(requested)  # a bad release is a usage error before any stage runs
     need = needs(policy, target=target_s, baseline=baseline_s, server=server)
     serve = _serve_config(o.speculative_config, o.max_model_len, status, policy, engines_run=need.engines_run)
+    measure = _measure(policy, o.speculative_config) if need.engines_run else None
     report = CheckReport(str(draft), target_s, baseline_s, policy, release=status)
     say = progress or (lambda _m: None)
     engines = Engines(cache if cache is not None else {}, session)
-    state = stages.State(str(draft), target_s, baseline_s, policy, need, engines, release=status)
+    state = stages.State(str(draft), target_s, baseline_s, policy, need, engines, release=status, measure=measure)
     state.serve_for = serving
     state.serve_config = serve_config
     state.serve = report.serve = serve
@@ -306,6 +297,15 @@ def run_check(
     report.settings = state.settings
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _measure(policy: Policy, speculative_config: str | dict[str, Any] | None) -> Measure:
+    """What every engine stage runs with, decided once by `MeasureOptions.resolve`: the policy's
+    [acceptance] (else the defaults) in vLLM at the served k, else the policy's, else 3."""
+    from eagle_convert.measure import MeasureOptions
+
+    asked = replace(policy.acceptance or MeasureOptions(engine="vllm"), speculative_config=speculative_config)
+    return asked.resolve("check", categories=f"{policy.source}: [acceptance] categories")
 
 
 def _server(o: CheckOptions, policy: Policy) -> Any:

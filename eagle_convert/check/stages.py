@@ -1,7 +1,8 @@
 """The stages of `check`: gather one stage's measurements, hand them to `checks.py`.
 
-`State` carries what later stages reuse: the validation report, local folders (downloaded once
-for hub references), the prepared prompts, and every engine pass (`measure.Engines`).
+`State` carries what later stages reuse: the validation report, the draft and target opened once,
+local folders (downloaded once for hub references), the `Measure` the engines run with (decided
+once by run_check), the prepared prompts, and every engine pass (`measure.Engines`).
 
 Hub references are downloaded (`draft.local_checkpoint`) only for the stages that load weights;
 the static stages read headers only.
@@ -11,14 +12,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eagle_convert.check import checks as ck
 from eagle_convert.check import measured as ms
 from eagle_convert.check.checks import CheckResult
 from eagle_convert.check.policy import Policy
 from eagle_convert.draft import local_checkpoint
-from eagle_convert.measure import CONTROL_EPS, GREEDY, MAIN, MIXED, Engines, plan_check_passes
+from eagle_convert.measure import CONTROL_EPS, GREEDY, MAIN, MIXED, Engines, draft_from_pass, plan_check_passes
+
+if TYPE_CHECKING:
+    from eagle_convert.measure import Measure
 
 
 @dataclass
@@ -30,7 +34,9 @@ class State:
     need: Any  # gate.Needs
     engines: Engines
     report: Any = None  # ValidationReport of the static stage
+    measure: Measure | None = None  # what every engine runs with (k, prompts, decoding); None: no engine runs
     folders: dict[str, Path] = field(default_factory=dict)
+    opened: dict[str, Any] = field(default_factory=dict)  # "draft" -> Checkpoint, "info" -> DraftInfo: once
     pset: Any = None
     candidate: Any = None  # measure.results.DraftResult of the measuring pass
     passes: dict[str, dict[str, Any]] = field(default_factory=dict)  # role -> pass name -> PassResult
@@ -40,7 +46,6 @@ class State:
     serve: Any = None  # vllm_model.serve_config.ServeConfig: --speculative-config / --max-model-len
     serve_for: Any = None  # engines.EngineStatus: --for sglang|trtllm, the engine the static verdict is for
     serve_config: str | None = None  # --serve-config: that engine's serve config file, checked by the static stage
-    prompt_suite: tuple[str, list[str]] = ("built-in", [])  # [acceptance] prompts: label, refusal lines
 
     def folder(self, role: str) -> Path:
         """Local folder of the draft / target / baseline (a hub repo is downloaded once)."""
@@ -53,14 +58,19 @@ class State:
             self.folders[role] = local_checkpoint(ref, role, "check", hub=True)
         return self.folders[role]
 
-    def acc(self, key: str) -> Any:
-        return self.policy.get("acceptance", key)
-
     @property
-    def k(self) -> int:
-        """k of every engine: the served one (--speculative-config), else the policy's."""
-        served = self.serve.k if self.serve is not None else None
-        return int(served if served is not None else self.acc("num_speculative_tokens"))
+    def m(self) -> Measure:
+        """The `Measure` of the engine stages (run_check resolves it whenever one runs)."""
+        assert self.measure is not None, "run_check resolves the Measure before an engine stage"
+        return self.measure
+
+    def checkpoint(self) -> Any:
+        """The draft opened once (its downloaded folder once there is one; headers only)."""
+        if "draft" not in self.opened:
+            from eagle_convert.draft import open_checkpoint
+
+            self.opened["draft"] = open_checkpoint(self.folders.get("draft", self.draft))
+        return self.opened["draft"]
 
     @property
     def serving_context(self) -> int | None:
@@ -114,11 +124,14 @@ def static(s: State) -> list[CheckResult]:
 
 
 def _info(s: State) -> Any:
+    """The draft as the release reads it: the static stage's, else described once here."""
     if s.report is not None:
         return s.report.info
-    from eagle_convert.draft import describe, open_checkpoint
+    if "info" not in s.opened:
+        from eagle_convert.draft import describe
 
-    return describe(open_checkpoint(s.draft), s.release.rules, read_vocab=False)
+        s.opened["info"] = describe(s.checkpoint(), s.release.rules, read_vocab=False)
+    return s.opened["info"]
 
 
 def features(s: State) -> list[CheckResult]:
@@ -136,21 +149,15 @@ def features(s: State) -> list[CheckResult]:
 
 
 def engine(s: State) -> list[CheckResult]:
-    from eagle_convert.draft import open_checkpoint
     from eagle_convert.validate import build_context, feature_findings, from_engine, open_target
 
     draft, target = s.folder("draft"), s.folder("target")
     result = s.engines.load_check(
-        draft,
-        target,
-        k=s.k if s.policy.has("acceptance") or s.speculative else 3,
-        timeout_s=float(s.policy.get("engine", "timeout")),
-        speculative=s.speculative,
+        draft, target, k=s.m.k, timeout_s=float(s.policy.get("engine", "timeout")), speculative=s.speculative
     )
-    ckpt = open_checkpoint(draft)
     tgt = open_target(str(target))
     ctx = build_context(
-        ckpt,
+        s.checkpoint(),
         _info(s),
         target=tgt.target,
         target_source=tgt.description,
@@ -159,44 +166,22 @@ def engine(s: State) -> list[CheckResult]:
     return ck.engine_checks(feature_findings(ctx, result.features) + from_engine(result), result)
 
 
-def _prompts(s: State) -> Any:
-    from eagle_convert.measure import NATURAL, prepare_smoke_prompts, resolve_suite, select_suite
-
-    # a file or folder relative to the policy file, else a suite name (spec-bench-sample, long-context:4k)
-    value = s.policy.get("acceptance", "prompts")
-    path = s.policy.path("acceptance", "prompts")
-    suite = resolve_suite(str(path) if path is not None and path.exists() else value)
-    # the categories asked for, then the first `limit` of each, in file order
-    source = f"{s.policy.source}: [acceptance] categories"
-    prompts = select_suite(suite, s.acc("categories") or (), s.acc("limit"), option=source)
-    s.prompt_suite = (suite.label, list(suite.notices))
-    buckets = [NATURAL if b == "natural" else int(b) for b in s.acc("buckets")]
-    return prepare_smoke_prompts(
-        s.folder("target"),
-        prompts,
-        k=s.k,
-        max_new_tokens=int(s.acc("max_new_tokens")),
-        buckets=buckets,
-        chat_template=s.acc("chat_template"),
-    )
-
-
 def _run(s: State, role: str, draft: Path | None, specs: list) -> dict[str, Any]:
     from eagle_convert.measure import max_model_len_for
 
-    n = int(s.acc("max_new_tokens"))
-    needed = max_model_len_for(s.folder("target"), s.pset, n, s.k)
+    m = s.m
+    needed = max_model_len_for(s.folder("target"), s.pset, m.max_new_tokens, m.k)
     out = s.engines.passes(
         role,
         s.folder("target"),
         draft,
         [p.token_ids for p in s.pset.prompts],
         specs,
-        k=s.k,
-        max_new_tokens=n,
+        k=m.k,
+        max_new_tokens=m.max_new_tokens,
         max_model_len=s.serve.engine_max_model_len(needed) if s.serve is not None else needed,
-        seed=int(s.acc("seed")),
-        timeout_s=float(s.acc("timeout")),
+        seed=m.seed,
+        timeout_s=float(s.policy.get("acceptance", "timeout")),
         speculative=s.speculative,
     )
     s.passes[role] = out
@@ -206,8 +191,8 @@ def _run(s: State, role: str, draft: Path | None, specs: list) -> dict[str, Any]
 def _plan(s: State):
     out = s.policy.get("output", "mixed_batch")
     return plan_check_passes(
-        temperature=float(s.acc("temperature")),
-        seed=int(s.acc("seed")),
+        temperature=s.m.temperature,
+        seed=s.m.seed,
         identity=s.need.runs("identity"),
         mixed=float(s.policy.get("output", "companion_temperature")) if (s.need.runs("identity") and out) else None,
         control=s.need.control,
@@ -216,41 +201,47 @@ def _plan(s: State):
     )
 
 
-def _draft_result(s: State, path: Path, pr: Any, label: str) -> Any:
-    from eagle_convert.measure import draft_from_pass
-
-    return draft_from_pass(path, pr, s.pset, s.k, label)
-
-
 def acceptance(s: State) -> list[CheckResult]:
-    s.pset = _prompts(s)
+    from eagle_convert.measure import prepare_smoke_prompts
+
+    m = s.m
+    s.pset = prepare_smoke_prompts(
+        s.folder("target"),
+        m.suite,
+        k=m.k,
+        max_new_tokens=m.max_new_tokens,
+        buckets=list(m.buckets),
+        chat_template=m.chat_template,
+    )
+    refused = list(m.suite.notices)
     s.settings = {
-        "k": s.k,
-        "max_new_tokens": int(s.acc("max_new_tokens")),
-        "temperature": float(s.acc("temperature")),
-        "seed": int(s.acc("seed")),
+        "k": m.k,
+        "max_new_tokens": m.max_new_tokens,
+        "temperature": m.temperature,
+        "seed": m.seed,
         "prompts": len(s.pset.prompts),
-        "prompt_suite": s.prompt_suite[0],
-        **({"prompts_refused": s.prompt_suite[1]} if s.prompt_suite[1] else {}),
+        "prompt_suite": m.suite.label,
+        **({"prompts_refused": refused} if refused else {}),
         "chat_template": s.pset.chat_template,
         "speculative_config": s.speculative,
     }
     out = _run(s, "candidate", s.folder("draft"), _plan(s).candidate)
-    s.candidate = _draft_result(s, s.folder("draft"), out[MAIN], "candidate")
+    s.candidate = draft_from_pass(s.folder("draft"), out[MAIN], s.pset, m.k, "candidate")
     return ms.acceptance_checks(s.candidate, s.policy)
 
 
 def alarms(s: State) -> list[CheckResult]:
     if (skip := _unmeasured(s, "alarms")) is not None:
         return skip
-    return ms.alarm_checks(s.candidate, s.passes["candidate"][MAIN].outputs, s.k, s.policy)
+    return ms.alarm_checks(s.candidate, s.passes["candidate"][MAIN].outputs, s.m.k, s.policy)
 
 
 def baseline(s: State) -> list[CheckResult]:
     if (skip := _unmeasured(s, "baseline")) is not None:
         return skip
     out = _run(s, "baseline", s.folder("baseline"), _plan(s).baseline)
-    base = _draft_result(s, s.folder("baseline"), out[MAIN], Path(s.baseline or "baseline").name or "baseline")
+    label = Path(s.baseline or "baseline").name or "baseline"
+    base = draft_from_pass(s.folder("baseline"), out[MAIN], s.pset, s.m.k, label)
     return ms.baseline_checks(s.candidate, base, s.policy)
 
 
@@ -262,7 +253,7 @@ def _dtype(s: State) -> str:
 
 def _greedy(s: State) -> Any:
     cand = s.passes["candidate"]
-    return cand[MAIN] if float(s.acc("temperature")) == 0 else cand[GREEDY]
+    return cand[MAIN] if s.m.temperature == 0 else cand[GREEDY]
 
 
 def identity(s: State) -> list[CheckResult]:

@@ -133,12 +133,13 @@ class MeasureOptions:
     def __post_init__(self) -> None:
         check(self)
 
-    def resolve(self, command: str = "smoke", *, k_sweep: bool = False) -> Measure:
+    def resolve(self, command: str = "smoke", *, k_sweep: bool = False, categories: str = "--category") -> Measure:
         """Decide, once, what every engine runs with.
 
         Args:
             command: the command named when an extra is missing ("smoke", "report").
             k_sweep: smoke's k sweep: on vLLM it times its step costs at concurrency 1, so 1 joins the levels.
+            categories: how the refusal of an unknown category names `categories` (check: its policy key).
 
         Returns:
             The frozen `Measure`.
@@ -173,7 +174,7 @@ class MeasureOptions:
             require("vllm", f"{command} --engine vllm")
         if k_sweep and engine == "vllm" and 1 not in levels:  # the step costs come from c = 1
             levels = tuple(sorted({1, *levels}))
-        suite = select_suite(resolve_suite(self.prompts), self.categories, self.limit)
+        suite = select_suite(resolve_suite(self.prompts), self.categories, self.limit, option=categories)
         return Measure(
             engine,
             k,
