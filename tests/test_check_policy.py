@@ -198,7 +198,10 @@ def test_discovery_defaults_and_relative_paths(tmp_path: Path) -> None:
     found = load_policy(cwd=tmp_path)
     assert found.source == str(tmp_path / POLICY_FILE)
     assert found.get("acceptance", "max_new_tokens") == 16 and found.has("acceptance") and not found.has("output")
-    assert found.path("acceptance", "prompts") == tmp_path / "p" / "prompts.jsonl"
+    assert found.prompts("acceptance") == "p/prompts.jsonl"  # no such file beside the policy: a suite name
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "prompts.jsonl").write_text("")
+    assert found.prompts("acceptance") == str(tmp_path / "p" / "prompts.jsonl")
     assert found.get("output", "identity") is True  # the schema's default
 
 

@@ -47,10 +47,6 @@ class Policy:
             what, fix = problem
             raise UsageError(f"{self.source}: {what}", hint=f"{fix}; schemas/check-policy.schema.json, docs/check.md")
 
-    def table(self, name: str) -> dict[str, Any] | None:
-        """The table as written (None when the file has no such table)."""
-        return self.data.get(name)
-
     def has(self, name: str) -> bool:
         return name in self.data
 
@@ -62,10 +58,11 @@ class Policy:
         prop = load_schema(SCHEMA)["properties"][table]["properties"][key]
         return prop.get("default", default)
 
-    def path(self, table: str, key: str) -> Path | None:
-        """A file key resolved against the policy file's folder."""
-        value = self.get(table, key)
-        return None if value is None else (self.base_dir / value)
+    def prompts(self, table: str) -> str | None:
+        """A table's prompts: a file or folder beside the policy file, else as written (a suite name)."""
+        value = self.get(table, "prompts")
+        path = None if value is None else self.base_dir / value
+        return str(path) if path is not None and path.exists() else value
 
     @cached_property
     def acceptance(self) -> MeasureOptions | None:
@@ -76,10 +73,9 @@ class Policy:
             return None
         from eagle_convert.measure import NATURAL, MeasureOptions
 
-        path = self.path("acceptance", "prompts")
         return MeasureOptions(
             engine="vllm",
-            prompts=str(path) if path is not None and path.exists() else self.get("acceptance", "prompts"),
+            prompts=self.prompts("acceptance"),
             categories=tuple(self.get("acceptance", "categories") or ()),
             limit=self.get("acceptance", "limit"),
             k=self.data["acceptance"].get("num_speculative_tokens"),

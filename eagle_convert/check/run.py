@@ -141,7 +141,7 @@ def _serve_config(
             exc.message = f"{exc.message}; the engine stages run the installed vLLM"  # keeps its options
             raise exc from None
     k = serve.k if serve is not None else None
-    acc = policy.table("acceptance") or {}
+    acc = policy.data.get("acceptance") or {}
     if k is None or not policy.has("acceptance"):
         return serve
     own = acc.get("num_speculative_tokens")
@@ -192,13 +192,7 @@ def run_check(
     from eagle_convert.vllm_model import installed_status
 
     o = opts or CheckOptions()
-    target, baseline, vllm_version, serve_for, serve_config = (
-        o.target,
-        o.baseline,
-        o.vllm_version,
-        o.serve_for,
-        o.serve_config,
-    )
+    vllm_version, serve_for, serve_config = o.vllm_version, o.serve_for, o.serve_config
 
     t0 = time.perf_counter()
     serving = None
@@ -228,8 +222,8 @@ def run_check(
         read_serve_file(serve_config, serving.engine)  # an unreadable file: a usage error before any stage runs
     policy = policy or load_policy(o.policy)
     server = _server(o, policy)
-    target_s = None if target is None else str(target)
-    baseline_s = None if baseline is None else str(baseline)
+    target_s = None if o.target is None else str(o.target)
+    baseline_s = None if o.baseline is None else str(o.baseline)
     requested = vllm_version or policy.get("static", "vllm_version")
     status = installed_status(requested)  # a bad release is a usage error before any stage runs
     need = needs(policy, target=target_s, baseline=baseline_s, server=server)

@@ -51,11 +51,10 @@ def measure_served(where: ServeTarget, policy: Policy) -> Any:
     from eagle_convert.measure import MeasureOptions, resolve_suite, select_suite
     from eagle_convert.served import ServerOptions, run_served
 
-    prompts = policy.get("serve", "prompts")
-    if prompts is not None and not Path(prompts).is_absolute() and (policy.base_dir / prompts).exists():
-        prompts = str(policy.base_dir / prompts)
     suite = select_suite(
-        resolve_suite(prompts), tuple(policy.get("serve", "categories") or ()), policy.get("serve", "limit")
+        resolve_suite(policy.prompts("serve")),
+        tuple(policy.get("serve", "categories") or ()),
+        policy.get("serve", "limit"),
     )
     opts = MeasureOptions(
         max_new_tokens=int(policy.get("serve", "max_new_tokens")),
