@@ -265,3 +265,20 @@ def test_check_fails_a_release_it_has_not_read(built_fixtures, tmp_path: Path, v
     row = {r["name"]: r for r in json.loads(res.stdout)["checks"]}["static: unverified"]
     assert (row["status"], row["details"]["accepted"]) == ("pass", True)
     assert row["message"].startswith('risk accepted by the policy\'s [vllm] unknown_release = "warn": E706')
+
+
+def test_the_features_and_engine_stages_share_one_opened_draft(gate_drafts, monkeypatch) -> None:
+    import eagle_convert.draft as draft_face
+    from eagle_convert.check import stages
+    from eagle_convert.measure import Engines
+    from eagle_convert.vllm_model import installed_status
+
+    opened: list[str] = []
+    real = draft_face.open_checkpoint
+    monkeypatch.setattr(draft_face, "open_checkpoint", lambda ref: opened.append(str(ref)) or real(ref))
+    draft = gate_drafts["specforge-plain"]
+    policy = Policy({"static": {"enabled": False}}, "t")  # no validation report: check describes the draft itself
+    s = stages.State(str(draft), None, None, policy, None, Engines({}), release=installed_status("0.32.0"))
+    info = stages._info(s)  # the features stage
+    assert stages._info(s) is info and s.checkpoint() is s.checkpoint()  # the engine stage's
+    assert opened == [str(draft)] and info.view is not None
