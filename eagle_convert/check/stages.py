@@ -1,7 +1,7 @@
 """The stages of `check`: gather one stage's measurements, hand them to `checks.py`.
 
-`State` carries what later stages reuse: the validation report, the draft and target opened once,
-local folders (downloaded once for hub references), the `Measure` the engines run with (decided
+`State` carries what later stages reuse: the validation report, the draft opened and described
+once, local folders (downloaded once for hub references), the `Measure` the engines run with (decided
 once by run_check), the prepared prompts, and every engine pass (`measure.Engines`).
 
 Hub references are downloaded (`draft.local_checkpoint`) only for the stages that load weights;
