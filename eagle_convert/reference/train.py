@@ -76,7 +76,6 @@ class TrainResult:
     losses: list[float]
     step_acc: list[float]  # argmax agreement per TTT step over the last logging window
     seconds: float
-    acc_history: list[list[float]] = field(default_factory=list)
     eal_history: list[tuple[int, float]] = field(default_factory=list)  # (step, held-out EAL); step 0 = start
     best_step: int | None = None  # the step whose weights the drafter holds at the end (with `evaluate`)
     best_eal: float | None = None
@@ -347,7 +346,7 @@ def train_draft(
         return eal, keeper.offer(eal, (label, step), drafter)
 
     losses: list[float] = []
-    hist: list[list[float]] = []
+    step_acc: list[float] = []
     window: list[list[float]] = []
     drafter.train()
     if evaluate is not None and keeper.where is None:
@@ -382,7 +381,7 @@ def train_draft(
             on_step(info)
         if (step + 1) % log_every == 0 or step == steps - 1:
             mean = [sum(a[j] for a in window) / len(window) for j in range(ttt_steps)]
-            hist.append(mean)
+            step_acc = mean
             LOG.info("step %d loss %.4f acc %s", step + 1, losses[-1], [round(a, 3) for a in mean])
             window = []
     drafter.eval()
@@ -396,9 +395,8 @@ def train_draft(
         best = where[1] if isinstance(where, tuple) and where[0] == label else None
     return TrainResult(
         losses=losses,
-        step_acc=hist[-1] if hist else [],
+        step_acc=step_acc,
         seconds=time.perf_counter() - t0,
-        acc_history=hist,
         eal_history=eal_hist,
         best_step=best,
         best_eal=keeper.eal if evaluate is not None else None,
