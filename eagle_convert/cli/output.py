@@ -20,6 +20,7 @@ __all__ = [
     "PIPED_WIDTH",
     "console",
     "echo_json",
+    "figure",
     "longest_word",
     "output_width",
     "shorten_long_words",
@@ -49,6 +50,11 @@ def shorten_long_words(text: str, limit: int = LONG_WORD) -> str:
             word = f"{word[: limit // 2]}…{word[-20:]} ({len(word):,} characters)"
         out.append(word)
     return " ".join(out)
+
+
+def figure(x: float | None, fmt: str = "{:.2f}") -> str:
+    """A measured figure in a table cell: "—" where none was measured."""
+    return "—" if x is None else fmt.format(x)
 
 
 def longest_word(texts: Iterable[str]) -> int:
