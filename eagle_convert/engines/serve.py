@@ -187,7 +187,7 @@ def sglang_command(draft: Draft, rules: EngineRules) -> ServeCommand:
             f"{rules.label} reads the aux ids from the draft's {rules.aux_ids_path}, not from this command: it "
             f"taps {fmt_taps(view.taps)}, the draft was trained on {fmt_taps(trained)}; {fix}"
         )
-    argv = ("python", "-m", "sglang.launch_server", *(str(t) for pair in flags for t in pair))
+    argv = (*sa.SGLANG_LAUNCH.split(), *(str(t) for pair in flags for t in pair))
     return ServeCommand("sglang", rules.release, rules.title, argv, tuple(flags), notes=tuple(notes))
 
 

@@ -52,7 +52,6 @@ class ServeArg:
         return isinstance(value, str)
 
 
-SGLANG_RELEASE = "0.5.23"
 SGLANG_LAUNCH = "python -m sglang.launch_server"  # sglang/launch_server.py: prepare_server_args(sys.argv[1:])
 
 SGLANG_FLAGS: dict[str, ServeArg] = {
@@ -154,7 +153,6 @@ __all__ = [
     "SGLANG_CHAIN_TOPK",
     "SGLANG_FLAGS",
     "SGLANG_LAUNCH",
-    "SGLANG_RELEASE",
     "TRTLLM_BLOCK",
     "TRTLLM_FIELDS",
     "TRTLLM_MODEL_ARCH",
