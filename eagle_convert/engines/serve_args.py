@@ -134,18 +134,12 @@ TRTLLM_MODEL_ARCH = "llama3"
 
 def sglang_flag(name: str) -> ServeArg | None:
     """The SGLang flag `name` is (its own name or an alias), else None."""
-    for arg in SGLANG_FLAGS.values():
-        if name == arg.name or name in arg.aliases:
-            return arg
-    return None
+    return next((arg for arg in SGLANG_FLAGS.values() if name == arg.name or name in arg.aliases), None)
 
 
 def trtllm_field(name: str) -> ServeArg | None:
     """The TensorRT-LLM field `name` is (its own name or an alias), else None."""
-    for arg in TRTLLM_FIELDS.values():
-        if name == arg.name or name in arg.aliases:
-            return arg
-    return None
+    return next((arg for arg in TRTLLM_FIELDS.values() if name == arg.name or name in arg.aliases), None)
 
 
 __all__ = [
