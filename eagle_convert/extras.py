@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Iterable
+from pathlib import Path
 
 from eagle_convert.errors import MissingExtraError
 
@@ -33,6 +34,17 @@ def module_available(name: str) -> bool:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):  # ValueError: in sys.modules with __spec__ None
         return False
+
+
+def package_dir(module: str) -> Path | None:
+    """The installed package folder of top-level `module` ("vllm", "sglang"), found without importing it."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
 
 
 def missing_modules(extra: str, modules: Iterable[str] | None = None) -> list[str]:

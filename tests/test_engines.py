@@ -389,6 +389,7 @@ def _fake_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: str, 
     """An 'installed' SGLang `version` whose package holds `body`, and fingerprints read from `_FAKE` as 0.5.23."""
     from importlib import metadata
 
+    from eagle_convert import extras
     from eagle_convert.engines import fingerprints
 
     def tree(root: Path, files: dict[str, str]) -> Path:
@@ -405,7 +406,7 @@ def _fake_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: str, 
         },
     }
     monkeypatch.setattr(fingerprints, "fingerprint_data", lambda: data)
-    monkeypatch.setattr(fingerprints, "package_dir", lambda module: tree(tmp_path / "site" / module, body))
+    monkeypatch.setattr(extras, "package_dir", lambda module: tree(tmp_path / "site" / module, body))
     monkeypatch.setitem(ENGINES, "sglang", replace(ENGINES["sglang"], deciding=deciding))
     real = metadata.version
     monkeypatch.setattr(metadata, "version", lambda d: version if d == "sglang" else real(d))

@@ -7,7 +7,8 @@ import torch
 from tinymodels import AUX, V, tiny_draft_config, tiny_target
 
 from eagle_convert.reference.select import KeepBest, expected_acceptance_length
-from eagle_convert.reference.train import StepInfo, _last_positions, heldout_accuracy, init_drafter, train_draft
+from eagle_convert.reference.train import StepInfo, _last_positions, heldout_accuracy, train_draft
+from fixtures.trained import init_drafter
 
 
 def test_eal_is_the_sum_of_running_products() -> None:

@@ -11,7 +11,7 @@ from tinymodels import AUX, VD, V, tiny_draft_config, tiny_target
 
 from eagle_convert.reference.loop import _accept, greedy_generate, speculative_generate, summarize
 from eagle_convert.reference.target import TargetModel
-from eagle_convert.reference.train import init_drafter
+from fixtures.trained import init_drafter
 
 torch.set_num_threads(1)
 

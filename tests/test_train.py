@@ -16,11 +16,10 @@ from eagle_convert.reference.loop import speculative_generate, summarize
 from eagle_convert.reference.target import TargetModel
 from eagle_convert.reference.train import (
     TTTSlot,
-    init_drafter,
-    save_draft,
     train_draft,
     trainable_names,
 )
+from fixtures.trained import init_drafter, save_draft
 
 torch.set_num_threads(1)
 # The TTT graph and the inference chain compute the same values through other shapes (one

@@ -52,9 +52,10 @@ def test_extras_allow_only_known_versions(extra: str) -> None:
 
 
 def test_every_source_only_release_is_in_the_extra_range() -> None:
-    assert all(versions.in_extra_range(v) for v in (*versions.SOURCE_ONLY, versions.TESTED_VERSION))
+    extra = SpecifierSet(versions.EXTRA_RANGE)
+    assert all(extra.contains(v, prereleases=True) for v in (*versions.SOURCE_ONLY, versions.TESTED_VERSION))
     assert versions.SOURCE_ONLY == tuple(
-        v for v in releases.KNOWN_RELEASES if versions.in_extra_range(v) and v != versions.TESTED_VERSION
+        v for v in releases.KNOWN_RELEASES if extra.contains(v, prereleases=True) and v != versions.TESTED_VERSION
     )
 
 

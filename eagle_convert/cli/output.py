@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -12,7 +13,18 @@ import click
 if TYPE_CHECKING:
     from eagle_convert.cli.safeconsole import SafeConsole
 
-__all__ = ["LONG_WORD", "PIPED_WIDTH", "console", "echo_json", "output_width", "shorten_long_words"]
+__all__ = [
+    "COLUMN_OVERHEAD",
+    "LONG_WORD",
+    "MIN_TEXT_COLUMN",
+    "PIPED_WIDTH",
+    "console",
+    "echo_json",
+    "figure",
+    "longest_word",
+    "output_width",
+    "shorten_long_words",
+]
 
 # Piped output without COLUMNS (a file, a CI log): what reads in a log viewer or a diff without
 # scrolling. Tables fit it by wrapping between words; only a value longer than a line is longer.
@@ -22,6 +34,10 @@ PIPED_WIDTH = 100
 # A word (a tensor name, a path) longer than this is shown shortened with its length: a crafted
 # 100,000-character tensor name would otherwise fill a thousand lines of a table. JSON keeps it whole.
 LONG_WORD = 120
+# Narrowest text column (a finding, a fix, a check's details) worth a table; below it they go in a list.
+MIN_TEXT_COLUMN = 24
+# A rich table's own width per column: one space of padding each side and one border.
+COLUMN_OVERHEAD = 3
 
 
 def shorten_long_words(text: str, limit: int = LONG_WORD) -> str:
@@ -34,6 +50,16 @@ def shorten_long_words(text: str, limit: int = LONG_WORD) -> str:
             word = f"{word[: limit // 2]}…{word[-20:]} ({len(word):,} characters)"
         out.append(word)
     return " ".join(out)
+
+
+def figure(x: float | None, fmt: str = "{:.2f}") -> str:
+    """A measured figure in a table cell: "—" where none was measured."""
+    return "—" if x is None else fmt.format(x)
+
+
+def longest_word(texts: Iterable[str]) -> int:
+    """The narrowest a column of `texts` can be without splitting a word."""
+    return max((len(w) for t in texts for w in t.split()), default=0)
 
 
 def output_width(stream: Any = None) -> int | None:

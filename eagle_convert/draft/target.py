@@ -28,6 +28,7 @@ from eagle_convert.io import LocalSource, Source, read_json
 from eagle_convert.vllm_model import (
     DRAFT_QUANT_SOURCE,
     TEXT_CONFIG_KEYS,
+    positive_int,
     rope_declared,
     rope_is_nested,
     rope_parameters,
@@ -35,10 +36,6 @@ from eagle_convert.vllm_model import (
 )
 
 __all__ = ["Target", "load_target", "text_config"]
-
-
-def _positive_int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def text_config(config: Mapping[str, Any], where: str = "target") -> tuple[dict[str, Any], str | None]:
@@ -109,10 +106,10 @@ class Target:
             config=dict(config),
             text=text,
             text_key=key,
-            num_layers=_positive_int(text.get("num_hidden_layers")),
-            hidden_size=_positive_int(text.get("hidden_size")),
-            vocab_size=_positive_int(text.get("vocab_size")),
-            max_position_embeddings=_positive_int(text.get("max_position_embeddings")),
+            num_layers=positive_int(text.get("num_hidden_layers")),
+            hidden_size=positive_int(text.get("hidden_size")),
+            vocab_size=positive_int(text.get("vocab_size")),
+            max_position_embeddings=positive_int(text.get("max_position_embeddings")),
             rope=None if rope_is_nested(text) else rope_parameters({"model_type": model_type, **text}),
             rope_declared=rope_declared(text),
             rope_theta_declared=rope_theta_declared(text),

@@ -113,17 +113,9 @@ def compare_rounds(
     vllm: Sequence[tuple[Sequence[int], Rounds]],
     depth: int,
 ) -> tuple[list[CrossCheckRow], dict[str, int]]:
-    """Per depth, the two engines' mean fed-back RMS over the matched rounds (module docstring).
-
-    Args:
-        prompts: token ids of each prompt.
-        reference: per prompt, the reference's (generated tokens, rounds).
-        vllm: per prompt, vLLM's (generated tokens, rounds).
-        depth: the rounds' k.
-
-    Returns:
-        The rows, and the counts (identical prompts, matched / reference / vLLM rounds).
-    """
+    """Per depth, the two engines' mean fed-back RMS over the matched rounds (module docstring),
+    from each engine's (generated tokens, rounds) per prompt; with the counts (identical prompts,
+    matched / reference / vLLM rounds)."""
     pairs: list[list[tuple[float, float]]] = [[] for _ in range(depth)]
     counts = {"identical_prompts": 0, "matched_rounds": 0, "reference_rounds": 0, "vllm_rounds": 0}
     for ids, (ref_tokens, ref_rounds), (v_tokens, v_rounds) in zip(prompts, reference, vllm):

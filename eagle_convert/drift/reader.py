@@ -14,18 +14,9 @@ __all__ = ["read_drift_report"]
 
 
 def read_drift_report(data: dict[str, Any], where: str = "drift report") -> DriftReport:
-    """The `DriftReport` that `to_dict()` wrote `data` from.
-
-    Args:
-        data: a parsed `drift --json` (schemas/drift-report.schema.json).
-        where: names the data in the error (a file, a report's stage).
-
-    Returns:
-        The report, equal to the one written (per-head shares included).
-
-    Raises:
-        ConfigError: a field is missing or has the wrong shape.
-    """
+    """The `DriftReport` (per-head shares included) that `to_dict()` wrote `data`, a parsed `drift
+    --json`, from; ConfigError naming `where` (a file, a report's stage) when a field is missing or
+    has the wrong shape."""
     try:
         return DriftReport.from_dict(data)
     except (KeyError, TypeError, ValueError) as exc:

@@ -48,22 +48,9 @@ def measure_drift(
     on_prompt: Callable[[int], None] | None = None,
     recorder: DriftRecorder | None = None,
 ) -> DriftRecorder:
-    """Draft to `depth` from every round of a greedy speculative run on each prompt; return the sums.
-
-    Args:
-        target: the reference target.
-        drafter: the reference drafter, on the target's device (its observer is set for the run).
-        prompts: token ids of each prompt.
-        depth: draft tokens per round (the loop's k).
-        sink_tokens: the first context positions counted as the sink.
-        max_new_tokens: tokens generated per prompt.
-        aux_ids: the target layers whose states the draft reads.
-        on_prompt: called with the number of prompts done.
-        recorder: the observer to sum into (default: a new `DriftRecorder`).
-
-    Returns:
-        The recorder holding the per-depth sums and the acceptance counters.
-    """
+    """Draft to `depth` (the loop's k) from every round of a greedy speculative run on each prompt;
+    return the recorder (default: a new `DriftRecorder`) holding the per-depth sums and acceptance
+    counters. `drafter` is on the target's device; its observer is set for the run only."""
     from eagle_convert.reference import speculative_generate
 
     rec = recorder or DriftRecorder(depth, drafter.cfg.num_aux_hidden_states, sink_tokens)

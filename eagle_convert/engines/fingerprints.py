@@ -12,7 +12,6 @@ known release's is judged by that release's rules.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 from importlib import resources
 from pathlib import Path
@@ -22,17 +21,6 @@ from eagle_convert.vllm_model import unit_digests
 
 DATA_FILE = "engine_fingerprints.json"  # in the eagle_convert.data package
 DATA_FORMAT = 1
-
-
-def package_dir(module: str) -> Path | None:
-    """The installed package folder of `module` ("sglang"), found without importing it."""
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(list(spec.submodule_search_locations)[0])
 
 
 def fingerprint(root: Path, deciding: dict[str, tuple[str, ...]]) -> dict[str, dict[str, str]]:
@@ -86,4 +74,4 @@ def matching(
     return None
 
 
-__all__ = ["DATA_FILE", "drifts", "fingerprint", "fingerprint_data", "matching", "package_dir"]
+__all__ = ["DATA_FILE", "drifts", "fingerprint", "fingerprint_data", "matching"]

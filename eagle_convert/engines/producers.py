@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from eagle_convert.engines.reading import ids_for, int_ids, taps
+from eagle_convert.engines.reading import DEFAULT, ids_for, int_ids, taps
 from eagle_convert.engines.rules import Offset
 from eagle_convert.engines.select import ENGINES, VLLM
 from eagle_convert.vllm_model import lookup
@@ -224,9 +224,9 @@ def _apply(ids: Sequence[int], convention: Convention, n: int | None) -> tuple[i
     return tuple(ids) if convention == "as-is" else taps(ids, convention, n)
 
 
-def fmt_taps(t: Sequence[int]) -> str:
-    """A-indices as a person reads them."""
-    return "A(" + ", ".join(map(str, t)) + ")"
+def fmt_taps(t: Any) -> str:
+    """Taps as a person reads them: A(k) is the residual stream after k target layers."""
+    return "the default layers" if t == DEFAULT else "A(" + ", ".join(map(str, t)) + ")"
 
 
 def trained_on(

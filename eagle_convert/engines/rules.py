@@ -51,8 +51,6 @@ class EngineRules:
     architectures: frozenset[str]  # names that build an EAGLE-3 draft (empty: the name is ignored)
     mla_architecture: str | None  # the one name that builds the MLA draft (None: chosen by kv_lora_rank)
     fallback: str | None  # the class any other name builds (None: the name is ignored)
-    serving_arch_key: str | None  # the serving-config key that chooses the class when the name is ignored
-    qwen3_draft: bool  # a Qwen3-architecture draft (q/k norms) has a class
     reads_speculators: bool  # reads a speculators-format config (speculators_config, transformer_layer_config)
     d2t_needs_draft_vocab_size: bool  # d2t is built only when draft_vocab_size is written and differs
     window_flag: str | None  # the server flag that sets a draft sliding window (the config's is ignored)
@@ -62,7 +60,6 @@ class EngineRules:
     # shipped one unless bit-identical); with differing widths every engine keeps the draft's own
     embed_from_target: bool
     lm_head_from: LmHeadRule
-    serve_sets: tuple[str, ...]  # what the serving config must set for this draft to be served as trained
     cites: dict[str, str] = field(default_factory=dict)  # rule -> file and function (and commit)
 
     @property

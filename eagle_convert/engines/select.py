@@ -191,7 +191,8 @@ def _installed_source(engine: Engine, installed: str, release: str | None) -> tu
     """(release, outside, note) from the installed engine's deciding code: `release`'s fingerprints (a
     drift makes the verdict unverified), or for an unread version the known release whose fingerprints
     it has (None: no package folder, no fingerprints of `release`, or no match)."""
-    from eagle_convert.engines.fingerprints import drifts, matching, package_dir
+    from eagle_convert.engines.fingerprints import drifts, matching
+    from eagle_convert.extras import package_dir
 
     root = package_dir(engine.module) if engine.module else None
     if root is None:

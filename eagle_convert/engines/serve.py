@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eagle_convert.engines import serve_args as sa
+from eagle_convert.engines.producers import fmt_taps
 from eagle_convert.engines.reading import DEFAULT, default_taps, ids_for, int_ids, read_draft, window_asked
 from eagle_convert.engines.rules import EngineRules
 
@@ -126,10 +127,6 @@ def trained_from_config(config: dict[str, Any], n: int | None) -> tuple[int, ...
     return tuple(ids) if ids else default_taps(n)
 
 
-def _fmt(t: Any) -> str:
-    return "the default layers" if t == DEFAULT else "A(" + ", ".join(map(str, t)) + ")"
-
-
 @dataclass(frozen=True)
 class Draft:
     """What a serve command needs to know of a draft and where it is served."""
@@ -188,9 +185,9 @@ def sglang_command(draft: Draft, rules: EngineRules) -> ServeCommand:
         )
         notes.append(
             f"{rules.label} reads the aux ids from the draft's {rules.aux_ids_path}, not from this command: it "
-            f"taps {_fmt(view.taps)}, the draft was trained on {_fmt(trained)}; {fix}"
+            f"taps {fmt_taps(view.taps)}, the draft was trained on {fmt_taps(trained)}; {fix}"
         )
-    argv = ("python", "-m", "sglang.launch_server", *(str(t) for pair in flags for t in pair))
+    argv = (*sa.SGLANG_LAUNCH.split(), *(str(t) for pair in flags for t in pair))
     return ServeCommand("sglang", rules.release, rules.title, argv, tuple(flags), notes=tuple(notes))
 
 
@@ -206,13 +203,13 @@ def trtllm_command(draft: Draft, rules: EngineRules) -> ServeCommand:
     if isinstance(trained, tuple):
         need = ids_for(trained, rules.offset, draft.n)
         if need is None:
-            notes.append(f"no {rules.aux_ids_serving_key} taps {_fmt(trained)} (the output of layer -1 is none)")
+            notes.append(f"no {rules.aux_ids_serving_key} taps {fmt_taps(trained)} (the output of layer -1 is none)")
         else:
             fields.append((rules.aux_ids_serving_key or "eagle3_layers_to_capture", sorted(need)))
             if need != sorted(need):
                 notes.append(
                     f"{rules.label} sorts {rules.aux_ids_serving_key} ({rules.cite('sorted')}): fc sees the states in "
-                    f"another order than the draft was trained on ({_fmt(trained)})"
+                    f"another order than the draft was trained on ({fmt_taps(trained)})"
                 )
     elif trained == DEFAULT:
         notes.append(f"without {rules.aux_ids_serving_key}, {rules.label} taps {rules.default_ids}: the default layers")

@@ -52,7 +52,6 @@ class ServeArg:
         return isinstance(value, str)
 
 
-SGLANG_RELEASE = "0.5.23"
 SGLANG_LAUNCH = "python -m sglang.launch_server"  # sglang/launch_server.py: prepare_server_args(sys.argv[1:])
 
 SGLANG_FLAGS: dict[str, ServeArg] = {
@@ -135,18 +134,12 @@ TRTLLM_MODEL_ARCH = "llama3"
 
 def sglang_flag(name: str) -> ServeArg | None:
     """The SGLang flag `name` is (its own name or an alias), else None."""
-    for arg in SGLANG_FLAGS.values():
-        if name == arg.name or name in arg.aliases:
-            return arg
-    return None
+    return next((arg for arg in SGLANG_FLAGS.values() if name == arg.name or name in arg.aliases), None)
 
 
 def trtllm_field(name: str) -> ServeArg | None:
     """The TensorRT-LLM field `name` is (its own name or an alias), else None."""
-    for arg in TRTLLM_FIELDS.values():
-        if name == arg.name or name in arg.aliases:
-            return arg
-    return None
+    return next((arg for arg in TRTLLM_FIELDS.values() if name == arg.name or name in arg.aliases), None)
 
 
 __all__ = [
@@ -154,7 +147,6 @@ __all__ = [
     "SGLANG_CHAIN_TOPK",
     "SGLANG_FLAGS",
     "SGLANG_LAUNCH",
-    "SGLANG_RELEASE",
     "TRTLLM_BLOCK",
     "TRTLLM_FIELDS",
     "TRTLLM_MODEL_ARCH",

@@ -40,15 +40,12 @@ SGLANG_0_5_23 = EngineRules(
     architectures=frozenset({"LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM"}),
     mla_architecture="Eagle3DeepseekV2ForCausalLM",
     fallback="TransformersForCausalLM",
-    serving_arch_key=None,
-    qwen3_draft=False,
     reads_speculators=False,
     d2t_needs_draft_vocab_size=False,
     window_flag="--speculative-draft-window-size",
     window_mla=False,
     embed_from_target=True,
     lm_head_from="draft-vocab-size",
-    serve_sets=("--speculative-algorithm EAGLE3", "--speculative-draft-model-path DRAFT"),
     cites={
         "aux_ids": "model_executor/model_runner_components/spec_aux_hidden_state.py _resolve_eagle_aux_hidden_state",
         "offset": "models/llama.py LlamaForCausalLM.set_eagle3_layers_to_capture: id + 1, captured at the input "

@@ -36,15 +36,12 @@ TRTLLM_MAIN = EngineRules(
     architectures=frozenset(),
     mla_architecture=None,
     fallback=None,
-    serving_arch_key="eagle3_model_arch",
-    qwen3_draft=False,
     reads_speculators=False,
     d2t_needs_draft_vocab_size=True,
     window_flag=None,
     window_mla=False,
     embed_from_target=True,
     lm_head_from="shipped",
-    serve_sets=("decoding_type: Eagle3", "max_draft_len", "speculative_model_dir", "eagle3_model_arch: llama3"),
     cites={
         "aux_ids": f"{_ARGS} EagleDecodingConfig.eagle3_layers_to_capture",
         "offset": f"{_EAGLE3} Eagle3OneModelSpecMetadata.maybe_capture_hidden_states (hidden_states + "

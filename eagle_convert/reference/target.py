@@ -84,10 +84,6 @@ class TargetModel:
         return DynamicCache(config=self.model.config)
 
     @staticmethod
-    def cache_len(cache) -> int:
-        return int(cache.get_seq_length())
-
-    @staticmethod
     def truncate_cache(cache, length: int) -> None:
         """Keep the first `length` positions (rejected draft tokens are dropped)."""
         extra = int(cache.get_seq_length()) - length

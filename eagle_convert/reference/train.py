@@ -26,8 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from eagle_convert.reference.data import drafter_from_state_dict
-from eagle_convert.reference.drafter import EagleDrafter, draft_config_from_dict, expand_kv
+from eagle_convert.reference.drafter import EagleDrafter, expand_kv
 from eagle_convert.reference.select import KeepBest, expected_acceptance_length
 from eagle_convert.reference.target import TargetModel
 
@@ -37,8 +36,6 @@ __all__ = [
     "StepInfo",
     "TrainResult",
     "heldout_accuracy",
-    "init_drafter",
-    "save_draft",
     "train_draft",
     "trainable_names",
     "ttt_token_counts",
@@ -76,7 +73,6 @@ class TrainResult:
     losses: list[float]
     step_acc: list[float]  # argmax agreement per TTT step over the last logging window
     seconds: float
-    acc_history: list[list[float]] = field(default_factory=list)
     eal_history: list[tuple[int, float]] = field(default_factory=list)  # (step, held-out EAL); step 0 = start
     best_step: int | None = None  # the step whose weights the drafter holds at the end (with `evaluate`)
     best_eal: float | None = None
@@ -106,28 +102,6 @@ def trainable_names(drafter: EagleDrafter, trainable: str | Sequence[str]) -> li
     if not picked:
         raise ValueError(f"no draft parameter matches {pats}")
     return picked
-
-
-def init_drafter(config: dict, target: TargetModel, *, seed: int = 0, d2t: Tensor | None = None) -> EagleDrafter:
-    """A fresh draft: HF-style N(0, 0.02) weights, unit norms, the target's embedding, and the
-    target's lm_head rows for the draft vocabulary (as speculators initialises it)."""
-    cfg = draft_config_from_dict(config)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = EagleDrafter(cfg)
-        for name, p in model.named_parameters():
-            if p.dim() == 2:
-                torch.nn.init.normal_(p, 0.0, 0.02)
-            elif name.endswith(".bias"):
-                torch.nn.init.zeros_(p)
-    sd = {k: v for k, v in model.state_dict().items()}
-    if d2t is not None:
-        sd["d2t"] = d2t.long()
-    model.d2t.copy_(sd["d2t"])
-    rows = model.draft_to_target
-    sd["embed_tokens.weight"] = target.embed_weight.detach().float()
-    sd["lm_head.weight"] = target.lm_head_weight.detach().float()[rows]
-    return drafter_from_state_dict(cfg, sd)
 
 
 def _pad(seqs: Sequence[Sequence[int]]) -> tuple[Tensor, Tensor]:
@@ -347,7 +321,7 @@ def train_draft(
         return eal, keeper.offer(eal, (label, step), drafter)
 
     losses: list[float] = []
-    hist: list[list[float]] = []
+    step_acc: list[float] = []
     window: list[list[float]] = []
     drafter.train()
     if evaluate is not None and keeper.where is None:
@@ -382,7 +356,7 @@ def train_draft(
             on_step(info)
         if (step + 1) % log_every == 0 or step == steps - 1:
             mean = [sum(a[j] for a in window) / len(window) for j in range(ttt_steps)]
-            hist.append(mean)
+            step_acc = mean
             LOG.info("step %d loss %.4f acc %s", step + 1, losses[-1], [round(a, 3) for a in mean])
             window = []
     drafter.eval()
@@ -396,9 +370,8 @@ def train_draft(
         best = where[1] if isinstance(where, tuple) and where[0] == label else None
     return TrainResult(
         losses=losses,
-        step_acc=hist[-1] if hist else [],
+        step_acc=step_acc,
         seconds=time.perf_counter() - t0,
-        acc_history=hist,
         eal_history=eal_hist,
         best_step=best,
         best_eal=keeper.eal if evaluate is not None else None,
@@ -415,25 +388,6 @@ def _last_positions(tensors: list[Tensor], lens: Tensor, m: int) -> tuple[Tensor
         gather = idx.view(*idx.shape, *([1] * (x.dim() - 2))).expand(-1, -1, *x.shape[2:])
         out.append(x.gather(1, gather))
     return (out[0], lens - start, *out[1:])
-
-
-def save_draft(
-    drafter: EagleDrafter,
-    config: dict,
-    out_dir: str | Path,
-    *,
-    include_embed: bool = False,
-    dtype: torch.dtype | None = None,
-) -> Path:
-    """Write the draft into `out_dir` atomically, replacing it if it exists: `io.atomic`'s temp
-    sibling and one rename, as upgrade and finetune write (same permissions, temp removed on
-    error, Ctrl-C or SIGTERM, a killed run's leftovers removed by the next one)."""
-    from eagle_convert.io import atomic_output_dir
-
-    out_dir = Path(out_dir)
-    with atomic_output_dir(out_dir, force=True) as tmp:
-        write_draft(drafter, config, tmp, include_embed=include_embed, dtype=dtype)
-    return out_dir
 
 
 def write_draft(

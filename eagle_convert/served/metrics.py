@@ -32,7 +32,6 @@ __all__ = [
     "spec_counters",
 ]
 
-PREFIX = "vllm:spec_decode_num_"
 DRAFTS = "vllm:spec_decode_num_drafts_total"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"

@@ -20,6 +20,7 @@ from eagle_convert.engines import (
     EngineStatus,
     EngineView,
     default_taps,
+    fmt_taps,
     ids_for,
     int_ids,
     read_draft,
@@ -32,11 +33,6 @@ from eagle_convert.vllm_model import lookup
 SHARED_FAMILIES = ("files", "shapes")  # the checkpoint's own defects: every engine's
 SHARED_CODES = frozenset({"W604"})  # properties of the tensors in other families (fc_norm all ones)
 VLLM_ONLY = frozenset({"E202", "W204"})  # vLLM's fc-width reading; a dtype note
-
-
-def _fmt(t: Any) -> str:
-    """Taps as a person reads them: A(k) is the residual stream after k target layers."""
-    return "the default layers" if t == DEFAULT else "A(" + ", ".join(map(str, t)) + ")"
 
 
 def trained_taps(
@@ -153,7 +149,7 @@ def _aux_ids(ev: EngineView, view: Any, n: int | None, target_class: str | None)
             finding(
                 "E336",
                 f"{rules.label} sorts the capture layers ({rules.cite('sorted')}); the draft was trained on "
-                f"{_fmt(trained)} in that order ({source})",
+                f"{fmt_taps(trained)} in that order ({source})",
                 field="eagle_aux_hidden_state_layer_ids",
             )
         )
@@ -172,7 +168,7 @@ def _aux_ids(ev: EngineView, view: Any, n: int | None, target_class: str | None)
                 "W334",
                 f"{rules.label} reads no aux ids from the draft ({rules.cite('aux_ids')}); without "
                 f"{rules.aux_ids_serving_key} it taps {rules.default_ids}, but the draft was trained on "
-                f"{_fmt(trained)} ({source}): {what}",
+                f"{fmt_taps(trained)} ({source}): {what}",
                 field="eagle_aux_hidden_state_layer_ids",
                 fix=f"For {rules.label}: {what}.",
             )
@@ -193,7 +189,7 @@ def _aux_ids(ev: EngineView, view: Any, n: int | None, target_class: str | None)
             finding(
                 "W334",
                 f"{rules.label} reads only {rules.aux_ids_path} ({rules.cite('aux_ids')}), which this draft does not "
-                f"write: it taps {rules.default_ids}, but the draft was trained on {_fmt(trained)} ({source}); {write}",
+                f"write: it taps {rules.default_ids}, but the draft was trained on {fmt_taps(trained)} ({source}); {write}",
                 field=rules.aux_ids_path,
                 fix=f"For {rules.label}: {write}.",
             )
@@ -202,8 +198,8 @@ def _aux_ids(ev: EngineView, view: Any, n: int | None, target_class: str | None)
         out.append(
             finding(
                 "E335",
-                f"{rules.label} reads {rules.aux_ids_path} {ev.ids} and taps {_fmt(ev.taps)}{rule} "
-                f"({rules.cite('offset')}), but the draft was trained on {_fmt(trained)} ({source}); {write}",
+                f"{rules.label} reads {rules.aux_ids_path} {ev.ids} and taps {fmt_taps(ev.taps)}{rule} "
+                f"({rules.cite('offset')}), but the draft was trained on {fmt_taps(trained)} ({source}); {write}",
                 field=rules.aux_ids_path,
                 fix=f"For {rules.label}: {write}.",
             )

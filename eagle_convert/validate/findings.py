@@ -134,11 +134,6 @@ class Report:
     def warnings(self) -> list[Finding]:
         return [f for f in self.findings if f.level == "warning"]
 
-    @property
-    def serve_changing(self) -> list[Finding]:
-        """Errors and warnings that change what vLLM serves (the default gate fails on these)."""
-        return [f for f in self.findings if f.level != "info" and (f.level == "error" or f.changes_serving)]
-
     def codes(self) -> set[str]:
         return {f.code for f in self.findings}
 

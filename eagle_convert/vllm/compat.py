@@ -83,18 +83,9 @@ def _applies(tree: SourceTree, when: str | None) -> bool:
 
 
 def check_tree(package_dir: Path, needs: tuple[Need, ...] = NEEDS) -> CompatReport:
-    """Check every need against the vLLM package folder ``package_dir`` (parsed, not imported).
-
-    Args:
-        package_dir: the ``vllm`` folder (holding ``__init__.py``).
-        needs: what to check (default: the engine code's, `compat_names.NEEDS`).
-
-    Returns:
-        One result per need; ``ok`` when every required need is met.
-
-    Raises:
-        FileNotFoundError: ``package_dir`` is not a vLLM package folder.
-    """
+    """Check every need (default: the engine code's, `compat_names.NEEDS`) against the ``vllm``
+    package folder ``package_dir``, parsed, not imported: one result per need, ``ok`` when every
+    required one is met; FileNotFoundError when it is not a vLLM package folder."""
     package_dir = Path(package_dir)
     if not (package_dir / "__init__.py").is_file():
         raise FileNotFoundError(f"{package_dir}: not a vLLM package folder (no __init__.py); pass the 'vllm' folder")

@@ -54,25 +54,11 @@ def vllm_drift_rounds(
     seed: int = 0,
     timeout_s: float = 1800,
 ) -> tuple[list[VllmDriftRequest], dict[str, Any]]:
-    """Generate each prompt alone (greedy, ``ignore_eos``) with vLLM, ``depth`` draft tokens per round.
+    """Generate each prompt alone (greedy, ``ignore_eos``) with vLLM, ``depth`` draft tokens per round
+    (``num_speculative_tokens``); `timeout_s` bounds the worker's start and the whole request.
 
-    Args:
-        session: the worker session (its worker starts on first use).
-        target: the target folder.
-        draft: the EAGLE-3 draft folder.
-        prompts: token ids of each prompt.
-        depth: ``num_speculative_tokens``.
-        max_new_tokens: tokens generated per prompt.
-        max_model_len: the engine's context length.
-        dtype: the engine's dtype ("auto": the checkpoint's).
-        seed: the engine's seed.
-        timeout_s: for the worker's start and the whole request.
-
-    Returns:
-        Per prompt the tokens and rounds, and the worker's facts (vllm_version, dtype, timings).
-
-    Raises:
-        EngineError: vLLM missing, or the engine failed to start or generate.
+    Returns per prompt the tokens and rounds, and the worker's facts (vllm_version, dtype, timings);
+    raises EngineError when vLLM is missing or the engine fails to start or generate.
     """
     draft_s = str(Path(draft).resolve())
     req = {

@@ -14,8 +14,9 @@ Runs inside the worker processes only (imports vLLM).
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from typing import Any
+
+from eagle_convert.extras import module_available
 
 __all__ = ["V1_RUNNER", "cpu_accelerator_noop", "draft_owner", "has_v1_runner", "runner_kind"]
 
@@ -24,16 +25,9 @@ V1_CPU_RUNNER = "vllm.v1.worker.cpu_model_runner"
 V2_CPU_PATCHES = "vllm.v1.worker.cpu.shm"  # vLLM 0.34.0: torch's accelerator calls patched at import
 
 
-def _module_exists(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def has_v1_runner() -> bool:
     """Whether this vLLM still has Model Runner V1 (gone in vLLM 0.34.0)."""
-    return _module_exists(V1_RUNNER)
+    return module_available(V1_RUNNER)
 
 
 def runner_kind(vc: Any) -> str:
@@ -57,7 +51,7 @@ def cpu_accelerator_noop() -> str:
     vLLM <= 0.33: `v1/worker/cpu_model_runner.py` ``_set_torch_accelerator_to_noop``; vLLM 0.34.0:
     importing `v1/worker/cpu/shm.py` patches them (`v1/worker/cpu_worker.py` imports it first).
     Returns the one used."""
-    if _module_exists(V1_CPU_RUNNER):
+    if module_available(V1_CPU_RUNNER):
         module = importlib.import_module(V1_CPU_RUNNER)
         if hasattr(module, "_set_torch_accelerator_to_noop"):
             module._set_torch_accelerator_to_noop()

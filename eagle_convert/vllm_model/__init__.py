@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # the face: what type checkers see and what __getattr__ loads
         inner_config,
         lookup,
         mtp_rewrite,
+        positive_int,
         read_config,
         rope_declared,
         rope_is_nested,

@@ -79,7 +79,8 @@ def as_list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-def _positive_int(value: Any) -> int | None:
+def positive_int(value: Any) -> int | None:
+    """`value` if it is a positive int (not a bool), else None: how a config's counts are read."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
@@ -230,7 +231,7 @@ def _aux_count(vcfg: dict[str, Any], cls: DraftClass) -> tuple[int | None, str]:
         if value is None or value == [] or value == 0:
             continue
         if src.startswith("num_aux"):
-            count = _positive_int(value)
+            count = positive_int(value)
             return (count if count is None or count <= MAX_COUNT else None), src
         if isinstance(value, list):
             return len(value), f"len({src})"
@@ -437,7 +438,7 @@ def sliding_windows(view: VllmDraftConfig) -> list[int | None]:
     cls, vcfg = view.draft_class, view.vcfg
     if cls is None:
         return []
-    layers = _positive_int(vcfg.get("num_hidden_layers")) or 1
+    layers = positive_int(vcfg.get("num_hidden_layers")) or 1
     fields = SLIDING_WINDOW_FIELDS.get(cls.name, ())
     types = vcfg.get("layer_types") if "layer_types" in fields else None
     window = vcfg.get("sliding_window")

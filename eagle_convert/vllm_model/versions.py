@@ -185,17 +185,6 @@ def default_release() -> Release:
     return installed_status().rules
 
 
-def in_extra_range(version: str) -> bool:
-    """Whether `version` (e.g. "0.32.0+cpu", "0.33.0rc1") lies in EXTRA_RANGE (pre-releases count)."""
-    from packaging.specifiers import SpecifierSet
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return SpecifierSet(EXTRA_RANGE).contains(Version(version), prereleases=True)
-    except InvalidVersion:
-        return False
-
-
 __all__ = [
     "ALL",
     "EXTRA_RANGE",
@@ -203,7 +192,6 @@ __all__ = [
     "TESTED_VERSION",
     "VllmVersionStatus",
     "default_release",
-    "in_extra_range",
     "installed_status",
     "status_for",
 ]

@@ -6,11 +6,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from eagle_convert.cli.output import figure
 from eagle_convert.finetune import Calibration
-
-
-def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:.1f}%"
 
 
 def render_calibration(console: Console, cal: Calibration, *, norm_output: bool) -> None:
@@ -27,8 +24,8 @@ def render_calibration(console: Console, cal: Calibration, *, norm_output: bool)
     if cal.agreement is not None:
         console.print(
             f"first draft step, top-1 agreement with the EAGLE-3 draft on {cal.held_out_prompts} held-out "
-            f"prompts ({cal.positions} positions): calibrated [bold]{_pct(cal.agreement)}[/bold], "
-            f"ones {_pct(cal.agreement_identity)}"
+            f"prompts ({cal.positions} positions): calibrated [bold]{figure(cal.agreement, '{:.1%}')}[/bold], "
+            f"ones {figure(cal.agreement_identity, '{:.1%}')}"
         )
     else:
         console.print("[dim]one calibration prompt: no held-out prompt to measure the agreement on[/dim]")

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from eagle_convert.check import STAGES, TITLES, CheckReport, format_value
-from eagle_convert.cli.output import shorten_long_words
+from eagle_convert.cli.output import COLUMN_OVERHEAD, MIN_TEXT_COLUMN, longest_word, shorten_long_words
 
 _STATUS = {
     "pass": "[green]pass[/green]",
@@ -19,17 +19,9 @@ _STATUS = {
 }
 
 
-_MIN_TEXT_COLUMN = 24  # the details column's least width in the full table
-_COLUMN_OVERHEAD = 3  # a rich table's own width per column: padding each side and one border
-
-
 def _cell(value: object) -> str:
     """A figure or threshold as every output writes it (check.checks.format_value), markup escaped."""
     return escape(format_value(value))
-
-
-def _longest_word(texts: list[str]) -> int:
-    return max((len(w) for t in texts for w in t.split()), default=0)
 
 
 def _render_checks(console: Console, report: CheckReport) -> None:
@@ -47,12 +39,12 @@ def _render_checks(console: Console, report: CheckReport) -> None:
         for r in report.results
     ]
     heads = ("stage", "check", "result", "figure", "threshold")
-    words = [max(len(h), _longest_word([row[i] for row in rows])) for i, h in enumerate(heads)]
+    words = [max(len(h), longest_word([row[i] for row in rows])) for i, h in enumerate(heads)]
     whole = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(heads)]
-    details = max(_MIN_TEXT_COLUMN, _longest_word([row[5] for row in rows]))
+    details = max(MIN_TEXT_COLUMN, longest_word([row[5] for row in rows]))
 
     def fits(widths: list[int]) -> bool:
-        return sum(widths) + details + _COLUMN_OVERHEAD * (len(heads) + 1) + 1 <= console.width
+        return sum(widths) + details + COLUMN_OVERHEAD * (len(heads) + 1) + 1 <= console.width
 
     # Each short column as wide as its longest cell, else its longest word (wrapping between words);
     # the details get the rest, or go under the table when even that leaves them too narrow.

@@ -6,12 +6,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from eagle_convert.cli.output import figure
 from eagle_convert.drift import CrossCheck, DepthRow, DraftDrift, DriftGroup, DriftReport
 from eagle_convert.measure import NATURAL
-
-
-def _f(x: float | None, fmt: str = "{:.2f}") -> str:
-    return "—" if x is None else fmt.format(x)
 
 
 def _group_name(g: DriftGroup) -> str:
@@ -26,11 +23,11 @@ def _depth_table(title: str, rows: list[DepthRow]) -> Table:
     for r in rows:
         t.add_row(
             str(r.depth),
-            _f(r.sink),
-            _f(r.context),
-            _f(r.own),
-            _f(r.fed_rms, "{:.3g}"),
-            _f(r.acceptance),
+            figure(r.sink),
+            figure(r.context),
+            figure(r.own),
+            figure(r.fed_rms, "{:.3g}"),
+            figure(r.acceptance),
             f"{r.accepted}/{r.reached}",
         )
     return t
@@ -38,8 +35,8 @@ def _depth_table(title: str, rows: list[DepthRow]) -> Table:
 
 def _aux_line(g: DriftGroup) -> str:
     parts = [
-        f"{'#' + str(a.chunk) if a.layer_id is None else 'layer ' + str(a.layer_id)} {_f(a.rms, '{:.3g}')}"
-        + ("" if a.fc_input_rms == a.rms else f" -> {_f(a.fc_input_rms, '{:.3g}')}")
+        f"{'#' + str(a.chunk) if a.layer_id is None else 'layer ' + str(a.layer_id)} {figure(a.rms, '{:.3g}')}"
+        + ("" if a.fc_input_rms == a.rms else f" -> {figure(a.fc_input_rms, '{:.3g}')}")
         for a in g.aux
     ]
     return "aux RMS at the fc input: " + ", ".join(parts) if parts else "aux RMS: —"
@@ -71,10 +68,10 @@ def _cross_check(console: Console, c: CrossCheck) -> None:
     for r in c.rows:
         t.add_row(
             str(r.depth),
-            _f(r.reference_rms, "{:.4g}"),
-            _f(r.vllm_rms, "{:.4g}"),
-            _f(r.rel_diff, "{:.2%}"),
-            _f(r.max_round_rel_diff, "{:.2%}"),
+            figure(r.reference_rms, "{:.4g}"),
+            figure(r.vllm_rms, "{:.4g}"),
+            figure(r.rel_diff, "{:.2%}"),
+            figure(r.max_round_rel_diff, "{:.2%}"),
             str(r.rounds),
         )
     console.print(t)

@@ -7,13 +7,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from eagle_convert.cli.output import figure
 from eagle_convert.measure import NATURAL
 from eagle_convert.served import ServedReport, ServedServer
 from eagle_convert.smoke import bucket_label
-
-
-def _f(x: float | None, fmt: str) -> str:
-    return "—" if x is None else fmt.format(x)
 
 
 def _server_table(s: ServedServer, with_speedup: bool, buckets: bool = False) -> Table:
@@ -33,10 +30,10 @@ def _server_table(s: ServedServer, with_speedup: bool, buckets: bool = False) ->
             str(lv.concurrency),
             f"{len(lv.outcomes)}{failed}",
             str(lv.counts.generated_tokens),
-            _f(lv.acceptance_length, "{:.2f}"),
+            figure(lv.acceptance_length, "{:.2f}"),
             pp,
-            _f(lv.tokens_per_s, "{:.1f}"),
-            _f(lv.ttft_s, "{:.3f}"),
+            figure(lv.tokens_per_s, "{:.1f}"),
+            figure(lv.ttft_s, "{:.3f}"),
         ]
         if with_speedup:
             x = lv.speedup

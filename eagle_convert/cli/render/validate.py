@@ -6,7 +6,7 @@ python -m eagle_convert.cli.render.validate --markdown   # the table between the
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 from rich.console import Console
@@ -15,7 +15,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from eagle_convert.cli.output import shorten_long_words
+from eagle_convert.cli.output import COLUMN_OVERHEAD, MIN_TEXT_COLUMN, longest_word, shorten_long_words
 from eagle_convert.engines import ServeCommand
 from eagle_convert.validate import AS_TRAINED, FAILS, VERDICTS, Finding, Matrix, ValidationReport, code_table
 from eagle_convert.vllm_model import KNOWN_RELEASES
@@ -129,12 +129,6 @@ def render_serve_commands(console: Console, commands: Sequence[ServeCommand]) ->
             console.print(Text.assemble(("note: ", "dim"), note))
 
 
-# Narrowest "finding" and "fix" columns worth a table; below that the findings go in a list.
-_MIN_TEXT_COLUMN = 24
-# A rich table's own width per column: one space of padding each side and one border.
-_COLUMN_OVERHEAD = 3
-
-
 def _capped(findings: Sequence[Finding]) -> tuple[list[Finding], dict[str, int]]:
     """At most MAX_PER_CODE findings of each code, and how many of each code were left out."""
     seen: dict[str, int] = {}
@@ -144,10 +138,6 @@ def _capped(findings: Sequence[Finding]) -> tuple[list[Finding], dict[str, int]]
         if seen[f.code] <= MAX_PER_CODE:
             shown.append(f)
     return shown, {code: n - MAX_PER_CODE for code, n in seen.items() if n > MAX_PER_CODE}
-
-
-def _longest_word(texts: Iterable[str]) -> int:
-    return max((len(w) for t in texts for w in t.split()), default=0)
 
 
 def _render_findings(console: Console, findings: Sequence[Finding]) -> None:
@@ -165,14 +155,14 @@ def _render_findings(console: Console, findings: Sequence[Finding]) -> None:
         )
         for f in findings
     ]
-    levels = _longest_word([f.level for f in findings] + [f.impact for f in findings])
-    codes = _longest_word([f"{f.code} {f.slug}" for f in findings])
-    wheres = _longest_word([f.where for f in findings])
-    texts = max(_MIN_TEXT_COLUMN, _longest_word([f.message for f in findings]))
-    fixes = max(_MIN_TEXT_COLUMN, _longest_word([f.fix for f in findings]))
+    levels = longest_word([f.level for f in findings] + [f.impact for f in findings])
+    codes = longest_word([f"{f.code} {f.slug}" for f in findings])
+    wheres = longest_word([f.where for f in findings])
+    texts = max(MIN_TEXT_COLUMN, longest_word([f.message for f in findings]))
+    fixes = max(MIN_TEXT_COLUMN, longest_word([f.fix for f in findings]))
     widths = {"level": levels, "code": codes, "where": wheres, "finding": texts, "fix": fixes}
     widths = {col: max(width, len(col)) for col, width in widths.items()}  # a header is never narrower
-    if sum(widths.values()) + _COLUMN_OVERHEAD * len(widths) + 1 <= console.width:
+    if sum(widths.values()) + COLUMN_OVERHEAD * len(widths) + 1 <= console.width:
         table = Table(show_lines=False)
         for col, width in widths.items():
             table.add_column(col, overflow="fold", min_width=width)

@@ -7,8 +7,6 @@ differs between vLLM's two config paths, a flag written where vLLM does not look
 
 from __future__ import annotations
 
-from typing import Any
-
 from eagle_convert.validate.findings import Finding, finding
 from eagle_convert.validate.rules import contextlen, windows
 from eagle_convert.validate.rules.context import Context
@@ -20,6 +18,7 @@ from eagle_convert.vllm_model import (
     SPECULATORS_ARCHITECTURES,
     WRITE_ARCHITECTURE,
     eagle_section,
+    positive_int,
 )
 
 REQUIRED_FIELDS = ("hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size", "vocab_size")
@@ -33,10 +32,6 @@ OPTIONAL_POSITIVE = (
     "q_lora_rank",
 )
 _SPECULATORS_TOP = {"draft_vocab_size", "target_hidden_size", "eagle_aux_hidden_state_layer_ids", *FLAG_NAMES}
-
-
-def _positive_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def check(ctx: Context) -> list[Finding]:
@@ -152,14 +147,14 @@ def _fields(ctx: Context) -> list[Finding]:
                     field=_field(ctx, name),
                 )
             )
-        elif not _positive_int(value):
+        elif not positive_int(value):
             out.append(
                 finding(
                     "E304", f"{_field(ctx, name)} is {value!r}, expected a positive integer", field=_field(ctx, name)
                 )
             )
     for name in OPTIONAL_POSITIVE:
-        if name in vcfg and not _positive_int(vcfg[name]) and not (vcfg[name] is None and name != "target_hidden_size"):
+        if name in vcfg and not positive_int(vcfg[name]) and not (vcfg[name] is None and name != "target_hidden_size"):
             crash = " (vLLM multiplies it by the aux count and crashes)" if name == "target_hidden_size" else ""
             out.append(
                 finding(
@@ -169,7 +164,7 @@ def _fields(ctx: Context) -> list[Finding]:
                 )
             )
     for name in ("num_hidden_layers", "num_aux_hidden_states"):
-        if _positive_int(vcfg.get(name)) and vcfg[name] > MAX_COUNT:
+        if positive_int(vcfg.get(name)) and vcfg[name] > MAX_COUNT:
             out.append(
                 finding(
                     "E304",

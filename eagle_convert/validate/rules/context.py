@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from eagle_convert.draft import Checkpoint, DraftInfo, Target
 from eagle_convert.io import TensorInfo
-from eagle_convert.vllm_model import MAX_COUNT, Release, ServeConfig, VllmDraftConfig, vllm_name
+from eagle_convert.vllm_model import MAX_COUNT, Release, ServeConfig, VllmDraftConfig, positive_int, vllm_name
 
 __all__ = ["Context", "build_context"]
 
@@ -100,10 +100,6 @@ class Context:
         return next((k for k, v in self.vnames.items() if v == vname), None)
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
 def build_context(
     ckpt: Checkpoint,
     info: DraftInfo,
@@ -143,13 +139,13 @@ def build_context(
 
 
 def _symbols(vcfg: dict[str, Any], flags: dict[str, bool], a: int | None, target: Target | None) -> dict[str, Any]:
-    h, n_heads = _int(vcfg.get("hidden_size")), _int(vcfg.get("num_attention_heads"))
-    t = _int(vcfg["target_hidden_size"]) if "target_hidden_size" in vcfg else h
-    v = _int(vcfg.get("vocab_size"))
-    vd = _int(vcfg.get("draft_vocab_size")) if vcfg.get("draft_vocab_size") is not None else v
+    h, n_heads = positive_int(vcfg.get("hidden_size")), positive_int(vcfg.get("num_attention_heads"))
+    t = positive_int(vcfg["target_hidden_size"]) if "target_hidden_size" in vcfg else h
+    v = positive_int(vcfg.get("vocab_size"))
+    vd = positive_int(vcfg.get("draft_vocab_size")) if vcfg.get("draft_vocab_size") is not None else v
     tv = target.vocab_size if target else v
     th = target.hidden_size if target else t
-    hd = _int(vcfg.get("head_dim")) or (h // n_heads if h and n_heads else None)
+    hd = positive_int(vcfg.get("head_dim")) or (h // n_heads if h and n_heads else None)
     q_lora = vcfg.get("q_lora_rank")
     return {
         "H": h,
@@ -159,16 +155,16 @@ def _symbols(vcfg: dict[str, Any], flags: dict[str, bool], a: int | None, target
         "Vd": vd,
         "TV": tv or v,
         "TH": th or t,
-        "L": layers if (layers := _int(vcfg.get("num_hidden_layers"))) is None or layers <= MAX_COUNT else None,
-        "I": _int(vcfg.get("intermediate_size")),
+        "L": layers if (layers := positive_int(vcfg.get("num_hidden_layers"))) is None or layers <= MAX_COUNT else None,
+        "I": positive_int(vcfg.get("intermediate_size")),
         "nH": n_heads,
-        "nKV": _int(vcfg.get("num_key_value_heads")) or n_heads,
+        "nKV": positive_int(vcfg.get("num_key_value_heads")) or n_heads,
         "hd": hd,
-        "qr": _int(q_lora),
-        "kvr": _int(vcfg.get("kv_lora_rank")),
-        "nope": _int(vcfg.get("qk_nope_head_dim")),
-        "rope": _int(vcfg.get("qk_rope_head_dim")),
-        "vh": _int(vcfg.get("v_head_dim")),
+        "qr": positive_int(q_lora),
+        "kvr": positive_int(vcfg.get("kv_lora_rank")),
+        "nope": positive_int(vcfg.get("qk_nope_head_dim")),
+        "rope": positive_int(vcfg.get("qk_rope_head_dim")),
+        "vh": positive_int(vcfg.get("v_head_dim")),
         "use_aux": flags["use_aux"],
         "fc_norm": flags["fc_norm"],
         "norm_before_fc": flags["norm_before_fc"],

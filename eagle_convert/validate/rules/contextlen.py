@@ -13,17 +13,13 @@ from typing import Any
 
 from eagle_convert.validate.findings import Finding, Impact, finding
 from eagle_convert.validate.rules.context import Context
-from eagle_convert.vllm_model import ROPE_TYPES_UNSCALED_MAX_LEN, rope_parameters
+from eagle_convert.vllm_model import ROPE_TYPES_UNSCALED_MAX_LEN, positive_int, rope_parameters
 
 # get_rope (model_executor/layers/rotary_embedding/__init__.py, 0.21.0-0.34.0) builds these with
 # original_max_position_embeddings, not max_position_embeddings: their cos/sin cache spans
 # original_max_position_embeddings x factor whatever max_position_embeddings is raised to.
 _CACHE_FROM_ORIGINAL = ("yarn", "deepseek_yarn", "deepseek_llama_scaling")
 _CONTEXT_RAISE_CITE = "SpeculativeConfig._maybe_override_draft_max_position_embeddings"
-
-
-def _positive_int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _number(value: Any, default: float) -> float:
@@ -45,7 +41,7 @@ def draft_max_model_len(vcfg: dict[str, Any], rope: dict[str, Any], mpe: int) ->
     """
     rope_type = rope.get("rope_type", "default")
     if rope_type == "longrope":
-        return _positive_int(vcfg.get("original_max_position_embeddings")) or mpe
+        return positive_int(vcfg.get("original_max_position_embeddings")) or mpe
     if rope_type in ROPE_TYPES_UNSCALED_MAX_LEN:
         return mpe
     return int(mpe * _number(rope.get("factor"), 1.0))
@@ -53,7 +49,7 @@ def draft_max_model_len(vcfg: dict[str, Any], rope: dict[str, Any], mpe: int) ->
 
 def check(ctx: Context) -> list[Finding]:
     serving, source = serving_context(ctx)
-    mpe = _positive_int(ctx.vcfg.get("max_position_embeddings"))
+    mpe = positive_int(ctx.vcfg.get("max_position_embeddings"))
     if not serving or mpe is None or mpe >= serving:
         return []
     rel = ctx.release
@@ -63,7 +59,7 @@ def check(ctx: Context) -> list[Finding]:
     head = f"max_position_embeddings is {mpe} but the serving context is {serving} ({source})"
     cache = mpe
     if rope_type in _CACHE_FROM_ORIGINAL:
-        original = _positive_int(rope.get("original_max_position_embeddings")) or mpe
+        original = positive_int(rope.get("original_max_position_embeddings")) or mpe
         cache = int(original * _number(rope.get("factor"), 1.0))
 
     def w310(text: str, impact: Impact) -> list[Finding]:
