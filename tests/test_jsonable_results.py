@@ -1,0 +1,136 @@
+"""The JSON of smoke's, `smoke --server`'s and the engines' results, pinned byte for byte (key
+order, rounding, omitted keys) to what their hand-written `to_dict`s wrote before these were
+derived from their declarations (`jsonable`); the `GOLDEN` strings were recorded from that code."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+
+def _smoke() -> Any:
+    from eagle_convert.measure.control import Comparison, Divergence, SamplingControl
+    from eagle_convert.measure.ksweep import StepCosts, k_sweep
+    from eagle_convert.measure.prompts import PreparedPrompt, PromptSet, SkippedPrompt
+    from eagle_convert.measure.results import Counts, Delta, DraftResult, Group, RequestResult, SmokeReport
+    from eagle_convert.measure.throughput import EngineRates, LevelRate, ThroughputReport
+
+    c1 = Counts(1, 12, 30, 9, 27, 14, [7, 5, 2], 10, 1.234567)
+    c2 = Counts(1, 7, 20, 6, 18, 4, [3, 1, 0], 7, None)
+    total = Counts(2, 19, 50, 15, 45, 18, [10, 6, 2], 17, None)
+    reqs = [RequestResult("p1", "code", 0, c1), RequestResult("p2", "chat", 256, c2)]
+    control = SamplingControl(
+        0.01,
+        Comparison(2, 1, [Divergence("p2", 3, 11, 12, 0.0625, 0.125, 12, True)]),
+        Comparison(2, 1, [Divergence("p2", 4, 11, 13, None, None, None, False)]),
+        "known",
+    )
+    sweep = k_sweep(total, StepCosts(0.001234567, 0.0105, 0.0, "reference"))
+    a = DraftResult(
+        "a", "/a", "EAGLE-3", total, [Group("code", 0, c1), Group("all", None, c2)], reqs, True, 1.5, control, sweep
+    )
+    b = DraftResult(
+        "b", "/b", None, Counts(accepted_per_pos=[], seconds=0.0), [], [RequestResult("p1", "code", 0, None)], False
+    )
+    delta = Delta(
+        "b", "a", -0.123456, 0.0456789, [0.111111, -0.2], 1.23456, [("code", 0, 0.5555555), ("all", None, -1.0)]
+    )
+    pset = PromptSet(
+        [PreparedPrompt("p1", "code", 0, [1, 2, 3]), PreparedPrompt("p2", "chat", 256, [4] * 5, 17)],
+        [SkippedPrompt("p3", "chat", 256, "too long")],
+        "target",
+        "built-in",
+        {"p1": {"source": "x"}},
+        ["refused line"],
+    )
+    lv = [
+        LevelRate(1, 4, 12.3456789, 11.1111, 13.9999, 0.0123456, None),
+        LevelRate(4, 4, 9.87654, 9.0, 10.5, 0.5, None),
+    ]
+    dl = [LevelRate(1, 4, 20.123456, 19.0, 21.0, 0.01, 2.345678), LevelRate(4, 4, 9.0, 8.0, 9.5, 0.02, 2.1)]
+    tput = ThroughputReport(
+        [1, 4], EngineRates("no speculation", None, lv), [EngineRates("a", "/a", dl)], "cpu", "0.34.0", {"x": 1}
+    )
+    return SmokeReport("/t", "vllm", "0.34.0", {"k": 3}, pset, [a, b], [delta], 12.345678, tput)
+
+
+BUILDERS = {"smoke": _smoke}
+
+
+def _served(sent: bool) -> Any:
+    from eagle_convert.measure.prompts import Prompt
+    from eagle_convert.served.buckets import BucketPrompt, Skipped
+    from eagle_convert.served.http import ServedModel
+    from eagle_convert.served.metrics import DecodeTimes, SpecCounters
+    from eagle_convert.served.results import ServedLevel, ServedReport, ServedServer
+    from eagle_convert.served.stream import RequestOutcome
+
+    def outs(rate: float) -> list[RequestOutcome]:
+        return [
+            RequestOutcome("p1", 33, 12, 0.0123456, 32 / rate),
+            RequestOutcome("p2", 17, 9, 0.02, 16 / (rate * 1.1)),
+            RequestOutcome("p3", 0, None, None, None, "timeout"),
+        ]
+
+    model = ServedModel("m", 4096, "/models/t", "vllm", "vllm 0.34.0")
+    spec = {"method": "eagle3", "num_speculative_tokens": 3}
+    levels = [
+        ServedLevel(
+            1,
+            outs(40.0),
+            SpecCounters(20, 60, 25, (12, 9, 4)),
+            3.456789,
+            speedup=1.876543,
+            decode=DecodeTimes(2, 48.0, 1.3),
+            speedup_source="engine",
+        ),
+        ServedLevel(
+            4,
+            outs(30.0),
+            SpecCounters(10, 30, 11, (6, 4, 1)),
+            2.5,
+            no_figure="counters did not move",
+            notes=["other traffic"],
+            bucket=256,
+        ),
+    ]
+    base = ServedServer(
+        "no speculation",
+        "http://b",
+        model,
+        None,
+        [ServedLevel(1, outs(21.0), None, 4.0), ServedLevel(4, outs(15.0), None, 3.0, bucket=256)],
+    )
+    server = ServedServer("a", "http://a", model, 3, levels, ["root names the target"], spec)
+    bucketed = [BucketPrompt(Prompt("p1", "code", "x"), 256, 260, 40)] if sent else []
+    return ServedReport(
+        {"max_new_tokens": 64},
+        "built-in",
+        [("p1", "code"), ("p2", "chat"), ("p3", "chat")],
+        [server],
+        base,
+        [1, 4],
+        9.87654,
+        False,
+        [0, 256],
+        bucketed,
+        [Skipped("p2", "chat", 256, "too long")] if sent else [],
+    )
+
+
+BUILDERS = {"smoke": _smoke, "served": lambda: _served(False), "served-buckets": lambda: _served(True)}
+
+
+# Recorded from the hand-written to_dicts (before the conversion), by json.dumps of each builder.
+GOLDEN: dict[str, str] = {
+    "smoke": '{"target": "/t", "engine": "vllm", "engine_version": "0.34.0", "settings": {"k": 3}, "seconds": 12.346, "prompts": {"chat_template": "target", "suite": "built-in", "count": 2, "items": [{"id": "p1", "category": "code", "bucket": 0, "prompt_tokens": 3, "filler_words": 0, "provenance": {"source": "x"}}, {"id": "p2", "category": "chat", "bucket": 256, "prompt_tokens": 5, "filler_words": 17}], "skipped": [{"id": "p3", "category": "chat", "bucket": 256, "reason": "too long"}], "refused": ["refused line"]}, "drafts": [{"label": "a", "path": "/a", "variant": "EAGLE-3", "per_request": true, "load_seconds": 1.5, "total": {"acceptance_length": 2.2, "acceptance_rate": 0.4, "per_position": [0.6667, 0.4, 0.1333], "requests": 2, "prompt_tokens": 19, "generated_tokens": 50, "num_drafts": 15, "num_draft_tokens": 45, "num_accepted": 18, "accepted_per_pos": [10, 6, 2], "target_forwards": 17, "tokens_per_forward": 2.9412, "seconds": null, "tokens_per_s": null}, "sampling_control": {"temperature": 0.01, "passed": false, "summary": "with speculation at T=0.01, 2 prompts converge to greedy; without speculation 1 of 2 do", "with_speculation": {"compared": 2, "identical": 1, "passed": true, "divergences": [{"prompt": "p2", "position": 3, "expected": 11, "got": 12, "margin": 0.0625, "tolerance": 0.125, "runner_up": 12, "excused": true, "text": "prompt \'p2\' token 4: 12 instead of 11 (near-tie: top-2 margin 0.0625 <= tolerance 0.125)"}]}, "without_speculation": {"compared": 2, "identical": 1, "passed": false, "divergences": [{"prompt": "p2", "position": 4, "expected": 11, "got": 13, "margin": null, "tolerance": null, "runner_up": null, "excused": false, "text": "prompt \'p2\' token 5: 13 instead of 11"}]}, "cause": "known"}, "k_sweep": {"k_max": 3, "rounds": 15, "estimator": "AL(k) = 1 + sum(accepted_per_pos[i] for i < k) / rounds: each round\'s accepted count capped at k", "rows": [{"k": 1, "acceptance_length": 1.6667, "acceptance_rate": 0.6667, "standard_error": 0.126, "expected_speedup": 1.4913}, {"k": 2, "acceptance_length": 2.0667, "acceptance_rate": 0.5333, "standard_error": 0.2282, "expected_speedup": 1.6732}, {"k": 3, "acceptance_length": 2.2, "acceptance_rate": 0.4, "standard_error": 0.2795, "expected_speedup": 1.6263}], "step_costs": {"draft_s": 0.001234567, "target_s": 0.0105, "verify_extra_s": 0.0, "draft_to_target": 0.117578, "source": "reference"}, "recommended_k": 2, "recommended_speedup": 1.6732, "at_edge": false}, "groups": [{"category": "code", "bucket": 0, "acceptance_length": 2.5556, "acceptance_rate": 0.5185, "per_position": [0.7778, 0.5556, 0.2222], "requests": 1, "prompt_tokens": 12, "generated_tokens": 30, "num_drafts": 9, "num_draft_tokens": 27, "num_accepted": 14, "accepted_per_pos": [7, 5, 2], "target_forwards": 10, "tokens_per_forward": 3.0, "seconds": 1.2346, "tokens_per_s": 24.3}, {"category": "all", "bucket": null, "acceptance_length": 1.6667, "acceptance_rate": 0.2222, "per_position": [0.5, 0.1667, 0.0], "requests": 1, "prompt_tokens": 7, "generated_tokens": 20, "num_drafts": 6, "num_draft_tokens": 18, "num_accepted": 4, "accepted_per_pos": [3, 1, 0], "target_forwards": 7, "tokens_per_forward": 2.8571, "seconds": null, "tokens_per_s": null}], "requests": [{"id": "p1", "category": "code", "bucket": 0, "acceptance_length": 2.5556, "acceptance_rate": 0.5185, "per_position": [0.7778, 0.5556, 0.2222], "requests": 1, "prompt_tokens": 12, "generated_tokens": 30, "num_drafts": 9, "num_draft_tokens": 27, "num_accepted": 14, "accepted_per_pos": [7, 5, 2], "target_forwards": 10, "tokens_per_forward": 3.0, "seconds": 1.2346, "tokens_per_s": 24.3}, {"id": "p2", "category": "chat", "bucket": 256, "acceptance_length": 1.6667, "acceptance_rate": 0.2222, "per_position": [0.5, 0.1667, 0.0], "requests": 1, "prompt_tokens": 7, "generated_tokens": 20, "num_drafts": 6, "num_draft_tokens": 18, "num_accepted": 4, "accepted_per_pos": [3, 1, 0], "target_forwards": 7, "tokens_per_forward": 2.8571, "seconds": null, "tokens_per_s": null}]}, {"label": "b", "path": "/b", "variant": null, "per_request": false, "load_seconds": null, "total": {"acceptance_length": 1.0, "acceptance_rate": 0.0, "per_position": [], "requests": 0, "prompt_tokens": 0, "generated_tokens": 0, "num_drafts": 0, "num_draft_tokens": 0, "num_accepted": 0, "accepted_per_pos": [], "target_forwards": 0, "tokens_per_forward": 0.0, "seconds": 0.0, "tokens_per_s": null}, "sampling_control": null, "k_sweep": null, "groups": [], "requests": [{"id": "p1", "category": "code", "bucket": 0}]}], "deltas": [{"draft": "b", "baseline": "a", "acceptance_length": -0.1235, "acceptance_rate": 0.0457, "per_position": [0.1111, -0.2], "tokens_per_s_ratio": 1.235, "groups": [{"category": "code", "bucket": 0, "acceptance_length": 0.5556}, {"category": "all", "bucket": null, "acceptance_length": -1.0}]}], "throughput": {"concurrency": [1, 4], "device": "cpu", "engine_version": "0.34.0", "settings": {"x": 1}, "note": "measured on a CPU: what speculation saves here depends on what one decode step costs on this machine (fixed per-step overhead for a tiny model, compute for a large one, where verifying k+1 tokens costs nearly k+1 steps), not on a GPU\'s memory-bound step, where verifying k+1 tokens costs about as much as one. These speedups do not predict a GPU deployment; the acceptance lengths beside them do carry over.", "metric": "per-user decode tokens/s: median over requests of (tokens - 1) / (last - first token time)", "baseline": {"label": "no speculation", "path": null, "levels": [{"concurrency": 1, "requests": 4, "per_user_tokens_per_s": 12.346, "min_per_user_tokens_per_s": 11.111, "max_per_user_tokens_per_s": 14.0, "ttft_s": 0.0123, "acceptance_length": null}, {"concurrency": 4, "requests": 4, "per_user_tokens_per_s": 9.877, "min_per_user_tokens_per_s": 9.0, "max_per_user_tokens_per_s": 10.5, "ttft_s": 0.5, "acceptance_length": null}]}, "drafts": [{"label": "a", "path": "/a", "levels": [{"concurrency": 1, "requests": 4, "per_user_tokens_per_s": 20.123, "min_per_user_tokens_per_s": 19.0, "max_per_user_tokens_per_s": 21.0, "ttft_s": 0.01, "acceptance_length": 2.3457}, {"concurrency": 4, "requests": 4, "per_user_tokens_per_s": 9.0, "min_per_user_tokens_per_s": 8.0, "max_per_user_tokens_per_s": 9.5, "ttft_s": 0.02, "acceptance_length": 2.1}]}], "speedup": {"a": {"1": 1.63, "4": 0.9113}}}}',
+    "served": '{"target": "/models/t", "engine": "server", "engine_version": "vllm 0.34.0", "settings": {"max_new_tokens": 64}, "seconds": 9.877, "interrupted": false, "prompts": {"chat_template": "server", "suite": "built-in", "count": 3, "items": [{"id": "p1", "category": "code", "bucket": 0, "prompt_tokens": 12, "filler_words": 0}, {"id": "p2", "category": "chat", "bucket": 0, "prompt_tokens": 9, "filler_words": 0}, {"id": "p3", "category": "chat", "bucket": 0, "prompt_tokens": 0, "filler_words": 0}], "skipped": [], "refused": []}, "drafts": [{"label": "a", "path": "http://a", "variant": null, "per_request": false, "load_seconds": null, "total": {"acceptance_length": 2.25, "acceptance_rate": 0.4167, "per_position": [0.6, 0.45, 0.2], "requests": 2, "prompt_tokens": 21, "generated_tokens": 50, "num_drafts": 20, "num_draft_tokens": 60, "num_accepted": 25, "accepted_per_pos": [12, 9, 4], "target_forwards": 22, "tokens_per_forward": 2.2727, "seconds": 3.4568, "tokens_per_s": 14.46}, "sampling_control": null, "k_sweep": null, "groups": [], "requests": []}], "deltas": [], "throughput": {"concurrency": [1, 4], "device": "server", "engine_version": "vllm 0.34.0", "settings": {"max_new_tokens": 64}, "note": null, "metric": "per-user decode tokens/s: the engine\'s (vllm:request_decode_time_seconds and vllm:request_generation_tokens deltas: tokens after the first over decode time), else the median over requests of (tokens - 1) / (last - first streamed token time)", "baseline": {"label": "no speculation", "path": "http://b", "levels": [{"concurrency": 1, "requests": 2, "per_user_tokens_per_s": 22.05, "min_per_user_tokens_per_s": 21.0, "max_per_user_tokens_per_s": 23.1, "ttft_s": 0.0162, "acceptance_length": null}]}, "drafts": [{"label": "a", "path": "http://a", "levels": [{"concurrency": 1, "requests": 2, "per_user_tokens_per_s": 35.385, "min_per_user_tokens_per_s": 35.385, "max_per_user_tokens_per_s": 35.385, "ttft_s": 0.0162, "acceptance_length": 2.25}]}], "speedup": {"a": {"1": 1.8765, "4": null}}}, "servers": [{"label": "a", "url": "http://a", "model": "m", "root": "/models/t", "max_model_len": 4096, "engine": "vllm 0.34.0", "k": 3, "identity": ["root names the target"], "speculative_config": {"method": "eagle3", "num_speculative_tokens": 3}, "levels": [{"concurrency": 1, "bucket": 0, "requests": 3, "failed": 1, "failures": {"timeout": 1}, "output_tokens": 50, "acceptance_length": 2.25, "per_position": [0.6, 0.45, 0.2], "num_drafts": 20, "num_draft_tokens": 60, "num_accepted": 25, "accepted_per_pos": [12, 9, 4], "per_user_tokens_per_s": 35.385, "rate_source": "engine", "engine_tokens_per_s": 35.385, "stream_tokens_per_s": 42.0, "speedup_source": "engine", "ttft_s": 0.0162, "speedup": 1.8765, "seconds": 3.457, "no_figure": null, "notes": []}, {"concurrency": 4, "bucket": 256, "requests": 3, "failed": 1, "failures": {"timeout": 1}, "output_tokens": 50, "acceptance_length": null, "per_position": null, "num_drafts": 10, "num_draft_tokens": 30, "num_accepted": 11, "accepted_per_pos": [6, 4, 1], "per_user_tokens_per_s": null, "rate_source": "stream", "engine_tokens_per_s": null, "stream_tokens_per_s": null, "speedup_source": null, "ttft_s": null, "speedup": null, "seconds": 2.5, "no_figure": "counters did not move", "notes": ["other traffic"]}]}], "baseline_server": {"label": "no speculation", "url": "http://b", "model": "m", "root": "/models/t", "max_model_len": 4096, "engine": "vllm 0.34.0", "k": null, "identity": [], "speculative_config": null, "levels": [{"concurrency": 1, "bucket": 0, "requests": 3, "failed": 1, "failures": {"timeout": 1}, "output_tokens": 50, "acceptance_length": null, "per_position": null, "num_drafts": 0, "num_draft_tokens": 0, "num_accepted": 0, "accepted_per_pos": [], "per_user_tokens_per_s": 22.05, "rate_source": "stream", "engine_tokens_per_s": null, "stream_tokens_per_s": 22.05, "speedup_source": null, "ttft_s": 0.0162, "speedup": null, "seconds": 4.0, "no_figure": null, "notes": []}, {"concurrency": 4, "bucket": 256, "requests": 3, "failed": 1, "failures": {"timeout": 1}, "output_tokens": 50, "acceptance_length": null, "per_position": null, "num_drafts": 0, "num_draft_tokens": 0, "num_accepted": 0, "accepted_per_pos": [], "per_user_tokens_per_s": 15.75, "rate_source": "stream", "engine_tokens_per_s": null, "stream_tokens_per_s": 15.75, "speedup_source": null, "ttft_s": 0.0162, "speedup": null, "seconds": 3.0, "no_figure": null, "notes": []}]}}',
+    "served-buckets": '{"target": "/models/t", "engine": "server", "engine_version": "vllm 0.34.0", "settings": {"max_new_tokens": 64}, "seconds": 9.877, "interrupted": false, "prompts": {"chat_template": "server", "suite": "built-in", "count": 4, "items": [{"id": "p1", "category": "code", "bucket": 0, "prompt_tokens": 12, "filler_words": 0}, {"id": "p2", "category": "chat", "bucket": 0, "prompt_tokens": 9, "filler_words": 0}, {"id": "p3", "category": "chat", "bucket": 0, "prompt_tokens": 0, "filler_words": 0}, {"id": "p1", "category": "code", "bucket": 256, "prompt_tokens": 260, "filler_words": 40}], "skipped": [{"id": "p2", "category": "chat", "bucket": 256, "reason": "too long"}], "refused": []}, "drafts": [{"label": "a", "path": "http://a", "variant": null, "per_request": false, "load_seconds": null, "total": {"acceptance_length": 2.25, "acceptance_rate": 0.4167, "per_position": [0.6, 0.45, 0.2], "requests": 2, "prompt_tokens": 21, "generated_tokens": 50, "num_drafts": 20, "num_draft_tokens": 60, "num_accepted": 25, "accepted_per_pos": [12, 9, 4], "target_forwards": 22, "tokens_per_forward": 2.2727, "seconds": 3.4568, "tokens_per_s": 14.46}, "sampling_control": null, "k_sweep": null, "groups": [], "requests": []}], "deltas": [], "throughput": {"concurrency": [1, 4], "device": "server", "engine_version": "vllm 0.34.0", "settings": {"max_new_tokens": 64}, "note": null, "metric": "per-user decode tokens/s: the engine\'s (vllm:request_decode_time_seconds and vllm:request_generation_tokens deltas: tokens after the first over decode time), else the median over requests of (tokens - 1) / (last - first streamed token time)", "baseline": {"label": "no speculation", "path": "http://b", "levels": [{"concurrency": 1, "requests": 2, "per_user_tokens_per_s": 22.05, "min_per_user_tokens_per_s": 21.0, "max_per_user_tokens_per_s": 23.1, "ttft_s": 0.0162, "acceptance_length": null}]}, "drafts": [{"label": "a", "path": "http://a", "levels": [{"concurrency": 1, "requests": 2, "per_user_tokens_per_s": 35.385, "min_per_user_tokens_per_s": 35.385, "max_per_user_tokens_per_s": 35.385, "ttft_s": 0.0162, "acceptance_length": 2.25}]}], "speedup": {"a": {"1": 1.8765, "4": null}}}, "servers": [{"label": "a", "url": "http://a", "model": "m", "root": "/models/t", "max_model_len": 4096, "engine": "vllm 0.34.0", "k": 3, "identity": ["root names the target"], "speculative_config": {"method": "eagle3", "num_speculative_tokens": 3}, "levels": [{"concurrency": 1, "bucket": 0, "requests": 3, "failed": 1, "failures": {"timeout": 1}, "output_tokens": 50, "acceptance_length": 2.25, "per_position": [0.6, 0.45, 0.2], "num_drafts": 20, "num_draft_tokens": 60, "num_accepted": 25, "accepted_per_pos": [12, 9, 4], "per_user_tokens_per_s": 35.385, "rate_source": "engine", "engine_tokens_per_s": 35.385, "stream_tokens_per_s": 42.0, "speedup_source": "engine", "ttft_s": 0.0162, "speedup": 1.8765, "seconds": 3.457, "no_figure": null, "notes": []}, {"concurrency": 4, "bucket": 256, "requests": 3, "failed": 1, "failures": {"timeout": 1}, "output_tokens": 50, "acceptance_length": null, "per_position": null, "num_drafts": 10, "num_draft_tokens": 30, "num_accepted": 11, "accepted_per_pos": [6, 4, 1], "per_user_tokens_per_s": null, "rate_source": "stream", "engine_tokens_per_s": null, "stream_tokens_per_s": null, "speedup_source": null, "ttft_s": null, "speedup": null, "seconds": 2.5, "no_figure": "counters did not move", "notes": ["other traffic"]}]}], "baseline_server": {"label": "no speculation", "url": "http://b", "model": "m", "root": "/models/t", "max_model_len": 4096, "engine": "vllm 0.34.0", "k": null, "identity": [], "speculative_config": null, "levels": [{"concurrency": 1, "bucket": 0, "requests": 3, "failed": 1, "failures": {"timeout": 1}, "output_tokens": 50, "acceptance_length": null, "per_position": null, "num_drafts": 0, "num_draft_tokens": 0, "num_accepted": 0, "accepted_per_pos": [], "per_user_tokens_per_s": 22.05, "rate_source": "stream", "engine_tokens_per_s": null, "stream_tokens_per_s": 22.05, "speedup_source": null, "ttft_s": 0.0162, "speedup": null, "seconds": 4.0, "no_figure": null, "notes": []}, {"concurrency": 4, "bucket": 256, "requests": 3, "failed": 1, "failures": {"timeout": 1}, "output_tokens": 50, "acceptance_length": null, "per_position": null, "num_drafts": 0, "num_draft_tokens": 0, "num_accepted": 0, "accepted_per_pos": [], "per_user_tokens_per_s": 15.75, "rate_source": "stream", "engine_tokens_per_s": null, "stream_tokens_per_s": 15.75, "speedup_source": null, "ttft_s": 0.0162, "speedup": null, "seconds": 3.0, "no_figure": null, "notes": []}]}}',
+}
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_json_is_unchanged_by_the_conversion(name: str) -> None:
+    assert json.dumps(BUILDERS[name]().to_dict()) == GOLDEN[name]
