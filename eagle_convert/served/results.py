@@ -22,7 +22,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from eagle_convert.measure import NATURAL, Counts, EngineRates, LevelRate, ThroughputReport
+from eagle_convert.jsonable import dump, key
+from eagle_convert.measure import NATURAL, Counts, DraftResult, EngineRates, LevelRate, ThroughputReport
 from eagle_convert.served.buckets import BucketPrompt, Skipped
 from eagle_convert.served.http import ServedModel
 from eagle_convert.served.metrics import DecodeTimes, SpecCounters
@@ -194,7 +195,8 @@ class ServedServer:
     k: int | None  # served num_speculative_tokens (per-position counters); None without a draft
     levels: list[ServedLevel]
     identity: list[str] = field(default_factory=list)  # what confirms (or cannot) which draft it serves
-    speculative: dict[str, Any] | None = None  # the served speculative config, where the server exposes it
+    # the served speculative config, where the server exposes it
+    speculative: dict[str, Any] | None = field(default=None, metadata=key("speculative_config"))
 
     def level(self, c: int, bucket: int | None = None) -> ServedLevel | None:
         """The level at concurrency `c` in `bucket` (None: the first bucket measured)."""
@@ -215,19 +217,8 @@ class ServedServer:
         return EngineRates(self.label, self.url, rows)
 
     def to_dict(self) -> dict[str, Any]:
-        m = self.model
-        return {
-            "label": self.label,
-            "url": self.url,
-            "model": m.id,
-            "root": m.root,
-            "max_model_len": m.max_model_len,
-            "engine": m.engine,
-            "k": self.k,
-            "identity": list(self.identity),
-            "speculative_config": self.speculative,
-            "levels": [lv.to_dict() for lv in self.levels],
-        }
+        m, keys = self.model, "label url model root max_model_len engine k identity speculative_config levels"
+        return dump(self, keys, model=m.id, root=m.root, max_model_len=m.max_model_len, engine=m.engine)
 
 
 @dataclass
@@ -307,26 +298,10 @@ class ServedReport:
                 "suite": self.suite,
                 "count": len(items),
                 "items": items,
-                "skipped": [
-                    {"id": x.id, "category": x.category, "bucket": x.bucket, "reason": x.reason} for x in self.skipped
-                ],
+                "skipped": [vars(x) for x in self.skipped],
                 "refused": [],
             },
-            "drafts": [
-                {
-                    "label": s.label,
-                    "path": s.url,
-                    "variant": None,
-                    "per_request": False,
-                    "load_seconds": None,
-                    "total": s.total.to_dict(),
-                    "sampling_control": None,
-                    "k_sweep": None,
-                    "groups": [],
-                    "requests": [],
-                }
-                for s in self.servers
-            ],
+            "drafts": [DraftResult(s.label, s.url, None, s.total, [], [], False).to_dict() for s in self.servers],
             "deltas": [],
             "throughput": tput,
             "servers": [s.to_dict() for s in self.servers],
