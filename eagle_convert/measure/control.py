@@ -96,7 +96,7 @@ class Comparison:
         return self.compared > 0 and not self.failures
 
     def to_dict(self) -> dict[str, Any]:
-        return dump(self, "compared identical passed divergences", passed=self.passed)
+        return dump(self, "compared identical passed divergences")
 
 
 def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
@@ -184,7 +184,7 @@ class SamplingControl:
 
     def to_dict(self) -> dict[str, Any]:
         keys = "temperature passed summary with_speculation without_speculation cause"
-        return dump(self, keys, passed=self.passed, summary=self.summary())
+        return dump(self, keys, summary=self.summary())
 
 
 @dataclass(frozen=True)

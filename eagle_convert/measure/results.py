@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.jsonable import dump, encode, key
+from eagle_convert.jsonable import dump, key
 from eagle_convert.measure.prompts import PromptSet
 from eagle_convert.vllm_model import AcceptanceMetrics
 
@@ -49,7 +49,7 @@ class Counts(AcceptanceMetrics):
     num_accepted: int = 0
     accepted_per_pos: list[int] = field(default_factory=list)
     target_forwards: int = 0
-    seconds: float | None = field(default=0.0, metadata=key(ndigits=4))
+    seconds: float | None = 0.0
 
     def add(self, o: Counts) -> None:
         self.requests += o.requests
@@ -72,20 +72,12 @@ class Counts(AcceptanceMetrics):
         return self.generated_tokens / self.seconds if self.seconds else None
 
     def to_dict(self) -> dict[str, Any]:
-        return dump(
-            self,
-            _COUNTS_KEYS,
-            acceptance_length=round(self.acceptance_length, 4),
-            acceptance_rate=round(self.acceptance_rate, 4),
-            per_position=encode(self.per_position, 4),
-            tokens_per_forward=round(self.tokens_per_forward, 4),
-            tokens_per_s=encode(self.tokens_per_s, 2),
-        )
+        return dump(self, _COUNTS_KEYS)
 
 
 _COUNTS_KEYS = (
-    "acceptance_length acceptance_rate per_position requests prompt_tokens generated_tokens num_drafts "
-    "num_draft_tokens num_accepted accepted_per_pos target_forwards tokens_per_forward seconds tokens_per_s"
+    "acceptance_length:4 acceptance_rate:4 per_position:4 requests prompt_tokens generated_tokens num_drafts "
+    "num_draft_tokens num_accepted accepted_per_pos target_forwards tokens_per_forward:4 seconds:4 tokens_per_s:2"
 )
 
 

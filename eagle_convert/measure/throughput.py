@@ -181,7 +181,7 @@ class ThroughputReport(Jsonable):
         speedup = {
             d.label: {str(c): encode(self.speedup(d.label, c), 4) for c in self.concurrency} for d in self.drafts
         }
-        return dump(self, _REPORT_KEYS, note=self.note, metric=METRIC, speedup=speedup)
+        return dump(self, _REPORT_KEYS, metric=METRIC, speedup=speedup)
 
 
 _REPORT_KEYS = "concurrency device engine_version settings note metric baseline drafts speedup"

@@ -159,30 +159,23 @@ class ServedLevel:
 
     def to_dict(self) -> dict[str, Any]:
         c = self.counts
-        return {
-            "concurrency": self.concurrency,
-            "bucket": self.bucket,
-            "requests": len(self.outcomes),
-            "failed": len(self.failed),
-            "failures": self.failures,
-            "output_tokens": c.generated_tokens,
-            "acceptance_length": _r(self.acceptance_length),
-            "per_position": None if self.per_position is None else [round(x, 4) for x in self.per_position],
-            "num_drafts": c.num_drafts,
-            "num_draft_tokens": c.num_draft_tokens,
-            "num_accepted": c.num_accepted,
-            "accepted_per_pos": c.accepted_per_pos,
-            "per_user_tokens_per_s": _r(self.tokens_per_s, 3),
-            "rate_source": self.rate_source,
-            "engine_tokens_per_s": _r(self.engine_tokens_per_s, 3),
-            "stream_tokens_per_s": _r(self.stream_tokens_per_s, 3),
-            "speedup_source": self.speedup_source,
-            "ttft_s": _r(self.ttft_s),
-            "speedup": _r(self.speedup),
-            "seconds": round(self.seconds, 3),
-            "no_figure": self.no_figure,
-            "notes": list(self.notes),
-        }
+        counters = {k: getattr(c, k) for k in ("num_drafts", "num_draft_tokens", "num_accepted", "accepted_per_pos")}
+        return dump(
+            self,
+            _LEVEL_KEYS,
+            requests=len(self.outcomes),
+            failed=len(self.failed),
+            output_tokens=c.generated_tokens,
+            per_user_tokens_per_s=self.tokens_per_s,
+            **counters,
+        )
+
+
+_LEVEL_KEYS = (
+    "concurrency bucket requests failed failures output_tokens acceptance_length:4 per_position:4 num_drafts "
+    "num_draft_tokens num_accepted accepted_per_pos per_user_tokens_per_s:3 rate_source engine_tokens_per_s:3 "
+    "stream_tokens_per_s:3 speedup_source ttft_s:4 speedup:4 seconds:3 no_figure notes"
+)
 
 
 @dataclass
