@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from eagle_convert.errors import (
 from eagle_convert.extras import require
 from eagle_convert.finetune.data import target_tokenizer
 from eagle_convert.io import torch_dtype
+from eagle_convert.jsonable import dump
 from eagle_convert.measure import Prompt, prepare_prompts, prompt_items, resolve_chat_template
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 from eagle_convert.upgrade import FLOAT_DTYPES, NormInit
@@ -62,9 +63,7 @@ class Calibration:
     seconds: float
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["statistic"] = STATISTIC
-        return data
+        return dump(self, statistic=STATISTIC)
 
     def norm_init(self) -> NormInit:
         """The values as the upgrade plan's fc_norm data, with the record kept in the provenance."""
