@@ -171,9 +171,6 @@ class _Both:
         return [i.to_dict() for i in self.items]
 
 
-BUILDERS = {"smoke": _smoke}
-
-
 def _served(sent: bool) -> Any:
     from eagle_convert.measure.prompts import Prompt
     from eagle_convert.served.buckets import BucketPrompt, Skipped
@@ -236,6 +233,9 @@ def _served(sent: bool) -> Any:
 
 
 BUILDERS = {
+    "features": _features,
+    "capture": _capture,
+    "small": _small,
     "statuses": _statuses,
     "smoke": _smoke,
     "served": lambda: _served(False),
