@@ -13,10 +13,11 @@ import functools
 import importlib.util
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from eagle_convert.extras import module_available
+from eagle_convert.jsonable import Jsonable
 from eagle_convert.vllm_model.releases import Release
 from eagle_convert.vllm_model.tables import DRAFT_CLASSES
 
@@ -34,7 +35,7 @@ _ENGINE_ARGS = "engine/arg_utils.py"
 
 
 @dataclass
-class VllmFeatures:
+class VllmFeatures(Jsonable):
     """EAGLE-3 features of the installed vLLM. ``evidence`` says where each flag came from."""
 
     version: str | None
@@ -54,9 +55,6 @@ class VllmFeatures:
     loader_is_lenient: bool = False  # Eagle3LlamaForCausalLM.load_weights returns None (no strict check)
     per_request_spec_decode_metrics: bool = False  # EngineArgs.per_request_spec_decode_metrics exists
     package_dir: str | None = None
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def vllm_available() -> bool:
