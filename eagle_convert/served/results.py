@@ -171,6 +171,7 @@ class ServedLevel:
         )
 
 
+_SENT_KEYS = "bucket prompt_tokens filler_words"
 _LEVEL_KEYS = (
     "concurrency bucket requests failed failures output_tokens acceptance_length:4 per_position:4 num_drafts "
     "num_draft_tokens num_accepted accepted_per_pos per_user_tokens_per_s:3 rate_source engine_tokens_per_s:3 "
@@ -269,16 +270,7 @@ class ServedReport:
         if self.sent:
             natural_padded = any(b.bucket == NATURAL for b in self.sent)
             items = [] if natural_padded or NATURAL not in self.buckets else items  # long context beside them
-            items += [
-                {
-                    "id": b.prompt.id,
-                    "category": b.prompt.category,
-                    "bucket": b.bucket,
-                    "prompt_tokens": b.prompt_tokens,
-                    "filler_words": b.filler_words,
-                }
-                for b in self.sent
-            ]
+            items += [{"id": b.prompt.id, "category": b.prompt.category} | dump(b, _SENT_KEYS) for b in self.sent]
         return {
             "target": first.model.root or first.model.id,
             "engine": "server",
