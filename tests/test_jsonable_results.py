@@ -5,6 +5,7 @@ derived from their declarations (`jsonable`); the `GOLDEN` strings were recorded
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -161,6 +162,16 @@ def _features() -> Any:
     return _Both(f, VllmFeatures(None, False, False, False, False, False, False, False, package_dir="/v"))
 
 
+class _Record:
+    """A calibration's provenance record (`NormInit.record`), as the upgrade writes it."""
+
+    def to_dict(self) -> list[Any]:
+        from eagle_convert.finetune.calibrate import Calibration
+
+        cal = Calibration([1.1234567, 0.25], [], [1, 2], "/t", "builtin", "none", 3, 96, 1, 12, 0.75, None, "cpu", 2.5)
+        return [cal.norm_init().record, replace(cal, agreement=None).norm_init().record]
+
+
 class _Both:
     """Several results pinned together: their dicts in a list."""
 
@@ -233,6 +244,7 @@ def _served(sent: bool) -> Any:
 
 
 BUILDERS = {
+    "calibration-record": _Record,
     "features": _features,
     "capture": _capture,
     "small": _small,
@@ -245,6 +257,7 @@ BUILDERS = {
 
 # Recorded from the hand-written to_dicts (before the conversion), by json.dumps of each builder.
 GOLDEN: dict[str, str] = {
+    "calibration-record": '[{"statistic": "median over calibration tokens of each aux hidden state\'s RMS (eps included), broadcast", "values": [1.123457, 0.25], "aux_layer_ids": [1, 2], "target": "/t", "prompts": "builtin", "chat_template": "none", "fit_prompts": 3, "tokens": 96, "first_step_top1_agreement_with_eagle3": {"calibrated": 0.75, "identity": 0.0, "held_out_prompts": 1, "positions": 12}}, {"statistic": "median over calibration tokens of each aux hidden state\'s RMS (eps included), broadcast", "values": [1.123457, 0.25], "aux_layer_ids": [1, 2], "target": "/t", "prompts": "builtin", "chat_template": "none", "fit_prompts": 3, "tokens": 96}]',
     "features": '[{"version": "0.34.0", "fc_norm": true, "norm_output": true, "speculators_propagates_31_flags": false, "reads_eagle_config_aux_ids": true, "num_aux_hidden_states": true, "qwen3_eagle3": true, "mla_eagle3": false, "registered_eagle3_archs": ["Eagle3LlamaForCausalLM"], "evidence": {"fc_norm": "a.py"}, "norm_before_fc": false, "mla_fc_norm_applied": false, "v2_runner_reads_eagle_config_aux_ids": false, "loader_is_lenient": false, "per_request_spec_decode_metrics": false, "package_dir": null}, {"version": null, "fc_norm": false, "norm_output": false, "speculators_propagates_31_flags": false, "reads_eagle_config_aux_ids": false, "num_aux_hidden_states": false, "qwen3_eagle3": false, "mla_eagle3": false, "registered_eagle3_archs": [], "evidence": {}, "norm_before_fc": false, "mla_fc_norm_applied": false, "v2_runner_reads_eagle_config_aux_ids": false, "loader_is_lenient": false, "per_request_spec_decode_metrics": false, "package_dir": "/v"}]',
     "capture": '[{"cache": "/c", "engine": "vllm", "engine_info": {"vllm": "0.34.0"}, "aux_layer_ids": [1, 3, 4], "sequences": 5, "shards": 2, "captured_shards": [1], "tokens": 1000, "captured_tokens": 300, "seconds": 1.235, "prefill_seconds": 0.988, "tokens_per_s": 243.0, "bytes": 10001, "bytes_per_token": 10.0}, {"cache": "c", "engine": "vllm", "engine_info": {"vllm": "0.34.0"}, "aux_layer_ids": [1, 3, 4], "sequences": 5, "shards": 2, "captured_shards": [], "tokens": 1000, "captured_tokens": 0, "seconds": 0.0, "prefill_seconds": 0.0, "tokens_per_s": 0.0, "bytes": 10001, "bytes_per_token": 10.0}]',
     "small": '[{"values": "identity", "tensors": ["fc_norm.0.weight", "fc_norm.1.weight"], "identity": ["fc_norm.0.weight"], "claim": "calibrated", "claim_source": "README.md"}, {"release": "0.34.0", "same": false, "differences": [{"kind": "config", "key": "norm_output", "a": true, "b": null, "note": "n"}, {"kind": "tensor", "key": "fc.weight", "a": [4, 8], "b": [4, 8], "note": ""}], "equivalent": ["fc_norm.0.weight: x"]}, {"name": "smoke:a", "key": "kkkkkkkk", "result": {"x": [1.5]}, "outputs": {"a/b": "d"}, "seconds": 1.235, "command": "eagle-convert smoke"}, {"name": "v", "key": "k", "result": {}, "outputs": {}, "seconds": 0.0, "command": null}, {"tensors": 3, "bytes_read": 4096, "seconds": 0.123456, "chunk_bytes": 1048576}, {"values": [1.5, 0.25], "rms": [{"median": 1.5, "mean": 1.25}], "aux_ids": [1, 2], "target": "/t", "prompts": "builtin", "chat_template": "none", "fit_prompts": 3, "tokens": 96, "held_out_prompts": 1, "positions": 12, "agreement": 0.75, "agreement_identity": null, "device": "cpu", "seconds": 2.5, "statistic": "median over calibration tokens of each aux hidden state\'s RMS (eps included), broadcast"}]',
