@@ -67,23 +67,11 @@ class Calibration:
 
     def norm_init(self) -> NormInit:
         """The values as the upgrade plan's fc_norm data, with the record kept in the provenance."""
-        record = {
-            "statistic": STATISTIC,
-            "values": [round(v, 6) for v in self.values],
-            "aux_layer_ids": self.aux_ids,
-            "target": self.target,
-            "prompts": self.prompts,
-            "chat_template": self.chat_template,
-            "fit_prompts": self.fit_prompts,
-            "tokens": self.tokens,
-        }
+        keys = "statistic values:6 aux_layer_ids target prompts chat_template fit_prompts tokens"
+        record = dump(self, keys, statistic=STATISTIC, aux_layer_ids=self.aux_ids)
         if self.agreement is not None:
-            record["first_step_top1_agreement_with_eagle3"] = {
-                "calibrated": round(self.agreement, 4),
-                "identity": round(self.agreement_identity or 0.0, 4),
-                "held_out_prompts": self.held_out_prompts,
-                "positions": self.positions,
-            }
+            agreement = {"calibrated": round(self.agreement, 4), "identity": round(self.agreement_identity or 0.0, 4)}
+            record["first_step_top1_agreement_with_eagle3"] = agreement | dump(self, "held_out_prompts positions")
         return NormInit("calibrated", tuple((v,) for v in self.values), record)
 
 
