@@ -171,6 +171,10 @@ class ServedLevel:
         )
 
 
+_REPORT_KEYS = (
+    "target engine engine_version settings seconds:3 interrupted prompts drafts deltas throughput "
+    "servers baseline_server"
+)
 _SENT_KEYS = "bucket prompt_tokens filler_words"
 _LEVEL_KEYS = (
     "concurrency bucket requests failed failures output_tokens acceptance_length:4 per_position:4 num_drafts "
@@ -223,7 +227,7 @@ class ServedReport:
     suite: str
     prompt_ids: list[tuple[str, str]]  # (id, category) in the order sent
     servers: list[ServedServer]
-    baseline: ServedServer | None
+    baseline: ServedServer | None = field(metadata=key("baseline_server"))
     concurrency: list[int]
     seconds: float = 0.0
     interrupted: bool = False
@@ -271,24 +275,19 @@ class ServedReport:
             natural_padded = any(b.bucket == NATURAL for b in self.sent)
             items = [] if natural_padded or NATURAL not in self.buckets else items  # long context beside them
             items += [{"id": b.prompt.id, "category": b.prompt.category} | dump(b, _SENT_KEYS) for b in self.sent]
-        return {
-            "target": first.model.root or first.model.id,
-            "engine": "server",
-            "engine_version": first.model.engine,
-            "settings": self.settings,
-            "seconds": round(self.seconds, 3),
-            "interrupted": self.interrupted,
-            "prompts": {
-                "chat_template": self.settings.get("chat_template") or "server",
-                "suite": self.suite,
-                "count": len(items),
-                "items": items,
-                "skipped": [vars(x) for x in self.skipped],
-                "refused": [],
-            },
-            "drafts": [DraftResult(s.label, s.url, None, s.total, [], [], False).to_dict() for s in self.servers],
-            "deltas": [],
-            "throughput": tput,
-            "servers": [s.to_dict() for s in self.servers],
-            "baseline_server": None if self.baseline is None else self.baseline.to_dict(),
-        }
+        chat_template = self.settings.get("chat_template") or "server"
+        prompts = dict(chat_template=chat_template, suite=self.suite, count=len(items), items=items)
+        prompts |= {"skipped": [vars(x) for x in self.skipped], "refused": []}
+        drafts = [DraftResult(s.label, s.url, None, s.total, [], [], False).to_dict() for s in self.servers]
+        m = first.model
+        return dump(
+            self,
+            _REPORT_KEYS,
+            target=m.root or m.id,
+            engine="server",
+            engine_version=m.engine,
+            prompts=prompts,
+            drafts=drafts,
+            deltas=[],
+            throughput=tput,
+        )
