@@ -290,3 +290,36 @@ def test_inspect_json_of_a_real_draft_is_unchanged(built_fixtures, monkeypatch) 
 
 
 INSPECT = '{"schema_version": 2, "source": "specforge-eagle31", "is_hub": false, "has_config": true, "layout": "specforge", "producer": "sgl-project/SpecForge (and most community drafts)", "layout_reasons": ["tensor names start with \'midlayer.\' (e.g. \'midlayer.hidden_norm.weight\')"], "attention": "llama", "attention_reason": "standard q/k/v/o projections", "architectures": ["LlamaForCausalLMEagle3"], "vllm_architecture": "LlamaForCausalLMEagle3", "vllm_class": "Eagle3LlamaForCausalLM", "vllm_note": null, "model_type": "llama", "variant": "EAGLE-3.1", "variant_reasons": ["fc_norm is true (fc_norm)", "norm_output is true (norm_output)", "has 3 fc_norm.i tensors"], "flags": {"fc_norm": {"value": true, "where": ["fc_norm"], "vllm": true}, "norm_output": {"value": true, "where": ["norm_output"], "vllm": true}, "norm_before_fc": {"value": false, "where": [], "vllm": false}, "norm_before_residual": {"value": false, "where": [], "vllm": false}}, "hidden_size": 64, "target_hidden_size": 64, "num_aux": 3, "num_aux_source": "fc.weight width 192 / target_hidden_size 64", "aux_layer_ids": [1, 3, 4], "aux_layer_ids_where": ["eagle_config.eagle_aux_hidden_state_layer_ids"], "num_layers": 1, "vocab_size": 256, "draft_vocab_size": 128, "vocab": {"reduced": true, "d2t": {"shape": [128], "dtype": "I64", "min_target_id": 0, "max_target_id": 255, "unique": true, "increasing": true}, "t2d": {"shape": [256], "dtype": "BOOL", "count": 128, "consistent_with_d2t": true}}, "has_embed": false, "dtypes": {"I64": 1, "BF16": 16, "BOOL": 1}, "num_tensors": 18, "total_bytes": 133248, "storage": "single", "files": ["model.safetensors"], "vllm": {"installed": null, "release": "0.34.0", "why": "--vllm-version 0.34.0", "outside_known_releases": false, "verified": true, "matched_by_fingerprint": null, "note": "", "known_releases": ["0.21.0", "0.34.0"], "engine_tested": false}, "fc_norm": {"values": "trained", "tensors": ["fc_norm.0.weight", "fc_norm.1.weight", "fc_norm.2.weight"], "identity": [], "claim": null, "claim_source": ""}, "tensors": [{"name": "d2t", "canonical": "d2t", "dtype": "I64", "shape": [128], "bytes": 1024, "file": "model.safetensors"}, {"name": "fc.weight", "canonical": "fc.weight", "dtype": "BF16", "shape": [64, 192], "bytes": 24576, "file": "model.safetensors"}, {"name": "fc_norm.0.weight", "canonical": "fc_norm.0.weight", "dtype": "BF16", "shape": [64], "bytes": 128, "file": "model.safetensors"}, {"name": "fc_norm.1.weight", "canonical": "fc_norm.1.weight", "dtype": "BF16", "shape": [64], "bytes": 128, "file": "model.safetensors"}, {"name": "fc_norm.2.weight", "canonical": "fc_norm.2.weight", "dtype": "BF16", "shape": [64], "bytes": 128, "file": "model.safetensors"}, {"name": "lm_head.weight", "canonical": "lm_head.weight", "dtype": "BF16", "shape": [128, 64], "bytes": 16384, "file": "model.safetensors"}, {"name": "midlayer.hidden_norm.weight", "canonical": "layers.0.hidden_norm.weight", "dtype": "BF16", "shape": [64], "bytes": 128, "file": "model.safetensors"}, {"name": "midlayer.input_layernorm.weight", "canonical": "layers.0.input_layernorm.weight", "dtype": "BF16", "shape": [64], "bytes": 128, "file": "model.safetensors"}, {"name": "midlayer.mlp.down_proj.weight", "canonical": "layers.0.mlp.down_proj.weight", "dtype": "BF16", "shape": [64, 128], "bytes": 16384, "file": "model.safetensors"}, {"name": "midlayer.mlp.gate_proj.weight", "canonical": "layers.0.mlp.gate_proj.weight", "dtype": "BF16", "shape": [128, 64], "bytes": 16384, "file": "model.safetensors"}, {"name": "midlayer.mlp.up_proj.weight", "canonical": "layers.0.mlp.up_proj.weight", "dtype": "BF16", "shape": [128, 64], "bytes": 16384, "file": "model.safetensors"}, {"name": "midlayer.post_attention_layernorm.weight", "canonical": "layers.0.post_attention_layernorm.weight", "dtype": "BF16", "shape": [64], "bytes": 128, "file": "model.safetensors"}, {"name": "midlayer.self_attn.k_proj.weight", "canonical": "layers.0.self_attn.k_proj.weight", "dtype": "BF16", "shape": [32, 128], "bytes": 8192, "file": "model.safetensors"}, {"name": "midlayer.self_attn.o_proj.weight", "canonical": "layers.0.self_attn.o_proj.weight", "dtype": "BF16", "shape": [64, 64], "bytes": 8192, "file": "model.safetensors"}, {"name": "midlayer.self_attn.q_proj.weight", "canonical": "layers.0.self_attn.q_proj.weight", "dtype": "BF16", "shape": [64, 128], "bytes": 16384, "file": "model.safetensors"}, {"name": "midlayer.self_attn.v_proj.weight", "canonical": "layers.0.self_attn.v_proj.weight", "dtype": "BF16", "shape": [32, 128], "bytes": 8192, "file": "model.safetensors"}, {"name": "norm.weight", "canonical": "norm.weight", "dtype": "BF16", "shape": [64], "bytes": 128, "file": "model.safetensors"}, {"name": "t2d", "canonical": "t2d", "dtype": "BOOL", "shape": [256], "bytes": 256, "file": "model.safetensors"}]}'
+
+
+# Where each pinned result's objects are described: (result, path in its JSON, schema, pointer in the schema).
+SCHEMA_OBJECTS = [
+    ("smoke", "", "smoke-report", ""),
+    ("smoke", "drafts/0", "smoke-report", "properties/drafts/items"),
+    ("smoke", "drafts/0/total", "smoke-report", "$defs/counts"),
+    ("smoke", "drafts/0/k_sweep", "smoke-report", "$defs/kSweep"),
+    ("smoke", "drafts/0/sampling_control/with_speculation", "smoke-report", "$defs/comparison"),
+    ("smoke", "throughput/baseline", "smoke-report", "$defs/engineRates"),
+    ("served", "", "smoke-report", ""),
+    ("served", "servers/0", "smoke-report", "$defs/servedServer"),
+    ("served", "servers/0/levels/0", "smoke-report", "$defs/servedLevel"),
+    ("capture", "0", "capture-report", ""),
+    ("inspect", "", "inspect-report", ""),
+]
+
+
+def _at(node: Any, path: str) -> Any:
+    for part in filter(None, path.split("/")):
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    return node
+
+
+@pytest.mark.parametrize(("name", "path", "schema", "pointer"), SCHEMA_OBJECTS)
+def test_every_key_written_is_in_its_schema(name: str, path: str, schema: str, pointer: str) -> None:
+    """The schemas allow new fields, so validating an output never notices an undescribed key; this does."""
+    from eagle_convert.draft import load_schema
+
+    obj = _at(json.loads(INSPECT if name == "inspect" else GOLDEN[name]), path)
+    spec = _at(load_schema(f"{schema}.schema.json"), pointer)
+    assert sorted(set(obj) - set(spec["properties"])) == []
+    assert sorted(set(spec.get("required", ())) - set(obj)) == []
