@@ -323,3 +323,18 @@ def test_every_key_written_is_in_its_schema(name: str, path: str, schema: str, p
     spec = _at(load_schema(f"{schema}.schema.json"), pointer)
     assert sorted(set(obj) - set(spec["properties"])) == []
     assert sorted(set(spec.get("required", ())) - set(obj)) == []
+
+
+def test_derived_readers_read_back_what_was_written() -> None:
+    """The readers `load` derives: a stage record (seconds as written, 3 digits) and smoke's throughput."""
+    from eagle_convert.measure.throughput import ThroughputReport
+    from eagle_convert.report.cache import StageRecord
+
+    rec = StageRecord("smoke:a", "k", {"x": [1.5]}, {"a/b": "d"}, 1.2345, "eagle-convert smoke")
+    assert StageRecord.from_dict(json.loads(json.dumps(rec.to_dict()))) == replace(rec, seconds=1.234)
+    assert StageRecord.from_dict({"name": "v", "key": "k", "result": {}}) == StageRecord("v", "k", {})
+    tput = _smoke().throughput
+    written = tput.to_dict()
+    again = ThroughputReport.from_dict(json.loads(json.dumps(written))).to_dict()
+    # The rates are written rounded (rounding again changes nothing); the speedups are computed from them.
+    assert {**again, "speedup": None} == {**written, "speedup": None}
