@@ -3,11 +3,11 @@
 A result is declared once, as a dataclass. A field's JSON facts sit in its metadata
 (`field(metadata=key(...))`): its key when it differs from the field's name, floats rounded to
 `ndigits` (inside lists and dicts too), left out when None, or not written at all. `dump` writes
-the fields in order; a result whose JSON also holds computed values (a property, a count, a
-constant) passes them by keyword and, where they do not simply follow the fields, names the order
-of its keys once. `load` reads a dump back
-from the same declaration, each nested result or list of results through its annotation, so a
-reader cannot drift from the writer. Nested values are written by `encode`: a result through its
+the fields in order; a result whose JSON also holds computed values (a count, a constant) passes
+them by keyword and, where they do not simply follow the fields or where it writes properties,
+names its keys once, in order (`acceptance_length:4`: a property rounded to 4 digits). `load`
+reads a dump back from the same declaration, each nested result or list of results through its
+annotation, so a reader cannot drift from the writer. Nested values are written by `encode`: a result through its
 `to_dict`, a path as text, tuples as lists.
 """
 
@@ -71,17 +71,22 @@ def encode(value: Any, ndigits: int | None = None) -> Any:
 def dump(obj: Any, keys: str | None = None, **computed: Any) -> dict[str, Any]:
     """The JSON dict of the dataclass `obj`: its written fields in order, then `computed` (a
     computed value of a field's key takes its place); or, with `keys` (the JSON keys,
-    space-separated), exactly those keys in that order, each a `computed` keyword or a field's key.
-    A name that is neither raises KeyError (a typo fails every test)."""
+    space-separated), exactly those keys in that order, each a `computed` keyword, a field's key
+    or a property of `obj`, `name:N` rounding its floats to N digits. A name that is none of
+    these raises KeyError (a typo fails every test)."""
     fields = {(_spec(f).name or f.name): f for f in dataclasses.fields(obj) if _spec(f).dump}
     out: dict[str, Any] = {}
-    for k in keys.split() if keys is not None else dict.fromkeys([*fields, *computed]):
+    for item in keys.split() if keys is not None else dict.fromkeys([*fields, *computed]):
+        k, _, digits = item.partition(":")
+        ndigits = int(digits) if digits else None
         if k in computed:
-            out[k] = encode(computed[k])
+            out[k] = encode(computed[k], ndigits)
         elif k in fields:
             spec, value = _spec(fields[k]), getattr(obj, fields[k].name)
             if not (spec.omit_none and value is None):
-                out[k] = encode(value, spec.ndigits)
+                out[k] = encode(value, spec.ndigits if ndigits is None else ndigits)
+        elif isinstance(getattr(type(obj), k, None), property):
+            out[k] = encode(getattr(obj, k), ndigits)
         else:
             raise KeyError(f"{type(obj).__name__}: no field or computed value writes the JSON key {k!r}")
     return out

@@ -17,12 +17,13 @@ Each side is read by `vllm_model.read_config` for one release; what the draft cl
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from eagle_convert.diff import compare_tensor
 from eagle_convert.draft import Checkpoint, open_checkpoint
 from eagle_convert.io import DECODABLE, read_array
+from eagle_convert.jsonable import dump
 from eagle_convert.vllm_model import (
     Release,
     VllmDraftConfig,
@@ -91,12 +92,7 @@ class ServedDiff:
         return not self.differences
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "release": self.release,
-            "same": self.same,
-            "differences": [asdict(d) for d in self.differences],
-            "equivalent": list(self.equivalent),
-        }
+        return dump(self, "release same differences equivalent")
 
 
 def served_diff(a: str | Checkpoint, b: str | Checkpoint, *, release: Release | None = None) -> ServedDiff:

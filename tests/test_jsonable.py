@@ -33,6 +33,10 @@ class _Table(Jsonable):
     pairs: tuple[int, ...] = ()
     notes: dict[str, float] = field(default_factory=dict)
 
+    @property
+    def size(self) -> float:
+        return 1 / 3
+
 
 def test_dump_writes_keys_rounding_omission_and_nesting() -> None:
     t = _Table("t", [_Row(1, 0.12345), _Row(2, None, "e", b"s")], None, Path("/d/f"), (1, 2), {"a": 0.5})
@@ -47,6 +51,15 @@ def test_dump_orders_computed_keys_and_refuses_an_unknown_one() -> None:
     assert list(dump(row, "total depth extra sink_share", total=7)) == ["total", "depth", "sink_share"]
     with pytest.raises(KeyError, match="_Row: no field or computed value writes the JSON key 'shares'"):
         dump(row, "depth shares")
+
+
+def test_dump_writes_properties_and_rounds_a_named_key() -> None:
+    """`name:N` rounds that key's floats (a property, a computed value or a field) to N digits."""
+    t = _Table("t", [], pairs=(1,))
+    expected = {"size": 0.33, "name": "t", "half": [0.2, 0.8], "notes": {}}  # round() is Python's: 0.25 -> 0.2
+    assert dump(t, "size:2 name half:1 notes", half=[0.25, 0.75]) == expected
+    with pytest.raises(KeyError, match="_Table: no field or computed value writes the JSON key 'sizes'"):
+        dump(t, "sizes")
 
 
 def test_encode_rounds_floats_only() -> None:

@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,8 @@ from eagle_convert.cache.store import (
 )
 from eagle_convert.errors import UsageError
 from eagle_convert.extras import require
+from eagle_convert.jsonable import dump
+from eagle_convert.jsonable import key as jsonkey
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 
 if TYPE_CHECKING:
@@ -66,11 +68,11 @@ def check_capture_options(opts: CaptureOptions) -> None:
 
 @dataclass
 class CaptureResult:
-    out: Path
+    out: Path = field(metadata=jsonkey("cache"))
     manifest: Manifest
-    captured: list[int]  # shards captured by this run (the rest were verified and kept)
+    captured: list[int] = field(metadata=jsonkey("captured_shards"))  # shards captured by this run (the rest kept)
     seconds: float
-    tokens: int  # tokens this run captured
+    tokens: int = field(metadata=jsonkey("captured_tokens"))  # tokens this run captured
     prefill_seconds: float  # time inside the engine's prefills (vLLM) or forwards (reference)
 
     @property
@@ -83,23 +85,19 @@ class CaptureResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The cache, its plan and this run's numbers (`capture --json`, schemas/capture-report.schema.json)."""
-        man = self.manifest
-        return {
-            "cache": str(self.out),
-            "engine": man.plan.engine,
-            "engine_info": man.engine_info,
-            "aux_layer_ids": man.plan.aux_ids,
-            "sequences": man.plan.num_sequences,
-            "shards": len(man.shards),
-            "captured_shards": self.captured,
-            "tokens": man.tokens,
-            "captured_tokens": self.tokens,
-            "seconds": round(self.seconds, 3),
-            "prefill_seconds": round(self.prefill_seconds, 3),
-            "tokens_per_s": round(self.tokens_per_s, 1),
-            "bytes": man.bytes,
-            "bytes_per_token": round(self.bytes_per_token, 1),
-        }
+        man, plan = self.manifest, self.manifest.plan
+        keys = "cache engine engine_info aux_layer_ids sequences shards captured_shards tokens captured_tokens"
+        return dump(
+            self,
+            f"{keys} seconds:3 prefill_seconds:3 tokens_per_s:1 bytes bytes_per_token:1",
+            engine=plan.engine,
+            engine_info=man.engine_info,
+            aux_layer_ids=plan.aux_ids,
+            sequences=plan.num_sequences,
+            shards=len(man.shards),
+            tokens=man.tokens,
+            bytes=man.bytes,
+        )
 
 
 def draft_features_spec(draft: Path, target_layers: int, release: Release) -> tuple[list[int], list[int] | None]:

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from eagle_convert.draft.card import CARD_FILE, provenance_chain
 from eagle_convert.draft.checkpoint import Checkpoint
 from eagle_convert.draft.layout import canonical_name
 from eagle_convert.io import DECODABLE, ONE, read_array, tensor_bytes
+from eagle_convert.jsonable import Jsonable
 
 __all__ = ["FcNormState", "fc_norm_state"]
 
@@ -36,7 +37,7 @@ _CARD_MAX_BYTES = 1 << 20  # a card larger than this is not read (its words do n
 
 
 @dataclass(frozen=True)
-class FcNormState:
+class FcNormState(Jsonable):
     """The fc_norm tensors' values (identity: every one exactly 1.0) and what the records claim."""
 
     values: Values
@@ -55,15 +56,6 @@ class FcNormState:
         if self.identity and self.values != "identity":
             head += f"; {len(self.identity)} of {len(self.tensors)} exactly 1.0"
         return head + (f" [{self.claim_source}]" if self.claim_source else "")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "values": self.values,
-            "tensors": list(self.tensors),
-            "identity": list(self.identity),
-            "claim": self.claim,
-            "claim_source": self.claim_source,
-        }
 
 
 def fc_norm_state(ckpt: Checkpoint) -> FcNormState | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from eagle_convert.draft.checkpoint import Checkpoint
@@ -16,6 +16,7 @@ from eagle_convert.draft.config_schema import check_config
 from eagle_convert.draft.kind import ensure_draft
 from eagle_convert.draft.layout import LayoutMatch, canonical_map, config_alias, detect_attention, detect_layout
 from eagle_convert.io import read_ints, readable_vocab_map
+from eagle_convert.jsonable import Jsonable, key
 from eagle_convert.vllm_model import AUX_ID_LOCATIONS, FLAG_NAMES, Release, VllmDraftConfig, lookup, read_config
 
 _LAYER_RE = re.compile(r"^layers\.(\d+)\.")
@@ -37,7 +38,7 @@ class VocabMapping:
 
 
 @dataclass
-class DraftInfo:
+class DraftInfo(Jsonable):
     """What a draft is and how vLLM reads it: layout, variant, dimensions, aux ids, vocabulary maps (`describe`)."""
 
     layout: str
@@ -69,18 +70,13 @@ class DraftInfo:
     total_bytes: int
     storage: str
     files: list[str]
-    canonical: dict[str, str] = field(repr=False)  # on-disk name -> vLLM-native name
+    canonical: dict[str, str] = field(repr=False, metadata=key(dump=False))  # on-disk name -> vLLM-native name
     # The config as the one release of this description reads it: what every later step asks.
-    view: VllmDraftConfig = field(repr=False, compare=False)
+    view: VllmDraftConfig = field(repr=False, compare=False, metadata=key(dump=False))
 
     def disk_name(self, canonical: str) -> str | None:
         """The on-disk name of the tensor vLLM names `canonical` (`d2t`, `fc.weight`), None without one."""
         return next((name for name, canon in self.canonical.items() if canon == canonical), None)
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        del data["canonical"], data["view"]
-        return data
 
 
 def _declared(config: dict[str, Any], view: VllmDraftConfig, flag: str) -> bool:

@@ -12,6 +12,7 @@ from typing import Any
 from eagle_convert.draft.checkpoint import Checkpoint, CheckpointRef, open_checkpoint
 from eagle_convert.draft.fcnorm import FcNormState, fc_norm_state
 from eagle_convert.draft.info import DraftInfo, describe
+from eagle_convert.jsonable import dump
 from eagle_convert.vllm_model import VllmVersionStatus, installed_status
 
 SCHEMA_VERSION = 2  # 2: `vllm` names the release the verdict is for (was: the tested range)
@@ -46,15 +47,8 @@ class InspectReport:
         ]
 
     def to_dict(self, *, tensors: bool = True) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "schema_version": SCHEMA_VERSION,
-            "source": self.source,
-            "is_hub": self.is_hub,
-            "has_config": self.has_config,
-            **self.info.to_dict(),
-            "vllm": self.vllm.to_dict(),
-            "fc_norm": self.fc_norm.to_dict() if self.fc_norm else None,
-        }
+        head = dump(self, "source is_hub has_config")
+        data = {"schema_version": SCHEMA_VERSION, **head, **self.info.to_dict(), **dump(self, "vllm fc_norm")}
         if tensors:
             data["tensors"] = self.tensor_rows()
         return data

@@ -16,6 +16,7 @@ from typing import Any
 from eagle_convert.engines import sglang, trtllm
 from eagle_convert.engines.rules import EngineRules
 from eagle_convert.errors import UsageError
+from eagle_convert.jsonable import dump, key
 from eagle_convert.vllm_model import KNOWN_RELEASES, VllmVersionStatus, installed_status
 
 ALL = "all"  # `--for all`: every known release of every engine (the matrix)
@@ -93,7 +94,7 @@ class EngineStatus:
     release: str  # the known release whose rules apply
     why: str  # "--for sglang==0.5.23", "the installed SGLang", "not installed: the newest known release"
     installed: str | None = None
-    outside: bool = False
+    outside: bool = field(default=False, metadata=key("outside_known_releases"))
     note: str = ""
     vllm: VllmVersionStatus | None = None
     requested: str | None = None  # the VERSION of ENGINE==VERSION, as written
@@ -129,16 +130,8 @@ class EngineStatus:
         return f"{self.label} ({self.why}{extra})"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "engine": self.engine,
-            "release": self.release,
-            "why": self.why,
-            "installed": self.installed,
-            "outside_known_releases": self.outside,
-            "verified": self.verified,
-            "note": self.note,
-            "known_releases": list(ENGINES[self.engine].releases),
-        }
+        keys = "engine release why installed outside_known_releases verified note known_releases"
+        return dump(self, keys, known_releases=list(ENGINES[self.engine].releases))
 
 
 def _vllm(requested: str | None, why: str | None = None) -> EngineStatus:

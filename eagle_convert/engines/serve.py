@@ -23,6 +23,7 @@ from eagle_convert.engines import serve_args as sa
 from eagle_convert.engines.producers import fmt_taps
 from eagle_convert.engines.reading import DEFAULT, default_taps, ids_for, int_ids, read_draft, window_asked
 from eagle_convert.engines.rules import EngineRules
+from eagle_convert.jsonable import dump
 
 NUM_SPECULATIVE_TOKENS = 3  # the k a command speculates with when none is given
 TRTLLM_CONFIG_FILE = "speculative.yaml"  # the file name the TensorRT-LLM command line names
@@ -100,17 +101,9 @@ class ServeCommand:
         return "\n".join(lines) + "\n"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "engine": self.engine,
-            "release": self.release,
-            "command": self.command,
-            "argv": list(self.argv),
-            "flags": {k: v for k, v in self.flags},
-            "fields": {k: (sorted(v) if isinstance(v, (set, frozenset)) else v) for k, v in self.fields},
-            "config_file": self.config_file,
-            "config_text": self.config_text,
-            "notes": list(self.notes),
-        }
+        fields = {k: (sorted(v) if isinstance(v, (set, frozenset)) else v) for k, v in self.fields}
+        keys = "engine release command argv flags fields config_file config_text notes"
+        return dump(self, keys, flags=dict(self.flags), fields=fields)
 
 
 def _yaml(value: Any) -> str:

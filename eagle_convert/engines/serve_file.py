@@ -18,12 +18,13 @@ from typing import Any
 
 from eagle_convert.engines import serve_args as sa
 from eagle_convert.errors import UsageError
+from eagle_convert.jsonable import Jsonable
 
 MAX_BYTES = 1 << 20  # a serve config is a few lines; a bigger file is not one
 
 
 @dataclass(frozen=True)
-class GivenServe:
+class GivenServe(Jsonable):
     """The flags (SGLang) or `speculative_config` fields (TensorRT-LLM) a deployment sets."""
 
     engine: str
@@ -32,9 +33,6 @@ class GivenServe:
 
     def get(self, name: str) -> Any:
         return self.values.get(name)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"engine": self.engine, "source": self.source, "values": dict(self.values)}
 
 
 def _refuse(path: str, what: str, hint: str) -> UsageError:

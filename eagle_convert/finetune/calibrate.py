@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from eagle_convert.errors import (
 from eagle_convert.extras import require
 from eagle_convert.finetune.data import target_tokenizer
 from eagle_convert.io import torch_dtype
+from eagle_convert.jsonable import dump
 from eagle_convert.measure import Prompt, prepare_prompts, prompt_items, resolve_chat_template
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 from eagle_convert.upgrade import FLOAT_DTYPES, NormInit
@@ -62,29 +63,15 @@ class Calibration:
     seconds: float
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["statistic"] = STATISTIC
-        return data
+        return dump(self, statistic=STATISTIC)
 
     def norm_init(self) -> NormInit:
         """The values as the upgrade plan's fc_norm data, with the record kept in the provenance."""
-        record = {
-            "statistic": STATISTIC,
-            "values": [round(v, 6) for v in self.values],
-            "aux_layer_ids": self.aux_ids,
-            "target": self.target,
-            "prompts": self.prompts,
-            "chat_template": self.chat_template,
-            "fit_prompts": self.fit_prompts,
-            "tokens": self.tokens,
-        }
+        keys = "statistic values:6 aux_layer_ids target prompts chat_template fit_prompts tokens"
+        record = dump(self, keys, statistic=STATISTIC, aux_layer_ids=self.aux_ids)
         if self.agreement is not None:
-            record["first_step_top1_agreement_with_eagle3"] = {
-                "calibrated": round(self.agreement, 4),
-                "identity": round(self.agreement_identity or 0.0, 4),
-                "held_out_prompts": self.held_out_prompts,
-                "positions": self.positions,
-            }
+            agreement = {"calibrated": round(self.agreement, 4), "identity": round(self.agreement_identity or 0.0, 4)}
+            record["first_step_top1_agreement_with_eagle3"] = agreement | dump(self, "held_out_prompts positions")
         return NormInit("calibrated", tuple((v,) for v in self.values), record)
 
 

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
+
+from eagle_convert.jsonable import dump
 
 # Significand bits (with the implicit one) of the dtypes a target's logits come out in.
 SIGNIFICAND_BITS = {"bfloat16": 8, "float16": 11, "float32": 24}
@@ -56,6 +58,9 @@ class Divergence:
     tolerance: float | None
     runner_up: int | None
     excused: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return dump(self, text=self.describe())
 
     def describe(self) -> str:
         where = f"prompt {self.prompt!r} token {self.position + 1}: {self.got} instead of {self.expected}"
@@ -91,12 +96,7 @@ class Comparison:
         return self.compared > 0 and not self.failures
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "compared": self.compared,
-            "identical": self.identical,
-            "passed": self.passed,
-            "divergences": [asdict(d) | {"text": d.describe()} for d in self.divergences],
-        }
+        return dump(self, "compared identical passed divergences")
 
 
 def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
@@ -183,14 +183,8 @@ class SamplingControl:
         return head
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "temperature": self.temperature,
-            "passed": self.passed,
-            "summary": self.summary(),
-            "with_speculation": self.with_speculation.to_dict(),
-            "without_speculation": self.without_speculation.to_dict() if self.without_speculation else None,
-            "cause": self.cause,
-        }
+        keys = "temperature passed summary with_speculation without_speculation cause"
+        return dump(self, keys, summary=self.summary())
 
 
 @dataclass(frozen=True)

@@ -38,10 +38,11 @@ The recommended k is the smallest one within 1 % of the best expected speedup.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from eagle_convert.jsonable import Jsonable, dump, key
 from eagle_convert.vllm_model import AcceptanceMetrics
 
 __all__ = [
@@ -113,7 +114,7 @@ def al_standard_error(num_drafts: int, accepted_per_pos: Sequence[int], k: int) 
 
 
 @dataclass(frozen=True)
-class StepCosts:
+class StepCosts(Jsonable):
     """What one step costs, in seconds, measured in the same run as the counters.
 
     `draft_s` is one draft step (one token); `target_s` one target decode step (one token, the
@@ -132,19 +133,8 @@ class StepCosts:
         return self.target_s + k * (self.draft_s + self.verify_extra_s)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "draft_s": self.draft_s,
-            "target_s": self.target_s,
-            "verify_extra_s": self.verify_extra_s,
-            "draft_to_target": round(self.draft_s / self.target_s, 6) if self.target_s else None,
-            "source": self.source,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> StepCosts:
-        return cls(
-            float(d["draft_s"]), float(d["target_s"]), float(d.get("verify_extra_s") or 0.0), d.get("source", "")
-        )
+        ratio = round(self.draft_s / self.target_s, 6) if self.target_s else None
+        return dump(self, "draft_s target_s verify_extra_s draft_to_target source", draft_to_target=ratio)
 
 
 def expected_speedup(acceptance_length: float, k: int, costs: StepCosts) -> float:
@@ -187,42 +177,22 @@ def costs_from_throughput(throughput: Any, label: str, k: int) -> StepCosts | No
 
 
 @dataclass(frozen=True)
-class KRow:
+class KRow(Jsonable):
     k: int
-    acceptance_length: float
-    acceptance_rate: float
-    standard_error: float
-    expected_speedup: float | None  # None without step costs
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "k": self.k,
-            "acceptance_length": round(self.acceptance_length, 4),
-            "acceptance_rate": round(self.acceptance_rate, 4),
-            "standard_error": round(self.standard_error, 4),
-            "expected_speedup": None if self.expected_speedup is None else round(self.expected_speedup, 4),
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> KRow:
-        s = d.get("expected_speedup")
-        return cls(
-            int(d["k"]),
-            float(d["acceptance_length"]),
-            float(d["acceptance_rate"]),
-            float(d.get("standard_error") or 0.0),
-            None if s is None else float(s),
-        )
+    acceptance_length: float = field(metadata=key(ndigits=4))
+    acceptance_rate: float = field(metadata=key(ndigits=4))
+    standard_error: float = field(metadata=key(ndigits=4))
+    expected_speedup: float | None = field(metadata=key(ndigits=4))  # None without step costs
 
 
 @dataclass(frozen=True)
-class KSweep:
+class KSweep(Jsonable):
     """AL, acceptance rate and expected speedup at every k = 1..K of one run at K."""
 
     k_max: int
     rounds: int
     rows: tuple[KRow, ...]
-    costs: StepCosts | None = None
+    costs: StepCosts | None = field(default=None, metadata=key("step_costs"))
 
     def row(self, k: int) -> KRow:
         return self.rows[k - 1]
@@ -244,25 +214,10 @@ class KSweep:
 
     def to_dict(self) -> dict[str, Any]:
         rk = self.recommended_k
-        return {
-            "k_max": self.k_max,
-            "rounds": self.rounds,
-            "estimator": ESTIMATOR,
-            "rows": [r.to_dict() for r in self.rows],
-            "step_costs": self.costs.to_dict() if self.costs is not None else None,
-            "recommended_k": rk,
-            "recommended_speedup": None if rk is None else self.row(rk).to_dict()["expected_speedup"],
-            "at_edge": self.at_edge,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> KSweep:
-        costs = d.get("step_costs")
-        return cls(
-            int(d["k_max"]),
-            int(d["rounds"]),
-            tuple(KRow.from_dict(r) for r in d["rows"]),
-            StepCosts.from_dict(costs) if costs else None,
+        speedup = None if rk is None else self.row(rk).to_dict()["expected_speedup"]
+        keys = "k_max rounds estimator rows step_costs recommended_k recommended_speedup at_edge"
+        return dump(
+            self, keys, estimator=ESTIMATOR, recommended_k=rk, recommended_speedup=speedup, at_edge=self.at_edge
         )
 
 

@@ -83,7 +83,7 @@ def prepare_suite(
         sized=lengths,
     )
     pset.suite, pset.refused = suite.label, list(suite.notices)
-    pset.provenance = {pid: prov.as_dict() for pid, prov in {**suite.rows.provenance, **rows.provenance}.items()}
+    pset.provenance = {pid: prov.to_dict() for pid, prov in {**suite.rows.provenance, **rows.provenance}.items()}
     for kind in suite.long_kinds:
         for n in too_long:
             why = f"{n} tokens, longer than the target's context allows ({max_prompt_tokens} prompt tokens fit)"

@@ -91,7 +91,7 @@ class PromptSet:
     skipped: list[SkippedPrompt]
     chat_template: str  # "target", "none", or the --chat-template source
     suite: str = "custom"  # the --prompts label ("built-in", a suite name, the path); `measure/suites.py`
-    provenance: dict[str, dict[str, Any]] = field(default_factory=dict)  # prompt id -> Provenance.as_dict()
+    provenance: dict[str, dict[str, Any]] = field(default_factory=dict)  # prompt id -> Provenance.to_dict()
     refused: list[str] = field(default_factory=list)  # the suite's refusal lines (SPEED-Bench placeholders)
 
 

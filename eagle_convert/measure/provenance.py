@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eagle_convert.errors import ConfigError
+from eagle_convert.jsonable import Jsonable
 from eagle_convert.measure.prompts import Prompt
 
 __all__ = ["FIRST_TURN", "Provenance", "SuiteRows", "suite_file_lines"]
@@ -26,7 +27,7 @@ FIRST_TURN = "first turn"
 
 
 @dataclass(frozen=True)
-class Provenance:
+class Provenance(Jsonable):
     """Where one row of a suite comes from.
 
     Attributes:
@@ -40,10 +41,6 @@ class Provenance:
     license: str
     origin: str
     turns: int = 1
-
-    def as_dict(self) -> dict[str, object]:
-        """The JSON form (`smoke --json`, report.json)."""
-        return {"source": self.source, "license": self.license, "origin": self.origin, "turns": self.turns}
 
 
 @dataclass

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eagle_convert.jsonable import dump, key
 from eagle_convert.measure.prompts import PromptSet
 from eagle_convert.vllm_model import AcceptanceMetrics
 
@@ -71,22 +72,13 @@ class Counts(AcceptanceMetrics):
         return self.generated_tokens / self.seconds if self.seconds else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "acceptance_length": round(self.acceptance_length, 4),
-            "acceptance_rate": round(self.acceptance_rate, 4),
-            "per_position": [round(r, 4) for r in self.per_position],
-            "requests": self.requests,
-            "prompt_tokens": self.prompt_tokens,
-            "generated_tokens": self.generated_tokens,
-            "num_drafts": self.num_drafts,
-            "num_draft_tokens": self.num_draft_tokens,
-            "num_accepted": self.num_accepted,
-            "accepted_per_pos": list(self.accepted_per_pos),
-            "target_forwards": self.target_forwards,
-            "tokens_per_forward": round(self.tokens_per_forward, 4),
-            "seconds": None if self.seconds is None else round(self.seconds, 4),
-            "tokens_per_s": None if self.tokens_per_s is None else round(self.tokens_per_s, 2),
-        }
+        return dump(self, _COUNTS_KEYS)
+
+
+_COUNTS_KEYS = (
+    "acceptance_length:4 acceptance_rate:4 per_position:4 requests prompt_tokens generated_tokens num_drafts "
+    "num_draft_tokens num_accepted accepted_per_pos target_forwards tokens_per_forward:4 seconds:4 tokens_per_s:2"
+)
 
 
 def counts_from_histogram(histogram: Sequence[int], num_draft_tokens: int, *, k: int) -> Counts:
@@ -111,12 +103,23 @@ class RequestResult:
     bucket: int
     counts: Counts | None  # None: the engine gave only totals
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.prompt_id,
+            "category": self.category,
+            "bucket": self.bucket,
+            **(self.counts.to_dict() if self.counts else {}),
+        }
+
 
 @dataclass
 class Group:
     category: str  # a category or "all"
     bucket: int | None  # a bucket, or None for all buckets
     counts: Counts
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"category": self.category, "bucket": self.bucket, **self.counts.to_dict()}
 
 
 @dataclass
@@ -135,6 +138,9 @@ class DraftResult:
     def group(self, category: str, bucket: int | None) -> Counts | None:
         return next((g.counts for g in self.groups if g.category == category and g.bucket == bucket), None)
 
+    def to_dict(self) -> dict[str, Any]:
+        return dump(self, "label path variant per_request load_seconds total sampling_control k_sweep groups requests")
+
 
 @dataclass
 class Delta:
@@ -142,11 +148,16 @@ class Delta:
 
     draft: str
     baseline: str
-    acceptance_length: float
-    acceptance_rate: float
-    per_position: list[float]
-    tokens_per_s_ratio: float | None
+    acceptance_length: float = field(metadata=key(ndigits=4))
+    acceptance_rate: float = field(metadata=key(ndigits=4))
+    per_position: list[float] = field(metadata=key(ndigits=4))
+    tokens_per_s_ratio: float | None = field(metadata=key(ndigits=3))
     groups: list[tuple[str, int | None, float]]  # (category, bucket, ΔAL)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dump(
+            self, groups=[{"category": c, "bucket": b, "acceptance_length": round(v, 4)} for c, b, v in self.groups]
+        )
 
 
 @dataclass
@@ -160,7 +171,7 @@ class SmokeReport:
     prompts: PromptSet
     drafts: list[DraftResult]
     deltas: list[Delta]
-    seconds: float = 0.0
+    seconds: float = field(default=0.0, metadata=key(ndigits=3))
     throughput: Any = None  # measure.throughput.ThroughputReport (vLLM with concurrency levels)
 
     @property
@@ -172,70 +183,19 @@ class SmokeReport:
         return sorted({p.bucket for p in self.prompts.prompts})
 
     def to_dict(self) -> dict[str, Any]:
-        def grp(g: Group) -> dict[str, Any]:
-            return {"category": g.category, "bucket": g.bucket, **g.counts.to_dict()}
+        ps = self.prompts
+        items = [
+            dict(id=p.id, category=p.category, bucket=p.bucket, prompt_tokens=p.num_tokens, filler_words=p.filler_words)
+            | ({"provenance": ps.provenance[p.id]} if p.id in ps.provenance else {})
+            for p in ps.prompts
+        ]
+        skipped = [vars(s) for s in ps.skipped]
+        prompts = dict(chat_template=ps.chat_template, suite=ps.suite, count=len(items), items=items, skipped=skipped)
+        prompts["refused"] = list(ps.refused)
+        return dump(self, _REPORT_KEYS, prompts=prompts)
 
-        return {
-            "target": self.target,
-            "engine": self.engine,
-            "engine_version": self.engine_version,
-            "settings": self.settings,
-            "seconds": round(self.seconds, 3),
-            "prompts": {
-                "chat_template": self.prompts.chat_template,
-                "suite": self.prompts.suite,
-                "count": len(self.prompts.prompts),
-                "items": [
-                    {
-                        "id": p.id,
-                        "category": p.category,
-                        "bucket": p.bucket,
-                        "prompt_tokens": p.num_tokens,
-                        "filler_words": p.filler_words,
-                        **({"provenance": self.prompts.provenance[p.id]} if p.id in self.prompts.provenance else {}),
-                    }
-                    for p in self.prompts.prompts
-                ],
-                "skipped": [vars(s) for s in self.prompts.skipped],
-                "refused": list(self.prompts.refused),
-            },
-            "drafts": [
-                {
-                    "label": d.label,
-                    "path": d.path,
-                    "variant": d.variant,
-                    "per_request": d.per_request,
-                    "load_seconds": d.load_seconds,
-                    "total": d.total.to_dict(),
-                    "sampling_control": d.sampling_control.to_dict() if d.sampling_control is not None else None,
-                    "k_sweep": d.k_sweep.to_dict() if d.k_sweep is not None else None,
-                    "groups": [grp(g) for g in d.groups],
-                    "requests": [
-                        {
-                            "id": r.prompt_id,
-                            "category": r.category,
-                            "bucket": r.bucket,
-                            **(r.counts.to_dict() if r.counts else {}),
-                        }
-                        for r in d.requests
-                    ],
-                }
-                for d in self.drafts
-            ],
-            "deltas": [
-                {
-                    "draft": x.draft,
-                    "baseline": x.baseline,
-                    "acceptance_length": round(x.acceptance_length, 4),
-                    "acceptance_rate": round(x.acceptance_rate, 4),
-                    "per_position": [round(v, 4) for v in x.per_position],
-                    "tokens_per_s_ratio": None if x.tokens_per_s_ratio is None else round(x.tokens_per_s_ratio, 3),
-                    "groups": [{"category": c, "bucket": b, "acceptance_length": round(v, 4)} for c, b, v in x.groups],
-                }
-                for x in self.deltas
-            ],
-            "throughput": self.throughput.to_dict() if self.throughput is not None else None,
-        }
+
+_REPORT_KEYS = "target engine engine_version settings seconds prompts drafts deltas throughput"
 
 
 # Per draft: the request results, the engine's totals, and the draft-load / engine-start seconds.

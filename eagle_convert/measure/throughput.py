@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from eagle_convert.errors import UsageError
+from eagle_convert.jsonable import Jsonable, dump, encode, key
 from eagle_convert.measure.prompts import NATURAL, PromptSet
 
 if TYPE_CHECKING:
@@ -92,56 +93,27 @@ def throughput_passes(concurrency: Sequence[int], pset: PromptSet, seed: int) ->
 
 
 @dataclass
-class LevelRate:
+class LevelRate(Jsonable):
     """One concurrency level of one engine."""
 
     concurrency: int
     requests: int
-    tokens_per_s: float  # per user: median decode tokens/s over the requests
-    min_tokens_per_s: float
-    max_tokens_per_s: float
-    ttft_s: float  # median time to first token
-    acceptance_length: float | None  # over these passes (None without a draft)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "concurrency": self.concurrency,
-            "requests": self.requests,
-            "per_user_tokens_per_s": round(self.tokens_per_s, 3),
-            "min_per_user_tokens_per_s": round(self.min_tokens_per_s, 3),
-            "max_per_user_tokens_per_s": round(self.max_tokens_per_s, 3),
-            "ttft_s": round(self.ttft_s, 4),
-            "acceptance_length": None if self.acceptance_length is None else round(self.acceptance_length, 4),
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> LevelRate:
-        return cls(
-            int(d["concurrency"]),
-            int(d["requests"]),
-            float(d["per_user_tokens_per_s"]),
-            float(d["min_per_user_tokens_per_s"]),
-            float(d["max_per_user_tokens_per_s"]),
-            float(d["ttft_s"]),
-            d.get("acceptance_length"),
-        )
+    # per user: median decode tokens/s over the requests
+    tokens_per_s: float = field(metadata=key("per_user_tokens_per_s", ndigits=3))
+    min_tokens_per_s: float = field(metadata=key("min_per_user_tokens_per_s", ndigits=3))
+    max_tokens_per_s: float = field(metadata=key("max_per_user_tokens_per_s", ndigits=3))
+    ttft_s: float = field(metadata=key(ndigits=4))  # median time to first token
+    acceptance_length: float | None = field(metadata=key(ndigits=4))  # over these passes (None without a draft)
 
 
 @dataclass
-class EngineRates:
+class EngineRates(Jsonable):
     label: str  # a draft's label, or NO_SPEC
     path: str | None
     levels: list[LevelRate]
 
     def level(self, c: int) -> LevelRate | None:
         return next((x for x in self.levels if x.concurrency == c), None)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "path": self.path, "levels": [x.to_dict() for x in self.levels]}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> EngineRates:
-        return cls(str(d["label"]), d.get("path"), [LevelRate.from_dict(x) for x in d["levels"]])
 
 
 def _request_rates(pr: PassResult) -> list[tuple[float, float]]:
@@ -187,12 +159,8 @@ def cpu_note(device: str) -> str | None:
     )
 
 
-def _round(x: float | None) -> float | None:
-    return None if x is None else round(x, 4)
-
-
 @dataclass
-class ThroughputReport:
+class ThroughputReport(Jsonable):
     concurrency: list[int]
     baseline: EngineRates
     drafts: list[EngineRates]
@@ -210,27 +178,11 @@ class ThroughputReport:
         return a.tokens_per_s / b.tokens_per_s if a and b and b.tokens_per_s else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "concurrency": self.concurrency,
-            "device": self.device,
-            "engine_version": self.engine_version,
-            "settings": self.settings,
-            "note": self.note,
-            "metric": "per-user decode tokens/s: median over requests of (tokens - 1) / (last - first token time)",
-            "baseline": self.baseline.to_dict(),
-            "drafts": [d.to_dict() for d in self.drafts],
-            "speedup": {
-                d.label: {str(c): _round(self.speedup(d.label, c)) for c in self.concurrency} for d in self.drafts
-            },
+        speedup = {
+            d.label: {str(c): encode(self.speedup(d.label, c), 4) for c in self.concurrency} for d in self.drafts
         }
+        return dump(self, _REPORT_KEYS, metric=METRIC, speedup=speedup)
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ThroughputReport:
-        return cls(
-            [int(c) for c in d["concurrency"]],
-            EngineRates.from_dict(d["baseline"]),
-            [EngineRates.from_dict(x) for x in d["drafts"]],
-            str(d["device"]),
-            d.get("engine_version"),
-            dict(d.get("settings") or {}),
-        )
+
+_REPORT_KEYS = "concurrency device engine_version settings note metric baseline drafts speedup"
+METRIC = "per-user decode tokens/s: median over requests of (tokens - 1) / (last - first token time)"

@@ -21,6 +21,8 @@ from typing import Any
 
 from eagle_convert.draft import CARD_FILE
 from eagle_convert.io import write_text_atomic
+from eagle_convert.jsonable import Jsonable
+from eagle_convert.jsonable import key as jsonkey
 
 __all__ = ["STATE_DIR", "HashMemo", "StageRecord", "StageStore", "folder_digest", "stage_key", "write_json_atomic"]
 
@@ -94,23 +96,13 @@ def stage_key(name: str, options: dict[str, Any], inputs: dict[str, str]) -> str
 
 
 @dataclass
-class StageRecord:
+class StageRecord(Jsonable):
     name: str
     key: str
     result: dict[str, Any]
     outputs: dict[str, str] = field(default_factory=dict)  # path (relative to OUT) -> content hash
-    seconds: float = 0.0
+    seconds: float = field(default=0.0, metadata=jsonkey(ndigits=3))
     command: str | None = None  # the eagle-convert command that reproduces the stage
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "key": self.key,
-            "result": self.result,
-            "outputs": self.outputs,
-            "seconds": round(self.seconds, 3),
-            "command": self.command,
-        }
 
 
 class StageStore:
@@ -129,9 +121,7 @@ class StageStore:
         path = self._path(name)
         try:
             d = json.loads(path.read_text(encoding="utf-8"))
-            rec = StageRecord(
-                d["name"], d["key"], d["result"], d.get("outputs") or {}, d.get("seconds", 0.0), d.get("command")
-            )
+            rec = StageRecord.from_dict(d)
         except (OSError, ValueError, KeyError, TypeError):
             return None
         if rec.key != key:

@@ -22,7 +22,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from eagle_convert.measure import NATURAL, Counts, EngineRates, LevelRate, ThroughputReport
+from eagle_convert.jsonable import dump, key
+from eagle_convert.measure import NATURAL, Counts, DraftResult, EngineRates, LevelRate, ThroughputReport
 from eagle_convert.served.buckets import BucketPrompt, Skipped
 from eagle_convert.served.http import ServedModel
 from eagle_convert.served.metrics import DecodeTimes, SpecCounters
@@ -158,30 +159,28 @@ class ServedLevel:
 
     def to_dict(self) -> dict[str, Any]:
         c = self.counts
-        return {
-            "concurrency": self.concurrency,
-            "bucket": self.bucket,
-            "requests": len(self.outcomes),
-            "failed": len(self.failed),
-            "failures": self.failures,
-            "output_tokens": c.generated_tokens,
-            "acceptance_length": _r(self.acceptance_length),
-            "per_position": None if self.per_position is None else [round(x, 4) for x in self.per_position],
-            "num_drafts": c.num_drafts,
-            "num_draft_tokens": c.num_draft_tokens,
-            "num_accepted": c.num_accepted,
-            "accepted_per_pos": c.accepted_per_pos,
-            "per_user_tokens_per_s": _r(self.tokens_per_s, 3),
-            "rate_source": self.rate_source,
-            "engine_tokens_per_s": _r(self.engine_tokens_per_s, 3),
-            "stream_tokens_per_s": _r(self.stream_tokens_per_s, 3),
-            "speedup_source": self.speedup_source,
-            "ttft_s": _r(self.ttft_s),
-            "speedup": _r(self.speedup),
-            "seconds": round(self.seconds, 3),
-            "no_figure": self.no_figure,
-            "notes": list(self.notes),
-        }
+        counters = {k: getattr(c, k) for k in ("num_drafts", "num_draft_tokens", "num_accepted", "accepted_per_pos")}
+        return dump(
+            self,
+            _LEVEL_KEYS,
+            requests=len(self.outcomes),
+            failed=len(self.failed),
+            output_tokens=c.generated_tokens,
+            per_user_tokens_per_s=self.tokens_per_s,
+            **counters,
+        )
+
+
+_REPORT_KEYS = (
+    "target engine engine_version settings seconds:3 interrupted prompts drafts deltas throughput "
+    "servers baseline_server"
+)
+_SENT_KEYS = "bucket prompt_tokens filler_words"
+_LEVEL_KEYS = (
+    "concurrency bucket requests failed failures output_tokens acceptance_length:4 per_position:4 num_drafts "
+    "num_draft_tokens num_accepted accepted_per_pos per_user_tokens_per_s:3 rate_source engine_tokens_per_s:3 "
+    "stream_tokens_per_s:3 speedup_source ttft_s:4 speedup:4 seconds:3 no_figure notes"
+)
 
 
 @dataclass
@@ -194,7 +193,8 @@ class ServedServer:
     k: int | None  # served num_speculative_tokens (per-position counters); None without a draft
     levels: list[ServedLevel]
     identity: list[str] = field(default_factory=list)  # what confirms (or cannot) which draft it serves
-    speculative: dict[str, Any] | None = None  # the served speculative config, where the server exposes it
+    # the served speculative config, where the server exposes it
+    speculative: dict[str, Any] | None = field(default=None, metadata=key("speculative_config"))
 
     def level(self, c: int, bucket: int | None = None) -> ServedLevel | None:
         """The level at concurrency `c` in `bucket` (None: the first bucket measured)."""
@@ -215,19 +215,8 @@ class ServedServer:
         return EngineRates(self.label, self.url, rows)
 
     def to_dict(self) -> dict[str, Any]:
-        m = self.model
-        return {
-            "label": self.label,
-            "url": self.url,
-            "model": m.id,
-            "root": m.root,
-            "max_model_len": m.max_model_len,
-            "engine": m.engine,
-            "k": self.k,
-            "identity": list(self.identity),
-            "speculative_config": self.speculative,
-            "levels": [lv.to_dict() for lv in self.levels],
-        }
+        m, keys = self.model, "label url model root max_model_len engine k identity speculative_config levels"
+        return dump(self, keys, model=m.id, root=m.root, max_model_len=m.max_model_len, engine=m.engine)
 
 
 @dataclass
@@ -238,7 +227,7 @@ class ServedReport:
     suite: str
     prompt_ids: list[tuple[str, str]]  # (id, category) in the order sent
     servers: list[ServedServer]
-    baseline: ServedServer | None
+    baseline: ServedServer | None = field(metadata=key("baseline_server"))
     concurrency: list[int]
     seconds: float = 0.0
     interrupted: bool = False
@@ -285,50 +274,20 @@ class ServedReport:
         if self.sent:
             natural_padded = any(b.bucket == NATURAL for b in self.sent)
             items = [] if natural_padded or NATURAL not in self.buckets else items  # long context beside them
-            items += [
-                {
-                    "id": b.prompt.id,
-                    "category": b.prompt.category,
-                    "bucket": b.bucket,
-                    "prompt_tokens": b.prompt_tokens,
-                    "filler_words": b.filler_words,
-                }
-                for b in self.sent
-            ]
-        return {
-            "target": first.model.root or first.model.id,
-            "engine": "server",
-            "engine_version": first.model.engine,
-            "settings": self.settings,
-            "seconds": round(self.seconds, 3),
-            "interrupted": self.interrupted,
-            "prompts": {
-                "chat_template": self.settings.get("chat_template") or "server",
-                "suite": self.suite,
-                "count": len(items),
-                "items": items,
-                "skipped": [
-                    {"id": x.id, "category": x.category, "bucket": x.bucket, "reason": x.reason} for x in self.skipped
-                ],
-                "refused": [],
-            },
-            "drafts": [
-                {
-                    "label": s.label,
-                    "path": s.url,
-                    "variant": None,
-                    "per_request": False,
-                    "load_seconds": None,
-                    "total": s.total.to_dict(),
-                    "sampling_control": None,
-                    "k_sweep": None,
-                    "groups": [],
-                    "requests": [],
-                }
-                for s in self.servers
-            ],
-            "deltas": [],
-            "throughput": tput,
-            "servers": [s.to_dict() for s in self.servers],
-            "baseline_server": None if self.baseline is None else self.baseline.to_dict(),
-        }
+            items += [{"id": b.prompt.id, "category": b.prompt.category} | dump(b, _SENT_KEYS) for b in self.sent]
+        chat_template = self.settings.get("chat_template") or "server"
+        prompts = dict(chat_template=chat_template, suite=self.suite, count=len(items), items=items)
+        prompts |= {"skipped": [vars(x) for x in self.skipped], "refused": []}
+        drafts = [DraftResult(s.label, s.url, None, s.total, [], [], False).to_dict() for s in self.servers]
+        m = first.model
+        return dump(
+            self,
+            _REPORT_KEYS,
+            target=m.root or m.id,
+            engine="server",
+            engine_version=m.engine,
+            prompts=prompts,
+            drafts=drafts,
+            deltas=[],
+            throughput=tput,
+        )

@@ -24,11 +24,12 @@ import math
 import mmap
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from eagle_convert.draft import Checkpoint
 from eagle_convert.errors import CheckpointReadError
 from eagle_convert.io import DTYPE_BYTES, LocalSource, TensorInfo, decode
+from eagle_convert.jsonable import Jsonable, key
 from eagle_convert.validate.findings import Finding, finding
 
 CHUNK_BYTES = 512 << 10
@@ -69,17 +70,12 @@ class TensorStats:
 
 
 @dataclass
-class DeepSummary:
+class DeepSummary(Jsonable):
     tensors: int
     bytes_read: int
     seconds: float
     chunk_bytes: int
-    stats: list[TensorStats] = field(default_factory=list, repr=False)
-
-    def to_dict(self) -> dict:
-        data = asdict(self)
-        data.pop("stats")
-        return data
+    stats: list[TensorStats] = field(default_factory=list, repr=False, metadata=key(dump=False))
 
 
 class _Reader:

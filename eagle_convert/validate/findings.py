@@ -9,11 +9,12 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Collection
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal
 
 from eagle_convert.draft import load_schema
+from eagle_convert.jsonable import Jsonable
 
 Level = Literal["error", "warning", "info"]
 LEVELS: tuple[Level, ...] = ("error", "warning", "info")
@@ -68,7 +69,7 @@ def code_table() -> dict[str, CodeInfo]:
 
 
 @dataclass(frozen=True)
-class Finding:
+class Finding(Jsonable):
     """One problem (or note) found in a checkpoint."""
 
     code: str
@@ -88,9 +89,6 @@ class Finding:
     def changes_serving(self) -> bool:
         """Whether vLLM serves the draft otherwise than it was trained (or not at all)."""
         return self.impact != "hygiene"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def finding(

@@ -12,10 +12,11 @@ import ast
 import functools
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from eagle_convert.extras import module_available, package_dir
+from eagle_convert.jsonable import Jsonable
 from eagle_convert.vllm_model.releases import Release
 from eagle_convert.vllm_model.tables import DRAFT_CLASSES
 
@@ -33,7 +34,7 @@ _ENGINE_ARGS = "engine/arg_utils.py"
 
 
 @dataclass
-class VllmFeatures:
+class VllmFeatures(Jsonable):
     """EAGLE-3 features of the installed vLLM. ``evidence`` says where each flag came from."""
 
     version: str | None
@@ -53,9 +54,6 @@ class VllmFeatures:
     loader_is_lenient: bool = False  # Eagle3LlamaForCausalLM.load_weights returns None (no strict check)
     per_request_spec_decode_metrics: bool = False  # EngineArgs.per_request_spec_decode_metrics exists
     package_dir: str | None = None
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def vllm_available() -> bool:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from eagle_convert.errors import UsageError
+from eagle_convert.jsonable import dump
 from eagle_convert.vllm_model.deciding import NOT_FINGERPRINTED, unit_digests
 
 DATA_FILE = "vllm_fingerprints.json"  # in the eagle_convert.data package
@@ -76,16 +77,7 @@ class FingerprintCheck:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "release": self.release,
-            "package_dir": self.package_dir,
-            "same": self.same,
-            "units": self.units,
-            "files": self.files,
-            "source": self.source,
-            "drifts": [{"file": d.file, "unit": d.unit, "kind": d.kind} for d in self.drifts],
-            "line": self.line(),
-        }
+        return dump(self, "release package_dir same units files source drifts line", line=self.line())
 
 
 # ------------------------------------------------------------------------------------- the data

@@ -16,10 +16,11 @@ vLLM's `_version.py` without importing vLLM (`features.vllm_version`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from eagle_convert.errors import UsageError
+from eagle_convert.jsonable import dump, key
 from eagle_convert.vllm_model import features
 from eagle_convert.vllm_model.releases import (
     NEWEST_RELEASE,
@@ -50,9 +51,10 @@ class VllmVersionStatus:
     installed: str | None  # the vLLM installed here (None: none)
     release: str  # the known release whose rules apply
     why: str  # "the installed vLLM", "--vllm-version 0.25.0", "no vLLM is installed: the newest known release"
-    outside: bool = False  # the named or installed version is not a known release
+    outside: bool = field(default=False, metadata=key("outside_known_releases"))  # not a known release
     note: str = ""  # how the version was read ("0.35.0 is newer than ...")
-    matched: str | None = None  # the known release whose fingerprints the installed deciding code has
+    # the known release whose fingerprints the installed deciding code has
+    matched: str | None = field(default=None, metadata=key("matched_by_fingerprint"))
 
     @property
     def rules(self) -> Release:
@@ -85,17 +87,13 @@ class VllmVersionStatus:
         return f"{self.note}: this verdict used {self.release}'s rules and is unverified"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "installed": self.installed,
-            "release": self.release,
-            "why": self.why,
-            "outside_known_releases": self.outside,
-            "verified": self.verified,
-            "matched_by_fingerprint": self.matched,
-            "note": self.note,
-            "known_releases": [OLDEST_RELEASE, NEWEST_RELEASE],
-            "engine_tested": self.release == RUN_RELEASE,
-        }
+        keys = "installed release why outside_known_releases verified matched_by_fingerprint note known_releases"
+        return dump(
+            self,
+            f"{keys} engine_tested",
+            known_releases=[OLDEST_RELEASE, NEWEST_RELEASE],
+            engine_tested=self.release == RUN_RELEASE,
+        )
 
 
 def _exact(version: str, chosen: str) -> bool:
