@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from eagle_convert.cli.app import main
 from eagle_convert.draft.checkpoint import open_checkpoint
 from eagle_convert.draft.info import describe
-from eagle_convert.io import atomic, durable
+from eagle_convert.io import atomic
 from eagle_convert.io.atomic import write_text_atomic
 from eagle_convert.upgrade.apply import apply_upgrade
 from eagle_convert.upgrade.plan import plan_upgrade
@@ -126,49 +126,3 @@ def test_write_text_atomic_flushes_file_then_folder(tmp_path: Path, events) -> N
     events.clear()
     write_text_atomic(path, "again\n", fsync=False)
     assert events == [] and path.read_text() == "again\n"
-
-
-@pytest.fixture
-def writebacks(monkeypatch: pytest.MonkeyPatch, events: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """`events` with ("writeback", path) for each writeback start, around the real `sync_file_range`."""
-    real = durable._sync_file_range()
-
-    def start(fd: int, offset: int, nbytes: int, flags: int) -> int:
-        assert (offset, nbytes, flags) == (0, 0, durable.SYNC_FILE_RANGE_WRITE)  # whole file; never waits
-        events.append(("writeback", os.readlink(f"/proc/self/fd/{fd}")))
-        return real(fd, offset, nbytes, flags) if real is not None else 0
-
-    monkeypatch.setattr(durable, "_sync_file_range", lambda: start)
-    monkeypatch.setattr(durable, "WRITEBACK_BYTES", 1)  # the fixtures are small: a start after every chunk
-    return events
-
-
-def test_weight_files_are_written_back_while_copied(built_fixtures, tmp_path: Path, writebacks) -> None:
-    src = built_fixtures("vllm-eagle3-sharded")
-    ckpt = open_checkpoint(str(src))
-    plan = plan_upgrade(ckpt, describe(ckpt, default_release(), read_vocab=False), out=tmp_path / "out")
-    result = apply_upgrade(plan, tmp_path / "out")
-    weights = {n for n in result.files if n.endswith(".safetensors")}
-    started = [(i, Path(p).name) for i, (k, p) in enumerate(writebacks) if k == "writeback"]
-    assert {name for _, name in started} == weights
-    for name in weights:  # each file's writeback starts come before its first fsync, the durable one
-        first_fsync = min(i for i, (k, p) in enumerate(writebacks) if k == "fsync" and Path(p).name == name)
-        assert max(i for i, n in started if n == name) < first_fsync
-    writebacks.clear()
-    res = CliRunner().invoke(main, ["upgrade", str(src), "--out", str(tmp_path / "scratch"), "--no-fsync"])
-    assert res.exit_code == 0, res.output
-    assert [k for k, _ in writebacks] == ["rename"]  # --no-fsync: no writeback start either
-
-
-def test_writeback_early_only_wraps_progress_in_a_durable_folder(tmp_path: Path, writebacks) -> None:
-    seen: list[int] = []
-    assert durable.writeback_early(tmp_path / "f", seen.append) == seen.append  # no EarlyFlusher here
-    with durable.EarlyFlusher(tmp_path) as flusher:
-        (tmp_path / "f").write_bytes(b"x" * 10)
-        advance = durable.writeback_early(tmp_path / "f", seen.append)
-        assert advance is not None and advance != seen.append
-        advance(4)
-        advance(6)
-        flusher.finish()
-    assert seen == [4, 6]  # the caller's progress still gets every count
-    assert writebacks == [("writeback", str(tmp_path / "f"))] * 2

@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # the face: what type checkers see and what __getattr__ loads
     )
     from eagle_convert.io.binranges import read_bin_tensors
     from eagle_convert.io.bounded import MAX_INDEX_BYTES, JsonLimits, brief
-    from eagle_convert.io.durable import flush_early, writeback_early
+    from eagle_convert.io.durable import flush_early
     from eagle_convert.io.hub import HubSource, parse_hub_ref
     from eagle_convert.io.hub_env import OFFLINE_REASON, endpoint, endpoint_display, offline
     from eagle_convert.io.hub_errors import translate

@@ -9,11 +9,7 @@ output it replaced be deleted. `--no-fsync` skips all of it for scratch work.
 Writers hand each finished file to `flush_early`: a background thread (an `EarlyFlusher`, which
 the atomic writer opens for its temp folder) fsyncs it while the next file is written or the
 output verified, so the disk works while the CPU does; the final `fsync_tree` then finds little
-left to flush. While a file is still being copied, `writeback_early` has that thread start the
-disk on what is written so far (Linux `sync_file_range(SYNC_FILE_RANGE_WRITE)`, which does not
-wait): otherwise the kernel leaves it dirty (up to `vm.dirty_expire_centisecs`, 30 s) and the
-file's fsync starts writing only after the whole copy. It only starts writing: durability is
-still the fsyncs' (a 0.85 GB upgrade: the fsync after the copy took 0.48 s of its 3.5 s, loaded).
+left to flush.
 """
 
 from __future__ import annotations
@@ -21,15 +17,11 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from collections.abc import Callable
-from functools import cache
 from pathlib import Path
 
-__all__ = ["EarlyFlusher", "flush_early", "fsync_dir", "fsync_file", "fsync_tree", "writeback_early"]
+__all__ = ["EarlyFlusher", "flush_early", "fsync_dir", "fsync_file", "fsync_tree"]
 
 _RDONLY = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
-SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>: start writing the range's dirty pages back; do not wait
-WRITEBACK_BYTES = 32 << 20  # how much a writer copies between two writeback starts
 
 
 def _fsync(path: Path, flag: int) -> None:
@@ -64,27 +56,12 @@ def fsync_tree(root: Path) -> None:
         fsync_dir(Path(here))
 
 
-@cache
-def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
-    """libc's `sync_file_range` (Linux only), else None: the writeback start is then skipped."""
-    try:
-        import ctypes
-
-        fn = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (OSError, AttributeError, ImportError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    fn.restype = ctypes.c_int
-    return fn
-
-
 class EarlyFlusher:
-    """fsyncs the files handed to `flush_early` for the folder `root`, in a background thread, and
-    starts the writeback of files still being written (`writeback_early`)."""
+    """fsyncs the files handed to `flush_early` for the folder `root`, in a background thread."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        self._queue: queue.SimpleQueue[tuple[Path, bool] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Path | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._error: OSError | None = None
 
@@ -97,36 +74,18 @@ class EarlyFlusher:
         if self._thread is not None:
             self._queue.put(None)  # an error exit does not wait for a flush of a file being discarded
 
-    def submit(self, path: Path, *, finished: bool = True) -> None:
-        """Queue `path`: an fsync when `finished`, else a writeback start of what it holds so far."""
+    def submit(self, path: Path) -> None:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="eagle-convert-fsync", daemon=True)
             self._thread.start()
-        self._queue.put((path, finished))
+        self._queue.put(path)
 
     def _run(self) -> None:
-        writing: dict[Path, int] = {}  # files being written -> this thread's descriptor
-        try:
-            while (item := self._queue.get()) is not None:
-                path, finished = item
-                try:
-                    if finished:
-                        fd = writing.pop(path, -1)
-                        if fd >= 0:
-                            os.close(fd)
-                        fsync_file(path)
-                        continue
-                    if path not in writing:
-                        writing[path] = os.open(path, _RDONLY | getattr(os, "O_NOFOLLOW", 0))
-                    start = _sync_file_range()
-                    if start is not None:
-                        start(writing[path], 0, 0, SYNC_FILE_RANGE_WRITE)  # whole file; its failure: the fsync's
-                except OSError as exc:  # reported by finish(); the final fsync_tree meets it again anyway
-                    if finished:
-                        self._error = self._error or exc
-        finally:
-            for fd in writing.values():
-                os.close(fd)
+        while (path := self._queue.get()) is not None:
+            try:
+                fsync_file(path)
+            except OSError as exc:  # reported by finish(); the final fsync_tree meets it again anyway
+                self._error = self._error or exc
 
     def finish(self) -> None:
         """Wait for every file handed over so far; raise the first flush error."""
@@ -147,23 +106,3 @@ def flush_early(path: Path) -> None:
     flusher = _ACTIVE.get(Path(path).parent)
     if flusher is not None:
         flusher.submit(Path(path))
-
-
-def writeback_early(path: Path, progress: Callable[[int], None] | None) -> Callable[[int], None] | None:
-    """`progress` for a writer of `path` that also, every `WRITEBACK_BYTES`, has the disk start on what is
-    written; `progress` itself where the folder is not written durably or the platform cannot."""
-    flusher = _ACTIVE.get(Path(path).parent)
-    if flusher is None or _sync_file_range() is None:
-        return progress
-    pending = 0
-
-    def advance(nbytes: int) -> None:
-        nonlocal pending
-        pending += nbytes
-        if pending >= WRITEBACK_BYTES:
-            pending = 0
-            flusher.submit(Path(path), finished=False)
-        if progress is not None:
-            progress(nbytes)
-
-    return advance

@@ -32,7 +32,6 @@ from eagle_convert.io import (
     verify_file,
     write_file,
     write_index,
-    writeback_early,
 )
 from eagle_convert.upgrade.outfiles import index_json
 from eagle_convert.upgrade.plan import UpgradePlan
@@ -144,9 +143,7 @@ def apply_upgrade(
             if progress:
                 progress.start("write", sum(f.data_bytes for f in files))
             for f in files:
-                # the disk starts on each file while it is copied, and flushes it while the next is
-                advance = writeback_early(tmp / f.filename, progress.advance if progress else None)
-                path = write_file(tmp, f, progress=advance)
+                path = write_file(tmp, f, progress=progress.advance if progress else None)
                 flush_early(path)  # to disk while the next file is written and the output verified
                 written[f.filename] = path.stat().st_size
             if plan.sharded:
