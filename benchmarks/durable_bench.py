@@ -15,7 +15,7 @@ every tool once, each as its own process, in an order rotated every round:
     upgrade                          verified, fsync'd (the default)
     upgrade --no-fsync --no-verify   the scratch path
     before: ...                      the same two upgrades from another source tree (`--before DIR`,
-                                     e.g. `git archive REV eagle_convert | tar -x -C DIR`)
+                                     e.g. `git archive REV | tar -x -C DIR`: the package reads schemas/ beside it)
 
 Every run starts from the same state, untimed: the previous output deleted, everything dirty
 flushed (`sync`), and the input read once more, so that each tool finds it in the page cache
@@ -44,7 +44,7 @@ from typing import Any
 
 from benchmarks.scale_bench import SIZES
 from benchmarks.synth import build_synthetic_draft
-from benchmarks.upgrade_bench import CLI, measure, warm
+from benchmarks.upgrade_bench import TREE, cli, measure, warm
 
 BASELINE, COPY, DURABLE, SCRATCH = "cp -r && sync", "cp -r", "upgrade", "upgrade --no-fsync --no-verify"
 # tool -> (its baseline, the target ratio)
@@ -52,16 +52,16 @@ TARGETS = {DURABLE: (BASELINE, 1.2), SCRATCH: (COPY, 1.5)}
 
 
 def tools(src: Path, out: Path, before: Path | None) -> dict[str, list[str]]:
-    up = [*CLI, "upgrade", str(src), "--out", str(out)]
     cmds = {
         BASELINE: ["sh", "-c", 'cp -r "$1" "$2" && sync', "sh", str(src), str(out)],
         COPY: ["cp", "-r", str(src), str(out)],
-        DURABLE: up,
-        SCRATCH: [*up, "--no-fsync", "--no-verify"],
     }
-    if before is not None:  # PYTHONPATH first: that tree's eagle_convert, whatever is installed
-        for tool in (DURABLE, SCRATCH):
-            cmds[f"before: {tool}"] = ["env", f"PYTHONPATH={before}", *cmds[tool]]
+    # Each column runs the tree it names (`upgrade_bench.cli`), whatever is installed or the cwd.
+    for prefix, tree in (("", TREE), ("before: ", before)):
+        if tree is not None:
+            up = [*cli(tree), "upgrade", str(src), "--out", str(out)]
+            cmds[prefix + DURABLE] = up
+            cmds[prefix + SCRATCH] = [*up, "--no-fsync", "--no-verify"]
     return cmds
 
 

@@ -35,7 +35,18 @@ from benchmarks.synth import DEFAULT_DIMS, build_synthetic_draft, scaled_dims
 
 TARGETS = {"upgrade --no-verify": 1.5, "upgrade": 2.5}
 RSS_LIMIT_MB = 300.0
-CLI = [sys.executable, "-c", "from eagle_convert.cli.app import main; main()"]
+TREE = Path(__file__).resolve().parents[1]  # the source tree these benchmarks belong to
+
+
+def cli(tree: Path = TREE) -> list[str]:
+    """The command line running `tree`'s eagle_convert. `python -c` puts the working directory first on
+    sys.path (before PYTHONPATH), so a plain `-c` ran whatever tree the bench was started in; the
+    first entry is replaced by `tree` instead (Python 3.10 has no `-P`)."""
+    code = f"import sys; sys.path[0] = {str(tree)!r}; from eagle_convert.cli.app import main; main()"
+    return [sys.executable, "-c", code]
+
+
+CLI = cli()
 ROUND_TRIP = """
 import shutil, sys
 from pathlib import Path

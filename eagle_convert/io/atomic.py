@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import glob
-import logging
 import os
 import re
 import shutil
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from eagle_convert.errors import OutputError
 from eagle_convert.io.durable import EarlyFlusher, fsync_dir, fsync_tree
+from eagle_convert.io.outfile import log_rare
 from eagle_convert.io.outlock import (
     OutputLock,
     OutputLockedError,
@@ -42,8 +42,6 @@ __all__ = [
     "was_published",
     "write_text_atomic",
 ]
-
-LOG = logging.getLogger(__name__)
 
 
 class OutputExistsError(OutputError, FileExistsError):
@@ -242,11 +240,13 @@ def _cleanup(final: Path) -> list[Path]:
             if path.is_symlink() or not path.is_dir():
                 continue
             if kind == "old" and not final.exists():
-                LOG.warning("%s holds a previous output and %s is missing; leaving it", path, final)
+                log_rare(
+                    __name__, 30, "%s holds a previous output and %s is missing; leaving it", path, final
+                )  # WARNING
                 continue
             m = _OWNER_PID.search(path.name)
             if kind == "tmp" and owner_alive(path, int(m.group(1)) if m else None):
-                LOG.info("%s belongs to a running process; leaving it", path)
+                log_rare(__name__, 20, "%s belongs to a running process; leaving it", path)  # INFO
                 continue
             shutil.rmtree(path)
             removed.append(path)

@@ -8,16 +8,14 @@ for the rest of the file. Used by :func:`eagle_convert.io.writer.write_file`.
 from __future__ import annotations
 
 import errno
-import logging
 import os
 from collections.abc import Callable
 
-from eagle_convert.io.outfile import VERIFY_CHUNK_BYTES, ByteRange, StreamSource, WriterError
+from eagle_convert.io.outfile import VERIFY_CHUNK_BYTES, ByteRange, StreamSource, WriterError, log_rare
 
 __all__ = ["RangeCopier", "copy_range", "write_all", "write_stream"]
-
 # Records keep the writer's logger name, as before these helpers had a module of their own.
-LOG = logging.getLogger(__package__ + ".writer")
+_LOGGER = __package__ + ".writer"
 
 # errno values with which copy_file_range / sendfile say "not between these two files",
 # as opposed to a real I/O error: fall back to the next, more portable, method.
@@ -71,14 +69,14 @@ class RangeCopier:
             except OSError as exc:
                 if method == "buffered" or exc.errno not in _FALLBACK_ERRNOS:
                     raise
-                LOG.debug("%s unavailable (%s); falling back", method, exc)
+                log_rare(_LOGGER, 10, "%s unavailable (%s); falling back", method, exc)  # DEBUG
                 self.methods.pop(0)
 
     def fall_back(self) -> bool:
         """Drop the current method for the next one; False if already on the last."""
         if len(self.methods) == 1:
             return False
-        LOG.debug("%s copied nothing; falling back", self.methods[0])
+        log_rare(_LOGGER, 10, "%s copied nothing; falling back", self.methods[0])
         self.methods.pop(0)
         return True
 

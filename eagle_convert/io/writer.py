@@ -18,7 +18,6 @@ and every byte against the sources. The file and tensor types and the header enc
 from __future__ import annotations
 
 import json
-import logging
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -39,9 +38,6 @@ from eagle_convert.io.outfile import (
 )
 
 __all__ = ["index_text", "plan_shards", "shard_filename", "write_file", "write_index"]
-
-LOG = logging.getLogger(__name__)
-
 
 # --------------------------------------------------------------------------- planning
 
@@ -163,7 +159,6 @@ def write_file(
             os.close(fd)
         if dst_fd >= 0:
             os.close(dst_fd)
-    LOG.debug("wrote %s (%d tensors, %d data bytes)", path, len(f.tensors), f.data_bytes)
     return path
 
 

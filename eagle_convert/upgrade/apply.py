@@ -8,7 +8,6 @@ so an error, Ctrl-C or SIGTERM leaves neither a partial output nor a changed inp
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,8 +38,6 @@ from eagle_convert.upgrade.plan import UpgradePlan
 from eagle_convert.upgrade.preflight import refuse_invalid_output
 
 __all__ = ["Progress", "UpgradeResult", "apply_upgrade", "check_output"]
-
-LOG = logging.getLogger(__name__)
 
 
 class Progress(Protocol):
