@@ -219,7 +219,7 @@ def _plan(s: State):
 def _draft_result(s: State, path: Path, pr: Any, label: str) -> Any:
     from eagle_convert.measure import draft_from_pass
 
-    return draft_from_pass(path, pr, s.pset, s.k, label)
+    return draft_from_pass(path, pr, s.pset, s.k, label, s.release.rules)
 
 
 def acceptance(s: State) -> list[CheckResult]:

@@ -30,6 +30,7 @@ from eagle_convert.reference.data import drafter_from_state_dict
 from eagle_convert.reference.drafter import EagleDrafter, draft_config_from_dict, expand_kv
 from eagle_convert.reference.select import KeepBest, expected_acceptance_length
 from eagle_convert.reference.target import TargetModel
+from eagle_convert.vllm_model import Release
 
 __all__ = [
     "DataParallel",
@@ -108,10 +109,12 @@ def trainable_names(drafter: EagleDrafter, trainable: str | Sequence[str]) -> li
     return picked
 
 
-def init_drafter(config: dict, target: TargetModel, *, seed: int = 0, d2t: Tensor | None = None) -> EagleDrafter:
+def init_drafter(
+    config: dict, target: TargetModel, release: Release, *, seed: int = 0, d2t: Tensor | None = None
+) -> EagleDrafter:
     """A fresh draft: HF-style N(0, 0.02) weights, unit norms, the target's embedding, and the
     target's lm_head rows for the draft vocabulary (as speculators initialises it)."""
-    cfg = draft_config_from_dict(config)
+    cfg = draft_config_from_dict(config, release)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = EagleDrafter(cfg)

@@ -7,9 +7,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from eagle_convert.measure import NATURAL
+from eagle_convert.measure import NATURAL, bucket_label
 from eagle_convert.served import ServedReport, ServedServer
-from eagle_convert.smoke import bucket_label
 
 
 def _f(x: float | None, fmt: str) -> str:
