@@ -76,7 +76,6 @@ if TYPE_CHECKING:  # the face: what type checkers see and what __getattr__ loads
         draft_style,
         finish,
         model_name,
-        save_png,
         smoke_caption,
         stop_notes,
         value_label,
