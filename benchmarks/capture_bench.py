@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from eagle_convert.vllm_model import default_release
+
 
 def _data(n: int, work: Path) -> Path:
     from fixtures.corpus_prompts import corpus_prompts
@@ -115,7 +117,9 @@ def main() -> None:
         seqs = cache.sequences()
 
         def drafter():
-            return load_drafter(draft, target_embed=tgt.embed_weight, target_lm_head=tgt.lm_head_weight)
+            return load_drafter(
+                draft, default_release(), target_embed=tgt.embed_weight, target_lm_head=tgt.lm_head_weight
+            )
 
         online, cached = _train_rate(tgt, drafter, seqs, args.steps), _train_rate(cache, drafter, seqs, args.steps)
         out["training_steps_per_s"] = {

@@ -32,7 +32,7 @@ def _fmt(x: float | None, spec: str = ".2f") -> str:
 def table(report) -> str:
     """Markdown: one row per draft x bucket, the depth-1, middle and last depth side by side."""
     from eagle_convert.drift.plot import bucket_rows
-    from eagle_convert.smoke import bucket_label
+    from eagle_convert.measure import bucket_label
 
     depth = report.settings["depth"]
     picks = sorted({1, (depth + 1) // 2, depth})

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.timing import print_result
+from eagle_convert.vllm_model import default_release
 
 LONG_CONTEXT = 32768  # the copy's max_position_embeddings: a 32k prompt plus its new tokens fit
 
@@ -166,7 +167,11 @@ def main(argv: list[str] | None = None) -> int:
         with quiet_loading():
             target = TargetModel.from_pretrained(tdir, device=args.device)
         drafter = load_drafter(
-            draft_dir, target_embed=target.embed_weight, target_lm_head=target.lm_head_weight, device=target.device
+            draft_dir,
+            default_release(),
+            target_embed=target.embed_weight,
+            target_lm_head=target.lm_head_weight,
+            device=target.device,
         )
         aux = tuple(drafter.cfg.aux_layer_ids or default_aux_ids(target.num_layers))
         speculative_generate(target, drafter, pset.prompts[0].token_ids[:32], k=args.k, max_new_tokens=2, aux_ids=aux)

@@ -18,8 +18,8 @@ stays cheap: no torch, numpy, vLLM, click or rich until a call needs them)::
     print([t["name"] for t in ec.diff_checkpoints("path/to/draft", "path/to/out").added])
 
 `run_smoke(target, [draft, ...], MeasureOptions(...))` measures acceptance, `finetune_draft(draft, target, out)`
-fine-tunes an upgraded draft and `calibrate_fc_norm(draft, target, aux_ids=...)` measures fc_norm
-values for `plan_upgrade(norm_init=...)`; these need the `smoke` extra (torch).
+fine-tunes an upgraded draft and `calibrate_fc_norm(draft, target, aux_ids=..., release=...)` (the
+upgrade plan's) measures fc_norm values for `plan_upgrade(norm_init=...)`; these need the `smoke` extra (torch).
 `write_model_card(folder, acceptance=...)` (re)writes a draft's README.md and `push_draft(folder,
 "org/name")` uploads a validated draft to the hub. `run_report(draft, target, out)` runs the whole
 upgrade story side by side (resumable; `ReportOptions` holds its settings). Errors derive from
@@ -55,7 +55,7 @@ _API: dict[str, str] = {
     "diff_checkpoints": "eagle_convert.diff",
     "MeasureOptions": "eagle_convert.measure.options",
     "SmokeReport": "eagle_convert.measure.results",
-    "run_smoke": "eagle_convert.smoke.run",
+    "run_smoke": "eagle_convert.measure.smoke",
     "FinetunePlan": "eagle_convert.finetune.plan",
     "FinetuneResult": "eagle_convert.finetune.plan",
     "plan_finetune": "eagle_convert.finetune.plan",
@@ -88,10 +88,10 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from eagle_convert.finetune.run import finetune_draft, run_finetune
     from eagle_convert.measure.options import MeasureOptions
     from eagle_convert.measure.results import SmokeReport
+    from eagle_convert.measure.smoke import run_smoke
     from eagle_convert.push import PushPlan, PushResult, plan_push, push_draft
     from eagle_convert.report.run import ReportResult, run_report
     from eagle_convert.report.stages import ReportOptions
-    from eagle_convert.smoke.run import run_smoke
     from eagle_convert.upgrade.apply import UpgradeResult, apply_upgrade
     from eagle_convert.upgrade.plan import UpgradePlan, plan_upgrade
     from eagle_convert.upgrade.run import UpgradeRun, plan_upgrade_draft, upgrade_draft

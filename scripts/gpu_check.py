@@ -53,7 +53,7 @@ ACC_TOLERANCE = 0.1  # per-step accuracy, GPU vs CPU after the same short schedu
 TIE_GAP = 1e-2  # a top-2 logit gap below this is a tie that float kernels may break either way
 # (library modules the checks use: imported before the device check, so a broken install fails early)
 MODULES = (
-    "eagle_convert.smoke.run",
+    "eagle_convert.measure.smoke",
     "eagle_convert.finetune.run",
     "eagle_convert.upgrade.apply",
     "eagle_convert.validate.run",
@@ -176,7 +176,7 @@ def prompts():  # noqa: ANN201 - list[Prompt]
 
 def check_reference(run: Run, target: Path, drafts: list[Path]) -> Outcome:
     from eagle_convert.measure import MeasureOptions
-    from eagle_convert.smoke.run import run_smoke
+    from eagle_convert.measure.smoke import run_smoke
 
     opts = MeasureOptions(engine="reference", k=3, max_new_tokens=32, temperature=0.0)
     cpu = run_smoke(target, drafts, opts, prompts=prompts(), device="cpu")
@@ -283,7 +283,7 @@ def check_vllm(run: Run, target: Path, drafts: list[Path]) -> list[Outcome]:
             Outcome("vllm", "SKIP", "vLLM is not installed here: smoke --engine vllm and validate --load vllm not run")
         ]
     from eagle_convert.measure import MeasureOptions
-    from eagle_convert.smoke.run import run_smoke
+    from eagle_convert.measure.smoke import run_smoke
     from eagle_convert.validate.run import validate_checkpoint
 
     out = []

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from eagle_convert.vllm_model import default_release
+
 TOP = 4  # draft logits kept per step: a token below the top 4 is far from a tie
 # The allowances (tests/test_parity_vllm.py's docstring sizes each from measured bf16 error).
 DRAFT_TIE_ULPS = 8.0
@@ -58,7 +60,13 @@ def reference_counts(
     from eagle_convert.reference.loop import speculative_generate
 
     drafter = (
-        load_drafter(draft, target_embed=target.embed_weight, target_lm_head=target.lm_head_weight, device="cpu")
+        load_drafter(
+            draft,
+            default_release(),
+            target_embed=target.embed_weight,
+            target_lm_head=target.lm_head_weight,
+            device="cpu",
+        )
         if isinstance(draft, Path)
         else draft
     )

@@ -1,5 +1,5 @@
 """What a readable picture is, measured on the drawn figure with matplotlib's own text extents
-(independent of `smoke/style.py`, which tries to make it so): no two texts overlap, no text leaves
+(independent of `measure/style.py`, which tries to make it so): no two texts overlap, no text leaves
 the figure, every axes names both axes, no legend covers an axes, and a caption says what was
 measured. `capture_figures` keeps each figure a plot function saves, for these checks."""
 

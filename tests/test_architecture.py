@@ -41,8 +41,7 @@ LAYERS: dict[str, int] = {
     "served_diff": 5,  # two drafts compared as vLLM serves them (on diff.py's tensor comparison)
     "reference": 6,  # the torch reference engine
     "cache": 6,  # the capture cache: aux states and logits from vLLM or the reference target, read back for training
-    "measure": 7,  # what smoke, check, report and drift share: prompts, counters, engines, pass planning
-    "smoke": 8,
+    "measure": 7,  # smoke's run and plots, and what check, report and drift share: prompts, counters, engines, passes
     "served": 8,  # acceptance and per-user speedup of running servers (smoke --server, check's serve stage)
     "drift": 8,  # attention drift by draft depth: the reference loop with the drafter's observer
     "finetune": 8,
@@ -319,7 +318,6 @@ FACED = {
     "reference",
     "cache",
     "measure",
-    "smoke",
     "served",
     "drift",
     "finetune",
@@ -514,9 +512,9 @@ def test_speculators_and_vocabulary_facts_are_read_in_their_homes() -> None:
             "from eagle_convert.draft.layout import x",
             test_lower_layers_never_import_higher_ones,
         ),
-        ("eagle_convert.smoke.run", "import rich", test_only_cli_imports_click_or_rich),
+        ("eagle_convert.measure.smoke", "import rich", test_only_cli_imports_click_or_rich),
         (
-            "eagle_convert.smoke.run",
+            "eagle_convert.measure.smoke",
             "from eagle_convert.cli.output import _x",
             test_lower_layers_never_import_higher_ones,
         ),

@@ -150,7 +150,7 @@ def test_calibrated_drafts_closer_to_eagle3_than_identity(tmp_path: Path) -> Non
     from eagle_convert.finetune.calibrate import calibrate_fc_norm
     from eagle_convert.measure import MeasureOptions
     from eagle_convert.measure.prompts import builtin_prompts
-    from eagle_convert.smoke.run import run_smoke
+    from eagle_convert.measure.smoke import run_smoke
     from eagle_convert.upgrade.apply import apply_upgrade
     from eagle_convert.upgrade.plan import plan_upgrade
     from fixtures.trained import build_trained_pair
@@ -162,7 +162,9 @@ def test_calibrated_drafts_closer_to_eagle3_than_identity(tmp_path: Path) -> Non
         ckpt = open_checkpoint(draft)
         info = describe(ckpt, default_release(), read_vocab=False)
         ones = plan_upgrade(ckpt, info)
-        cal = calibrate_fc_norm(ckpt, target, aux_ids=ones.aux.ids, prompts=_corpus_prompts(24))
+        cal = calibrate_fc_norm(
+            ckpt, target, aux_ids=ones.aux.ids, prompts=_corpus_prompts(24), release=default_release()
+        )
         assert cal.fit_prompts == 18 and cal.held_out_prompts == 6 and cal.positions > 100  # ~28 tokens each
         # RMS of the fixture's aux states is ~0.1: ones rescale them about tenfold.
         assert all(0.05 < v < 0.2 for v in cal.values)

@@ -22,6 +22,7 @@ from eagle_convert.cache.options import CaptureOptions  # noqa: E402
 from eagle_convert.cache.source import CachedTarget  # noqa: E402
 from eagle_convert.cache.store import MANIFEST, read_manifest  # noqa: E402
 from eagle_convert.errors import UsageError  # noqa: E402
+from eagle_convert.vllm_model import default_release  # noqa: E402
 from eagle_convert.vllm_model.features import vllm_available  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,6 +56,7 @@ def test_reference_capture_holds_the_targets_features(pair, ref_target, tmp_path
         tmp_path / "c",
         CaptureOptions(engine="reference", shard_size=4),
         reference_target=ref_target,
+        release=default_release(),
     )
     assert res.captured == [0, 1] and res.tokens == sum(map(len, pair["prompts"]))
     cache = CachedTarget(tmp_path / "c")
@@ -71,6 +73,7 @@ def test_reference_capture_holds_the_targets_features(pair, ref_target, tmp_path
         tmp_path / "c",
         CaptureOptions(engine="reference", shard_size=4),
         reference_target=ref_target,
+        release=default_release(),
     )
     assert again.captured == [] and _shas(tmp_path / "c") == before  # verified by hash, kept
 
@@ -78,20 +81,28 @@ def test_reference_capture_holds_the_targets_features(pair, ref_target, tmp_path
 def test_a_corrupted_shard_is_captured_again(pair, ref_target, tmp_path: Path) -> None:
     kw = dict(reference_target=ref_target)
     ref2 = CaptureOptions(engine="reference", shard_size=2)
-    capture_cache(pair["target"], pair["draft"], pair["prompts"], tmp_path / "c", ref2, **kw)
+    capture_cache(pair["target"], pair["draft"], pair["prompts"], tmp_path / "c", ref2, **kw, release=default_release())
     before = _shas(tmp_path / "c")
     shard = tmp_path / "c" / "shard-00001.safetensors"
     data = bytearray(shard.read_bytes())
     data[-1] ^= 0xFF
     shard.write_bytes(bytes(data))
-    res = capture_cache(pair["target"], pair["draft"], pair["prompts"], tmp_path / "c", ref2, **kw)
+    res = capture_cache(
+        pair["target"], pair["draft"], pair["prompts"], tmp_path / "c", ref2, **kw, release=default_release()
+    )
     assert res.captured == [1] and _shas(tmp_path / "c") == before
 
 
 def test_another_plan_is_refused(pair, ref_target, tmp_path: Path) -> None:
     kw = dict(reference_target=ref_target)
     capture_cache(
-        pair["target"], pair["draft"], pair["prompts"], tmp_path / "c", CaptureOptions("reference", shard_size=2), **kw
+        pair["target"],
+        pair["draft"],
+        pair["prompts"],
+        tmp_path / "c",
+        CaptureOptions("reference", shard_size=2),
+        **kw,
+        release=default_release(),
     )
     with pytest.raises(UsageError, match=r"holds a capture of another plan \(shard_size differ\)"):
         capture_cache(
@@ -101,6 +112,7 @@ def test_another_plan_is_refused(pair, ref_target, tmp_path: Path) -> None:
             tmp_path / "c",
             CaptureOptions("reference", shard_size=3),
             **kw,
+            release=default_release(),
         )
 
 
@@ -109,13 +121,15 @@ import os, signal, sys
 from pathlib import Path
 from eagle_convert.cache.capture import capture_cache
 from eagle_convert.cache.options import CaptureOptions
+from eagle_convert.vllm_model.releases import RUN_RELEASE, release
 from fixtures.trained import build_trained_pair, trained_info
 t, d = build_trained_pair(log=lambda m: None)
 prompts = trained_info(t.parent)["heldout_prompts"][:6]
 def tick(t):
     if t.done == 2:
         os.kill(os.getpid(), signal.SIGKILL)  # killed midway: after two of three shards
-capture_cache(t, d, prompts, Path(sys.argv[1]), CaptureOptions("reference", shard_size=2), on_tick=tick)
+capture_cache(t, d, prompts, Path(sys.argv[1]), CaptureOptions("reference", shard_size=2), on_tick=tick,
+              release=release(RUN_RELEASE))  # the release the tests pin (tests/conftest.py)
 """
 
 
@@ -126,9 +140,13 @@ def test_a_capture_killed_midway_resumes_to_the_same_cache(pair, ref_target, tmp
     assert sorted(read_manifest(tmp_path / "k").shards) == [0, 1]
     kw = dict(reference_target=ref_target)
     ref2 = CaptureOptions(engine="reference", shard_size=2)
-    res = capture_cache(pair["target"], pair["draft"], pair["prompts"], tmp_path / "k", ref2, **kw)
+    res = capture_cache(
+        pair["target"], pair["draft"], pair["prompts"], tmp_path / "k", ref2, **kw, release=default_release()
+    )
     assert res.captured == [2]
-    capture_cache(pair["target"], pair["draft"], pair["prompts"], tmp_path / "whole", ref2, **kw)
+    capture_cache(
+        pair["target"], pair["draft"], pair["prompts"], tmp_path / "whole", ref2, **kw, release=default_release()
+    )
     for name in ("shard-00000.safetensors", "shard-00001.safetensors", "shard-00002.safetensors"):
         assert (tmp_path / "k" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes()
     assert _shas(tmp_path / "k") == _shas(tmp_path / "whole")
@@ -139,7 +157,7 @@ def _train(source, pair, ref_target, seqs):
     from eagle_convert.reference.train import train_draft
 
     drafter = load_drafter(
-        pair["draft"], target_embed=ref_target.embed_weight, target_lm_head=ref_target.lm_head_weight
+        pair["draft"], default_release(), target_embed=ref_target.embed_weight, target_lm_head=ref_target.lm_head_weight
     )
     res = train_draft(source, drafter, seqs, aux_ids=[1, 3, 6], steps=6, lr=3e-4, batch_size=3, seed=0)
     return res, {k: v.detach().clone() for k, v in drafter.state_dict().items()}
@@ -148,7 +166,13 @@ def _train(source, pair, ref_target, seqs):
 def test_training_from_the_cache_equals_online_training(pair, ref_target, tmp_path: Path) -> None:
     seqs = pair["prompts"]
     capture_cache(
-        pair["target"], pair["draft"], seqs, tmp_path / "c", CaptureOptions("reference"), reference_target=ref_target
+        pair["target"],
+        pair["draft"],
+        seqs,
+        tmp_path / "c",
+        CaptureOptions("reference"),
+        reference_target=ref_target,
+        release=default_release(),
     )
     cache = CachedTarget(tmp_path / "c")
     online, w_online = _train(ref_target, pair, ref_target, seqs)
@@ -168,6 +192,7 @@ def test_a_cache_of_other_aux_ids_is_refused(pair, ref_target, tmp_path: Path) -
         tmp_path / "c",
         CaptureOptions("reference"),
         reference_target=ref_target,
+        release=default_release(),
     )
     cache = CachedTarget(tmp_path / "c")
     ids = torch.tensor([pair["prompts"][0]])
@@ -209,15 +234,28 @@ def vllm_cache(pair, tmp_path_factory, vllm_session):
     data = FinetuneOptions(prompts=str(prompts), continuation_tokens=8)
     s = vllm_session
     before = s.engine_starts
-    whole = capture_cache(pair["target"], pair["draft"], pair["prompts"], root / "whole", session=s, **kw)
+    whole = capture_cache(
+        pair["target"], pair["draft"], pair["prompts"], root / "whole", session=s, **kw, release=default_release()
+    )
 
     def stop(t):
         if t.done == 1:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        capture_cache(pair["target"], pair["draft"], pair["prompts"], root / "cut", session=s, on_tick=stop, **kw)
-    resumed = capture_cache(pair["target"], pair["draft"], pair["prompts"], root / "cut", session=s, **kw)
+        capture_cache(
+            pair["target"],
+            pair["draft"],
+            pair["prompts"],
+            root / "cut",
+            session=s,
+            on_tick=stop,
+            **kw,
+            release=default_release(),
+        )
+    resumed = capture_cache(
+        pair["target"], pair["draft"], pair["prompts"], root / "cut", session=s, **kw, release=default_release()
+    )
     # capture's own path: vLLM continues the prompts, then captures them, in the same engine
     data_res = capture_training_data(pair["draft"], pair["target"], root / "data", data, opts, session=s)
     starts = s.engine_starts - before
@@ -308,7 +346,15 @@ def test_vllm_parallel_capture_equals_the_one_rank_capture(pair, vllm_cache, vll
     )
     opts = CaptureOptions("vllm", shard_size=2, max_model_len=512, **size)
     before = vllm_session.engine_starts
-    res = capture_cache(pair["target"], pair["draft"], pair["prompts"], root / parallel, opts, session=vllm_session)
+    res = capture_cache(
+        pair["target"],
+        pair["draft"],
+        pair["prompts"],
+        root / parallel,
+        opts,
+        session=vllm_session,
+        release=default_release(),
+    )
     assert vllm_session.engine_starts - before == 1
     assert res.captured == [0, 1, 2] and res.manifest.complete()
     one, two = CachedTarget(root / "whole"), CachedTarget(root / parallel)

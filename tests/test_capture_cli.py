@@ -21,6 +21,7 @@ torch = pytest.importorskip("torch")
 from eagle_convert.cache.options import CaptureOptions  # noqa: E402
 from eagle_convert.cache.store import read_manifest  # noqa: E402
 from eagle_convert.cli.app import main  # noqa: E402
+from eagle_convert.vllm_model import default_release  # noqa: E402
 
 REF = CaptureOptions(engine="reference", shard_size=2)
 
@@ -114,6 +115,20 @@ def test_cli_capture_usage_errors(pair, tmp_path: Path, extra: list[str], messag
     )
     assert res.exit_code == 2 and res.stderr == message
     assert not (tmp_path / "c").exists()
+
+
+def test_cli_capture_resolves_its_folders_as_every_command_does(pair, tmp_path: Path) -> None:
+    """`draft.local_checkpoint`: a missing target, and a target given as the draft, are one line, exit 1."""
+    out = tmp_path / "c"
+    res = _cli("capture", "--target", str(tmp_path / "nope"), "--draft", str(pair["draft"]), "--out", str(out))
+    assert res.exit_code == 1
+    assert (
+        res.stderr == f"Error: target {tmp_path / 'nope'}: no such folder (capture needs a local checkpoint folder)\n"
+    )
+    res = _cli("capture", "--target", str(pair["target"]), "--draft", str(pair["target"]), "--out", str(out))
+    assert res.exit_code == 1 and res.stderr.count("\n") == 1
+    assert res.stderr.startswith(f"Error: {pair['target']}: this looks like the target model, a full causal LM")
+    assert not out.exists()
 
 
 def test_cli_capture_without_vllm_names_the_extra(pair, tmp_path: Path, monkeypatch) -> None:
@@ -255,7 +270,7 @@ def test_a_reduced_vocabulary_without_d2t_is_refused_in_one_line(pair, tmp_path:
 def test_cli_finetune_refuses_a_cache_of_other_aux_ids(pair, tmp_path: Path) -> None:
     from eagle_convert.cache.capture import capture_cache
 
-    capture_cache(pair["target"], pair["draft"], [[1, 2, 3, 4, 5, 6]], tmp_path / "c", REF)
+    capture_cache(pair["target"], pair["draft"], [[1, 2, 3, 4, 5, 6]], tmp_path / "c", REF, release=default_release())
     man = json.loads((tmp_path / "c" / "manifest.json").read_text())
     man["plan"]["aux_ids"] = [2, 4, 5]
     (tmp_path / "c" / "manifest.json").write_text(json.dumps(man))
@@ -295,9 +310,17 @@ def test_calibrated_from_the_cache_equals_online_calibration(pair, tmp_path: Pat
 
     items = load_prompts(pair["prompts"])
     ckpt = open_checkpoint(pair["draft"])
-    online = calibrate_fc_norm(ckpt, pair["target"], aux_ids=[1, 3, 6], prompts=items, device="cpu")
+    online = calibrate_fc_norm(
+        ckpt, pair["target"], aux_ids=[1, 3, 6], prompts=items, device="cpu", release=default_release()
+    )
     cached = calibrate_fc_norm(
-        ckpt, pair["target"], aux_ids=[1, 3, 6], prompts=items, cache=tmp_path / "c", capture=REF
+        ckpt,
+        pair["target"],
+        aux_ids=[1, 3, 6],
+        prompts=items,
+        cache=tmp_path / "c",
+        capture=REF,
+        release=default_release(),
     )
     print("calibrated values online", online.values, "cache", cached.values)
     assert cached.values == pytest.approx(online.values, rel=1e-6)
@@ -382,7 +405,9 @@ def test_cli_capture_interrupted_after_a_shard_resumes_to_the_same_cache(pair, t
 def test_cli_finetune_plan_names_the_cache(pair, tmp_path: Path) -> None:
     from eagle_convert.cache.capture import capture_cache
 
-    capture_cache(pair["target"], pair["draft"], [[1, 2, 3, 4, 5, 6, 7, 8]], tmp_path / "c", REF)
+    capture_cache(
+        pair["target"], pair["draft"], [[1, 2, 3, 4, 5, 6, 7, 8]], tmp_path / "c", REF, release=default_release()
+    )
     res = _cli(
         "finetune", str(pair["draft"]), "--target", str(pair["target"]), "--out", str(tmp_path / "o"),
         "--cache", str(tmp_path / "c"), "--steps-fc-norm", "1", "--steps-all", "0",

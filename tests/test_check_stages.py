@@ -28,6 +28,7 @@ from eagle_convert.measure.prompts import NATURAL, PreparedPrompt, PromptSet
 from eagle_convert.measure.results import Counts, RequestResult, counts_from_histogram, draft_results
 from eagle_convert.validate.findings import Report, finding
 from eagle_convert.vllm.known_issues import sampling_issues
+from eagle_convert.vllm_model import default_release
 
 K = 3
 
@@ -45,7 +46,7 @@ def _draft(hists: dict[str, list[int]], cats: dict[str, str], buckets: dict[str,
         c = counts_from_histogram(hists[p.id], sum(hists[p.id]) * K, k=K)
         total.add(c)
         reqs.append(RequestResult(p.id, p.category, p.bucket, c))
-    [d] = draft_results([Path("/d/cand")], [(reqs, total, None)], pset)
+    [d] = draft_results([Path("/d/cand")], [(reqs, total, None)], pset, default_release())
     return d
 
 

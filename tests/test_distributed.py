@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from eagle_convert.cli.app import main
+from eagle_convert.vllm_model import default_release
 
 try:
     from tests.jsonschemas import check_schema
@@ -36,7 +37,9 @@ def cache(pair, tmp_path_factory) -> Path:
     tgt = TargetModel.from_pretrained(pair["target"], device="cpu")
     out = tmp_path_factory.mktemp("ddp") / "cache"
     ref = CaptureOptions(engine="reference")
-    capture_cache(pair["target"], pair["draft"], pair["prompts"], out, ref, reference_target=tgt)
+    capture_cache(
+        pair["target"], pair["draft"], pair["prompts"], out, ref, reference_target=tgt, release=default_release()
+    )
     return out
 
 
@@ -45,7 +48,9 @@ def _drafter(pair):
     from eagle_convert.reference.target import TargetModel
 
     tgt = TargetModel.from_pretrained(pair["target"], device="cpu")
-    return load_drafter(pair["draft"], target_embed=tgt.embed_weight, target_lm_head=tgt.lm_head_weight)
+    return load_drafter(
+        pair["draft"], default_release(), target_embed=tgt.embed_weight, target_lm_head=tgt.lm_head_weight
+    )
 
 
 # Stage B's settings, shortened: every weight trains, L2-SP on (rank 0 alone adds it), windowed samples.
@@ -59,13 +64,12 @@ def test_two_gloo_processes_train_what_one_process_trains(pair, cache: Path) -> 
     from eagle_convert.finetune.distributed import job_for, launch, send
     from eagle_convert.reference.train import train_draft
 
-    config = json.loads((pair["draft"] / "config.json").read_text())
     source = CachedTarget(cache)
     one = _drafter(pair)
     res1 = train_draft(source, one, pair["prompts"], **KWARGS)
     two = _drafter(pair)
     with launch(2, "cpu") as ranks:
-        send(ranks, job_for(cache, two, config, pair["prompts"], [KWARGS]))
+        send(ranks, job_for(cache, two, pair["prompts"], [KWARGS]))
         res2 = train_draft(source, two, pair["prompts"], parallel=ranks, cache_target=False, **KWARGS)
     # The same global batches and the same normalisation: what differs is only where the fp32 sums
     # are split (each rank sums its 2 sequences' token losses and gradients, the all-reduce adds the

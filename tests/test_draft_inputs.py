@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from eagle_convert.vllm_model import default_release
 from fixtures.storage import STORAGES, restore
 
 K = 3
@@ -61,9 +62,9 @@ def test_every_storage_loads_the_same_drafter(tiny) -> None:
     assert open_checkpoint(drafts["sharded-no-index"]).storage == "sharded"
     cfg = json.loads((drafts["single"] / "config.json").read_text())
     emb = torch.randn(cfg["vocab_size"], cfg["hidden_size"])  # the draft has no embed_tokens of its own
-    want = load_drafter(drafts["single"], target_embed=emb, device="cpu").state_dict()
+    want = load_drafter(drafts["single"], default_release(), target_embed=emb, device="cpu").state_dict()
     for name, path in drafts.items():
-        sd = load_drafter(path, target_embed=emb, device="cpu").state_dict()
+        sd = load_drafter(path, default_release(), target_embed=emb, device="cpu").state_dict()
         assert sd.keys() == want.keys(), name
         assert all(torch.equal(sd[k], want[k]) for k in sd), name
 
@@ -71,7 +72,7 @@ def test_every_storage_loads_the_same_drafter(tiny) -> None:
 def test_smoke_counts_the_same_for_every_storage(tiny) -> None:
     from eagle_convert.measure import MeasureOptions
     from eagle_convert.measure.prompts import Prompt
-    from eagle_convert.smoke.run import run_smoke
+    from eagle_convert.measure.smoke import run_smoke
 
     target, drafts = tiny
     prompts = [

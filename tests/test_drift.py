@@ -16,6 +16,7 @@ from eagle_convert.drift.results import RMS_GROWTH, SINK_FALL, DepthRow, group_f
 from eagle_convert.drift.run import measure_drift
 from eagle_convert.reference.drafter import EagleDrafter, draft_config_from_dict
 from eagle_convert.reference.loop import speculative_generate
+from eagle_convert.vllm_model import default_release
 
 try:
     from tests.jsonschemas import check_schema
@@ -29,7 +30,7 @@ PROMPTS = [[1, SINK_TOKEN, *range(2, 2 + n)] for n in (20, 33, 47)]
 
 def _drafter(seed: int = 0, **kw) -> EagleDrafter:
     torch.manual_seed(seed)
-    m = EagleDrafter(draft_config_from_dict(tiny_draft_config(**kw)))
+    m = EagleDrafter(draft_config_from_dict(tiny_draft_config(**kw), default_release()))
     with torch.no_grad():
         for p in m.parameters():
             p.normal_(1.0 if p.dim() == 1 else 0.0, 0.3 if p.dim() == 1 else 0.1)

@@ -171,7 +171,7 @@ def test_finetune_recovers_acceptance_of_the_upgrade(tmp_path: Path) -> None:
     from eagle_convert.finetune.run import finetune_draft
     from eagle_convert.measure import MeasureOptions
     from eagle_convert.measure.prompts import builtin_prompts
-    from eagle_convert.smoke.run import run_smoke
+    from eagle_convert.measure.smoke import run_smoke
     from eagle_convert.upgrade.apply import apply_upgrade
     from eagle_convert.upgrade.plan import PROVENANCE_KEY, plan_upgrade
     from eagle_convert.validate.run import validate_checkpoint

@@ -156,13 +156,13 @@ def _fake_reference(monkeypatch, *, continuations: dict[str, list[int]], gap: fl
     decodes `continuations[device]` and the CPU's top-2 logits there are `gap` apart."""
     import torch
 
+    import eagle_convert.measure.smoke
     import eagle_convert.reference.loop
     import eagle_convert.reference.target
-    import eagle_convert.smoke.run
 
     same, other = _counts(4, [3, 2, 1]), _counts(4, [2, 1, 0])
     runs = iter([_report(same, same), _report(same, same, requests=[same, other])])
-    monkeypatch.setattr(eagle_convert.smoke.run, "run_smoke", lambda *a, **kw: next(runs))
+    monkeypatch.setattr(eagle_convert.measure.smoke, "run_smoke", lambda *a, **kw: next(runs))
     forwards: list = []
 
     class Target:

@@ -243,7 +243,7 @@ COMMANDS = [
     (["inspect", "d"], "eagle_convert.draft.inspect", "inspect_checkpoint", "; nothing was written"),
     (["validate", "d"], "eagle_convert.validate.entry", "run_validate", "; nothing was written"),
     (["diff", "a", "b"], "eagle_convert.diff", "diff_checkpoints", "; nothing was written"),
-    (["smoke", "d", "--target", "t"], "eagle_convert.smoke.run", "run_smoke", "; nothing was written"),
+    (["smoke", "d", "--target", "t"], "eagle_convert.measure.smoke", "run_smoke", "; nothing was written"),
     (["drift", "d", "--target", "t"], "eagle_convert.drift.run", "run_drift", "; nothing was written"),
     (["check", "d", "--target", "t"], "eagle_convert.check.run", "run_check", "; nothing was written"),
     (["push", "d", "org/name"], "eagle_convert.push", "push_draft", "; nothing was written"),

@@ -142,6 +142,7 @@ def _finetune() -> Any:
     from eagle_convert.finetune.options import Stage
     from eagle_convert.finetune.plan import FinetunePlan, FinetuneResult, StageResult
     from eagle_convert.measure.prompts import Prompt
+    from eagle_convert.vllm_model import default_release
 
     stages = [Stage("fc_norm", 60, 1e-3), Stage("all", 60, 1e-4, 1e-3)]
     prompts = [Prompt("p1", "code", "def f():"), Prompt("p2", "chat", None, ({"role": "user", "content": "hi"},))]
@@ -164,6 +165,7 @@ def _finetune() -> Any:
             3,
             0,
             False,
+            default_release(),
             cache=cache,
             capture=capture,
             nproc=2,

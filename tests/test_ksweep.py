@@ -36,7 +36,7 @@ from eagle_convert.measure.ksweep import (
     expected_speedup,
     k_sweep,
 )
-from eagle_convert.vllm_model import AcceptanceMetrics
+from eagle_convert.vllm_model import AcceptanceMetrics, default_release
 
 
 class _Counts(AcceptanceMetrics):
@@ -160,7 +160,13 @@ def _sweep_and_runs(target_dir: Path, draft_dir: Path, prompts: list[list[int]],
 
     with quiet_loading():
         tgt = TargetModel.from_pretrained(target_dir, device="cpu")
-    dr = load_drafter(draft_dir, target_embed=tgt.embed_weight, target_lm_head=tgt.lm_head_weight, device=tgt.device)
+    dr = load_drafter(
+        draft_dir,
+        default_release(),
+        target_embed=tgt.embed_weight,
+        target_lm_head=tgt.lm_head_weight,
+        device=tgt.device,
+    )
     aux = tuple(dr.cfg.aux_layer_ids or default_aux_ids(tgt.num_layers))
 
     def run(k: int):
@@ -264,8 +270,7 @@ def test_smoke_k_sweep_json_reader_card_and_report_page(controls) -> None:
 def test_vllm_k_sweep_perfect_draft(controls) -> None:
     """vLLM: the perfect draft's sweep from its counters (AL = k + 1 at every k) and step costs from
     the concurrency-1 rates `--k-sweep` adds (two engine starts: the draft's and the target alone's)."""
-    from eagle_convert.measure import MeasureOptions, Prompt
-    from eagle_convert.smoke import run_smoke
+    from eagle_convert.measure import MeasureOptions, Prompt, run_smoke
     from eagle_convert.vllm_model import vllm_available
 
     if not vllm_available():

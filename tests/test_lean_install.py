@@ -101,7 +101,7 @@ def test_validate_engine_vllm_without_vllm(hide, built_fixtures, tmp_path: Path)
 def test_library_raises_missing_extra_error(hide, tmp_path: Path) -> None:
     """Library users get the same error (an ImportError too), not a ModuleNotFoundError from deep inside."""
     from eagle_convert.errors import MissingExtraError
-    from eagle_convert.smoke.run import run_smoke
+    from eagle_convert.measure.smoke import run_smoke
 
     hide("torch")
     with pytest.raises(ImportError) as info:

@@ -95,7 +95,7 @@ def test_mla_config_reads_vllm_fields_and_defaults() -> None:
     from eagle_convert.reference.drafter import draft_config_from_dict
 
     path = Path(__file__).parent / "data" / "realconfigs" / "torchspec__kimi_k25_eagle3_mla.json"
-    cfg = draft_config_from_dict(json.loads(path.read_text()))
+    cfg = draft_config_from_dict(json.loads(path.read_text()), default_release())
     m = cfg.mla
     assert m is not None and (m.q_lora_rank, m.kv_lora_rank, m.qk_rope_head_dim) == (1536, 512, 64)
     # Kimi's yarn (factor 64, mscale_all_dim 1): softmax scale 192**-0.5 * (1 + 0.1 ln 64)**2.
@@ -109,7 +109,8 @@ def test_mla_config_reads_vllm_fields_and_defaults() -> None:
             "num_attention_heads": 2,
             "intermediate_size": 128,
             "vocab_size": 100,
-        }
+        },
+        default_release(),
     )
     assert bare.mla is not None and (bare.mla.q_lora_rank, bare.mla.v_head_dim) == (1536, 128)  # DeepseekV3Config's
     with pytest.raises(NotImplementedError, match="silu"):
@@ -122,7 +123,8 @@ def test_mla_config_reads_vllm_fields_and_defaults() -> None:
                 "intermediate_size": 128,
                 "vocab_size": 100,
                 "hidden_act": "gelu",
-            }
+            },
+            default_release(),
         )
 
 
@@ -398,7 +400,9 @@ def test_calibrated_upgrade_of_the_mla_draft(mla_pair) -> None:
     from eagle_convert.finetune.calibrate import calibrate_fc_norm
     from fixtures.mla import AUX_IDS
 
-    cal = calibrate_fc_norm(mla_pair["draft"], mla_pair["target"], aux_ids=AUX_IDS, device="cpu")
+    cal = calibrate_fc_norm(
+        mla_pair["draft"], mla_pair["target"], aux_ids=AUX_IDS, device="cpu", release=default_release()
+    )
     print(f"MLA calibration: values {cal.values}, agreement {cal.agreement} vs identity {cal.agreement_identity}")
     assert len(cal.values) == 3 and cal.agreement is not None and cal.agreement_identity is not None
     assert all(0.9 < v < 1.1 for v in cal.values), cal.values

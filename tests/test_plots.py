@@ -32,7 +32,7 @@ def _assert_readable(figs: dict[str, object], engine: str) -> None:
 
 
 def test_smoke_plot_is_readable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from eagle_convert.smoke import plot_smoke
+    from eagle_convert.measure import plot_smoke
 
     rep = plotdata.smoke_report(throughput=True)
     figs = _drawn(monkeypatch, lambda: plot_smoke(rep, tmp_path / "smoke.png"))

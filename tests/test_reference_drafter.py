@@ -16,6 +16,7 @@ from tinymodels import H, V, tiny_draft_config
 
 from eagle_convert.reference.data import drafter_from_state_dict, load_drafter
 from eagle_convert.reference.drafter import EagleDrafter, draft_config_from_dict, rms_norm
+from eagle_convert.vllm_model import default_release
 
 torch.set_num_threads(1)
 VD = 40  # this file's own draft vocabulary (tinymodels.VD is 48)
@@ -33,7 +34,7 @@ def _cfg(**kw) -> dict:
 
 def _drafter(seed: int = 0, **kw) -> EagleDrafter:
     torch.manual_seed(seed)
-    m = EagleDrafter(draft_config_from_dict(_cfg(**kw)))
+    m = EagleDrafter(draft_config_from_dict(_cfg(**kw), default_release()))
     with torch.no_grad():
         for p in m.parameters():
             p.normal_(1.0 if p.dim() == 1 else 0.0, 0.3 if p.dim() == 1 else 0.1)
@@ -118,9 +119,11 @@ def test_compute_logits_scatters_through_d2t_offsets() -> None:
 
 
 def test_config_resolution_follows_vllm() -> None:
-    c = draft_config_from_dict(_cfg(eagle_aux_hidden_state_layer_ids=[1, 3, 4, 6]))
+    c = draft_config_from_dict(_cfg(eagle_aux_hidden_state_layer_ids=[1, 3, 4, 6]), default_release())
     assert c.num_aux_hidden_states == 3  # llama path ignores the top-level ids for the count
-    c = draft_config_from_dict(_cfg(architectures=["Qwen3ForCausalLM"], eagle_aux_hidden_state_layer_ids=[1, 3, 4, 6]))
+    c = draft_config_from_dict(
+        _cfg(architectures=["Qwen3ForCausalLM"], eagle_aux_hidden_state_layer_ids=[1, 3, 4, 6]), default_release()
+    )
     # Qwen3Config's default theta is 10000 (tables.ROPE_THETA_DEFAULTS): the engine used to say 1e6
     assert c.qwen3 and c.num_aux_hidden_states == 4 and c.rope_theta == 10000.0
     c = draft_config_from_dict(
@@ -129,10 +132,11 @@ def test_config_resolution_follows_vllm() -> None:
             "draft_vocab_size": VD,
             "transformer_layer_config": _cfg(),
             "norm_output": True,
-        }
+        },
+        default_release(),
     )
     assert c.norm_before_residual and c.norm_output  # speculators path defaults nbr to True
-    c = draft_config_from_dict(_cfg(eagle_config={"norm_before_fc": True}, norm_before_fc=False))
+    c = draft_config_from_dict(_cfg(eagle_config={"norm_before_fc": True}, norm_before_fc=False), default_release())
     assert c.norm_before_fc
 
 
@@ -149,8 +153,8 @@ def test_save_load_roundtrip_midlayer_and_strictness(tmp_path: Path) -> None:
     save_file(sd, str(tmp_path / "model.safetensors"))
     (tmp_path / "config.json").write_text(json.dumps(_cfg(fc_norm=True)))
     with pytest.raises(ValueError, match="embed_tokens"):
-        load_drafter(tmp_path)
-    back = load_drafter(tmp_path, target_embed=m.embed_tokens.weight)
+        load_drafter(tmp_path, default_release())
+    back = load_drafter(tmp_path, default_release(), target_embed=m.embed_tokens.weight)
     ids, h = torch.randint(0, V, (1, 4)), torch.randn(1, 4, H)
     torch.testing.assert_close(_run(back, ids, h)[0], _run(m, ids, h)[0])
     bad = dict(m.state_dict(), **{"layers.0.self_attn.qkv_proj.weight": torch.zeros(1)})
@@ -178,9 +182,9 @@ def test_loads_every_vllm_loadable_fixture_layout(tmp_path: Path) -> None:
             # vLLM reads no use_aux_norm, so fc_norm is off and the aux_norm_* weights have no parameter:
             # the reference raises vLLM's own load error, as validate's E104/E105 predict.
             with pytest.raises(ValueError, match="There is no module or parameter named"):
-                load_drafter(d, target_embed=emb, target_lm_head=emb)
+                load_drafter(d, default_release(), target_embed=emb, target_lm_head=emb)
             continue
-        m = load_drafter(d, target_embed=emb, target_lm_head=emb)
+        m = load_drafter(d, default_release(), target_embed=emb, target_lm_head=emb)
         c = m.cfg
         aux = torch.randn(1, 4, c.num_aux_hidden_states * c.target_hidden_size)
         normed, _ = _run(m, torch.randint(0, spec.vocab_size, (1, 4)), m.combine_hidden_states(aux))
@@ -211,7 +215,7 @@ def test_rope_is_vllm_models_reading(rope: dict) -> None:
 
     cfg = _cfg(**rope)
     want = rope_parameters(cfg)
-    c = draft_config_from_dict(cfg)
+    c = draft_config_from_dict(cfg, default_release())
     assert c.rope_theta == want["rope_theta"]
     assert c.rope_scaling == (None if want["rope_type"] == "default" else want)
     EagleDrafter(c)  # every case builds

@@ -55,9 +55,9 @@ def served_report(tmp_path_factory: pytest.TempPathFactory):
     seen: list = []
     real = report_measure.measure_drafts
 
-    def spy(target, drafts, pset, m, **kwargs):  # m: the resolved Measure
+    def spy(target, drafts, pset, m, *args, **kwargs):  # m: the resolved Measure
         seen.append(m.serve)
-        return real(target, drafts, pset, m, **kwargs)
+        return real(target, drafts, pset, m, *args, **kwargs)
 
     mp = pytest.MonkeyPatch()
     mp.setattr(report_measure, "measure_drafts", spy)

@@ -8,6 +8,7 @@ from tinymodels import AUX, V, tiny_draft_config, tiny_target
 
 from eagle_convert.reference.select import KeepBest, expected_acceptance_length
 from eagle_convert.reference.train import StepInfo, _last_positions, heldout_accuracy, train_draft
+from eagle_convert.vllm_model import default_release
 from fixtures.trained import init_drafter
 
 
@@ -47,7 +48,9 @@ def test_training_keeps_the_step_with_the_best_eal() -> None:
     """An injected evaluator scores step 4 best (EAL 2.124; the start 0.665, other steps 1.28):
     train_draft restores exactly the weights `on_step` saw at step 4 and reports every step."""
     target = tiny_target(peaked=False)
-    drafter = init_drafter(tiny_draft_config(torch_dtype="float32"), target, seed=0, d2t=torch.arange(48))
+    drafter = init_drafter(
+        tiny_draft_config(torch_dtype="float32"), target, default_release(), seed=0, d2t=torch.arange(48)
+    )
     g = torch.Generator().manual_seed(1)
     seqs = [torch.randint(0, V, (24,), generator=g).tolist() for _ in range(6)]
     scores = {0: [0.5, 0.3, 0.1], 4: [0.9, 0.8, 0.7]}
@@ -92,8 +95,8 @@ def test_heldout_accuracy_and_without_evaluate_nothing_changes() -> None:
     target = tiny_target(peaked=False)
     g = torch.Generator().manual_seed(2)
     seqs = [torch.randint(0, V, (20,), generator=g).tolist() for _ in range(4)]
-    a = init_drafter(tiny_draft_config(torch_dtype="float32"), target, seed=0, d2t=torch.arange(48))
-    b = init_drafter(tiny_draft_config(torch_dtype="float32"), target, seed=0, d2t=torch.arange(48))
+    a = init_drafter(tiny_draft_config(torch_dtype="float32"), target, default_release(), seed=0, d2t=torch.arange(48))
+    b = init_drafter(tiny_draft_config(torch_dtype="float32"), target, default_release(), seed=0, d2t=torch.arange(48))
     evaluate = heldout_accuracy(target, a, seqs[:2], aux_ids=AUX)
     before = evaluate(a)
     assert len(before) == 3 and all(0.0 <= x <= 1.0 for x in before)

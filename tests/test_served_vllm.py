@@ -91,8 +91,7 @@ def _counters(url: str):
 
 
 def test_served_al_is_the_counter_deltas_and_the_in_process_al(pair, servers) -> None:
-    from eagle_convert.measure import MeasureOptions, load_prompts
-    from eagle_convert.smoke import run_smoke
+    from eagle_convert.measure import MeasureOptions, load_prompts, run_smoke
 
     before = _counters(servers["spec"])
     args = ["smoke", "--server", servers["spec"], "--label", "eagle31", "--baseline-server", servers["alone"]]

@@ -22,7 +22,7 @@ from eagle_convert.errors import CheckpointNotFoundError, UsageError
 from eagle_convert.measure import MeasureOptions
 from eagle_convert.measure.prompts import NATURAL, Prompt
 from eagle_convert.measure.results import Counts, counts_from_histogram
-from eagle_convert.smoke.run import run_smoke
+from eagle_convert.measure.smoke import run_smoke
 
 try:
     from tests.jsonschemas import check_schema
@@ -109,7 +109,7 @@ def test_reference_random_draft_and_report_shape(models, tmp_path: Path) -> None
     data = json.loads(json.dumps(rep.to_dict()))
     assert data["engine"] == "reference" and data["settings"]["k"] == K and data["deltas"] == []
     assert [r["id"] for r in data["drafts"][0]["requests"]] == ["c1", "q1"]
-    from eagle_convert.smoke.plot import plot_smoke
+    from eagle_convert.measure.plot import plot_smoke
 
     png = plot_smoke(rep, tmp_path / "one.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -281,10 +281,10 @@ def test_render_and_plot_totals_only(tmp_path: Path) -> None:
     from rich.console import Console
 
     from eagle_convert.cli.render.smoke import render_smoke
+    from eagle_convert.measure.plot import panels, plot_smoke
     from eagle_convert.measure.prompts import PreparedPrompt, PromptSet
     from eagle_convert.measure.results import DraftResult, RequestResult, SmokeReport
     from eagle_convert.measure.results import deltas as _deltas
-    from eagle_convert.smoke.plot import panels, plot_smoke
 
     pset = PromptSet([PreparedPrompt("a", "chat", NATURAL, [1, 2, 3])], [], "target")
 
@@ -403,7 +403,7 @@ def test_cli_trained_pair_eagle3_vs_upgrade(tmp_path: Path) -> None:
 
 
 def test_bucket_label_is_shared_by_plots_and_report_md() -> None:
-    from eagle_convert.smoke import bucket_label
+    from eagle_convert.measure import bucket_label
 
     assert [bucket_label(b) for b in (None, NATURAL, 1024)] == ["all", "natural", "~1024 tok"]
     assert bucket_label(256, unit="tokens") == "~256 tokens"

@@ -11,6 +11,7 @@ from tinymodels import AUX, VD, V, tiny_draft_config, tiny_target
 
 from eagle_convert.reference.loop import _accept, greedy_generate, speculative_generate, summarize
 from eagle_convert.reference.target import TargetModel
+from eagle_convert.vllm_model import default_release
 from fixtures.trained import init_drafter
 
 torch.set_num_threads(1)
@@ -19,7 +20,7 @@ torch.set_num_threads(1)
 def _draft(target: TargetModel, seed: int = 0, zero_lm_head: bool = False):
     cfg = tiny_draft_config()
     d2t = torch.arange(VD)  # draft id i -> target id 2i
-    drafter = init_drafter(cfg, target, seed=seed, d2t=d2t)
+    drafter = init_drafter(cfg, target, default_release(), seed=seed, d2t=d2t)
     if zero_lm_head:
         with torch.no_grad():
             drafter.lm_head.weight.zero_()

@@ -104,7 +104,7 @@ def test_cpu_note_only_off_gpu() -> None:
 def test_concurrency_needs_the_vllm_engine(tmp_path) -> None:
     from eagle_convert.cli.errors import format_error
     from eagle_convert.measure import MeasureOptions
-    from eagle_convert.smoke.run import run_smoke
+    from eagle_convert.measure.smoke import run_smoke
 
     with pytest.raises(UsageError, match="`concurrency` measures per-user tokens/s with `engine=vllm` only") as bad:
         run_smoke(tmp_path, [tmp_path], MeasureOptions(engine="reference", concurrency=(1, 4)))

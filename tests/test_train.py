@@ -19,6 +19,7 @@ from eagle_convert.reference.train import (
     train_draft,
     trainable_names,
 )
+from eagle_convert.vllm_model import default_release
 from fixtures.trained import init_drafter, save_draft
 
 torch.set_num_threads(1)
@@ -37,7 +38,9 @@ def target() -> TargetModel:
 def test_ttt_steps_equal_the_inference_chain(target: TargetModel, extra: dict) -> None:
     """TTT step j at index i == chain step j after a first pass over positions 0..i, with the
     ground-truth tokens fed in (the extended-diagonal mask and the position shift)."""
-    drafter = init_drafter(tiny_draft_config(torch_dtype="float32", **extra), target, seed=1, d2t=torch.arange(VD))
+    drafter = init_drafter(
+        tiny_draft_config(torch_dtype="float32", **extra), target, default_release(), seed=1, d2t=torch.arange(VD)
+    )
     torch.manual_seed(3)
     ids = torch.randint(0, V, (1, 12))
     aux = target.forward(ids, aux_ids=AUX).aux
@@ -62,7 +65,7 @@ def test_training_lowers_the_loss_and_exports_a_loadable_draft(target: TargetMod
     torch.manual_seed(0)
     seqs = [torch.randint(0, V, (int(n),)).tolist() for n in torch.randint(10, 24, (16,))]
     config = tiny_draft_config(torch_dtype="float32", fc_norm=True, norm_output=True)
-    drafter = init_drafter(config, target, seed=0, d2t=torch.arange(VD))
+    drafter = init_drafter(config, target, default_release(), seed=0, d2t=torch.arange(VD))
     res = train_draft(target, drafter, seqs, aux_ids=AUX, steps=40, lr=3e-3, seed=0, log_every=10)
     assert len(res.losses) == 40 and len(res.step_acc) == 3
     # Measured ratio 0.46: another CPU's fp32 rounding moves the trajectory far less than the 0.34 gap.
@@ -76,7 +79,7 @@ def test_training_lowers_the_loss_and_exports_a_loadable_draft(target: TargetMod
     assert "embed_tokens.weight" not in keys and "lm_head.weight" in keys
     assert {"fc.weight", "fc_norm.0.weight", "layers.0.self_attn.q_proj.weight"} <= keys
     assert json.loads((out / "config.json").read_text())["eagle_aux_hidden_state_layer_ids"] == list(AUX)
-    back = load_drafter(out, target_embed=target.embed_weight)
+    back = load_drafter(out, default_release(), target_embed=target.embed_weight)
     ids, h = torch.randint(0, V, (1, 5)), torch.randn(1, 5, H)
     # fp32 weights saved and loaded unchanged, same kernels, same process: equal (default fp32 tolerance).
     torch.testing.assert_close(
@@ -91,7 +94,7 @@ def test_save_draft_is_atomic(target: TargetModel, tmp_path: Path, monkeypatch: 
     from eagle_convert.reference import train
 
     config = tiny_draft_config(torch_dtype="float32")
-    drafter = init_drafter(config, target, seed=0, d2t=torch.arange(VD))
+    drafter = init_drafter(config, target, default_release(), seed=0, d2t=torch.arange(VD))
     out = tmp_path / "draft"
     out.mkdir()
     (out / "old.txt").write_text("old")
@@ -121,7 +124,9 @@ def _umask() -> int:
 
 
 def test_trainable_selection_and_l2sp(target: TargetModel) -> None:
-    drafter = init_drafter(tiny_draft_config(torch_dtype="float32", fc_norm=True), target, seed=0, d2t=torch.arange(VD))
+    drafter = init_drafter(
+        tiny_draft_config(torch_dtype="float32", fc_norm=True), target, default_release(), seed=0, d2t=torch.arange(VD)
+    )
     assert trainable_names(drafter, "fc_norm") == [f"fc_norm.{i}.weight" for i in range(3)]
     assert "embed_tokens.weight" not in trainable_names(drafter, "all")
     assert trainable_names(drafter, ["fc.*", "norm.weight"]) == ["fc.weight", "norm.weight"]
@@ -134,7 +139,9 @@ def test_trainable_selection_and_l2sp(target: TargetModel) -> None:
     assert changed == {f"fc_norm.{i}.weight" for i in range(3)}
 
     def drift(l2sp: float) -> float:
-        d = init_drafter(tiny_draft_config(torch_dtype="float32"), target, seed=0, d2t=torch.arange(VD))
+        d = init_drafter(
+            tiny_draft_config(torch_dtype="float32"), target, default_release(), seed=0, d2t=torch.arange(VD)
+        )
         start = d.fc.weight.detach().clone()
         train_draft(target, d, seqs, aux_ids=AUX, steps=10, lr=1e-2, l2sp=l2sp, trainable=["fc.*"])
         return float((d.fc.weight.detach() - start).norm())
@@ -155,7 +162,7 @@ def test_trained_pair_has_meaningful_acceptance() -> None:
     # sit 1.8-2.0 AL from the measured values (fine-tuning with other seeds moved AL by <= 0.06).
     assert info["eval"]["acceptance_length"] >= 2.0
     target = TargetModel.from_pretrained(target_dir)
-    drafter = load_drafter(draft_dir, target_embed=target.embed_weight)
+    drafter = load_drafter(draft_dir, default_release(), target_embed=target.embed_weight)
     prompts = info["heldout_prompts"][:4]
     aux = drafter.cfg.aux_layer_ids
     runs = [speculative_generate(target, drafter, p, k=3, max_new_tokens=32, aux_ids=aux) for p in prompts]

@@ -209,7 +209,7 @@ def test_rope_defaults_and_target_configs_are_read_once() -> None:
         ("upgrade/configgen.py", 'text = config["text_config"] if isinstance(config.get("text_config"), dict) else {}'),
         ("validate/rules/auxids.py", 'value = (ctx.target or {}).get("num_hidden_layers")'),
         ("validate/rules/config.py", 'n = ctx.target["num_hidden_layers"]'),
-        ("smoke/run.py", "n = getattr(target_cfg, 'num_hidden_layers', None)"),
+        ("measure/smoke.py", "n = getattr(target_cfg, 'num_hidden_layers', None)"),
     ],
 )
 def test_the_second_reading_detector_finds_a_copy(rel: str, code: str) -> None:
@@ -405,7 +405,7 @@ def _agreement(out: Path) -> None:
     if view.attention != "mla":
         from eagle_convert.reference.drafter import draft_config_from_dict
 
-        ref = draft_config_from_dict(ckpt.config)
+        ref = draft_config_from_dict(ckpt.config, default_release())
         assert ref.num_aux_hidden_states == view.aux_count
         assert ref.aux_layer_ids == tuple(view.aux_ids_v1 or ()) or (ref.aux_layer_ids is None and not view.aux_ids_v1)
         assert {f: getattr(ref, f) for f in FLAGS} == {f: view.flags[f] for f in FLAGS}

@@ -169,7 +169,7 @@ def capture_cache(
     on_tick: OnTick | None = None,
     session: Any = None,
     reference_target: Any = None,
-    release: Release | None = None,
+    release: Release,
 ) -> CaptureResult:
     """Capture every sequence into ``out``, resuming a killed capture of the same plan.
 
@@ -183,8 +183,8 @@ def capture_cache(
         force: start over when ``out`` holds another plan's cache.
         on_tick: progress per shard (tokens/s in ``info``).
         session: an open ``EngineSession`` to use (vllm); reference_target: a loaded ``TargetModel``.
-        release: the vLLM release whose reading of the draft's aux ids the capture follows (default:
-            the installed vLLM's, else the newest known; resolved here, once).
+        release: the vLLM release whose reading of the draft's aux ids the capture follows (the
+            command's entry resolves it).
 
     Returns:
         CaptureResult with the manifest, what this run captured and its speed.
@@ -202,7 +202,7 @@ def capture_cache(
         raise UsageError("capture needs at least one sequence")
     seqs = [[int(t) for t in s] for s in sequences]
     tgt = load_target(target)
-    aux_ids, rows = draft_features_spec(Path(draft), int(tgt.num_layers or 0), release or _installed_release())
+    aux_ids, rows = draft_features_spec(Path(draft), int(tgt.num_layers or 0), release)
     plan = CachePlan(
         str(Path(target).resolve()),
         str(Path(draft).resolve()),
@@ -279,12 +279,6 @@ def capture_cache(
     finally:
         stack.close()
     return CaptureResult(out, man, [n for n in todo], time.perf_counter() - t0, tokens, prefill)
-
-
-def _installed_release() -> Release:
-    from eagle_convert.vllm_model import installed_status
-
-    return installed_status().rules
 
 
 def _torch_dtype(name: str):

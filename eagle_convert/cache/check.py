@@ -39,8 +39,8 @@ def check_cache(
         aux_ids: the draft's aux layer ids (as the trainer reads them).
         draft: the draft folder that will train from it: its vocabulary must be the cache's (the
             logits are stored on it); None skips that check (calibration reads only aux states).
-        release: the vLLM release whose reading of the draft the check follows (default: the
-            installed vLLM's, else the newest known; resolved here, once).
+        release: with `draft`, the vLLM release whose reading of the draft the check follows (the
+            command's entry resolves it; no default below the entry).
 
     Returns:
         The manifest.
@@ -62,12 +62,11 @@ def check_cache(
             f"{sorted(set(aux_ids))}; {fix}"
         )
     if draft is not None:
+        assert release is not None, "check_cache: a draft's vocabulary is read for a release; pass it"
         from eagle_convert.cache.capture import draft_features_spec
         from eagle_convert.draft import load_target
-        from eagle_convert.vllm_model import installed_status
 
-        rel = release or installed_status().rules
-        _, rows = draft_features_spec(draft, int(load_target(target).num_layers or 0), rel)
+        _, rows = draft_features_spec(draft, int(load_target(target).num_layers or 0), release)
         if hashlib.sha256(json.dumps(rows).encode()).hexdigest() != man.plan.rows_sha256:
             raise UsageError(f"{where}: rows_sha256 is another draft vocabulary than {draft}'s (d2t); {fix}")
     if not man.complete():

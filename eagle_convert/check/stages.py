@@ -226,7 +226,7 @@ def acceptance(s: State) -> list[CheckResult]:
         "speculative_config": s.speculative,
     }
     out = _run(s, "candidate", s.folder("draft"), _plan(s).candidate)
-    s.candidate = draft_from_pass(s.folder("draft"), out[MAIN], s.pset, m.k, "candidate")
+    s.candidate = draft_from_pass(s.folder("draft"), out[MAIN], s.pset, m.k, "candidate", s.release.rules)
     return ms.acceptance_checks(s.candidate, s.policy)
 
 
@@ -241,7 +241,7 @@ def baseline(s: State) -> list[CheckResult]:
         return skip
     out = _run(s, "baseline", s.folder("baseline"), _plan(s).baseline)
     label = Path(s.baseline or "baseline").name or "baseline"
-    base = draft_from_pass(s.folder("baseline"), out[MAIN], s.pset, s.m.k, label)
+    base = draft_from_pass(s.folder("baseline"), out[MAIN], s.pset, s.m.k, label, s.release.rules)
     return ms.baseline_checks(s.candidate, base, s.policy)
 
 

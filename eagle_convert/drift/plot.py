@@ -8,7 +8,7 @@ from typing import Any
 
 from eagle_convert.drift.results import DepthRow, DraftDrift, DriftReport
 from eagle_convert.extras import require
-from eagle_convert.smoke import bucket_label, draft_style, finish, model_name, stop_notes
+from eagle_convert.measure import bucket_label, draft_style, finish, model_name, stop_notes
 
 __all__ = ["require_drift_plot", "plot_drift", "bucket_rows"]
 

@@ -28,6 +28,7 @@ from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 if TYPE_CHECKING:
     from eagle_convert.drift.crosscheck import CrossCheck
     from eagle_convert.reference import EagleDrafter, TargetModel
+    from eagle_convert.vllm_model import Release
 
     CrossCheckFn = Callable[[EagleDrafter, Path, str, tuple[int, ...]], CrossCheck]
 
@@ -85,19 +86,18 @@ def _prompt_sets(
     ]
 
 
-def _draft_facts(path: Path) -> tuple[str | None, bool, bool]:
-    """(variant, fc_norm, norm_output) as describe reads the draft."""
+def _draft_facts(path: Path, release: Release) -> tuple[str | None, bool, bool]:
+    """(variant, fc_norm, norm_output) as describe reads the draft for vLLM `release`."""
     from eagle_convert.draft import describe, open_checkpoint
-    from eagle_convert.vllm_model import default_release
 
-    # drift runs the reference engine, which mirrors the installed release
-    info = describe(open_checkpoint(path), default_release(), read_vocab=False)
+    info = describe(open_checkpoint(path), release, read_vocab=False)
     return info.variant, bool(info.view.flags["fc_norm"]), bool(info.view.flags["norm_output"])
 
 
 def _measure_draft(
     tgt: TargetModel,
     path: Path,
+    release: Release,
     label: str,
     sets: list[PromptSet],
     buckets: Sequence[int],
@@ -111,7 +111,7 @@ def _measure_draft(
     t0 = time.perf_counter()
     try:
         drafter = load_drafter(
-            path, target_embed=tgt.embed_weight, target_lm_head=tgt.lm_head_weight, device=tgt.device
+            path, release, target_embed=tgt.embed_weight, target_lm_head=tgt.lm_head_weight, device=tgt.device
         )
     except (ValueError, KeyError, RuntimeError, NotImplementedError) as exc:
         raise EngineError(f"reference engine cannot load draft {path}: {exc}") from None
@@ -139,7 +139,7 @@ def _measure_draft(
             groups.append(group_from(rec, pset.chat_template, bucket, len(ids), aux))
     all_rec = pooled(recs, kw["depth"], drafter.cfg.num_aux_hidden_states, kw["sink_tokens"])
     overall = group_from(all_rec, None, None, done, aux)
-    variant, fc_norm, norm_output = _draft_facts(path)
+    variant, fc_norm, norm_output = _draft_facts(path, release)
     seconds = time.perf_counter() - t0
     checked = None if cross is None else cross(drafter, path, label, aux)
     return DraftDrift(
@@ -203,9 +203,11 @@ def run_drift(
 
     from eagle_convert.measure import draft_labels
     from eagle_convert.reference import TargetModel, quiet_loading
+    from eagle_convert.vllm_model import default_release
 
     tdir = local_checkpoint(target, "target", "drift")
     dpaths = [local_checkpoint(d, "draft", "drift") for d in drafts]
+    release = default_release()  # drift's entry: the reference engine mirrors the installed release
     sets = _prompt_sets(tdir, prompts, chat_templates, depth=depth, max_new_tokens=max_new_tokens, buckets=buckets)
     with quiet_loading():
         tgt = TargetModel.from_pretrained(tdir, device=opts.device)
@@ -216,7 +218,7 @@ def run_drift(
         cross = None if cross_check is None else _vllm_cross_check(stack, tdir, tgt, sets, kw, say)
         for path, label in zip(dpaths, list(labels) if labels is not None else draft_labels(dpaths)):
             say(f"drift: {label}: {sum(len(s.prompts) for s in sets)} runs to depth {depth} (reference engine)")
-            results.append(_measure_draft(tgt, path, label, sets, buckets, kw, tick, cross))
+            results.append(_measure_draft(tgt, path, release, label, sets, buckets, kw, tick, cross))
     settings = {
         **kw,
         "buckets": list(buckets),

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eagle_convert.cache import CaptureOptions
 from eagle_convert.draft import Checkpoint, CheckpointRef, Target, canonical_map, open_checkpoint
@@ -35,6 +35,9 @@ from eagle_convert.jsonable import dump
 from eagle_convert.measure import Prompt, prepare_prompts, prompt_items, resolve_chat_template
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 from eagle_convert.upgrade import FLOAT_DTYPES, NormInit
+
+if TYPE_CHECKING:
+    from eagle_convert.vllm_model import Release
 
 __all__ = ["CALIBRATE_MODULES", "Calibration", "calibrate_fc_norm"]
 
@@ -91,6 +94,7 @@ def calibrate_fc_norm(
     target: str | Path,
     *,
     aux_ids: Sequence[int],
+    release: Release,
     prompts: Sequence[Prompt] | str | Path | None = None,
     chat_template: str | None = None,
     device: str | None = None,
@@ -105,6 +109,8 @@ def calibrate_fc_norm(
         draft: the EAGLE-3 draft (path, reference or opened checkpoint).
         target: the target model folder.
         aux_ids: the ids the upgraded draft will use (the plan's).
+        release: the vLLM release the plan is for (`UpgradePlan.release`): how the reference engine
+            builds the draft.
         prompts: None (the built-in set), a `--prompts` value (suite name, JSONL file, prepared
             folder: `measure.resolve_suite`) or `Prompt`s; every 4th is held out for the
             agreement when there are at least 2.
@@ -144,7 +150,7 @@ def calibrate_fc_norm(
     tdir = _target_folder(target)
     ckpt = draft if isinstance(draft, Checkpoint) else open_checkpoint(draft, require_config=True)
     try:
-        cfg = draft_config_from_dict(ckpt.config)
+        cfg = draft_config_from_dict(ckpt.config, release)
     except NotImplementedError as exc:
         raise UpgradeRefusedError(f"{ckpt.description}: the reference engine cannot build the draft ({exc})") from None
     tconf = Target.from_folder(tdir, str(target))
@@ -156,7 +162,7 @@ def calibrate_fc_norm(
     if capture is not None:
         if cache is None:
             raise UsageError("{capture} needs the cache folder to capture into ({cache})", options=("capture", "cache"))
-        _capture(ckpt, tdir, cache, prompts, chat_template, capture, say, on_tick)
+        _capture(ckpt, tdir, cache, prompts, chat_template, capture, release, say, on_tick)
     if cache is not None:
         tgt, seqs, label, template_label = _from_cache(cache, tdir, int(tconf.num_layers or 0), aux_ids, say)
     else:
@@ -197,7 +203,7 @@ def calibrate_fc_norm(
         say(f"calibrate: first-step agreement with the EAGLE-3 draft on {len(held)} held-out prompts")
         try:
             base = load_drafter(
-                ckpt, target_embed=tgt.embed_weight, target_lm_head=tgt.lm_head_weight, device=tgt.device
+                ckpt, release, target_embed=tgt.embed_weight, target_lm_head=tgt.lm_head_weight, device=tgt.device
             )
         except (ValueError, KeyError, RuntimeError, NotImplementedError) as exc:
             raise EngineError(f"{ckpt.description}: the reference engine cannot load the draft ({exc})") from None
@@ -291,6 +297,7 @@ def _capture(
     prompts: Sequence[Prompt] | str | Path | None,
     chat_template: str | None,
     capture: CaptureOptions,
+    release: Release,
     say: Callable[[str], None],
     on_tick: OnTick | None,
 ) -> None:
@@ -316,4 +323,5 @@ def _capture(
         continuation_tokens=0,  # the prompts alone: calibration reads the aux states of the prompt tokens
         say=say,
         on_tick=on_tick,
+        release=release,
     )

@@ -18,16 +18,18 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eagle_convert.cache import SEQUENCES, CaptureOptions, CaptureResult, capture_cache, check_capture_options
-from eagle_convert.errors import CheckpointNotFoundError
 from eagle_convert.extras import require
 from eagle_convert.finetune.data import greedy_continuations, pad_token, render_training_prompts, target_tokenizer
 from eagle_convert.finetune.options import FinetuneOptions
 from eagle_convert.io import write_text_atomic
 from eagle_convert.measure import Prompt, prompt_items, resolve_chat_template
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
+
+if TYPE_CHECKING:
+    from eagle_convert.vllm_model import Release
 
 __all__ = ["capture_training_data"]
 
@@ -48,6 +50,7 @@ def capture_training_data(
     on_tick: OnTick | None = None,
     session: Any = None,
     reference_target: Any = None,
+    release: Release | None = None,
 ) -> CaptureResult:
     """Render the prompts, let the target continue them, and capture every sequence into ``out``.
 
@@ -65,12 +68,15 @@ def capture_training_data(
         say: a line per phase.
         on_tick: counts of the continuations and of the shards (tokens/s).
         session: an open vLLM ``EngineSession`` (engine vllm); reference_target: a loaded target.
+        release: the vLLM release the draft's aux ids are read for, from the calling command's
+            entry (None: `capture` itself is the entry, and resolves the installed release here).
 
     Returns:
         The capture's result (manifest, shards captured by this run, tokens/s).
 
     Raises:
-        CheckpointNotFoundError: no target or draft folder with a config.json.
+        CheckpointNotFoundError: no target or draft folder with a config.json (`draft.local_checkpoint`).
+        NotADraftError: the draft is no draft, or the target is one.
         UsageError: bad options, no prompt fits, ``out`` holds another capture.
         MissingExtraError: torch/transformers (or vLLM for engine vllm) not installed.
         EngineError: vLLM failed.
@@ -78,11 +84,12 @@ def capture_training_data(
     d, o = data or FinetuneOptions(), opts or CaptureOptions()
     check_capture_options(o)
     require("smoke", "capture", CAPTURE_MODULES)  # the tokenizer renders the prompts
-    from eagle_convert.draft import load_target
+    from eagle_convert.draft import load_target, local_checkpoint
+    from eagle_convert.vllm_model import default_release
 
     say = say or (lambda _m: None)
     tick = tick_or_nothing(on_tick)
-    tdir, ddir = _folder(target, "target"), _folder(draft, "draft")
+    tdir, ddir = local_checkpoint(target, "target", "capture"), local_checkpoint(draft, "draft", "capture")
     n = d.continuation_tokens if continuation_tokens is None else continuation_tokens
     items, label = prompt_items(prompts if prompts is not None else d.prompts, option="--train-prompts", say=say)
     template, template_label = resolve_chat_template(d.chat_template)
@@ -130,6 +137,7 @@ def capture_training_data(
             on_tick=on_tick,
             session=session,
             reference_target=reference_target,
+            release=default_release() if release is None else release,  # None: capture's own entry
         )
     finally:
         stack.close()
@@ -207,10 +215,3 @@ def _dtype(name: str) -> dict[str, Any]:
     import torch
 
     return {"dtype": getattr(torch, name)}
-
-
-def _folder(path: str | Path, what: str) -> Path:
-    p = Path(path).expanduser()
-    if not (p / "config.json").is_file():
-        raise CheckpointNotFoundError(f"{what} {path}: no config.json in a local folder (capture runs it locally)")
-    return p.resolve()

@@ -59,7 +59,7 @@ class Job:
     `train_draft` keyword arguments of every stage, so each rank makes the same calls."""
 
     cache: str
-    config: dict[str, Any]
+    cfg: Any  # the drafter's `DraftConfig`, as rank 0 resolved it (for the release its command's entry named)
     state: dict[str, Any]  # the drafter's state_dict on the CPU
     dtype: str  # the drafter's torch dtype ("float32")
     sequences: list[list[int]]
@@ -219,15 +219,13 @@ def serve(ranks: Ranks) -> None:
     import torch.distributed as dist
 
     from eagle_convert.cache import CachedTarget
-    from eagle_convert.reference import draft_config_from_dict, drafter_from_state_dict, train_draft
+    from eagle_convert.reference import drafter_from_state_dict, train_draft
 
     got: list[Any] = [None]
     dist.broadcast_object_list(got, src=0, device=ranks.device)
     job: Job = got[0]
     source = CachedTarget(job.cache, device=ranks.device)
-    drafter = drafter_from_state_dict(
-        draft_config_from_dict(job.config), job.state, dtype=getattr(torch, job.dtype), device=ranks.device
-    )
+    drafter = drafter_from_state_dict(job.cfg, job.state, dtype=getattr(torch, job.dtype), device=ranks.device)
     for kw in job.stages:
         train_draft(source, drafter, job.sequences, parallel=ranks, cache_target=False, **kw)
 
@@ -276,7 +274,7 @@ def serve_torchrun(device: str | None = None) -> None:
 
 @contextmanager
 def temporary_capture(
-    target: Path, draft: Path, sequences: Sequence[Sequence[int]], out: Path, tgt: Any, say: Any
+    target: Path, draft: Path, sequences: Sequence[Sequence[int]], out: Path, tgt: Any, release: Any, say: Any
 ) -> Iterator[Path]:
     """A capture of `sequences` by the loaded reference target `tgt` (fp32, as online training
     reads it), in a hidden sibling of `out` (on the output's file system, which every torchrun node
@@ -288,7 +286,7 @@ def temporary_capture(
     say(FinetuneEvent("features", "capturing the training sequences for data-parallel training"))
     try:
         opts = CaptureOptions(engine="reference")
-        capture_cache(target, draft, sequences, folder, opts, reference_target=tgt, force=True)
+        capture_cache(target, draft, sequences, folder, opts, reference_target=tgt, force=True, release=release)
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -297,11 +295,10 @@ def temporary_capture(
 def job_for(
     cache: str | Path,
     drafter: Any,
-    config: dict[str, Any],
     sequences: Sequence[Sequence[int]],
     stages: list[dict[str, Any]],
 ) -> Job:
     """The job of a run: the drafter's current weights (CPU copies) and each stage's arguments."""
     state = {k: v.detach().cpu().clone() for k, v in drafter.state_dict().items()}
     dtype = str(drafter.norm.weight.dtype).removeprefix("torch.")
-    return Job(str(cache), dict(config), state, dtype, [list(s) for s in sequences], stages)
+    return Job(str(cache), drafter.cfg, state, dtype, [list(s) for s in sequences], stages)

@@ -29,7 +29,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eagle_convert.cache import CaptureOptions, check_cache
 from eagle_convert.draft import Target, local_checkpoint
@@ -40,6 +40,9 @@ from eagle_convert.io import check_output_dir
 from eagle_convert.jsonable import Jsonable, dump, key
 from eagle_convert.measure import Prompt, prompt_items, resolve_chat_template
 from eagle_convert.progress import Tick
+
+if TYPE_CHECKING:
+    from eagle_convert.vllm_model import Release
 
 __all__ = [
     "HOLD_OUT_EVERY",
@@ -138,6 +141,7 @@ class FinetunePlan:
     ttt_steps: int
     seed: int
     force: bool
+    release: Release = field(repr=False)  # resolved by plan_finetune, the entry: how the draft is read
     batch_size: int = BATCH_SIZE
     max_len: int | None = DEFAULT_MAX_LEN
     eval_every: int = 1
@@ -301,11 +305,12 @@ def plan_finetune(
     ckpt = open_checkpoint(dpath)  # the reader every command uses: shards, .bin, NeMo sub-folders
     from eagle_convert.vllm_model import default_release
 
-    info = describe(ckpt, default_release(), read_vocab=False)  # finetune's entry: the installed release
+    release = default_release()  # finetune's entry: the installed release, passed down in the plan
+    info = describe(ckpt, release, read_vocab=False)
     config = ckpt.config
-    aux_ids = _check_pair(dpath, config, Target.from_folder(tpath, str(target)))
+    aux_ids = _check_pair(dpath, config, Target.from_folder(tpath, str(target)), release)
     if cache_dir is not None and capture is None:
-        check_cache(cache_dir, draft=dpath, target=tpath, aux_ids=aux_ids)
+        check_cache(cache_dir, draft=dpath, target=tpath, aux_ids=aux_ids, release=release)
         label = f"cache {cache_dir}"
     floats = {k: v for k, v in info.dtypes.items() if k in ("F32", "BF16", "F16")}
     dtype = max(floats, key=floats.__getitem__) if floats else "BF16"
@@ -327,6 +332,7 @@ def plan_finetune(
         ttt_steps,
         o.seed,
         force,
+        release,
         batch_size,
         max_len,
         eval_every,
@@ -337,13 +343,13 @@ def plan_finetune(
     )
 
 
-def _check_pair(dpath: Path, config: dict[str, Any], tgt: Target) -> list[int]:
+def _check_pair(dpath: Path, config: dict[str, Any], tgt: Target, release: Release) -> list[int]:
     """The reference engine must be able to build the draft, and the target must fit it."""
     from eagle_convert.reference import draft_config_from_dict
     from eagle_convert.vllm_model import default_aux_ids
 
     try:
-        cfg = draft_config_from_dict(config)
+        cfg = draft_config_from_dict(config, release)
     except NotImplementedError as exc:
         raise FinetuneRefusedError(
             f"{dpath}: cannot be fine-tuned: the reference engine cannot build it ({exc})"

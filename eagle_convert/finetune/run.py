@@ -211,6 +211,7 @@ def _capture(plan: FinetunePlan, cache: Path, capture: CaptureOptions, say: Prog
         force=plan.force,
         say=lambda m: say(FinetuneEvent("capture", m)),
         on_tick=lambda t: say(FinetuneEvent("capture", t.task, progress=t)),
+        release=plan.release,
     )
     say(
         FinetuneEvent(
@@ -219,7 +220,7 @@ def _capture(plan: FinetunePlan, cache: Path, capture: CaptureOptions, say: Prog
             f"{len(res.manifest.shards) - len(res.captured)} shards kept from an earlier run",
         )
     )
-    check_cache(cache, draft=plan.draft, target=plan.target, aux_ids=plan.aux_ids)
+    check_cache(cache, draft=plan.draft, target=plan.target, aux_ids=plan.aux_ids, release=plan.release)
 
 
 def _load_pair(plan: FinetunePlan, device: str | None) -> tuple[Any, Any, Any]:
@@ -242,7 +243,7 @@ def _load_pair(plan: FinetunePlan, device: str | None) -> tuple[Any, Any, Any]:
         embed, head = source.embed_weight, source.lm_head_weight
         tokenizer = AutoTokenizer.from_pretrained(str(plan.target))
     try:
-        drafter = load_drafter(plan.draft, target_embed=embed, target_lm_head=head, device=source.device)
+        drafter = load_drafter(plan.draft, plan.release, target_embed=embed, target_lm_head=head, device=source.device)
     except (ValueError, KeyError, RuntimeError) as exc:
         raise FinetuneRefusedError(f"{plan.draft}: the reference engine cannot load the draft ({exc})") from None
     return source, drafter, tokenizer
@@ -382,12 +383,12 @@ def _train_parallel(
     ctx = (
         nullcontext(plan.cache)
         if plan.cache is not None
-        else temporary_capture(plan.target, plan.draft, train, plan.out, tgt, say)
+        else temporary_capture(plan.target, plan.draft, train, plan.out, tgt, plan.release, say)
     )
     with ctx as folder:
         source = tgt if plan.cache is not None else CachedTarget(folder, device=tgt.device)
         with launch(plan.nproc, tgt.device) as ranks:
-            send(ranks, job_for(folder, drafter, plan.config, train, kwargs))
+            send(ranks, job_for(folder, drafter, train, kwargs))
             return [
                 _train_stage(plan, s, i, source, drafter, train, say, score, keep, parallel=ranks)
                 for i, s in enumerate(plan.stages)
@@ -512,6 +513,7 @@ def _write(plan: FinetunePlan, drafter: Any, prov: dict[str, Any]) -> None:
             (tmp / CARD_FILE).write_text(card, encoding="utf-8")
             back = load_drafter(
                 tmp,
+                plan.release,
                 target_embed=drafter.embed_tokens.weight,
                 target_lm_head=drafter.lm_head.weight,
                 device=drafter.embed_tokens.weight.device,

@@ -1,5 +1,7 @@
-"""What smoke, check, report and drift share: prompt sets, counters and results, the reference
-engine, vLLM pass planning with the fewest engine starts, the controls and throughput."""
+"""Measuring acceptance: `run_smoke` (the `smoke` command's one library call) and what check,
+report and drift share with it: prompt sets, counters and results, the reference engine, vLLM pass
+planning with the fewest engine starts, the controls and throughput; the plots and the plot style
+every command's pictures share (`style.py`)."""
 
 from __future__ import annotations
 
@@ -33,6 +35,14 @@ if TYPE_CHECKING:  # the face: what type checkers see and what __getattr__ loads
         draft_passes,
         plan_check_passes,
     )
+    from eagle_convert.measure.plot import (
+        PLOT_MODULES,
+        draft_names,
+        plot_grouped_al,
+        plot_positions,
+        plot_smoke,
+        require_plot,
+    )
     from eagle_convert.measure.prepare import long_rows, prepare_smoke_prompts
     from eagle_convert.measure.prompts import (
         NATURAL,
@@ -60,6 +70,16 @@ if TYPE_CHECKING:  # the face: what type checkers see and what __getattr__ loads
         smoke_settings,
     )
     from eagle_convert.measure.run import Measured, measure_drafts, with_vllm_costs
+    from eagle_convert.measure.smoke import run_smoke
+    from eagle_convert.measure.style import (
+        bucket_label,
+        draft_style,
+        finish,
+        model_name,
+        smoke_caption,
+        stop_notes,
+        value_label,
+    )
     from eagle_convert.measure.suites import PROMPTS_HELP, Suite, prompt_items, resolve_suite, select_suite
     from eagle_convert.measure.throughput import (
         DEFAULT_CONCURRENCY,

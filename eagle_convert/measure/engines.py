@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eagle_convert.errors import EngineError
 from eagle_convert.measure.ksweep import StepCosts
@@ -23,6 +23,9 @@ from eagle_convert.measure.results import (
 )
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 
+if TYPE_CHECKING:
+    from eagle_convert.vllm_model import Release
+
 __all__ = ["run_reference", "counts_from_pass", "draft_from_pass"]
 
 
@@ -30,6 +33,7 @@ def run_reference(
     target: Path,
     drafts: list[Path],
     prompts: PromptSet,
+    release: Release,
     *,
     k: int,
     max_new_tokens: int,
@@ -41,9 +45,10 @@ def run_reference(
     step_costs: list[StepCosts] | None = None,
 ) -> tuple[EngineOut, str]:
     """Every draft on every prompt with the torch reference engine (the target loaded once), with
-    counters per request; returns them and the engine's version line. `on_tick` counts the
-    prompts of each draft (with its AL so far). A `step_costs` list receives each draft's timed
-    draft / target / verification steps (`measure/stepcost.py`) after its prompts, for the k sweep."""
+    counters per request (each drafter built as vLLM `release` reads it); returns them and the
+    engine's version line. `on_tick` counts the prompts of each draft (with its AL so far). A
+    `step_costs` list receives each draft's timed draft / target / verification steps
+    (`measure/stepcost.py`) after its prompts, for the k sweep."""
     import torch
 
     from eagle_convert.measure.stepcost import time_reference_steps
@@ -59,7 +64,7 @@ def run_reference(
         t0 = time.perf_counter()
         try:
             drafter = load_drafter(
-                path, target_embed=tgt.embed_weight, target_lm_head=tgt.lm_head_weight, device=tgt.device
+                path, release, target_embed=tgt.embed_weight, target_lm_head=tgt.lm_head_weight, device=tgt.device
             )
         except (ValueError, KeyError, RuntimeError) as exc:
             raise EngineError(f"reference engine cannot load draft {path}: {exc}") from None
@@ -137,9 +142,10 @@ def counts_from_pass(pr: Any, pset: PromptSet, k: int) -> tuple[list[RequestResu
 
 
 def draft_from_pass(
-    path: Path, pr: Any, pset: PromptSet, k: int, label: str, start_seconds: float | None = None
+    path: Path, pr: Any, pset: PromptSet, k: int, label: str, release: Release, start_seconds: float | None = None
 ) -> DraftResult:
-    """One draft's result from its vLLM measuring pass (`vllm.session.PassResult`); `start_seconds`:
-    until its engine could draft (None where not measured)."""
-    [d] = draft_results([path], [(*counts_from_pass(pr, pset, k), start_seconds)], pset, labels=[label])
+    """One draft's result from its vLLM measuring pass (`vllm.session.PassResult`); `release`: the
+    vLLM release its variant is described for; `start_seconds`: until its engine could draft (None
+    where not measured)."""
+    [d] = draft_results([path], [(*counts_from_pass(pr, pset, k), start_seconds)], pset, release, labels=[label])
     return d

@@ -17,7 +17,7 @@ from typing import Any
 
 from eagle_convert.jsonable import dump, key
 from eagle_convert.measure.prompts import PromptSet
-from eagle_convert.vllm_model import AcceptanceMetrics
+from eagle_convert.vllm_model import AcceptanceMetrics, Release
 
 __all__ = [
     "Counts",
@@ -236,12 +236,11 @@ def draft_labels(paths: Sequence[Path]) -> list[str]:
     return [n if names.count(n) == 1 else f"{n}#{i + 1}" for i, n in enumerate(names)]
 
 
-def _variant(path: Path) -> str | None:
+def _variant(path: Path, release: Release) -> str | None:
     try:
         from eagle_convert.draft import describe, open_checkpoint
-        from eagle_convert.vllm_model import default_release
 
-        return describe(open_checkpoint(path), default_release(), read_vocab=False).variant
+        return describe(open_checkpoint(path), release, read_vocab=False).variant
     except Exception as exc:  # a label only: the engines report real load problems
         LOG.debug("variant of %s unknown: %s", path, exc)
         return None
@@ -267,17 +266,17 @@ def _group(d_requests: list[RequestResult], categories: list[str], buckets: list
 
 
 def draft_results(
-    paths: Sequence[Path], raw: EngineOut, pset: PromptSet, labels: Sequence[str] | None = None
+    paths: Sequence[Path], raw: EngineOut, pset: PromptSet, release: Release, labels: Sequence[str] | None = None
 ) -> list[DraftResult]:
     """One DraftResult per draft from an engine's request results and totals (groups where the
-    engine gave per-request counters)."""
+    engine gave per-request counters); each draft's variant as vLLM `release` describes it."""
     categories = list(dict.fromkeys(p.category for p in pset.prompts))
     bucket_ids = sorted({p.bucket for p in pset.prompts})
     out = []
     for path, label_, (reqs, total, load_s) in zip(paths, labels or draft_labels(paths), raw):
         per_request = all(r.counts is not None for r in reqs)
         groups = _group(reqs, categories, bucket_ids) if per_request else []
-        out.append(DraftResult(label_, str(path), _variant(path), total, groups, reqs, per_request, load_s))
+        out.append(DraftResult(label_, str(path), _variant(path, release), total, groups, reqs, per_request, load_s))
     return out
 
 

@@ -24,6 +24,7 @@ from eagle_convert.progress import OnTick
 
 if TYPE_CHECKING:
     from eagle_convert.measure.vllm_measure import Measurement
+    from eagle_convert.vllm_model import Release
 
 __all__ = ["Measured", "measure_drafts", "with_vllm_costs"]
 
@@ -42,6 +43,7 @@ def measure_drafts(
     drafts: Sequence[Path],
     pset: PromptSet,
     m: Measure,
+    release: Release,
     *,
     say: Callable[[str], None],
     labels: Sequence[str] | None = None,
@@ -59,6 +61,8 @@ def measure_drafts(
         m: the resolved settings (`MeasureOptions.resolve`): `temperature` above 0 also runs vLLM's
             sampling control; `concurrency` (vLLM only) the levels of per-user tokens/s with each
             draft; `serve` the speculative config every vLLM engine runs with.
+        release: the vLLM release the command's entry resolved: how the reference engine reads each
+            draft, and each result's variant.
         say: receives one line per draft (and engine) started.
         labels: the drafts' labels (None: their folder names, `name#i` where two share one).
         on_tick: a count per prompt (reference) or engine run (vLLM).
@@ -82,6 +86,7 @@ def measure_drafts(
             target,
             list(drafts),
             pset,
+            release,
             k=k,
             max_new_tokens=max_new_tokens,
             temperature=temperature,
@@ -91,7 +96,7 @@ def measure_drafts(
             on_tick=on_tick,
             step_costs=costs,
         )
-        ref = draft_results(list(drafts), raw, pset, labels=names)
+        ref = draft_results(list(drafts), raw, pset, release, labels=names)
         for d, c in zip(ref, costs or []):
             d.k_sweep = sweep_of(d.total, c)
         return Measured(ref, version)
@@ -115,7 +120,7 @@ def measure_drafts(
     )
     results = []
     for dm, label in zip(vm.drafts, names):
-        d = draft_from_pass(dm.path, dm.main, pset, k, label, dm.start_seconds)
+        d = draft_from_pass(dm.path, dm.main, pset, k, label, release, dm.start_seconds)
         d.sampling_control = dm.control
         d.k_sweep = sweep_of(d.total) if k_sweep else None
         results.append(d)

@@ -19,6 +19,7 @@ from eagle_convert.draft import Checkpoint, CheckpointRef, canonical_map, open_c
 from eagle_convert.io import tensor_torch
 from eagle_convert.reference.drafter import DraftConfig, EagleDrafter, draft_config_from_dict
 from eagle_convert.reference.target import resolve_device
+from eagle_convert.vllm_model import Release
 
 __all__ = ["drafter_from_state_dict", "load_drafter", "load_state"]
 
@@ -31,17 +32,19 @@ def load_state(ckpt: Checkpoint) -> dict[str, Tensor]:
 
 def load_drafter(
     path: str | Path | CheckpointRef | Checkpoint,
+    release: Release,
     *,
     target_embed: Tensor | None = None,
     target_lm_head: Tensor | None = None,
     dtype: torch.dtype = torch.float32,
     device: str | torch.device | None = None,
 ) -> EagleDrafter:
-    """Build the drafter from anything `open_checkpoint` reads (or an opened `Checkpoint`).
+    """Build the drafter from anything `open_checkpoint` reads (or an opened `Checkpoint`), as
+    vLLM `release` reads its config (`draft_config_from_dict`).
     Without `embed_tokens.weight` (or `lm_head`) the target's tensor is shared, as vLLM does.
     `device` None: `default_device()` (put the drafter where the target is)."""
     ckpt = path if isinstance(path, Checkpoint) else open_checkpoint(path, require_config=True)
-    cfg = draft_config_from_dict(ckpt.config)
+    cfg = draft_config_from_dict(ckpt.config, release)
     sd = load_state(ckpt)
     return drafter_from_state_dict(
         cfg, sd, target_embed=target_embed, target_lm_head=target_lm_head, dtype=dtype, device=resolve_device(device)

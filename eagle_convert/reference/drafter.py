@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from eagle_convert.reference.mla import MLAAttention, MLAConfig, mla_config_from_dict, mla_inv_freq
-from eagle_convert.vllm_model import DEFAULT_ROPE_THETA, default_release, read_config, rope_parameters
+from eagle_convert.vllm_model import DEFAULT_ROPE_THETA, Release, read_config, rope_parameters
 
 __all__ = [
     "DraftConfig",
@@ -94,15 +94,15 @@ class DraftConfig:
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
-def draft_config_from_dict(config: dict[str, Any]) -> DraftConfig:
-    """Resolve a draft config.json (native or speculators) into the values vLLM would use.
+def draft_config_from_dict(config: dict[str, Any], release: Release) -> DraftConfig:
+    """Resolve a draft config.json (native or speculators) into the values vLLM `release` would use
+    (the command's entry resolves the release: the reference engine mirrors that release's CPU runner).
 
     How vLLM reads it (config path, class, flags, aux ids and count) is `vllm_model.read_config`,
     and the rope (which dict wins, the class's default theta) is `vllm_model.rope_parameters`, as
     validate describes it; only the size fields are read here.
     """
-    # The reference engine mirrors the CPU runner of the vLLM installed (else the newest known release).
-    view = read_config(config, default_release())
+    view = read_config(config, release)
     cfg = view.vcfg
     if view.attention != "mla" and cfg.get("model_type") in ("kimi_k2", "deepseek_v2", "deepseek_v3"):
         raise NotImplementedError(f"{view.architecture}: an MLA config under a non-MLA draft class")

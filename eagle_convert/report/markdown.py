@@ -7,7 +7,7 @@ from typing import Any
 
 from eagle_convert.draft import k_sweep_lines
 from eagle_convert.finetune import held_out_al
-from eagle_convert.smoke import bucket_label
+from eagle_convert.measure import bucket_label
 
 __all__ = ["render_markdown"]
 

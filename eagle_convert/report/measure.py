@@ -41,6 +41,7 @@ from eagle_convert.report.stages import ReportOptions, smoke_command
 
 if TYPE_CHECKING:
     from eagle_convert.report.runner import Runner, Variant
+    from eagle_convert.vllm_model import Release
 
 __all__ = ["engine_build", "measure_variants", "pending_variants", "prompts_digest"]
 
@@ -80,6 +81,7 @@ def _measure(
     pending: Sequence[tuple[Variant, str]],
     target: Path,
     m: Measure,
+    release: Release,
     pset: PromptSet,
     baseline: bool,
     say: Any,
@@ -93,6 +95,7 @@ def _measure(
         [v.path for v, _ in pending],
         pset,
         m,
+        release,
         labels=[v.name for v, _ in pending],
         baseline=baseline,
         say=say,
@@ -164,9 +167,10 @@ def measure_variants(
     d_target: str,
     opts: ReportOptions,
     m: Measure,
+    release: Release,
 ) -> SmokeReport:
-    """Measure the variants whose inputs changed with `m` (`opts.measure` resolved); return every
-    variant's acceptance side by side."""
+    """Measure the variants whose inputs changed with `m` (`opts.measure` resolved) and the vLLM
+    `release` the report is for; return every variant's acceptance side by side."""
     t0 = time.perf_counter()
     pset = prepare_smoke_prompts(
         target, m.suite, k=m.k, max_new_tokens=m.max_new_tokens, buckets=m.buckets, chat_template=m.chat_template
@@ -198,7 +202,7 @@ def measure_variants(
     need_base = base_key is not None and base_rec is None
     if pending or need_base:
         r.say(f"report: measuring {', '.join(v.name for v, _ in pending) or 'the target alone'} ({m.engine} engine)")
-        results, base = _measure(pending, target, m, pset, need_base, r.say, r.on_tick)
+        results, base = _measure(pending, target, m, release, pset, need_base, r.say, r.on_tick)
         for (v, key), (result, seconds) in zip(pending, results):
             r.done(
                 StageRecord(f"smoke:{v.name}", key, result, {}, seconds, smoke_command(target, [v.path], asked)),

@@ -2,7 +2,7 @@
 category), per-user speedup by concurrency when it was measured, and one overview of them all.
 
 Drawn from the report's `acceptance` block (`SmokeReport`) and throughput table with matplotlib's
-Agg backend (no display), in smoke's plot style (`smoke/style.py`: a variant has one colour, dash
+Agg backend (no display), in smoke's plot style (`measure/style.py`: a variant has one colour, dash
 and marker everywhere, one legend below the panels, a caption saying what was measured). The
 positions chart is smoke's (`plot_positions`), so both commands draw it alike. report.md shows
 every file in `PLOTS` (report.png first, al.png beside the side-by-side table).
@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.extras import require
-from eagle_convert.measure import SmokeReport
-from eagle_convert.smoke import (
+from eagle_convert.measure import (
+    SmokeReport,
     bucket_label,
     draft_names,
     draft_style,

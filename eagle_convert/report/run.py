@@ -154,11 +154,10 @@ def run_report(
             other than method and num_speculative_tokens.
         OutputError: `out` is, contains or lies inside an input, or is not a folder.
     """
-    from eagle_convert.measure import SMOKE_MODULES
+    from eagle_convert.measure import PLOT_MODULES, SMOKE_MODULES
     from eagle_convert.report.drift import drift_variants
     from eagle_convert.report.measure import measure_variants
     from eagle_convert.report.write import write_outputs
-    from eagle_convert.smoke import PLOT_MODULES
 
     opts = options or ReportOptions()
     # Everything the run will import, before its first stage: the plots come last, after minutes
@@ -269,7 +268,10 @@ def run_report(
             functools.partial(validate_stage, v.path, tpath, engines, opts.serve_for),
         )
 
-    acceptance = measure_variants(r, variants, digests, tpath, d_target, opts, m)
+    from eagle_convert.vllm_model import default_release
+
+    # report's entry resolves the release the reference engine and the variants' labels follow
+    acceptance = measure_variants(r, variants, digests, tpath, d_target, opts, m, default_release())
     drift = drift_variants(r, variants, digests, tpath, d_target, opts, suite) if opts.drift else None
     served = served_stage(r, opts, suite, api_key=api_key, say=say, on_tick=on_tick)
     files = write_outputs(

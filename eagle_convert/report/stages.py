@@ -223,7 +223,9 @@ def upgrade_stage(
         tgt, prompts = target, opts.calibration_prompts
 
         def calibrated(ckpt: Checkpoint, plan: UpgradePlan) -> NormInit:
-            cal = calibrate_fc_norm(ckpt, tgt, aux_ids=plan.aux.ids, prompts=prompts, say=say, on_tick=on_tick)
+            cal = calibrate_fc_norm(
+                ckpt, tgt, aux_ids=plan.aux.ids, release=plan.release, prompts=prompts, say=say, on_tick=on_tick
+            )
             result["calibration"] = cal.to_dict()
             return cal.norm_init()
 

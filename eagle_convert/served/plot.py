@@ -1,5 +1,5 @@
 """`smoke --server --plot`: what the deployment measured, drawn the way smoke's and drift's plots are
-(`smoke/style.py`: one colour per server, one legend below the panels, value labels moved apart, a
+(`measure/style.py`: one colour per server, one legend below the panels, value labels moved apart, a
 caption saying what was measured, an atomic write).
 
 Two panels: acceptance by draft position, one line per server and concurrency level (the server's
@@ -15,9 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.measure import NATURAL
+from eagle_convert.measure import NATURAL, bucket_label, draft_style, finish, model_name, require_plot, value_label
 from eagle_convert.served.results import BASELINE_LABEL, ENGINE, ServedLevel, ServedReport, ServedServer
-from eagle_convert.smoke import bucket_label, draft_style, finish, model_name, require_plot, value_label
 
 __all__ = ["plot_served", "served_caption", "served_panels"]
 

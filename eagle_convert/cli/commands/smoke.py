@@ -49,7 +49,7 @@ def smoke_cmd(drafts: tuple[str, ...], opts: SmokeCommand) -> None:
     from eagle_convert.cli.output import console, echo_json
     from eagle_convert.cli.progress import ProgressDisplay
     from eagle_convert.errors import UsageError
-    from eagle_convert.smoke import run_smoke
+    from eagle_convert.measure import run_smoke
 
     if opts.servers.servers:
         return _served(drafts, opts)
@@ -64,7 +64,7 @@ def smoke_cmd(drafts: tuple[str, ...], opts: SmokeCommand) -> None:
     if plot is not None and not plot.lower().endswith(".png"):
         raise UsageError(f"--plot: {plot} must end in .png")
     if plot is not None:
-        from eagle_convert.smoke import require_plot
+        from eagle_convert.measure import require_plot
 
         require_plot()
     measure = opts.measure.resolve("smoke", k_sweep=opts.k_sweep)
@@ -85,7 +85,7 @@ def smoke_cmd(drafts: tuple[str, ...], opts: SmokeCommand) -> None:
     if opts.json and report.throughput is not None and report.throughput.note:  # the table prints it otherwise
         click.echo(f"Note: per-user tokens/s {report.throughput.note}", err=True)
     if plot is not None:
-        from eagle_convert.smoke import plot_smoke
+        from eagle_convert.measure import plot_smoke
 
         plot_smoke(report, plot)  # atomic: the old plot or the new one, never half
         on_interrupt(f"; wrote only {plot}")

@@ -56,7 +56,7 @@ def smoke_server(
     if plot_path is not None and not plot_path.lower().endswith(".png"):
         raise UsageError(f"--plot: {plot_path} must end in .png")
     if plot_path is not None:  # before the run, not after minutes of requests
-        from eagle_convert.smoke import require_plot
+        from eagle_convert.measure import require_plot
 
         require_plot()
     suite = select_suite(resolve_suite(opts.prompts), opts.categories, opts.limit)

@@ -159,6 +159,7 @@ def _calibrate(
             ckpt,
             target,
             aux_ids=plan.aux.ids,
+            release=plan.release,
             prompts=opts.calibration_prompts,
             say=None if quiet else display.say,
             on_tick=display.tick,

@@ -8,9 +8,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from eagle_convert.cli.output import figure
-from eagle_convert.measure import NATURAL
+from eagle_convert.measure import NATURAL, bucket_label
 from eagle_convert.served import ServedReport, ServedServer
-from eagle_convert.smoke import bucket_label
 
 
 def _server_table(s: ServedServer, with_speedup: bool, buckets: bool = False) -> Table:

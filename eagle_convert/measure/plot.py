@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.extras import require
-from eagle_convert.measure import SmokeReport
-from eagle_convert.smoke.style import (
+from eagle_convert.measure.results import SmokeReport
+from eagle_convert.measure.style import (
     FONT,
     bucket_label,
     draft_style,

@@ -14,26 +14,16 @@ from pathlib import Path
 
 from eagle_convert.draft import local_checkpoint
 from eagle_convert.errors import UsageError
-from eagle_convert.measure import (
-    Measure,
-    MeasureOptions,
-    Prompt,
-    SmokeReport,
-    Suite,
-    deltas,
-    measure_drafts,
-    prepare_smoke_prompts,
-    with_vllm_costs,
-)
+from eagle_convert.measure.options import Measure, MeasureOptions
+from eagle_convert.measure.prepare import prepare_smoke_prompts
+from eagle_convert.measure.prompts import Prompt
+from eagle_convert.measure.results import SmokeReport, deltas
+from eagle_convert.measure.run import measure_drafts, with_vllm_costs
+from eagle_convert.measure.suites import Suite
 from eagle_convert.progress import OnTick
+from eagle_convert.vllm_model import default_release
 
 __all__ = ["run_smoke"]
-
-
-# ------------------------------------------------------------------------------- helpers
-
-
-# ---------------------------------------------------------------------------------- main
 
 
 def run_smoke(
@@ -98,11 +88,19 @@ def run_smoke(
         chat_template=m.chat_template,
     )
     measured = measure_drafts(
-        tdir, dpaths, pset, m, say=progress or (lambda _msg: None), on_tick=on_tick, device=device, k_sweep=k_sweep
+        tdir,
+        dpaths,
+        pset,
+        m,
+        default_release(),  # smoke's entry: the installed vLLM's release, else the newest known
+        say=progress or (lambda _msg: None),
+        on_tick=on_tick,
+        device=device,
+        k_sweep=k_sweep,
     )
     results, throughput = measured.drafts, None
     if measured.vllm is not None and m.concurrency:
-        from eagle_convert.measure import throughput_report
+        from eagle_convert.measure.vllm_measure import throughput_report
 
         throughput = throughput_report(measured.vllm, m.concurrency)
         if k_sweep:

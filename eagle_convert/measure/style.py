@@ -17,10 +17,10 @@ from itertools import combinations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eagle_convert.measure import NATURAL
+from eagle_convert.measure.prompts import NATURAL
 
 if TYPE_CHECKING:
-    from eagle_convert.measure import SmokeReport
+    from eagle_convert.measure.results import SmokeReport
 
 __all__ = [
     "CAPTION_GID",
