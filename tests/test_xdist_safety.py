@@ -4,7 +4,7 @@
   (`tests/conftest.py`, `_signal_handlers_kept`): a leaked SIG_DFL or `cli.entry._quit` for
   SIGTERM/SIGHUP would end the worker process on a later signal.
 - A worker that dies anyway ends the run red, naming its test, instead of leaving the controller
-  waiting forever (the Makefile's XDIST, `--max-worker-restart=0`).
+  waiting forever (the Makefile's XDIST_ON, `--max-worker-restart=0`).
 Each runs a small suite in its own pytest process, since what is tested is that process's fate."""
 
 from __future__ import annotations
@@ -76,8 +76,8 @@ def test_a_test_that_leaves_a_handler_changed_fails_and_the_next_meets_it_restor
 
 
 def _make_test_xdist() -> list[str]:
-    found = re.search(r"^XDIST\s*\?=(.*)$", MAKEFILE.read_text(), re.MULTILINE)
-    assert found, "Makefile: no `XDIST ?=` line"
+    found = re.search(r"^XDIST_ON\s*:=(.*)$", MAKEFILE.read_text(), re.MULTILINE)
+    assert found, "Makefile: no `XDIST_ON :=` line"
     return found.group(1).split()
 
 
