@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -147,6 +148,35 @@ def _pinned_release(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(features, "vllm_version", pinned)
     monkeypatch.setattr(face, "vllm_version", pinned)
+
+
+# The signal handlers are the whole process's: one a test leaves changed meets every later test in
+# that process, and an xdist worker dies outright ("node down: Not properly terminated") on a SIGTERM
+# or SIGHUP met at SIG_DFL or by `cli.entry._quit` (which calls os._exit). So each test must leave
+# them as it found them; the guard puts them back and fails the test that did not.
+GUARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM)
+
+
+def _handler_name(h: object) -> str:
+    return getattr(h, "__qualname__", None) or getattr(h, "name", None) or repr(h)
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_kept(request: pytest.FixtureRequest) -> Iterator[None]:
+    before = {s: signal.getsignal(s) for s in GUARDED_SIGNALS}
+    yield
+    changed = {s: signal.getsignal(s) for s, h in before.items() if signal.getsignal(s) != h}
+    for s in changed:
+        signal.signal(s, before[s] if before[s] is not None else signal.SIG_DFL)
+    if changed:
+        what = ", ".join(
+            f"{signal.Signals(s).name} ({_handler_name(before[s])} -> {_handler_name(h)})" for s, h in changed.items()
+        )
+        pytest.fail(
+            f"{request.node.nodeid} left the signal handler of {what} changed; restore it "
+            "(monkeypatch, or try/finally), or later tests in this process meet it",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="session")
