@@ -116,7 +116,10 @@ def test_upgrade_validate_finetune_and_smoke_agree_on_a_multimodal_target(tmp_pa
     [w320] = [f for f in report.findings if f.code == "W320"]
     assert "vLLM taps (2, 20, 37) for this 40-layer target" in w320.message
     assert _check_pair(
-        draft, {**ckpt.config, "eagle_aux_hidden_state_layer_ids": [2, 20, 37]}, target_config(target)
+        draft,
+        {**ckpt.config, "eagle_aux_hidden_state_layer_ids": [2, 20, 37]},
+        target_config(target),
+        default_release(),
     ) == [
         2,
         20,
