@@ -120,12 +120,13 @@ def test_cli_capture_usage_errors(pair, tmp_path: Path, extra: list[str], messag
 def test_cli_capture_resolves_its_folders_as_every_command_does(pair, tmp_path: Path) -> None:
     """`draft.local_checkpoint`: a missing target, and a target given as the draft, are one line, exit 1."""
     out = tmp_path / "c"
-    res = _cli("capture", "--target", str(tmp_path / "nope"), "--draft", str(pair["draft"]), "--out", str(out))
+    ref = ("--engine", "reference")  # vLLM's extra is checked before the folders: the reference engine needs none
+    res = _cli("capture", "--target", str(tmp_path / "nope"), "--draft", str(pair["draft"]), "--out", str(out), *ref)
     assert res.exit_code == 1
     assert (
         res.stderr == f"Error: target {tmp_path / 'nope'}: no such folder (capture needs a local checkpoint folder)\n"
     )
-    res = _cli("capture", "--target", str(pair["target"]), "--draft", str(pair["target"]), "--out", str(out))
+    res = _cli("capture", "--target", str(pair["target"]), "--draft", str(pair["target"]), "--out", str(out), *ref)
     assert res.exit_code == 1 and res.stderr.count("\n") == 1
     assert res.stderr.startswith(f"Error: {pair['target']}: this looks like the target model, a full causal LM")
     assert not out.exists()
