@@ -76,6 +76,7 @@ if TYPE_CHECKING:  # the face: what type checkers see and what __getattr__ loads
         draft_style,
         finish,
         model_name,
+        position_axes,
         smoke_caption,
         stop_notes,
         value_label,

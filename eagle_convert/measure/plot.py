@@ -17,6 +17,7 @@ from eagle_convert.measure.style import (
     draft_style,
     finish,
     model_name,
+    position_axes,
     smoke_caption,
     value_label,
 )
@@ -104,13 +105,7 @@ def plot_positions(ax: Any, report: SmokeReport) -> None:
         ax.plot(positions, rates, linewidth=2, markersize=6, label=names[d.label], **style)
         for x, y in zip(positions, rates):
             value_label(ax, x, y, f"{y:.0f}%", style["color"])
-    ax.set_xticks(positions)
-    ax.set_xlim(0.6, k + 0.4)
-    ax.set_ylim(0, 112)
-    ax.set_xlabel("draft position (1 = the first drafted token of a round)")
-    ax.set_ylabel("rounds accepted up to this position (%)")
-    ax.set_title("Acceptance by draft position")
-    ax.grid(alpha=0.3)
+    position_axes(ax, k, "Acceptance by draft position")
 
 
 def plot_throughput(ax: Any, report: SmokeReport) -> None:

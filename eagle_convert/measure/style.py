@@ -242,3 +242,15 @@ def value_label(ax: Any, x: float, y: float, text: str, colour: Any, *, size: in
     """A point's value just above it, centred, in its line's colour (`declutter` moves it if it
     collides with another)."""
     ax.annotate(text, (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=size, color=colour)
+
+
+def position_axes(ax: Any, k: int, title: str) -> None:
+    """The axes of an acceptance-by-position chart (smoke's, report's and `smoke --server`'s): positions
+    1..k, the share of rounds accepted up to each in % (112 leaves room for the value labels)."""
+    ax.set_xticks(range(1, k + 1))
+    ax.set_xlim(0.6, k + 0.4)
+    ax.set_ylim(0, 112)
+    ax.set_xlabel("draft position (1 = the first drafted token of a round)")
+    ax.set_ylabel("rounds accepted up to this position (%)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)

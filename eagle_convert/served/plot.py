@@ -15,7 +15,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.measure import NATURAL, bucket_label, draft_style, finish, model_name, require_plot, value_label
+from eagle_convert.measure import (
+    NATURAL,
+    bucket_label,
+    draft_style,
+    finish,
+    model_name,
+    position_axes,
+    require_plot,
+    value_label,
+)
 from eagle_convert.served.results import BASELINE_LABEL, ENGINE, ServedLevel, ServedReport, ServedServer
 
 __all__ = ["plot_served", "served_caption", "served_panels"]
@@ -62,13 +71,7 @@ def plot_server_positions(ax: Any, report: ServedReport) -> None:
                     continue
                 written.add((x, f"{y:.0f}%"))
                 value_label(ax, x, y, f"{y:.0f}%", colour)
-    ax.set_xticks(range(1, k + 1))
-    ax.set_xlim(0.6, k + 0.4)
-    ax.set_ylim(0, 112)
-    ax.set_xlabel("draft position (1 = the first drafted token of a round)")
-    ax.set_ylabel("rounds accepted up to this position (%)")
-    ax.set_title("Acceptance by draft position, per server and concurrency")
-    ax.grid(alpha=0.3)
+    position_axes(ax, k, "Acceptance by draft position, per server and concurrency")
 
 
 def _rate_name(s: ServedServer, name: str, bucket: int | None) -> str:
