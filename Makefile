@@ -82,12 +82,23 @@ bench: env
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.drift_bench
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.header_bench
 
-# On an NVIDIA GPU machine: the GPU branches end to end (scripts/gpu_check.py; exit 2 = no CUDA device).
-# No `env` prerequisite: it runs from the source tree with whatever Python has torch + transformers
-# (.venv when there is one), so it works offline on a machine where nothing can be installed.
+# On an NVIDIA GPU machine: the GPU paths end to end against the CPU, timed, with peak GPU memory
+# (scripts/gpu_check.py; exit 2 = no CUDA device; `EC_DEVICE=cpu make gpu-check` is its CPU self-test).
+# No `env` prerequisite: it installs this tree with --no-deps on top of whatever Python has torch +
+# transformers (.venv when there is one), offline, into GPU_SITE, and runs from there (from the source
+# tree when pip cannot build it: the summary says which). The JSON summary also goes to GPU_OUT ($OUT).
 GPU_PY ?= $(shell test -x $(PY) && echo $(PY) || echo $(PYTHON))
+GPU_SITE ?= /tmp/eagle-convert-gpu-site
+GPU_OUT ?= $(OUT)
+GPU_ARGS ?=
 gpu-check:
-	HF_HUB_OFFLINE=1 PYTHONPATH=$(CURDIR) $(GPU_PY) scripts/gpu_check.py
+	@rm -rf $(GPU_SITE); \
+	if $(GPU_PY) -m pip install -q --no-deps --no-index --no-build-isolation --no-compile --target $(GPU_SITE) . \
+		>$(GPU_SITE).log 2>&1; then site=$(GPU_SITE); how="pip install --no-deps into $(GPU_SITE)"; \
+	else site=; how="from the source tree (pip could not build it: $(GPU_SITE).log)"; fi; \
+	echo "gpu-check: eagle-convert $$how"; \
+	HF_HUB_OFFLINE=1 PYTHONPATH=$$site $(GPU_PY) scripts/gpu_check.py --install "$$how" \
+		$(if $(GPU_OUT),--out $(GPU_OUT)) $(GPU_ARGS)
 
 # Take in a vLLM release: download its wheel (no dependencies), print which deciding functions changed
 # (a unified diff each), appeared or disappeared against the newest known release, run the engine-code

@@ -230,7 +230,7 @@ def capture_cache(
         from eagle_convert.reference import TargetModel
 
         kw = {} if dtype == "auto" else {"dtype": _torch_dtype(dtype)}  # auto: fp32, the reference's own
-        reference_target = TargetModel.from_pretrained(target, device="cpu", **kw)
+        reference_target = TargetModel.from_pretrained(target, **kw)  # GPU if torch sees one
     length = o.max_model_len or max(len(s) for s in seqs) + 8
     try:
         for n, idx in plan.shards():

@@ -160,7 +160,7 @@ def _continue(
             from eagle_convert.reference import TargetModel, quiet_loading
 
             with quiet_loading():
-                reference_target = TargetModel.from_pretrained(tdir, device="cpu", **_dtype(o.dtype))
+                reference_target = TargetModel.from_pretrained(tdir, **_dtype(o.dtype))  # GPU if torch sees one
         seqs = greedy_continuations(
             reference_target,
             prompts,
