@@ -51,11 +51,12 @@ from gpu_steps import (  # noqa: E402
     check_finetune,
     check_reference,
     check_vllm,
+    compare_caches,
     vllm_smoke_outcome,
     vllm_version,
 )
 
-__all__ = ["Run", "check_finetune", "check_reference", "main", "vllm_smoke_outcome"]
+__all__ = ["Run", "check_drift", "check_finetune", "check_reference", "compare_caches", "main", "vllm_smoke_outcome"]
 
 EXIT_OK, EXIT_FAILED, EXIT_ENV = 0, 1, 2
 CHECKS = ("reference", "drift", "calibrate", "finetune", "capture", "large", "vllm")

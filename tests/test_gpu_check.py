@@ -6,6 +6,7 @@ smoke with impossible counters) are tested with faked runs."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -73,7 +74,16 @@ def test_a_failing_check_is_one_clear_line_and_exit_1(tmp_path: Path) -> None:
     (draft / "config.json").write_text("{}")
     (draft / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00not json")
     res = run_script(
-        "--device", "cpu", "--only", "reference", "--pair", str(tmp_path / "pair"), "--work", str(tmp_path / "work")
+        "--device",
+        "cpu",
+        "--only",
+        "reference",
+        "--pair",
+        str(tmp_path / "pair"),
+        "--work",
+        str(tmp_path / "work"),
+        "--out",
+        str(tmp_path / "out"),
     )
     assert res.returncode == 1, res.stdout + res.stderr
     fails = [line for line in res.stdout.splitlines() if line.lstrip().startswith("FAIL prepare:")]
@@ -81,6 +91,9 @@ def test_a_failing_check_is_one_clear_line_and_exit_1(tmp_path: Path) -> None:
     assert "Traceback (most recent call last)" not in res.stdout
     assert "Traceback (most recent call last)" in (tmp_path / "work" / "gpu-check.log").read_text()
     assert "result: 0 passed, 0 passed with a note, 1 failed, 0 skipped" in res.stdout
+    summary = json.loads((tmp_path / "out" / "gpu-check.json").read_text())  # --out: where the device tool looks
+    assert summary["counts"] == {"PASS": 0, "WARN": 0, "FAIL": 1, "SKIP": 0}
+    assert [(o["name"], o["status"]) for o in summary["outcomes"]] == [("prepare", "FAIL")]
 
 
 @pytest.mark.slow
@@ -92,6 +105,26 @@ def test_cpu_self_test_passes_the_reference_and_finetune_checks(tmp_path: Path) 
     assert "PASS reference engine on cpu: counters equal the CPU run's at T=0" in res.stdout
     assert "PASS finetune on cpu: step acc" in res.stdout
     assert "result: 3 passed" in res.stdout
+
+
+@pytest.mark.slow
+def test_cpu_self_test_runs_capture_and_every_step_of_the_large_pair(tmp_path: Path) -> None:
+    """capture CPU against CPU on the trained pair, then the large pair's build and five steps at toy
+    size: the code the GPU run takes at 8B shape, each step timed in the JSON summary."""
+    res = run_script("--device", "cpu", "--only", "capture", "--only", "large", "--work", str(tmp_path))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "PASS capture --engine reference on cpu: " in res.stdout and "sequences equal: True" in res.stdout
+    assert "result: 8 passed, 0 passed with a note, 0 failed, 0 skipped" in res.stdout
+    outcomes = json.loads((tmp_path / "gpu-check.json").read_text())["outcomes"]
+    assert [o["name"] for o in outcomes][2:] == [
+        "small pair: build",
+        *(
+            f"small pair: {step} on cpu"
+            for step in ("upgrade --init calibrated", "smoke --engine reference", "drift", "finetune")
+        ),
+        "small pair: capture --engine reference on cpu",
+    ]
+    assert all(o["seconds"] > 0 for o in outcomes[1:])
 
 
 # ------------------------------------------------------------------ decisions, with faked runs
@@ -256,3 +289,52 @@ def test_vllm_smoke_with_an_impossible_acceptance_length_fails(script) -> None:
     """A round emits at most k + 1 tokens: AL 5 at k = 3 is a counting bug."""
     out = script.vllm_smoke_outcome(_report(_counts(2, [4, 4, 0]), _counts(4, [1, 0, 0])), k=3)
     assert out.status == "FAIL" and out.detail.endswith("12s; draft0: AL outside [1, 4]")
+
+
+def _drift_report(verdict: str, sink: float, rms: float) -> SimpleNamespace:
+    row = SimpleNamespace(sink=sink, context=1 - sink, own=0.0, fed_rms=rms)
+    v = SimpleNamespace(status=verdict, sink_min=sink)
+    return SimpleNamespace(
+        drafts=[SimpleNamespace(label="d", verdict=v, overall=SimpleNamespace(depths=[row]))], seconds=1.0
+    )
+
+
+@pytest.mark.parametrize(
+    ("gpu", "status", "tail"),
+    [
+        (("stable", 0.50, 1.0), "PASS", "fed-back RMS 0.00% in 1.0s (CPU 1.0s)"),
+        (("stable", 0.45, 1.0), "WARN", "(beyond 0.02 / 2%: the decoded tokens may differ at a near-tie)"),
+        (("drifts", 0.50, 1.0), "FAIL", "d: verdict stable on the CPU, drifts on cuda:0"),
+        (("stable", 0.50, float("nan")), "FAIL", "a share or RMS is not finite"),
+    ],
+)
+def test_drift_comparison_decides(script, make_run, monkeypatch, tmp_path: Path, gpu, status: str, tail: str) -> None:
+    import eagle_convert.drift
+
+    runs = iter([_drift_report("stable", 0.50, 1.0), _drift_report(*gpu)])
+    monkeypatch.setattr(eagle_convert.drift, "run_drift", lambda *a, **kw: next(runs))
+    out = script.check_drift(make_run("cuda:0"), tmp_path, [tmp_path / "d"])
+    assert (out.name, out.status) == ("drift on cuda:0", status)
+    assert out.detail.endswith(tail), out.detail
+
+
+def test_compare_caches_measures_each_kind_and_the_token_ids(script, tmp_path: Path) -> None:
+    """Real safetensors shards: the relative gap per tensor kind, ids that differ, a NaN."""
+    import torch
+    from safetensors.torch import save_file
+
+    aux = torch.ones(4, 8)
+    base = {"s0.ids": torch.tensor([1, 2, 3, 4]), "s0.aux": aux, "s0.logits": torch.full((4, 6), 2.0)}
+    for name, t in (("a", base), ("b", {**base, "s0.aux": aux + 1e-4, "s0.logits": base["s0.logits"] * 1.01})):
+        (tmp_path / name).mkdir()
+        save_file(t, str(tmp_path / name / "shard-00000.safetensors"))
+    gaps, same, finite = script.compare_caches(tmp_path / "a", tmp_path / "b")
+    assert same and finite
+    assert gaps["aux"] == pytest.approx(1e-4, rel=1e-3) and gaps["logits"] == pytest.approx(0.01, rel=1e-3)
+    (tmp_path / "c").mkdir()
+    save_file(
+        {**base, "s0.ids": torch.tensor([1, 2, 3, 5]), "s0.aux": aux * float("nan")},
+        str(tmp_path / "c" / "shard-00000.safetensors"),
+    )
+    _, same, finite = script.compare_caches(tmp_path / "a", tmp_path / "c")
+    assert not same and not finite

@@ -29,7 +29,8 @@ class CaptureOptions:
         "vllm",
         choices=CAPTURE_ENGINES,
         help="Engine that runs the target: vllm (tensor/pipeline parallel if asked; the aux states as vLLM computes "
-        "them) or reference (the torch target in one process, fp32 unless --dtype says otherwise).",
+        "them) or reference (the torch target in one process on the first GPU torch sees, else the CPU; fp32 unless "
+        "--dtype says otherwise).",
     )
     dtype: str = option(
         "auto",
