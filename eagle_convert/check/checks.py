@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eagle_convert.check.policy import Policy
+from eagle_convert.jsonable import dump, key
 
 STAGES = (
     "static",
@@ -53,10 +54,10 @@ class CheckResult:
     name: str
     stage: str
     passed: bool | None
-    figure: float | str | None
+    figure: float | str | None = field(metadata=key(ndigits=4))
     threshold: str | None
     message: str
-    seconds: float = 0.0
+    seconds: float = field(default=0.0, metadata=key(ndigits=3))
     details: dict[str, Any] = field(default_factory=dict)
     not_run: bool = False
 
@@ -67,17 +68,7 @@ class CheckResult:
         return "skip" if self.passed is None else "pass" if self.passed else "fail"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "stage": self.stage,
-            "status": self.status,
-            "passed": self.passed,
-            "figure": round(self.figure, 4) if isinstance(self.figure, float) else self.figure,
-            "threshold": self.threshold,
-            "message": self.message,
-            "seconds": round(self.seconds, 3),
-            "details": self.details,
-        }
+        return dump(self, "name stage status passed figure threshold message seconds details")
 
 
 def skipped(stage: str, why: str) -> CheckResult:
