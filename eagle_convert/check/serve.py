@@ -26,8 +26,6 @@ from eagle_convert.check.checks import CheckResult
 from eagle_convert.check.measured import position_shortfalls
 from eagle_convert.check.policy import Policy
 
-__all__ = ["ServeTarget", "identity_check", "measure_served", "serve_checks", "serve_stage", "serve_target_from"]
-
 STAGE = "serve"
 AL_MATCH_REL = 0.05  # the served AL against the acceptance stage's, same prompts and settings (greedy)
 IMPLAUSIBLE_AL = 1.02  # at or below: the server accepts nearly nothing (another draft, or none fitting)

@@ -37,21 +37,6 @@ from eagle_convert.vllm_model import NEWEST_RELEASE, TESTED_VERSION, Release, re
 # reading, never the installed vLLM's (a card must not change with the machine that wrote it).
 _CARD_READING = Release(NEWEST_RELEASE)
 
-__all__ = [
-    "CARD_FILE",
-    "CARD_MARKER",
-    "PROVENANCE_KEY",
-    "folder_card",
-    "hub_repo_id",
-    "model_card",
-    "provenance_chain",
-    "recorded_target",
-    "retarget_card",
-    "serve_command",
-    "weights_dtype",
-    "write_model_card",
-]
-
 CARD_FILE = "README.md"
 PROVENANCE_KEY = "_eagle_convert"  # the config.json entry where eagle-convert records what it did
 CARD_MARKER = "<!-- model card written by eagle-convert -->"

@@ -32,8 +32,6 @@ if TYPE_CHECKING:
 
     CrossCheckFn = Callable[[EagleDrafter, Path, str, tuple[int, ...]], CrossCheck]
 
-__all__ = ["DRIFT_MODULES", "measure_drift", "run_drift"]
-
 DRIFT_MODULES = ("torch", "transformers", "tokenizers")
 
 

@@ -39,8 +39,6 @@ from eagle_convert.upgrade import FLOAT_DTYPES, NormInit
 if TYPE_CHECKING:
     from eagle_convert.vllm_model import Release
 
-__all__ = ["CALIBRATE_MODULES", "Calibration", "calibrate_fc_norm"]
-
 CALIBRATE_MODULES = ("torch", "transformers", "tokenizers")
 STATISTIC = "median over calibration tokens of each aux hidden state's RMS (eps included), broadcast"
 HOLD_OUT_EVERY = 4  # every 4th prompt measures agreement, the rest calibrate

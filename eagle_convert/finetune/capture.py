@@ -31,8 +31,6 @@ from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 if TYPE_CHECKING:
     from eagle_convert.vllm_model import Release
 
-__all__ = ["capture_training_data"]
-
 CAPTURE_MODULES = ("torch", "transformers", "tokenizers")
 
 

@@ -44,19 +44,6 @@ from eagle_convert.progress import Tick
 if TYPE_CHECKING:
     from eagle_convert.vllm_model import Release
 
-__all__ = [
-    "HOLD_OUT_EVERY",
-    "STAGE_PARAMS",
-    "FinetuneEvent",
-    "FinetunePlan",
-    "FinetuneRefusedError",
-    "FinetuneResult",
-    "Progress",
-    "default_cache_dir",
-    "StageResult",
-    "plan_finetune",
-]
-
 LOG = logging.getLogger(__name__)
 
 

@@ -24,17 +24,6 @@ from eagle_convert.validate import speculative_config_option
 if TYPE_CHECKING:
     from eagle_convert.vllm_model import ServeConfig
 
-__all__ = [
-    "ENGINE_CHOICES",
-    "ENGINES",
-    "default_engine",
-    "Measure",
-    "MeasureOptions",
-    "format_buckets",
-    "format_levels",
-    "parse_levels",
-]
-
 DEFAULT_K = 3
 ENGINES = ("reference", "vllm")
 ENGINE_CHOICES = ("auto", *ENGINES)

@@ -24,8 +24,6 @@ from eagle_convert.io import write_text_atomic
 from eagle_convert.jsonable import Jsonable
 from eagle_convert.jsonable import key as jsonkey
 
-__all__ = ["STATE_DIR", "HashMemo", "StageRecord", "StageStore", "folder_digest", "stage_key", "write_json_atomic"]
-
 STATE_DIR = ".report"
 CHUNK = 8 << 20
 # Files a draft folder holds that are not part of the draft vLLM loads: the model card is rewritten

@@ -54,8 +54,6 @@ from eagle_convert.upgrade import UpgradeOptions
 if TYPE_CHECKING:
     from eagle_convert.engines import EngineStatus
 
-__all__ = ["ReportResult", "run_report"]
-
 TITLES = {
     EAGLE3: "EAGLE-3 (the input)",
     IDENTITY: "EAGLE-3.1, identity fc_norm (upgrade)",

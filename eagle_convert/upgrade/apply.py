@@ -37,8 +37,6 @@ from eagle_convert.upgrade.outfiles import index_json
 from eagle_convert.upgrade.plan import UpgradePlan
 from eagle_convert.upgrade.preflight import refuse_invalid_output
 
-__all__ = ["Progress", "UpgradeResult", "apply_upgrade", "check_output"]
-
 
 class Progress(Protocol):
     """Receives byte counts: `start(phase, total)` once per phase ("write", "verify"), then `advance(n)`."""

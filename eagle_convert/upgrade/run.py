@@ -24,8 +24,6 @@ from eagle_convert.upgrade.plan import UpgradePlan, plan_upgrade
 from eagle_convert.upgrade.preflight import refuse_invalid_output
 from eagle_convert.vllm_model import default_release
 
-__all__ = ["UpgradeRun", "plan_upgrade_draft", "upgrade_draft"]
-
 # (checkpoint, plan with ones) -> measured fc_norm values; the measuring lives above this layer.
 Calibrate = Callable[[Checkpoint, UpgradePlan], NormInit]
 
