@@ -72,10 +72,6 @@ class LinkOutcome:
     method: str
     why: str = ""
 
-    @property
-    def shares_inode(self) -> bool:
-        return self.method == "hardlink"
-
 
 def _reason(exc: OSError) -> str:
     return exc.strerror or errno.errorcode.get(exc.errno or 0, str(exc))

@@ -132,6 +132,3 @@ class StageStore:
     def save(self, rec: StageRecord) -> None:
         rec.outputs = {rel: folder_digest(self.out / rel, self.memo) for rel in rec.outputs}
         write_json_atomic(self._path(rec.name), rec.to_dict())
-
-    def forget(self, name: str) -> None:
-        self._path(name).unlink(missing_ok=True)

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from eagle_convert.draft import Checkpoint, DraftInfo, Target, describe, ensure_draft, open_checkpoint
+from eagle_convert.jsonable import dump, key
 from eagle_convert.upgrade.apply import Progress, UpgradeResult, apply_upgrade, check_output
 from eagle_convert.upgrade.configgen import read_target
 from eagle_convert.upgrade.linkplan import LinkPlan, plan_link
@@ -34,18 +35,13 @@ class UpgradeRun:
 
     output: Path
     plan: UpgradePlan
-    link: LinkPlan | None = None
-    result: UpgradeResult | None = None
+    link: LinkPlan | None = field(default=None, metadata=key(omit_none=True))
+    result: UpgradeResult | None = field(default=None, metadata=key(omit_none=True))
     dry_run: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """What `upgrade --json` prints."""
-        out: dict[str, Any] = {"dry_run": self.dry_run, "output": str(self.output), "plan": self.plan.to_dict()}
-        if self.link is not None:
-            out["link"] = self.link.to_dict()
-        if self.result is not None:
-            out["result"] = self.result.to_dict()
-        return out
+        return dump(self, "dry_run output plan link result")
 
 
 def _open(
