@@ -81,8 +81,8 @@ def not_run(stage: str, why: str) -> CheckResult:
 
 
 def fmt_figure(x: float) -> str:
-    """A figure as the gate shows it: 3 decimals at most, no trailing zeros."""
-    return f"{x:.3f}".rstrip("0").rstrip(".") if x == x else "nan"
+    """A figure as the gate shows it: 3 decimals at most, no trailing zeros (nan and inf as such)."""
+    return f"{x:.3f}".rstrip("0").rstrip(".")
 
 
 # ------------------------------------------------------------------------------------ static
