@@ -87,11 +87,6 @@ class Suite:
         return self.rows.notices
 
 
-def suite_names() -> list[str]:
-    """The names `--prompts` accepts, as the help and errors list them."""
-    return list(SUITES)
-
-
 def resolve_suite(value: str | Path | None) -> Suite:
     """Resolve `--prompts NAME|FILE|DIR` (None: the built-in set); `A+B` joins suites.
 
