@@ -14,18 +14,6 @@ from typing import Any
 from eagle_convert.check.policy import Policy
 from eagle_convert.jsonable import dump, key
 
-STAGES = (
-    "static",
-    "features",
-    "engine",
-    "acceptance",
-    "alarms",
-    "baseline",
-    "identity",
-    "sampling",
-    "drift",
-    "serve",
-)
 TITLES = {
     "static": "static validation",
     "features": "EAGLE-3.1 features",
@@ -38,6 +26,7 @@ TITLES = {
     "drift": "attention drift",
     "serve": "served deployment",
 }
+STAGES = tuple(TITLES)  # the order the gate runs them
 
 
 def format_value(value: object) -> str:

@@ -221,17 +221,9 @@ def run_check(
     state.serve_for = serving
     state.serve_config = serve_config
     state.serve = report.serve = serve
-    plan = [
-        ("static", stages.static),
-        ("features", stages.features),
-        ("engine", stages.engine),
-        ("acceptance", stages.acceptance),
-        ("alarms", stages.alarms),
-        ("baseline", stages.baseline),
-        ("identity", stages.identity),
-        ("sampling", stages.sampling),
-        ("drift", stages.drift),
-        ("serve", lambda st: serve_stage(st, need.serve)),
+    # each stage is the function of its name in stages.py, run in STAGES' order
+    plan = [(s, getattr(stages, s)) for s in STAGES if s != "serve"] + [
+        ("serve", lambda st: serve_stage(st, need.serve))
     ]
     tick, runs = tick_or_nothing(on_tick), sum(1 for stage, _f in plan if need.runs(stage))
     ran = 0
