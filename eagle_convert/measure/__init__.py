@@ -13,7 +13,6 @@ if TYPE_CHECKING:  # the face: what type checkers see and what __getattr__ loads
     from eagle_convert.measure.ksweep import KSweep, StepCosts, k_sweep
     from eagle_convert.measure.options import (
         ENGINES,
-        SMOKE_MODULES,
         Measure,
         MeasureOptions,
         default_engine,
