@@ -17,16 +17,6 @@ from eagle_convert.io import TensorInfo
 from eagle_convert.jsonable import dump
 from eagle_convert.optionspec import check, option
 
-__all__ = [
-    "CheckpointDiff",
-    "ConfigDiff",
-    "DiffOptions",
-    "TensorChange",
-    "compare_tensor",
-    "config_diff",
-    "diff_checkpoints",
-]
-
 CHUNK_ELEMS = 4 << 20  # elements per compared chunk (16 MiB of F32)
 
 

@@ -16,11 +16,11 @@ from pathlib import Path
 
 from eagle_convert.errors import MissingExtraError
 
+# What the torch work needs (the smoke extra without matplotlib: plots are optional): smoke's
+# reference engine, finetune, capture, drift and upgrade --init calibrated check for these up front.
+TORCH_MODULES = ("torch", "transformers", "tokenizers")
 # extra -> the top-level modules it provides that eagle-convert imports.
-EXTRAS: dict[str, tuple[str, ...]] = {
-    "smoke": ("torch", "transformers", "tokenizers", "matplotlib"),
-    "vllm": ("vllm",),
-}
+EXTRAS: dict[str, tuple[str, ...]] = {"smoke": (*TORCH_MODULES, "matplotlib"), "vllm": ("vllm",)}
 # What to type: vLLM ships as two distributions, the CUDA build and the CPU build.
 INSTALL: dict[str, str] = {
     "smoke": "pip install 'eagle-convert[smoke]'",

@@ -20,8 +20,6 @@ from collections.abc import Mapping
 from pathlib import PurePath
 from typing import Any, NamedTuple, TypeVar
 
-__all__ = ["Jsonable", "dump", "encode", "key", "load"]
-
 META = "eagle_convert.json"  # the dataclass field metadata key
 T = TypeVar("T")
 _PLAIN = frozenset({str, int, bool, type(None)})  # written as they are; a list or map of only these is not copied

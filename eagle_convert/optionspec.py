@@ -20,18 +20,6 @@ from typing import Any
 
 from eagle_convert.errors import UsageError
 
-__all__ = [
-    "Nested",
-    "OptionSpec",
-    "check",
-    "cli_fields",
-    "nested",
-    "offers",
-    "option",
-    "option_kind",
-    "to_argv",
-]
-
 KEY = "eagle_convert.option"  # the dataclass field metadata key
 NEST_KEY = "eagle_convert.nested"  # a field holding another option object (composition)
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["STEPS", "OnTick", "Step", "Tick", "tick_or_nothing"]
-
 
 @dataclass(frozen=True)
 class Step:

@@ -37,8 +37,6 @@ from eagle_convert.jsonable import dump, key
 from eagle_convert.optionspec import check, option
 from eagle_convert.validate import serving_summary, validate_checkpoint
 
-__all__ = ["PushOptions", "PushPlan", "PushResult", "plan_push", "push_draft", "push_files"]
-
 _LOCAL = "push uploads a local draft folder"
 _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 WRITE_HINT = "push needs a token with write access to the namespace: set HF_TOKEN or run `hf auth login`"

@@ -35,8 +35,6 @@ from eagle_convert.vllm_model import (
     vllm_name,
 )
 
-__all__ = ["ServedDiff", "ServedDifference", "served_diff"]
-
 # Sizes the draft class reads from the config, with the fallbacks it applies itself
 # (0.32.0 model_executor/models/llama_eagle3.py: target_hidden_size defaults to hidden_size,
 # draft_vocab_size to vocab_size; transformers LlamaConfig: num_key_value_heads to num_attention_heads,

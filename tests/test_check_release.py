@@ -282,3 +282,28 @@ def test_the_features_and_engine_stages_share_one_opened_draft(gate_drafts, monk
     info = stages._info(s)  # the features stage
     assert stages._info(s) is info and s.checkpoint() is s.checkpoint()  # the engine stage's
     assert opened == [str(draft)] and info.view is not None
+
+
+def test_the_engine_stage_reads_the_draft_not_the_target_again(gate_drafts, monkeypatch) -> None:
+    """The features an engine lacks are judged on the draft alone: the target is vLLM's to load,
+    not opened a second time by the stage."""
+    from types import SimpleNamespace
+
+    import eagle_convert.validate.rules.target as target_rules
+    from eagle_convert.check import stages
+    from eagle_convert.measure import Engines
+    from eagle_convert.vllm.load_report import EngineReport
+    from eagle_convert.vllm_model import installed_status
+
+    monkeypatch.setattr(target_rules, "open_target", lambda *a, **kw: pytest.fail("the target was opened again"))
+    draft, target = gate_drafts["vllm-eagle3-upgraded"], gate_drafts["target"]
+    policy = Policy({"static": {"enabled": False}}, "t")
+    s = stages.State(str(draft), str(target), None, policy, None, Engines({}), release=installed_status("0.32.0"))
+    s.measure = SimpleNamespace(k=3)  # type: ignore[assignment]  # the stage reads only k
+    lacking = SimpleNamespace(version="0.20.0", fc_norm=False)  # every feature not named here is present
+    report = EngineReport(True, "0.20.0", lacking, loaded=["fc.weight"])  # type: ignore[arg-type]
+    key = ("load", str(s.folder("draft")), str(s.folder("target")), 3, "{}")
+    s.engines.cache[key] = report
+    [row] = stages.engine(s)
+    assert not row.passed and row.details["codes"] == ["E703"]
+    assert "fc_norm (EAGLE-3.1, PR #42764), which the installed vLLM 0.20.0 lacks" in row.message

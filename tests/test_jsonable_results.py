@@ -243,8 +243,43 @@ def _served(sent: bool) -> Any:
     )
 
 
+def _check() -> Any:
+    from eagle_convert.check.checks import CheckResult
+    from eagle_convert.check.policy import Policy
+    from eagle_convert.check.run import CheckReport
+    from eagle_convert.vllm_model import parse_serve_config
+    from eagle_convert.vllm_model.versions import VllmVersionStatus
+
+    results = [
+        CheckResult("acceptance length", "acceptance", True, 2.345678, ">= 2", "ok", 1.23456, {"x": (1, 2.5)}),
+        CheckResult("loops", "alarms", False, 3, None, "bad"),
+        CheckResult("static validation", "static", None, "E001", None, "off", not_run=True),
+    ]
+    serve = parse_serve_config('{"num_speculative_tokens": 3}', VllmVersionStatus(None, "0.34.0", "x").rules)
+    report = CheckReport(
+        "/d",
+        "/t",
+        None,
+        Policy({"static": {"deep": True}}, "p.toml"),
+        results,
+        {"static": 0.123456},
+        "alarms",
+        3,
+        1,
+        1,
+        0,
+        "0.34.0",
+        9.87654,
+        {"k": 3},
+        VllmVersionStatus(None, "0.34.0", "--vllm-version 0.34.0"),
+        serve,
+    )
+    return _Both(report, CheckReport("/d", None, None, Policy()))
+
+
 BUILDERS = {
     "calibration-record": _Record,
+    "check": _check,
     "features": _features,
     "capture": _capture,
     "small": _small,
@@ -257,6 +292,7 @@ BUILDERS = {
 
 # Recorded from the hand-written to_dicts (before the conversion), by json.dumps of each builder.
 GOLDEN: dict[str, str] = {
+    "check": '[{"schema_version": 1, "draft": "/d", "target": "/t", "baseline": null, "passed": false, "verdict": "FAIL: 1 check(s) failed, 1 stage(s) the policy asks for could not run (static validation); stopped after the output alarms stage", "policy": {"source": "p.toml", "tables": {"static": {"deep": true}}}, "stopped_after": "alarms", "stages": [{"stage": "static", "title": "static validation", "status": "not-run", "seconds": 0.123}, {"stage": "features", "title": "EAGLE-3.1 features", "status": "skip", "seconds": 0.0}, {"stage": "engine", "title": "engine load", "status": "skip", "seconds": 0.0}, {"stage": "acceptance", "title": "acceptance", "status": "pass", "seconds": 0.0}, {"stage": "alarms", "title": "output alarms", "status": "fail", "seconds": 0.0}, {"stage": "baseline", "title": "baseline comparison", "status": "skip", "seconds": 0.0}, {"stage": "identity", "title": "output identity (T=0)", "status": "skip", "seconds": 0.0}, {"stage": "sampling", "title": "sampling sanity (T->0)", "status": "skip", "seconds": 0.0}, {"stage": "drift", "title": "attention drift", "status": "skip", "seconds": 0.0}, {"stage": "serve", "title": "served deployment", "status": "skip", "seconds": 0.0}], "checks": [{"name": "acceptance length", "stage": "acceptance", "status": "pass", "passed": true, "figure": 2.3457, "threshold": ">= 2", "message": "ok", "seconds": 1.235, "details": {"x": [1, 2.5]}}, {"name": "loops", "stage": "alarms", "status": "fail", "passed": false, "figure": 3, "threshold": null, "message": "bad", "seconds": 0.0, "details": {}}, {"name": "static validation", "stage": "static", "status": "not-run", "passed": null, "figure": "E001", "threshold": null, "message": "off", "seconds": 0.0, "details": {}}], "engine_starts": 3, "draft_swaps": 1, "load_checks": 1, "worker_starts": 0, "vllm_version": "0.34.0", "release": {"installed": null, "release": "0.34.0", "why": "--vllm-version 0.34.0", "outside_known_releases": false, "verified": true, "matched_by_fingerprint": null, "note": "", "known_releases": ["0.21.0", "0.34.0"], "engine_tested": false}, "serve": {"speculative_config": {"num_speculative_tokens": 3}, "max_model_len": null}, "seconds": 9.877, "settings": {"k": 3}}, {"schema_version": 1, "draft": "/d", "target": null, "baseline": null, "passed": true, "verdict": "PASS: every check the policy asks for passed; not checked (off in the policy): static validation, EAGLE-3.1 features, engine load, acceptance, output alarms, baseline comparison, output identity (T=0), sampling sanity (T->0), attention drift, served deployment", "policy": {"source": "(defaults)", "tables": {}}, "stopped_after": null, "stages": [{"stage": "static", "title": "static validation", "status": "skip", "seconds": 0.0}, {"stage": "features", "title": "EAGLE-3.1 features", "status": "skip", "seconds": 0.0}, {"stage": "engine", "title": "engine load", "status": "skip", "seconds": 0.0}, {"stage": "acceptance", "title": "acceptance", "status": "skip", "seconds": 0.0}, {"stage": "alarms", "title": "output alarms", "status": "skip", "seconds": 0.0}, {"stage": "baseline", "title": "baseline comparison", "status": "skip", "seconds": 0.0}, {"stage": "identity", "title": "output identity (T=0)", "status": "skip", "seconds": 0.0}, {"stage": "sampling", "title": "sampling sanity (T->0)", "status": "skip", "seconds": 0.0}, {"stage": "drift", "title": "attention drift", "status": "skip", "seconds": 0.0}, {"stage": "serve", "title": "served deployment", "status": "skip", "seconds": 0.0}], "checks": [], "engine_starts": 0, "draft_swaps": 0, "load_checks": 0, "worker_starts": 0, "vllm_version": null, "release": null, "serve": null, "seconds": 0.0, "settings": {}}]',
     "calibration-record": '[{"statistic": "median over calibration tokens of each aux hidden state\'s RMS (eps included), broadcast", "values": [1.123457, 0.25], "aux_layer_ids": [1, 2], "target": "/t", "prompts": "builtin", "chat_template": "none", "fit_prompts": 3, "tokens": 96, "first_step_top1_agreement_with_eagle3": {"calibrated": 0.75, "identity": 0.0, "held_out_prompts": 1, "positions": 12}}, {"statistic": "median over calibration tokens of each aux hidden state\'s RMS (eps included), broadcast", "values": [1.123457, 0.25], "aux_layer_ids": [1, 2], "target": "/t", "prompts": "builtin", "chat_template": "none", "fit_prompts": 3, "tokens": 96}]',
     "features": '[{"version": "0.34.0", "fc_norm": true, "norm_output": true, "speculators_propagates_31_flags": false, "reads_eagle_config_aux_ids": true, "num_aux_hidden_states": true, "qwen3_eagle3": true, "mla_eagle3": false, "registered_eagle3_archs": ["Eagle3LlamaForCausalLM"], "evidence": {"fc_norm": "a.py"}, "norm_before_fc": false, "mla_fc_norm_applied": false, "v2_runner_reads_eagle_config_aux_ids": false, "loader_is_lenient": false, "per_request_spec_decode_metrics": false, "package_dir": null}, {"version": null, "fc_norm": false, "norm_output": false, "speculators_propagates_31_flags": false, "reads_eagle_config_aux_ids": false, "num_aux_hidden_states": false, "qwen3_eagle3": false, "mla_eagle3": false, "registered_eagle3_archs": [], "evidence": {}, "norm_before_fc": false, "mla_fc_norm_applied": false, "v2_runner_reads_eagle_config_aux_ids": false, "loader_is_lenient": false, "per_request_spec_decode_metrics": false, "package_dir": "/v"}]',
     "capture": '[{"cache": "/c", "engine": "vllm", "engine_info": {"vllm": "0.34.0"}, "aux_layer_ids": [1, 3, 4], "sequences": 5, "shards": 2, "captured_shards": [1], "tokens": 1000, "captured_tokens": 300, "seconds": 1.235, "prefill_seconds": 0.988, "tokens_per_s": 243.0, "bytes": 10001, "bytes_per_token": 10.0}, {"cache": "c", "engine": "vllm", "engine_info": {"vllm": "0.34.0"}, "aux_layer_ids": [1, 3, 4], "sequences": 5, "shards": 2, "captured_shards": [], "tokens": 1000, "captured_tokens": 0, "seconds": 0.0, "prefill_seconds": 0.0, "tokens_per_s": 0.0, "bytes": 10001, "bytes_per_token": 10.0}]',

@@ -39,8 +39,6 @@ from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 if TYPE_CHECKING:
     from eagle_convert.vllm_model import Release
 
-__all__ = ["CaptureResult", "capture_cache", "check_capture_options", "draft_features_spec"]
-
 
 def check_capture_options(opts: CaptureOptions) -> None:
     """Refuse what no capture can run, before anything loads.

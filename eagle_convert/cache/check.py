@@ -20,8 +20,6 @@ from eagle_convert.errors import UsageError
 if TYPE_CHECKING:
     from eagle_convert.vllm_model import Release
 
-__all__ = ["check_cache"]
-
 
 def check_cache(
     folder: str | Path,

@@ -11,8 +11,6 @@ from dataclasses import dataclass
 
 from eagle_convert.optionspec import check, option
 
-__all__ = ["CAPTURE_ENGINES", "DEFAULT_SHARD_SIZE", "EXECUTOR_BACKENDS", "CaptureOptions"]
-
 CAPTURE_ENGINES = ("vllm", "reference")
 DEFAULT_SHARD_SIZE = 64  # sequences per shard: what a kill can lose, and what is in memory at once
 DTYPES = ("auto", "bfloat16", "float16", "float32")

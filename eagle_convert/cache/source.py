@@ -19,8 +19,6 @@ from torch import Tensor
 from eagle_convert.cache.store import Manifest, read_manifest
 from eagle_convert.errors import UsageError
 
-__all__ = ["CachedTarget", "target_head_weights"]
-
 
 class CachedTarget:
     """The features of every cached sequence, addressed by token ids."""

@@ -27,20 +27,6 @@ from typing import Any
 from eagle_convert.errors import UsageError
 from eagle_convert.io import write_text_atomic
 
-__all__ = [
-    "CACHE_FORMAT",
-    "MANIFEST",
-    "SEQUENCES",
-    "CachePlan",
-    "Manifest",
-    "ShardEntry",
-    "file_sha256",
-    "open_manifest",
-    "read_manifest",
-    "sequences_sha256",
-    "shard_name",
-]
-
 CACHE_FORMAT = "eagle-convert-capture/1"
 MANIFEST = "manifest.json"
 SEQUENCES = "sequences.json"  # `capture`'s generated data, kept so a resumed capture does not regenerate it

@@ -11,7 +11,6 @@ if TYPE_CHECKING:  # the face: what type checkers see and what __getattr__ loads
     from eagle_convert.check.options import CheckOptions
     from eagle_convert.check.policy import Policy, load_policy
     from eagle_convert.check.run import CheckReport, run_check
-    from eagle_convert.check.serve import ServeTarget
     from eagle_convert.check.summary import write_summary
 else:
     __getattr__, __dir__ = attach(__name__, __file__)

@@ -12,19 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eagle_convert.check.policy import Policy
+from eagle_convert.jsonable import dump, key
 
-STAGES = (
-    "static",
-    "features",
-    "engine",
-    "acceptance",
-    "alarms",
-    "baseline",
-    "identity",
-    "sampling",
-    "drift",
-    "serve",
-)
 TITLES = {
     "static": "static validation",
     "features": "EAGLE-3.1 features",
@@ -37,6 +26,7 @@ TITLES = {
     "drift": "attention drift",
     "serve": "served deployment",
 }
+STAGES = tuple(TITLES)  # the order the gate runs them
 
 
 def format_value(value: object) -> str:
@@ -53,10 +43,10 @@ class CheckResult:
     name: str
     stage: str
     passed: bool | None
-    figure: float | str | None
+    figure: float | str | None = field(metadata=key(ndigits=4))
     threshold: str | None
     message: str
-    seconds: float = 0.0
+    seconds: float = field(default=0.0, metadata=key(ndigits=3))
     details: dict[str, Any] = field(default_factory=dict)
     not_run: bool = False
 
@@ -67,17 +57,7 @@ class CheckResult:
         return "skip" if self.passed is None else "pass" if self.passed else "fail"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "stage": self.stage,
-            "status": self.status,
-            "passed": self.passed,
-            "figure": round(self.figure, 4) if isinstance(self.figure, float) else self.figure,
-            "threshold": self.threshold,
-            "message": self.message,
-            "seconds": round(self.seconds, 3),
-            "details": self.details,
-        }
+        return dump(self, "name stage status passed figure threshold message seconds details")
 
 
 def skipped(stage: str, why: str) -> CheckResult:
@@ -90,8 +70,8 @@ def not_run(stage: str, why: str) -> CheckResult:
 
 
 def fmt_figure(x: float) -> str:
-    """A figure as the gate shows it: 3 decimals at most, no trailing zeros."""
-    return f"{x:.3f}".rstrip("0").rstrip(".") if x == x else "nan"
+    """A figure as the gate shows it: 3 decimals at most, no trailing zeros (nan and inf as such)."""
+    return f"{x:.3f}".rstrip("0").rstrip(".")
 
 
 # ------------------------------------------------------------------------------------ static

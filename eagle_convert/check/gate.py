@@ -76,10 +76,10 @@ class Needs:
         return self.runs("engine") or self.runs("acceptance")
 
 
-def _missing_modules(modules: tuple[str, ...]) -> list[str]:
-    from eagle_convert.extras import INSTALL, missing_modules
+def _missing_torch() -> list[str]:
+    from eagle_convert.extras import INSTALL, TORCH_MODULES, missing_modules
 
-    gone = missing_modules("smoke", modules)
+    gone = missing_modules("smoke", TORCH_MODULES)
     if not gone:
         return []
     return [f"{', '.join(gone)}, which {'is' if len(gone) == 1 else 'are'} not installed: {INSTALL['smoke']}"]
@@ -153,14 +153,10 @@ def needs(policy: Policy, *, target: str | None, baseline: str | None, server: A
             engine = [*no_target, *([device] if device else [])]
     missing = {"engine": engine}
     if acc:  # the acceptance prompts are tokenized in this process (check/stages.py, smoke's preparation)
-        from eagle_convert.measure import SMOKE_MODULES
-
-        measured = [*engine, *_missing_modules(SMOKE_MODULES)]
+        measured = [*engine, *_missing_torch()]
         missing.update({s: measured for s in ("acceptance", "alarms", "baseline", "identity", "sampling")})
     if asked["drift"]:  # the reference engine: torch, no vLLM
-        from eagle_convert.drift import DRIFT_MODULES
-
-        missing["drift"] = [*no_target, *_missing_modules(DRIFT_MODULES)]
+        missing["drift"] = [*no_target, *_missing_torch()]
     return Needs(
         asked,
         {s: m for s, m in missing.items() if asked[s] and m},

@@ -19,8 +19,6 @@ from eagle_convert.validate import (
     vllm_version_option,
 )
 
-__all__ = ["CheckOptions"]
-
 
 @dataclass(frozen=True)
 class CheckOptions:

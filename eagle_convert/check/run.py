@@ -32,6 +32,7 @@ from eagle_convert.check.gate import needs
 from eagle_convert.check.options import CheckOptions
 from eagle_convert.check.policy import Policy, k_problem, load_policy
 from eagle_convert.errors import EngineError, UsageError
+from eagle_convert.jsonable import dump
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 
 if TYPE_CHECKING:
@@ -89,35 +90,19 @@ class CheckReport:
         return f"FAIL: {', '.join(parts)}{stop}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "draft": self.draft,
-            "target": self.target,
-            "baseline": self.baseline,
-            "passed": self.passed,
-            "verdict": self.verdict(),
-            "policy": self.policy.to_dict(),
-            "stopped_after": self.stopped_after,
-            "stages": [
-                {
-                    "stage": s,
-                    "title": TITLES[s],
-                    "status": self.stage_status(s),
-                    "seconds": round(self.stage_seconds.get(s, 0.0), 3),
-                }
-                for s in STAGES
-            ],
-            "checks": [r.to_dict() for r in self.results],
-            "engine_starts": self.engine_starts,
-            "draft_swaps": self.draft_swaps,
-            "load_checks": self.load_checks,
-            "worker_starts": self.worker_starts,
-            "vllm_version": self.vllm_version,
-            "release": self.release.to_dict() if self.release is not None else None,
-            "serve": self.serve.to_dict() if self.serve is not None else None,
-            "seconds": round(self.seconds, 3),
-            "settings": self.settings,
-        }
+        stages = [
+            {"stage": s, "title": TITLES[s], "status": self.stage_status(s), "seconds": self.stage_seconds.get(s, 0.0)}
+            for s in STAGES
+        ]
+        return dump(
+            self, _KEYS, schema_version=SCHEMA_VERSION, verdict=self.verdict(), stages=stages, checks=self.results
+        )
+
+
+_KEYS = (
+    "schema_version draft target baseline passed verdict policy stopped_after stages:3 checks engine_starts "
+    "draft_swaps load_checks worker_starts vllm_version release serve seconds:3 settings"
+)
 
 
 def _serve_config(
@@ -236,17 +221,9 @@ def run_check(
     state.serve_for = serving
     state.serve_config = serve_config
     state.serve = report.serve = serve
-    plan = [
-        ("static", stages.static),
-        ("features", stages.features),
-        ("engine", stages.engine),
-        ("acceptance", stages.acceptance),
-        ("alarms", stages.alarms),
-        ("baseline", stages.baseline),
-        ("identity", stages.identity),
-        ("sampling", stages.sampling),
-        ("drift", stages.drift),
-        ("serve", lambda st: serve_stage(st, need.serve)),
+    # each stage is the function of its name in stages.py, run in STAGES' order
+    plan = [(s, getattr(stages, s)) for s in STAGES if s != "serve"] + [
+        ("serve", lambda st: serve_stage(st, need.serve))
     ]
     tick, runs = tick_or_nothing(on_tick), sum(1 for stage, _f in plan if need.runs(stage))
     ran = 0

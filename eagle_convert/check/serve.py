@@ -22,11 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.check.checks import CheckResult
+from eagle_convert.check.checks import CheckResult, fmt_figure
 from eagle_convert.check.measured import position_shortfalls
 from eagle_convert.check.policy import Policy
-
-__all__ = ["ServeTarget", "identity_check", "measure_served", "serve_checks", "serve_stage", "serve_target_from"]
 
 STAGE = "serve"
 AL_MATCH_REL = 0.05  # the served AL against the acceptance stage's, same prompts and settings (greedy)
@@ -40,10 +38,6 @@ class ServeTarget:
     server: str | None
     baseline_server: str | None = None
     api_key: str | None = None
-
-
-def _f(x: float) -> str:
-    return f"{x:.3f}".rstrip("0").rstrip(".")
 
 
 def measure_served(where: ServeTarget, policy: Policy) -> Any:
@@ -105,17 +99,17 @@ def identity_check(
     if first is not None:
         al = first.acceptance_length
         if al <= IMPLAUSIBLE_AL:
-            problems.append(f"AL {_f(al)} at concurrency {first.concurrency}: it accepts almost nothing")
+            problems.append(f"AL {fmt_figure(al)} at concurrency {first.concurrency}: it accepts almost nothing")
         else:
-            confirmed.append(f"AL {_f(al)} plausible for k={server.k}")
+            confirmed.append(f"AL {fmt_figure(al)} plausible for k={server.k}")
         if candidate_al is not None and same_settings:
             if abs(al - candidate_al) > AL_MATCH_REL * candidate_al:
                 problems.append(
-                    f"AL {_f(al)} differs from the acceptance stage's {_f(candidate_al)} on the same prompts "
+                    f"AL {fmt_figure(al)} differs from the acceptance stage's {fmt_figure(candidate_al)} on the same prompts "
                     f"by more than {AL_MATCH_REL:.0%}"
                 )
             else:
-                confirmed.append(f"AL within {AL_MATCH_REL:.0%} of the acceptance stage's {_f(candidate_al)}")
+                confirmed.append(f"AL within {AL_MATCH_REL:.0%} of the acceptance stage's {fmt_figure(candidate_al)}")
     root = server.model.root or server.model.id
     if target is not None:
         if Path(root).name == Path(str(target)).name or root == str(target):
@@ -152,11 +146,11 @@ def serve_checks(report: Any, policy: Policy) -> list[CheckResult]:
             continue
         al = lv.acceptance_length
         ok = None if al_floor is None else al >= al_floor
-        msg = f"AL {_f(al)} from the server's counters over {len(lv.outcomes)} requests ({lv.delta.drafts} rounds)"
+        msg = f"AL {fmt_figure(al)} from the server's counters over {len(lv.outcomes)} requests ({lv.delta.drafts} rounds)"
         if al_floor is not None:
-            msg += f"; floor {_f(al_floor)}" + ("" if ok else f": {_f(al_floor - al)} short")
+            msg += f"; floor {fmt_figure(al_floor)}" + ("" if ok else f": {fmt_figure(al_floor - al)} short")
         details = {"notes": lv.notes} if lv.notes else {}
-        threshold = None if al_floor is None else f">= {_f(al_floor)}"
+        threshold = None if al_floor is None else f">= {fmt_figure(al_floor)}"
         out.append(CheckResult(f"served AL (c={c})", STAGE, ok, al, threshold, msg, details=details))
         if pos_floors:
             rates = lv.per_position or []
@@ -167,7 +161,7 @@ def serve_checks(report: Any, policy: Policy) -> list[CheckResult]:
                     STAGE,
                     not bad,
                     " / ".join(f"{r:.3f}" for r in rates[: len(pos_floors)]),
-                    ">= " + " / ".join(_f(x) for x in pos_floors),
+                    ">= " + " / ".join(fmt_figure(x) for x in pos_floors),
                     "; ".join(bad) if bad else "every position meets its floor",
                 )
             )
@@ -175,7 +169,7 @@ def serve_checks(report: Any, policy: Policy) -> list[CheckResult]:
         if report.baseline is None:
             if floor is not None:
                 msg = "min_speedup needs a baseline server ([serve] baseline_server or --baseline-server)"
-                out.append(CheckResult(f"served speedup (c={c})", STAGE, False, None, f">= {_f(floor)}", msg))
+                out.append(CheckResult(f"served speedup (c={c})", STAGE, False, None, f">= {fmt_figure(floor)}", msg))
             continue
         x = lv.speedup
         base = report.baseline.level(c)
@@ -187,14 +181,14 @@ def serve_checks(report: Any, policy: Policy) -> list[CheckResult]:
         src = lv.speedup_source or "stream"
         basis = "the engines' decode times" if src == "engine" else "streamed token times"
         msg = (
-            f"{_f(lv.rate_from(src) or 0)} tok/s per user against {_f(base.rate_from(src) or 0)} without "
+            f"{fmt_figure(lv.rate_from(src) or 0)} tok/s per user against {fmt_figure(base.rate_from(src) or 0)} without "
             f"speculation ({basis})"
             if base is not None
             else ""
         )
         if floor is not None:
-            msg += f"; floor ×{_f(floor)}" + ("" if ok else f": ×{_f(floor - x)} short")
-        threshold = None if floor is None else f">= {_f(floor)}"
+            msg += f"; floor ×{fmt_figure(floor)}" + ("" if ok else f": ×{fmt_figure(floor - x)} short")
+        threshold = None if floor is None else f">= {fmt_figure(floor)}"
         out.append(CheckResult(f"served speedup (c={c})", STAGE, ok, x, threshold, msg))
     return out
 

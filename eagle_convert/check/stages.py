@@ -73,12 +73,6 @@ class State:
         return self.opened["draft"]
 
     @property
-    def serving_context(self) -> int | None:
-        """The context the draft drafts at: the serve config's, else the policy's [static] max_model_len."""
-        own = self.serve.draft_context if self.serve is not None else None
-        return own or self.policy.get("static", "max_model_len")
-
-    @property
     def speculative(self) -> dict[str, Any] | None:
         """The deployment's speculative-config keys every engine runs with (None: eagle3 at k)."""
         return dict(self.serve.data) if self.serve is not None and self.serve.given else None
@@ -149,20 +143,16 @@ def features(s: State) -> list[CheckResult]:
 
 
 def engine(s: State) -> list[CheckResult]:
-    from eagle_convert.validate import build_context, feature_findings, from_engine, open_target
+    from eagle_convert.validate import build_context, feature_findings, from_engine
 
-    draft, target = s.folder("draft"), s.folder("target")
     result = s.engines.load_check(
-        draft, target, k=s.m.k, timeout_s=float(s.policy.get("engine", "timeout")), speculative=s.speculative
+        s.folder("draft"),
+        s.folder("target"),
+        k=s.m.k,
+        timeout_s=float(s.policy.get("engine", "timeout")),
+        speculative=s.speculative,
     )
-    tgt = open_target(str(target))
-    ctx = build_context(
-        s.checkpoint(),
-        _info(s),
-        target=tgt.target,
-        target_source=tgt.description,
-        serving_context=s.serving_context,
-    )
+    ctx = build_context(s.checkpoint(), _info(s))  # the features a draft needs are its own, not its target's
     return ck.engine_checks(feature_findings(ctx, result.features) + from_engine(result), result)
 
 

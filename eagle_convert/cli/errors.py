@@ -15,8 +15,6 @@ import click
 
 from eagle_convert.errors import EagleConvertError, Spelling
 
-__all__ = ["cli_spelling", "flags", "format_error"]
-
 
 def flags(command: click.Command | None) -> dict[str, str]:
     """Each option of `command` by its library keyword (the field it sets, else its parameter name) -> its flag."""

@@ -14,8 +14,6 @@ from collections.abc import Iterable
 import click
 from click.formatting import iter_rows, measure_table, term_len
 
-__all__ = ["HelpContext", "HelpFormatter", "wrap_words"]
-
 
 def wrap_words(text: str, width: int) -> list[str]:
     """`text` as lines of at most `width` columns, breaking only between words (a word longer than

@@ -23,15 +23,6 @@ from typing import Any
 
 from eagle_convert.io import INTERRUPT_SIGNALS, TerminatedBySignal, restore_handlers, swap_handlers
 
-__all__ = [
-    "NOTHING_WRITTEN",
-    "current_detail",
-    "interrupt_exit_code",
-    "interrupt_message",
-    "on_interrupt",
-    "raising_signals",
-]
-
 NOTHING_WRITTEN = "; nothing was written"
 _detail: list[Callable[[], str]] = [lambda: NOTHING_WRITTEN]
 

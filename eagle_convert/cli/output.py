@@ -13,19 +13,6 @@ import click
 if TYPE_CHECKING:
     from eagle_convert.cli.safeconsole import SafeConsole
 
-__all__ = [
-    "COLUMN_OVERHEAD",
-    "LONG_WORD",
-    "MIN_TEXT_COLUMN",
-    "PIPED_WIDTH",
-    "console",
-    "echo_json",
-    "figure",
-    "longest_word",
-    "output_width",
-    "shorten_long_words",
-]
-
 # Piped output without COLUMNS (a file, a CI log): what reads in a log viewer or a diff without
 # scrolling. Tables fit it by wrapping between words; only a value longer than a line is longer.
 PIPED_WIDTH = 100

@@ -26,8 +26,6 @@ import click
 from eagle_convert.cli.output import console
 from eagle_convert.progress import Tick
 
-__all__ = ["LINE_INTERVAL_S", "ByteProgress", "ProgressDisplay", "eta_text"]
-
 LINE_INTERVAL_S = 5.0  # at most one progress line this often off a terminal ("every few seconds")
 
 

@@ -11,8 +11,6 @@ from rich.segment import Segment
 
 from eagle_convert.io import printable
 
-__all__ = ["SafeConsole"]
-
 # Spaces at the end of a line, before any closing colour codes: rich pads every table cell and grid
 # column to its width, which a terminal hides and a file or CI log keeps.
 _TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$", re.MULTILINE)

@@ -37,21 +37,6 @@ from eagle_convert.vllm_model import NEWEST_RELEASE, TESTED_VERSION, Release, re
 # reading, never the installed vLLM's (a card must not change with the machine that wrote it).
 _CARD_READING = Release(NEWEST_RELEASE)
 
-__all__ = [
-    "CARD_FILE",
-    "CARD_MARKER",
-    "PROVENANCE_KEY",
-    "folder_card",
-    "hub_repo_id",
-    "model_card",
-    "provenance_chain",
-    "recorded_target",
-    "retarget_card",
-    "serve_command",
-    "weights_dtype",
-    "write_model_card",
-]
-
 CARD_FILE = "README.md"
 PROVENANCE_KEY = "_eagle_convert"  # the config.json entry where eagle-convert records what it did
 CARD_MARKER = "<!-- model card written by eagle-convert -->"
@@ -377,18 +362,8 @@ def write_model_card(
     acceptance: AcceptanceTable | None = None,
     serving: str | None = None,
 ) -> Path:
-    """(Re)write `folder/README.md` from `folder/config.json` (replace-by-rename, never half-written).
-
-    Args:
-        folder: the draft folder.
-        model_ref: as for `model_card` (default: the folder).
-        target: as for `model_card`.
-        acceptance: as for `model_card`.
-        serving: as for `model_card`.
-
-    Returns:
-        The card's path.
-    """
+    """(Re)write `folder/README.md` from `folder/config.json` (replace-by-rename, never half-written)
+    and return its path; the keywords are `model_card`'s (`model_ref` defaults to the folder)."""
     folder = Path(folder)
     text = folder_card(folder, model_ref=model_ref, target=target, acceptance=acceptance, serving=serving)
     path = folder / CARD_FILE

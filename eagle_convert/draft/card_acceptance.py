@@ -8,8 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["AcceptanceRow", "AcceptanceTable", "acceptance_from_smoke", "acceptance_lines", "sweep_label"]
-
 
 @dataclass(frozen=True)
 class AcceptanceRow:

@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["k_sweep_lines"]
-
 NOTE = (
     "One run at k = {k}; AL at a smaller k caps each round's accepted count at that k. A run at that k "
     "would have other round boundaries (each round starting where the previous one ended), so the "

@@ -20,8 +20,6 @@ from eagle_convert.draft.layout import canonical_name
 from eagle_convert.io import DECODABLE, ONE, read_array, tensor_bytes
 from eagle_convert.jsonable import Jsonable
 
-__all__ = ["FcNormState", "fc_norm_state"]
-
 Values = Literal["identity", "calibrated", "trained"]
 # What the records say was done to fc_norm last: "identity" (an upgrade wrote ones), "calibrated"
 # (`upgrade --init calibrated`), "fine-tuned" (`finetune`, or a card that says so), None: nothing.

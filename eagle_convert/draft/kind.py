@@ -19,8 +19,6 @@ from eagle_convert.draft.layout import Facts, _match
 from eagle_convert.errors import NotADraftError
 from eagle_convert.vllm_model import all_releases, read_config
 
-__all__ = ["SWAP", "DraftKind", "detect_kind", "ensure_draft", "ensure_target_config", "looks_like_draft"]
-
 # What a swapped pair of arguments looks like on every command line (DRAFT first, then --target TARGET).
 SWAP = "did you swap DRAFT and --target?"
 # Extra evidence shown with a match: the shapes of these tensors (a target's are [vocab, hidden]).

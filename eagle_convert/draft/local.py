@@ -18,8 +18,6 @@ from eagle_convert.draft.kind import ensure_draft, ensure_target_config
 from eagle_convert.errors import CheckpointNotFoundError
 from eagle_convert.io import missing_path_error, suggestion
 
-__all__ = ["local_checkpoint"]
-
 
 def local_checkpoint(ref: str | Path, role: str, command: str, *, hub: bool = False) -> Path:
     """The resolved local folder of `ref`, the `role` ("draft", "target", "baseline") of `command`.

@@ -35,8 +35,6 @@ from eagle_convert.vllm_model import (
     rope_theta_declared,
 )
 
-__all__ = ["Target", "load_target", "text_config"]
-
 
 def text_config(config: Mapping[str, Any], where: str = "target") -> tuple[dict[str, Any], str | None]:
     """(the config vLLM reads the target's sizes from, the key it sits under; None: the top level).

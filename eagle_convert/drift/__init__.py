@@ -10,6 +10,6 @@ if TYPE_CHECKING:  # the face: what type checkers see and what __getattr__ loads
     from eagle_convert.drift.plot import plot_drift, require_drift_plot
     from eagle_convert.drift.reader import read_drift_report
     from eagle_convert.drift.results import DepthRow, DraftDrift, DriftGroup, DriftReport
-    from eagle_convert.drift.run import DRIFT_MODULES, run_drift
+    from eagle_convert.drift.run import run_drift
 else:
     __getattr__, __dir__ = attach(__name__, __file__)

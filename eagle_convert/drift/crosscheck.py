@@ -36,8 +36,6 @@ if TYPE_CHECKING:
     from eagle_convert.reference import EagleDrafter, TargetModel
     from eagle_convert.vllm import EngineSession
 
-__all__ = ["RMS_TOLERANCE", "RoundLog", "CrossCheckRow", "CrossCheck", "compare_rounds", "cross_check_vllm"]
-
 RMS_TOLERANCE = 0.02  # relative, per-depth mean over matched rounds (module docstring)
 
 Rounds = list[tuple[int, list[float]]]  # per round: (position drafted from, fed-back RMS at depths 1..k)

@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from eagle_convert.measure import NATURAL, MeasureOptions, format_buckets, parse_buckets
 from eagle_convert.optionspec import check, nested, option
 
-__all__ = ["CROSS_CHECK_ENGINES", "DriftOptions"]
-
 CROSS_CHECK_ENGINES = ("vllm",)
 
 

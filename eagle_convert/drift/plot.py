@@ -10,8 +10,6 @@ from eagle_convert.drift.results import DepthRow, DraftDrift, DriftReport
 from eagle_convert.extras import require
 from eagle_convert.measure import bucket_label, draft_style, finish, model_name, stop_notes
 
-__all__ = ["require_drift_plot", "plot_drift", "bucket_rows"]
-
 # (DepthRow attribute, panel title, y axis label with its unit)
 PANELS = (
     ("sink", "attention on the sink tokens", "share of the draft layer's attention (0-1)"),

@@ -10,8 +10,6 @@ from typing import Any
 from eagle_convert.drift.results import DriftReport
 from eagle_convert.errors import ConfigError
 
-__all__ = ["read_drift_report"]
-
 
 def read_drift_report(data: dict[str, Any], where: str = "drift report") -> DriftReport:
     """The `DriftReport` (per-head shares included) that `to_dict()` wrote `data`, a parsed `drift

@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-__all__ = ["DepthSums", "DriftRecorder", "AuxSums"]
-
 
 @dataclass
 class DepthSums:

@@ -18,22 +18,6 @@ from eagle_convert.drift.crosscheck import CrossCheck
 from eagle_convert.drift.recorder import AuxSums, DepthSums, DriftRecorder
 from eagle_convert.jsonable import Jsonable, dump, key
 
-__all__ = [
-    "SINK_FALL",
-    "RMS_GROWTH",
-    "SINK_MIN",
-    "REPORT_VERSION",
-    "DepthRow",
-    "AuxRow",
-    "DriftGroup",
-    "DraftDrift",
-    "DriftReport",
-    "Verdict",
-    "verdict",
-    "group_from",
-    "pooled",
-]
-
 SINK_FALL = 0.5  # drifts when the sink share falls below half its depth-1 value
 RMS_GROWTH = 2.0  # drifts when the fed-back RMS grows past twice its depth-1 value
 SINK_MIN = 0.1  # below this depth-1 sink share, a fall of the sink share is noise, not drift

@@ -21,7 +21,7 @@ from eagle_convert.drift.options import CROSS_CHECK_ENGINES, DriftOptions
 from eagle_convert.drift.recorder import DriftRecorder
 from eagle_convert.drift.results import DraftDrift, DriftReport, group_from, pooled, verdict
 from eagle_convert.errors import EngineError, UsageError
-from eagle_convert.extras import require
+from eagle_convert.extras import TORCH_MODULES, require
 from eagle_convert.measure import Prompt, PromptSet, Suite, resolve_suite, select_suite
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 
@@ -31,10 +31,6 @@ if TYPE_CHECKING:
     from eagle_convert.vllm_model import Release
 
     CrossCheckFn = Callable[[EagleDrafter, Path, str, tuple[int, ...]], CrossCheck]
-
-__all__ = ["DRIFT_MODULES", "measure_drift", "run_drift"]
-
-DRIFT_MODULES = ("torch", "transformers", "tokenizers")
 
 
 def measure_drift(
@@ -183,7 +179,7 @@ def run_drift(
         EngineError: the reference engine cannot load or run a draft, or vLLM (cross-check) fails.
     """
     t0 = time.perf_counter()
-    require("smoke", "drift", DRIFT_MODULES)
+    require("smoke", "drift", TORCH_MODULES)
     opts = opts or DriftOptions()
     depth, sink_tokens, max_new_tokens, buckets = opts.depth, opts.sink_tokens, opts.max_new_tokens, opts.buckets
     cross_check, chat_templates = opts.cross_check, opts.chat_templates or (None,)

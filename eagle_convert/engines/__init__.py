@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # the face: what type checkers see and what __getattr__ loads
         parse_for,
     )
     from eagle_convert.engines.serve import Draft, ServeCommand, serve_command, serve_commands
-    from eagle_convert.engines.serve_args import SGLANG_ALGORITHM, ServeArg, sglang_flag, trtllm_field
+    from eagle_convert.engines.serve_args import SGLANG_ALGORITHM, sglang_flag, trtllm_field
     from eagle_convert.engines.serve_file import GivenServe, read_serve_file
 else:
     __getattr__, __dir__ = attach(__name__, __file__)

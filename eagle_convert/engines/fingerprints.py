@@ -72,6 +72,3 @@ def matching(
         if drifts(engine, release, root, deciding, data) == []:
             return release
     return None
-
-
-__all__ = ["DATA_FILE", "drifts", "fingerprint", "fingerprint_data", "matching"]

@@ -292,22 +292,3 @@ def convert(
     out = engine_ids(t.taps, engine, target_class=target_class, n=n)
     why = "" if out is not None else f"no id list makes {ENGINES[engine].title} tap {fmt_taps(t.taps)}"
     return Conversion(producer, tuple(ids), t.taps, out, why, t.assumed)
-
-
-__all__ = [
-    "CAVEATS",
-    "NESTED",
-    "PRODUCERS",
-    "TOP",
-    "Capture",
-    "Conversion",
-    "Convention",
-    "Producer",
-    "Trained",
-    "convert",
-    "engine_ids",
-    "fmt_taps",
-    "producer_for",
-    "trained_on",
-    "written_ids",
-]

@@ -120,15 +120,3 @@ def read_draft(
         builds,
         window_asked(config),
     )
-
-
-__all__ = [
-    "DEFAULT",
-    "EngineView",
-    "default_taps",
-    "ids_for",
-    "int_ids",
-    "read_draft",
-    "taps",
-    "window_asked",
-]

@@ -70,6 +70,3 @@ class EngineRules:
     def cite(self, key: str) -> str:
         """The citation of rule `key` (file and function), or "" where none is recorded."""
         return self.cites.get(key, "")
-
-
-__all__ = ["EngineRules", "LmHeadRule", "Offset"]

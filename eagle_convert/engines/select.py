@@ -248,16 +248,3 @@ def every_release() -> list[EngineStatus]:
         if engine.name != VLLM:
             rows += [EngineStatus(engine.name, r, f"--for {ALL}") for r in engine.releases]
     return rows
-
-
-__all__ = [
-    "ALL",
-    "ENGINES",
-    "ENGINE_NAMES",
-    "VLLM",
-    "Engine",
-    "EngineStatus",
-    "engine_status",
-    "every_release",
-    "parse_for",
-]

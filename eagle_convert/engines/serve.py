@@ -243,20 +243,6 @@ def serve_commands(draft: Draft, engines: Sequence[tuple[str, str | None]]) -> l
     return list(seen.values())
 
 
-__all__ = [
-    "NUM_SPECULATIVE_TOKENS",
-    "TRTLLM_CONFIG_FILE",
-    "Draft",
-    "ServeCommand",
-    "serve_command",
-    "serve_commands",
-    "sglang_command",
-    "trained_from_config",
-    "trtllm_command",
-    "vllm_command",
-]
-
-
 def _json_items(token: str) -> list[str]:
     """A single-quoted JSON object's text split after each top-level item's comma ('{"a": 1, | "b": 2}'):
     where a shell line may end inside the quotes (and after an item's colon, `shell_lines`)."""

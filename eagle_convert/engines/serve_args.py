@@ -140,19 +140,3 @@ def sglang_flag(name: str) -> ServeArg | None:
 def trtllm_field(name: str) -> ServeArg | None:
     """The TensorRT-LLM field `name` is (its own name or an alias), else None."""
     return next((arg for arg in TRTLLM_FIELDS.values() if name == arg.name or name in arg.aliases), None)
-
-
-__all__ = [
-    "SGLANG_ALGORITHM",
-    "SGLANG_CHAIN_TOPK",
-    "SGLANG_FLAGS",
-    "SGLANG_LAUNCH",
-    "TRTLLM_BLOCK",
-    "TRTLLM_FIELDS",
-    "TRTLLM_MODEL_ARCH",
-    "TRTLLM_SERVE",
-    "TRTLLM_SERVE_FLAGS",
-    "ServeArg",
-    "sglang_flag",
-    "trtllm_field",
-]

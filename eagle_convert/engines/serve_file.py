@@ -145,6 +145,3 @@ def read_serve_file(path: str, engine: str) -> GivenServe:
         hint="give vLLM's serve config as {speculative_config}",
         options=("serve_config", "serve_for", "speculative_config"),
     )
-
-
-__all__ = ["GivenServe", "read_serve_file", "read_sglang", "read_trtllm"]

@@ -102,5 +102,3 @@ DECIDING: dict[str, tuple[str, ...]] = {
     "srt/models/kimi_k25.py": (f"KimiK25ForConditionalGeneration.{_CAPTURE}",),
     "srt/speculative/eagle_worker_v2.py": ("EagleDraftWorker.init_lm_head",),
 }
-
-__all__ = ["DECIDING", "RELEASES", "SGLANG_0_5_23"]

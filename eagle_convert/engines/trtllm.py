@@ -85,5 +85,3 @@ DECIDING: dict[str, tuple[str, ...]] = {
     "_torch/speculative/eagle3.py": ("Eagle3OneModelSpecMetadata.__post_init__",),
     "llmapi/llm_args.py": ("EagleDecodingConfig",),
 }
-
-__all__ = ["DECIDING", "RELEASES", "TRTLLM_MAIN"]

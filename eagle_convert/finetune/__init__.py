@@ -5,7 +5,7 @@ from __future__ import annotations
 from eagle_convert._lazy import TYPE_CHECKING, attach
 
 if TYPE_CHECKING:  # the face: what type checkers see and what __getattr__ loads
-    from eagle_convert.finetune.calibrate import CALIBRATE_MODULES, Calibration, calibrate_fc_norm
+    from eagle_convert.finetune.calibrate import Calibration, calibrate_fc_norm
     from eagle_convert.finetune.capture import capture_training_data
     from eagle_convert.finetune.distributed import serve_torchrun, torchrun_world
     from eagle_convert.finetune.options import FinetuneOptions

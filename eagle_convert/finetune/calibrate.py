@@ -28,7 +28,7 @@ from eagle_convert.errors import (
     UpgradeRefusedError,
     UsageError,
 )
-from eagle_convert.extras import require
+from eagle_convert.extras import TORCH_MODULES, require
 from eagle_convert.finetune.data import target_tokenizer
 from eagle_convert.io import torch_dtype
 from eagle_convert.jsonable import dump
@@ -39,9 +39,6 @@ from eagle_convert.upgrade import FLOAT_DTYPES, NormInit
 if TYPE_CHECKING:
     from eagle_convert.vllm_model import Release
 
-__all__ = ["CALIBRATE_MODULES", "Calibration", "calibrate_fc_norm"]
-
-CALIBRATE_MODULES = ("torch", "transformers", "tokenizers")
 STATISTIC = "median over calibration tokens of each aux hidden state's RMS (eps included), broadcast"
 HOLD_OUT_EVERY = 4  # every 4th prompt measures agreement, the rest calibrate
 
@@ -131,7 +128,7 @@ def calibrate_fc_norm(
         MissingExtraError: torch is not installed.
         UsageError: no prompts, or a cache captured for another target or aux ids, or incomplete.
     """
-    require("smoke", "upgrade --init calibrated", CALIBRATE_MODULES)
+    require("smoke", "upgrade --init calibrated", TORCH_MODULES)
     import torch
 
     from eagle_convert.reference import (

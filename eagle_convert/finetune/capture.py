@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eagle_convert.cache import SEQUENCES, CaptureOptions, CaptureResult, capture_cache, check_capture_options
-from eagle_convert.extras import require
+from eagle_convert.extras import TORCH_MODULES, require
 from eagle_convert.finetune.data import greedy_continuations, pad_token, render_training_prompts, target_tokenizer
 from eagle_convert.finetune.options import FinetuneOptions
 from eagle_convert.io import write_text_atomic
@@ -30,10 +30,6 @@ from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 
 if TYPE_CHECKING:
     from eagle_convert.vllm_model import Release
-
-__all__ = ["capture_training_data"]
-
-CAPTURE_MODULES = ("torch", "transformers", "tokenizers")
 
 
 def capture_training_data(
@@ -83,7 +79,7 @@ def capture_training_data(
     """
     d, o = data or FinetuneOptions(), opts or CaptureOptions()
     check_capture_options(o)
-    require("smoke", "capture", CAPTURE_MODULES)  # the tokenizer renders the prompts
+    require("smoke", "capture", TORCH_MODULES)  # the tokenizer renders the prompts
     from eagle_convert.draft import load_target, local_checkpoint
     from eagle_convert.vllm_model import default_release
 

@@ -13,15 +13,6 @@ from typing import Any
 from eagle_convert.errors import CheckpointReadError, UsageError
 from eagle_convert.measure import Prompt
 
-__all__ = [
-    "GENERATE_BATCH",
-    "RenderedPrompts",
-    "greedy_continuations",
-    "pad_token",
-    "render_training_prompts",
-    "target_tokenizer",
-]
-
 GENERATE_BATCH = 8  # prompts the reference target continues in one `generate` call
 
 

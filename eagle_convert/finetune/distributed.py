@@ -36,19 +36,6 @@ from typing import Any
 
 from eagle_convert.errors import EagleConvertError, UsageError
 
-__all__ = [
-    "Job",
-    "Ranks",
-    "backend_for",
-    "job_for",
-    "launch",
-    "send",
-    "serve",
-    "serve_torchrun",
-    "temporary_capture",
-    "torchrun_world",
-]
-
 LOG = logging.getLogger(__name__)
 TIMEOUT = timedelta(minutes=30)  # rank 0's held-out evaluation runs while the others wait in all_reduce
 

@@ -11,14 +11,6 @@ from dataclasses import dataclass
 
 from eagle_convert.optionspec import check, option
 
-__all__ = [
-    "DEFAULT_CONTINUATION_TOKENS",
-    "DEFAULT_MAX_LEN",
-    "DEFAULT_STAGES",
-    "FinetuneOptions",
-    "Stage",
-]
-
 
 @dataclass(frozen=True)
 class Stage:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from eagle_convert.cache import CaptureOptions, check_cache
 from eagle_convert.draft import Target, local_checkpoint
 from eagle_convert.errors import EagleConvertError, UsageError
-from eagle_convert.extras import require
+from eagle_convert.extras import TORCH_MODULES, require
 from eagle_convert.finetune.options import DEFAULT_MAX_LEN, FinetuneOptions, Stage
 from eagle_convert.io import check_output_dir
 from eagle_convert.jsonable import Jsonable, dump, key
@@ -43,19 +43,6 @@ from eagle_convert.progress import Tick
 
 if TYPE_CHECKING:
     from eagle_convert.vllm_model import Release
-
-__all__ = [
-    "HOLD_OUT_EVERY",
-    "STAGE_PARAMS",
-    "FinetuneEvent",
-    "FinetunePlan",
-    "FinetuneRefusedError",
-    "FinetuneResult",
-    "Progress",
-    "default_cache_dir",
-    "StageResult",
-    "plan_finetune",
-]
 
 LOG = logging.getLogger(__name__)
 
@@ -72,7 +59,6 @@ HOLD_OUT_EVERY = 5  # every 5th sequence scores the steps (EAL) instead of train
 BATCH_SIZE = 8
 LOSS_DECAY = 0.8
 # The `smoke` extra's modules a fine-tune imports (target, drafter and trainer are torch; the tokenizer).
-FINETUNE_MODULES = ("torch", "transformers", "tokenizers")
 
 
 def held_out_al(eal: float) -> float:
@@ -273,7 +259,7 @@ def plan_finetune(
     """
     o = opts or FinetuneOptions()
     continuation_tokens, ttt_steps, max_len, eval_every = o.continuation_tokens, o.ttt_steps, o.train_len, o.eval_every
-    require("smoke", "finetune", FINETUNE_MODULES)  # the pair check below builds the torch reference drafter
+    require("smoke", "finetune", TORCH_MODULES)  # the pair check below builds the torch reference drafter
     if max_len is not None and max_len < ttt_steps + 2:
         raise UsageError(f"{{max_len}} must be at least {ttt_steps + 2} (TTT depth + 2)", options=("max_len",))
     if not 1 <= o.nproc <= batch_size:

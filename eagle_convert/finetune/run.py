@@ -34,8 +34,6 @@ from eagle_convert.finetune.plan import (
 )
 from eagle_convert.measure import Prompt
 
-__all__ = ["finetune_draft", "provenance", "run_finetune"]
-
 LOG = logging.getLogger(__name__)
 
 

@@ -34,15 +34,6 @@ from eagle_convert.io.outlock import (
 )
 from eagle_convert.io.signals import deferred_signals
 
-__all__ = [
-    "OutputExistsError",
-    "atomic_output_dir",
-    "check_output_dir",
-    "cleanup_stale_temps",
-    "was_published",
-    "write_text_atomic",
-]
-
 
 class OutputExistsError(OutputError, FileExistsError):
     """The output path exists (and is not an empty folder) and `force` was not given.

@@ -36,8 +36,6 @@ from eagle_convert.io.safetensors_header import DTYPE_BYTES, TensorInfo
 from eagle_convert.io.source import Source, where
 from eagle_convert.io.tensordata import TORCH_DTYPE_NAMES
 
-__all__ = ["read_bin_tensors"]
-
 # torch dtype name -> (safetensors dtype, bytes per element): the torch dtype table read backwards,
 # plus the legacy names torch still pickles; the legacy typed storages map onto the same pairs.
 _DTYPES = {t: (st, DTYPE_BYTES[st]) for st, t in TORCH_DTYPE_NAMES.items()}

@@ -23,18 +23,6 @@ from typing import Any
 
 from eagle_convert.errors import CheckpointNotFoundError, CheckpointReadError, EagleConvertError
 
-__all__ = [
-    "MAX_CONFIG_BYTES",
-    "MAX_INDEX_BYTES",
-    "MAX_JSON_DEPTH",
-    "JsonLimits",
-    "brief",
-    "depth_problem",
-    "open_regular",
-    "parse_json",
-    "regular_size",
-]
-
 #: Real draft and target configs are under 100 KB; a config above this is refused unread.
 MAX_CONFIG_BYTES = 8 << 20
 #: The largest published shard indexes (DeepSeek-V3's 91k tensors) are about 9 MB.

@@ -13,7 +13,6 @@ from collections.abc import Callable
 
 from eagle_convert.io.outfile import VERIFY_CHUNK_BYTES, ByteRange, StreamSource, WriterError, log_rare
 
-__all__ = ["RangeCopier", "copy_range", "write_all", "write_stream"]
 # Records keep the writer's logger name, as before these helpers had a module of their own.
 _LOGGER = __package__ + ".writer"
 

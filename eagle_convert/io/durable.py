@@ -19,8 +19,6 @@ import queue
 import threading
 from pathlib import Path
 
-__all__ = ["EarlyFlusher", "flush_early", "fsync_dir", "fsync_file", "fsync_tree"]
-
 _RDONLY = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 
 

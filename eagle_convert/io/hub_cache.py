@@ -19,8 +19,6 @@ from eagle_convert.errors import CheckpointReadError
 if TYPE_CHECKING:  # the client is imported lazily: it costs import time
     from huggingface_hub import CachedRevisionInfo, RepoFile
 
-__all__ = ["cached_file", "cached_listing", "known_missing", "pread_cached"]
-
 _COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 
 

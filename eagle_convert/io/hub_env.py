@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["OFFLINE_REASON", "default_cache_dir", "endpoint", "endpoint_display", "offline"]
-
 OFFLINE_REASON = "offline mode is on (HF_HUB_OFFLINE)"
 _TRUE = {"1", "ON", "YES", "TRUE"}
 

@@ -28,18 +28,6 @@ from eagle_convert.errors import (
 )
 from eagle_convert.io.hub_env import OFFLINE_REASON, endpoint_display, offline
 
-__all__ = [
-    "GATED_HINT",
-    "NOT_FOUND_HINT",
-    "OFFLINE_HINT",
-    "UNREACHABLE_HINT",
-    "file_not_found",
-    "not_cached",
-    "translate",
-    "translated",
-    "unreachable_errors",
-]
-
 NOT_FOUND_HINT = "check the repo id / revision, or set HF_TOKEN if it is private"
 GATED_HINT = "request access on the model page and set HF_TOKEN"
 OFFLINE_HINT = "unset HF_HUB_OFFLINE or download the files first"

@@ -29,8 +29,6 @@ from pathlib import Path
 from eagle_convert.io.copyrange import RangeCopier, copy_range
 from eagle_convert.io.outfile import COPY_CHUNK_BYTES, ByteRange
 
-__all__ = ["LINK_METHODS", "LinkOutcome", "link_or_copy", "same_bytes_cheaply"]
-
 FICLONE = 0x40049409  # _IOW(0x94, 9, int), linux/fs.h
 FS_IOC_FIEMAP = 0xC020660B  # _IOWR('f', 11, struct fiemap)
 FIEMAP_FLAG_SYNC = 0x1
@@ -73,10 +71,6 @@ class LinkOutcome:
 
     method: str
     why: str = ""
-
-    @property
-    def shares_inode(self) -> bool:
-        return self.method == "hardlink"
 
 
 def _reason(exc: OSError) -> str:

@@ -26,31 +26,6 @@ from typing import Any
 
 from eagle_convert.errors import EagleConvertError
 
-__all__ = [
-    "COPY_CHUNK_BYTES",
-    "DTYPE_BITS",
-    "FORMAT_PT_METADATA",
-    "INDEX_FILENAME",
-    "MAX_HEADER_BYTES",
-    "COPY_ALIGN_BYTES",
-    "PAGE_BYTES",
-    "SINGLE_FILENAME",
-    "VERIFY_CHUNK_BYTES",
-    "ByteRange",
-    "OutFile",
-    "OutTensor",
-    "Source",
-    "StreamSource",
-    "WriterError",
-    "check_unique",
-    "encode_header",
-    "file_header",
-    "header_layout",
-    "log_rare",
-    "source_nbytes",
-    "tensor_nbytes",
-]
-
 MiB = 1 << 20
 #: Default unit of work (and of ``progress`` calls) for copying.
 COPY_CHUNK_BYTES = 64 * MiB

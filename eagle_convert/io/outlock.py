@@ -18,8 +18,6 @@ from pathlib import Path
 
 from eagle_convert.errors import OutputError
 
-__all__ = ["OutputLock", "OutputLockedError", "hold_dir", "lock_name", "owner_alive", "probe_output_lock"]
-
 _BUSY = (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES)
 # flock unsupported (some network filesystems): fall back to the pid recorded in the name.
 _NO_FLOCK = (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS)

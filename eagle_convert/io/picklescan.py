@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import pickletools
 
-__all__ = ["MAX_PICKLE_BYTES", "PickleBombError", "scan_pickle"]
-
 #: `data.pkl` of a 1,000-tensor state dict is about 200 KB.
 MAX_PICKLE_BYTES = 16 << 20
 MAX_DEPTH = 100

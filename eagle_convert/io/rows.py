@@ -18,8 +18,6 @@ from eagle_convert.io.tensordata import decode, tensor_bytes
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["RowReader"]
-
 #: Rows closer than this many bytes apart are read in one range (cheaper than another request).
 MERGE_GAP_BYTES = 64 << 10
 #: Bytes per block when every row is streamed.

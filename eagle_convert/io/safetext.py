@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["printable"]
-
 # C0 and C1 controls (tab and newline are kept where lines are allowed), DEL, line/paragraph
 # separators, bidi embeddings/overrides/isolates and marks, and surrogates.
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")

@@ -23,8 +23,6 @@ import mmap
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["WINDOW_BYTES", "RangeComparer"]
-
 WINDOW_BYTES = 8 << 20
 _GRAIN = mmap.ALLOCATIONGRANULARITY
 

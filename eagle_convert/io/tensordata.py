@@ -31,20 +31,6 @@ class TensorSet(Protocol):
     def tensors(self) -> Mapping[str, TensorInfo]: ...
 
 
-__all__ = [
-    "ONE",
-    "TORCH_DTYPE_NAMES",
-    "TensorSet",
-    "decode",
-    "encode",
-    "read_array",
-    "read_ints",
-    "tensor_array",
-    "tensor_bytes",
-    "tensor_torch",
-    "torch_dtype",
-]
-
 _NUMPY_DTYPES = {
     "BOOL": "bool",
     "U8": "<u1",

@@ -27,8 +27,6 @@ from eagle_convert.io.outfile import (
 )
 from eagle_convert.io.samebytes import RangeComparer
 
-__all__ = ["verify_file", "verify_same_bytes"]
-
 
 def _read_header(fd: int, path: Path) -> tuple[int, dict[str, Any]] | str:
     """(header bytes incl. the 8-byte prefix, parsed JSON) or a problem description."""

@@ -37,8 +37,6 @@ from eagle_convert.io.outfile import (
     file_header,
 )
 
-__all__ = ["index_text", "plan_shards", "shard_filename", "write_file", "write_index"]
-
 # --------------------------------------------------------------------------- planning
 
 

@@ -9,29 +9,22 @@ from eagle_convert._lazy import TYPE_CHECKING, attach
 
 if TYPE_CHECKING:  # the face: what type checkers see and what __getattr__ loads
     from eagle_convert.measure.control import Comparison, SamplingControl, compare_outputs, repetition_loop
-    from eagle_convert.measure.engines import counts_from_pass, draft_from_pass, run_reference
+    from eagle_convert.measure.engines import draft_from_pass, run_reference
     from eagle_convert.measure.ksweep import KSweep, StepCosts, k_sweep
     from eagle_convert.measure.options import (
-        ENGINE_CHOICES,
         ENGINES,
-        SMOKE_MODULES,
         Measure,
         MeasureOptions,
         default_engine,
         format_buckets,
-        parse_levels,
     )
     from eagle_convert.measure.passes import (
         CONTROL_EPS,
         CONTROL_GREEDY,
-        CONTROL_PROMPTS,
-        CONTROL_TEMPERATURE,
         GREEDY,
         MAIN,
         MIXED,
         Engines,
-        PassPlan,
-        control_passes,
         draft_passes,
         plan_check_passes,
     )
@@ -81,9 +74,8 @@ if TYPE_CHECKING:  # the face: what type checkers see and what __getattr__ loads
         stop_notes,
         value_label,
     )
-    from eagle_convert.measure.suites import PROMPTS_HELP, Suite, prompt_items, resolve_suite, select_suite
+    from eagle_convert.measure.suites import Suite, prompt_items, resolve_suite, select_suite
     from eagle_convert.measure.throughput import (
-        DEFAULT_CONCURRENCY,
         NO_SPEC,
         EngineRates,
         LevelRate,
@@ -91,13 +83,11 @@ if TYPE_CHECKING:  # the face: what type checkers see and what __getattr__ loads
         parse_concurrency,
     )
     from eagle_convert.measure.vllm_measure import (
-        Measurement,
         engine_device,
         max_model_len_for,
         measure_vllm,
         sampling_control,
         target_dtype,
-        throughput_report,
     )
 else:
     __getattr__, __dir__ = attach(__name__, __file__)

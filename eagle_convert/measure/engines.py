@@ -26,8 +26,6 @@ from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 if TYPE_CHECKING:
     from eagle_convert.vllm_model import Release
 
-__all__ = ["run_reference", "counts_from_pass", "draft_from_pass"]
-
 
 def run_reference(
     target: Path,

@@ -45,20 +45,6 @@ from typing import Any
 from eagle_convert.jsonable import Jsonable, dump, key
 from eagle_convert.vllm_model import AcceptanceMetrics
 
-__all__ = [
-    "ESTIMATOR",
-    "KRow",
-    "KSweep",
-    "StepCosts",
-    "acceptance_at",
-    "acceptance_rate_at",
-    "al_standard_error",
-    "costs_from_rates",
-    "costs_from_throughput",
-    "expected_speedup",
-    "k_sweep",
-]
-
 TIE = 0.01  # relative: expected speedups closer than this are one choice, and the smaller k wins
 ESTIMATOR = "AL(k) = 1 + sum(accepted_per_pos[i] for i < k) / rounds: each round's accepted count capped at k"
 

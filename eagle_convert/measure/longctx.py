@@ -30,17 +30,6 @@ from pathlib import Path
 
 from eagle_convert.errors import ConfigError, UsageError
 
-__all__ = [
-    "CODE_FILES",
-    "KINDS",
-    "LENGTHS",
-    "LongPrompt",
-    "build_long_prompts",
-    "code_documents",
-    "parse_lengths",
-    "prose_documents",
-]
-
 LENGTHS = (1000, 4000, 8000, 16000, 32000)
 KINDS = ("code", "prose")
 ROWS_PER_LENGTH = 2  # prompts per kind and length, each from a different start in its corpus

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from eagle_convert.errors import UsageError
-from eagle_convert.extras import require
+from eagle_convert.extras import TORCH_MODULES, require
 from eagle_convert.measure.prompts import NATURAL, parse_buckets
 from eagle_convert.measure.results import smoke_settings
 from eagle_convert.measure.suites import PROMPTS_HELP, Suite, resolve_suite, select_suite
@@ -24,24 +24,12 @@ from eagle_convert.validate import speculative_config_option
 if TYPE_CHECKING:
     from eagle_convert.vllm_model import ServeConfig
 
-__all__ = [
-    "ENGINE_CHOICES",
-    "ENGINES",
-    "default_engine",
-    "Measure",
-    "MeasureOptions",
-    "format_buckets",
-    "format_levels",
-    "parse_levels",
-]
-
 DEFAULT_K = 3
 ENGINES = ("reference", "vllm")
 ENGINE_CHOICES = ("auto", *ENGINES)
 # Keys the reference engine follows (it always drafts as method eagle3, at num_speculative_tokens).
 REFERENCE_KEYS = ("method", "model", "num_speculative_tokens")
 # What every measuring run imports (the tokenizer, and torch for either engine); --plot adds matplotlib.
-SMOKE_MODULES = ("torch", "transformers", "tokenizers")
 
 
 def default_engine() -> str:
@@ -150,7 +138,7 @@ class MeasureOptions:
                 speculative config the installed vLLM refuses, whose k is not `k`, or (reference engine)
                 with keys other than method and num_speculative_tokens; a bad prompt suite.
         """
-        require("smoke", command, SMOKE_MODULES)  # before default_engine(), which imports torch
+        require("smoke", command, TORCH_MODULES)  # before default_engine(), which imports torch
         engine = default_engine() if self.engine in (None, "auto") else str(self.engine)
         serve, k = self._serve(engine)
         levels = self.concurrency

@@ -42,21 +42,6 @@ from eagle_convert.vllm import (
     engine_session,
 )
 
-__all__ = [
-    "CONTROL_EPS",
-    "CONTROL_GREEDY",
-    "CONTROL_PROMPTS",
-    "CONTROL_TEMPERATURE",
-    "Engines",
-    "GREEDY",
-    "MAIN",
-    "MIXED",
-    "PassPlan",
-    "control_passes",
-    "draft_passes",
-    "plan_check_passes",
-]
-
 MAIN, GREEDY, CONTROL_GREEDY, CONTROL_EPS, MIXED = "main", "greedy", "control-greedy", "control-eps", "mixed"
 CONTROL_TEMPERATURE = 0.01  # smoke's and report's sampling control (check's is the policy's)
 CONTROL_PROMPTS = 2

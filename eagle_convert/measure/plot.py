@@ -22,18 +22,6 @@ from eagle_convert.measure.style import (
     value_label,
 )
 
-__all__ = [
-    "PLOT_MODULES",
-    "PLOT_WHAT",
-    "draft_names",
-    "panels",
-    "plot_grouped_al",
-    "plot_positions",
-    "plot_smoke",
-    "plot_throughput",
-    "require_plot",
-]
-
 PLOT_WHAT, PLOT_MODULES = "smoke --plot", ("matplotlib",)
 
 

@@ -24,8 +24,6 @@ from eagle_convert.measure.prompts import (
 from eagle_convert.measure.provenance import Provenance, SuiteRows
 from eagle_convert.measure.suites import Suite, as_suite
 
-__all__ = ["long_rows", "prepare_smoke_prompts", "prepare_suite", "token_counter"]
-
 
 def long_rows(suite: Suite, count_tokens: Callable[[str], int]) -> tuple[SuiteRows, dict[str, int]]:
     """Cut the suite's long-context prompts for one target.

@@ -21,22 +21,6 @@ from typing import Any
 
 from eagle_convert.errors import ConfigError, UsageError
 
-__all__ = [
-    "NATURAL",
-    "Prompt",
-    "PreparedPrompt",
-    "SkippedPrompt",
-    "PromptSet",
-    "builtin_prompts",
-    "filler_prefix",
-    "filler_text",
-    "load_prompts",
-    "parse_buckets",
-    "resolve_chat_template",
-    "prepare_prompts",
-    "select_prompts",
-]
-
 NATURAL = 0  # bucket id of unpadded prompts
 NO_TEMPLATE = "none"  # --chat-template none: raw text, no template
 _ROLES = ("system", "user", "assistant", "tool")

@@ -16,8 +16,6 @@ from eagle_convert.errors import ConfigError
 from eagle_convert.jsonable import Jsonable
 from eagle_convert.measure.prompts import Prompt
 
-__all__ = ["FIRST_TURN", "Provenance", "SuiteRows", "suite_file_lines"]
-
 # How a multi-turn row becomes one prompt: its first user turn only, as vLLM 0.32's benchmark
 # datasets do (vllm/benchmarks/datasets/datasets.py: SpecBench.load_data takes `row["turns"][0]`,
 # SpeedBench.load_data `row["messages"][0]["content"]`), rendered as one user message through the

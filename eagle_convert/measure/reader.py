@@ -17,8 +17,6 @@ from eagle_convert.measure.control import Comparison, Divergence, SamplingContro
 from eagle_convert.measure.ksweep import KSweep, StepCosts, k_sweep
 from eagle_convert.measure.results import Counts, DraftResult, Group, RequestResult
 
-__all__ = ["check_smoke_dict", "counts_from_dict", "read_drafts"]
-
 _TOP = ("target", "engine", "engine_version", "settings", "prompts", "drafts", "deltas")
 _COUNTERS = (
     "requests",

@@ -19,21 +19,6 @@ from eagle_convert.jsonable import dump, key
 from eagle_convert.measure.prompts import PromptSet
 from eagle_convert.vllm_model import AcceptanceMetrics, Release
 
-__all__ = [
-    "Counts",
-    "Group",
-    "RequestResult",
-    "DraftResult",
-    "Delta",
-    "SmokeReport",
-    "EngineOut",
-    "counts_from_histogram",
-    "draft_labels",
-    "draft_results",
-    "deltas",
-    "smoke_settings",
-]
-
 LOG = logging.getLogger(__name__)
 
 

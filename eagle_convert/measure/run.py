@@ -26,8 +26,6 @@ if TYPE_CHECKING:
     from eagle_convert.measure.vllm_measure import Measurement
     from eagle_convert.vllm_model import Release
 
-__all__ = ["Measured", "measure_drafts", "with_vllm_costs"]
-
 
 @dataclass
 class Measured:

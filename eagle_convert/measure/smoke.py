@@ -23,8 +23,6 @@ from eagle_convert.measure.suites import Suite
 from eagle_convert.progress import OnTick
 from eagle_convert.vllm_model import default_release
 
-__all__ = ["run_smoke"]
-
 
 def run_smoke(
     target: str | Path,

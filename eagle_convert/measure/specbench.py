@@ -22,18 +22,6 @@ from eagle_convert.errors import ConfigError
 from eagle_convert.measure.prompts import Prompt, json_lines
 from eagle_convert.measure.provenance import Provenance, SuiteRows, suite_file_lines
 
-__all__ = [
-    "SAMPLE_FILE",
-    "SOURCES",
-    "SPEC_BENCH_COMMIT",
-    "SPEC_BENCH_PATH",
-    "Source",
-    "is_spec_bench_row",
-    "read_spec_bench",
-    "sample_rows",
-    "spec_bench_file",
-]
-
 SAMPLE_FILE = "spec_bench_sample.jsonl"
 SPEC_BENCH_COMMIT = "fd2c1cd"  # the snapshot the sample was drawn from (question.jsonl last changed in 66230f1)
 SPEC_BENCH_PATH = "data/spec_bench/question.jsonl"

@@ -25,17 +25,6 @@ from eagle_convert.errors import ConfigError
 from eagle_convert.measure.prompts import Prompt, json_lines
 from eagle_convert.measure.provenance import Provenance, SuiteRows, suite_file_lines
 
-__all__ = [
-    "DEFAULT_SUBSET",
-    "LICENSE",
-    "PLACEHOLDER",
-    "SUBSETS",
-    "is_speed_bench_row",
-    "read_speed_bench",
-    "refusal_line",
-    "speed_bench_file",
-]
-
 # The placeholder text of restricted rows (NeMo-Skills' speed-bench prepare.py, TURNS_PLACEHOLDER).
 PLACEHOLDER = "FULL BENCHMARK DATA SHOULD BE FETCHED FROM THE SOURCE USING SPECDEC_BENCH"
 SUBSETS = ("qualitative", "throughput_1k", "throughput_2k", "throughput_8k", "throughput_16k", "throughput_32k")

@@ -25,8 +25,6 @@ from eagle_convert.measure.ksweep import StepCosts
 if TYPE_CHECKING:
     from eagle_convert.reference import EagleDrafter, TargetModel
 
-__all__ = ["time_reference_steps"]
-
 WARMUP = 2
 
 

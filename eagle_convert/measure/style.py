@@ -22,19 +22,6 @@ from eagle_convert.measure.prompts import NATURAL
 if TYPE_CHECKING:
     from eagle_convert.measure.results import SmokeReport
 
-__all__ = [
-    "CAPTION_GID",
-    "bucket_label",
-    "declutter",
-    "draft_style",
-    "finish",
-    "model_name",
-    "save_png",
-    "smoke_caption",
-    "stop_notes",
-    "value_label",
-]
-
 LINESTYLES = ("-", "--", "-.", ":")
 MARKERS = ("o", "s", "^", "D", "v", "P")
 FONT = 8  # value labels, legend and caption

@@ -38,18 +38,6 @@ from eagle_convert.measure.speedbench import (
     speed_bench_file,
 )
 
-__all__ = [
-    "BUILTIN",
-    "PROMPTS_HELP",
-    "SUITES",
-    "Suite",
-    "as_suite",
-    "prompt_items",
-    "resolve_suite",
-    "select_suite",
-    "suite_names",
-]
-
 BUILTIN = "builtin"
 BUILTIN_LABEL = "built-in"  # the label recorded for the built-in set (smoke --json, report.json)
 _BUILTIN_PROVENANCE = Provenance("eagle-convert built-in prompts", "Apache-2.0", "eagle_convert/data/prompts.jsonl")
@@ -97,11 +85,6 @@ class Suite:
     def notices(self) -> list[str]:
         """One line per group of refused rows (SPEED-Bench placeholders); empty when none."""
         return self.rows.notices
-
-
-def suite_names() -> list[str]:
-    """The names `--prompts` accepts, as the help and errors list them."""
-    return list(SUITES)
 
 
 def resolve_suite(value: str | Path | None) -> Suite:

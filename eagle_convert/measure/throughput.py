@@ -32,17 +32,6 @@ from eagle_convert.measure.prompts import NATURAL, PromptSet
 if TYPE_CHECKING:
     from eagle_convert.vllm import EngineRun, PassResult, PassSpec
 
-__all__ = [
-    "DEFAULT_CONCURRENCY",
-    "EngineRates",
-    "LevelRate",
-    "ThroughputReport",
-    "cpu_note",
-    "engine_rates",
-    "parse_concurrency",
-    "throughput_passes",
-]
-
 DEFAULT_CONCURRENCY = (1, 4, 16)
 MIN_REQUESTS = 4  # requests measured per concurrency level (c = 1 runs 4 rounds of one)
 MAX_CONCURRENCY = 256

@@ -38,17 +38,6 @@ if TYPE_CHECKING:
     from eagle_convert.vllm import EngineRun, EngineSession, PassResult
     from eagle_convert.vllm_model import ServeConfig
 
-__all__ = [
-    "DraftMeasurement",
-    "Measurement",
-    "engine_device",
-    "max_model_len_for",
-    "measure_vllm",
-    "sampling_control",
-    "target_dtype",
-    "throughput_report",
-]
-
 
 @dataclass
 class DraftMeasurement:

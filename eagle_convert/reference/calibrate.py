@@ -34,8 +34,6 @@ from torch import Tensor
 from eagle_convert.reference.drafter import EagleDrafter
 from eagle_convert.reference.target import TargetModel
 
-__all__ = ["aux_rms", "drafter_with_fc_norm", "fc_norm_values", "first_pass_argmax", "first_position_agreement"]
-
 
 @torch.no_grad()
 def aux_rms(

@@ -21,8 +21,6 @@ from eagle_convert.reference.drafter import DraftConfig, EagleDrafter, draft_con
 from eagle_convert.reference.target import resolve_device
 from eagle_convert.vllm_model import Release
 
-__all__ = ["drafter_from_state_dict", "load_drafter", "load_state"]
-
 
 def load_state(ckpt: Checkpoint) -> dict[str, Tensor]:
     """Every tensor of the checkpoint under its vLLM-native name (`midlayer.` -> `layers.0.`,

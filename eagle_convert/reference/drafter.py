@@ -22,17 +22,6 @@ from torch import Tensor, nn
 from eagle_convert.reference.mla import MLAAttention, MLAConfig, mla_config_from_dict, mla_inv_freq
 from eagle_convert.vllm_model import DEFAULT_ROPE_THETA, Release, read_config, rope_parameters
 
-__all__ = [
-    "DraftConfig",
-    "DraftObserver",
-    "EagleDrafter",
-    "DraftCache",
-    "KVSlot",
-    "draft_config_from_dict",
-    "rms_norm",
-    "fused_add_rms_norm",
-]
-
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     """vLLM's `ir.ops.rms_norm`: statistics in fp32, weight applied in the weight dtype."""

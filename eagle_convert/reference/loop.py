@@ -28,8 +28,6 @@ from eagle_convert.reference.drafter import EagleDrafter
 from eagle_convert.reference.target import TargetModel
 from eagle_convert.vllm_model import AcceptanceMetrics
 
-__all__ = ["SpecResult", "speculative_generate", "greedy_generate", "summarize"]
-
 
 @dataclass
 class SpecResult(AcceptanceMetrics):

@@ -36,8 +36,6 @@ from torch import Tensor, nn
 
 from eagle_convert.vllm_model import MLA_DIM_DEFAULTS
 
-__all__ = ["MLAConfig", "MLAAttention", "apply_rope_interleaved", "mla_config_from_dict", "mla_inv_freq"]
-
 
 @dataclass(frozen=True)
 class MLAConfig:

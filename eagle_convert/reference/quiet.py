@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["quiet_loading"]
-
 
 @contextmanager
 def quiet_loading() -> Iterator[None]:

@@ -18,8 +18,6 @@ from collections.abc import Hashable, Sequence
 import torch
 from torch import Tensor, nn
 
-__all__ = ["KeepBest", "expected_acceptance_length"]
-
 
 def expected_acceptance_length(step_acc: Sequence[float]) -> float:
     """Σ_k Π_{i≤k} acc_i (expected accepted drafts per round; AL ≈ 1 + EAL)."""

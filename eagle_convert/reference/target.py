@@ -15,8 +15,6 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-__all__ = ["TargetModel", "TargetOutput", "default_device", "resolve_device"]
-
 
 def default_device() -> torch.device:
     """Where the reference engine runs when not told: the first GPU if torch sees one, else CPU."""

@@ -30,17 +30,6 @@ from eagle_convert.reference.drafter import EagleDrafter, expand_kv
 from eagle_convert.reference.select import KeepBest, expected_acceptance_length
 from eagle_convert.reference.target import TargetModel
 
-__all__ = [
-    "DataParallel",
-    "FeatureSource",
-    "StepInfo",
-    "TrainResult",
-    "heldout_accuracy",
-    "train_draft",
-    "trainable_names",
-    "ttt_token_counts",
-    "write_draft",
-]
 LOG = logging.getLogger(__name__)
 
 

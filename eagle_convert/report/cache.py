@@ -24,8 +24,6 @@ from eagle_convert.io import write_text_atomic
 from eagle_convert.jsonable import Jsonable
 from eagle_convert.jsonable import key as jsonkey
 
-__all__ = ["STATE_DIR", "HashMemo", "StageRecord", "StageStore", "folder_digest", "stage_key", "write_json_atomic"]
-
 STATE_DIR = ".report"
 CHUNK = 8 << 20
 # Files a draft folder holds that are not part of the draft vLLM loads: the model card is rewritten
@@ -134,6 +132,3 @@ class StageStore:
     def save(self, rec: StageRecord) -> None:
         rec.outputs = {rel: folder_digest(self.out / rel, self.memo) for rel in rec.outputs}
         write_json_atomic(self._path(rec.name), rec.to_dict())
-
-    def forget(self, name: str) -> None:
-        self._path(name).unlink(missing_ok=True)

@@ -26,8 +26,6 @@ if TYPE_CHECKING:
     from eagle_convert.measure import Suite
     from eagle_convert.report.runner import Runner, Variant
 
-__all__ = ["drift_command", "drift_variants"]
-
 
 def drift_command(target: Path, drafts: Sequence[Path], opts: ReportOptions) -> str:
     """The `drift` command that measures `drafts` as the report did (same prompts, buckets, depth)."""

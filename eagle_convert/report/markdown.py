@@ -9,8 +9,6 @@ from eagle_convert.draft import k_sweep_lines
 from eagle_convert.finetune import held_out_al
 from eagle_convert.measure import bucket_label
 
-__all__ = ["render_markdown"]
-
 
 def _row(cells: list[Any]) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"

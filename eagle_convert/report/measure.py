@@ -43,8 +43,6 @@ if TYPE_CHECKING:
     from eagle_convert.report.runner import Runner, Variant
     from eagle_convert.vllm_model import Release
 
-__all__ = ["engine_build", "measure_variants", "pending_variants", "prompts_digest"]
-
 BASELINE_STAGE = "smoke:no-speculation"
 
 

@@ -26,8 +26,6 @@ from eagle_convert.measure import (
     smoke_caption,
 )
 
-__all__ = ["PLOTS", "plot_report"]
-
 PLOTS = ("report.png", "al.png", "positions.png", "buckets.png", "speedup.png")
 FONT = 8
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from eagle_convert.draft import local_checkpoint
 from eagle_convert.errors import OutputError
-from eagle_convert.extras import require
+from eagle_convert.extras import TORCH_MODULES, require
 from eagle_convert.progress import OnTick
 from eagle_convert.report.cache import STATE_DIR, folder_digest
 from eagle_convert.report.runner import (
@@ -53,8 +53,6 @@ from eagle_convert.upgrade import UpgradeOptions
 
 if TYPE_CHECKING:
     from eagle_convert.engines import EngineStatus
-
-__all__ = ["ReportResult", "run_report"]
 
 TITLES = {
     EAGLE3: "EAGLE-3 (the input)",
@@ -154,7 +152,7 @@ def run_report(
             other than method and num_speculative_tokens.
         OutputError: `out` is, contains or lies inside an input, or is not a folder.
     """
-    from eagle_convert.measure import PLOT_MODULES, SMOKE_MODULES
+    from eagle_convert.measure import PLOT_MODULES
     from eagle_convert.report.drift import drift_variants
     from eagle_convert.report.measure import measure_variants
     from eagle_convert.report.write import write_outputs
@@ -162,7 +160,7 @@ def run_report(
     opts = options or ReportOptions()
     # Everything the run will import, before its first stage: the plots come last, after minutes
     # of fine-tuning and measuring, and so does the vLLM measurement.
-    require("smoke", "report", (*SMOKE_MODULES, *PLOT_MODULES))
+    require("smoke", "report", (*TORCH_MODULES, *PLOT_MODULES))
     # engine, k, serve config, concurrency and prompts, decided once (the option objects refused
     # out-of-range values when built); a k that contradicts the speculative config, keys the reference
     # engine cannot follow or a bad --prompts fail here

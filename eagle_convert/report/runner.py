@@ -13,8 +13,6 @@ from eagle_convert.errors import EagleConvertError
 from eagle_convert.progress import OnTick, Tick
 from eagle_convert.report.cache import STATE_DIR, HashMemo, StageRecord, StageStore, folder_digest, stage_key
 
-__all__ = ["CALIBRATED", "EAGLE3", "FINETUNED", "IDENTITY", "Runner", "StageEvent", "Variant"]
-
 Say = Callable[[str], None]
 # The report's variants: each one's name is its folder in the report, its label in the measurements.
 EAGLE3, IDENTITY, CALIBRATED, FINETUNED = "eagle3", "eagle31-identity", "eagle31-calibrated", "eagle31-finetuned"

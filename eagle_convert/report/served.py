@@ -29,8 +29,6 @@ if TYPE_CHECKING:
     from eagle_convert.measure import Suite
     from eagle_convert.report.runner import Runner
 
-__all__ = ["SERVED_STAGE", "check_served", "served_command", "served_options", "served_stage"]
-
 SERVED_STAGE = "served"
 
 

@@ -25,19 +25,6 @@ if TYPE_CHECKING:
     from eagle_convert.engines import EngineStatus
     from eagle_convert.upgrade import Calibrate, NormInit, UpgradePlan
 
-__all__ = [
-    "ReportOptions",
-    "command",
-    "finetune_command",
-    "finetune_defaults",
-    "finetune_stage",
-    "inspect_stage",
-    "smoke_command",
-    "upgrade_command",
-    "upgrade_stage",
-    "validate_stage",
-]
-
 Say = Callable[[str], None]
 
 

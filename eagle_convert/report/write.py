@@ -22,8 +22,6 @@ from eagle_convert.report.runner import CALIBRATED, EAGLE3, FINETUNED, IDENTITY,
 from eagle_convert.report.served import SERVED_STAGE
 from eagle_convert.report.stages import ReportOptions, smoke_command
 
-__all__ = ["AL_TOLERANCE", "REPORT_VERSION", "checks", "write_outputs"]
-
 REPORT_VERSION = 1
 # "The fine-tuned draft is as good as the input": AL within this of the input's (issue 11).
 AL_TOLERANCE = 0.05

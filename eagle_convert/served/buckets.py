@@ -23,8 +23,6 @@ from eagle_convert.served.errors import ServerError
 from eagle_convert.served.http import Connection, ServedModel, status_error, translate
 from eagle_convert.served.stream import raw_text
 
-__all__ = ["BucketPrompt", "Skipped", "bucket_prompts", "pad_to_buckets"]
-
 PARALLEL = 8  # /tokenize requests in flight while padding
 
 

@@ -10,8 +10,6 @@ import re
 
 from eagle_convert.errors import EagleConvertError
 
-__all__ = ["NoDraftError", "ServerError", "ServerRestartedError", "SERVER_EXIT_CODE"]
-
 SERVER_EXIT_CODE = 3
 
 

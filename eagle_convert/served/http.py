@@ -20,8 +20,6 @@ from eagle_convert.served.errors import ServerError
 if TYPE_CHECKING:
     import httpx2
 
-__all__ = ["Connection", "ServedModel", "display_url", "normalize_url", "translate"]
-
 AUTH_HINT = "give {api_key} or set OPENAI_API_KEY"
 PATH_HINT = "give the server's root URL (e.g. http://host:8000), where /v1/models and /metrics answer"
 

@@ -18,8 +18,6 @@ from eagle_convert.measure import Prompt, Suite, long_rows
 from eagle_convert.served.buckets import BucketPrompt, Skipped, count_tokens
 from eagle_convert.served.http import Connection, ServedModel
 
-__all__ = ["long_context_prompts"]
-
 
 async def long_context_prompts(
     conn: Connection,

@@ -22,16 +22,6 @@ from dataclasses import dataclass
 
 from eagle_convert.served.errors import NoDraftError, ServerError, ServerRestartedError
 
-__all__ = [
-    "COUNTERS",
-    "DecodeTimes",
-    "SpecCounters",
-    "decode_times",
-    "parse_prometheus",
-    "read_metrics",
-    "spec_counters",
-]
-
 DRAFTS = "vllm:spec_decode_num_drafts_total"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"

@@ -27,8 +27,6 @@ from eagle_convert.measure import (
 )
 from eagle_convert.served.results import BASELINE_LABEL, ENGINE, ServedLevel, ServedReport, ServedServer
 
-__all__ = ["plot_served", "served_caption", "served_panels"]
-
 LEVEL_STYLES = (("-", "o"), ("--", "s"), ("-.", "^"), (":", "D"), ((0, (5, 1)), "v"), ((0, (1, 1)), "P"))
 
 

@@ -29,8 +29,6 @@ from eagle_convert.served.http import ServedModel
 from eagle_convert.served.metrics import DecodeTimes, SpecCounters
 from eagle_convert.served.stream import RequestOutcome
 
-__all__ = ["ServedLevel", "ServedReport", "ServedServer", "BASELINE_LABEL"]
-
 BASELINE_LABEL = "no speculation"
 METRIC = (
     "per-user decode tokens/s: the engine's (vllm:request_decode_time_seconds and "

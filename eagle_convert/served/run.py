@@ -33,8 +33,6 @@ from eagle_convert.served.metrics import DecodeTimes, SpecCounters, read_metrics
 from eagle_convert.served.results import BASELINE_LABEL, ENGINE, STREAM, ServedLevel, ServedReport, ServedServer
 from eagle_convert.served.stream import RequestOutcome, Sampling, run_streams
 
-__all__ = ["DEFAULT_LEVELS", "ServerOptions", "run_served", "level_requests"]
-
 DEFAULT_LEVELS = (1, 4, 16)
 SETTLE_READS = 40  # /metrics reads (50 ms apart) waiting for the counters to stop moving after a level
 SETTLE_PAUSE_S = 0.05

@@ -21,8 +21,6 @@ from typing import Any
 from eagle_convert.measure import Prompt
 from eagle_convert.served.http import Connection, status_error, translate
 
-__all__ = ["RequestOutcome", "Sampling", "request_body", "run_streams", "stream_one"]
-
 
 @dataclass(frozen=True)
 class Sampling:

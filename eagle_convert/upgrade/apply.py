@@ -33,11 +33,10 @@ from eagle_convert.io import (
     write_file,
     write_index,
 )
+from eagle_convert.jsonable import dump
 from eagle_convert.upgrade.outfiles import index_json
 from eagle_convert.upgrade.plan import UpgradePlan
 from eagle_convert.upgrade.preflight import refuse_invalid_output
-
-__all__ = ["Progress", "UpgradeResult", "apply_upgrade", "check_output"]
 
 
 class Progress(Protocol):
@@ -65,17 +64,8 @@ class UpgradeResult:
         return sum(self.files.values())
 
     def to_dict(self) -> dict[str, object]:
-        data = {
-            "out": str(self.out),
-            "files": self.files,
-            "total_bytes": self.total_bytes,
-            "verified": self.verified,
-            "write_seconds": round(self.write_seconds, 3),
-            "verify_seconds": round(self.verify_seconds, 3),
-        }
-        if self.links:
-            data |= {"links": self.links, "link_notes": self.link_notes}
-        return data
+        links = {"links": self.links, "link_notes": self.link_notes} if self.links else {}
+        return dump(self, "out files total_bytes verified write_seconds:3 verify_seconds:3") | links
 
 
 def check_output(plan: UpgradePlan, out: Path, *, force: bool = False) -> Path:

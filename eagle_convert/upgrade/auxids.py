@@ -17,8 +17,6 @@ from eagle_convert.errors import UpgradeRefusedError, UsageError
 from eagle_convert.upgrade.refusals import refuse
 from eagle_convert.vllm_model import default_aux_ids, lookup
 
-__all__ = ["AuxIds", "resolve_aux"]
-
 
 @dataclass(frozen=True)
 class AuxIds:

@@ -25,18 +25,6 @@ from eagle_convert.vllm_model import (
     mtp_rewrite,
 )
 
-__all__ = [
-    "apply_rules",
-    "choose_architectures",
-    "choose_model_type",
-    "read_target",
-    "complete_verifier",
-    "speculators_verifier",
-    "to_native",
-    "to_speculators",
-    "verifier_block",
-]
-
 _MISSING = object()
 
 

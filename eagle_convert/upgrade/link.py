@@ -33,8 +33,6 @@ from eagle_convert.upgrade.apply import Progress, UpgradeResult, check_output, v
 from eagle_convert.upgrade.linkplan import LinkPlan
 from eagle_convert.upgrade.preflight import refuse_invalid_output
 
-__all__ = ["apply_link"]
-
 
 def apply_link(
     lp: LinkPlan,

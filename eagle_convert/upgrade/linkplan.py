@@ -28,8 +28,6 @@ from eagle_convert.upgrade.outfiles import PlannedFile
 from eagle_convert.upgrade.plan import UpgradePlan
 from eagle_convert.vllm_model import vllm_name
 
-__all__ = ["NORM_SHARD", "LinkPlan", "LinkedFile", "plan_link"]
-
 NORM_SHARD = "fc_norm.safetensors"
 NO_LINK = "drop {link} to write a converted copy"
 

@@ -15,8 +15,6 @@ from eagle_convert.io import ONE, encode
 
 FLOAT_DTYPES = tuple(ONE)  # the dtypes fc_norm weights can be written in
 
-__all__ = ["FLOAT_DTYPES", "NormInit", "norm_bytes"]
-
 
 @dataclass(frozen=True)
 class NormInit:

@@ -11,8 +11,6 @@ from dataclasses import dataclass
 from eagle_convert.optionspec import check, option
 from eagle_convert.upgrade.plan import LAYOUTS
 
-__all__ = ["INITS", "UpgradeOptions", "format_ids", "parse_ids"]
-
 INITS = ("ones", "calibrated")
 
 

@@ -19,8 +19,6 @@ from eagle_convert.upgrade.outfiles import PlannedFile
 from eagle_convert.validate import Finding, build_context, run_static
 from eagle_convert.vllm_model import Release
 
-__all__ = ["OutputCheck", "output_key", "static_errors"]
-
 
 @dataclass(frozen=True)
 class OutputCheck:

@@ -26,8 +26,6 @@ from eagle_convert.io import (
     index_text,
 )
 
-__all__ = ["FC_NORM", "PlannedFile", "PlannedSource", "index_json", "norm_name", "plan_files", "planned_output"]
-
 FC_NORM = "fc_norm.{i}.weight"
 
 

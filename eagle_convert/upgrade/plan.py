@@ -52,8 +52,6 @@ from eagle_convert.upgrade.portable import engines_for, make_portable
 from eagle_convert.upgrade.refusals import check_upgradable
 from eagle_convert.vllm_model import Release, mtp_rewrite
 
-__all__ = ["LAYOUTS", "UpgradePlan", "plan_upgrade"]
-
 LAYOUTS = ("vllm", "keep", "speculators")
 CARD_PLACEHOLDER = "PATH_TO_THIS_DRAFT"  # what the card's `vllm serve` loads when the plan has no output folder
 

@@ -24,8 +24,6 @@ from eagle_convert.errors import UpgradeRefusedError
 from eagle_convert.io import TensorInfo
 from eagle_convert.vllm_model import Release
 
-__all__ = ["engines_for", "make_portable"]
-
 SERVING_CONFIG_CODES = frozenset({"W337"})  # set by the engine's serve command, not by the draft's config
 
 

@@ -20,8 +20,6 @@ from eagle_convert.upgrade.outfiles import planned_output
 from eagle_convert.upgrade.plan import UpgradePlan, plan_upgrade
 from eagle_convert.validate import Finding
 
-__all__ = ["output_errors", "planned_checkpoint", "refuse_invalid_output"]
-
 
 def planned_checkpoint(plan: UpgradePlan) -> Checkpoint:
     """The output `plan` would write, as validate reads a checkpoint (no bytes copied)."""

@@ -11,8 +11,6 @@ from eagle_convert.draft import Checkpoint, DraftInfo
 from eagle_convert.errors import UpgradeRefusedError
 from eagle_convert.upgrade.norminit import FLOAT_DTYPES
 
-__all__ = ["check_upgradable", "refuse"]
-
 
 def refuse(ckpt: Checkpoint, what: str, hint: str | None = None, options: tuple[str, ...] = ()) -> UpgradeRefusedError:
     return UpgradeRefusedError(f"{ckpt.description}: {what}", hint=hint, options=options)

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from eagle_convert.draft import Checkpoint, DraftInfo, Target, describe, ensure_draft, open_checkpoint
+from eagle_convert.jsonable import dump, key
 from eagle_convert.upgrade.apply import Progress, UpgradeResult, apply_upgrade, check_output
 from eagle_convert.upgrade.configgen import read_target
 from eagle_convert.upgrade.linkplan import LinkPlan, plan_link
@@ -23,8 +24,6 @@ from eagle_convert.upgrade.options import UpgradeOptions
 from eagle_convert.upgrade.plan import UpgradePlan, plan_upgrade
 from eagle_convert.upgrade.preflight import refuse_invalid_output
 from eagle_convert.vllm_model import default_release
-
-__all__ = ["UpgradeRun", "plan_upgrade_draft", "upgrade_draft"]
 
 # (checkpoint, plan with ones) -> measured fc_norm values; the measuring lives above this layer.
 Calibrate = Callable[[Checkpoint, UpgradePlan], NormInit]
@@ -36,18 +35,13 @@ class UpgradeRun:
 
     output: Path
     plan: UpgradePlan
-    link: LinkPlan | None = None
-    result: UpgradeResult | None = None
+    link: LinkPlan | None = field(default=None, metadata=key(omit_none=True))
+    result: UpgradeResult | None = field(default=None, metadata=key(omit_none=True))
     dry_run: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """What `upgrade --json` prints."""
-        out: dict[str, Any] = {"dry_run": self.dry_run, "output": str(self.output), "plan": self.plan.to_dict()}
-        if self.link is not None:
-            out["link"] = self.link.to_dict()
-        if self.result is not None:
-            out["result"] = self.result.to_dict()
-        return out
+        return dump(self, "dry_run output plan link result")
 
 
 def _open(

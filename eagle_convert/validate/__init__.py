@@ -20,7 +20,6 @@ if TYPE_CHECKING:  # the face: what type checkers see and what __getattr__ loads
     from eagle_convert.validate.rules import run_static
     from eagle_convert.validate.rules.context import build_context
     from eagle_convert.validate.rules.engine import feature_findings, from_engine
-    from eagle_convert.validate.rules.target import open_target
     from eagle_convert.validate.run import ValidationReport, validate_checkpoint
 else:
     __getattr__, __dir__ = attach(__name__, __file__)

@@ -216,6 +216,3 @@ def _settles(f: Finding, given: GivenServe, want: ServeCommand, rules: EngineRul
         wanted = dict(want.flags).get(rules.window_flag)
         return wanted is not None and _int(given.get(rules.window_flag)) == wanted
     return False
-
-
-__all__ = ["draft_ref", "given_findings", "serve_draft"]

@@ -134,6 +134,3 @@ def _lm_head(rules: EngineRules, config: dict[str, Any], weights: DraftWeights) 
             )
         ]
     return []
-
-
-__all__ = ["DraftWeights", "draft_weights", "sharing_findings"]

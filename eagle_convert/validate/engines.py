@@ -363,6 +363,3 @@ def version_findings(status: EngineStatus) -> list[Finding]:
     """E707 when the engine release is not one eagle-convert has read."""
     line = status.warning()
     return [] if line is None else [finding("E707", line)]
-
-
-__all__ = ["engine_findings", "shared_findings", "trained_taps", "version_findings"]

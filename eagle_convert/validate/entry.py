@@ -17,8 +17,6 @@ from eagle_convert.validate.matrix import Matrix, compatibility_matrix
 from eagle_convert.validate.options import ValidateOptions, static_only
 from eagle_convert.validate.run import ValidationReport, validate_checkpoint
 
-__all__ = ["run_validate"]
-
 
 def run_validate(
     ref: str | Path | CheckpointRef, opts: ValidateOptions, *, progress: Progress | None = None

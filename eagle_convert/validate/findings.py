@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from eagle_convert.draft import load_schema
 from eagle_convert.jsonable import Jsonable
@@ -23,14 +23,7 @@ LEVELS: tuple[Level, ...] = ("error", "warning", "info")
 Impact = Literal[
     "fails-to-load", "loads-other-weights", "computes-differently", "caps-context", "hygiene", "unverified"
 ]
-IMPACTS: tuple[Impact, ...] = (
-    "fails-to-load",
-    "loads-other-weights",
-    "computes-differently",
-    "caps-context",
-    "hygiene",
-    "unverified",
-)
+IMPACTS: tuple[Impact, ...] = get_args(Impact)
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,3 @@ def validate_for(
     report = engine_report(opened, status, reference_report(opened, serving_context), given)
     report.seconds = time.perf_counter() - t0
     return report
-
-
-__all__ = ["engine_report", "reference_report", "validate_for"]

@@ -38,20 +38,6 @@ from eagle_convert.vllm_model import (
     status_for,
 )
 
-__all__ = [
-    "AS_TRAINED",
-    "DIFFERENTLY",
-    "FAILS",
-    "VERDICTS",
-    "Matrix",
-    "MatrixRow",
-    "ReleaseRange",
-    "compatibility_matrix",
-    "serving_summary",
-    "summarize",
-    "verdict_of",
-]
-
 SCHEMA_VERSION = 1
 Verdict = Literal["served as trained", "served differently", "fails to load"]
 AS_TRAINED: Verdict = "served as trained"

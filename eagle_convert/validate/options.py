@@ -16,15 +16,6 @@ from eagle_convert.errors import UsageError
 from eagle_convert.optionspec import check, option
 from eagle_convert.vllm_model import ALL, NEWEST_RELEASE, OLDEST_RELEASE
 
-__all__ = [
-    "ValidateOptions",
-    "serve_config_option",
-    "serve_for_option",
-    "speculative_config_option",
-    "static_only",
-    "vllm_version_option",
-]
-
 LOADS = ("vllm",)
 
 

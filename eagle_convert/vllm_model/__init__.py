@@ -63,7 +63,6 @@ if TYPE_CHECKING:  # the face: what type checkers see and what __getattr__ loads
     from eagle_convert.vllm_model.tables import (
         ARCHITECTURES,
         ARCHITECTURES_FROM,
-        ARCHITECTURES_UNTIL,
         AUX_ID_LOCATIONS,
         DEFAULT_ROPE_THETA,
         DRAFT_CLASSES,

@@ -170,6 +170,3 @@ def unit_sources(source: str) -> dict[str, str]:
         if parts:
             units.add(name, "".join(parts))
     return {name: str(node) for name, node in units.nodes.items()}
-
-
-__all__ = ["DIGEST_CHARS", "NOT_FINGERPRINTED", "digest", "unit_digests", "unit_sources"]

@@ -250,17 +250,3 @@ def matching_release(package_dir: Path, *, data: dict[str, Any] | None = None) -
         if _check(release, installed, data, first=True).same:
             return release
     return None
-
-
-__all__ = [
-    "DATA_FILE",
-    "Drift",
-    "FingerprintCheck",
-    "check_release",
-    "deciding_files",
-    "file_sha256",
-    "fingerprint_data",
-    "fingerprint_tree",
-    "known_fingerprint_releases",
-    "matching_release",
-]

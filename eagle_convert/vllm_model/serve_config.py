@@ -300,13 +300,3 @@ def recorded_k(config: dict[str, Any]) -> tuple[int | None, str]:
     if _int(k, 1):
         return k, "speculators_config.proposal_methods[0].speculative_tokens"
     return None, ""
-
-
-__all__ = [
-    "OPTION",
-    "ServeConfig",
-    "load_speculative_config",
-    "parse_serve_config",
-    "recorded_k",
-    "speculative_config_for",
-]

@@ -201,25 +201,3 @@ def accepted(table: tuple[Since, ...], release: Release) -> list[str]:
 
 def entry(table: tuple[Since, ...], name: str) -> Since | None:
     return next((s for s in table if s.name == name), None)
-
-
-__all__ = [
-    "DASHES_FROM",
-    "EAGLE_SUPPORTED_OPTIONS",
-    "METHOD_OPTIONS_FROM",
-    "METHOD_SPECIFIC_OPTIONS",
-    "DRAFT_SAMPLE_METHODS",
-    "EAGLE3_METHOD",
-    "FLY_MIN_K",
-    "INTERNAL_KEYS",
-    "KEYS",
-    "LM_HEAD_QUANTIZATIONS",
-    "LOSSY_REJECTION",
-    "METHODS",
-    "REJECTION_METHODS",
-    "SOURCE",
-    "Since",
-    "accepted",
-    "entry",
-    "no_k_source",
-]

@@ -181,15 +181,3 @@ def default_release() -> Release:
         Nothing: without a `--vllm-version` to read, no release is refused.
     """
     return installed_status().rules
-
-
-__all__ = [
-    "ALL",
-    "EXTRA_RANGE",
-    "SOURCE_ONLY",
-    "TESTED_VERSION",
-    "VllmVersionStatus",
-    "default_release",
-    "installed_status",
-    "status_for",
-]

@@ -79,10 +79,9 @@ def upgrade_cmd(checkpoint: str, cmd: UpgradeCommand) -> None:
     opts, output, target, as_json, dry_run = cmd.upgrade, Path(cmd.out), cmd.target, cmd.json, cmd.dry_run
     cache = None if cmd.cache is None else Path(cmd.cache)
     if opts.init == "calibrated":  # before reading (or downloading) anything
-        from eagle_convert.extras import require
-        from eagle_convert.finetune import CALIBRATE_MODULES
+        from eagle_convert.extras import TORCH_MODULES, require
 
-        require("smoke", "upgrade --init calibrated", CALIBRATE_MODULES)
+        require("smoke", "upgrade --init calibrated", TORCH_MODULES)
     on_interrupt(output_detail(output, checkpoint, verified=opts.verify))
     screen = console()
 

@@ -15,8 +15,6 @@ from eagle_convert.draft import Checkpoint, DraftInfo, Target
 from eagle_convert.io import TensorInfo
 from eagle_convert.vllm_model import MAX_COUNT, Release, ServeConfig, VllmDraftConfig, positive_int, vllm_name
 
-__all__ = ["Context", "build_context"]
-
 _T = TypeVar("_T")
 
 
