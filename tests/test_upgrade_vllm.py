@@ -60,25 +60,24 @@ def test_vllm_loads_every_upgraded_draft_as_eagle31(setup) -> None:
         assert cfg["_eagle_convert"]["added_tensors"]
 
 
-def test_vllm_runs_eagle3_spec_decode_with_an_upgraded_draft(setup) -> None:
+def test_vllm_runs_eagle3_spec_decode_with_an_upgraded_draft(setup, vllm_fresh_engines) -> None:
     from transformers import AutoTokenizer
 
-    from eagle_convert.vllm.session import EngineSession, PassSpec
+    from eagle_convert.vllm.session import PassSpec
 
     target, drafts = setup
     # Text prompts as vLLM's generate tokenizes them (the target's tokenizer, special tokens added).
     tokenizer = AutoTokenizer.from_pretrained(str(target))
     prompts = [tokenizer.encode(p) if isinstance(p, str) else p for p in PROMPTS]
-    with EngineSession(share=False) as session:  # one fresh engine, as vLLM serves a draft
-        engine = session.engine(
-            target,
-            drafts["vllm"][0],
-            prompts,
-            [PassSpec("main")],
-            num_speculative_tokens=K,
-            max_new_tokens=32,
-            timeout_s=900,
-        )
+    engine = vllm_fresh_engines.engine(  # one fresh engine, as vLLM serves a draft
+        target,
+        drafts["vllm"][0],
+        prompts,
+        [PassSpec("main")],
+        num_speculative_tokens=K,
+        max_new_tokens=32,
+        timeout_s=900,
+    )
     run = engine.passes["main"]
     assert [len(o) for o in run.outputs] == [32, 32, 32]
     assert all(0 <= t < 4096 for o in run.outputs for t in o)
