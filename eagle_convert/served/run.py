@@ -18,8 +18,9 @@ from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 from eagle_convert.served.buckets import bucket_prompts
 from eagle_convert.served.errors import NoDraftError, ServerError
 from eagle_convert.served.http import Connection, ServedModel
-from eagle_convert.served.level import measure_level, read_metrics_of
+from eagle_convert.served.level import measure_level
 from eagle_convert.served.longctx import long_context_prompts
+from eagle_convert.served.metrics import spec_counters
 from eagle_convert.served.options import ServerOptions
 from eagle_convert.served.results import BASELINE_LABEL, ENGINE, STREAM, ServedLevel, ServedReport, ServedServer
 from eagle_convert.served.stream import RequestOutcome, Sampling
@@ -68,7 +69,8 @@ async def _probe(conn: Connection, baseline: bool, timing_only: bool = False) ->
     model = await conn.model()
     vllm = model.owned_by == "vllm"
     try:
-        counters, _ = await read_metrics_of(conn, model.id, spec=True)
+        _, text, _ = await conn.get("/metrics")
+        counters = spec_counters(text, conn.url, model.id)
     except ServerError as exc:
         if baseline or timing_only:
             return model, None
