@@ -38,7 +38,7 @@ def _pair(dims: dict, rope_scaling: dict | None):
 
     from eagle_convert.reference.drafter import RMSNorm
     from eagle_convert.reference.mla import MLAAttention, mla_config_from_dict
-    from eagle_convert.vllm_model.config import rope_parameters
+    from eagle_convert.vllm_model import rope_parameters
 
     extra = {"rope_scaling": dict(rope_scaling), "max_position_embeddings": 512} if rope_scaling else {}
     hf_cfg = DeepseekV3Config(

@@ -211,7 +211,7 @@ def test_loads_every_vllm_loadable_fixture_layout(tmp_path: Path) -> None:
 )
 def test_rope_is_vllm_models_reading(rope: dict) -> None:
     """The engine's rotary embedding is built from `vllm_model.rope_parameters`, the dict validate reports."""
-    from eagle_convert.vllm_model.config import rope_parameters
+    from eagle_convert.vllm_model import rope_parameters
 
     cfg = _cfg(**rope)
     want = rope_parameters(cfg)

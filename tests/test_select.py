@@ -6,8 +6,9 @@ from __future__ import annotations
 import torch
 from tinymodels import AUX, V, tiny_draft_config, tiny_target
 
+from eagle_convert.reference.batches import heldout_accuracy, last_positions
 from eagle_convert.reference.select import KeepBest, expected_acceptance_length
-from eagle_convert.reference.train import StepInfo, _last_positions, heldout_accuracy, train_draft
+from eagle_convert.reference.train import StepInfo, train_draft
 from eagle_convert.vllm_model import default_release
 from fixtures.trained import init_drafter
 
@@ -39,7 +40,7 @@ def test_keep_best_keeps_the_weights_of_the_best_offer() -> None:
 def test_last_positions_windows_each_row() -> None:
     ids = torch.tensor([[1, 2, 3, 4, 5], [6, 7, 0, 0, 0]])
     feats = torch.arange(10.0).view(2, 5, 1)
-    out_ids, lens, out_feats = _last_positions([ids, feats], torch.tensor([5, 2]), 3)
+    out_ids, lens, out_feats = last_positions([ids, feats], torch.tensor([5, 2]), 3)
     assert out_ids.tolist()[0] == [3, 4, 5] and out_ids.tolist()[1][:2] == [6, 7]
     assert lens.tolist() == [3, 2] and out_feats[0, :, 0].tolist() == [2.0, 3.0, 4.0]
 

@@ -214,8 +214,8 @@ def test_usage_errors() -> None:
 
 
 def test_a_model_without_a_chat_template_names_the_fix() -> None:
+    from eagle_convert.served.level import _judge
     from eagle_convert.served.results import ServedLevel
-    from eagle_convert.served.run import _judge
     from eagle_convert.served.stream import RequestOutcome
 
     error = "the server at http://x:1 answered /v1/chat/completions with HTTP 400: default chat template is no longer allowed"

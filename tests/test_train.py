@@ -14,11 +14,8 @@ from tinymodels import AUX, VD, H, V, tiny_draft_config, tiny_target
 from eagle_convert.reference.data import load_drafter
 from eagle_convert.reference.loop import speculative_generate, summarize
 from eagle_convert.reference.target import TargetModel
-from eagle_convert.reference.train import (
-    TTTSlot,
-    train_draft,
-    trainable_names,
-)
+from eagle_convert.reference.train import train_draft, trainable_names
+from eagle_convert.reference.ttt import TTTSlot
 from eagle_convert.vllm_model import default_release
 from fixtures.trained import init_drafter, save_draft
 

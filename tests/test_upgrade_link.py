@@ -189,7 +189,8 @@ def test_nothing_the_tool_does_later_writes_through_a_hard_link(built_fixtures, 
     assert run("upgrade", src, "--out", out, "--link", "--force").exit_code == 0
     drafter = load_drafter(out, default_release(), device="cpu")
     config = json.loads((out / "config.json").read_text())
-    with atomic_output_dir(out, force=True) as tmp:  # what `finetune --force OUT` does (finetune/run.py _write)
+    # what `finetune --force OUT` does (finetune/write.py write_finetuned)
+    with atomic_output_dir(out, force=True) as tmp:
         write_draft(drafter, config, tmp, include_embed=True, dtype=torch.float32)
     assert not os.path.samefile(out / "model.safetensors", src / "model.safetensors")
     assert sha_tree(src) == before

@@ -22,8 +22,8 @@ from eagle_convert.cli.app import main
 from eagle_convert.errors import UsageError
 from eagle_convert.validate.findings import Finding
 from eagle_convert.validate.run import validate_checkpoint
+from eagle_convert.vllm_model import read_config, served_method
 from eagle_convert.vllm_model import serve_config as sc
-from eagle_convert.vllm_model.config import read_config, served_method
 from eagle_convert.vllm_model.features import features_of
 from eagle_convert.vllm_model.releases import release
 from fixtures.edits import edit_draft, put_tensor

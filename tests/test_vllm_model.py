@@ -121,7 +121,7 @@ def test_the_duplicate_detector_finds_a_copy() -> None:
 TARGET_FILE = PACKAGE / "draft" / "target.py"
 # Modules that read a *draft's* num_hidden_layers (never a target's: that is draft/target.py's).
 DRAFT_LAYER_READERS = {
-    "vllm_model/config.py",  # sliding_windows: the draft config's layers
+    "vllm_model/attention.py",  # sliding_windows: the draft config's layers
     "validate/rules/config.py",  # the draft config's required fields
     "validate/rules/context.py",  # symbol L of schemas/tensors.json
     "validate/rules/keys.py",  # a finding's field name

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from eagle_convert.validate.run import validate_checkpoint
-from eagle_convert.vllm_model import default_release
-from eagle_convert.vllm_model.config import (
+from eagle_convert.vllm_model import (
     architecture_for_method,
+    default_release,
     guess_method,
     read_config,
     rope_parameters,

@@ -1,6 +1,6 @@
 """A capture cache read back as the trainer's target: the features a frozen target would give.
 
-`reference/train.py` asks its target for ``(aux, logits on the draft vocabulary, target argmax in
+`reference/batches.py` asks its target for ``(aux, logits on the draft vocabulary, target argmax in
 the draft vocabulary)`` of a right-padded batch; ``CachedTarget.features`` answers from the cache,
 so training runs without the target in memory and computes exactly what it would online.
 Sequences are found by their token ids; tensors are read per shard with ``safe_open`` on demand.
@@ -78,7 +78,7 @@ class CachedTarget:
         self, ids: Tensor, lens: Tensor, aux_ids: Sequence[int], rows: Tensor, t2d: Tensor
     ) -> tuple[Tensor, Tensor, Tensor]:
         """(aux [B,T,A*H] fp32, target logits on the draft vocab [B,T,Vd], argmax in the draft vocab
-        [B,T]) for a right-padded batch, as `reference/train.py` computes them from a live target.
+        [B,T]) for a right-padded batch, as `reference/batches.py` computes them from a live target.
 
         Raises:
             UsageError: other aux ids or another draft vocabulary than the cache's.

@@ -1,13 +1,7 @@
-"""Training-time-test (TTT) training of an EAGLE-3 / 3.1 draft against a frozen target.
+"""The TTT trainer: the optimizer loop over the target's features (AdamW, warmup then cosine, L2-SP,
+the best held-out step kept, one rank of a data-parallel run) and writing the trained draft.
 
-Follows EAGLE-3's trainer (SafeAILab/EAGLE, `eagle/traineagle3/cnets.py`, `Model.forward`): aux
-states from a frozen target forward; step 0 runs on the fc output, step j >= 1 on the draft's own
-previous output (raw for EAGLE-3, normed with
-`norm_output`, i.e. exactly the drafter's fed-back value); token inputs are the ground truth
-shifted one more place per step and rope positions move with them; the query at step j sees
-the step-0 keys causally plus the step 1..j keys at its own index (extended diagonal); the loss
-is soft cross-entropy against the target's distribution restricted to the draft vocabulary,
-masked where the target's argmax lies outside it, weighted `loss_decay ** j`.
+The TTT step itself (EAGLE-3's training-time test) is `ttt.py`; the batches and features `batches.py`.
 """
 
 from __future__ import annotations
@@ -23,38 +17,15 @@ from pathlib import Path
 from typing import Protocol
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
-from eagle_convert.reference.drafter import EagleDrafter, expand_kv
+from eagle_convert.reference.batches import FeatureSource, last_positions, pad_batch, pad_rows, target_features
+from eagle_convert.reference.drafter import EagleDrafter
 from eagle_convert.reference.select import KeepBest, expected_acceptance_length
 from eagle_convert.reference.target import TargetModel
+from eagle_convert.reference.ttt import ttt_loss, ttt_token_counts
 
 LOG = logging.getLogger(__name__)
-
-
-class TTTSlot:
-    """Per-layer keys/values of every TTT step; implements the extended-diagonal mask."""
-
-    def __init__(self) -> None:
-        self.ks: list[Tensor] = []
-        self.vs: list[Tensor] = []
-
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor:
-        self.ks.append(k)
-        self.vs.append(v)
-        g = q.shape[1] // k.shape[1]
-        k0, v0 = expand_kv(self.ks[0], g), expand_kv(self.vs[0], g)
-        t = q.shape[2]
-        s0 = (q @ k0.transpose(-1, -2)).float() * scale
-        s0 = s0.masked_fill(~torch.ones(t, t, dtype=torch.bool, device=q.device).tril(), float("-inf"))
-        later = [expand_kv(kk, g) for kk in self.ks[1:]]
-        diag = [((q * kk).sum(-1, keepdim=True)).float() * scale for kk in later]
-        w = torch.softmax(torch.cat([s0, *diag], dim=-1), dim=-1).to(q.dtype)
-        out = w[..., :t] @ v0
-        for s, vv in enumerate(self.vs[1:]):
-            out = out + w[..., t + s : t + s + 1] * expand_kv(vv, g)
-        return out
 
 
 @dataclass
@@ -93,33 +64,6 @@ def trainable_names(drafter: EagleDrafter, trainable: str | Sequence[str]) -> li
     return picked
 
 
-def _pad(seqs: Sequence[Sequence[int]]) -> tuple[Tensor, Tensor]:
-    t = max(len(s) for s in seqs)
-    ids = torch.zeros(len(seqs), t, dtype=torch.long)
-    lens = torch.tensor([len(s) for s in seqs])
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.tensor(s)
-    return ids, lens
-
-
-def _pad_rows(x: Tensor, t: int) -> Tensor:
-    out = x.new_zeros((t, *x.shape[1:]))
-    out[: x.shape[0]] = x
-    return out
-
-
-class FeatureSource(Protocol):
-    """What the trainer needs of a target besides a live model: a capture cache
-    (`cache/source.py`, `CachedTarget`) answers the same features without the target in memory."""
-
-    device: torch.device
-    vocab_size: int
-
-    def features(
-        self, ids: Tensor, lens: Tensor, aux_ids: Sequence[int], rows: Tensor, t2d: Tensor
-    ) -> tuple[Tensor, Tensor, Tensor]: ...
-
-
 class DataParallel(Protocol):
     """One rank of a data-parallel run (`finetune/distributed.py`): every rank draws the same global
     batch, trains on its part of it, and the sums below make the step the one-process step."""
@@ -137,72 +81,6 @@ class DataParallel(Protocol):
     def reduce_grads(self, params: list[Tensor]) -> None:
         """Replace each parameter's gradient with its sum over every rank."""
         ...
-
-
-def _target_features(
-    target: TargetModel | FeatureSource, ids: Tensor, lens: Tensor, aux_ids: Sequence[int], rows: Tensor, t2d: Tensor
-) -> tuple[Tensor, Tensor, Tensor]:
-    """(aux [B,T,A*H] fp32, target logits on the draft vocab [B,T,Vd], target argmax in the draft
-    vocab [B,T]). Right padding needs no mask: padded positions come after every real one."""
-    if not isinstance(target, TargetModel):
-        return target.features(ids, lens, aux_ids, rows, t2d)
-    out = target.forward(ids, aux_ids=aux_ids)
-    return out.aux.float(), out.logits[..., rows], t2d[out.logits.argmax(-1)]
-
-
-def _step_mask(ids: Tensor, lens: Tensor, in_vocab: Tensor, j: int) -> tuple[Tensor, Tensor, Tensor]:
-    """(the positions TTT step `j` scores, the token index each reads, the tokens it feeds)."""
-    b, t = ids.shape
-    src = torch.arange(t, device=ids.device) + j + 1  # step j at index i reads token x[i+j+1]
-    valid = src[None] < lens[:, None]
-    gather = src.clamp(max=t - 1)[None].expand(b, t)
-    tok = torch.where(valid, ids.gather(1, gather), torch.zeros_like(ids))
-    return valid & in_vocab.gather(1, gather), gather, tok
-
-
-def ttt_token_counts(ids: Tensor, lens: Tensor, in_vocab: Tensor, ttt_steps: int) -> list[float]:
-    """The positions each TTT step scores in a batch: `ttt_loss`'s denominators (before the clamp)."""
-    return [float(_step_mask(ids, lens, in_vocab, j)[0].sum()) for j in range(ttt_steps)]
-
-
-def ttt_loss(
-    drafter: EagleDrafter,
-    ids: Tensor,
-    lens: Tensor,
-    aux: Tensor,
-    tlogits: Tensor,
-    *,
-    ttt_steps: int,
-    loss_decay: float,
-    in_vocab: Tensor,
-    denoms: Sequence[float] | None = None,
-) -> tuple[Tensor, list[float]]:
-    """Weighted TTT loss over a right-padded batch, and per-step argmax accuracy.
-
-    `denoms`: each step's scored positions over the whole global batch (`ttt_token_counts` summed
-    over the ranks of a data-parallel run) instead of this batch's; the ranks' losses and accuracies
-    then sum to the global batch's."""
-    b, t = ids.shape
-    dtype = drafter.norm.weight.dtype
-    hidden = drafter.combine_hidden_states(aux.to(dtype))
-    slots = [TTTSlot() for _ in drafter.layers]
-    idx = torch.arange(t, device=ids.device)
-    tprob = torch.softmax(tlogits, dim=-1)
-    targ = tlogits.argmax(-1)
-    total, accs = hidden.new_zeros((), dtype=torch.float32), []
-    for j in range(ttt_steps):
-        scored, gather, tok = _step_mask(ids, lens, in_vocab, j)  # predicts via the target at i+j+1
-        pos = (idx + j)[None].expand(b, t)
-        normed, hidden = drafter(tok, pos, hidden, slots)
-        logp = F.log_softmax(drafter.draft_logits(normed), dim=-1)
-        p = tprob.gather(1, gather[..., None].expand(b, t, tprob.shape[-1]))
-        mask = scored.float()
-        denom = mask.sum().clamp_min(1.0) if denoms is None else mask.new_tensor(max(denoms[j], 1.0))
-        ce = -(p * logp).sum(-1)
-        total = total + loss_decay**j * (ce * mask).sum() / denom
-        hit = (logp.argmax(-1) == targ.gather(1, gather)).float()
-        accs.append(float((hit * mask).sum() / denom))
-    return total, accs
 
 
 def train_draft(
@@ -277,18 +155,18 @@ def train_draft(
     if cache_target:  # one batched pass over the data; features kept per sequence
         for start in range(0, len(sequences), 16):
             chunk = list(range(start, min(start + 16, len(sequences))))
-            ids, lens = _pad([sequences[i] for i in chunk])
-            feats = _target_features(target, ids.to(dev), lens.to(dev), aux_ids, rows, t2d)
+            ids, lens = pad_batch([sequences[i] for i in chunk])
+            feats = target_features(target, ids.to(dev), lens.to(dev), aux_ids, rows, t2d)
             for j, i in enumerate(chunk):
                 cache[i] = tuple(f[j, : len(sequences[i])] for f in feats)
 
     def features(batch: list[int]) -> tuple[Tensor, ...]:
-        ids, lens = _pad([sequences[i] for i in batch])
+        ids, lens = pad_batch([sequences[i] for i in batch])
         ids, lens = ids.to(dev), lens.to(dev)
         if not cache_target:
-            return (ids, lens, *_target_features(target, ids, lens, aux_ids, rows, t2d))
+            return (ids, lens, *target_features(target, ids, lens, aux_ids, rows, t2d))
         t = ids.shape[1]
-        padded = [torch.stack([_pad_rows(cache[i][c], t) for i in batch]) for c in range(3)]
+        padded = [torch.stack([pad_rows(cache[i][c], t) for i in batch]) for c in range(3)]
         return (ids, lens, *padded)
 
     if max_len is not None:
@@ -296,7 +174,7 @@ def train_draft(
 
         def features(batch: list[int]) -> tuple[Tensor, ...]:  # the window of `whole`
             ids, lens, *rest = whole(batch)
-            return _last_positions([ids, *rest], lens, max_len)
+            return last_positions([ids, *rest], lens, max_len)
 
     keeper = keep if keep is not None else KeepBest()
     eal_hist: list[tuple[int, float]] = []
@@ -367,18 +245,6 @@ def train_draft(
     )
 
 
-def _last_positions(tensors: list[Tensor], lens: Tensor, m: int) -> tuple[Tensor, ...]:
-    """The last `m` valid positions of each row of right-padded [B, T, ...] tensors, right-padded again."""
-    start = (lens - m).clamp_min(0)
-    width = int(min(m, int(lens.max())))
-    idx = (start[:, None] + torch.arange(width, device=lens.device)[None]).clamp(max=tensors[0].shape[1] - 1)
-    out = []
-    for x in tensors:
-        gather = idx.view(*idx.shape, *([1] * (x.dim() - 2))).expand(-1, -1, *x.shape[2:])
-        out.append(x.gather(1, gather))
-    return (out[0], lens - start, *out[1:])
-
-
 def write_draft(
     drafter: EagleDrafter, config: dict, folder: Path, *, include_embed: bool = False, dtype: torch.dtype | None = None
 ) -> None:
@@ -403,45 +269,3 @@ def write_draft(
         sd["t2d"] = t2d
     save_file(sd, str(Path(folder) / "model.safetensors"), metadata={"format": "pt"})
     (Path(folder) / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-
-
-def heldout_accuracy(
-    target: TargetModel | FeatureSource,
-    drafter: EagleDrafter,
-    sequences: list[list[int]],
-    *,
-    aux_ids: Sequence[int],
-    ttt_steps: int = 3,
-    loss_decay: float = 0.8,
-    batch_size: int = 8,
-    max_len: int | None = None,
-) -> Callable[[EagleDrafter], list[float]]:
-    """An `evaluate` for `train_draft`: the token-weighted argmax accuracy per TTT step over
-    `sequences` (teacher-forced tokens, the draft's own fed-back states, as in training; with
-    `max_len`, over the last `max_len` positions, as `train_draft(max_len=)` trains). The frozen
-    target runs once here; each call runs only the drafter."""
-    dev = target.device
-    rows = drafter.draft_to_target
-    t2d = torch.zeros(target.vocab_size, dtype=torch.bool, device=dev)
-    t2d[rows] = True
-    batches = []
-    for start in range(0, len(sequences), batch_size):
-        ids, lens = _pad(sequences[start : start + batch_size])
-        ids, lens = ids.to(dev), lens.to(dev)
-        feats = _target_features(target, ids, lens, aux_ids, rows, t2d)
-        if max_len is not None:
-            ids, lens, *rest = _last_positions([ids, *feats], lens, max_len)
-            feats = (rest[0], rest[1], rest[2])
-        batches.append((ids, lens, *feats))
-
-    @torch.no_grad()
-    def evaluate(model: EagleDrafter) -> list[float]:
-        total, weight = [0.0] * ttt_steps, 0
-        for ids, lens, aux, tl, iv in batches:
-            _, accs = ttt_loss(model, ids, lens, aux, tl, ttt_steps=ttt_steps, loss_decay=loss_decay, in_vocab=iv)
-            n = int(lens.sum())
-            total = [t + a * n for t, a in zip(total, accs)]
-            weight += n
-        return [t / max(weight, 1) for t in total]
-
-    return evaluate

@@ -1,17 +1,9 @@
 """`run_served`: AL, per-position acceptance and per-user speedup of running servers, level by level.
 
-For each concurrency level in turn and each server (the baseline last): read the spec-decode
-counters, send every prompt (cycled to at least `c` requests) with `c` streams in flight, read
-the counters again once they settle; AL and per-position acceptance come from the deltas
-(`metrics.py`). Honest numbers: a counter that went down is an error (the server restarted);
-deltas larger than the sent requests can explain mean other traffic moved them (noted, or an
-error with `exclusive`); counters that did not move although tokens were streamed mean `/metrics`
-is another replica's (a load balancer); a level where more than `max_failed` of the requests
-failed gives no figure, and one where every request failed is an error naming the first failure.
-The per-user rates come from vLLM's decode histograms where the server exports them, read around
-each level on every server, the baseline too (`results.py` says why the stream's rate is second).
-With context buckets (`buckets.py`: prompts padded with the first server's `/tokenize`) every
-bucket is measured level by level in turn.
+For each concurrency level in turn and each server (the baseline last), one level measured
+(`level.py`: the counters read around the streams, the honest-number checks), then the speedups
+over the baseline. With context buckets (`buckets.py`: prompts padded with the first server's
+`/tokenize`) every bucket is measured level by level in turn.
 """
 
 from __future__ import annotations
@@ -19,44 +11,21 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from eagle_convert.errors import UsageError
 from eagle_convert.measure import NATURAL, MeasureOptions, Prompt, Suite, smoke_settings
-from eagle_convert.optionspec import option
 from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 from eagle_convert.served.buckets import bucket_prompts
 from eagle_convert.served.errors import NoDraftError, ServerError
 from eagle_convert.served.http import Connection, ServedModel
+from eagle_convert.served.level import measure_level
 from eagle_convert.served.longctx import long_context_prompts
-from eagle_convert.served.metrics import DecodeTimes, SpecCounters, read_metrics, spec_counters
+from eagle_convert.served.metrics import spec_counters
+from eagle_convert.served.options import ServerOptions
 from eagle_convert.served.results import BASELINE_LABEL, ENGINE, STREAM, ServedLevel, ServedReport, ServedServer
-from eagle_convert.served.stream import RequestOutcome, Sampling, run_streams
+from eagle_convert.served.stream import RequestOutcome, Sampling
 
 DEFAULT_LEVELS = (1, 4, 16)
-SETTLE_READS = 40  # /metrics reads (50 ms apart) waiting for the counters to stop moving after a level
-SETTLE_PAUSE_S = 0.05
-
-
-@dataclass(frozen=True)
-class ServerOptions:
-    """How the servers are reached and judged (the measuring settings are `MeasureOptions`):
-    `smoke --server`'s options besides the URLs."""
-
-    api_key: str | None = option(None, envvar="OPENAI_API_KEY", help="Bearer key for the servers (never printed).")
-    request_timeout: float = option(300.0, min=0.1, help="Seconds one request (and any silence mid-stream) may take.")
-    timeout: float | None = option(None, min=1, help="Seconds the whole --server run may take.")
-    max_failed: float = option(
-        0.1, min=0, max=1, help="A level where a larger share of requests failed gives no figure."
-    )
-    timing_only: bool = option(
-        False,
-        help="Measure a server without spec-decode counters (another engine) for per-user tokens/s and "
-        "speedups only, without acceptance.",
-    )
-    exclusive: bool = option(
-        False, help="Other traffic that moves a server's counters is an error (default: a note beside the figure)."
-    )
 
 
 def level_requests(prompts: Sequence[Prompt], c: int) -> list[Prompt]:
@@ -95,113 +64,13 @@ def _check_options(opts: MeasureOptions, servers: Sequence[str], labels: Sequenc
             raise UsageError(message, options=names)
 
 
-async def _read_counters(conn: Connection, model: str) -> SpecCounters:
-    _, text, _ = await conn.get("/metrics")
-    return spec_counters(text, conn.url, model)
-
-
-Reading = tuple[SpecCounters | None, DecodeTimes | None]
-
-
-async def _read(conn: Connection, model: str, spec: bool) -> Reading:
-    """The spec-decode counters (a server with a draft) and the decode histograms (any vLLM server)."""
-    if spec:
-        _, text, _ = await conn.get("/metrics")
-        return read_metrics(text, conn.url, model, spec=True)
-    try:  # the baseline, or a timing-only server: /metrics is optional
-        _, text, _ = await conn.get("/metrics")
-    except ServerError:
-        return None, None
-    return read_metrics(text, conn.url, model, spec=False)
-
-
-async def _settled(conn: Connection, model: str, spec: bool, before: Reading | None = None, ok: int = 0) -> Reading:
-    """The reading once two reads 50 ms apart agree and the histograms hold the `ok` finished requests
-    (vLLM records a step's stats after streaming it)."""
-
-    def recorded(now: Reading) -> bool:
-        d, b = now[1], before[1] if before else None
-        return d is None or b is None or d.requests - b.requests >= ok
-
-    last = await _read(conn, model, spec)
-    for _ in range(SETTLE_READS):
-        await asyncio.sleep(SETTLE_PAUSE_S)
-        now = await _read(conn, model, spec)
-        if now == last and recorded(now):
-            return now
-        last = now
-    return last
-
-
-def _judge(level: ServedLevel, conn: Connection, s: Sampling, k: int | None, opts: ServerOptions) -> None:
-    """The honest-number checks of one measured level (module docstring)."""
-    n, failed = len(level.outcomes), level.failed
-    if n and len(failed) == n:
-        first = failed[0].error or ""
-        hint = (  # vLLM refuses chat requests to a model without a chat template
-            "serve it with --chat-template, or send raw text with {chat_template=none}"
-            if "chat template" in first.lower()
-            else None
-        )
-        raise ServerError(conn.url, f"failed every request at concurrency {level.concurrency}: {first}", hint=hint)
-    if n and len(failed) / n > opts.max_failed:
-        names = "; ".join(f"{e} ×{c}" for e, c in level.failures.items())
-        level.no_figure = f"{len(failed)} of {n} requests failed (over {opts.max_failed:.0%}): {names}"
-        return
-    d = level.delta
-    if d is None or k is None:
-        return
-    ok = [o for o in level.outcomes if o.error is None]
-    # each draft round yields its accepted tokens + 1; the last round may overshoot by up to k
-    explained = sum(o.tokens - 1 + k for o in ok) + len(failed) * (s.max_new_tokens + k)
-    if d.drafts + d.accepted > explained:
-        msg = (
-            f"other traffic moved the counters at concurrency {level.concurrency}: {d.drafts} drafts + "
-            f"{d.accepted} accepted, more than the {n} requests sent can explain ({explained})"
-        )
-        if opts.exclusive:
-            raise ServerError(conn.url, msg, hint="measure while nothing else uses the server, or drop {exclusive}")
-        level.notes.append(msg)
-    if d.drafts == 0 and any(o.tokens > 1 for o in ok):
-        level.no_figure = (
-            "its spec-decode counters did not move although tokens were streamed: /metrics is not the server "
-            "that answered (a load balancer?)"
-        )
-
-
-async def _measure_server(
-    conn: Connection,
-    model: ServedModel,
-    spec: bool,
-    requests: list[Prompt],
-    c: int,
-    s: Sampling,
-    k: int | None,
-    opts: ServerOptions,
-    on_done: Callable[[RequestOutcome], None],
-    bucket: int = NATURAL,
-) -> ServedLevel:
-    before = await _settled(conn, model.id, spec)
-    t0 = time.perf_counter()
-    outcomes = await run_streams(conn, requests, c, s, on_done=on_done)
-    seconds = time.perf_counter() - t0
-    after = await _settled(conn, model.id, spec, before, sum(o.error is None for o in outcomes))
-    counters, was = after[0], before[0]
-    delta = counters.minus(was, conn.url) if counters is not None and was is not None else None
-    decode = after[1].minus(before[1]) if after[1] is not None and before[1] is not None else None
-    level = ServedLevel(c, outcomes, delta, seconds, decode=decode, bucket=bucket)
-    _judge(level, conn, s, k, opts)
-    if (note := level.burst_note()) is not None:
-        level.notes.append(note)
-    return level
-
-
 async def _probe(conn: Connection, baseline: bool, timing_only: bool = False) -> tuple[ServedModel, int | None]:
     """The served model, and k from its per-position counters (None: the baseline, or timing only)."""
     model = await conn.model()
     vllm = model.owned_by == "vllm"
     try:
-        counters = await _read_counters(conn, model.id)
+        _, text, _ = await conn.get("/metrics")
+        counters = spec_counters(text, conn.url, model.id)
     except ServerError as exc:
         if baseline or timing_only:
             return model, None
@@ -241,7 +110,7 @@ async def _level(
     for conn, server, spec in entries:
         s = Sampling(server.model.id, opts.max_new_tokens, opts.temperature, opts.seed, chat)
         say(f"{server.label}: concurrency {c}{where}, {len(requests)} requests")
-        level = await _measure_server(conn, server.model, spec, requests, c, s, server.k, sopts, on_done, bucket)
+        level = await measure_level(conn, server.model, spec, requests, c, s, server.k, sopts, on_done, bucket)
         server.levels.append(level)
         if on_level is not None:
             on_level(server, level)

@@ -6,25 +6,24 @@ from eagle_convert._lazy import TYPE_CHECKING, attach
 
 if TYPE_CHECKING:  # the face: what type checkers see and what __getattr__ loads
     from eagle_convert.vllm_model.acceptance import AcceptanceMetrics
+    from eagle_convert.vllm_model.attention import (
+        rope_declared,
+        rope_is_nested,
+        rope_parameters,
+        rope_theta_declared,
+        sliding_windows,
+    )
     from eagle_convert.vllm_model.config import (
         MAX_COUNT,
         VllmDraftConfig,
-        architecture_for_method,
         as_list,
         eagle_section,
         flatten_speculators,
-        guess_method,
         inner_config,
         lookup,
         mtp_rewrite,
         positive_int,
         read_config,
-        rope_declared,
-        rope_is_nested,
-        rope_parameters,
-        rope_theta_declared,
-        served_method,
-        sliding_windows,
     )
     from eagle_convert.vllm_model.deciding import unit_digests
     from eagle_convert.vllm_model.features import (
@@ -42,6 +41,7 @@ if TYPE_CHECKING:  # the face: what type checkers see and what __getattr__ loads
         known_fingerprint_releases,
         matching_release,
     )
+    from eagle_convert.vllm_model.method import architecture_for_method, guess_method, served_method
     from eagle_convert.vllm_model.platform import engine_device_problem
     from eagle_convert.vllm_model.releases import (
         CHANGES,

@@ -4,7 +4,8 @@
 the architecture and implementation class, the flags as the class applies them, the aux ids each
 model runner uses and the aux count the class builds `fc` for, and says when vLLM rewrites the draft
 into an MTP model, all as the named vLLM release does (`releases.py`; always given: no default below a command's entry). Inspect, validate, upgrade, the reference drafter and smoke all read drafts
-through it.
+through it; how the read config sets up a layer's attention is `attention.py`, the method a served
+draft runs `method.py`.
 """
 
 from __future__ import annotations
@@ -22,10 +23,6 @@ from eagle_convert.vllm_model.tables import (
     DRAFT_CLASSES,
     EAGLE3_PREFIX,
     FLAG_NAMES,
-    METHOD_ARCH_PREFIX,
-    METHOD_DEFAULT,
-    METHOD_FROM_PATH,
-    METHODS_KEPT,
     MTP_ARCHITECTURES,
     MTP_ARCHITECTURES_ANYWHERE,
     MTP_CONDITIONAL_ARCHITECTURES,
@@ -36,17 +33,13 @@ from eagle_convert.vllm_model.tables import (
     MTP_MODEL_TYPES_RETIRED,
     MTP_MODEL_TYPES_WITH_NEXTN,
     PLAIN_FLAG_DEFAULTS,
-    QWEN3_MAX_WINDOW_LAYERS,
     REWRITTEN_ARCHITECTURES,
-    ROPE_TYPES_WITH_ORIGINAL_MAX,
-    SLIDING_WINDOW_FIELDS,
     SPECULATORS_ARCHITECTURES,
     SPECULATORS_FLAG_DEFAULTS,
     SPECULATORS_KINDS_IN,
     V1_DFLASH_AUX_IDS,
     DraftClass,
     default_aux_ids,
-    default_rope_theta,
 )
 
 MAX_COUNT = 1024  # more aux states than this is a corrupt config, not a draft
@@ -359,99 +352,3 @@ def read_config(config: dict[str, Any], rel: Release) -> VllmDraftConfig:
         release=rel,
         written=written,
     )
-
-
-def guess_method(model_path: str) -> str:
-    """The method vLLM picks for a draft served without `method` (from its path, see METHOD_FROM_PATH)."""
-    lowered = model_path.lower()
-    return next((method for part, method in METHOD_FROM_PATH if part in lowered), METHOD_DEFAULT)
-
-
-def served_method(method: str | None, model_path: str, release: Release) -> tuple[str, bool]:
-    """The method vLLM `release` runs for the configured `method` (None: unset) and the draft's path, and
-    whether the path chose it.
-
-    Up to 0.33.0 the path also replaces a configured method other than METHODS_KEPT that reaches the
-    draft-model branch (draft_model, mtp and the *_mtp aliases, which vLLM first turns into mtp);
-    from 0.34.0 a configured method is never changed (releases "path_overrides_method").
-    """
-    if method is None:
-        return guess_method(model_path), True
-    overridable = method == METHOD_DEFAULT or method == "mtp" or method.endswith("_mtp")
-    if overridable and method not in METHODS_KEPT and release.has("path_overrides_method"):
-        guessed = guess_method(model_path)
-        if guessed != METHOD_DEFAULT:
-            return guessed, True
-    return method, False
-
-
-def architecture_for_method(name: str, method: str) -> str:
-    """The registry name EAGLEConfig makes of `name` for `method` (draft_model keeps it as written)."""
-    prefix = METHOD_ARCH_PREFIX.get(method)
-    if prefix is None or name.startswith(prefix) or (method != "eagle" and name.endswith(prefix)):
-        return name
-    return f"{prefix}{name}"
-
-
-def rope_parameters(config: dict[str, Any]) -> dict[str, Any]:
-    """The rope dict vLLM builds the rotary embedding from (transformers 5's reading, flat configs).
-
-    transformers `convert_rope_params_to_dict` / `standardize_rope_params`, called through vLLM's
-    `patch_rope_parameters`: a legacy `rope_scaling` wins over `rope_parameters`; theta comes from
-    the dict, else top-level `rope_theta`, else the default of the config's class
-    (`tables.default_rope_theta` of its model_type); YaRN-like types get
-    `original_max_position_embeddings` from the dict, else max_position_embeddings (a top-level
-    original_max_position_embeddings counts only for classes that declare it, e.g. Phi3: not drafts).
-    The reference drafter builds its rotary embedding from this dict too.
-    """
-    legacy, params = config.get("rope_scaling"), config.get("rope_parameters")
-    rope = dict(legacy) if isinstance(legacy, dict) and legacy else dict(params) if isinstance(params, dict) else {}
-    rope.setdefault("rope_theta", config.get("rope_theta", default_rope_theta(config.get("model_type"))))
-    rope.setdefault("rope_type", rope.pop("type", "default"))
-    rope.pop("type", None)
-    if rope["rope_type"] in ROPE_TYPES_WITH_ORIGINAL_MAX:
-        rope.setdefault("original_max_position_embeddings", config.get("max_position_embeddings"))
-    return rope
-
-
-def rope_declared(config: dict[str, Any]) -> bool:
-    """Whether the config sets any rope field (a config without one gets its class's rope)."""
-    return any(k in config for k in ("rope_theta", "rope_scaling", "rope_parameters"))
-
-
-def rope_is_nested(config: dict[str, Any]) -> bool:
-    """Per-layer-type rope dicts (Gemma-style `rope_parameters`), which `rope_parameters` does not flatten."""
-    params = config.get("rope_parameters")
-    return isinstance(params, dict) and any(isinstance(v, dict) for v in params.values())
-
-
-def rope_theta_declared(config: dict[str, Any]) -> bool:
-    """Whether rope_theta is written (top level, rope_parameters or rope_scaling) rather than defaulted."""
-    return any(
-        isinstance(d, dict) and "rope_theta" in d
-        for d in (config, config.get("rope_parameters"), config.get("rope_scaling"))
-    )
-
-
-def sliding_windows(view: VllmDraftConfig) -> list[int | None]:
-    """The sliding window vLLM gives each draft layer (None: full attention); [] without a class."""
-    cls, vcfg = view.draft_class, view.vcfg
-    if cls is None:
-        return []
-    layers = positive_int(vcfg.get("num_hidden_layers")) or 1
-    fields = SLIDING_WINDOW_FIELDS.get(cls.name, ())
-    types = vcfg.get("layer_types") if "layer_types" in fields else None
-    window = vcfg.get("sliding_window")
-    if "use_sliding_window" in fields:  # transformers Qwen3Config.__post_init__: no window unless switched on
-        window = window if vcfg.get("use_sliding_window") else None
-        if not isinstance(types, list):
-            first = vcfg.get("max_window_layers", QWEN3_MAX_WINDOW_LAYERS)
-            types = [
-                "sliding_attention"
-                if window is not None and isinstance(first, int) and k >= first
-                else "full_attention"
-                for k in range(layers)
-            ]
-    if not isinstance(types, list):
-        return [None] * layers
-    return [window if k < len(types) and types[k] == "sliding_attention" else None for k in range(layers)]

@@ -2,8 +2,8 @@
 rope, sliding window, special token ids (config family, no target needed).
 
 Each rule states the vLLM 0.32.0 behaviour it rests on; the rules themselves live in
-`vllm_model/config.py` (`guess_method`, `architecture_for_method`, `rope_parameters`,
-`sliding_windows`) and `vllm_model/tables.py`.
+`vllm_model/method.py` (`guess_method`, `architecture_for_method`), `vllm_model/attention.py`
+(`rope_parameters`, `sliding_windows`) and `vllm_model/tables.py`.
 """
 
 from __future__ import annotations
