@@ -4,6 +4,9 @@ draft one process trains, and a bad `--nproc` is refused in one line."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -89,6 +92,36 @@ def test_two_gloo_processes_train_what_one_process_trains(pair, cache: Path) -> 
         assert torch.allclose(v.float(), w.float(), rtol=0, atol=1e-5), (k, float((v - w).abs().max()))
         moved = max(moved, float((v.float() - start[k].float()).abs().max()))
     assert moved > 1e-4  # the weights did train
+
+
+# A rank as `_spawned` runs one: the group made, then the first optimizer (AdamW imports torch._dynamo,
+# which imports the torch modules that bind the default group as a default argument), a step with an
+# all-reduce, the group destroyed; then the gloo threads still alive in the process.
+_RANK = """
+import os, sys, tempfile, torch, torch.distributed as dist
+from eagle_convert.finetune.distributed import _init_group
+assert "torch._dynamo" not in sys.modules  # a fresh rank: nothing imported it before the group
+_init_group("cpu", store=dist.FileStore(tempfile.mkdtemp() + "/store", 1), rank=0, world_size=1)
+lin = torch.nn.Linear(4, 4)
+opt = torch.optim.AdamW(lin.parameters())
+lin(torch.ones(2, 4)).sum().backward()
+dist.all_reduce(lin.weight.grad)
+opt.step()
+dist.destroy_process_group()
+names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+print(sorted(n for n in names if "gloo" in n))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads thread names from /proc")
+def test_destroying_the_group_joins_its_gloo_threads() -> None:
+    """Held past `destroy_process_group`, the group's gloo workers outlive it into interpreter
+    shutdown, where one releasing tensors aborts the rank now and then (exit -6): gone at once."""
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.run([sys.executable, "-c", _RANK], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "[]\n"
 
 
 def test_a_rank_trains_on_its_part_of_each_batch() -> None:

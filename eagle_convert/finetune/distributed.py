@@ -94,6 +94,22 @@ def backend_for(device: Any) -> str:
     return "nccl" if torch.device(device).type == "cuda" else "gloo"
 
 
+def _init_group(device: Any, **how: Any) -> None:
+    """`init_process_group` on `device`'s backend, with torch._dynamo imported first.
+
+    torch.distributed.nn.functional and torch.distributed._shard write `group=group.WORLD` as
+    default arguments, evaluated when imported; torch._dynamo imports them, and AdamW's constructor
+    imports torch._dynamo. Imported after the group exists (a spawned rank's first optimizer), they
+    hold it past `destroy_process_group`, whose gloo worker threads are then not joined: one still
+    releasing the last all-reduce's tensors when the interpreter shuts down takes the GIL, Python
+    ends that thread, and the rank aborts (exit -6, "terminate called without an active exception").
+    """
+    import torch._dynamo  # noqa: F401  (see above)
+    import torch.distributed as dist
+
+    dist.init_process_group(backend_for(device), timeout=TIMEOUT, **how)
+
+
 def torchrun_world() -> tuple[int, int] | None:
     """(rank, world size) when this process is one of several started by torchrun, else None."""
     world = int(os.environ.get("WORLD_SIZE", "1") or 1)
@@ -140,7 +156,7 @@ def launch(nproc: int, device: Any) -> Iterator[Ranks]:
 
     tr = torchrun_world()
     if tr is not None:
-        dist.init_process_group(backend_for(device), init_method="env://", timeout=TIMEOUT)
+        _init_group(device, init_method="env://")
         try:
             yield Ranks(0, tr[1], _rank_device(device, 0))
         finally:
@@ -159,7 +175,7 @@ def launch(nproc: int, device: Any) -> Iterator[Ranks]:
     try:
         store = dist.FileStore(path, nproc)
         _wait_for_ranks(store, procs)
-        dist.init_process_group(backend_for(device), store=store, rank=0, world_size=nproc, timeout=TIMEOUT)
+        _init_group(device, store=store, rank=0, world_size=nproc)
         try:
             yield Ranks(0, nproc, _rank_device(device, 0))
             ok = True
@@ -227,7 +243,7 @@ def _spawned(rank: int, world: int, path: str, device: str, threads: int) -> Non
         torch.cuda.set_device(dev)
     store = dist.FileStore(path, world)
     store.set(f"ready-{rank}", "1")
-    dist.init_process_group(backend_for(dev), store=store, rank=rank, world_size=world, timeout=TIMEOUT)
+    _init_group(dev, store=store, rank=rank, world_size=world)
     try:
         serve(Ranks(rank, world, dev))
     finally:
@@ -252,7 +268,7 @@ def serve_torchrun(device: str | None = None) -> None:
         torch.cuda.set_device(dev)
     else:  # the node's cores shared between its ranks, as `launch` spawns them
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", tr[1]))))
-    dist.init_process_group(backend_for(dev), init_method="env://", timeout=TIMEOUT)
+    _init_group(dev, init_method="env://")
     try:
         serve(Ranks(tr[0], tr[1], dev))
     finally:
