@@ -16,15 +16,6 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-__all__ = [
-    "INTERRUPT_SIGNALS",
-    "TerminatedBySignal",
-    "deferred_signals",
-    "install_signal_cleanup",
-    "restore_handlers",
-    "swap_handlers",
-]
-
 #: The signals a user or a supervisor sends to stop a run (Ctrl-C, `kill`, a closed terminal).
 INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 

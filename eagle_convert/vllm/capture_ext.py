@@ -22,8 +22,6 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CaptureExtension", "EXTENSION"]
-
 EXTENSION = "eagle_convert.vllm.capture_ext.CaptureExtension"
 
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["cpu_thread_bind", "merge_pieces", "pack_tensor", "unpack_tensor"]
-
 
 def pack_tensor(t: Any) -> dict[str, Any]:
     """A CPU tensor as ``{"dtype", "shape", "data"}`` (msgpack-safe: str, list, bytes)."""

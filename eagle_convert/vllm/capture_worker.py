@@ -24,8 +24,6 @@ from typing import Any
 from eagle_convert.vllm.errors import one_line_error
 from eagle_convert.vllm.worker_io import base_engine_kwargs, shutdown_engine
 
-__all__ = ["run_capture", "stop_capture"]
-
 
 class _Engine:
     llm: Any = None

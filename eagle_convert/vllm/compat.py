@@ -19,8 +19,6 @@ from pathlib import Path
 from eagle_convert.vllm.compat_names import NEEDS, Need
 from eagle_convert.vllm.compat_source import SourceTree
 
-__all__ = ["CompatReport", "Result", "check_tree", "find_tree", "main"]
-
 ENV = "VLLM_SRC"
 
 

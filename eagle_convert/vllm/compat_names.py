@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["NEEDS", "Branch", "Need"]
-
 V1 = "vllm.v1.worker.gpu_model_runner"  # Model Runner V1 (vLLM <= 0.33.0)
 V2 = "vllm.v1.worker.gpu.model_runner"  # Model Runner V2 (the only runner from 0.34.0)
 CPU2 = "vllm.v1.worker.cpu.model_runner"  # CPUModelRunner over V2 (Triton CPU; from 0.34.0 x86's only one)

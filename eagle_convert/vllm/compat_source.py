@@ -16,8 +16,6 @@ from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
-__all__ = ["SourceTree"]
-
 _DEPTH = 12  # re-export and base-class hops followed before giving up
 
 

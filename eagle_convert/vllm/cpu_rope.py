@@ -41,8 +41,6 @@ from eagle_convert.draft import text_config
 from eagle_convert.errors import EagleConvertError
 from eagle_convert.io import LocalSource, read_json
 
-__all__ = ["MLA_ROPE_ISSUE", "is_mla_config", "probe_rotary_kernel", "rope_workaround"]
-
 MLA_ROPE_ISSUE = "cpu-rotary-kernel-mla-heads"
 DISABLE_ROTARY_OP = {"custom_ops": ["all", "-rotary_embedding"]}
 

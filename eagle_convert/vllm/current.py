@@ -14,8 +14,6 @@ from contextvars import ContextVar
 
 from eagle_convert.vllm.session import EngineSession
 
-__all__ = ["engine_session", "use_session"]
-
 _CURRENT: ContextVar[EngineSession | None] = ContextVar("eagle_convert_engine_session", default=None)
 
 

@@ -32,8 +32,6 @@ from typing import Any
 
 from eagle_convert.vllm.runners import draft_owner
 
-__all__ = ["DraftSwapExtension", "SwapRefused", "EXTENSION", "SWAP_METHOD"]
-
 EXTENSION = "eagle_convert.vllm.draft_swap.DraftSwapExtension"
 SWAP_METHOD = "eagle_convert_swap_draft"
 _SHARED_KINDS = ("embed_tokens", "lm_head")

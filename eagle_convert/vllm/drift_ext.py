@@ -40,8 +40,6 @@ from typing import Any
 
 from eagle_convert.vllm.runners import draft_owner
 
-__all__ = ["DriftExtension", "EXTENSION"]
-
 EXTENSION = "eagle_convert.vllm.drift_ext.DriftExtension"
 # The drafter methods wrapped per runner: V1's EagleProposer, V2's speculator.
 _WRAPPED = {"v1": ("propose", "set_inputs_first_pass"), "v2": ("propose", "_prefill")}

@@ -16,8 +16,6 @@ from eagle_convert.errors import EngineError
 from eagle_convert.vllm.session import EngineSession
 from eagle_convert.vllm_model import speculative_config_for
 
-__all__ = ["VllmRound", "VllmDriftRequest", "vllm_drift_rounds"]
-
 
 @dataclass(frozen=True)
 class VllmRound:

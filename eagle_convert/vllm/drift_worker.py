@@ -16,8 +16,6 @@ import traceback
 from eagle_convert.vllm.errors import one_line_error
 from eagle_convert.vllm.worker_io import base_engine_kwargs, shutdown_engine
 
-__all__ = ["run_drift_rounds"]
-
 
 def _kwargs(req: dict) -> dict:
     from eagle_convert.vllm.drift_ext import EXTENSION

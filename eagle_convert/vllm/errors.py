@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-__all__ = ["one_line_error"]
-
 
 def one_line_error(exc: BaseException) -> str:
     """``Type: first meaningful line`` of an exception (vLLM messages can be very long)."""

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["SENTINEL_INT", "applied_config", "fill_sentinel", "scan_unwritten"]
-
 SENTINEL_INT = -12345
 
 

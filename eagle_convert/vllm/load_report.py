@@ -9,8 +9,6 @@ from pathlib import Path
 from eagle_convert.errors import EngineError
 from eagle_convert.vllm_model import VllmFeatures
 
-__all__ = ["EngineReport", "load_reports", "load_request"]
-
 
 @dataclass
 class EngineReport:

@@ -18,8 +18,6 @@ from typing import Any
 
 from eagle_convert.extras import module_available
 
-__all__ = ["V1_RUNNER", "cpu_accelerator_noop", "draft_owner", "has_v1_runner", "runner_kind"]
-
 V1_RUNNER = "vllm.v1.worker.gpu_model_runner"
 V1_CPU_RUNNER = "vllm.v1.worker.cpu_model_runner"
 V2_CPU_PATCHES = "vllm.v1.worker.cpu.shm"  # vLLM 0.34.0: torch's accelerator calls patched at import

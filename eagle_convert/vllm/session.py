@@ -29,8 +29,6 @@ from eagle_convert.vllm.load_report import EngineReport, load_reports, load_requ
 from eagle_convert.vllm.sharing import sharing_enabled, swap_key
 from eagle_convert.vllm_model import AcceptanceMetrics, detect_features, speculative_config_for, vllm_available
 
-__all__ = ["ENGINE_TIMEOUT_S", "MAX_NUM_SEQS", "PassSpec", "PassResult", "EngineRun", "EngineSession"]
-
 ENGINE_TIMEOUT_S = 1200.0  # one engine request: its start (or swap) and every pass
 MAX_NUM_SEQS = 8  # the engines' batch size without a concurrency level above it
 

@@ -25,8 +25,6 @@ from pathlib import Path
 from eagle_convert.draft import PROVENANCE_KEY, open_checkpoint
 from eagle_convert.errors import EagleConvertError
 
-__all__ = ["FRESH_ENGINES_ENV", "IGNORED_CONFIG_KEYS", "engine_groups", "engine_order", "sharing_enabled", "swap_key"]
-
 FRESH_ENGINES_ENV = "EAGLE_CONVERT_FRESH_ENGINES"
 # Read by no vLLM code path: eagle-convert's provenance, transformers' bookkeeping.
 IGNORED_CONFIG_KEYS = frozenset({PROVENANCE_KEY, "_name_or_path", "transformers_version"})

@@ -18,8 +18,6 @@ from pathlib import Path
 from eagle_convert.vllm.errors import one_line_error
 from eagle_convert.vllm.hooks import applied_config, fill_sentinel, scan_unwritten
 
-__all__ = ["run_check", "run_check_many"]
-
 
 def _aux_layers(vc) -> dict:
     """Target layers vLLM taps for the draft: the V1 runner's lookup (vLLM <= 0.33: CPU, and GPU

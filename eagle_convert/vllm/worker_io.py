@@ -10,8 +10,6 @@ from typing import Any, TextIO
 
 from eagle_convert.vllm.errors import one_line_error
 
-__all__ = ["base_engine_kwargs", "claim_stdout", "failure_answer", "shutdown_engine"]
-
 
 def claim_stdout() -> TextIO:
     """Keep the real stdout for the JSON answers and route everything else written there to stderr."""
