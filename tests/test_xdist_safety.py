@@ -1,8 +1,10 @@
-"""`make test` runs the tier without vLLM under pytest-xdist; two things keep that safe.
+"""`make test` runs the tier without vLLM under pytest-xdist; three things keep that safe.
 
 - A test that leaves a signal handler changed fails, and the next test meets the handler as it was
   (`tests/conftest.py`, `_signal_handlers_kept`): a leaked SIG_DFL or `cli.entry._quit` for
   SIGTERM/SIGHUP would end the worker process on a later signal.
+- A test's stub of a library call that signals the process does not outlive the test
+  (`tests/test_interrupts.py`, `signal_self`): a module imported under it kept it and killed the worker.
 - A worker that dies anyway ends the run red, naming its test, instead of leaving the controller
   waiting forever (the Makefile's XDIST_ON, `--max-worker-restart=0`).
 Each runs a small suite in its own pytest process, since what is tested is that process's fate."""
@@ -76,8 +78,10 @@ def test_a_test_that_leaves_a_handler_changed_fails_and_the_next_meets_it_restor
 
 
 def _make_test_xdist() -> list[str]:
-    found = re.search(r"^XDIST_ON\s*:=(.*)$", MAKEFILE.read_text(), re.MULTILINE)
+    text = MAKEFILE.read_text()
+    found = re.search(r"^XDIST_ON\s*:=(.*)$", text, re.MULTILINE)
     assert found, "Makefile: no `XDIST_ON :=` line"
+    assert re.search(r"^XDIST\s*\?=\s*\$\(XDIST_ON\)$", text, re.MULTILINE), "make test: xdist is the default"
     return found.group(1).split()
 
 
