@@ -110,16 +110,15 @@ vllm-release:
 
 # The suite in two tiers: the tests without vLLM, then the vLLM tests in one process (one shared vLLM
 # worker). HYPOTHESIS_PROFILE ci runs the 2,000-mutant fuzz (tests/conftest.py). `make test-fast`, the dev
-# loop: the same without the `slow` tier and with the default 200-mutant profile. `make test
-# XDIST='$(XDIST_ON)'` runs the first tier on every core (pytest-xdist, a file per worker); opt-in until
-# tests/test_mla.py::test_finetune_raises_held_out_acceptance_of_the_mla_upgrade stops killing its xdist
-# worker with SIGTERM (3 of 3 full runs; it passes serially). --max-worker-restart=0: a dead worker ends
-# the run red, naming its test; replacing it made xdist 3.8's loadfile scheduler wait forever
-# (pytest-xdist #784, #1327). tests/test_xdist_safety.py holds XDIST_ON to that.
+# loop: the same without the `slow` tier and with the default 200-mutant profile. The first tier runs
+# on every core (pytest-xdist, a file per worker); `make test XDIST=` runs it serially in one process.
+# --max-worker-restart=0: a dead worker ends the run red, naming its test; replacing it made xdist
+# 3.8's loadfile scheduler wait forever (pytest-xdist #784, #1327). tests/test_xdist_safety.py holds
+# XDIST_ON to that, and to the two things that killed workers: a leaked signal handler, a leaked stub.
 PYTEST  := HF_HUB_OFFLINE=1 $(PY) -m pytest -q
 SLOW    ?=
 XDIST_ON := -n auto --dist loadfile --max-worker-restart=0
-XDIST   ?=
+XDIST   ?= $(XDIST_ON)
 HYPOTHESIS_PROFILE ?= ci
 test: env
 	$(PYTEST) -m "not vllm $(SLOW)" $(XDIST) --hypothesis-profile $(HYPOTHESIS_PROFILE)

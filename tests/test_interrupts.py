@@ -10,11 +10,13 @@ the signal to the test process itself, through click's CliRunner.
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -262,14 +264,46 @@ COMMANDS = [
 ]
 
 
+def copies_of(stub: object) -> list[tuple[str, str]]:
+    """(module, name) of every loaded module's global that is `stub`."""
+    return [
+        (mod_name, k)
+        for mod_name, mod in list(sys.modules.items())
+        for k, v in list(getattr(mod, "__dict__", {}).items())
+        if v is stub
+    ]
+
+
+@pytest.fixture
+def signal_self(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str, str, int], None]]:
+    """signal_self(module, func, sig): for this test, `module.func` sends `sig` to this process.
+
+    monkeypatch puts back `module.func` alone, but a module first imported while the stub is in place
+    binds it with `from module import func` and keeps it: the CLI's finetune loads finetune/run.py,
+    which so held a stub of `plan_finetune` for the rest of the process, and the next caller (an xdist
+    worker's test_mla fine-tune) sent itself SIGTERM under SIG_DFL and died (issue 32). So every copy
+    gets the real function back before monkeypatch's own undo runs (this fixture's teardown is first).
+    """
+    made: list[tuple[object, object]] = []
+
+    def patch(module: str, func: str, sig: int) -> None:
+        mod = importlib.import_module(module)
+        stub = _signal_self(sig)
+        made.append((getattr(mod, func), stub))
+        monkeypatch.setattr(mod, func, stub)
+
+    yield patch
+    for real, stub in made:
+        for mod_name, k in copies_of(stub):
+            setattr(sys.modules[mod_name], k, real)
+
+
 @pytest.mark.parametrize(("sig", "code", "name"), SIGNALS)
 @pytest.mark.parametrize(("args", "module", "func", "detail"), COMMANDS, ids=[c[0][0] for c in COMMANDS])
 def test_every_command_exits_130_or_143_with_one_line(
-    args, module: str, func: str, detail: str, sig: int, code: int, name: str, monkeypatch, tmp_path: Path
+    args, module: str, func: str, detail: str, sig: int, code: int, name: str, signal_self, tmp_path: Path
 ) -> None:
-    import importlib
-
-    monkeypatch.setattr(importlib.import_module(module), func, _signal_self(sig))
+    signal_self(module, func, sig)
     out = tmp_path / "out"
     before = signal.getsignal(signal.SIGTERM)
     res = CliRunner().invoke(main, [a.format(out=out) for a in args])

@@ -1,8 +1,10 @@
-"""`make test` runs the tier without vLLM under pytest-xdist; two things keep that safe.
+"""`make test` runs the tier without vLLM under pytest-xdist; three things keep that safe.
 
 - A test that leaves a signal handler changed fails, and the next test meets the handler as it was
   (`tests/conftest.py`, `_signal_handlers_kept`): a leaked SIG_DFL or `cli.entry._quit` for
   SIGTERM/SIGHUP would end the worker process on a later signal.
+- A test's stub of a library call that signals the process does not outlive the test
+  (`tests/test_interrupts.py`, `signal_self`): a module imported under it kept it and killed the worker.
 - A worker that dies anyway ends the run red, naming its test, instead of leaving the controller
   waiting forever (the Makefile's XDIST_ON, `--max-worker-restart=0`).
 Each runs a small suite in its own pytest process, since what is tested is that process's fate."""
@@ -76,8 +78,10 @@ def test_a_test_that_leaves_a_handler_changed_fails_and_the_next_meets_it_restor
 
 
 def _make_test_xdist() -> list[str]:
-    found = re.search(r"^XDIST_ON\s*:=(.*)$", MAKEFILE.read_text(), re.MULTILINE)
+    text = MAKEFILE.read_text()
+    found = re.search(r"^XDIST_ON\s*:=(.*)$", text, re.MULTILINE)
     assert found, "Makefile: no `XDIST_ON :=` line"
+    assert re.search(r"^XDIST\s*\?=\s*\$\(XDIST_ON\)$", text, re.MULTILINE), "make test: xdist is the default"
     return found.group(1).split()
 
 
@@ -126,3 +130,36 @@ def test_a_worker_that_dies_ends_the_run_red_and_never_hangs(tmp_path: Path) -> 
         re.fullmatch(r"FAILED test_dying.py::test_dies - worker 'gw\d' crashed while running .*", ln) for ln in lines
     ), proc.stdout
     assert "PASSED test_dying.py::test_after" not in lines  # the dead worker's file ends there: the run is red
+
+
+LATER = """
+import pytest
+
+from eagle_convert.errors import CheckpointNotFoundError
+
+def test_a_later_finetune_runs_its_own_plan(tmp_path):
+    from eagle_convert.finetune import finetune_draft  # loaded here, as in a worker: not at collection
+
+    with pytest.raises(CheckpointNotFoundError):  # the real plan_finetune's first refusal
+        finetune_draft(tmp_path / "draft", tmp_path / "target", tmp_path / "out")
+"""
+
+
+def test_a_stubbed_call_does_not_outlive_its_test(tmp_path: Path) -> None:
+    """Issue 32: test_interrupts' finetune case stubs `plan_finetune` to send SIGTERM to the process;
+    finetune/run.py, first imported under the stub, kept it (`from ... import`), and a later fine-tune
+    in that process (an xdist worker's test_mla) killed it. In a fresh process, as there, the later
+    test must meet the real function."""
+    (tmp_path / "test_later.py").write_text(LATER)
+    case = "test_every_command_exits_130_or_143_with_one_line[finetune-15-143-SIGTERM]"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-rA"]
+        + [f"--rootdir={TESTS.parent}", f"{TESTS / 'test_interrupts.py'}::{case}", str(tmp_path / "test_later.py")],
+        cwd=TESTS.parent,
+        env={**os.environ, "PYTHONPATH": str(TESTS.parent)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:])
+    assert proc.stdout.splitlines()[-1].startswith("2 passed"), proc.stdout
