@@ -362,8 +362,18 @@ def write_model_card(
     acceptance: AcceptanceTable | None = None,
     serving: str | None = None,
 ) -> Path:
-    """(Re)write `folder/README.md` from `folder/config.json` (replace-by-rename, never half-written)
-    and return its path; the keywords are `model_card`'s (`model_ref` defaults to the folder)."""
+    """(Re)write `folder/README.md` from `folder/config.json` (replace-by-rename, never half-written).
+
+    Args:
+        folder: the draft folder.
+        model_ref: as for `model_card` (default: the folder).
+        target: as for `model_card`.
+        acceptance: as for `model_card`.
+        serving: as for `model_card`.
+
+    Returns:
+        The card's path.
+    """
     folder = Path(folder)
     text = folder_card(folder, model_ref=model_ref, target=target, acceptance=acceptance, serving=serving)
     path = folder / CARD_FILE
