@@ -59,6 +59,11 @@ def _refuse_in_process(name: str, where: str) -> bool:
 
 def pytest_configure(config: pytest.Config) -> None:
     novllm.guard_imports(_refuse_in_process)
+    # A shell without job control starts a background command (`make test &`, `(pytest ...) &`) with
+    # SIGINT ignored, and every process below inherits that; eagle-convert keeps an ignored SIGINT
+    # ignored (as under nohup), so the Ctrl-C tests would see no interrupt. Start as a terminal would.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     config._vllm_record_dir = tempfile.mkdtemp(prefix="eagle-convert-vllm-guard-")  # type: ignore[attr-defined]
 
 
