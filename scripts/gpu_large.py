@@ -133,13 +133,7 @@ def run_large(run: Run, shape: str) -> None:
     )
     for step, fn in steps:
         name = f"{label}: {step} on {run.device}"
-        run.check(name, lambda fn=fn, name=name: _named(name, fn))
-
-
-def _named(name: str, fn) -> Outcome:  # noqa: ANN001
-    o = fn()
-    o.name = name
-    return o
+        run.check(name, fn)  # each step's Outcome leaves its name to the check
 
 
 def _params(folder: Path) -> int:
@@ -156,7 +150,7 @@ def _params(folder: Path) -> int:
 def _calibrate(run: Run, draft: Path, target: Path, up: Path) -> Outcome:
     from gpu_steps import calibrated_upgrade
 
-    (_, cal), s = timed(lambda: calibrated_upgrade(draft, target, up, run.device, "builtin"))
+    (_, cal), s = timed(lambda: calibrated_upgrade(draft, target, up, run.device))
     ok = all(math.isfinite(v) and v > 0 for v in cal.values)
     vals = ", ".join(f"{v:.4g}" for v in cal.values)
     return Outcome(
@@ -168,13 +162,14 @@ def _calibrate(run: Run, draft: Path, target: Path, up: Path) -> Outcome:
 
 
 def _smoke(run: Run, target: Path, drafts: list[Path]) -> Outcome:
+    from gpu_steps import short_prompts
+
     from eagle_convert.measure import MeasureOptions
-    from eagle_convert.measure.prompts import builtin_prompts, select_prompts
     from eagle_convert.measure.smoke import run_smoke
 
     k = 3
     opts = MeasureOptions(engine="reference", k=k, max_new_tokens=16, temperature=0.0)
-    short = select_prompts(builtin_prompts(), ("coding", "chat"), limit=1)
+    short = short_prompts()
     gpu = run_smoke(target, drafts, opts, prompts=short, device=run.device)
     cpu = run_smoke(target, drafts, opts, prompts=short, device="cpu")
     al_g = [d.total.acceptance_length for d in gpu.drafts]
@@ -202,10 +197,11 @@ def _smoke(run: Run, target: Path, drafts: list[Path]) -> Outcome:
 
 
 def _drift(run: Run, target: Path, drafts: list[Path]) -> Outcome:
-    from eagle_convert.drift import DriftOptions, run_drift
-    from eagle_convert.measure.prompts import builtin_prompts, select_prompts
+    from gpu_steps import short_prompts
 
-    short = select_prompts(builtin_prompts(), ("coding", "chat"), limit=1)
+    from eagle_convert.drift import DriftOptions, run_drift
+
+    short = short_prompts()
     rep = run_drift(target, drafts, DriftOptions(device=run.device, depth=4, max_new_tokens=16), prompts=short)
     rms = [r.fed_rms for d in rep.drafts for r in d.overall.depths if r.fed_rms is not None]
     ok = bool(rms) and all(math.isfinite(x) for x in rms)
@@ -219,11 +215,12 @@ def _drift(run: Run, target: Path, drafts: list[Path]) -> Outcome:
 
 
 def _finetune(run: Run, target: Path, up: Path) -> Outcome:
+    from gpu_steps import short_prompts
+
     from eagle_convert.finetune.options import FinetuneOptions
     from eagle_convert.finetune.run import finetune_draft
-    from eagle_convert.measure.prompts import builtin_prompts, select_prompts
 
-    short = select_prompts(builtin_prompts(), ("coding", "chat"), limit=1)
+    short = short_prompts()
     opts = FinetuneOptions(continuation_tokens=16, steps_fc_norm=4, steps_all=4)
     res = finetune_draft(up, target, run.work / "large-ft", opts, device=run.device, prompts=short, force=True)
     train = [x for st in res.stages for x in st.losses]  # every training step's loss, both stages
@@ -238,13 +235,15 @@ def _finetune(run: Run, target: Path, up: Path) -> Outcome:
 
 
 def _capture(run: Run, target: Path, draft: Path) -> Outcome:
-    from gpu_steps import capture_on
+    from gpu_steps import capture_on, compare_caches
 
-    res = capture_on(run.device, draft, target, run.work / "large-capture")
+    out = run.work / "large-capture"
+    res = capture_on(run.device, draft, target, out)
+    _, _, finite = compare_caches(out, out)  # the cache against itself: whether every captured float is finite
     return Outcome(
         "",
-        "PASS",
+        "PASS" if finite else "FAIL",
         f"{res.manifest.tokens} tokens, {res.tokens_per_s:.0f} tokens/s, {res.bytes_per_token / 1024:.0f} KiB "
-        f"per token; {res.seconds:.1f}s",
+        f"per token, finite: {finite}; {res.seconds:.1f}s",
         figures={"tokens_per_s": round(res.tokens_per_s, 1), "seconds": round(res.seconds, 2)},
     )

@@ -65,6 +65,7 @@ class Run:
             got = Outcome(name, "FAIL", f"{type(exc).__name__}: {one_line(exc)} (traceback: {self.log.name})")
         seconds, peak = time.perf_counter() - t0, _peak_mib(self.cuda)
         for o in got if isinstance(got, list) else [got]:
+            o.name = o.name or name
             o.seconds = o.seconds or round(seconds, 1)
             o.peak_gpu_mib = o.peak_gpu_mib if o.peak_gpu_mib is not None else peak
             self.outcomes.append(o)

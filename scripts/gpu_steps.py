@@ -43,6 +43,14 @@ def prompts():  # noqa: ANN201 - list[Prompt]
     return select_prompts(builtin_prompts(), limit=1)
 
 
+def short_prompts(limit: int = 1):  # noqa: ANN201 - list[Prompt]
+    """The first `limit` built-in coding and chat prompts: the runs that must stay short (the CPU's
+    fine-tune, the captures, every step of the large pair)."""
+    from eagle_convert.measure.prompts import builtin_prompts, select_prompts
+
+    return select_prompts(builtin_prompts(), ("coding", "chat"), limit=limit)
+
+
 def check_reference(run: Run, target: Path, drafts: list[Path]) -> Outcome:
     from eagle_convert.measure import MeasureOptions
     from eagle_convert.measure.smoke import run_smoke
@@ -125,10 +133,9 @@ def check_finetune(run: Run, target: Path, up: Path) -> Outcome:
 
     from eagle_convert.finetune.options import FinetuneOptions
     from eagle_convert.finetune.run import finetune_draft
-    from eagle_convert.measure.prompts import builtin_prompts, select_prompts
     from eagle_convert.validate.run import validate_checkpoint
 
-    short = select_prompts(builtin_prompts(), ("coding", "chat"), limit=1)  # the CPU run must stay short too
+    short = short_prompts()  # the CPU run must stay short too
     opts = FinetuneOptions(continuation_tokens=16, steps_fc_norm=8, steps_all=8)  # lr and l2sp: the defaults
     kw = dict(prompts=short, force=True)
     cpu = finetune_draft(up, target, run.work / "ft-cpu", opts, device="cpu", **kw)
@@ -260,7 +267,7 @@ def check_drift(run: Run, target: Path, drafts: list[Path]) -> Outcome:
     )
 
 
-def calibrated_upgrade(draft: Path, target: Path, out: Path, device: str, prompts_ref: str | None = None):  # noqa: ANN201
+def calibrated_upgrade(draft: Path, target: Path, out: Path, device: str):  # noqa: ANN201
     """`upgrade --init calibrated` as the command composes it, the calibration on `device`:
     (the upgrade run, the calibration)."""
     from eagle_convert.finetune import calibrate_fc_norm
@@ -269,14 +276,10 @@ def calibrated_upgrade(draft: Path, target: Path, out: Path, device: str, prompt
     cals = []
 
     def calibrate(ckpt, plan):  # noqa: ANN001, ANN202
-        cals.append(
-            calibrate_fc_norm(
-                ckpt, target, aux_ids=plan.aux.ids, release=plan.release, prompts=prompts_ref, device=device
-            )
-        )
+        cals.append(calibrate_fc_norm(ckpt, target, aux_ids=plan.aux.ids, release=plan.release, device=device))
         return cals[-1].norm_init()
 
-    opts = UpgradeOptions(init="calibrated", calibration_prompts=prompts_ref)
+    opts = UpgradeOptions(init="calibrated")
     run = upgrade_draft(draft, out, opts, target=target, force=True, calibrate=calibrate)
     return run, cals[0]
 
@@ -322,12 +325,11 @@ def capture_on(device: str, draft: Path, target: Path, out: Path, n: int = 16): 
     the GPU when torch sees one; the CPU run of the comparison names it)."""
     from eagle_convert.cache import CaptureOptions
     from eagle_convert.finetune import FinetuneOptions, capture_training_data
-    from eagle_convert.measure.prompts import builtin_prompts, select_prompts
     from eagle_convert.reference import TargetModel, quiet_loading
 
     with quiet_loading():
         tgt = TargetModel.from_pretrained(target, device=device)
-    short = select_prompts(builtin_prompts(), ("coding", "chat"), limit=2)
+    short = short_prompts(limit=2)
     return capture_training_data(
         draft,
         target,
