@@ -183,6 +183,13 @@ NEEDS: tuple[Need, ...] = (
         "vllm.v1.engine.core_client:EngineCoreClient.shutdown",
     ),
     _one(
+        "worker_io.shutdown_engine",
+        "an in-process engine core's cached environment undone (read with a default)",
+        "vllm.envs:disable_envs_cache",
+        "vllm.envs:VLLM_ENABLE_V1_MULTIPROCESSING",
+        optional=True,
+    ),
+    _one(
         "session_worker / capture_worker / drift_worker",
         "our methods mixed into vLLM's workers and called on every rank",
         f"{ARGS}.worker_extension_cls",

