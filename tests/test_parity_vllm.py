@@ -116,7 +116,7 @@ def _reference(target, draft: Path, prompts: list[list[int]]) -> list[dict]:
 
 @pytest.mark.parametrize("name", ["eagle3", "eagle31"])
 def test_reference_and_vllm_accept_the_same_drafts(pair, reference_target, vllm_fresh_engines, name: str) -> None:
-    from eagle_convert.vllm.session import PassSpec
+    from eagle_convert.vllm import PassSpec
     from tests.parity import assert_parity
 
     prompts, draft = pair["prompts"], pair["drafts"][name]

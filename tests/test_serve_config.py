@@ -410,7 +410,7 @@ class _Capture:
 
 
 def test_session_requests_and_llm_kwargs_carry_exactly_the_served_keys(tmp_path: Path) -> None:
-    from eagle_convert.vllm.session import EngineSession, PassSpec
+    from eagle_convert.vllm import EngineSession, PassSpec
     from eagle_convert.vllm.session_worker import _engine_kwargs
 
     draft, target = tmp_path / "draft", tmp_path / "target"
@@ -442,7 +442,7 @@ def test_session_requests_and_llm_kwargs_carry_exactly_the_served_keys(tmp_path:
 
 def test_check_engines_key_their_cache_on_the_served_keys(tmp_path: Path) -> None:
     from eagle_convert.measure.passes import Engines
-    from eagle_convert.vllm.session import EngineRun, PassResult, PassSpec
+    from eagle_convert.vllm import EngineRun, PassResult, PassSpec
 
     calls: list[dict] = []
 

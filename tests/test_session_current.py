@@ -9,8 +9,7 @@ from __future__ import annotations
 import pytest
 
 from eagle_convert.measure import Engines
-from eagle_convert.vllm import EngineSession, PassSpec, engine_session, use_session
-from eagle_convert.vllm.session import EngineRun, PassResult
+from eagle_convert.vllm import EngineRun, EngineSession, PassResult, PassSpec, engine_session, use_session
 
 
 def _watched(monkeypatch: pytest.MonkeyPatch, calls: list[str]) -> None:

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from eagle_convert.cli.app import main
-from eagle_convert.vllm.session import EngineRun, EngineSession, PassResult
+from eagle_convert.vllm import EngineRun, EngineSession, PassResult
 from eagle_convert.vllm_model.features import vllm_available
 
 pytestmark = pytest.mark.skipif(not vllm_available(), reason="smoke --engine vllm checks that vLLM is installed")

@@ -19,7 +19,7 @@ from eagle_convert.measure.throughput import (
     parse_concurrency,
     throughput_passes,
 )
-from eagle_convert.vllm.session import EngineRun, PassResult
+from eagle_convert.vllm import EngineRun, PassResult
 
 
 def _pset() -> PromptSet:

@@ -63,7 +63,7 @@ def test_vllm_loads_every_upgraded_draft_as_eagle31(setup) -> None:
 def test_vllm_runs_eagle3_spec_decode_with_an_upgraded_draft(setup, vllm_fresh_engines) -> None:
     from transformers import AutoTokenizer
 
-    from eagle_convert.vllm.session import PassSpec
+    from eagle_convert.vllm import PassSpec
 
     target, drafts = setup
     # Text prompts as vLLM's generate tokenizes them (the target's tokenizer, special tokens added).

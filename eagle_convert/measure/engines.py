@@ -113,7 +113,7 @@ def run_reference(
 
 def counts_from_pass(pr: Any, pset: PromptSet, k: int) -> tuple[list[RequestResult], Counts]:
     """Engine totals and per-request counters (vLLM's per-request histograms) of one vLLM pass
-    (`vllm.session.PassResult`)."""
+    (`vllm.engine_run.PassResult`)."""
     prompts = [pset.prompts[i] for i in pr.prompts]
     total = Counts(
         requests=len(pr.outputs),
@@ -142,7 +142,7 @@ def counts_from_pass(pr: Any, pset: PromptSet, k: int) -> tuple[list[RequestResu
 def draft_from_pass(
     path: Path, pr: Any, pset: PromptSet, k: int, label: str, release: Release, start_seconds: float | None = None
 ) -> DraftResult:
-    """One draft's result from its vLLM measuring pass (`vllm.session.PassResult`); `release`: the
+    """One draft's result from its vLLM measuring pass (`vllm.engine_run.PassResult`); `release`: the
     vLLM release its variant is described for; `start_seconds`: until its engine could draft (None
     where not measured)."""
     [d] = draft_results([path], [(*counts_from_pass(pr, pset, k), start_seconds)], pset, release, labels=[label])

@@ -185,6 +185,7 @@ NEEDS: tuple[Need, ...] = (
     _one(
         "worker_io.shutdown_engine",
         "an in-process engine core's cached environment undone (read with a default)",
+        "vllm.envs",
         "vllm.envs:disable_envs_cache",
         "vllm.envs:VLLM_ENABLE_V1_MULTIPROCESSING",
         optional=True,

@@ -20,15 +20,14 @@ import sys
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from eagle_convert.errors import EngineError
+from eagle_convert.vllm.engine_run import EngineRun, PassResult, PassSpec
 from eagle_convert.vllm.load_report import EngineReport, load_reports, load_request
 from eagle_convert.vllm.sharing import sharing_enabled, swap_key
 from eagle_convert.vllm_model import (
-    AcceptanceMetrics,
     cpu_build,
     detect_features,
     speculative_config_for,
@@ -75,87 +74,6 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-@dataclass(frozen=True)
-class PassSpec:
-    """One ``generate`` call: which prompts (indices; None = all), at which temperature.
-
-    ``logprobs`` > 0 returns the top-2 raw logits per generated token (near-tie margins).
-    ``companion_temperature`` interleaves a sampled copy of every prompt into the same batch, so
-    greedy requests are verified next to sampled ones, as in production traffic.
-    """
-
-    name: str
-    temperature: float = 0.0
-    seed: int = 0
-    prompts: tuple[int, ...] | None = None
-    logprobs: int = 0
-    companion_temperature: float | None = None
-
-    def to_request(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "temperature": self.temperature,
-            "seed": self.seed,
-            "prompts": None if self.prompts is None else list(self.prompts),
-            "logprobs": self.logprobs,
-            "companion": None
-            if self.companion_temperature is None
-            else {"temperature": self.companion_temperature, "seed": self.seed + 1},
-        }
-
-
-@dataclass
-class PassResult(AcceptanceMetrics):
-    """Outputs and spec-decode counters of one pass (counters are 0 without a draft); AL and rates
-    as vLLM computes them (`vllm_model/acceptance.py`)."""
-
-    prompts: list[int]
-    outputs: list[list[int]]
-    top2: list[list[list[float]]] | None
-    num_drafts: int
-    num_draft_tokens: int
-    num_accepted: int
-    accepted_per_pos: list[int]
-    seconds: float
-    per_request: list[dict | None] | None
-    mixed: bool = False
-    timing: list[dict] | None = None  # per request: ttft_s, decode_s, tokens (engine-core timestamps)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> PassResult:
-        return cls(
-            list(d["prompts"]),
-            [list(o) for o in d["outputs"]],
-            d.get("top2"),
-            int(d["num_drafts"]),
-            int(d["num_draft_tokens"]),
-            int(d["num_accepted"]),
-            [int(x) for x in d["accepted_per_pos"]],
-            float(d["seconds"]),
-            d.get("per_request"),
-            bool(d.get("mixed")),
-            d.get("timing"),
-        )
-
-
-@dataclass
-class EngineRun:
-    """The passes of one engine request by name, where the time went, and whether it started an
-    engine or swapped the draft into the running one."""
-
-    draft: str | None
-    vllm_version: str | None
-    passes: dict[str, PassResult]
-    timings: dict[str, float] = field(default_factory=dict)
-    started: bool = True  # False: the draft was swapped into the running engine
-    swap: dict[str, Any] | None = None  # what the swap did, or why it was refused
-    workarounds: list[str] = field(default_factory=list)  # engine defects avoided (vllm/cpu_rope.py)
-
-    @property
-    def seconds(self) -> float:
-        return float(self.timings.get("total_s", 0.0))
 
 
 class EngineSession:
