@@ -73,6 +73,7 @@ bench: env
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.upgrade_bench
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.scale_bench
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.engine_share_bench
+	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.engine_start_bench
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.durable_bench
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.startup_bench
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.capture_bench
