@@ -504,6 +504,39 @@ def test_speculators_and_vocabulary_facts_are_read_in_their_homes() -> None:
     assert not bad, "\n".join(bad)
 
 
+# ------------------------------------------------------------------------- the release, decided once
+
+# The release a verdict is for is resolved once, at each command's library entry, and passed down
+# explicitly (issue 32): `installed_status()` is called only here.
+RELEASE_ENTRIES = {
+    "eagle_convert.vllm_model.versions": "defines it; `default_release` is the one ambient default",
+    "eagle_convert.validate.run": "validate_checkpoint: validate's entry for one release (check passes its own)",
+    "eagle_convert.validate.entry": "run_validate: the matrix's default release",
+    "eagle_convert.check.run": "run_check: the release checked and the one the engine stages run",
+    "eagle_convert.draft.inspect": "inspect_checkpoint: inspect's entry",
+    "eagle_convert.engines.select": "engine_status: the --for resolver the entries call (vLLM's branch)",
+}
+
+
+def _calls(tree: ast.Module, name: str) -> list[int]:
+    """Lines that call `name(...)` or `x.name(...)`."""
+    return [
+        n.lineno
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and name in (getattr(n.func, "id", None), getattr(n.func, "attr", None))
+    ]
+
+
+def test_the_release_is_resolved_only_at_command_entries() -> None:
+    bad = [
+        f"{name}:{line} calls installed_status(): take the release the command's entry resolved as an argument"
+        for name, tree in _trees().items()
+        if name not in RELEASE_ENTRIES
+        for line in _calls(tree, "installed_status")
+    ]
+    assert not bad, "\n".join(bad)
+
+
 @pytest.mark.parametrize(
     "rule",
     [
@@ -568,6 +601,11 @@ def test_speculators_and_vocabulary_facts_are_read_in_their_homes() -> None:
             "x = t == 'd2t'",
             test_speculators_and_vocabulary_facts_are_read_in_their_homes,
         ),
+        (
+            "eagle_convert.measure.options",
+            "x = installed_status().rules",
+            test_the_release_is_resolved_only_at_command_entries,
+        ),
     ],
     ids=[
         "layer",
@@ -587,6 +625,7 @@ def test_speculators_and_vocabulary_facts_are_read_in_their_homes() -> None:
         "config-json",
         "inner-config",
         "d2t",
+        "installed-status",
     ],
 )
 def test_the_rules_catch_a_violation(rule, monkeypatch: pytest.MonkeyPatch) -> None:
