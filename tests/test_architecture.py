@@ -504,6 +504,34 @@ def test_speculators_and_vocabulary_facts_are_read_in_their_homes() -> None:
     assert not bad, "\n".join(bad)
 
 
+# One folder resolver: whether a folder holds a checkpoint (config.json in it) is tested only in draft
+# (`local_checkpoint`, `local_folder`, the checkpoint reader); other packages ask them.
+FOLDER_RESOLVERS = {"draft"}
+PATH_TESTS = {"is_file", "exists"}
+
+
+def _config_tests(tree: ast.Module) -> list[int]:
+    """Lines of `(folder / "config.json").is_file()` / `.exists()` calls."""
+    return [
+        n.lineno
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr in PATH_TESTS
+        and _names_config(n.func.value)
+    ]
+
+
+def test_only_draft_tests_a_folder_for_config_json() -> None:
+    bad = [
+        f"{name}:{line} tests a folder for config.json: resolve it with draft.local_checkpoint (or local_folder)"
+        for name, tree in _trees().items()
+        if _package(name) not in FOLDER_RESOLVERS
+        for line in _config_tests(tree)
+    ]
+    assert not bad, "\n".join(bad)
+
+
 # ------------------------------------------------------------------------- the release, decided once
 
 # The release a verdict is for is resolved once, at each command's library entry, and passed down
@@ -602,6 +630,11 @@ def test_the_release_is_resolved_only_at_command_entries() -> None:
             test_speculators_and_vocabulary_facts_are_read_in_their_homes,
         ),
         (
+            "eagle_convert.push",
+            "x = (path / 'config.json').is_file()",
+            test_only_draft_tests_a_folder_for_config_json,
+        ),
+        (
             "eagle_convert.measure.options",
             "x = installed_status().rules",
             test_the_release_is_resolved_only_at_command_entries,
@@ -625,6 +658,7 @@ def test_the_release_is_resolved_only_at_command_entries() -> None:
         "config-json",
         "inner-config",
         "d2t",
+        "folder-resolver",
         "installed-status",
     ],
 )
