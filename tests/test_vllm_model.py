@@ -26,7 +26,7 @@ from eagle_convert.upgrade.apply import apply_upgrade
 from eagle_convert.upgrade.plan import plan_upgrade
 from eagle_convert.validate.rules.context import build_context
 from eagle_convert.validate.run import validate_checkpoint
-from eagle_convert.vllm_model import default_release, releases, rewrites, tables
+from eagle_convert.vllm_model import changes, default_release, releases, rewrites, tables
 from eagle_convert.vllm_model.config import read_config
 from eagle_convert.vllm_model.features import vllm_available
 
@@ -255,7 +255,7 @@ def test_every_mtp_model_type_is_rewritten(model_type: str) -> None:
     for version in (first, releases.NEWEST_RELEASE):
         view = read_config(config, releases.release(version))
         assert view.mtp_rewrite == f"model_type {model_type!r}" and not view.builds_eagle3, version
-    before = [v for v in releases.KNOWN_RELEASES if releases.version_key(v) < releases.version_key(first)]
+    before = [v for v in releases.KNOWN_RELEASES if changes.version_key(v) < changes.version_key(first)]
     if before:
         assert read_config(config, releases.release(before[-1])).builds_eagle3
 
@@ -280,12 +280,12 @@ def test_every_mtp_model_type_is_rewritten(model_type: str) -> None:
 def test_rewrites_follow_the_release(config: dict, rewritten_from: str) -> None:
     """0.33's new rewrites (Step5 anywhere in architectures, RadioMBart with causal_vision_prefix) and
     older ones hit from their first release only; longcat_flash_ngram was rewritten 0.26-0.31 only."""
-    first = releases.version_key(rewritten_from)
+    first = changes.version_key(rewritten_from)
     for version in releases.KNOWN_RELEASES:
         view = read_config(config, releases.release(version))
-        expected = releases.version_key(version) >= first
+        expected = changes.version_key(version) >= first
         if config["model_type"] == "longcat_flash_ngram":
-            expected = expected and releases.version_key(version) <= releases.version_key("0.31.0")
+            expected = expected and changes.version_key(version) <= changes.version_key("0.31.0")
         assert (view.mtp_rewrite is not None) is expected, version
     radio = {**config, "decoder": {"causal_vision_prefix": False}}
     if "decoder" in config:

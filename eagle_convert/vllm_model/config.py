@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from eagle_convert.vllm_model.releases import Release, version_key
+from eagle_convert.vllm_model.changes import version_key
+from eagle_convert.vllm_model.releases import Release
 from eagle_convert.vllm_model.rewrites import (
     MTP_ARCHITECTURES,
     MTP_ARCHITECTURES_ANYWHERE,

@@ -82,14 +82,14 @@ ARCHITECTURES: dict[str, str] = {
 }
 # P-EAGLE (parallel drafting) names: registered 0.22.0-0.33.0 (releases "peagle"; 0.34.0 removed P-EAGLE).
 PARALLEL_DRAFTING_ARCHITECTURES = frozenset({"PeagleLlamaForCausalLM", "PEagleDraftModel", "PeagleQwen3ForCausalLM"})
-# Registered later than 0.21.0 (the rest already are): the releases.CHANGES key that brings each.
+# Registered later than 0.21.0 (the rest already are): the changes.CHANGES key that brings each.
 ARCHITECTURES_FROM = {
     "PeagleLlamaForCausalLM": "peagle",
     "PEagleDraftModel": "peagle",
     "Eagle3Qwen3ForCausalLM": "qwen3_class",
     "PeagleQwen3ForCausalLM": "qwen3_class",
 }
-# No longer registered after some release: the releases.CHANGES key whose `last` is the final one
+# No longer registered after some release: the changes.CHANGES key whose `last` is the final one
 # (0.34.0 registry.py `_SPECULATIVE_DECODING_MODELS` has no P-EAGLE name).
 ARCHITECTURES_UNTIL = dict.fromkeys(PARALLEL_DRAFTING_ARCHITECTURES, "peagle")
 
@@ -109,7 +109,7 @@ SPECULATORS_FLAG_DEFAULTS: dict[str, dict[str, bool]] = {
     "eagle3": {"norm_before_residual": True, "norm_before_fc": False, "fc_norm": False, "norm_output": False},
     "peagle": {"norm_before_residual": False, "norm_before_fc": False},
 }
-# Speculators algorithms that only some releases build: kind -> the releases.CHANGES key that bounds them
+# Speculators algorithms that only some releases build: kind -> the changes.CHANGES key that bounds them
 # (peagle: registered from 0.22.0, algos.py SUPPORTED_SPECULATORS_TYPES; from 0.34.0 update_peagle only
 # raises, releases "speculators_peagle_raises"). Both tables above hold for those releases only.
 SPECULATORS_KINDS_IN = {"peagle": "peagle"}
