@@ -535,14 +535,24 @@ def test_only_draft_tests_a_folder_for_config_json() -> None:
 # ------------------------------------------------------------------------- the release, decided once
 
 # The release a verdict is for is resolved once, at each command's library entry, and passed down
-# explicitly (issue 32): `installed_status()` is called only here.
+# explicitly (issue 32): the two ambient resolvers, `installed_status()` (a named release too) and
+# `default_release()` (its rules), are called only in these modules.
+AMBIENT_RELEASE = ("installed_status", "default_release")
 RELEASE_ENTRIES = {
-    "eagle_convert.vllm_model.versions": "defines it; `default_release` is the one ambient default",
+    "eagle_convert.vllm_model.versions": "defines both; `default_release` is the one ambient default",
     "eagle_convert.validate.run": "validate_checkpoint: validate's entry for one release (check passes its own)",
     "eagle_convert.validate.entry": "run_validate: the matrix's default release",
     "eagle_convert.check.run": "run_check: the release checked and the one the engine stages run",
     "eagle_convert.draft.inspect": "inspect_checkpoint: inspect's entry",
     "eagle_convert.engines.select": "engine_status: the --for resolver the entries call (vLLM's branch)",
+    "eagle_convert.upgrade.run": "upgrade's entry (`_open`, which plan_upgrade_draft and upgrade_draft call)",
+    "eagle_convert.finetune.plan": "finetune's entry: the release travels in the plan",
+    "eagle_convert.finetune.capture": "capture's entry, when its caller passed no release",
+    "eagle_convert.measure.smoke": "run_smoke, when its caller passed no release",
+    "eagle_convert.cli.commands.smoke": "smoke resolves its options before run_smoke, with the same release",
+    "eagle_convert.report.run": "run_report: report's entry",
+    "eagle_convert.drift.run": "drift's entry",
+    "eagle_convert.served_diff": "served-diff's entry, when its caller passed no release",
 }
 
 
@@ -556,11 +566,14 @@ def _calls(tree: ast.Module, name: str) -> list[int]:
 
 
 def test_the_release_is_resolved_only_at_command_entries() -> None:
-    bad = [
-        f"{name}:{line} calls installed_status(): take the release the command's entry resolved as an argument"
-        for name, tree in _trees().items()
+    trees = _trees()
+    stale = [f"{name}: listed in RELEASE_ENTRIES, no such module" for name in RELEASE_ENTRIES if name not in trees]
+    bad = stale + [
+        f"{name}:{line} calls {call}(): take the release the command's entry resolved as an argument"
+        for name, tree in trees.items()
         if name not in RELEASE_ENTRIES
-        for line in _calls(tree, "installed_status")
+        for call in AMBIENT_RELEASE
+        for line in _calls(tree, call)
     ]
     assert not bad, "\n".join(bad)
 
@@ -639,6 +652,11 @@ def test_the_release_is_resolved_only_at_command_entries() -> None:
             "x = installed_status().rules",
             test_the_release_is_resolved_only_at_command_entries,
         ),
+        (
+            "eagle_convert.report.measure",
+            "x = default_release()",
+            test_the_release_is_resolved_only_at_command_entries,
+        ),
     ],
     ids=[
         "layer",
@@ -660,6 +678,7 @@ def test_the_release_is_resolved_only_at_command_entries() -> None:
         "d2t",
         "folder-resolver",
         "installed-status",
+        "default-release",
     ],
 )
 def test_the_rules_catch_a_violation(rule, monkeypatch: pytest.MonkeyPatch) -> None:
