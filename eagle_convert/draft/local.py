@@ -21,7 +21,7 @@ from eagle_convert.errors import CheckpointNotFoundError
 from eagle_convert.io import missing_path_error, suggestion
 
 
-def local_folder(ref: str | Path, name: str, fix: str | None = None, *, options: Sequence[str] = ()) -> Path:
+def local_folder(ref: str | Path, name: str, fix: str) -> Path:
     """`ref` (`~` expanded) as a folder that holds config.json at its root, for a command that reads the
     folder as it is (push uploads it); the two refusals name `name` and hint `fix`.
 
@@ -29,9 +29,9 @@ def local_folder(ref: str | Path, name: str, fix: str | None = None, *, options:
         CheckpointNotFoundError: `name: no such folder` (hint: a near-miss sibling, else `fix`) or
             `name: no config.json`.
     """
-    p = _folder(ref, name, fix, options)
+    p = _folder(ref, name, fix, ())
     if not (p / "config.json").is_file():
-        raise CheckpointNotFoundError(f"{name}: no config.json", hint=fix, options=options)
+        raise CheckpointNotFoundError(f"{name}: no config.json", hint=fix)
     return p
 
 
