@@ -23,16 +23,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.draft import CARD_FILE, folder_card, retarget_card
+from eagle_convert.draft import CARD_FILE, folder_card, local_folder, retarget_card
 from eagle_convert.errors import (
-    CheckpointNotFoundError,
     EagleConvertError,
     HubError,
     HubOfflineError,
     PushRefusedError,
     UsageError,
 )
-from eagle_convert.io import OFFLINE_REASON, endpoint, endpoint_display, offline, suggestion, translate
+from eagle_convert.io import OFFLINE_REASON, endpoint, endpoint_display, offline, translate
 from eagle_convert.jsonable import dump, key
 from eagle_convert.optionspec import check, option
 from eagle_convert.validate import serving_summary, validate_checkpoint
@@ -163,11 +162,7 @@ def plan_push(
     o = opts or PushOptions()
     allow_invalid, target = _allow_invalid(o.allow_invalid, force), o.target
     _refuse_swapped(folder, repo_id)
-    path = Path(folder).expanduser()  # uploaded as is: its config.json must sit at its root
-    if not path.is_dir():
-        raise CheckpointNotFoundError(f"{folder}: no such folder", hint=suggestion(path) or _LOCAL)
-    if not (path / "config.json").is_file():
-        raise CheckpointNotFoundError(f"{folder}: no config.json ({_LOCAL})")
+    path = local_folder(folder, str(folder), _LOCAL)  # uploaded as is: its config.json must sit at its root
     if not _REPO_ID.fullmatch(repo_id):
         raise UsageError(f"{repo_id!r} is not a hub repo id", hint="use org/name (or user/name)")
     report = validate_checkpoint(path, target=target)

@@ -504,6 +504,80 @@ def test_speculators_and_vocabulary_facts_are_read_in_their_homes() -> None:
     assert not bad, "\n".join(bad)
 
 
+# One folder resolver: whether a folder holds a checkpoint (config.json in it) is tested only in draft
+# (`local_checkpoint`, `local_folder`, the checkpoint reader); other packages ask them.
+FOLDER_RESOLVERS = {"draft"}
+PATH_TESTS = {"is_file", "exists"}
+
+
+def _config_tests(tree: ast.Module) -> list[int]:
+    """Lines of `(folder / "config.json").is_file()` / `.exists()` calls."""
+    return [
+        n.lineno
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr in PATH_TESTS
+        and _names_config(n.func.value)
+    ]
+
+
+def test_only_draft_tests_a_folder_for_config_json() -> None:
+    bad = [
+        f"{name}:{line} tests a folder for config.json: resolve it with draft.local_checkpoint (or local_folder)"
+        for name, tree in _trees().items()
+        if _package(name) not in FOLDER_RESOLVERS
+        for line in _config_tests(tree)
+    ]
+    assert not bad, "\n".join(bad)
+
+
+# ------------------------------------------------------------------------- the release, decided once
+
+# The release a verdict is for is resolved once, at each command's library entry, and passed down
+# explicitly (issue 32): the two ambient resolvers, `installed_status()` (a named release too) and
+# `default_release()` (its rules), are called only in these modules.
+AMBIENT_RELEASE = ("installed_status", "default_release")
+RELEASE_ENTRIES = {
+    "eagle_convert.vllm_model.versions": "defines both; `default_release` is the one ambient default",
+    "eagle_convert.validate.run": "validate_checkpoint: validate's entry for one release (check passes its own)",
+    "eagle_convert.validate.entry": "run_validate: the matrix's default release",
+    "eagle_convert.check.run": "run_check: the release checked and the one the engine stages run",
+    "eagle_convert.draft.inspect": "inspect_checkpoint: inspect's entry",
+    "eagle_convert.engines.select": "engine_status: the --for resolver the entries call (vLLM's branch)",
+    "eagle_convert.upgrade.run": "upgrade's entry (`_open`, which plan_upgrade_draft and upgrade_draft call)",
+    "eagle_convert.finetune.plan": "finetune's entry: the release travels in the plan",
+    "eagle_convert.finetune.capture": "capture's entry, when its caller passed no release",
+    "eagle_convert.measure.smoke": "run_smoke, when its caller passed no release",
+    "eagle_convert.cli.commands.smoke": "smoke resolves its options before run_smoke, with the same release",
+    "eagle_convert.report.run": "run_report: report's entry",
+    "eagle_convert.drift.run": "drift's entry",
+    "eagle_convert.served_diff": "served-diff's entry, when its caller passed no release",
+}
+
+
+def _calls(tree: ast.Module, name: str) -> list[int]:
+    """Lines that call `name(...)` or `x.name(...)`."""
+    return [
+        n.lineno
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and name in (getattr(n.func, "id", None), getattr(n.func, "attr", None))
+    ]
+
+
+def test_the_release_is_resolved_only_at_command_entries() -> None:
+    trees = _trees()
+    stale = [f"{name}: listed in RELEASE_ENTRIES, no such module" for name in RELEASE_ENTRIES if name not in trees]
+    bad = stale + [
+        f"{name}:{line} calls {call}(): take the release the command's entry resolved as an argument"
+        for name, tree in trees.items()
+        if name not in RELEASE_ENTRIES
+        for call in AMBIENT_RELEASE
+        for line in _calls(tree, call)
+    ]
+    assert not bad, "\n".join(bad)
+
+
 @pytest.mark.parametrize(
     "rule",
     [
@@ -568,6 +642,21 @@ def test_speculators_and_vocabulary_facts_are_read_in_their_homes() -> None:
             "x = t == 'd2t'",
             test_speculators_and_vocabulary_facts_are_read_in_their_homes,
         ),
+        (
+            "eagle_convert.push",
+            "x = (path / 'config.json').is_file()",
+            test_only_draft_tests_a_folder_for_config_json,
+        ),
+        (
+            "eagle_convert.measure.options",
+            "x = installed_status().rules",
+            test_the_release_is_resolved_only_at_command_entries,
+        ),
+        (
+            "eagle_convert.report.measure",
+            "x = default_release()",
+            test_the_release_is_resolved_only_at_command_entries,
+        ),
     ],
     ids=[
         "layer",
@@ -587,6 +676,9 @@ def test_speculators_and_vocabulary_facts_are_read_in_their_homes() -> None:
         "config-json",
         "inner-config",
         "d2t",
+        "folder-resolver",
+        "installed-status",
+        "default-release",
     ],
 )
 def test_the_rules_catch_a_violation(rule, monkeypatch: pytest.MonkeyPatch) -> None:

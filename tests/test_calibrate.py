@@ -86,7 +86,7 @@ def test_cli_target_must_be_a_local_model_folder(built_fixtures, tmp_path: Path)
     )
     assert res.exit_code == 1
     assert res.stderr == (
-        f"Error: target {tmp_path / 'config.json'}: no config.json in a local folder "
+        f"Error: target {tmp_path / 'config.json'}: no such folder "
         "(--init calibrated runs the target: pass its local folder)\n"
     )
 

@@ -17,10 +17,10 @@ from eagle_convert.draft.card import (
     hub_repo_id,
     model_card,
     retarget_card,
-    serve_command,
     write_model_card,
 )
 from eagle_convert.draft.card_acceptance import AcceptanceRow, AcceptanceTable, acceptance_from_smoke
+from eagle_convert.draft.card_serve import serve_command
 from eagle_convert.draft.checkpoint import open_checkpoint
 from eagle_convert.draft.info import describe
 from eagle_convert.draft.target import Target

@@ -244,8 +244,9 @@ def _matrix(draft: str) -> Any:
 
     from eagle_convert.engines import engine_status
     from eagle_convert.validate import compatibility_matrix
+    from eagle_convert.vllm_model import installed_status
 
-    m = compatibility_matrix(draft, engines=[engine_status("sglang", "0.5.23")])
+    m = compatibility_matrix(draft, default=installed_status(), engines=[engine_status("sglang", "0.5.23")])
     m = replace(m, seconds=2.34567, timings={"rules": 0.0456789})
     return _Both(replace(m, default=_Installed()))
 

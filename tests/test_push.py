@@ -13,7 +13,8 @@ from click.testing import CliRunner
 from hubserver import hub_server
 
 from eagle_convert.cli.app import main
-from eagle_convert.draft.card import retarget_card, serve_command
+from eagle_convert.draft.card import retarget_card
+from eagle_convert.draft.card_serve import serve_command
 from eagle_convert.draft.checkpoint import open_checkpoint
 from eagle_convert.draft.info import describe
 from eagle_convert.draft.target import Target

@@ -247,9 +247,10 @@ def test_matrix_rows_equal_validate_per_release(built):
     change a verdict: every row equals `validate --target --vllm-version X` run alone."""
     from eagle_convert.validate.matrix import compatibility_matrix
     from eagle_convert.validate.run import validate_checkpoint
+    from eagle_convert.vllm_model import installed_status
 
     for key, (draft, target) in built.items():
-        matrix = compatibility_matrix(draft, target=target)
+        matrix = compatibility_matrix(draft, target=target, default=installed_status())
         for row in matrix.rows:
             alone = validate_checkpoint(draft, target=target, vllm_version=row.release)
             assert row.report.findings_dicts() == alone.findings_dicts(), (key, row.release)

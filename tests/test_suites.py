@@ -291,11 +291,12 @@ def test_training_and_calibration_prompts_take_suites_but_not_long_context(tmp_p
 def test_report_reproduces_a_named_suite(tmp_path: Path) -> None:
     from eagle_convert.measure import MeasureOptions
     from eagle_convert.report.stages import ReportOptions, smoke_command
+    from eagle_convert.vllm_model import default_release
 
     opts = ReportOptions(
         MeasureOptions(engine="reference", prompts="long-context:4k", categories=("long-prose",), limit=1)
     )
-    m = opts.measure.resolve("report")
+    m = opts.measure.resolve("report", default_release())
     cmd = smoke_command(tmp_path / "t", [tmp_path / "d"], opts.measure)
     assert " --prompts long-context:4k --category long-prose --limit 1 " in cmd
     suite = m.suite
@@ -307,6 +308,7 @@ def test_check_policy_names_a_suite_or_a_folder_beside_it(pair, tmp_path: Path) 
 
     from eagle_convert.check.policy import load_policy
     from eagle_convert.measure import prepare_smoke_prompts
+    from eagle_convert.vllm_model import default_release
 
     _write_jsonl(tmp_path / "speed" / "qualitative.jsonl", _speed_rows())
     for value, suite in (("spec-bench-sample", "spec-bench-sample"), ("speed", str(tmp_path / "speed"))):
@@ -315,7 +317,9 @@ def test_check_policy_names_a_suite_or_a_folder_beside_it(pair, tmp_path: Path) 
         )
         asked = load_policy(tmp_path / "eagle-check.toml").acceptance
         assert asked is not None and asked.engine == "vllm"
-        m = replace(asked, engine="reference", k=1).resolve("check")  # the reference engine: no vLLM needed here
+        m = replace(asked, engine="reference", k=1).resolve(
+            "check", default_release()
+        )  # reference engine: no vLLM needed here
         pset = prepare_smoke_prompts(pair[0], m.suite, k=m.k, max_new_tokens=m.max_new_tokens)
         assert (pset.suite, sorted(p.category for p in pset.prompts)) == (suite, ["coding", "qa"])
         assert m.suite.label == suite

@@ -27,7 +27,7 @@ from eagle_convert.validate.matrix import (
 )
 from eagle_convert.validate.run import validate_checkpoint
 from eagle_convert.vllm_model.releases import KNOWN_RELEASES
-from eagle_convert.vllm_model.versions import status_for
+from eagle_convert.vllm_model.versions import installed_status, status_for
 from fixtures.edits import drop_tensors, edit_draft
 
 
@@ -36,7 +36,7 @@ def _verdicts(matrix) -> dict[str, tuple[str, tuple[str, ...]]]:
 
 
 def test_eagle31_llama_fails_on_0_21_and_is_served_as_trained_from_0_22(built_fixtures) -> None:
-    matrix = compatibility_matrix(built_fixtures("vllm-eagle31"))
+    matrix = compatibility_matrix(built_fixtures("vllm-eagle31"), default=installed_status())
     rows = _verdicts(matrix)
     assert list(rows) == list(KNOWN_RELEASES)
     assert rows["0.21.0"] == (FAILS, ("E104",))
@@ -46,21 +46,21 @@ def test_eagle31_llama_fails_on_0_21_and_is_served_as_trained_from_0_22(built_fi
 
 
 def test_qwen3_draft_needs_0_24(built_fixtures) -> None:
-    rows = _verdicts(compatibility_matrix(built_fixtures("vllm-qwen3-eagle3")))
+    rows = _verdicts(compatibility_matrix(built_fixtures("vllm-qwen3-eagle3"), default=installed_status()))
     assert {v for v, (verdict, _) in rows.items() if verdict == FAILS} == {"0.21.0", "0.22.0", "0.22.1", "0.23.0"}
     assert rows["0.23.0"] == (FAILS, ("E301",)) and rows["0.24.0"] == (AS_TRAINED, ())
 
 
 def test_mla_eagle31_window_0_22_x(built_fixtures) -> None:
     """0.22.0-0.22.1 load the MLA draft's fc_norm but never apply it (fixed in 0.23.0, vLLM #43482)."""
-    matrix = compatibility_matrix(built_fixtures("kimi-mla-eagle31"))
+    matrix = compatibility_matrix(built_fixtures("kimi-mla-eagle31"), default=installed_status())
     assert "E108" in matrix.row("0.22.0").codes and "E108" in matrix.row("0.22.1").codes
     assert "E108" not in matrix.row("0.23.0").codes and "E108" not in matrix.row("0.21.0").codes
     assert matrix.row("0.22.1").verdict == DIFFERENTLY
 
 
 def test_plain_eagle3_is_served_as_trained_everywhere(built_fixtures) -> None:
-    matrix = compatibility_matrix(built_fixtures("vllm-eagle3"))
+    matrix = compatibility_matrix(built_fixtures("vllm-eagle3"), default=installed_status())
     assert {r.verdict for r in matrix.rows} == {AS_TRAINED}
     assert matrix.summary() == "every known vLLM release (0.21.0-0.34.0) serves it as trained"
     assert not matrix.failed()
@@ -83,7 +83,7 @@ def test_each_row_is_that_releases_validate(built_fixtures, name: str) -> None:
     """The matrix shares the reading of the draft, not the verdicts: row X == validate --vllm-version X
     for every release (what `Context.memo` shares must not depend on the release)."""
     path = built_fixtures(name)
-    matrix = compatibility_matrix(path)
+    matrix = compatibility_matrix(path, default=installed_status())
     for version in KNOWN_RELEASES:
         alone = validate_checkpoint(path, vllm_version=version)
         assert matrix.row(version).report.findings_dicts() == alone.findings_dicts(), version
@@ -92,7 +92,9 @@ def test_each_row_is_that_releases_validate(built_fixtures, name: str) -> None:
 
 def test_exit_status_is_the_default_releases(tmp_path: Path, built_fixtures) -> None:
     broken = edit_draft(tmp_path / "broken", tensors=drop_tensors("layers.0.mlp.down_proj.weight"))
-    assert compatibility_matrix(broken).failed()  # E101 in every release, the default's included
+    assert compatibility_matrix(
+        broken, default=installed_status()
+    ).failed()  # E101 in every release, the default's included
     eagle31 = built_fixtures("vllm-eagle31")
     assert not compatibility_matrix(eagle31, default=status_for(None, "0.32.0")).failed()
     assert compatibility_matrix(eagle31, default=status_for(None, "0.21.0")).failed()  # E104 there

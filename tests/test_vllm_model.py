@@ -26,13 +26,13 @@ from eagle_convert.upgrade.apply import apply_upgrade
 from eagle_convert.upgrade.plan import plan_upgrade
 from eagle_convert.validate.rules.context import build_context
 from eagle_convert.validate.run import validate_checkpoint
-from eagle_convert.vllm_model import default_release, releases, tables
+from eagle_convert.vllm_model import changes, default_release, releases, rewrites, tables
 from eagle_convert.vllm_model.config import read_config
 from eagle_convert.vllm_model.features import vllm_available
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "eagle_convert"
-TABLES_FILE = PACKAGE / "vllm_model" / "tables.py"
+TABLES_FILES = (PACKAGE / "vllm_model" / "tables.py", PACKAGE / "vllm_model" / "rewrites.py")
 FLAGS = ("fc_norm", "norm_output", "norm_before_fc", "norm_before_residual")
 ID_KEYS = ("eagle_aux_hidden_state_layer_ids", "eagle_config", "num_aux_hidden_states")
 
@@ -41,8 +41,8 @@ ID_KEYS = ("eagle_aux_hidden_state_layer_ids", "eagle_config", "num_aux_hidden_s
 _TABLES: dict[str, set[str]] = {
     "ARCHITECTURES": set(tables.ARCHITECTURES),
     "DRAFT_CLASSES": set(tables.DRAFT_CLASSES),
-    "MTP_MODEL_TYPES": set(tables.MTP_MODEL_TYPES) | set(tables.MTP_MODEL_TYPES_WITH_NEXTN),
-    "MTP_ARCHITECTURES": set(tables.MTP_ARCHITECTURES),
+    "MTP_MODEL_TYPES": set(rewrites.MTP_MODEL_TYPES) | set(rewrites.MTP_MODEL_TYPES_WITH_NEXTN),
+    "MTP_ARCHITECTURES": set(rewrites.MTP_ARCHITECTURES),
     "SPECULATORS_ARCHITECTURES": {a for row in tables.SPECULATORS_ARCHITECTURES.values() for a in row.values()},
     "AUX_ID_LOCATIONS": set(tables.AUX_ID_LOCATIONS),
 }
@@ -86,7 +86,7 @@ _OTHER_TABLES = {
 def _second_copies() -> list[str]:
     found = []
     for py in sorted(PACKAGE.rglob("*.py")):
-        if py == TABLES_FILE:
+        if py in TABLES_FILES:
             continue
         text = py.read_text()
         rel = py.relative_to(ROOT)
@@ -155,7 +155,8 @@ def _second_readings(rel: str, text: str) -> list[str]:
     tree = ast.parse(text)
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
-        if rel not in ("draft/target.py", "draft/__init__.py", "vllm_model/tables.py"):  # the face names text_config()
+        # the face names text_config(); the tables (rewrites.py: the sub-config vLLM's MTP rule reads) name it
+        if rel not in ("draft/target.py", "draft/__init__.py", "vllm_model/tables.py", "vllm_model/rewrites.py"):
             if isinstance(node, ast.Constant) and node.value == "text_config":
                 found.append(f"{rel}:{line} reads text_config (use draft.target.Target)")
             if isinstance(node, ast.Constant) and node.value == "num_hidden_layers" and rel not in DRAFT_LAYER_READERS:
@@ -246,15 +247,15 @@ def test_tables_are_consistent() -> None:
 # ----------------------------------------------------------------------------- config reading
 
 
-@pytest.mark.parametrize("model_type", sorted(tables.MTP_MODEL_TYPES))
+@pytest.mark.parametrize("model_type", sorted(rewrites.MTP_MODEL_TYPES))
 def test_every_mtp_model_type_is_rewritten(model_type: str) -> None:
     """Rewritten from its first release on, and not in the release before it."""
     config = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": model_type}
-    first = tables.MTP_MODEL_TYPES[model_type]
+    first = rewrites.MTP_MODEL_TYPES[model_type]
     for version in (first, releases.NEWEST_RELEASE):
         view = read_config(config, releases.release(version))
         assert view.mtp_rewrite == f"model_type {model_type!r}" and not view.builds_eagle3, version
-    before = [v for v in releases.KNOWN_RELEASES if releases.version_key(v) < releases.version_key(first)]
+    before = [v for v in releases.KNOWN_RELEASES if changes.version_key(v) < changes.version_key(first)]
     if before:
         assert read_config(config, releases.release(before[-1])).builds_eagle3
 
@@ -279,12 +280,12 @@ def test_every_mtp_model_type_is_rewritten(model_type: str) -> None:
 def test_rewrites_follow_the_release(config: dict, rewritten_from: str) -> None:
     """0.33's new rewrites (Step5 anywhere in architectures, RadioMBart with causal_vision_prefix) and
     older ones hit from their first release only; longcat_flash_ngram was rewritten 0.26-0.31 only."""
-    first = releases.version_key(rewritten_from)
+    first = changes.version_key(rewritten_from)
     for version in releases.KNOWN_RELEASES:
         view = read_config(config, releases.release(version))
-        expected = releases.version_key(version) >= first
+        expected = changes.version_key(version) >= first
         if config["model_type"] == "longcat_flash_ngram":
-            expected = expected and releases.version_key(version) <= releases.version_key("0.31.0")
+            expected = expected and changes.version_key(version) <= changes.version_key("0.31.0")
         assert (view.mtp_rewrite is not None) is expected, version
     radio = {**config, "decoder": {"causal_vision_prefix": False}}
     if "decoder" in config:
@@ -471,13 +472,13 @@ def test_upgrade_output_validates_and_every_reader_agrees(built_fixtures, tmp_pa
     }, refused
 
 
-@pytest.mark.parametrize("model_type", sorted(tables.MTP_MODEL_TYPES))
+@pytest.mark.parametrize("model_type", sorted(rewrites.MTP_MODEL_TYPES))
 def test_upgrade_never_writes_an_mtp_model_type(model_type: str, built_fixtures, tmp_path: Path) -> None:
     work = tmp_path / "draft"
     shutil.copytree(built_fixtures("specforge-eagle3"), work)
     cfg = json.loads((work / "config.json").read_text())
     (work / "config.json").write_text(json.dumps({**cfg, "model_type": model_type}))
-    first = tables.MTP_MODEL_TYPES[model_type]
+    first = rewrites.MTP_MODEL_TYPES[model_type]
     assert validate_checkpoint(work, vllm_version=first).errors  # E302 on the input, from the release that rewrites it
     assert _upgrade_or_refusal(work, tmp_path / "out", [1, 3, 4]) is None
     assert json.loads((tmp_path / "out" / "config.json").read_text())["model_type"] == "llama"

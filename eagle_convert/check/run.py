@@ -109,16 +109,16 @@ def _serve_config(
     value: str | dict[str, Any] | None,
     max_model_len: int | None,
     status: Any,
+    installed: Any,
     policy: Policy,
     *,
     engines_run: bool,
 ) -> Any:
-    """The serve config for the release checked (and for the installed vLLM the engines run, when
+    """The serve config for the release checked (and for the `installed` vLLM the engines run, when
     they run and it is another release); refused where it contradicts the policy's [acceptance]."""
-    from eagle_convert.vllm_model import installed_status, parse_serve_config
+    from eagle_convert.vllm_model import parse_serve_config
 
     serve = parse_serve_config(value, status.rules, max_model_len=max_model_len)
-    installed = installed_status()
     if serve is not None and serve.given and engines_run and installed.release != status.release:
         try:
             parse_serve_config(value, installed.rules, max_model_len=max_model_len)
@@ -211,9 +211,12 @@ def run_check(
     baseline_s = None if o.baseline is None else str(o.baseline)
     requested = vllm_version or policy.get("static", "vllm_version")
     status = installed_status(requested)  # a bad release is a usage error before any stage runs
+    installed = status if requested is None else installed_status()  # the release the engine stages run
     need = needs(policy, target=target_s, baseline=baseline_s, server=server)
-    serve = _serve_config(o.speculative_config, o.max_model_len, status, policy, engines_run=need.engines_run)
-    measure = _measure(policy, o.speculative_config) if need.engines_run else None
+    serve = _serve_config(
+        o.speculative_config, o.max_model_len, status, installed, policy, engines_run=need.engines_run
+    )
+    measure = _measure(policy, o.speculative_config, installed.rules) if need.engines_run else None
     report = CheckReport(str(draft), target_s, baseline_s, policy, release=status)
     say = progress or (lambda _m: None)
     engines = Engines(cache if cache is not None else {}, session)
@@ -270,13 +273,13 @@ def run_check(
     return report
 
 
-def _measure(policy: Policy, speculative_config: str | dict[str, Any] | None) -> Measure:
+def _measure(policy: Policy, speculative_config: str | dict[str, Any] | None, installed: Any) -> Measure:
     """What every engine stage runs with, decided once by `MeasureOptions.resolve`: the policy's
     [acceptance] (else the defaults) in vLLM at the served k, else the policy's, else 3."""
     from eagle_convert.measure import MeasureOptions
 
     asked = replace(policy.acceptance or MeasureOptions(engine="vllm"), speculative_config=speculative_config)
-    return asked.resolve("check", categories=f"{policy.source}: [acceptance] categories")
+    return asked.resolve("check", installed, categories=f"{policy.source}: [acceptance] categories")
 
 
 def _server(o: CheckOptions, policy: Policy) -> Any:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # the face: what type checkers see and what __getattr__ loads
     from eagle_convert.draft.inspect import InspectReport, inspect_checkpoint
     from eagle_convert.draft.kind import ensure_draft
     from eagle_convert.draft.layout import canonical_map, canonical_name
-    from eagle_convert.draft.local import local_checkpoint
+    from eagle_convert.draft.local import local_checkpoint, local_folder
     from eagle_convert.draft.schemas import load_schema
     from eagle_convert.draft.target import Target, load_target, text_config
 else:

@@ -27,11 +27,12 @@ from eagle_convert.draft.card_acceptance import (
     acceptance_lines,
     sweep_label,
 )
+from eagle_convert.draft.card_serve import NUM_SPECULATIVE_TOKENS, engine_lines, serve_command, serving_lines
 from eagle_convert.draft.card_sweep import k_sweep_lines
 from eagle_convert.draft.checkpoint import CheckpointRef, open_checkpoint
 from eagle_convert.errors import CheckpointNotFoundError, UsageError
 from eagle_convert.io import write_text_atomic
-from eagle_convert.vllm_model import NEWEST_RELEASE, TESTED_VERSION, Release, read_config
+from eagle_convert.vllm_model import NEWEST_RELEASE, Release, read_config
 
 # A card says what the draft is as written (sizes, variant, dtype): the newest known release's
 # reading, never the installed vLLM's (a card must not change with the machine that wrote it).
@@ -41,7 +42,6 @@ CARD_FILE = "README.md"
 PROVENANCE_KEY = "_eagle_convert"  # the config.json entry where eagle-convert records what it did
 CARD_MARKER = "<!-- model card written by eagle-convert -->"
 LIBRARY_NAME = "vllm"  # the library that loads the draft: it has no transformers class of its own
-NUM_SPECULATIVE_TOKENS = 3
 _SERVE_MODEL = re.compile(r'("model": )"(?:[^"\\]|\\.)*"')
 _SGLANG_DRAFT = re.compile(r"(--speculative-draft-model-path )(?:'[^']*'|\S+)")
 _FLAG_MEANING = {
@@ -82,32 +82,6 @@ def hub_repo_id(ref: str | os.PathLike[str] | None) -> str | None:
         return CheckpointRef.parse(text).repo
     except UsageError:  # a malformed hf:// reference names no repo
         return None
-
-
-def serve_command(target: str | None, model_ref: str, k: int = NUM_SPECULATIVE_TOKENS) -> str:
-    """The one-line `vllm serve` that speculates with this draft (`engines.serve_command`)."""
-    from eagle_convert.engines import Draft
-    from eagle_convert.engines import serve_command as engine_command
-
-    return engine_command(Draft({}, model_ref, target, k), "vllm").command
-
-
-def _engine_lines(config: dict[str, Any], target: str | None, model_ref: str, engine: str) -> list[str]:
-    """The card's section for serving on SGLang or TensorRT-LLM: the command, the YAML it names, the notes."""
-    from eagle_convert.engines import Draft
-    from eagle_convert.engines import serve_command as engine_command
-
-    cmd = engine_command(Draft(config, model_ref, target, NUM_SPECULATIVE_TOKENS), engine)
-    lines = ["", f"## Serve with {cmd.title}", "", "```bash", cmd.command, "```"]
-    if cmd.config_text is not None:
-        lines += ["", f"`{cmd.config_file}`:", "", "```yaml", cmd.config_text.rstrip("\n"), "```"]
-    lines += [
-        "",
-        f"Checked against {cmd.label}'s argument parser; `eagle-convert validate DRAFT --for {engine}` "
-        "gives its verdict.",
-    ]
-    lines += [f"Note: {n}." for n in cmd.notes]
-    return lines
 
 
 def provenance_chain(config: dict[str, Any]) -> list[dict[str, Any]]:
@@ -270,10 +244,10 @@ def model_card(
         serve_command(shown_target, model_ref),
         "```",
         "",
-        *_serving_lines(serving),
+        *serving_lines(serving),
     ]
     for engine in dict.fromkeys(e for e in engines if e != "vllm"):
-        lines += _engine_lines(config, shown_target, model_ref, engine)
+        lines += engine_lines(config, shown_target, model_ref, engine)
 
     hidden, th = cfg.get("hidden_size"), cfg.get("target_hidden_size") or cfg.get("hidden_size")
     ids = view.aux_ids
@@ -312,20 +286,6 @@ def model_card(
         if sweeps:
             lines += ["", "### Which k to serve with", "", *k_sweep_lines(sweeps)]
     return "\n".join(lines).rstrip() + "\n"
-
-
-def _serving_lines(serving: str | None) -> list[str]:
-    """Which vLLM releases serve the draft as trained, and the check to run for the one deployed."""
-    check = (
-        "Before serving, `eagle-convert validate DRAFT --target TARGET --vllm-version X.Y.Z` checks it for the "
-        "release you run and against the target"
-    )
-    if serving is None:
-        return [f"{check}; `--vllm-version all` lists which vLLM releases serve it as trained."]
-    return [
-        f"**vLLM releases**: {serving}. This is eagle-convert's static verdict for each release, read from "
-        f"vLLM's source (only vLLM {TESTED_VERSION} was also run). {check}."
-    ]
 
 
 def _config_dtype(config: dict[str, Any], vcfg: dict[str, Any]) -> Any:

@@ -6,7 +6,7 @@ any incompatible change.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from eagle_convert.draft.checkpoint import Checkpoint, CheckpointRef, open_checkpoint
@@ -28,7 +28,7 @@ class InspectReport:
     info: DraftInfo
     checkpoint: Checkpoint
     # The vLLM release the rules (vllm_architecture, aux ids, flags) are read for, and why that one.
-    vllm: VllmVersionStatus = field(default_factory=installed_status)
+    vllm: VllmVersionStatus
     # The fc_norm values (identity = exactly 1.0, untrained) and what the records claim; None without
     # fc_norm tensors or when values are not read (hub refs).
     fc_norm: FcNormState | None = None

@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eagle_convert.cache import CaptureOptions
-from eagle_convert.draft import Checkpoint, CheckpointRef, Target, canonical_map, open_checkpoint
+from eagle_convert.draft import Checkpoint, CheckpointRef, Target, canonical_map, local_checkpoint, open_checkpoint
 from eagle_convert.errors import (
-    CheckpointNotFoundError,
     CheckpointReadError,
     EngineError,
     UpgradeRefusedError,
@@ -73,17 +72,6 @@ class Calibration:
             agreement = {"calibrated": round(self.agreement, 4), "identity": round(self.agreement_identity or 0.0, 4)}
             record["first_step_top1_agreement_with_eagle3"] = agreement | dump(self, "held_out_prompts positions")
         return NormInit("calibrated", tuple((v,) for v in self.values), record)
-
-
-def _target_folder(target: str | Path) -> Path:
-    p = Path(target).expanduser()
-    if not (p / "config.json").is_file():
-        raise CheckpointNotFoundError(
-            f"target {target}: no config.json in a local folder "
-            "({init=calibrated} runs the target: pass its local folder)",
-            options=("init",),
-        )
-    return p.resolve()
 
 
 def calibrate_fc_norm(
@@ -144,7 +132,9 @@ def calibrate_fc_norm(
 
     say = say or (lambda _m: None)
     t0 = time.perf_counter()
-    tdir = _target_folder(target)
+    tdir = local_checkpoint(
+        target, "target", "upgrade", fix="{init=calibrated} runs the target: pass its local folder", options=("init",)
+    )
     ckpt = draft if isinstance(draft, Checkpoint) else open_checkpoint(draft, require_config=True)
     try:
         cfg = draft_config_from_dict(ckpt.config, release)
@@ -303,7 +293,8 @@ def _capture(
     from eagle_convert.finetune.options import FinetuneOptions
 
     root = getattr(ckpt.source, "root", None)
-    if root is None or not (Path(root) / ckpt.prefix / "config.json").is_file():
+    beside = ckpt.has_config and Path(ckpt.config_name).parent == Path(ckpt.prefix)  # config.json by the weights
+    if root is None or not beside:
         raise UsageError(
             f"{ckpt.description}: {{capture}} needs the draft in a local folder with its config.json",
             options=("capture",),

@@ -22,7 +22,7 @@ from eagle_convert.optionspec import check, option
 from eagle_convert.validate import speculative_config_option
 
 if TYPE_CHECKING:
-    from eagle_convert.vllm_model import ServeConfig
+    from eagle_convert.vllm_model import Release, ServeConfig
 
 DEFAULT_K = 3
 ENGINES = ("reference", "vllm")
@@ -121,11 +121,15 @@ class MeasureOptions:
     def __post_init__(self) -> None:
         check(self)
 
-    def resolve(self, command: str = "smoke", *, k_sweep: bool = False, categories: str = "--category") -> Measure:
+    def resolve(
+        self, command: str, release: Release, *, k_sweep: bool = False, categories: str = "--category"
+    ) -> Measure:
         """Decide, once, what every engine runs with.
 
         Args:
             command: the command named when an extra is missing ("smoke", "report").
+            release: the release whose rules read the speculative config (the one the command's entry
+                resolved: the installed vLLM's, which the engines run).
             k_sweep: smoke's k sweep: on vLLM it times its step costs at concurrency 1, so 1 joins the levels.
             categories: how the refusal of an unknown category names `categories` (check: its policy key).
 
@@ -135,12 +139,12 @@ class MeasureOptions:
         Raises:
             MissingExtraError: torch and the tokenizer (or, for vLLM, vLLM) are not installed.
             UsageError: an unknown engine, a bound out of range, `concurrency` without vLLM, a
-                speculative config the installed vLLM refuses, whose k is not `k`, or (reference engine)
+                speculative config `release` refuses, whose k is not `k`, or (reference engine)
                 with keys other than method and num_speculative_tokens; a bad prompt suite.
         """
         require("smoke", command, TORCH_MODULES)  # before default_engine(), which imports torch
         engine = default_engine() if self.engine in (None, "auto") else str(self.engine)
-        serve, k = self._serve(engine)
+        serve, k = self._serve(engine, release)
         levels = self.concurrency
         if levels is None:
             levels = DEFAULT_CONCURRENCY if engine == "vllm" else ()
@@ -177,13 +181,13 @@ class MeasureOptions:
             tuple(levels),
         )
 
-    def _serve(self, engine: str) -> tuple[ServeConfig | None, int]:
+    def _serve(self, engine: str, release: Release) -> tuple[ServeConfig | None, int]:
         """The parsed speculative config (None without one) and the k every engine drafts with."""
         if self.speculative_config is None:
             return None, DEFAULT_K if self.k is None else self.k
-        from eagle_convert.vllm_model import installed_status, parse_serve_config
+        from eagle_convert.vllm_model import parse_serve_config
 
-        serve = parse_serve_config(self.speculative_config, installed_status().rules)
+        serve = parse_serve_config(self.speculative_config, release)
         assert serve is not None  # a value was given
         if self.k is not None and serve.k is not None and serve.k != self.k:
             raise UsageError(

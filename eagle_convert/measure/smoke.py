@@ -21,7 +21,7 @@ from eagle_convert.measure.results import SmokeReport, deltas
 from eagle_convert.measure.run import measure_drafts, with_vllm_costs
 from eagle_convert.measure.suites import Suite
 from eagle_convert.progress import OnTick
-from eagle_convert.vllm_model import default_release
+from eagle_convert.vllm_model import Release, default_release
 
 
 def run_smoke(
@@ -34,6 +34,7 @@ def run_smoke(
     on_tick: OnTick | None = None,
     device: str | None = None,
     k_sweep: bool = False,
+    release: Release | None = None,
 ) -> SmokeReport:
     """Measure every draft on the same tokenized prompts; the first draft is the baseline of the differences.
 
@@ -51,6 +52,8 @@ def run_smoke(
         k_sweep: also each draft's AL and expected speedup at every k <= `k` from this one run, and
             the recommended k (`measure/ksweep.py`): step costs timed on the reference engine, or
             from the per-user rates at concurrency 1 on vLLM (added to `concurrency`).
+        release: the release the engines follow (None: resolved here, at smoke's entry; the CLI passes
+            the one it resolved `opts` with).
 
     Returns:
         The acceptance counters per draft, group and request, with the differences.
@@ -62,8 +65,9 @@ def run_smoke(
         CheckpointNotFoundError: a target or draft without config.json.
     """
     t0 = time.perf_counter()
+    rel = default_release() if release is None else release  # smoke's entry: the installed vLLM's, else the newest
     opts = opts or MeasureOptions()
-    m = opts if isinstance(opts, Measure) else opts.resolve("smoke", k_sweep=k_sweep)
+    m = opts if isinstance(opts, Measure) else opts.resolve("smoke", rel, k_sweep=k_sweep)
     for bad, message, names in (
         (not drafts, "give at least one draft", ()),
         (
@@ -90,7 +94,7 @@ def run_smoke(
         dpaths,
         pset,
         m,
-        default_release(),  # smoke's entry: the installed vLLM's release, else the newest known
+        rel,
         say=progress or (lambda _msg: None),
         on_tick=on_tick,
         device=device,

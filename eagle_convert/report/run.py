@@ -164,7 +164,10 @@ def run_report(
     # engine, k, serve config, concurrency and prompts, decided once (the option objects refused
     # out-of-range values when built); a k that contradicts the speculative config, keys the reference
     # engine cannot follow or a bad --prompts fail here
-    m = opts.measure.resolve("report")
+    from eagle_convert.vllm_model import default_release
+
+    release = default_release()  # report's entry: the release the speculative config, the reference engine
+    m = opts.measure.resolve("report", release)  # and the variants' labels follow
     engines = _engines(opts.serve_for)  # an unknown --for engine fails here, before the first stage
     serve_key = {"for": [[st.engine, st.release, st.requested, st.outside] for st in engines]} if engines else {}
     suite = m.suite
@@ -266,10 +269,7 @@ def run_report(
             functools.partial(validate_stage, v.path, tpath, engines, opts.serve_for),
         )
 
-    from eagle_convert.vllm_model import default_release
-
-    # report's entry resolves the release the reference engine and the variants' labels follow
-    acceptance = measure_variants(r, variants, digests, tpath, d_target, opts, m, default_release())
+    acceptance = measure_variants(r, variants, digests, tpath, d_target, opts, m, release)
     drift = drift_variants(r, variants, digests, tpath, d_target, opts, suite) if opts.drift else None
     served = served_stage(r, opts, suite, api_key=api_key, say=say, on_tick=on_tick)
     files = write_outputs(

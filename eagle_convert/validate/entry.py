@@ -45,7 +45,11 @@ def run_validate(
         return _vllm(ref, opts, version, progress)
     if not specs:
         matrix = compatibility_matrix(
-            ref, target=opts.target, serving_context=opts.serving_context, speculative_config=opts.speculative_config
+            ref,
+            default=installed_status(),
+            target=opts.target,
+            serving_context=opts.serving_context,
+            speculative_config=opts.speculative_config,
         )
         return matrix, matrix.default_row.report
     everything = ALL in specs or version == ALL
@@ -68,7 +72,8 @@ def run_validate(
     static_only(opts, several, "the engine rows run the static rules")
     vllm = [st for st in statuses if st.engine == VLLM]
     releases = KNOWN_RELEASES if everything else tuple(dict.fromkeys(st.release for st in vllm))
-    default = vllm[0].vllm if vllm and not everything else installed_status() if everything or vllm else None
+    named = vllm[0].vllm if vllm and not everything else None  # a vLLM row's status is always set
+    default = named or installed_status()
     matrix = compatibility_matrix(
         ref,
         target=opts.target,

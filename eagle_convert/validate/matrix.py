@@ -34,7 +34,6 @@ from eagle_convert.vllm_model import (
     KNOWN_RELEASES,
     NEWEST_RELEASE,
     VllmVersionStatus,
-    installed_status,
     status_for,
 )
 
@@ -228,8 +227,8 @@ def compatibility_matrix(
     *,
     target: str | Path | None = None,
     serving_context: int | None = None,
+    default: VllmVersionStatus,
     releases: Sequence[str] = KNOWN_RELEASES,
-    default: VllmVersionStatus | None = None,
     speculative_config: str | dict[str, Any] | None = None,
     engines: Sequence[EngineStatus] = (),
 ) -> Matrix:
@@ -240,7 +239,8 @@ def compatibility_matrix(
         serving_context: the context length served (`--max-model-len`), else the target's.
         speculative_config: the deployment's `--speculative-config`, read and checked per release;
             a release that refuses it (an unknown key or value there) fails to load (E911).
-        default: the release the exit status is for (default: the installed vLLM, else the newest).
+        default: the release the exit status is for, resolved by the command's entry (validate: the
+            installed vLLM, else the newest; `validate.entry`).
         engines: releases of engines other than vLLM (`--for sglang`, `--for all`): one row each, judged
             against the newest vLLM release's reading (the draft as trained); their errors fail the
             matrix too. With `releases` empty the matrix has these rows only.
@@ -250,7 +250,6 @@ def compatibility_matrix(
     """
     from eagle_convert.vllm_model import load_speculative_config
 
-    default = default or installed_status()
     loaded = None if speculative_config is None else load_speculative_config(speculative_config)  # not JSON: exit 2
     t0 = time.perf_counter()
     opened = open_draft(ref, target=target)

@@ -13,6 +13,7 @@ if TYPE_CHECKING:  # the face: what type checkers see and what __getattr__ loads
         rope_theta_declared,
         sliding_windows,
     )
+    from eagle_convert.vllm_model.changes import CHANGES, Change
     from eagle_convert.vllm_model.config import (
         MAX_COUNT,
         VllmDraftConfig,
@@ -43,15 +44,7 @@ if TYPE_CHECKING:  # the face: what type checkers see and what __getattr__ loads
     )
     from eagle_convert.vllm_model.method import architecture_for_method, guess_method, served_method
     from eagle_convert.vllm_model.platform import cpu_build, engine_device_problem
-    from eagle_convert.vllm_model.releases import (
-        CHANGES,
-        KNOWN_RELEASES,
-        NEWEST_RELEASE,
-        OLDEST_RELEASE,
-        Change,
-        Release,
-        all_releases,
-    )
+    from eagle_convert.vllm_model.releases import KNOWN_RELEASES, NEWEST_RELEASE, OLDEST_RELEASE, Release, all_releases
     from eagle_convert.vllm_model.serve_config import (
         ServeConfig,
         load_speculative_config,

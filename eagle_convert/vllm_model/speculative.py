@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eagle_convert.vllm_model.releases import OLDEST_RELEASE, Release, version_key
+from eagle_convert.vllm_model.changes import version_key
+from eagle_convert.vllm_model.releases import OLDEST_RELEASE, Release
 
 SOURCE = "config/speculative.py SpeculativeConfig"
 NO_K_MOVED = "0.34.0"  # E902's raise moved to v1/worker/gpu/spec_decode/speculator_config.py (L225)

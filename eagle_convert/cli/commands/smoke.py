@@ -67,12 +67,21 @@ def smoke_cmd(drafts: tuple[str, ...], opts: SmokeCommand) -> None:
         from eagle_convert.measure import require_plot
 
         require_plot()
-    measure = opts.measure.resolve("smoke", k_sweep=opts.k_sweep)
+    from eagle_convert.vllm_model import default_release
+
+    release = default_release()  # smoke's entry: resolved once, for the options and the run
+    measure = opts.measure.resolve("smoke", release, k_sweep=opts.k_sweep)
     for line in measure.suite.notices:
         click.echo(f"Note: {line}", err=True)
     with ProgressDisplay(json_mode=opts.json) as display:
         report = run_smoke(
-            target, list(drafts), measure, progress=display.say, on_tick=display.tick, k_sweep=opts.k_sweep
+            target,
+            list(drafts),
+            measure,
+            progress=display.say,
+            on_tick=display.tick,
+            k_sweep=opts.k_sweep,
+            release=release,
         )
     for d in report.drafts:  # loud on stderr too, so --json consumers see it
         if d.sampling_control is not None and not d.sampling_control.passed:

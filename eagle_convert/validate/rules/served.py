@@ -43,12 +43,12 @@ def check(ctx: Context) -> list[Finding]:
     ]
 
 
-# A speculators algorithm past its window raises, as this releases.CHANGES entry says.
+# A speculators algorithm past its window raises, as this changes.CHANGES entry says.
 _REMOVED_RAISES = {"peagle": "speculators_peagle_raises"}
 
 
 def _window(name: str, speculators: bool) -> Change | None:
-    """The releases.CHANGES entry that bounds the draft class or speculators algorithm `name`."""
+    """The changes.CHANGES entry that bounds the draft class or speculators algorithm `name`."""
     key = SPECULATORS_KINDS_IN.get(name) if speculators else ARCHITECTURES_FROM.get(name)
     return next((c for c in CHANGES if c.key == key), None)
 
