@@ -635,15 +635,18 @@ def test_smoke_library_k_from_the_config() -> None:
     """k is decided once, by `MeasureOptions.resolve`: the config's, else the asked one, else 3."""
     pytest.importorskip("torch")
     from eagle_convert.measure import MeasureOptions
+    from eagle_convert.vllm_model import default_release
 
-    m = MeasureOptions(engine="reference", speculative_config={"num_speculative_tokens": 5}).resolve()
+    rel = default_release()
+
+    m = MeasureOptions(engine="reference", speculative_config={"num_speculative_tokens": 5}).resolve("smoke", rel)
     assert m.k == 5 and m.serve is not None and m.serve.data == {"num_speculative_tokens": 5}
     assert m.served == {"num_speculative_tokens": 5} and m.settings("t")["k"] == 5
-    plain = MeasureOptions(engine="reference").resolve()
+    plain = MeasureOptions(engine="reference").resolve("smoke", rel)
     assert (plain.serve, plain.k, plain.served) == (None, 3, None)
-    assert MeasureOptions(engine="reference", k=2, speculative_config={"method": "eagle3"}).resolve().k == 2
+    assert MeasureOptions(engine="reference", k=2, speculative_config={"method": "eagle3"}).resolve("smoke", rel).k == 2
     with pytest.raises(UsageError, match=r"^`k=2` but `speculative_config` num_speculative_tokens is 4"):
-        MeasureOptions(engine="reference", k=2, speculative_config={"num_speculative_tokens": 4}).resolve()
+        MeasureOptions(engine="reference", k=2, speculative_config={"num_speculative_tokens": 4}).resolve("smoke", rel)
 
 
 def test_the_report_heads_name_the_serve_config(plain: Path, tmp_path: Path, monkeypatch) -> None:
