@@ -250,11 +250,13 @@ def test_the_acceptance_table_is_the_measuring_options(tmp_path: Path) -> None:
 def test_check_decides_k_and_the_prompts_once_before_any_stage(tmp_path: Path) -> None:
     from eagle_convert.check import Policy
     from eagle_convert.check.run import _measure
+    from eagle_convert.vllm_model import default_release
 
+    rel = default_release()  # the installed vLLM's rules, which run_check passes
     served = {"method": "eagle3", "num_speculative_tokens": 5}
-    assert _measure(Policy({"acceptance": {}}, "t"), served).k == 5  # the served k over the policy's default
-    assert _measure(Policy({"acceptance": {"num_speculative_tokens": 4}}, "t"), None).k == 4
-    m = _measure(Policy(), None)  # no [acceptance]: the engine load's k
+    assert _measure(Policy({"acceptance": {}}, "t"), served, rel).k == 5  # the served k over the policy's default
+    assert _measure(Policy({"acceptance": {"num_speculative_tokens": 4}}, "t"), None, rel).k == 4
+    m = _measure(Policy(), None, rel)  # no [acceptance]: the engine load's k
     assert (m.k, m.engine, m.served) == (3, "vllm", None)
     path = tmp_path / "p.toml"
     path.write_text('[acceptance]\ncategories = ["nope"]\n')
