@@ -133,10 +133,6 @@ def draft_features_spec(draft: Path, target_layers: int, release: Release) -> tu
     return aux_ids, [i + int(d) for i, d in enumerate(read_array(ckpt, d2t).tolist())]
 
 
-def _rows_sha(rows: list[int] | None) -> str:
-    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
-
-
 def _reference_shard(target: Any, seqs: list[tuple[str, list[int]]], aux_ids, rows, path: Path, meta) -> float:
     import torch
     from safetensors.torch import save_file
@@ -207,7 +203,7 @@ def capture_cache(
         engine,
         dtype,
         aux_ids,
-        _rows_sha(rows),
+        hashlib.sha256(json.dumps(rows).encode()).hexdigest(),
         sequences_sha256(seqs),
         len(seqs),
         shard_size,
