@@ -221,9 +221,11 @@ def capture_cache(
 
         session = stack.enter_context(engine_session(session))
     if engine == "reference" and reference_target is None:
+        import torch
+
         from eagle_convert.reference import TargetModel
 
-        kw = {} if dtype == "auto" else {"dtype": _torch_dtype(dtype)}  # auto: fp32, the reference's own
+        kw = {} if dtype == "auto" else {"dtype": getattr(torch, dtype)}  # auto: fp32, the reference's own
         reference_target = TargetModel.from_pretrained(target, **kw)  # GPU if torch sees one
     length = o.max_model_len or max(len(s) for s in seqs) + 8
     try:
@@ -273,12 +275,6 @@ def capture_cache(
     finally:
         stack.close()
     return CaptureResult(out, man, [n for n in todo], time.perf_counter() - t0, tokens, prefill)
-
-
-def _torch_dtype(name: str):
-    import torch
-
-    return {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[name]
 
 
 def _publish(tmp: Path, final: Path) -> None:
