@@ -110,12 +110,7 @@ class CheckpointDiff:
 
     def to_dict(self) -> dict[str, Any]:
         renamed = [{"a": a, "b": b} for a, b in self.renamed]
-        return dump(
-            self,
-            "a b same compared_data added removed renamed changed identical config",
-            same=self.same,
-            renamed=renamed,
-        )
+        return dump(self, "a b same compared_data added removed renamed changed identical config", renamed=renamed)
 
 
 def _row(t: TensorInfo) -> dict[str, Any]:

@@ -133,10 +133,6 @@ def draft_features_spec(draft: Path, target_layers: int, release: Release) -> tu
     return aux_ids, [i + int(d) for i, d in enumerate(read_array(ckpt, d2t).tolist())]
 
 
-def _rows_sha(rows: list[int] | None) -> str:
-    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
-
-
 def _reference_shard(target: Any, seqs: list[tuple[str, list[int]]], aux_ids, rows, path: Path, meta) -> float:
     import torch
     from safetensors.torch import save_file
@@ -207,7 +203,7 @@ def capture_cache(
         engine,
         dtype,
         aux_ids,
-        _rows_sha(rows),
+        hashlib.sha256(json.dumps(rows).encode()).hexdigest(),
         sequences_sha256(seqs),
         len(seqs),
         shard_size,
@@ -225,9 +221,11 @@ def capture_cache(
 
         session = stack.enter_context(engine_session(session))
     if engine == "reference" and reference_target is None:
+        import torch
+
         from eagle_convert.reference import TargetModel
 
-        kw = {} if dtype == "auto" else {"dtype": _torch_dtype(dtype)}  # auto: fp32, the reference's own
+        kw = {} if dtype == "auto" else {"dtype": getattr(torch, dtype)}  # auto: fp32, the reference's own
         reference_target = TargetModel.from_pretrained(target, **kw)  # GPU if torch sees one
     length = o.max_model_len or max(len(s) for s in seqs) + 8
     try:
@@ -277,12 +275,6 @@ def capture_cache(
     finally:
         stack.close()
     return CaptureResult(out, man, [n for n in todo], time.perf_counter() - t0, tokens, prefill)
-
-
-def _torch_dtype(name: str):
-    import torch
-
-    return {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[name]
 
 
 def _publish(tmp: Path, final: Path) -> None:

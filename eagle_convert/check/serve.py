@@ -126,12 +126,6 @@ def identity_check(
     return CheckResult("served draft", STAGE, not problems, server.k, None, message, details={"model": server.model.id})
 
 
-def _level_floor(spec: Any, c: int) -> float | None:
-    if spec is None or isinstance(spec, (int, float)):
-        return spec
-    return spec.get(str(c))
-
-
 def serve_checks(report: Any, policy: Policy) -> list[CheckResult]:
     """Per level: AL, per-position and speedup against the [serve] floors (None floor: reported only)."""
     out = []
@@ -165,7 +159,7 @@ def serve_checks(report: Any, policy: Policy) -> list[CheckResult]:
                     "; ".join(bad) if bad else "every position meets its floor",
                 )
             )
-        floor = _level_floor(speed_spec, c)
+        floor = speed_spec if speed_spec is None or isinstance(speed_spec, (int, float)) else speed_spec.get(str(c))
         if report.baseline is None:
             if floor is not None:
                 msg = "min_speedup needs a baseline server ([serve] baseline_server or --baseline-server)"

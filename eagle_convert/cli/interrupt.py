@@ -18,6 +18,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -30,6 +31,22 @@ _detail: list[Callable[[], str]] = [lambda: NOTHING_WRITTEN]
 def on_interrupt(detail: str | Callable[[], str]) -> None:
     """Set what the interrupt line says after the signal's name (a callable is read at that moment)."""
     _detail[0] = detail if callable(detail) else (lambda: detail)
+
+
+def output_detail(out: Path, unchanged: object, *, verified: bool = True) -> Callable[[], str]:
+    """The detail of a command writing the folder `out` from `unchanged`: read when the signal comes,
+    it says whether the output was published by then (`io.atomic.was_published`: the rename, its
+    flush and the removal of a replaced output all done), so it is true at every point."""
+
+    def detail() -> str:
+        from eagle_convert.io import was_published
+
+        if was_published(out):
+            done = "written and verified" if verified else "written"
+            return f" after {out} was {done} completely; {unchanged} is unchanged"
+        return f"{NOTHING_WRITTEN} and {unchanged} is unchanged"  # the atomic writer removed its temp output
+
+    return detail
 
 
 def current_detail() -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -80,3 +80,21 @@ def console(*, stderr: bool = False) -> SafeConsole:
 def echo_json(data: Any) -> None:
     """`data` as indented JSON on stdout (paths and other objects through `str`)."""
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+
+
+def emit_measured(
+    report: Any, plot: str | None, as_json: bool, draw: Callable[[Any, str], Any], render: Callable[[Any, Any], None]
+) -> None:
+    """A measuring command's output (smoke, smoke --server, drift): the plot first (`draw` writes it
+    atomically), then `--json` naming the plot, or the rendered tables and the plot's path."""
+    from eagle_convert.cli.interrupt import on_interrupt
+
+    if plot is not None:
+        draw(report, plot)
+        on_interrupt(f"; wrote only {plot}")
+    if as_json:
+        echo_json(report.to_dict() | ({"plot": plot} if plot is not None else {}))
+        return
+    render(console(), report)
+    if plot is not None:
+        click.echo(f"plot: {plot}")

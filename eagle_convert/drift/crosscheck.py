@@ -92,7 +92,7 @@ class CrossCheck(Jsonable):
         return bool(diffs) and max(diffs) <= self.tolerance
 
     def to_dict(self) -> dict[str, Any]:
-        return dump(self, _CROSS_KEYS, agrees=self.agrees)
+        return dump(self, _CROSS_KEYS)
 
 
 _CROSS_KEYS = "label path engine tolerance agrees prompts identical_prompts matched_rounds reference_rounds vllm_rounds rows seconds"

@@ -16,6 +16,7 @@ from typing import Any
 
 from eagle_convert.drift.crosscheck import CrossCheck
 from eagle_convert.drift.recorder import AuxSums, DepthSums, DriftRecorder
+from eagle_convert.errors import ConfigError
 from eagle_convert.jsonable import Jsonable, dump, key
 
 SINK_FALL = 0.5  # drifts when the sink share falls below half its depth-1 value
@@ -115,6 +116,17 @@ class DriftReport(Jsonable):
 
     def to_dict(self) -> dict[str, Any]:
         return {"report_version": REPORT_VERSION, **dump(self)}
+
+
+def read_drift_report(data: dict[str, Any], where: str = "drift report") -> DriftReport:
+    """The `DriftReport` (per-head shares included) that `to_dict()` wrote `data`, a parsed `drift
+    --json`, from, so a recorded measurement (report's drift panel and plot) is drawn by the same
+    code as a fresh one; ConfigError naming `where` (a file, a report's stage) when a field is
+    missing or has the wrong shape."""
+    try:
+        return DriftReport.from_dict(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}: not a drift report ({type(exc).__name__}: {exc})") from None
 
 
 def _row(s: DepthSums) -> DepthRow:

@@ -37,10 +37,6 @@ class TerminatedBySignal(KeyboardInterrupt):
         return 128 + self.signum
 
 
-def _in_main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
-
-
 def install_signal_cleanup(
     signums: Iterable[int] = (signal.SIGTERM,),
 ) -> Callable[[], None]:
@@ -97,7 +93,7 @@ def deferred_signals(signums: Iterable[int] = INTERRUPT_SIGNALS) -> Iterator[Non
     Outside the main thread (where Python runs no signal handlers) the block just runs. Keep the
     block short: a user's Ctrl-C waits for it.
     """
-    if not _in_main_thread():
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
     held: list[int] = []

@@ -202,9 +202,7 @@ class KSweep(Jsonable):
         rk = self.recommended_k
         speedup = None if rk is None else self.row(rk).to_dict()["expected_speedup"]
         keys = "k_max rounds estimator rows step_costs recommended_k recommended_speedup at_edge"
-        return dump(
-            self, keys, estimator=ESTIMATOR, recommended_k=rk, recommended_speedup=speedup, at_edge=self.at_edge
-        )
+        return dump(self, keys, estimator=ESTIMATOR, recommended_speedup=speedup)
 
 
 def k_sweep(counts: AcceptanceMetrics, costs: StepCosts | None = None) -> KSweep:

@@ -155,7 +155,7 @@ def build_long_prompts(
             body, names = _corpus(kind, docs[start:] + docs[:start])
             for n in lengths:
                 cut, count = _fit(count_tokens, head, body, tail, n)
-                used = _names_used(names, cut)
+                used = [name for pos, name in names if pos < cut]
                 where = "standard library sources" if kind == "code" else "pydoc_data.topics"
                 source = f"Python {version} {where}: {', '.join(used[:3])}" + (
                     f" (+{len(used) - 3} more)" if len(used) > 3 else ""
@@ -175,10 +175,6 @@ def _corpus(kind: str, docs: list[tuple[str, str]]) -> tuple[str, list[tuple[int
         parts.append(block)
         pos += len(block)
     return "".join(parts), names
-
-
-def _names_used(names: list[tuple[int, str]], cut: int) -> list[str]:
-    return [name for pos, name in names if pos < cut]
 
 
 def _snap(body: str, cut: int) -> int:

@@ -83,18 +83,13 @@ def counts_from_histogram(histogram: Sequence[int], num_draft_tokens: int, *, k:
 
 @dataclass
 class RequestResult:
-    prompt_id: str
+    prompt_id: str = field(metadata=key("id"))
     category: str
     bucket: int
     counts: Counts | None  # None: the engine gave only totals
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.prompt_id,
-            "category": self.category,
-            "bucket": self.bucket,
-            **(self.counts.to_dict() if self.counts else {}),
-        }
+        return dump(self, "id category bucket") | (self.counts.to_dict() if self.counts else {})
 
 
 @dataclass

@@ -62,10 +62,6 @@ def parse_concurrency(value: str | Sequence[int] | None) -> list[int]:
     return sorted(out)
 
 
-def _pass_name(c: int, r: int) -> str:
-    return f"tput-c{c}-r{r}"
-
-
 def throughput_passes(concurrency: Sequence[int], pset: PromptSet, seed: int) -> list[PassSpec]:
     """The warm-up and the measuring passes (greedy), on the natural-bucket prompts cycled to
     fill each batch (all prompts when no natural bucket was asked for)."""
@@ -76,7 +72,7 @@ def throughput_passes(concurrency: Sequence[int], pset: PromptSet, seed: int) ->
     n = 0
     for c in concurrency:
         for r in range(max(1, -(-MIN_REQUESTS // c))):
-            passes.append(PassSpec(_pass_name(c, r), 0.0, seed, tuple(pool[(n + j) % len(pool)] for j in range(c))))
+            passes.append(PassSpec(f"tput-c{c}-r{r}", 0.0, seed, tuple(pool[(n + j) % len(pool)] for j in range(c))))
             n += c
     return passes
 

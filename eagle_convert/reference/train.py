@@ -98,7 +98,6 @@ def train_draft(
     log_every: int = 10,
     batch_size: int = 8,
     loss_decay: float = 0.8,
-    warmup: int | None = None,
     cache_target: bool = True,
     on_step: Callable[[StepInfo], None] | None = None,
     evaluate: Callable[[EagleDrafter], Sequence[float]] | None = None,
@@ -138,7 +137,7 @@ def train_draft(
             params.append((n, p))
     anchor = {n: p.detach().clone() for n, p in params} if l2sp > 0 else {}
     opt = torch.optim.AdamW([p for _, p in params], lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
-    warm = warmup if warmup is not None else max(1, steps // 10)
+    warm = max(1, steps // 10)
 
     def lr_at(s: int) -> float:
         if s < warm:

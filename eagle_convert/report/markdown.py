@@ -14,8 +14,8 @@ def _row(cells: list[Any]) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
-def _table(head: list[str], rows: list[list[Any]], align: str = "---") -> list[str]:
-    return [_row(head), "|" + "|".join([align] * len(head)) + "|", *(_row(r) for r in rows), ""]
+def _table(head: list[str], rows: list[list[Any]]) -> list[str]:
+    return [_row(head), "|" + "|".join(["---"] * len(head)) + "|", *(_row(r) for r in rows), ""]
 
 
 def _verdict(val: dict[str, Any]) -> str:

@@ -28,6 +28,7 @@ from eagle_convert.measure import (
 
 PLOTS = ("report.png", "al.png", "positions.png", "buckets.png", "speedup.png")
 FONT = 8
+_SMALL: dict[str, Any] = {"value_fontsize": FONT - 1, "tick_fontsize": FONT, "mark_max": False}  # a panel's fonts
 
 
 def _al_panel(ax: Any, rep: SmokeReport) -> None:
@@ -58,33 +59,14 @@ def _buckets_panel(ax: Any, rep: SmokeReport) -> None:
     bks = rep.buckets
     keys: list[tuple[str, int | None]] = [("all", b) for b in bks] if len(bks) > 1 else [("all", None)]
     labels = [bucket_label(b) + _runs(rep, c, kb) for b, (c, kb) in zip(bks, keys)]
-    plot_grouped_al(
-        ax,
-        rep,
-        keys,
-        labels,
-        "AL per context length",
-        xlabel="context length (prompt tokens)",
-        value_fontsize=FONT - 1,
-        tick_fontsize=FONT,
-        mark_max=False,
-    )
+    plot_grouped_al(ax, rep, keys, labels, "AL per context length", xlabel="context length (prompt tokens)", **_SMALL)
 
 
 def _categories_panel(ax: Any, rep: SmokeReport) -> None:
     bucket = None if len(rep.buckets) > 1 else rep.buckets[0]
     keys = [(c, bucket) for c in rep.categories]
-    plot_grouped_al(
-        ax,
-        rep,
-        keys,
-        [c + _runs(rep, c, b) for c, b in keys],
-        "AL per prompt category",
-        xlabel="prompt category",
-        value_fontsize=FONT - 1,
-        tick_fontsize=FONT,
-        mark_max=False,
-    )
+    labels = [c + _runs(rep, c, b) for c, b in keys]
+    plot_grouped_al(ax, rep, keys, labels, "AL per prompt category", xlabel="prompt category", **_SMALL)
 
 
 def _speedup_panel(ax: Any, rep: SmokeReport) -> None:

@@ -79,11 +79,6 @@ def served_command(opts: ReportOptions) -> str:
     return command(*args, *to_argv(served_options(opts), exclude=("engine", "k")), "--json")
 
 
-def _prompts_digest(suite: Suite) -> str:
-    rows = [[p.id, p.category, p.text, p.messages] for p in suite.prompts]
-    return hashlib.sha256(json.dumps(rows, sort_keys=True, default=list).encode()).hexdigest()
-
-
 def served_stage(
     r: Runner, opts: ReportOptions, suite: Suite, *, api_key: str | None, say: Say, on_tick: OnTick | None = None
 ) -> dict[str, Any] | None:
@@ -115,4 +110,6 @@ def served_stage(
         )
         return rep.to_dict(), served_command(opts)
 
-    return r.stage(SERVED_STAGE, key, {"prompts": _prompts_digest(suite)}, body).result
+    rows = [[p.id, p.category, p.text, p.messages] for p in suite.prompts]  # the stage reruns when they change
+    digest = hashlib.sha256(json.dumps(rows, sort_keys=True, default=list).encode()).hexdigest()
+    return r.stage(SERVED_STAGE, key, {"prompts": digest}, body).result

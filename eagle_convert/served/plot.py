@@ -44,12 +44,6 @@ def _where(lv: ServedLevel) -> str:
     return f"c={lv.concurrency}" + ("" if lv.bucket == NATURAL else f" {bucket_label(lv.bucket)}")
 
 
-def _position_label(s: ServedServer, lv: ServedLevel) -> str:
-    if lv.acceptance_length is None:
-        return f"{s.label} {_where(lv)}: no figure"
-    return f"{s.label} {_where(lv)}: AL {lv.acceptance_length:.2f}"
-
-
 def plot_server_positions(ax: Any, report: ServedReport) -> None:
     """Acceptance by draft position per server and level: the rounds accepted up to each position (%)."""
     k = max((s.k for s in report.servers if s.k is not None), default=1)
@@ -62,8 +56,10 @@ def plot_server_positions(ax: Any, report: ServedReport) -> None:
             rates = [100 * x for x in lv.per_position] if lv.per_position is not None else []
             xs = list(range(1, len(rates) + 1))
             style = {"color": colour, **_level_style(i)}
+            al = "no figure" if lv.acceptance_length is None else f"AL {lv.acceptance_length:.2f}"
+            label = f"{s.label} {_where(lv)}: {al}"
             nothing = [float("nan")]  # a level without a figure: no point, but its legend entry says so
-            ax.plot(xs or nothing, rates or nothing, linewidth=2, markersize=6, label=_position_label(s, lv), **style)
+            ax.plot(xs or nothing, rates or nothing, linewidth=2, markersize=6, label=label, **style)
             for x, y in zip(xs, rates):
                 if (x, f"{y:.0f}%") in written:
                     continue

@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from eagle_convert.jsonable import dump, key
+from eagle_convert.jsonable import dump, encode, key
 from eagle_convert.measure import NATURAL, Counts, DraftResult, EngineRates, LevelRate, ThroughputReport
 from eagle_convert.served.buckets import BucketPrompt, Skipped
 from eagle_convert.served.http import ServedModel
@@ -37,10 +37,6 @@ METRIC = (
 )
 ENGINE, STREAM = "engine", "stream"
 BURST = 1.5  # a streamed rate this many times the engine's means the tokens reached the client in bursts
-
-
-def _r(x: float | None, n: int = 4) -> float | None:
-    return None if x is None else round(x, n)
 
 
 @dataclass
@@ -259,7 +255,7 @@ class ServedReport:
         if t is not None:
             tput = {**t.to_dict(), "note": None, "metric": METRIC}
             tput["speedup"] = {
-                s.label: {str(c): _r(lv.speedup) if (lv := s.level(c)) else None for c in self.concurrency}
+                s.label: {str(c): encode(lv.speedup, 4) if (lv := s.level(c)) else None for c in self.concurrency}
                 for s in self.servers
             }
         first = self.servers[0] if self.servers else self.baseline

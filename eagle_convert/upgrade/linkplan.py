@@ -82,9 +82,6 @@ class LinkPlan:
             "methods linked new_shard output_files linked_bytes new_bytes config_after",
             methods=["reflink", "hardlink", "copy"],
             new_shard={"filename": sh.filename, "bytes": sh.total_bytes, "tensors": [t.name for t in sh.tensors]},
-            output_files=self.output_files,
-            linked_bytes=self.linked_bytes,
-            new_bytes=self.new_bytes,
         )
 
 

@@ -123,8 +123,6 @@ class UpgradePlan:
             additions=additions,
             config_diff=config_diff(self.config_before, self.config_after),
             files=[{"filename": f.filename, "bytes": f.total_bytes, "tensors": len(f.tensors)} for f in self.files],
-            output_files=self.output_files,
-            total_bytes=self.total_bytes,
         )
 
     def _init(self, i: int) -> dict[str, Any]:

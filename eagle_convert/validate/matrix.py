@@ -84,7 +84,6 @@ class MatrixRow:
         return dump(
             self,
             "engine release verdict codes why vllm_class errors warnings infos findings",
-            why=self.why,
             vllm_class=report.vllm_class,
             **{f"{level}s": counts[level] for level in ("error", "warning", "info")},
             findings=report.findings_dicts(),

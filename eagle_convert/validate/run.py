@@ -277,7 +277,9 @@ def static_report(
     static, families = run_static(ctx)
     report.families_run = families
     report.add(static)
-    report.add(_version_findings(report))
+    # E706: the named or installed vLLM is not a release the rules were read from (unverified)
+    if (line := report.vllm.warning() if report.vllm else None) is not None:
+        report.add(finding("E706", line))
     report.timings["static"] = time.perf_counter() - t1
     report.timings.update(ctx.timings)
     report.notes = dict(ctx.notes)
@@ -303,12 +305,6 @@ def vllm_serve_commands(opened: OpenedDraft, view: Any, release: str, serve: Ser
     from eagle_convert.engines import serve_command
 
     return [serve_command(draft, "vllm", release)]
-
-
-def _version_findings(report: ValidationReport) -> list:
-    """E706 when the named or installed vLLM is not a release the rules were read from (unverified)."""
-    line = report.vllm.warning() if report.vllm else None
-    return [] if line is None else [finding("E706", line)]
 
 
 def _check_source(report: ValidationReport, status: VllmVersionStatus, *, named: bool) -> None:

@@ -96,10 +96,6 @@ def _bind_cpu_threads(world_size: int) -> Iterator[None]:
         os.environ.pop("VLLM_CPU_OMP_THREADS_BIND", None)
 
 
-def _first_ok(answers: list[dict]) -> dict:
-    return next((a for a in answers if a.get("ok")), answers[0])
-
-
 def _continue(llm: Any, req: dict, out: dict, t0: float) -> dict:
     """``generate`` greedy tokens after each sequence, one sequence at a time (the engine's batch is 1)."""
     from vllm import SamplingParams
@@ -164,9 +160,10 @@ def run_capture(req: dict) -> dict:
             if hooks and ship:
                 dtype = _merge_into(shard, llm, seq, req)
             elif hooks:
-                took = _first_ok(
-                    llm.collective_rpc("eagle_convert_capture_take", args=(seq["key"], list(seq["ids"]), req["rows"]))
+                answers = llm.collective_rpc(
+                    "eagle_convert_capture_take", args=(seq["key"], list(seq["ids"]), req["rows"])
                 )
+                took = next((a for a in answers if a.get("ok")), answers[0])  # the rank that holds both
                 if not took.get("ok"):
                     raise RuntimeError("no rank holds both the aux states and the logits")
                 dtype = took["dtype"]

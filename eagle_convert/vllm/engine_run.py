@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from eagle_convert.jsonable import Jsonable
 from eagle_convert.vllm_model import AcceptanceMetrics
 
 
@@ -40,9 +41,10 @@ class PassSpec:
 
 
 @dataclass
-class PassResult(AcceptanceMetrics):
+class PassResult(AcceptanceMetrics, Jsonable):
     """Outputs and spec-decode counters of one pass (counters are 0 without a draft); AL and rates
-    as vLLM computes them (`vllm_model/acceptance.py`)."""
+    as vLLM computes them (`vllm_model/acceptance.py`). `from_dict` reads the worker's answer
+    (`session_worker._run_pass` writes every key)."""
 
     prompts: list[int]
     outputs: list[list[int]]
@@ -55,22 +57,6 @@ class PassResult(AcceptanceMetrics):
     per_request: list[dict | None] | None
     mixed: bool = False
     timing: list[dict] | None = None  # per request: ttft_s, decode_s, tokens (engine-core timestamps)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> PassResult:
-        return cls(
-            list(d["prompts"]),
-            [list(o) for o in d["outputs"]],
-            d.get("top2"),
-            int(d["num_drafts"]),
-            int(d["num_draft_tokens"]),
-            int(d["num_accepted"]),
-            [int(x) for x in d["accepted_per_pos"]],
-            float(d["seconds"]),
-            d.get("per_request"),
-            bool(d.get("mixed")),
-            d.get("timing"),
-        )
 
 
 @dataclass

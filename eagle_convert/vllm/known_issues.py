@@ -46,14 +46,11 @@ class KnownIssue:
     evidence: str
 
 
-def _function(tree: ast.AST, name: str) -> ast.FunctionDef | None:
-    return next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name), None)
-
-
 def _expand_shim_discards_output(src: str) -> int | None:
     """Line of ``_expand_kernel_impl`` when it hands ``_ensure_int64(output)`` to the kernel and never
     copies back into ``output`` (None otherwise)."""
-    fn = _function(ast.parse(src), "_expand_kernel_impl")
+    tree = ast.parse(src)
+    fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "_expand_kernel_impl"), None)
     if fn is None or not fn.args.args:
         return None
     out_name = fn.args.args[0].arg

@@ -3,10 +3,11 @@ the session's worker speaks for it (`strict_load_worker.run_check_many` runs on 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from eagle_convert.errors import EngineError
+from eagle_convert.jsonable import load
 from eagle_convert.vllm_model import VllmFeatures
 
 
@@ -50,24 +51,10 @@ class EngineReport:
 
 
 def _report(res: dict, features: VllmFeatures | None, seconds: float) -> EngineReport:
-    return EngineReport(
-        ok=bool(res.get("ok")),
-        vllm_version=res.get("vllm_version") or (features.version if features else None),
-        features=features,
-        loaded=list(res.get("loaded", [])),
-        unwritten=list(res.get("unwritten", [])),
-        error=res.get("error"),
-        seconds=round(seconds, 3),
-        unwritten_keys=list(res.get("unwritten_keys", [])),
-        shared_from_target=list(res.get("shared_from_target", [])),
-        stage=res.get("stage"),
-        timings=dict(res.get("timings", {})),
-        draft=res.get("draft"),
-        applied=dict(res.get("applied", {})),
-        unused=list(res.get("unused", [])),
-        problems=list(res.get("problems", [])),
-        unwritten_key_map={k: list(v) for k, v in (res.get("unwritten_key_map") or {}).items()},
-    )
+    """A draft's worker answer (`strict_load_worker.run_check`) as read by the fields' declaration."""
+    version = res.get("vllm_version") or (features.version if features else None)
+    known = {**res, "ok": bool(res.get("ok")), "vllm_version": version, "features": None, "seconds": round(seconds, 3)}
+    return replace(load(EngineReport, known), features=features)
 
 
 def load_request(

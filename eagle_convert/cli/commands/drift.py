@@ -39,8 +39,7 @@ def drift_cmd(drafts: tuple[str, ...], opts: DriftCommand) -> None:
 
     Exit status: 0, or 1 when --cross-check finds vLLM's fed-back RMS off the reference's.
     """
-    from eagle_convert.cli.interrupt import on_interrupt
-    from eagle_convert.cli.output import console, echo_json
+    from eagle_convert.cli.output import emit_measured
     from eagle_convert.cli.progress import ProgressDisplay
     from eagle_convert.drift import run_drift
     from eagle_convert.errors import UsageError
@@ -58,24 +57,11 @@ def drift_cmd(drafts: tuple[str, ...], opts: DriftCommand) -> None:
         click.echo(f"Note: {line}", err=True)
     with ProgressDisplay(json_mode=as_json) as display:
         report = run_drift(opts.target, list(drafts), d, prompts=prompts, progress=display.say, on_tick=display.tick)
-    if plot_path is not None:
-        from eagle_convert.drift import plot_drift
+    from eagle_convert.cli.render.drift import render_drift
+    from eagle_convert.drift import plot_drift
 
-        plot_drift(report, plot_path)  # atomic: the old plot or the new one, never half
-        on_interrupt(f"; wrote only {plot_path}")
-    disagree = any(d.cross_check is not None and not d.cross_check.agrees for d in report.drafts)
-    if as_json:
-        data = report.to_dict()
-        if plot_path is not None:
-            data["plot"] = plot_path
-        echo_json(data)
-    else:
-        from eagle_convert.cli.render.drift import render_drift
-
-        render_drift(console(), report)
-        if plot_path is not None:
-            click.echo(f"plot: {plot_path}")
-    if disagree:
+    emit_measured(report, plot_path, as_json, plot_drift, render_drift)
+    if any(d.cross_check is not None and not d.cross_check.agrees for d in report.drafts):
         click.get_current_context().exit(1)
 
 

@@ -8,8 +8,7 @@ from pathlib import Path
 import click
 
 from eagle_convert.cache import CAPTURE_ENGINES, CaptureOptions
-from eagle_convert.cli.commands._interrupt import output_detail
-from eagle_convert.cli.interrupt import on_interrupt
+from eagle_convert.cli.interrupt import on_interrupt, output_detail
 from eagle_convert.cli.options import dataclass_options
 from eagle_convert.errors import UsageError
 from eagle_convert.finetune import FinetuneOptions

@@ -45,8 +45,7 @@ def smoke_cmd(drafts: tuple[str, ...], opts: SmokeCommand) -> None:
     Measure a running deployment instead: eagle-convert smoke --server URL --baseline-server URL0
     --concurrency 1,4,16 (docs/serve.md).
     """
-    from eagle_convert.cli.interrupt import on_interrupt
-    from eagle_convert.cli.output import console, echo_json
+    from eagle_convert.cli.output import emit_measured
     from eagle_convert.cli.progress import ProgressDisplay
     from eagle_convert.errors import UsageError
     from eagle_convert.measure import run_smoke
@@ -93,22 +92,10 @@ def smoke_cmd(drafts: tuple[str, ...], opts: SmokeCommand) -> None:
             )
     if opts.json and report.throughput is not None and report.throughput.note:  # the table prints it otherwise
         click.echo(f"Note: per-user tokens/s {report.throughput.note}", err=True)
-    if plot is not None:
-        from eagle_convert.measure import plot_smoke
-
-        plot_smoke(report, plot)  # atomic: the old plot or the new one, never half
-        on_interrupt(f"; wrote only {plot}")
-    if opts.json:
-        data = report.to_dict()
-        if plot is not None:
-            data["plot"] = plot
-        echo_json(data)
-        return
     from eagle_convert.cli.render.smoke import render_smoke
+    from eagle_convert.measure import plot_smoke
 
-    render_smoke(console(), report)
-    if plot is not None:
-        click.echo(f"plot: {plot}")
+    emit_measured(report, plot, opts.json, plot_smoke, render_smoke)
 
 
 def _served(drafts: tuple[str, ...], opts: SmokeCommand) -> None:

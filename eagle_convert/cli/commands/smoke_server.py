@@ -47,7 +47,7 @@ def smoke_server(
 ) -> None:
     """Run `smoke --server` and print its report."""
     from eagle_convert.cli.interrupt import on_interrupt
-    from eagle_convert.cli.output import console, echo_json
+    from eagle_convert.cli.output import emit_measured
     from eagle_convert.cli.progress import ProgressDisplay
     from eagle_convert.errors import UsageError
     from eagle_convert.measure import resolve_suite, select_suite
@@ -85,19 +85,7 @@ def smoke_server(
             for text in ([lv.no_figure] if lv.no_figure else []) + lv.notes:
                 where = f"concurrency {lv.concurrency}" + (f", context ~{lv.bucket} tokens" if lv.bucket else "")
                 click.echo(f"WARNING: {server.label} at {where}: {text}", err=True)
-    if plot_path is not None:
-        from eagle_convert.served import plot_served
-
-        plot_served(report, plot_path)  # atomic: the old plot or the new one, never half
-        on_interrupt(f"; wrote only {plot_path}")
-    if as_json:
-        data = report.to_dict()
-        if plot_path is not None:
-            data["plot"] = plot_path
-        echo_json(data)
-        return
     from eagle_convert.cli.render.served import render_served
+    from eagle_convert.served import plot_served
 
-    render_served(console(), report)
-    if plot_path is not None:
-        click.echo(f"plot: {plot_path}")
+    emit_measured(report, plot_path, as_json, plot_served, render_served)

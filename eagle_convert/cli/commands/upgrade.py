@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from eagle_convert.cache import CAPTURE_ENGINES, CaptureOptions
-from eagle_convert.cli.commands._interrupt import output_detail
-from eagle_convert.cli.interrupt import on_interrupt
+from eagle_convert.cli.interrupt import on_interrupt, output_detail
 from eagle_convert.cli.options import dataclass_options
 from eagle_convert.optionspec import nested, option
 from eagle_convert.upgrade import UpgradeOptions
