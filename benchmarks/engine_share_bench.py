@@ -19,16 +19,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.timing import rotated_rounds
 from benchmarks.upgrade_bench import CLI
 
-MODES = ("fresh", "shared")
+MODES = ("shared", "fresh")  # the ratio is shared / fresh
 
 
 def build_family(work: Path) -> tuple[Path, list[Path]]:
@@ -77,23 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     work = args.workdir or Path(tempfile.gettempdir()) / "eagle-convert-engine-share-bench"
     work.mkdir(parents=True, exist_ok=True)
     target, drafts = build_family(work)
-    times: dict[str, list[float]] = {m: [] for m in MODES}
-    ratios, counters, same = [], {}, True
-    for r in range(args.rounds):
-        order = MODES if r % 2 == 0 else MODES[::-1]
-        got = {}
-        for mode in order:
-            got[mode], counters[mode] = run_smoke(mode, target, drafts)
-            times[mode].append(got[mode])
-            print(f"round {r + 1}: {mode:6s} {got[mode]:6.1f} s", flush=True)
-        ratios.append(got["shared"] / got["fresh"])
-        same = same and counters["fresh"] == counters["shared"]
+    medians, ratio, same, counters = rotated_rounds(MODES, args.rounds, lambda m: run_smoke(m, target, drafts))
     result = {
         "drafts": [d.name for d in drafts],
         "rounds": args.rounds,
-        "fresh_s": round(statistics.median(times["fresh"]), 2),
-        "shared_s": round(statistics.median(times["shared"]), 2),
-        "ratio_shared_over_fresh": round(statistics.median(ratios), 3),
+        "fresh_s": round(medians["fresh"], 2),
+        "shared_s": round(medians["shared"], 2),
+        "ratio_shared_over_fresh": round(ratio, 3),
         "same_counters": same,
         "counters": counters["shared"],
     }

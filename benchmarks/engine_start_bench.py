@@ -22,13 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.timing import rotated_rounds
 from benchmarks.upgrade_bench import CLI
 
 MODES = ("in-worker", "processes")
@@ -85,24 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     policy.write_text(POLICY, encoding="utf-8")
     cmd = [*CLI, "check", str(draft), "--target", str(target), "--baseline", str(up), "--policy", str(policy)]
     cmd += ["--keep-going", "--json"]
-    times: dict[str, list[float]] = {m: [] for m in MODES}
-    ratios, results, same = [], {}, True
-    for r in range(args.rounds):
-        order = MODES if r % 2 == 0 else MODES[::-1]
-        got = {}
-        for mode in order:
-            got[mode], results[mode] = run_check(mode, cmd)
-            times[mode].append(got[mode])
-            print(f"round {r + 1}: {mode:9s} {got[mode]:6.1f} s", flush=True)
-        ratios.append(got["in-worker"] / got["processes"])
-        same = same and results["in-worker"] == results["processes"]
+    medians, ratio, same, results = rotated_rounds(MODES, args.rounds, lambda mode: run_check(mode, cmd))
     result = {
         "rounds": args.rounds,
-        "in_worker_s": round(statistics.median(times["in-worker"]), 2),
-        "processes_s": round(statistics.median(times["processes"]), 2),
-        "ratio_in_worker_over_processes": round(statistics.median(ratios), 3),
+        "in_worker_s": round(medians["in-worker"], 2),
+        "processes_s": round(medians["processes"], 2),
+        "ratio_in_worker_over_processes": round(ratio, 3),
         "same_figures": same,
-        "verdict": results["in-worker"][0],
+        "verdict": results["in-worker"][0],  # type: ignore[index]
     }
     print(
         f"check, every stage, 3 engine starts: engine in the worker {result['in_worker_s']} s, vLLM's processes "

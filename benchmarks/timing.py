@@ -30,3 +30,26 @@ def print_result(result: dict, out: Path | None) -> None:
     print(text)
     if out is not None:
         out.write_text(text + "\n")
+
+
+def rotated_rounds(
+    modes: tuple[str, str], rounds: int, run: Callable[[str], tuple[float, object]]
+) -> tuple[dict[str, float], float, bool, dict[str, object]]:
+    """Run both `modes` once a round, as `run(mode)` -> (seconds, result), in an order rotated every
+    round (load drifting between rounds then cancels in the ratios).
+
+    Returns:
+        The median seconds of each mode, the median of per-round ratios modes[0] / modes[1], whether
+        every round's two results were equal, and the last round's result of each mode.
+    """
+    times: dict[str, list[float]] = {m: [] for m in modes}
+    ratios, results, same = [], {}, True
+    for r in range(rounds):
+        got = {}
+        for mode in modes if r % 2 == 0 else modes[::-1]:
+            got[mode], results[mode] = run(mode)
+            times[mode].append(got[mode])
+            print(f"round {r + 1}: {mode:9s} {got[mode]:6.1f} s", flush=True)
+        ratios.append(got[modes[0]] / got[modes[1]])
+        same = same and results[modes[0]] == results[modes[1]]
+    return {m: statistics.median(t) for m, t in times.items()}, statistics.median(ratios), same, results
