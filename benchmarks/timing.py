@@ -7,6 +7,9 @@ import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+
+R = TypeVar("R")
 
 
 def median_seconds(fn: Callable[[], object], repeat: int) -> float:
@@ -33,8 +36,8 @@ def print_result(result: dict, out: Path | None) -> None:
 
 
 def rotated_rounds(
-    modes: tuple[str, str], rounds: int, run: Callable[[str], tuple[float, object]]
-) -> tuple[dict[str, float], float, bool, dict[str, object]]:
+    modes: tuple[str, str], rounds: int, run: Callable[[str], tuple[float, R]]
+) -> tuple[dict[str, float], float, bool, dict[str, R]]:
     """Run both `modes` once a round, as `run(mode)` -> (seconds, result), in an order rotated every
     round (load drifting between rounds then cancels in the ratios).
 
@@ -43,7 +46,9 @@ def rotated_rounds(
         every round's two results were equal, and the last round's result of each mode.
     """
     times: dict[str, list[float]] = {m: [] for m in modes}
-    ratios, results, same = [], {}, True
+    ratios: list[float] = []
+    results: dict[str, R] = {}
+    same = True
     for r in range(rounds):
         got = {}
         for mode in modes if r % 2 == 0 else modes[::-1]:

@@ -26,6 +26,7 @@ from click.testing import CliRunner
 
 from eagle_convert.cli.app import main
 from eagle_convert.vllm_model.features import vllm_available
+from fixtures.policies import COMMON, FULL
 
 try:
     from tests.jsonschemas import check_schema
@@ -34,29 +35,6 @@ except ImportError:  # tests/ itself on sys.path
 
 pytestmark = [pytest.mark.vllm, pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed")]
 
-COMMON = """
-[acceptance]
-categories = ["coding", "chat"]
-limit = 1
-num_speculative_tokens = 3
-max_new_tokens = 32
-"""
-FULL = (
-    COMMON
-    + """min_acceptance_length = 2.0
-min_per_position = [0.5, 0.4, 0.3]
-min_per_category = 2.0
-max_acceptance_length_drop = 0.05
-[engine]
-load = true
-[output]
-mixed_batch = true
-[alarms]
-max_implausible_fraction = 1.0
-[sampling]
-control = true
-"""
-)
 GOOD = (
     COMMON
     + """min_acceptance_length = 2.0

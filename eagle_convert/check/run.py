@@ -37,6 +37,7 @@ from eagle_convert.progress import OnTick, Tick, tick_or_nothing
 
 if TYPE_CHECKING:
     from eagle_convert.measure import Measure
+    from eagle_convert.vllm_model import Release
 
 SCHEMA_VERSION = 1
 
@@ -273,13 +274,14 @@ def run_check(
     return report
 
 
-def _measure(policy: Policy, speculative_config: str | dict[str, Any] | None, installed: Any) -> Measure:
+def _measure(policy: Policy, speculative_config: str | dict[str, Any] | None, release: Release) -> Measure:
     """What every engine stage runs with, decided once by `MeasureOptions.resolve`: the policy's
-    [acceptance] (else the defaults) in vLLM at the served k, else the policy's, else 3."""
+    [acceptance] (else the defaults) in vLLM at the served k, else the policy's, else 3; `release`: the
+    installed vLLM's, which the engine stages run."""
     from eagle_convert.measure import MeasureOptions
 
     asked = replace(policy.acceptance or MeasureOptions(engine="vllm"), speculative_config=speculative_config)
-    return asked.resolve("check", installed, categories=f"{policy.source}: [acceptance] categories")
+    return asked.resolve("check", release, categories=f"{policy.source}: [acceptance] categories")
 
 
 def _server(o: CheckOptions, policy: Policy) -> Any:

@@ -27,12 +27,7 @@ from eagle_convert.errors import EngineError
 from eagle_convert.vllm.engine_run import EngineRun, PassResult, PassSpec
 from eagle_convert.vllm.load_report import EngineReport, load_reports, load_request
 from eagle_convert.vllm.sharing import sharing_enabled, swap_key
-from eagle_convert.vllm_model import (
-    cpu_build,
-    detect_features,
-    speculative_config_for,
-    vllm_available,
-)
+from eagle_convert.vllm_model import cpu_build, detect_features, speculative_config_for, vllm_available
 
 ENGINE_TIMEOUT_S = 1200.0  # one engine request: its start (or swap) and every pass
 MAX_NUM_SEQS = 8  # the engines' batch size without a concurrency level above it
@@ -49,7 +44,8 @@ def worker_env() -> dict[str, str]:
     env.setdefault("VLLM_NO_USAGE_STATS", "1")
     env.setdefault("DO_NOT_TRACK", "1")
     if cpu_build():
-        env.update({k: v for k, v in _in_process_engine(os.sched_getaffinity(0)).items() if k not in os.environ})
+        for k, v in _in_process_engine(os.sched_getaffinity(0)).items():
+            env.setdefault(k, v)
     return env
 
 
