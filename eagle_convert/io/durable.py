@@ -9,14 +9,19 @@ output it replaced be deleted. `--no-fsync` skips all of it for scratch work.
 Writers hand each finished file to `flush_early`: a background thread (an `EarlyFlusher`, which
 the atomic writer opens for its temp folder) fsyncs it while the next file is written or the
 output verified, so the disk works while the CPU does; the final `fsync_tree` then finds little
-left to flush.
+left to flush. Inside a file, the writer starts the disk write of each chunk it copied
+(`start_writeback`, sync_file_range(2) without waiting), so the disk already works while the file
+is still being copied.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
+import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 _RDONLY = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
@@ -104,3 +109,40 @@ def flush_early(path: Path) -> None:
     flusher = _ACTIVE.get(Path(path).parent)
     if flusher is not None:
         flusher.submit(Path(path))
+
+
+def writing_durably(folder: Path) -> bool:
+    """Whether `folder` is the temp folder of an output being written durably (its files get flushed)."""
+    return Path(folder) in _ACTIVE
+
+
+_SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>: start writeback of the range's dirty pages, do not wait
+
+
+@functools.cache
+def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
+    """libc's sync_file_range(2) (Python's os module has none); None where there is no such call."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def start_writeback(fd: int, offset: int, nbytes: int) -> None:
+    """Start the disk write of `nbytes` just written at `offset` of `fd`, without waiting for it.
+
+    Only a head start: durability still comes from the fsyncs, which also report any write error
+    (so a failure here is ignored). Measured on a 0.85 GB upgrade (Linux 6.18, ext4, 2 cores): the
+    copy itself 0.21 -> 0.25-0.27 s, but copy, verification and the disk write together 0.54-0.58 ->
+    0.38-0.40 s, as the disk no longer starts only when the copy ends. A no-op off Linux.
+    """
+    fn = _sync_file_range()
+    if fn is not None and nbytes > 0:
+        fn(fd, offset, nbytes, _SYNC_FILE_RANGE_WRITE)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from eagle_convert.io.copyrange import RangeCopier, copy_range, write_all, write_stream
+from eagle_convert.io.durable import start_writeback, writing_durably
 from eagle_convert.io.outfile import (
     COPY_CHUNK_BYTES,
     FORMAT_PT_METADATA,
@@ -99,7 +100,8 @@ def write_file(
     ByteRange tensors are copied in the kernel (``os.copy_file_range``, else ``os.sendfile``,
     else a bounded read/write loop); bytes and StreamSource tensors are written directly.
     ``progress(nbytes)`` is called after each chunk of at most ``chunk_bytes`` data bytes.
-    Durability is the caller's (``io.atomic``, ``io.durable``). ``align_data`` pads the
+    Durability is the caller's (``io.atomic``, ``io.durable``); in a folder being written durably
+    each chunk's disk write is started as soon as it is written. ``align_data`` pads the
     header (at most 64 KiB of spaces, ``COPY_ALIGN_BYTES``) so that most copied bytes land at the
     same offset modulo 64 KiB as in their source: in-kernel copies between incongruent
     offsets measured ~1.5x slower. When the header did not change size the padding is the
@@ -128,6 +130,8 @@ def write_file(
                         f"{t.source.path} ({size} bytes)"
                     )
         write_all(dst_fd, header)
+        if writing_durably(out_dir):  # each chunk's disk write starts as soon as it is copied
+            progress = _with_writeback(dst_fd, len(header), progress)
         copier = RangeCopier(chunk_bytes)
         for t in f.tensors:
             src = t.source
@@ -158,6 +162,20 @@ def write_file(
         if dst_fd >= 0:
             os.close(dst_fd)
     return path
+
+
+def _with_writeback(fd: int, start: int, progress: Callable[[int], None] | None) -> Callable[[int], None]:
+    """`progress`, plus `start_writeback` of each chunk (the writer reports chunks in file order)."""
+    pos = start
+
+    def advanced(nbytes: int) -> None:
+        nonlocal pos
+        start_writeback(fd, pos, nbytes)
+        pos += nbytes
+        if progress is not None:
+            progress(nbytes)
+
+    return advanced
 
 
 def write_index(out_dir: Path, files: list[OutFile]) -> Path:

@@ -1,0 +1,144 @@
+"""The copy path's speed decisions, checked by what they do to the system calls (their speed itself is
+`benchmarks/durable_bench.py`'s): long in-kernel copies start at 64 KiB-aligned source offsets, an
+upgrade's carried tensors all keep one shift against their source (so they can all sit congruent),
+and a durably written file has the disk write of each chunk started as soon as it is copied.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from eagle_convert.draft.checkpoint import open_checkpoint
+from eagle_convert.draft.info import describe
+from eagle_convert.io import durable, writer
+from eagle_convert.io.atomic import atomic_output_dir
+from eagle_convert.io.copyrange import RangeCopier, copy_range
+from eagle_convert.io.outfile import COPY_ALIGN_BYTES, DTYPE_BITS, ByteRange, OutFile, OutTensor, file_header
+from eagle_convert.upgrade.plan import plan_upgrade
+from eagle_convert.vllm_model import default_release
+
+ALIGN = COPY_ALIGN_BYTES
+
+
+class RecordingCopier(RangeCopier):
+    """Records (source offset, count asked) of every call; copies for real."""
+
+    def __init__(self, chunk_bytes: int) -> None:
+        super().__init__(chunk_bytes)
+        self.calls: list[tuple[int, int]] = []
+
+    def copy(self, src_fd: int, offset: int, count: int, dst_fd: int) -> int:
+        self.calls.append((offset, count))
+        return super().copy(src_fd, offset, count, dst_fd)
+
+
+@pytest.mark.parametrize("offset", [0, 8, 4096, 43008, ALIGN - 8, ALIGN])
+def test_long_copies_start_aligned(tmp_path: Path, offset: int) -> None:
+    """A range starting off a 64 KiB boundary gets one short call up to it; every later call starts on one."""
+    data = os.urandom(offset + 5 * ALIGN + 123)
+    (tmp_path / "src").write_bytes(data)
+    chunk = 2 * ALIGN
+    nbytes = len(data) - offset
+    copier = RecordingCopier(chunk)
+    src_fd = os.open(tmp_path / "src", os.O_RDONLY)
+    dst_fd = os.open(tmp_path / "dst", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    try:
+        copy_range(copier, src_fd, ByteRange(tmp_path / "src", offset, nbytes), dst_fd, "t", chunk, None)
+    finally:
+        os.close(src_fd)
+        os.close(dst_fd)
+    assert (tmp_path / "dst").read_bytes() == data[offset:]
+    first, *rest = copier.calls
+    assert first == (offset, chunk if offset % ALIGN == 0 else -offset % ALIGN)
+    assert rest and all(off % ALIGN == 0 and count <= chunk for off, count in rest)
+    assert sum(count for _, count in copier.calls) == nbytes
+
+
+def test_short_range_is_one_call(tmp_path: Path) -> None:
+    """A range that ends before the next boundary is copied in one call (no split for nothing)."""
+    (tmp_path / "src").write_bytes(os.urandom(ALIGN))
+    copier = RecordingCopier(ALIGN)
+    src_fd = os.open(tmp_path / "src", os.O_RDONLY)
+    dst_fd = os.open(tmp_path / "dst", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    try:
+        copy_range(copier, src_fd, ByteRange(tmp_path / "src", 100, 1000), dst_fd, "t", ALIGN, None)
+    finally:
+        os.close(src_fd)
+        os.close(dst_fd)
+    assert copier.calls == [(100, 1000)]
+
+
+@pytest.mark.parametrize("name", ["vllm-eagle3", "vllm-eagle3-sharded"])
+def test_upgrade_keeps_the_carried_tensors_congruent(name: str, built_fixtures) -> None:
+    """The new fc_norm tensors follow the carried ones of their dtype (narrower dtypes still come last,
+    for alignment), so the carried bytes before them keep one shift against their source and the
+    padded header makes every one of them congruent modulo 64 KiB."""
+    ckpt = open_checkpoint(str(built_fixtures(name)))
+    plan = plan_upgrade(ckpt, describe(ckpt, default_release(), read_vocab=False))
+    new_bits = [DTYPE_BITS[t.dtype] for f in plan.files for t in f.tensors if not isinstance(t.source, ByteRange)]
+    assert new_bits
+    for f in plan.files:
+        pos = len(file_header(OutFile(f.filename, f.tensors, f.metadata)))
+        after_new = False
+        for t in f.tensors:
+            if not isinstance(t.source, ByteRange):
+                after_new = True
+            elif not after_new:
+                assert (pos - t.source.offset) % ALIGN == 0, (f.filename, t.name)
+            else:  # after the new tensors: only narrower dtypes
+                assert DTYPE_BITS[t.dtype] < min(new_bits), (f.filename, t.name)
+            pos += t.nbytes
+
+
+def _file(tmp_path: Path, nbytes: int) -> OutFile:
+    src = tmp_path / "src.bin"
+    src.write_bytes(os.urandom(nbytes + 24))
+    return OutFile(
+        "model.safetensors",
+        [
+            OutTensor("a", "U8", (nbytes,), ByteRange(src, 0, nbytes)),
+            OutTensor("b", "U8", (24,), bytes(range(24))),
+            OutTensor("c", "U8", (24,), ByteRange(src, nbytes, 24)),
+        ],
+        None,
+    )
+
+
+@pytest.mark.parametrize("fsync", [True, False])
+def test_durable_writes_start_the_disk_write_of_every_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fsync: bool
+) -> None:
+    """In a folder written durably every data byte's writeback is started once, in file order; else never."""
+    started: list[tuple[int, int]] = []
+    monkeypatch.setattr(writer, "start_writeback", lambda fd, off, n: started.append((off, n)))
+    f = _file(tmp_path, 3 * ALIGN + 40)
+    with atomic_output_dir(tmp_path / "out", fsync=fsync) as tmp:
+        path = writer.write_file(tmp, f, chunk_bytes=ALIGN)
+        size = path.stat().st_size
+    if not fsync:
+        assert started == []
+        return
+    pos = size - f.data_bytes  # the data starts after the header
+    for off, n in started:
+        assert off == pos and n > 0
+        pos += n
+    assert pos == size
+
+
+def test_start_writeback_on_a_real_file(tmp_path: Path) -> None:
+    """The libc call is bound with the right signature: it runs on a real descriptor and changes nothing."""
+    path = tmp_path / "f"
+    data = os.urandom(3 * ALIGN)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    try:
+        os.write(fd, data)
+        durable.start_writeback(fd, 0, len(data))
+        durable.start_writeback(fd, ALIGN, 0)
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == data
+    if os.uname().sysname == "Linux":
+        assert durable._sync_file_range() is not None
