@@ -7,8 +7,10 @@ vLLM but must agree with d2t: when it does not, one of the two maps is corrupt.
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from collections.abc import Sequence
+from itertools import islice
 
 from eagle_convert.io import read_ints, readable_vocab_map
 from eagle_convert.validate.findings import Finding, finding
@@ -39,13 +41,13 @@ def _check_maps(
     out: list[Finding] = []
     targets = d2t = None
     t2d = (
-        [x != 0 for x in read_ints(ctx.ckpt, t2d_name)]
+        list(map(bool, read_ints(ctx.ckpt, t2d_name)))
         if t2d_name and _usable(ctx, t2d_name, INTS | {"BOOL"}, v)
         else None
     )
     if d2t_name and _usable(ctx, d2t_name, INTS, vd):
         d2t = _int64(read_ints(ctx.ckpt, d2t_name))
-        targets = _int64([i + d for i, d in enumerate(d2t)])
+        targets = _int64(list(map(operator.add, range(len(d2t)), d2t)))
         if absolute := _absolute_ids(d2t_name, d2t, t2d, v):
             return [absolute]  # the root cause: the offset checks below would only echo it
         out += _check_d2t(d2t_name, targets, v)
@@ -94,7 +96,7 @@ def _absolute_ids(name: str, d2t: list[int], t2d: list[bool] | None, v: int | No
 
 
 def _increasing(values: list[int]) -> bool:
-    return all(a < b for a, b in zip(values, values[1:]))
+    return all(map(operator.lt, values, islice(values, 1, None)))
 
 
 def _side_files(ctx: Context) -> list[Finding]:
@@ -139,7 +141,7 @@ def _check_d2t(name: str, targets: list[int], v: int | None) -> list[Finding]:
     out = []
     if not targets:
         return [finding("E404", f"{name} is empty", tensor=name)]
-    if v is not None:
+    if v is not None and (min(targets) < 0 or max(targets) >= v):
         bad = [i for i, t in enumerate(targets) if t < 0 or t >= v]
         if bad:
             i = bad[0]
@@ -184,8 +186,9 @@ def _check_t2d(name: str, t2d: list[bool], targets: list[int] | None, v: int | N
         problems.append(f"{count} entries set but draft_vocab_size is {vd}")
     if targets is not None:
         size = len(t2d)
-        missing = [i for i, t in enumerate(targets) if not (0 <= t < size and t2d[t])]
-        if missing:
+        inside = not targets or (min(targets) >= 0 and max(targets) < size)
+        if not (inside and all(map(t2d.__getitem__, targets))):
+            missing = [i for i, t in enumerate(targets) if not (0 <= t < size and t2d[t])]
             i = missing[0]
             problems.append(f"{len(missing)} d2t targets not set in t2d (first: draft id {i} -> {targets[i]})")
     if not problems:
