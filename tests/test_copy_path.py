@@ -1,7 +1,9 @@
 """The copy path's speed decisions, checked by what they do to the system calls (their speed itself is
 `benchmarks/durable_bench.py`'s): long in-kernel copies start at 64 KiB-aligned source offsets, an
 upgrade's carried tensors all keep one shift against their source (so they can all sit congruent),
-and a durably written file has the disk write of each chunk started as soon as it is copied.
+a durably written file has the disk write of each chunk started as soon as it is copied, and a
+verified one has its carried tensors compared as they are written (`io.trailing`), leaving only what
+that pass did not find equal to the final one.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ import pytest
 
 from eagle_convert.draft.checkpoint import open_checkpoint
 from eagle_convert.draft.info import describe
-from eagle_convert.io import durable, writer
+from eagle_convert.io import durable, verify, writer
 from eagle_convert.io.atomic import atomic_output_dir
 from eagle_convert.io.copyrange import RangeCopier, copy_range
 from eagle_convert.io.outfile import COPY_ALIGN_BYTES, DTYPE_BITS, ByteRange, OutFile, OutTensor, file_header
+from eagle_convert.io.trailing import TrailingVerifier
 from eagle_convert.upgrade.plan import plan_upgrade
 from eagle_convert.vllm_model import default_release
 
@@ -142,3 +145,74 @@ def test_start_writeback_on_a_real_file(tmp_path: Path) -> None:
     assert path.read_bytes() == data
     if os.uname().sysname == "Linux":
         assert durable._sync_file_range() is not None
+
+
+def _compared_by_final_pass(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    names: list[str] = []
+    real = verify._verify_tensor
+
+    def recording(fd, offset, t, *args, **kw):  # type: ignore[no-untyped-def]
+        names.append(t.name)
+        return real(fd, offset, t, *args, **kw)
+
+    monkeypatch.setattr(verify, "_verify_tensor", recording)
+    return names
+
+
+def test_trailing_compares_each_carried_tensor_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Carried tensors are compared while written (in 64 KiB steps here), the rest by the final pass."""
+    f = _file(tmp_path, 3 * ALIGN + 40)
+    seen: list[int] = []
+    (tmp_path / "out").mkdir()
+    with TrailingVerifier(tmp_path / "out" / f.filename, f, step_bytes=ALIGN) as trailing:
+        path = writer.write_file(tmp_path / "out", f, progress=lambda n: (trailing.advanced(n), seen.append(n)))
+    assert trailing.verified == {0, 2} and sum(seen) == f.data_bytes
+    final = _compared_by_final_pass(monkeypatch)
+    counted: list[int] = []
+    assert verify.verify_file(path, f, compared=trailing.verified, progress=counted.append) == []
+    assert final == ["b"] and sum(counted) == f.data_bytes  # the bar still counts every byte
+
+
+def test_trailing_leaves_a_wrong_copy_to_the_final_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy that wrote a wrong byte is not marked compared; the final pass reports it as it would alone."""
+    f = _file(tmp_path, 3 * ALIGN + 40)
+    real = os.copy_file_range
+
+    def corrupting(src_fd: int, dst_fd: int, count: int, offset_src: int | None = None, *a, **kw) -> int:  # type: ignore[no-untyped-def]
+        n = real(src_fd, dst_fd, count, offset_src, *a, **kw)
+        if offset_src == 0:  # the first call of tensor a: flip its first byte
+            pos = os.lseek(dst_fd, 0, os.SEEK_CUR) - n
+            os.pwrite(dst_fd, bytes([os.pread(src_fd, 1, 0)[0] ^ 0xFF]), pos)
+        return n
+
+    monkeypatch.setattr(os, "copy_file_range", corrupting)
+    (tmp_path / "out").mkdir()
+    with TrailingVerifier(tmp_path / "out" / f.filename, f, step_bytes=ALIGN) as trailing:
+        path = writer.write_file(tmp_path / "out", f, progress=trailing.advanced)
+    assert trailing.verified == {2}
+    alone = verify.verify_file(path, f)
+    assert alone == [f"{path}: a: bytes differ from source at tensor byte 0"]
+    assert verify.verify_file(path, f, compared=trailing.verified) == alone
+
+
+def test_trailing_stops_with_the_writer(tmp_path: Path) -> None:
+    """A writer that stops part-way (an error) leaves the unwritten tensors uncompared; leaving returns."""
+    f = _file(tmp_path, 2 * ALIGN)
+    header = file_header(f)
+    src = tmp_path / "src.bin"
+    with TrailingVerifier(tmp_path / f.filename, f, step_bytes=ALIGN) as trailing:
+        (tmp_path / f.filename).write_bytes(header + src.read_bytes()[: 2 * ALIGN])
+        trailing.advanced(2 * ALIGN)  # tensor a written; b and c never are
+    assert trailing.verified == {0}
+
+
+def test_trailing_does_not_map_past_a_shrunk_source(tmp_path: Path) -> None:
+    """A source shorter than its range (changed meanwhile) is left to the final pass, not mapped (SIGBUS)."""
+    f = _file(tmp_path, 2 * ALIGN)
+    (tmp_path / "out").mkdir()
+    path = writer.write_file(tmp_path / "out", f)
+    os.truncate(tmp_path / "src.bin", ALIGN)
+    with TrailingVerifier(path, f) as trailing:
+        trailing.advanced(f.data_bytes)
+    assert trailing.verified == set()
+    assert verify.verify_file(path, f, compared=trailing.verified)  # the final pass reports it

@@ -241,19 +241,21 @@ def test_output_equal_to_inside_or_around_the_input_is_refused(built_fixtures, t
 
 
 def test_failed_verification_leaves_nothing(built_fixtures, tmp_path: Path, monkeypatch) -> None:
-    real = upgrade_mod.write_file
-
-    def corrupting(out_dir, f, **kw):
-        path = real(out_dir, f, **kw)
-        with open(path, "r+b") as fh:  # flip one byte of the last tensor
-            fh.seek(-1, os.SEEK_END)
-            last = fh.read(1)
-            fh.seek(-1, os.SEEK_END)
-            fh.write(bytes([last[0] ^ 0xFF]))
-        return path
-
-    monkeypatch.setattr(upgrade_mod, "write_file", corrupting)
+    """A copy that writes one wrong byte (as a kernel copy bug would) is caught, whether the tensor is
+    compared while the file is written (io.trailing) or after; nothing is published."""
+    real = os.copy_file_range
     src = built_fixtures("vllm-eagle3")
+    end = (src / "model.safetensors").stat().st_size
+
+    def corrupting(src_fd: int, dst_fd: int, count: int, offset_src: int | None = None, *a, **kw) -> int:
+        n = real(src_fd, dst_fd, count, offset_src, *a, **kw)
+        if offset_src is not None and offset_src + n == end:  # the copy of the last tensor: flip its last byte
+            pos = os.lseek(dst_fd, 0, os.SEEK_CUR) - 1
+            last = os.pread(src_fd, 1, offset_src + n - 1)
+            os.pwrite(dst_fd, bytes([last[0] ^ 0xFF]), pos)
+        return n
+
+    monkeypatch.setattr(os, "copy_file_range", corrupting)
     res = run("upgrade", src, "--out", tmp_path / "out")
     assert res.exit_code == 1
     assert res.stderr == (
@@ -261,8 +263,8 @@ def test_failed_verification_leaves_nothing(built_fixtures, tmp_path: Path, monk
         "from source at tensor byte 255 (nothing was written; report this as a bug)\n"
     )
     assert list(tmp_path.iterdir()) == []
-    monkeypatch.setattr(upgrade_mod, "write_file", corrupting)
     assert run("upgrade", src, "--out", tmp_path / "out", "--no-verify").exit_code == 0  # --no-verify skips the check
+    assert (tmp_path / "out" / "model.safetensors").read_bytes()[-1] != (src / "model.safetensors").read_bytes()[-1]
 
 
 def test_write_error_leaves_nothing(built_fixtures, tmp_path: Path, monkeypatch) -> None:

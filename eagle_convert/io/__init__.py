@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # the face: what type checkers see and what __getattr__ loads
         tensor_torch,
         torch_dtype,
     )
+    from eagle_convert.io.trailing import TrailingVerifier
     from eagle_convert.io.verify import verify_file, verify_same_bytes
     from eagle_convert.io.writer import index_text, write_file, write_index
 else:

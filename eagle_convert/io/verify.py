@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
@@ -100,6 +100,7 @@ def verify_file(
     *,
     chunk_bytes: int = VERIFY_CHUNK_BYTES,
     progress: Callable[[int], None] | None = None,
+    compared: Collection[int] = (),
 ) -> list[str]:
     """Reopen ``path`` and check it is exactly ``f``: header and every tensor's bytes.
 
@@ -107,6 +108,8 @@ def verify_file(
     same metadata, names, dtypes, shapes and data offsets; the file size must match; each
     tensor's bytes are compared with its source in ``chunk_bytes`` chunks (two reused
     buffers, so memory stays bounded). ``progress(nbytes)`` is called per compared chunk.
+    ``compared``: indices of tensors already compared equal as they were written
+    (:class:`eagle_convert.io.trailing.TrailingVerifier`); their bytes are not compared again.
     """
     if chunk_bytes <= 0:
         raise WriterError(f"chunk_bytes must be positive, got {chunk_bytes}")
@@ -136,6 +139,10 @@ def verify_file(
         found: dict[int, str] = {}
         for i in reversed(range(len(f.tensors))):  # last written first (io.samebytes), reported in order
             t = f.tensors[i]
+            if i in compared:
+                if progress is not None and t.nbytes:
+                    progress(t.nbytes)
+                continue
             problem = _verify_tensor(fd, offsets[i], t, comparer, src_fds, progress, fast)
             if problem:
                 found[i] = f"{path}: {t.name}: {problem}"

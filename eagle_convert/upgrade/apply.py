@@ -9,8 +9,8 @@ so an error, Ctrl-C or SIGTERM leaves neither a partial output nor a changed inp
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -24,6 +24,7 @@ from eagle_convert.io import (
     OutFile,
     OutputExistsError,
     OutTensor,
+    TrailingVerifier,
     WriterError,
     atomic_output_dir,
     check_output_dir,
@@ -128,13 +129,17 @@ def apply_upgrade(
     files = _out_files(plan)
     t0 = time.perf_counter()
     written: dict[str, int] = {}
+    compared: dict[str, set[int]] = {}  # file -> tensors compared equal while written
     with write_errors(out, plan.source):
         with atomic_output_dir(final, force=force, fsync=fsync) as tmp:
             if progress:
                 progress.start("write", sum(f.data_bytes for f in files))
             for f in files:
-                path = write_file(tmp, f, progress=progress.advance if progress else None)
-                flush_early(path)  # to disk while the next file is written and the output verified
+                # Verified: each carried tensor is compared as soon as it is written (io.trailing).
+                with TrailingVerifier(tmp / f.filename, f) if verify else nullcontext() as trailing:
+                    path = write_file(tmp, f, progress=_progress(progress, trailing))
+                    flush_early(path)  # to disk while the next file is written and the output verified
+                compared[f.filename] = trailing.verified if trailing else set()
                 written[f.filename] = path.stat().st_size
             if plan.sharded:
                 written[INDEX_FILENAME] = write_index(tmp, files).stat().st_size
@@ -144,7 +149,7 @@ def apply_upgrade(
             written[CARD_FILE] = (tmp / CARD_FILE).stat().st_size
             t1 = time.perf_counter()
             if verify:
-                _verify(plan, tmp, files, written, progress)
+                _verify(plan, tmp, files, written, progress, compared)
             t2 = time.perf_counter()
     return UpgradeResult(final, written, verify, t1 - t0, t2 - t1)
 
@@ -163,15 +168,36 @@ def _out_files(plan: UpgradePlan) -> list[OutFile]:
     return [OutFile(f.filename, [local(t) for t in f.tensors], f.metadata) for f in plan.files]
 
 
+def _progress(progress: Progress | None, trailing: TrailingVerifier | None) -> Callable[[int], None] | None:
+    """The writer's byte callback: the progress bar's, and the trailing verifier's."""
+    if trailing is None:
+        return progress.advance if progress else None
+    if progress is None:
+        return trailing.advanced
+
+    def both(nbytes: int) -> None:
+        trailing.advanced(nbytes)
+        progress.advance(nbytes)
+
+    return both
+
+
 def _verify(
-    plan: UpgradePlan, tmp: Path, files: list[OutFile], written: dict[str, int], progress: Progress | None
+    plan: UpgradePlan,
+    tmp: Path,
+    files: list[OutFile],
+    written: dict[str, int],
+    progress: Progress | None,
+    compared: dict[str, set[int]],
 ) -> None:
     """Every byte of every file, the index and the config against the plan; then re-describe the output."""
     if progress:
         progress.start("verify", sum(f.data_bytes for f in files))
     # The last written file first, while it is in the page cache (io.samebytes); problems in file order.
     found = {
-        f.filename: verify_file(tmp / f.filename, f, progress=progress.advance if progress else None)
+        f.filename: verify_file(
+            tmp / f.filename, f, progress=progress.advance if progress else None, compared=compared[f.filename]
+        )
         for f in files[::-1]
     }
     problems = [p for f in files for p in found[f.filename]]
