@@ -1,9 +1,8 @@
 """The copy path's speed decisions, checked by what they do to the system calls (their speed itself is
-`benchmarks/durable_bench.py`'s): long in-kernel copies start at 64 KiB-aligned source offsets, an
-upgrade's carried tensors all keep one shift against their source (so they can all sit congruent),
-a durably written file has the disk write of each chunk started as soon as it is copied, and a
-verified one has its carried tensors compared as they are written (`io.trailing`), leaving only what
-that pass did not find equal to the final one.
+`benchmarks/durable_bench.py`'s): an upgrade's carried tensors all keep one shift against their
+source (so they can all sit congruent), a durably written file has the disk write of each chunk
+started as soon as it is copied, and a verified one has its carried tensors compared as they are
+written (`io.trailing`), leaving only what that pass did not find equal to the final one.
 """
 
 from __future__ import annotations
@@ -17,61 +16,12 @@ from eagle_convert.draft.checkpoint import open_checkpoint
 from eagle_convert.draft.info import describe
 from eagle_convert.io import durable, verify, writer
 from eagle_convert.io.atomic import atomic_output_dir
-from eagle_convert.io.copyrange import RangeCopier, copy_range
 from eagle_convert.io.outfile import COPY_ALIGN_BYTES, DTYPE_BITS, ByteRange, OutFile, OutTensor, file_header
 from eagle_convert.io.trailing import TrailingVerifier
 from eagle_convert.upgrade.plan import plan_upgrade
 from eagle_convert.vllm_model import default_release
 
 ALIGN = COPY_ALIGN_BYTES
-
-
-class RecordingCopier(RangeCopier):
-    """Records (source offset, count asked) of every call; copies for real."""
-
-    def __init__(self, chunk_bytes: int) -> None:
-        super().__init__(chunk_bytes)
-        self.calls: list[tuple[int, int]] = []
-
-    def copy(self, src_fd: int, offset: int, count: int, dst_fd: int) -> int:
-        self.calls.append((offset, count))
-        return super().copy(src_fd, offset, count, dst_fd)
-
-
-@pytest.mark.parametrize("offset", [0, 8, 4096, 43008, ALIGN - 8, ALIGN])
-def test_long_copies_start_aligned(tmp_path: Path, offset: int) -> None:
-    """A range starting off a 64 KiB boundary gets one short call up to it; every later call starts on one."""
-    data = os.urandom(offset + 5 * ALIGN + 123)
-    (tmp_path / "src").write_bytes(data)
-    chunk = 2 * ALIGN
-    nbytes = len(data) - offset
-    copier = RecordingCopier(chunk)
-    src_fd = os.open(tmp_path / "src", os.O_RDONLY)
-    dst_fd = os.open(tmp_path / "dst", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-    try:
-        copy_range(copier, src_fd, ByteRange(tmp_path / "src", offset, nbytes), dst_fd, "t", chunk, None)
-    finally:
-        os.close(src_fd)
-        os.close(dst_fd)
-    assert (tmp_path / "dst").read_bytes() == data[offset:]
-    first, *rest = copier.calls
-    assert first == (offset, chunk if offset % ALIGN == 0 else -offset % ALIGN)
-    assert rest and all(off % ALIGN == 0 and count <= chunk for off, count in rest)
-    assert sum(count for _, count in copier.calls) == nbytes
-
-
-def test_short_range_is_one_call(tmp_path: Path) -> None:
-    """A range that ends before the next boundary is copied in one call (no split for nothing)."""
-    (tmp_path / "src").write_bytes(os.urandom(ALIGN))
-    copier = RecordingCopier(ALIGN)
-    src_fd = os.open(tmp_path / "src", os.O_RDONLY)
-    dst_fd = os.open(tmp_path / "dst", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-    try:
-        copy_range(copier, src_fd, ByteRange(tmp_path / "src", 100, 1000), dst_fd, "t", ALIGN, None)
-    finally:
-        os.close(src_fd)
-        os.close(dst_fd)
-    assert copier.calls == [(100, 1000)]
 
 
 @pytest.mark.parametrize("name", ["vllm-eagle3", "vllm-eagle3-sharded"])

@@ -11,14 +11,7 @@ import errno
 import os
 from collections.abc import Callable
 
-from eagle_convert.io.outfile import (
-    COPY_ALIGN_BYTES,
-    VERIFY_CHUNK_BYTES,
-    ByteRange,
-    StreamSource,
-    WriterError,
-    log_rare,
-)
+from eagle_convert.io.outfile import VERIFY_CHUNK_BYTES, ByteRange, StreamSource, WriterError, log_rare
 
 # Records keep the writer's logger name, as before these helpers had a module of their own.
 _LOGGER = __package__ + ".writer"
@@ -107,13 +100,6 @@ def copy_range(
     done = 0
     while done < src.nbytes:
         want = min(chunk_bytes, src.nbytes - done)
-        # A source offset off a COPY_ALIGN_BYTES boundary gets a short call up to the boundary, so the
-        # long calls start aligned (chunk_bytes is a multiple of it): Linux 6.18 on ext4 copied at
-        # ~2.8-3.2 GB/s in 64 MiB calls starting off a 64 KiB boundary, ~4.2 GB/s in those starting on
-        # one (output congruent to the source, warm cache). 4 KiB boundaries were not enough.
-        lead = -(src.offset + done) % COPY_ALIGN_BYTES
-        if 0 < lead < want:
-            want = lead
         chunk_done = 0
         while chunk_done < want:
             n = copier.copy(src_fd, src.offset + done + chunk_done, want - chunk_done, dst_fd)
