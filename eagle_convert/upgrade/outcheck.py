@@ -10,7 +10,7 @@ a plan changed after planning is checked again.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +35,10 @@ def output_key(files: Sequence[PlannedFile], config: dict[str, Any]) -> tuple[An
     return (json.dumps(config, sort_keys=True, default=str), tensors)
 
 
-def static_errors(out: Checkpoint, key: tuple[Any, ...], release: Release) -> OutputCheck:
-    """validate's static errors for `release` without a target (the pairing is `validate --target`'s job)."""
-    ctx = build_context(out, describe(out, release, read_vocab=False))
+def static_errors(
+    out: Checkpoint, key: tuple[Any, ...], release: Release, shared: dict[Hashable, Any] | None = None
+) -> OutputCheck:
+    """validate's static errors for `release` without a target (the pairing is `validate --target`'s job).
+    `shared`: the `Context.memo` the card's matrix of the same output reuses (the vocabulary maps, read once)."""
+    ctx = build_context(out, describe(out, release, read_vocab=False), shared=shared)
     return OutputCheck(key, tuple(f for f in run_static(ctx)[0] if f.level == "error"), ctx.impl)

@@ -14,7 +14,7 @@ config rules (`configgen`) and the fc_norm values (`norminit`).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -290,8 +290,9 @@ def _serving(
     sharded = len(files) > 1 or ckpt.storage == "sharded"
     try:
         out = planned_output(ckpt, files, config, sharded=sharded)
-        check = static_errors(out, output_key(files, config), release)
-        return (None if check.errors else serving_summary(out)), check
+        memo: dict[Hashable, Any] = {}  # the matrix reuses the check's reading of the vocabulary maps
+        check = static_errors(out, output_key(files, config), release, memo)
+        return (None if check.errors else serving_summary(out, shared=memo)), check
     except EagleConvertError:
         return None, None
 

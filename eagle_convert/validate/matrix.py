@@ -20,7 +20,7 @@ check runs the installed vLLM only), so `compatibility_matrix` takes neither: ru
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -230,6 +230,7 @@ def compatibility_matrix(
     releases: Sequence[str] = KNOWN_RELEASES,
     speculative_config: str | dict[str, Any] | None = None,
     engines: Sequence[EngineStatus] = (),
+    shared: dict[Hashable, Any] | None = None,
 ) -> Matrix:
     """The static verdict of a draft for every release in `releases` (default: every known one).
 
@@ -243,6 +244,7 @@ def compatibility_matrix(
         engines: releases of engines other than vLLM (`--for sglang`, `--for all`): one row each, judged
             against the newest vLLM release's reading (the draft as trained); their errors fail the
             matrix too. With `releases` empty the matrix has these rows only.
+        shared: the `Context.memo` of another pass over the same draft and target (`open_draft`).
 
     Raises:
         EagleConvertError: unreadable inputs, as `validate_checkpoint`.
@@ -251,7 +253,7 @@ def compatibility_matrix(
 
     loaded = None if speculative_config is None else load_speculative_config(speculative_config)  # not JSON: exit 2
     t0 = time.perf_counter()
-    opened = open_draft(ref, target=target)
+    opened = open_draft(ref, target=target, shared=shared)
     timings = dict(opened.head.timings)
     t1 = time.perf_counter()
     installed = default.installed
@@ -302,10 +304,10 @@ def compatibility_matrix(
     )
 
 
-def serving_summary(ref: str | Path | CheckpointRef | Checkpoint) -> str:
+def serving_summary(ref: str | Path | CheckpointRef | Checkpoint, *, shared: dict[Hashable, Any] | None = None) -> str:
     """The model card's sentence: which releases serve the draft as trained, differently or not at all.
 
     From the draft alone (no target: the card describes the draft wherever it is served), every
-    known release; `Matrix.summary`.
+    known release; `Matrix.summary`. `shared`: as `compatibility_matrix`'s.
     """
-    return compatibility_matrix(ref, default=status_for(None, KNOWN_RELEASES[-1])).summary()
+    return compatibility_matrix(ref, default=status_for(None, KNOWN_RELEASES[-1]), shared=shared).summary()

@@ -10,6 +10,7 @@ draft with vLLM's real loader and a sentinel fill. Findings are data (`findings.
 from __future__ import annotations
 
 import time
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -184,10 +185,16 @@ class OpenedDraft:
     ref: str = ""  # the draft as the caller named it (what a serve command loads)
 
 
-def open_draft(ref: str | Path | CheckpointRef | Checkpoint, *, target: str | Path | None = None) -> OpenedDraft:
+def open_draft(
+    ref: str | Path | CheckpointRef | Checkpoint,
+    *,
+    target: str | Path | None = None,
+    shared: dict[Hashable, Any] | None = None,
+) -> OpenedDraft:
     """Open and classify a draft and load its target (config.json only), once for any number of releases.
 
     `ref` may be an opened `Checkpoint` (upgrade's planned output, `upgrade.preflight.planned_checkpoint`).
+    `shared`: the `Context.memo` of other passes over the same checkpoint and target (upgrade's output check).
 
     Raises:
         EagleConvertError: unreadable inputs (a missing folder, an invalid target).
@@ -203,7 +210,7 @@ def open_draft(ref: str | Path | CheckpointRef | Checkpoint, *, target: str | Pa
     head = ValidationReport(ckpt.description, is_hub=is_hub)
     head.timings["open"] = time.perf_counter() - t0
     head.families_run.append("files")
-    opened = OpenedDraft(ckpt, head, ref=text)
+    opened = OpenedDraft(ckpt, head, ref=text, shared={} if shared is None else shared)
     if not ckpt.has_config:
         head.add(finding("E002", f"{ckpt.description}: no config.json next to the weights", field="config.json"))
         return opened
