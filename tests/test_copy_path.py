@@ -166,3 +166,15 @@ def test_trailing_does_not_map_past_a_shrunk_source(tmp_path: Path) -> None:
         trailing.advanced(f.data_bytes)
     assert trailing.verified == set()
     assert verify.verify_file(path, f, compared=trailing.verified)  # the final pass reports it
+
+
+def test_plan_reads_the_vocabulary_maps_once(built_fixtures, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The output check and the card's compatibility matrix (every known release) share one memo."""
+    from eagle_convert.validate.rules import vocab
+
+    calls: list[tuple[object, ...]] = []
+    real = vocab._check_maps
+    monkeypatch.setattr(vocab, "_check_maps", lambda *a: calls.append(a[1:]) or real(*a))
+    ckpt = open_checkpoint(str(built_fixtures("vllm-eagle3")))
+    plan = plan_upgrade(ckpt, describe(ckpt, default_release(), read_vocab=False))
+    assert plan.readme and len(calls) == 1
